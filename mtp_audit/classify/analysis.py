@@ -1,0 +1,325 @@
+"""Stage 4b: status and consistency of one drafter class on one platform.
+
+Works on the MRO: where ``compute_logits`` and ``get_top_tokens`` come from,
+what the delegate chain is, and whether an existing ``get_top_tokens`` selects
+the tokens of the ``compute_logits`` actually in use. ``overlay`` adds
+methods that a fix would write, so the blast radius of a fix can be checked
+before anything is written.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+from dataclasses import dataclass, field
+
+import libcst as cst
+import libcst.matchers as m
+
+from ..index.facts import MethodFacts
+from ..model import ClassKey, Consistency, Status
+from ..resolve.mro import Hierarchy, MethodHit, Mro
+from ..resolve.names import resolve_expression
+from ..synthesize.mirror import MirrorError, mirror_code
+from .shapes import LogitsShape, TopTokensShape, analyze_compute_logits, analyze_get_top_tokens, normalize, parse_method
+
+Overlay = dict[ClassKey, dict[str, MethodFacts]]
+DIVERGENT_POST = {"mask", "d2t_scatter"}
+
+
+@dataclass(frozen=True)
+class Insertion:
+    """Write the mirror of ``source`` into class ``target``."""
+
+    target: ClassKey
+    source: MethodHit
+
+
+@dataclass
+class Analysis:
+    status: Status
+    reason: str
+    compute_logits: MethodHit | None = None
+    get_top_tokens: MethodHit | None = None
+    delegates: list[ClassKey] = field(default_factory=list)
+    consistency: Consistency | None = None
+    insertions: list[Insertion] = field(default_factory=list)
+
+
+@functools.lru_cache(maxsize=4096)
+def logits_shape(code: str, line: int) -> LogitsShape:
+    return analyze_compute_logits(code, line)
+
+
+@functools.lru_cache(maxsize=4096)
+def top_tokens_shape(code: str, line: int) -> TopTokensShape:
+    return analyze_get_top_tokens(code, line)
+
+
+@functools.lru_cache(maxsize=4096)
+def fingerprint(code: str) -> str:
+    return normalize(code)
+
+
+@functools.lru_cache(maxsize=4096)
+def mirror_fingerprint(code: str) -> str | None:
+    try:
+        return normalize(mirror_code(code))
+    except MirrorError:
+        return None
+
+
+def synthetic_mirror(hit: MethodHit) -> MethodFacts:
+    """The method a fix would write, as facts (for blast-radius checks)."""
+    return MethodFacts("get_top_tokens", hit.method.line, mirror_code(hit.method.code))
+
+
+class Analyzer:
+    def __init__(self, hierarchy: Hierarchy):
+        self.h = hierarchy
+
+    def where(self, hit: MethodHit) -> str:
+        return f"{hit.owner.name} ({self.h.file_of(hit.owner)}:{hit.method.line})"
+
+    # -- status ---------------------------------------------------------------
+
+    def analyze(self, key: ClassKey, overlay: Overlay | None = None, _depth: int = 0) -> Analysis:
+        mro = self.h.mro(key)
+        cl = self.h.find(mro, "compute_logits", overlay=overlay)
+        gtt = self.h.find(mro, "get_top_tokens", overlay=overlay)
+        unresolved = f"; bases not followed: {', '.join(mro.unresolved)}" if mro.unresolved else ""
+        if gtt is not None:
+            consistency, why = self.consistency(key, mro, cl, gtt, overlay, _depth)
+            origin = "defined" if gtt.owner == key else f"inherited from {gtt.owner.name}"
+            delegates = self._delegate_chain(key, mro, cl, overlay, _depth) if cl else []
+            return Analysis(Status.SUPPORTED, f"get_top_tokens {origin}; {why}", cl, gtt, delegates, consistency)
+        if cl is None:
+            return Analysis(Status.NOT_APPLICABLE, f"no compute_logits in the MRO of {key.name}{unresolved}")
+        shape = logits_shape(cl.method.code, cl.method.line)
+        inherited = "" if cl.owner == key else f" (inherited from {self.where(cl)})"
+        if shape.kind == "stub":
+            return Analysis(Status.NOT_APPLICABLE, shape.reason + inherited, cl)
+        if shape.kind == "manual":
+            return Analysis(Status.MISSING_MANUAL, shape.reason + inherited, cl)
+        if shape.kind == "head":
+            return Analysis(Status.MISSING_FIXABLE, shape.reason + inherited, cl,
+                            insertions=[Insertion(self._placement(key, cl), cl)])
+        return self._delegating(key, mro, cl, shape, overlay, _depth, inherited)
+
+    def _placement(self, key: ClassKey, cl: MethodHit) -> ClassKey:
+        """The drafter class itself when the mirror can live there, else the owner of compute_logits."""
+        if cl.owner == key or not _self_contained(cl.method.code):
+            return cl.owner
+        return key
+
+    def _delegate_target(self, key: ClassKey, mro: Mro, cl: MethodHit,
+                         shape: LogitsShape) -> tuple[ClassKey | None, str]:
+        if shape.kind == "super":
+            nxt = self.h.find(mro, "compute_logits", start=cl.index + 1)
+            if nxt is None:
+                return None, f"super().compute_logits in {self.where(cl)} reaches no compute_logits"
+            return nxt.owner, ""
+        attr = shape.delegate_attr
+        callees: list[str] = []
+        owner: ClassKey | None = None
+        for item in mro.classes:
+            if isinstance(item, ClassKey):
+                facts = self.h.class_facts(item)
+                if attr in facts.init_attrs:
+                    callees, owner = facts.init_attrs[attr], item
+                    break
+                if attr in facts.annotations:
+                    callees, owner = [facts.annotations[attr].strip("'\"")], item
+                    break
+        if owner is None:
+            return None, f"cannot tell the class of self.{attr} (no assignment in __init__)"
+        classes = []
+        for callee in callees:
+            found = [r for r in resolve_expression(self.h.index, owner.module, callee, self.h.platform)
+                     if isinstance(r, ClassKey)]
+            if callee == "<other>" or not found:
+                return None, f"cannot tell the class of self.{attr} ({callee} in {owner.name}.__init__)"
+            classes.extend(c for c in found if c not in classes)
+        if len(classes) != 1:
+            names = ", ".join(c.name for c in classes)
+            return None, f"self.{attr} may be one of several classes ({names})"
+        return classes[0], ""
+
+    def _delegating(self, key: ClassKey, mro: Mro, cl: MethodHit, shape: LogitsShape,
+                    overlay: Overlay | None, depth: int, inherited: str) -> Analysis:
+        target, why = self._delegate_target(key, mro, cl, shape)
+        if target is None:
+            return Analysis(Status.MISSING_MANUAL, why + inherited, cl)
+        if depth > 8:
+            return Analysis(Status.MISSING_MANUAL, "delegation chain too deep", cl)
+        if shape.kind == "super":
+            inner = self.analyze_from(key, mro, target, overlay, depth + 1)
+        else:
+            inner = self.analyze(target, overlay, depth + 1)
+        via = f"{target.name}" if shape.kind == "delegate" else f"super() ({target.name})"
+        if inner.status == Status.MISSING_MANUAL:
+            return Analysis(Status.MISSING_MANUAL, f"delegate {via}: {inner.reason}", cl, delegates=[target, *inner.delegates])
+        if inner.status == Status.NOT_APPLICABLE:
+            return Analysis(Status.MISSING_MANUAL, f"delegate {via} has no usable compute_logits: {inner.reason}", cl,
+                            delegates=[target, *inner.delegates])
+        if inner.status == Status.SUPPORTED and inner.consistency in (Consistency.DIVERGENT, Consistency.UNPROVEN):
+            return Analysis(Status.MISSING_MANUAL,
+                            f"delegate {via} has a {inner.consistency.value} get_top_tokens: {inner.reason}", cl,
+                            delegates=[target, *inner.delegates])
+        insertions = [Insertion(cl.owner, cl), *inner.insertions]
+        return Analysis(Status.MISSING_FIXABLE, f"{shape.reason}{inherited}; {via}: {inner.reason}", cl,
+                        delegates=[target, *inner.delegates], insertions=insertions)
+
+    def analyze_from(self, key: ClassKey, mro: Mro, owner: ClassKey, overlay: Overlay | None,
+                     depth: int) -> Analysis:
+        """Like analyze, for the compute_logits that super() reaches (owner, in key's MRO)."""
+        start = mro.classes.index(owner)
+        cl = self.h.find(mro, "compute_logits", start=start, overlay=overlay)
+        gtt = self.h.find(mro, "get_top_tokens", start=start, overlay=overlay)
+        assert cl is not None
+        if gtt is not None:
+            consistency, why = self.consistency(key, mro, cl, gtt, overlay, depth)
+            return Analysis(Status.SUPPORTED, why, cl, gtt, consistency=consistency)
+        shape = logits_shape(cl.method.code, cl.method.line)
+        if shape.kind in ("stub", "manual"):
+            status = Status.NOT_APPLICABLE if shape.kind == "stub" else Status.MISSING_MANUAL
+            return Analysis(status, f"{shape.reason} in {self.where(cl)}", cl)
+        if shape.kind == "head":
+            return Analysis(Status.MISSING_FIXABLE, f"{shape.reason} in {self.where(cl)}", cl,
+                            insertions=[Insertion(cl.owner, cl)])
+        return self._delegating(key, mro, cl, shape, overlay, depth, f" (in {self.where(cl)})")
+
+    def _delegate_chain(self, key: ClassKey, mro: Mro, cl: MethodHit, overlay: Overlay | None,
+                        depth: int) -> list[ClassKey]:
+        shape = logits_shape(cl.method.code, cl.method.line)
+        if shape.kind != "delegate" or depth > 8:
+            return []
+        target, _ = self._delegate_target(key, mro, cl, shape)
+        if target is None:
+            return []
+        inner_mro = self.h.mro(target)
+        inner_cl = self.h.find(inner_mro, "compute_logits", overlay=overlay)
+        return [target, *(self._delegate_chain(target, inner_mro, inner_cl, overlay, depth + 1) if inner_cl else [])]
+
+    # -- consistency ------------------------------------------------------------
+
+    def consistency(self, key: ClassKey, mro: Mro, cl: MethodHit | None, gtt: MethodHit,
+                    overlay: Overlay | None, depth: int = 0,
+                    entry: MethodHit | None = None) -> tuple[Consistency, str]:
+        """``entry``: the get_top_tokens callers reach, when ``gtt`` is what its super() reaches."""
+        if cl is None:
+            return Consistency.UNPROVEN, "no compute_logits to compare with"
+        cshape = logits_shape(cl.method.code, cl.method.line)
+        gshape = top_tokens_shape(gtt.method.code, gtt.method.line)
+        missing = [] if entry else _unaccepted(cshape, gshape)
+        if missing:
+            return Consistency.DIVERGENT, (
+                f"compute_logits of {self.where(cl)} takes {', '.join(missing)}; "
+                f"get_top_tokens of {self.where(gtt)} does not accept it")
+        if gshape.kind == "super":
+            nxt = self.h.find(mro, "get_top_tokens", start=gtt.index + 1, overlay=overlay)
+            if nxt is None:
+                return Consistency.DIVERGENT, f"super().get_top_tokens in {self.where(gtt)} reaches nothing"
+            return self.consistency(key, mro, cl, nxt, overlay, depth, entry=entry or gtt)
+        if gshape.kind == "local_argmax_mixin":
+            return self._against_mixin(key, mro, cl, cshape, gtt)
+        if cshape.kind == "stub":
+            return Consistency.UNPROVEN, f"compute_logits of {self.where(cl)} is a stub"
+        mirrored = mirror_fingerprint(cl.method.code)
+        same = mirrored is not None and mirrored == fingerprint(gtt.method.code)
+        if same and cshape.kind == "head":
+            return Consistency.MIRROR, f"mirror of compute_logits of {self.where(cl)}"
+        if same and cshape.kind in ("delegate", "super"):
+            return self._delegated_consistency(key, mro, cl, cshape, overlay, depth)
+        if cshape.kind == "manual" and cshape.post in DIVERGENT_POST:
+            return Consistency.DIVERGENT, (
+                f"compute_logits of {self.where(cl)}: {cshape.reason}; "
+                f"get_top_tokens of {self.where(gtt)} ignores it")
+        if cshape.kind == "head" and cshape.pre_transform and _plain_head(gtt, gshape):
+            return Consistency.DIVERGENT, (
+                f"compute_logits of {self.where(cl)} transforms the hidden states before the head "
+                f"({cshape.hidden}); get_top_tokens of {self.where(gtt)} does not")
+        return Consistency.UNPROVEN, (
+            f"get_top_tokens of {self.where(gtt)} is written differently from compute_logits of "
+            f"{self.where(cl)}; run `mtp-audit verify`")
+
+    def _delegated_consistency(self, key: ClassKey, mro: Mro, cl: MethodHit, cshape: LogitsShape,
+                               overlay: Overlay | None, depth: int) -> tuple[Consistency, str]:
+        target, why = self._delegate_target(key, mro, cl, cshape)
+        if target is None or depth > 8:
+            return Consistency.UNPROVEN, why or "delegation chain too deep"
+        inner = (self.analyze_from(key, mro, target, overlay, depth + 1) if cshape.kind == "super"
+                 else self.analyze(target, overlay, depth + 1))
+        if inner.status != Status.SUPPORTED or inner.consistency is None:
+            return Consistency.DIVERGENT, f"delegate {target.name} has no get_top_tokens ({inner.reason})"
+        return inner.consistency, f"delegates to {target.name}: {inner.reason}"
+
+    def _against_mixin(self, key: ClassKey, mro: Mro, cl: MethodHit, cshape: LogitsShape,
+                       gtt: MethodHit) -> tuple[Consistency, str]:
+        mixin = self.where(gtt)
+        plain = cshape.head == "self.lm_head" and not cshape.pre_transform
+        if cshape.kind == "head" and plain:
+            if self._sets_d2t(mro):
+                return Consistency.DIVERGENT, (
+                    f"{mixin} remaps through draft_id_to_target_id, which {key.name} sets, but compute_logits of "
+                    f"{self.where(cl)} does not scatter")
+            return Consistency.EQUIVALENT, (
+                f"{mixin}: the same head call as compute_logits of {self.where(cl)}; no draft_id_to_target_id")
+        if cshape.post == "d2t_scatter" and plain:
+            return Consistency.EQUIVALENT, (
+                f"{mixin} maps draft ids through draft_id_to_target_id as compute_logits of "
+                f"{self.where(cl)} scatters them")
+        if cshape.kind == "manual" and cshape.post in DIVERGENT_POST:
+            return Consistency.DIVERGENT, f"compute_logits of {self.where(cl)}: {cshape.reason}; {mixin} ignores it"
+        if cshape.kind in ("head", "manual") and cshape.head is not None and not plain:
+            return Consistency.DIVERGENT, (
+                f"compute_logits of {self.where(cl)} calls the head as ({cshape.head}, {cshape.hidden}); "
+                f"{mixin} uses (self.lm_head, hidden states) unchanged")
+        return Consistency.UNPROVEN, f"{mixin} against compute_logits of {self.where(cl)}: {cshape.reason}"
+
+    def _sets_d2t(self, mro: Mro) -> bool:
+        return any(
+            isinstance(item, ClassKey) and "draft_id_to_target_id" in self.h.class_facts(item).init_attrs
+            for item in mro.classes
+        )
+
+
+def _unaccepted(cshape: LogitsShape, gshape: TopTokensShape) -> list[str]:
+    if any(p.kind in ("star", "starstar") for p in gshape.params):
+        return []
+    accepted = {p.name for p in gshape.params}
+    return [p.name for p in cshape.params if p.kind not in ("star", "starstar") and p.name not in accepted]
+
+
+def _plain_head(gtt: MethodHit, gshape: TopTokensShape) -> bool:
+    """get_top_tokens is just ``return self.logits_processor.get_top_tokens(HEAD, <first param>)``."""
+    if not gshape.params:
+        return False
+    _, func = parse_method(gtt.method.code)
+    body = [s for s in func.body.body if not m.matches(s, m.SimpleStatementLine(body=[m.Expr(m.SimpleString())]))]
+    call = m.Call(func=m.Attribute(attr=m.Name("get_top_tokens")),
+                  args=[m.Arg(), m.Arg(value=m.Name(gshape.params[0].name))])
+    return len(body) == 1 and m.matches(body[0], m.SimpleStatementLine(body=[m.Return(value=call)]))
+
+
+_BUILTINS = frozenset(vars(builtins))
+
+
+def _self_contained(code: str) -> bool:
+    """True when a method uses only self, its parameters, its locals, builtins and ``torch``."""
+    _, func = parse_method(code)
+    if m.findall(func.body, m.Call(func=m.Name("super"))):
+        return False
+    known = {p.name.value for p in m.findall(func.params, m.Param())} | {"self", "torch"} | _BUILTINS
+    for target in m.findall(func.body, m.AssignTarget(target=m.Name()) | m.AugAssign(target=m.Name())):
+        known.add(target.target.value)  # type: ignore[attr-defined]
+    for name in m.findall(func.body, m.Name()):
+        assert isinstance(name, cst.Name)
+        if name.value not in known and not _is_attribute_name(func.body, name):
+            return False
+    return True
+
+
+def _is_attribute_name(root: cst.CSTNode, name: cst.Name) -> bool:
+    return any(a.attr is name for a in m.findall(root, m.Attribute()) if isinstance(a, cst.Attribute)) or any(
+        arg.keyword is name for arg in m.findall(root, m.Arg()) if isinstance(arg, cst.Arg))

@@ -1,0 +1,352 @@
+"""Stage 4a: the shape of one ``compute_logits`` / ``get_top_tokens`` body.
+
+Each check is a small named rule over the decomposed body (statements before
+the head call, the head call, statements after it), in the style of ruff and
+Fixit; the first rule that objects decides. A body no rule objects to is a
+mechanical mirror candidate.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+SELF = m.Name("self")
+HEAD_CALL = m.Call(func=m.Attribute(value=SELF, attr=m.Name("logits_processor")))
+SELF_DELEGATE_CALL = m.Call(
+    func=m.Attribute(value=m.Attribute(value=SELF, attr=m.Name()), attr=m.Name("compute_logits"))
+)
+SUPER_CALL = m.Call(
+    func=m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("compute_logits"))
+)
+ANY_COMPUTE_LOGITS_CALL = m.Call(func=m.Attribute(attr=m.Name("compute_logits")))
+LOGITS_CALL = HEAD_CALL | SELF_DELEGATE_CALL | SUPER_CALL
+DOCSTRING = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString() | m.ConcatenatedString())])
+STUB_STATEMENT = m.SimpleStatementLine(
+    body=[m.OneOf(m.Raise(), m.Pass(), m.Expr(value=m.Ellipsis()))]
+)
+BY_HAND = m.Call(
+    func=m.Attribute(attr=m.Name("addmm") | m.Name("matmul") | m.Name("mm") | m.Name("linear")
+                     | m.Name("einsum") | m.Name("_gather_logits") | m.Name("bmm"))
+    | m.Name("linear") | m.Name("matmul")
+) | m.BinaryOperation(operator=m.MatrixMultiply())
+RETURN_NAME = m.SimpleStatementLine(body=[m.Return(value=m.Name())])
+# get_top_tokens keeps these argument names of the head call.
+TOP_TOKENS_KEYWORDS = {"lm_head", "hidden_states", "embedding_bias"}
+
+
+@dataclass
+class Param:
+    name: str
+    default: str | None
+    kind: str  # "posonly", "pos", "star", "kwonly", "starstar"
+
+
+@dataclass
+class LogitsShape:
+    """What ``compute_logits`` does, as far as the mirror rule cares."""
+
+    kind: str  # "head", "delegate", "super", "stub" or "manual"
+    rule: str
+    reason: str
+    line: int | None
+    params: list[Param]
+    head: str | None = None  # code of the lm_head argument
+    hidden: str | None = None  # code of the hidden-states argument
+    delegate_attr: str | None = None
+    post: str | None = None  # "d2t_scatter", "mask", "softcap", "other" after the head
+    pre_transform: bool = False  # hidden states change before reaching the head
+
+
+@dataclass
+class TopTokensShape:
+    kind: str  # "local_argmax_mixin", "super", "delegate" or "other"
+    params: list[Param]
+    delegate_attr: str | None = None
+
+
+@dataclass
+class _Body:
+    statements: list[cst.BaseStatement]
+    module: cst.Module
+    positions: dict
+    line_offset: int
+
+    def line(self, node: cst.CSTNode) -> int:
+        return self.positions[node].start.line + self.line_offset
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node).strip()
+
+
+def parse_method(code: str) -> tuple[cst.Module, cst.FunctionDef]:
+    """Parse one method's source (as stored in the facts) on its own."""
+    module = cst.parse_module(textwrap.dedent(code))
+    func = module.body[0]
+    if not isinstance(func, cst.FunctionDef):
+        raise ValueError("not a function definition")
+    return module, func
+
+
+def params_of(func: cst.FunctionDef) -> list[Param]:
+    def build(param: cst.Param, kind: str) -> Param:
+        default = cst.Module([]).code_for_node(param.default) if param.default else None
+        return Param(param.name.value, default, kind)
+
+    p = func.params
+    out = [build(x, "posonly") for x in p.posonly_params] + [build(x, "pos") for x in p.params]
+    if isinstance(p.star_arg, cst.Param):
+        out.append(build(p.star_arg, "star"))
+    out += [build(x, "kwonly") for x in p.kwonly_params]
+    if p.star_kwarg:
+        out.append(build(p.star_kwarg, "starstar"))
+    return [x for x in out if x.name != "self"]
+
+
+def _decompose(code: str, first_line: int) -> tuple[_Body, cst.FunctionDef]:
+    module, func = parse_method(code)
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    positions = wrapper.resolve(PositionProvider)
+    statements = list(func.body.body) if isinstance(func.body, cst.IndentedBlock) else list(func.body.body)
+    if statements and m.matches(statements[0], DOCSTRING):
+        statements = statements[1:]
+    body = _Body(statements, module, positions, first_line - positions[func.name].start.line)
+    return body, func
+
+
+Rule = Callable[[_Body, list[Param]], "LogitsShape | None"]
+
+
+def _calls(node: cst.CSTNode, matcher) -> list[cst.Call]:
+    return [c for c in m.findall(node, matcher) if isinstance(c, cst.Call)]
+
+
+def rule_stub(body: _Body, params: list[Param]) -> LogitsShape | None:
+    if not body.statements:
+        return LogitsShape("stub", "stub", "compute_logits has only a docstring", None, params)
+    if all(m.matches(s, STUB_STATEMENT) for s in body.statements):
+        first = body.statements[0]
+        raises = m.findall(first, m.Raise())
+        text = "raises NotImplementedError" if raises and "NotImplementedError" in body.code(first) else "is a stub"
+        return LogitsShape("stub", "stub", f"compute_logits {text} (line {body.line(first)})",
+                           body.line(first), params)
+    return None
+
+
+def rule_by_hand(body: _Body, params: list[Param]) -> LogitsShape | None:
+    for statement in body.statements:
+        for node in m.findall(statement, BY_HAND):
+            what = body.code(node.func) if isinstance(node, cst.Call) else "@"
+            return LogitsShape("manual", "by-hand", f"logits computed by hand ({what}, line {body.line(node)})",
+                               body.line(node), params)
+    return None
+
+
+def rule_no_head(body: _Body, params: list[Param]) -> LogitsShape | None:
+    for statement in body.statements:
+        if _calls(statement, LOGITS_CALL):
+            return None
+    for statement in body.statements:
+        for call in _calls(statement, ANY_COMPUTE_LOGITS_CALL):
+            return LogitsShape("manual", "helper",
+                               f"calls helper {body.code(call.func)} instead of self.logits_processor "
+                               f"(line {body.line(call)})", body.line(call), params)
+    for statement in body.statements:
+        for call in _calls(statement, m.Call(func=m.Attribute(value=SELF))):
+            return LogitsShape("manual", "helper",
+                               f"logits come from {body.code(call.func)}(...), not self.logits_processor "
+                               f"(line {body.line(call)})", body.line(call), params)
+    return LogitsShape("manual", "no-head", "no self.logits_processor call in compute_logits", None, params)
+
+
+def rule_several_heads(body: _Body, params: list[Param]) -> LogitsShape | None:
+    calls = [c for s in body.statements for c in _calls(s, LOGITS_CALL)]
+    if len(calls) > 1:
+        lines = ", ".join(str(body.line(c)) for c in calls)
+        return LogitsShape("manual", "several-heads", f"several head calls (lines {lines})", body.line(calls[0]), params)
+    return None
+
+
+def _head_index(body: _Body) -> int:
+    return next(i for i, s in enumerate(body.statements) if _calls(s, LOGITS_CALL))
+
+
+def _head_expression(statement: cst.BaseStatement) -> tuple[cst.Call, str | None] | None:
+    """The head call of ``return CALL`` or ``NAME = CALL``, and NAME."""
+    if m.matches(statement, m.SimpleStatementLine(body=[m.Return(value=LOGITS_CALL)])):
+        return statement.body[0].value, None  # type: ignore[attr-defined]
+    if m.matches(statement, m.SimpleStatementLine(
+            body=[m.Assign(targets=[m.AssignTarget(target=m.Name())], value=LOGITS_CALL)])):
+        assign = statement.body[0]  # type: ignore[attr-defined]
+        return assign.value, assign.targets[0].target.value
+    return None
+
+
+def rule_conditional_head(body: _Body, params: list[Param]) -> LogitsShape | None:
+    statement = body.statements[_head_index(body)]
+    if _head_expression(statement) is None:
+        call = _calls(statement, LOGITS_CALL)[0]
+        return LogitsShape("manual", "conditional-head",
+                           f"the head call is not a plain `return` or assignment (line {body.line(call)})",
+                           body.line(call), params)
+    return None
+
+
+def rule_early_return(body: _Body, params: list[Param]) -> LogitsShape | None:
+    for statement in body.statements[: _head_index(body)]:
+        for node in m.findall(statement, m.Return() | m.Yield()):
+            return LogitsShape("manual", "early-return",
+                               f"returns before the head call (line {body.line(node)})", body.line(node), params)
+    return None
+
+
+def _post_kind(body: _Body, statements: list[cst.BaseStatement], name: str) -> str:
+    text = "\n".join(body.code(s) for s in statements)
+    if "draft_id_to_target_id" in text:
+        return "d2t_scatter"
+    if "tanh" in text or "soft_cap" in text or "softcap" in text:
+        return "softcap"
+    mask = m.Call(func=m.Attribute(attr=m.Name("index_fill_") | m.Name("masked_fill_")
+                                   | m.Name("masked_fill") | m.Name("index_fill") | m.Name("fill_")))
+    subscript_store = m.Assign(targets=[m.AssignTarget(target=m.Subscript(value=m.Name(name)))])
+    if any(m.findall(s, mask | subscript_store) for s in statements):
+        return "mask"
+    return "other"
+
+
+POST_REASONS = {
+    "d2t_scatter": "logits scattered to the target vocabulary after the head call",
+    "mask": "logits masked after the head call",
+    "softcap": "logits soft-capped after the head call",
+    "other": "logits post-processed after the head call",
+}
+
+
+def rule_post_processing(body: _Body, params: list[Param]) -> LogitsShape | None:
+    index = _head_index(body)
+    call, name = _head_expression(body.statements[index])  # type: ignore[misc]
+    tail = body.statements[index + 1:]
+    if name is None and not tail:
+        return None
+    if name is not None and len(tail) == 1 and m.matches(tail[0], m.SimpleStatementLine(body=[m.Return(value=m.Name(name))])):
+        return None
+    if name is None:
+        return LogitsShape("manual", "unreachable-tail",
+                           f"statements after the returning head call (line {body.line(tail[0])})",
+                           body.line(tail[0]), params)
+    effective = [s for s in tail if not m.matches(s, RETURN_NAME)] or tail
+    kind = _post_kind(body, tail, name)
+    shape = _head_shape(body, params, call, manual=True)
+    shape.rule = f"post-{kind.replace('_', '-')}"
+    shape.reason = f"{POST_REASONS[kind]} (line {body.line(effective[0])})"
+    shape.line = body.line(effective[0])
+    shape.post = kind
+    return shape
+
+
+def rule_arguments(body: _Body, params: list[Param]) -> LogitsShape | None:
+    call, _ = _head_expression(body.statements[_head_index(body)])  # type: ignore[misc]
+    if not m.matches(call, HEAD_CALL):
+        return None
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    keywords = [a.keyword.value for a in call.args if a.keyword is not None]
+    starred = [a for a in call.args if a.star]
+    if starred or len(positional) > 3 or any(k not in TOP_TOKENS_KEYWORDS for k in keywords) or len(call.args) < 2:
+        return LogitsShape("manual", "head-arguments",
+                           f"self.logits_processor called with arguments get_top_tokens does not take "
+                           f"(line {body.line(call)})", body.line(call), params)
+    return None
+
+
+RULES: tuple[Rule, ...] = (
+    rule_stub,
+    rule_by_hand,
+    rule_no_head,
+    rule_several_heads,
+    rule_conditional_head,
+    rule_early_return,
+    rule_post_processing,
+    rule_arguments,
+)
+
+
+def _head_shape(body: _Body, params: list[Param], call: cst.Call, manual: bool = False) -> LogitsShape:
+    index = _head_index(body)
+    prefix = body.statements[:index]
+    assert_only = all(m.matches(s, m.SimpleStatementLine(body=[m.Assert()])) for s in prefix)
+    line = body.line(call)
+    if m.matches(call, HEAD_CALL):
+        args = [a for a in call.args if a.keyword is None]
+        head = body.code(args[0].value) if args else None
+        hidden = body.code(args[1].value) if len(args) > 1 else None
+        first = params[0].name if params else None
+        return LogitsShape("manual" if manual else "head", "head", f"compute_logits returns self.logits_processor({', '.join(body.code(a.value) for a in call.args)})",
+                           line, params, head=head, hidden=hidden,
+                           pre_transform=not assert_only or hidden != first)
+    if m.matches(call, SUPER_CALL):
+        return LogitsShape("manual" if manual else "super", "super", "compute_logits delegates to super().compute_logits", line, params,
+                           pre_transform=not assert_only)
+    attr = call.func.value.attr.value  # type: ignore[attr-defined]
+    return LogitsShape("manual" if manual else "delegate", "delegate", f"compute_logits delegates to self.{attr}.compute_logits", line, params,
+                       delegate_attr=attr, pre_transform=not assert_only)
+
+
+def analyze_compute_logits(code: str, first_line: int) -> LogitsShape:
+    body, func = _decompose(code, first_line)
+    params = params_of(func)
+    for rule in RULES:
+        shape = rule(body, params)
+        if shape is not None:
+            return shape
+    call, _ = _head_expression(body.statements[_head_index(body)])  # type: ignore[misc]
+    return _head_shape(body, params, call)
+
+
+LOCAL_ARGMAX_REMAP = m.BinaryOperation(operator=m.Add(), right=m.Subscript())
+
+
+def analyze_get_top_tokens(code: str, first_line: int) -> TopTokensShape:
+    body, func = _decompose(code, first_line)
+    params = params_of(func)
+    text = "\n".join(body.code(s) for s in body.statements)
+    statements = body.statements
+    if len(statements) == 1 and m.matches(statements[0], m.SimpleStatementLine(body=[m.Return(
+            value=m.Call(func=m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("get_top_tokens"))))])):
+        return TopTokensShape("super", params)
+    delegate = m.Call(func=m.Attribute(value=m.Attribute(value=SELF, attr=m.Name()), attr=m.Name("get_top_tokens")))
+    if len(statements) == 1 and m.matches(statements[0], m.SimpleStatementLine(body=[m.Return(value=delegate)])):
+        return TopTokensShape("delegate", params, delegate_attr=statements[0].body[0].value.func.value.attr.value)  # type: ignore[attr-defined]
+    head = m.Call(func=m.Attribute(value=m.Attribute(value=SELF, attr=m.Name("logits_processor")),
+                                   attr=m.Name("get_top_tokens")),
+                  args=[m.Arg(value=m.Attribute(value=SELF, attr=m.Name("lm_head"))),
+                        m.Arg(value=m.Name(params[0].name) if params else m.DoNotCare())])
+    if "draft_id_to_target_id" in text and any(m.findall(s, head) for s in statements) \
+            and any(m.findall(s, LOCAL_ARGMAX_REMAP) for s in statements):
+        return TopTokensShape("local_argmax_mixin", params)
+    return TopTokensShape("other", params)
+
+
+def normalize(code: str) -> str:
+    """A layout-, comment- and docstring-blind fingerprint of a method's logic."""
+    func = ast.parse(textwrap.dedent(code)).body[0]
+    assert isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
+    body = func.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    if (len(body) >= 2 and isinstance(body[-1], ast.Return) and isinstance(body[-1].value, ast.Name)
+            and isinstance(body[-2], ast.Assign) and len(body[-2].targets) == 1
+            and isinstance(body[-2].targets[0], ast.Name)
+            and body[-2].targets[0].id == body[-1].value.id):
+        body = [*body[:-2], ast.Return(value=body[-2].value)]  # `x = call; return x` is `return call`
+    func.body = body or [ast.Pass()]
+    func.name = "_"
+    func.returns = None
+    func.decorator_list = []
+    return ast.dump(func, include_attributes=False)

@@ -1,0 +1,86 @@
+"""Stage 2: map module names to files and read their facts on demand.
+
+Only modules that resolution reaches are parsed; facts are memoised for the
+run and, when a cache is given, stored by content hash across runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..model import SourceTree
+from .cache import FactsCache
+from .facts import ModuleFacts, extract_facts
+
+
+class ModuleIndex:
+    def __init__(self, tree: SourceTree, cache: FactsCache | None = None):
+        self.tree = tree
+        self.cache = cache
+        self._facts: dict[str, ModuleFacts | None] = {}
+        self.read_errors: dict[str, str] = {}
+
+    def locate(self, module: str) -> tuple[Path, bool] | None:
+        """The file of ``module`` and whether it is a package, or None if not in the tree."""
+        if not module:
+            return None
+        base = self.tree.root.joinpath(*module.split("."))
+        init = base / "__init__.py"
+        if init.is_file():
+            return init, True
+        file = base.with_name(base.name + ".py")
+        if file.is_file():
+            return file, False
+        return None
+
+    def is_module(self, module: str) -> bool:
+        return self.locate(module) is not None
+
+    def relative(self, path: Path) -> str:
+        return path.relative_to(self.tree.root).as_posix()
+
+    def facts(self, module: str) -> ModuleFacts | None:
+        if module in self._facts:
+            return self._facts[module]
+        found = self.locate(module)
+        result = None
+        if found is not None:
+            path, is_package = found
+            result = self._read(module, path, is_package)
+        self._facts[module] = result
+        return result
+
+    def _read(self, module: str, path: Path, is_package: bool) -> ModuleFacts:
+        rel = self.relative(path)
+        data = path.read_bytes()
+        try:
+            source = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            self.read_errors[rel] = f"not UTF-8 ({error.reason} at byte {error.start})"
+            facts = ModuleFacts(module=module, path=rel, is_package=is_package)
+            facts.parse_error = self.read_errors[rel]
+            return facts
+        if self.cache is not None:
+            cached = self.cache.load(data, module, is_package, rel)
+            if cached is not None:
+                return cached
+        facts = extract_facts(source, module, rel, is_package)
+        if facts.parse_error:
+            self.read_errors[rel] = f"syntax error, {facts.parse_error}"
+        elif self.cache is not None:
+            self.cache.store(data, facts)
+        return facts
+
+    def import_error(self, module: str, platform: str) -> str | None:
+        """Why importing ``module`` fails on ``platform`` (itself or a parent package)."""
+        parts = module.split(".")
+        for end in range(1, len(parts) + 1):
+            name = ".".join(parts[:end])
+            facts = self.facts(name)
+            if facts is None:
+                continue
+            if facts.parse_error:
+                return f"{facts.path}: {facts.parse_error}"
+            if platform in facts.import_errors:
+                return f"{facts.path}: {facts.import_errors[platform]}"
+        return None

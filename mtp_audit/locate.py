@@ -1,0 +1,103 @@
+"""Stage 1: find the source tree to audit, without importing vLLM."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+from pathlib import Path
+
+from .errors import UsageError
+from .model import SourceTree
+
+REGISTRY = Path("model_executor/models/registry.py")
+LOGITS_PROCESSOR = Path("model_executor/layers/logits_processor.py")
+
+
+def locate(path: Path | None) -> SourceTree:
+    """Resolve PATH (a checkout, a ``vllm`` package dir, or a plugin dir)."""
+    if path is None:
+        cwd = Path.cwd()
+        if (cwd / "vllm" / REGISTRY).is_file():
+            return _vllm_tree(cwd)
+        return _installed_vllm()
+    path = path.expanduser()
+    if not path.exists():
+        raise UsageError(f"{path}: no such directory")
+    if not path.is_dir():
+        raise UsageError(f"{path}: not a directory; give a vLLM checkout, a vllm package or a directory of model files")
+    path = path.resolve()
+    if (path / "vllm" / REGISTRY).is_file():
+        return _vllm_tree(path)
+    if (path / REGISTRY).is_file() and path.name == "vllm":
+        return _vllm_tree(path.parent)
+    if (path / "vllm").is_dir() or path.name == "vllm":
+        raise UsageError(
+            f"{path}: looks like vLLM but has no {REGISTRY}; is the tree complete?"
+        )
+    if not any(path.rglob("*.py")):
+        raise UsageError(f"{path}: no Python files here; give a vLLM checkout or a directory of model files")
+    return SourceTree(root=path, package_dir=None, vllm_version=None)
+
+
+def _installed_vllm() -> SourceTree:
+    spec = importlib.util.find_spec("vllm")  # locates the package, runs none of it
+    if spec is None or not spec.submodule_search_locations:
+        raise UsageError(
+            "no PATH given, the current directory is not a vLLM checkout and no "
+            "vllm package is installed; pass the path of a vLLM tree"
+        )
+    package_dir = Path(next(iter(spec.submodule_search_locations))).resolve()
+    return _vllm_tree(package_dir.parent)
+
+
+def _vllm_tree(root: Path) -> SourceTree:
+    package_dir = root / "vllm"
+    return SourceTree(root=root, package_dir=package_dir, vllm_version=read_version(root))
+
+
+_VERSION_RE = re.compile(r"^Version:\s*(\S+)", re.MULTILINE)
+
+
+def read_version(root: Path) -> str | None:
+    """The version from ``vllm/_version.py`` or a ``vllm-*.dist-info`` beside it."""
+    version_file = root / "vllm" / "_version.py"
+    if version_file.is_file():
+        try:
+            tree = ast.parse(version_file.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError):
+            tree = None
+        for node in tree.body if tree else ():
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+                names = {t.id for t in node.targets if isinstance(t, ast.Name)}
+                if names & {"__version__", "version"} and isinstance(node.value.value, str):
+                    return node.value.value
+    for meta in sorted(root.glob("vllm-*.dist-info/METADATA")):
+        match = _VERSION_RE.search(meta.read_text(encoding="utf-8", errors="replace"))
+        if match:
+            return match.group(1)
+    return None
+
+
+def has_local_argmax(tree: SourceTree) -> bool:
+    """True when ``LogitsProcessor.get_top_tokens`` exists (vLLM 0.20 and later)."""
+    assert tree.package_dir is not None
+    path = tree.package_dir / LOGITS_PROCESSOR
+    if not path.is_file():
+        return False
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if "def get_top_tokens" not in text:
+        return False
+    try:
+        module = ast.parse(text)
+    except SyntaxError:
+        return False
+    return any(
+        isinstance(node, ast.ClassDef)
+        and node.name == "LogitsProcessor"
+        and any(
+            isinstance(item, ast.FunctionDef) and item.name == "get_top_tokens"
+            for item in node.body
+        )
+        for node in module.body
+    )

@@ -1,0 +1,119 @@
+"""Plain data passed between the pipeline stages; no behaviour lives here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+PLATFORMS: tuple[str, ...] = ("cpu", "cuda", "rocm", "tpu", "xpu")
+
+
+class Status(str, Enum):
+    SUPPORTED = "supported"
+    MISSING_FIXABLE = "missing_fixable"
+    MISSING_MANUAL = "missing_manual"
+    NOT_APPLICABLE = "not_applicable"
+
+
+class Consistency(str, Enum):
+    MIRROR = "mirror"
+    EQUIVALENT = "equivalent"
+    UNPROVEN = "unproven"
+    DIVERGENT = "divergent"
+
+
+@dataclass(frozen=True)
+class SourceTree:
+    """Where the code lives: ``root`` holds the ``vllm`` package (or is a plugin dir)."""
+
+    root: Path
+    package_dir: Path | None  # root/vllm for a vLLM tree, None for a plugin directory
+    vllm_version: str | None
+
+    @property
+    def is_vllm(self) -> bool:
+        return self.package_dir is not None
+
+
+@dataclass(frozen=True)
+class ClassKey:
+    """One class definition: the module that defines it, its name and line."""
+
+    module: str
+    name: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Location:
+    cls: str
+    file: str
+    line: int
+
+    def to_json(self) -> dict:
+        return {"class": self.cls, "file": self.file, "line": self.line}
+
+
+@dataclass(frozen=True)
+class RegistryEntry:
+    arch: str | None
+    module: str  # absolute module path
+    cls: str
+    registry: str  # the dict it came from, or "heuristic"
+
+
+@dataclass
+class DrafterRecord:
+    """One row of the report: an architecture and the class definition it uses."""
+
+    arch: str | None
+    cls: str
+    module: str
+    file: str
+    line: int
+    platforms: list[str]
+    status: Status
+    reason: str
+    compute_logits: Location | None = None
+    get_top_tokens: Location | None = None
+    delegates: list[Location] = field(default_factory=list)
+    consistency: Consistency | None = None
+    registry: str = "_SPECULATIVE_DECODING_MODELS"
+    key: ClassKey | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "arch": self.arch,
+            "class": self.cls,
+            "module": self.module,
+            "file": self.file,
+            "line": self.line,
+            "platforms": self.platforms,
+            "status": self.status.value,
+            "compute_logits": self.compute_logits.to_json() if self.compute_logits else None,
+            "get_top_tokens": self.get_top_tokens.to_json() if self.get_top_tokens else None,
+            "delegates": [d.to_json() for d in self.delegates],
+            "consistency": self.consistency.value if self.consistency else None,
+            "reason": self.reason,
+            "registry": self.registry,
+        }
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """An architecture that could not be followed to a class on some platforms."""
+
+    arch: str | None
+    module: str
+    cls: str
+    platforms: list[str]
+    reason: str
+
+
+@dataclass
+class ScanResult:
+    tree: SourceTree
+    records: list[DrafterRecord]
+    unresolved: list[Unresolved]
+    parse_errors: list[tuple[str, str]]  # (file, message)

@@ -1,0 +1,109 @@
+"""Stage 3a: follow a name through imports, aliases, re-exports and dispatch.
+
+Resolution is per platform: the same ``from pkg import X`` can land on a
+different class definition on ROCm than on CUDA.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+
+from ..index.modules import ModuleIndex
+from ..model import ClassKey
+
+
+@dataclass(frozen=True)
+class ModuleRef:
+    module: str
+
+
+@dataclass(frozen=True)
+class External:
+    """Defined outside the scanned tree (torch, transformers, typing, ...): terminal."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Missing:
+    reason: str
+
+
+Resolved = ClassKey | ModuleRef | External | Missing
+
+
+def resolve_name(index: ModuleIndex, module: str, name: str, platform: str,
+                 _seen: frozenset = frozenset()) -> list[Resolved]:
+    key = (module, name)
+    if key in _seen:
+        return [Missing(f"import cycle through {module}.{name}")]
+    seen = _seen | {key}
+    facts = index.facts(module)
+    if facts is None:
+        return [External(f"{module}.{name}")]
+    error = index.import_error(module, platform)
+    if error:
+        return [Missing(error)]
+    targets = facts.bindings.get(platform, {}).get(name)
+    if targets is None:
+        if index.is_module(f"{module}.{name}"):
+            return [ModuleRef(f"{module}.{name}")]
+        for star, star_targets in facts.bindings.get(platform, {}).items():
+            if star.startswith("*"):
+                found = resolve_name(index, star_targets[0].a, name, platform, seen)
+                if not all(isinstance(r, Missing) for r in found):
+                    return found
+        return [Missing(f"{facts.path}: {name} is not defined on {platform}")]
+    out: list[Resolved] = []
+    for target in targets:
+        if target.kind == "class":
+            cls = facts.class_at(int(target.a))
+            out.append(ClassKey(module, cls.name, cls.line) if cls else Missing(f"{facts.path}: class {name}"))
+        elif target.kind == "import":
+            sub = f"{target.a}.{target.b}"
+            if index.is_module(sub):
+                out.append(ModuleRef(sub))
+            else:
+                out.extend(resolve_name(index, target.a, target.b, platform, seen))
+        elif target.kind == "module":
+            out.append(ModuleRef(target.a) if index.is_module(target.a) else External(target.a))
+        elif target.kind == "unavailable":
+            out.append(Missing(f"{facts.path}: {target.a}"))
+        else:
+            out.append(Missing(f"{facts.path}: cannot follow {name} = {target.a}"))
+    return _dedupe(out)
+
+
+def resolve_expression(index: ModuleIndex, module: str, code: str, platform: str) -> list[Resolved]:
+    """Resolve a dotted expression such as ``nn.Module`` or ``Generic[T]`` in ``module``."""
+    dotted = code.split("[", 1)[0].strip()
+    parts = [p.strip() for p in dotted.split(".")]
+    if not parts or not all(p.isidentifier() for p in parts):
+        return [Missing(f"cannot follow base {code}")]
+    facts = index.facts(module)
+    bound = facts is not None and parts[0] in facts.bindings.get(platform, {})
+    if not bound and parts[0] in vars(builtins):
+        return [External(dotted)]
+    current = resolve_name(index, module, parts[0], platform)
+    for attr in parts[1:]:
+        nxt: list[Resolved] = []
+        for item in current:
+            if isinstance(item, ModuleRef):
+                nxt.extend(resolve_name(index, item.module, attr, platform))
+            elif isinstance(item, External):
+                nxt.append(External(f"{item.name}.{attr}"))
+            elif isinstance(item, ClassKey):
+                nxt.append(Missing(f"{code}: attribute of class {item.name}"))
+            else:
+                nxt.append(item)
+        current = nxt
+    return _dedupe(current)
+
+
+def _dedupe(items: list[Resolved]) -> list[Resolved]:
+    out: list[Resolved] = []
+    for item in items:
+        if item not in out:
+            out.append(item)
+    return out

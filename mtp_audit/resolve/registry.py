@@ -1,0 +1,101 @@
+"""Stage 3c: the registry dicts, and drafter-looking classes where there is no registry."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+import libcst.matchers as m
+
+from ..errors import UsageError
+from ..index.modules import ModuleIndex
+from ..locate import REGISTRY
+from ..model import RegistryEntry
+
+MODELS_PACKAGE = "vllm.model_executor.models"
+SPECULATIVE = "_SPECULATIVE_DECODING_MODELS"
+# Other registry dicts hold a few drafters too (the Transformers-backend MTP entries).
+DRAFTER_NAME = re.compile(r"(MTP|Eagle|DFlash|DSpark|Draft|Medusa|MLPSpeculator)", re.IGNORECASE)
+# Outside _SPECULATIVE_DECODING_MODELS "Eagle" also names target models (Eagle2.5-VL).
+OTHER_DICT_DRAFTER = re.compile(r"(MTP|DFlash|DSpark|DraftModel|Medusa|MLPSpeculator)")
+DRAFTER_FILE = re.compile(r"(_mtp|eagle|dflash|dspark|draft|medusa)", re.IGNORECASE)
+
+
+def read_registry(index: ModuleIndex) -> list[RegistryEntry]:
+    assert index.tree.package_dir is not None
+    path = index.tree.package_dir / REGISTRY
+    rel = index.relative(path)
+    try:
+        module = cst.parse_module(path.read_bytes())
+    except cst.ParserSyntaxError as error:
+        raise UsageError(f"{rel}: syntax error at line {error.raw_line}; cannot read the registry") from None
+    dicts: dict[str, cst.BaseExpression] = {}
+    for statement in module.body:
+        if m.matches(statement, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name())])])):
+            assign = statement.body[0]  # type: ignore[attr-defined]
+            dicts[assign.targets[0].target.value] = assign.value
+        elif m.matches(statement, m.SimpleStatementLine(body=[m.AnnAssign(target=m.Name())])):
+            assign = statement.body[0]  # type: ignore[attr-defined]
+            if assign.value is not None:
+                dicts[assign.target.value] = assign.value
+    if SPECULATIVE not in dicts:
+        raise UsageError(f"{rel}: no {SPECULATIVE} dict; is this a vLLM tree?")
+    entries = [RegistryEntry(arch, mod, cls, SPECULATIVE) for arch, mod, cls in _entries(dicts[SPECULATIVE], rel, SPECULATIVE)]
+    for name, value in dicts.items():
+        if name == SPECULATIVE or not isinstance(value, cst.Dict):
+            continue
+        for arch, mod, cls in _entries(value, rel, name, strict=False):
+            if OTHER_DICT_DRAFTER.search(arch) or OTHER_DICT_DRAFTER.search(cls):
+                entries.append(RegistryEntry(arch, mod, cls, name))
+    return entries
+
+
+def _entries(value: cst.BaseExpression, rel: str, name: str, strict: bool = True):
+    if not isinstance(value, cst.Dict):
+        if strict:
+            raise UsageError(f"{rel}: {name} is not a dict literal; mtp-audit reads it statically")
+        return
+    for element in value.elements:
+        if isinstance(element, cst.StarredDictElement):
+            continue
+        key = element.key
+        item = element.value
+        if not isinstance(key, cst.SimpleString) or not m.matches(
+            item, m.Tuple(elements=[m.Element(m.SimpleString()), m.Element(m.SimpleString())])
+        ):
+            if strict:
+                raise UsageError(f"{rel}: an entry of {name} is not a (module, class) string pair")
+            continue
+        module_name = item.elements[0].value.evaluated_value  # type: ignore[attr-defined]
+        cls = item.elements[1].value.evaluated_value  # type: ignore[attr-defined]
+        full = module_name if "." in module_name else f"{MODELS_PACKAGE}.{module_name}"
+        yield key.evaluated_value, full, cls
+
+
+def heuristic_entries(index: ModuleIndex) -> list[RegistryEntry]:
+    """Drafters in a plugin tree: classes named like drafters in drafter-named files.
+
+    Heuristic: a file whose name contains _mtp, eagle, dflash, dspark, draft or
+    medusa, and a top-level class whose name contains MTP, Eagle, DFlash,
+    DSpark, Draft, Medusa or MLPSpeculator. Whether it has ``compute_logits``
+    is decided later, through its MRO.
+    """
+    root = index.tree.root
+    entries = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if any(part.startswith(".") or part in {"__pycache__", "tests", "test"} for part in rel.parts):
+            continue
+        if not DRAFTER_FILE.search(path.stem):
+            continue
+        parts = list(rel.with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        module = ".".join(parts)
+        facts = index.facts(module)
+        if facts is None or facts.parse_error:
+            continue
+        for cls in facts.classes:
+            if DRAFTER_NAME.search(cls.name) and not cls.name.startswith("_"):
+                entries.append(RegistryEntry(None, module, cls.name, "heuristic"))
+    return entries

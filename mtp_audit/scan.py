@@ -1,0 +1,133 @@
+"""The scan pipeline: locate -> index -> resolve -> classify, returning plain records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .classify.analysis import Analysis, Analyzer
+from .errors import UsageError
+from .index.cache import FactsCache
+from .index.modules import ModuleIndex
+from .locate import has_local_argmax
+from .model import (
+    PLATFORMS,
+    ClassKey,
+    DrafterRecord,
+    Location,
+    RegistryEntry,
+    ScanResult,
+    SourceTree,
+    Status,
+    Unresolved,
+)
+from .resolve.mro import Hierarchy
+from .resolve.names import Missing, resolve_name
+from .resolve.registry import heuristic_entries, read_registry
+
+
+class PreLocalArgmaxRelease(UsageError):
+    """vLLM before 0.20: LogitsProcessor.get_top_tokens does not exist."""
+
+
+@dataclass
+class Resolution:
+    """One (architecture, class definition): the platforms using it and the analysis on each."""
+
+    entry: RegistryEntry
+    key: ClassKey
+    analyses: dict[str, Analysis] = field(default_factory=dict)
+
+
+class Scanner:
+    def __init__(self, tree: SourceTree, cache: FactsCache | None = None):
+        self.tree = tree
+        self.index = ModuleIndex(tree, cache)
+        self.hierarchies = {p: Hierarchy(self.index, p) for p in PLATFORMS}
+        self.analyzers = {p: Analyzer(h) for p, h in self.hierarchies.items()}
+
+    def entries(self) -> list[RegistryEntry]:
+        if self.tree.is_vllm:
+            if not has_local_argmax(self.tree):
+                version = self.tree.vllm_version or "this vLLM"
+                raise PreLocalArgmaxRelease(
+                    f"{version} has no LogitsProcessor.get_top_tokens (added in vLLM 0.20); "
+                    "there is nothing for drafters to opt into. Scan vLLM 0.20 or later."
+                )
+            return read_registry(self.index)
+        return heuristic_entries(self.index)
+
+    def resolve(self, entries: list[RegistryEntry]) -> tuple[list[Resolution], list[Unresolved]]:
+        resolutions: dict[tuple, Resolution] = {}
+        unresolved: list[Unresolved] = []
+        for entry in entries:
+            missing: dict[str, list[str]] = {}
+            for platform in PLATFORMS:
+                found = resolve_name(self.index, entry.module, entry.cls, platform)
+                keys = [f for f in found if isinstance(f, ClassKey)]
+                if not keys:
+                    why = "; ".join(f.reason for f in found if isinstance(f, Missing)) or "not a class"
+                    missing.setdefault(why, []).append(platform)
+                for key in keys:
+                    res = resolutions.setdefault((entry, key), Resolution(entry, key))
+                    res.analyses[platform] = self.analyzers[platform].analyze(key)
+            if len(missing) and not any(r.entry == entry for r in resolutions.values()):
+                for why, platforms in missing.items():
+                    unresolved.append(Unresolved(entry.arch, entry.module, entry.cls, platforms, why))
+        out = list(resolutions.values())
+        if not self.tree.is_vllm:  # heuristic finds: keep those with a logits method somewhere
+            out = [r for r in out if any(a.compute_logits or a.get_top_tokens for a in r.analyses.values())]
+        return out, unresolved
+
+    def record(self, res: Resolution, platforms: list[str], analysis: Analysis) -> DrafterRecord:
+        h = self.hierarchies[platforms[0]]
+
+        def location(key: ClassKey, line: int) -> Location:
+            return Location(key.name, h.file_of(key), line)
+
+        return DrafterRecord(
+            arch=res.entry.arch,
+            cls=res.key.name,
+            module=res.key.module,
+            file=h.file_of(res.key),
+            line=res.key.line,
+            platforms=platforms,
+            status=analysis.status,
+            reason=analysis.reason,
+            compute_logits=location(analysis.compute_logits.owner, analysis.compute_logits.method.line)
+            if analysis.compute_logits else None,
+            get_top_tokens=location(analysis.get_top_tokens.owner, analysis.get_top_tokens.method.line)
+            if analysis.get_top_tokens else None,
+            delegates=[location(d, d.line) for d in analysis.delegates],
+            consistency=analysis.consistency,
+            registry=res.entry.registry,
+            key=res.key,
+        )
+
+    def records(self, resolutions: list[Resolution]) -> list[DrafterRecord]:
+        records = []
+        for res in resolutions:
+            groups: dict[tuple, list[str]] = {}
+            first: dict[tuple, Analysis] = {}
+            for platform, analysis in res.analyses.items():
+                signature = (analysis.status, analysis.reason, analysis.consistency)
+                groups.setdefault(signature, []).append(platform)
+                first.setdefault(signature, analysis)
+            for signature, platforms in groups.items():
+                records.append(self.record(res, sorted(platforms), first[signature]))
+        records.sort(key=lambda r: (r.arch or "", r.file, r.cls, r.platforms))
+        return records
+
+
+def scan(tree: SourceTree, cache: FactsCache | None = None) -> tuple[ScanResult, Scanner, list[Resolution]]:
+    scanner = Scanner(tree, cache)
+    resolutions, unresolved = scanner.resolve(scanner.entries())
+    result = ScanResult(
+        tree=tree,
+        records=scanner.records(resolutions),
+        unresolved=unresolved,
+        parse_errors=sorted(scanner.index.read_errors.items()),
+    )
+    return result, scanner, resolutions
+
+
+__all__ = ["scan", "Scanner", "Resolution", "PreLocalArgmaxRelease", "Status"]

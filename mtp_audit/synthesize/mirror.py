@@ -1,0 +1,121 @@
+"""Stage 5: build ``get_top_tokens`` as the mirror of a ``compute_logits``.
+
+The method's shape comes from ``templates/``; the statements before the head
+call are the original nodes (asserts, comments and all); only the head call
+itself changes, as CONTRACT.md's mirror rule says.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.helpers import parse_template_statement
+
+from ..classify.shapes import DOCSTRING, HEAD_CALL, LOGITS_CALL
+
+_PACKAGE_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+_SOURCE_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+
+
+@functools.cache
+def template(name: str) -> str:
+    """Text of ``templates/<name>``: shipped in the wheel, or the checkout's top-level folder."""
+    for folder in (_PACKAGE_TEMPLATES, _SOURCE_TEMPLATES):
+        path = folder / name
+        if path.is_file():
+            return path.read_text(encoding="utf-8")
+    raise FileNotFoundError(f"mtp-audit template {name} is missing from the installation")
+
+
+class MirrorError(Exception):
+    """compute_logits does not have a shape the mirror rule covers."""
+
+
+def _statements(func: cst.FunctionDef) -> list[cst.BaseStatement]:
+    statements = list(func.body.body)
+    if statements and m.matches(statements[0], DOCSTRING):
+        statements = statements[1:]
+    return statements
+
+
+def _top_tokens_call(call: cst.Call) -> cst.Call:
+    func = call.func
+    if m.matches(call, HEAD_CALL):
+        return call.with_changes(func=cst.Attribute(value=func, attr=cst.Name("get_top_tokens")))
+    assert isinstance(func, cst.Attribute)
+    return call.with_changes(func=func.with_changes(attr=cst.Name("get_top_tokens")))
+
+
+def mirror_function(compute_logits: cst.FunctionDef) -> cst.FunctionDef:
+    """The unformatted mirror; raises MirrorError when no mirror can be derived."""
+    statements = _statements(compute_logits)
+    index = next((i for i, s in enumerate(statements) if m.findall(s, LOGITS_CALL)), None)
+    if index is None:
+        raise MirrorError("no head call")
+    head_statement = statements[index]
+    returned = m.SimpleStatementLine(body=[m.Return(value=LOGITS_CALL)])
+    assigned = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name())], value=LOGITS_CALL)])
+    if m.matches(head_statement, returned):
+        call = head_statement.body[0].value  # type: ignore[attr-defined]
+    elif m.matches(head_statement, assigned):
+        call = head_statement.body[0].value  # type: ignore[attr-defined]
+    else:
+        raise MirrorError("head call is not `return CALL` or `NAME = CALL`")
+    new_return = parse_template_statement(template("return_call.py.tmpl"), call=_top_tokens_call(call))
+    assert isinstance(new_return, cst.SimpleStatementLine)
+    new_return = new_return.with_changes(leading_lines=head_statement.leading_lines)
+    body = cst.IndentedBlock(body=[*statements[:index], new_return])
+    method = parse_template_statement(
+        template("get_top_tokens.py.tmpl"), params=compute_logits.params, body=body
+    )
+    assert isinstance(method, cst.FunctionDef)
+    return method
+
+
+def mirror_code(compute_logits_code: str) -> str:
+    """Mirror of a stand-alone ``def compute_logits`` source, unformatted."""
+    import textwrap
+
+    module = cst.parse_module(textwrap.dedent(compute_logits_code))
+    func = module.body[0]
+    assert isinstance(func, cst.FunctionDef)
+    return cst.Module(body=[mirror_function(func)]).code
+
+
+@functools.cache
+def _ruff() -> list[str]:
+    exe = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    if exe:
+        return [exe]
+    return [sys.executable, "-m", "ruff"]
+
+
+def ruff_format(code: str, line_length: int = 88) -> str:
+    """Format with ruff, isolated from any configuration, as vLLM's CI does."""
+    result = subprocess.run(
+        [*_ruff(), "format", "--isolated", f"--line-length={line_length}", "--stdin-filename=mirror.py", "-"],
+        input=code, capture_output=True, text=True, check=False,
+    )
+    if result.returncode != 0:
+        raise MirrorError(f"ruff format failed on the generated method: {result.stderr.strip()}")
+    return result.stdout
+
+
+def format_method(method: cst.FunctionDef, depth: int) -> cst.FunctionDef:
+    """Lay out ``method`` as ruff would inside ``depth`` nested classes, then parse it back."""
+    inner: cst.BaseStatement = method.with_changes(leading_lines=())
+    for level in range(depth):
+        inner = cst.ClassDef(name=cst.Name(f"_Wrapper{level}"), body=cst.IndentedBlock(body=[inner]))
+    formatted = ruff_format(cst.Module(body=[inner]).code)
+    node: cst.CSTNode = cst.parse_module(formatted).body[0]
+    for _ in range(depth):
+        assert isinstance(node, cst.ClassDef)
+        node = node.body.body[0]
+    assert isinstance(node, cst.FunctionDef)
+    return node
