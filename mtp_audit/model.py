@@ -80,6 +80,7 @@ class DrafterRecord:
     delegates: list[Location] = field(default_factory=list)
     consistency: Consistency | None = None
     registry: str = "_SPECULATIVE_DECODING_MODELS"
+    entry_module: str = ""  # the module the registry names (may dispatch elsewhere)
     key: ClassKey | None = None
 
     def to_json(self) -> dict:

@@ -100,6 +100,7 @@ class Scanner:
             delegates=[location(d, d.line) for d in analysis.delegates],
             consistency=analysis.consistency,
             registry=res.entry.registry,
+            entry_module=res.entry.module,
             key=res.key,
         )
 

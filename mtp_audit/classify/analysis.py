@@ -94,7 +94,9 @@ class Analyzer:
             delegates = self._delegate_chain(key, mro, cl, overlay, _depth) if cl else []
             return Analysis(Status.SUPPORTED, f"get_top_tokens {origin}; {why}", cl, gtt, delegates, consistency)
         if cl is None:
-            return Analysis(Status.NOT_APPLICABLE, f"no compute_logits in the MRO of {key.name}{unresolved}")
+            placeholder = self.h.class_facts(key).init_raises
+            note = f"; a placeholder: its {placeholder}" if placeholder else ""
+            return Analysis(Status.NOT_APPLICABLE, f"no compute_logits in the MRO of {key.name}{note}{unresolved}")
         shape = logits_shape(cl.method.code, cl.method.line)
         inherited = "" if cl.owner == key else f" (inherited from {self.where(cl)})"
         if shape.kind == "stub":

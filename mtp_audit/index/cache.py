@@ -65,7 +65,7 @@ def _from_json(raw: dict, rel: str) -> ModuleFacts:
         ClassFacts(
             name=c["name"], line=c["line"], bases=c["bases"],
             methods={k: MethodFacts(**v) for k, v in c["methods"].items()},
-            init_attrs=c["init_attrs"], annotations=c["annotations"],
+            init_attrs=c["init_attrs"], annotations=c["annotations"], init_raises=c["init_raises"],
         )
         for c in raw["classes"]
     ]

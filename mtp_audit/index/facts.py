@@ -49,6 +49,7 @@ class ClassFacts:
     methods: dict[str, MethodFacts] = field(default_factory=dict)
     init_attrs: dict[str, list[str]] = field(default_factory=dict)  # self.X = Callee(...)
     annotations: dict[str, str] = field(default_factory=dict)  # class-level X: Type
+    init_raises: str | None = None  # __init__ only raises: a placeholder class
 
 
 @dataclass
@@ -178,7 +179,11 @@ def _numbered(statements, is_cst: bool):
         if isinstance(statement, class_type):
             yield statement
             body = statement.body.body if is_cst else statement.body
-            yield from (s for s in body if isinstance(s, func_types))
+            for method in (s for s in body if isinstance(s, func_types)):
+                yield method
+                if (method.name.value if is_cst else method.name) == "__init__":
+                    for inner in (method.body.body if is_cst else method.body):
+                        yield from raises(inner)
         elif isinstance(statement, func_types) and (statement.name.value if is_cst else statement.name) == "__getattr__":
             yield statement
             body = statement.body.body if is_cst else statement.body
@@ -226,11 +231,19 @@ def _collect_classes(module: cst.Module, positions: _LineNumbers) -> list[ClassF
                     )
                 elif name == "__init__":
                     cls.init_attrs = _init_attributes(statement)
+                    cls.init_raises = _only_raises(statement, positions)
             elif m.matches(statement, m.SimpleStatementLine(body=[m.AnnAssign(target=m.Name())])):
                 ann = statement.body[0]
                 cls.annotations[ann.target.value] = module.code_for_node(ann.annotation.annotation)
         classes.append(cls)
     return classes
+
+
+def _only_raises(init: cst.FunctionDef, positions: _LineNumbers) -> str | None:
+    body = [s for s in init.body.body if not m.matches(s, m.SimpleStatementLine(body=[m.Expr(m.SimpleString())]))]
+    if len(body) == 1 and m.matches(body[0], m.SimpleStatementLine(body=[m.Raise()])):
+        return _raise_reason(body[0].body[0], positions).replace("import raises", "__init__ raises")
+    return None
 
 
 SELF_ASSIGN = m.Assign(targets=[m.AssignTarget(target=m.Attribute(value=m.Name("self")))]) | m.AnnAssign(

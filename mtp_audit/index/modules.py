@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import InternalError
 from ..model import SourceTree
 from .cache import FactsCache
 from .facts import ModuleFacts, extract_facts
@@ -64,7 +65,10 @@ class ModuleIndex:
             cached = self.cache.load(data, module, is_package, rel)
             if cached is not None:
                 return cached
-        facts = extract_facts(source, module, rel, is_package)
+        try:
+            facts = extract_facts(source, module, rel, is_package)
+        except Exception as error:  # a bug of ours: say which file triggered it
+            raise InternalError(rel, error) from error
         if facts.parse_error:
             self.read_errors[rel] = f"syntax error, {facts.parse_error}"
         elif self.cache is not None:
