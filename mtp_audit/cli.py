@@ -21,6 +21,10 @@ from .report.json_report import render_json
 from .report.markdown import render_markdown
 from .report.severity import DEFAULT_FAIL_ON, LEVELS, NEVER, findings
 from .report.table import render_table
+from .apply.write import unified_diff
+from .fix import plan_fix, write_fix
+from .model import Status
+from .report.fix_summary import render_fix_summary
 from .scan import scan
 from .select import select
 
@@ -60,7 +64,8 @@ def stdout_console() -> Console:
 
 
 def stderr_console() -> Console:
-    return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None)
+    width = None if sys.stderr.isatty() else 200
+    return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None, width=width)
 
 
 def run_scan(path: Optional[Path], no_cache: bool) -> ScanResult:
@@ -95,6 +100,33 @@ def scan_command(
     if result.parse_errors:
         raise typer.Exit(2)
     raise typer.Exit(1 if findings(result.records, fail_on.value) else 0)
+
+
+@app.command("fix")
+def fix_command(
+    path: PathArg = None,
+    model: ModelOpt = None,
+    sweep_all: Annotated[bool, typer.Option("--all", help="Fix every missing_fixable drafter.")] = False,
+    diff: Annotated[bool, typer.Option("--diff", help="Print the unified diff; write nothing.")] = False,
+    check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if a change is needed.")] = False,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Write the mirrored get_top_tokens into missing_fixable drafters (safe fixes only)."""
+    if bool(model) == sweep_all:
+        raise UsageError("fix needs --model NAME (repeatable) or --all, not both")
+    tree = locate(path)
+    result = plan_fix(tree, model, sweep_all, None if no_cache else FactsCache())
+    if diff:
+        for rewrite in result.rewrites:
+            sys.stdout.write(unified_diff(rewrite))
+    elif not check:
+        write_fix(result)
+    render_fix_summary(result, stderr_console(), written=not (diff or check))
+    refused = [o for o in result.plan.outcomes if o.action == "refused"]
+    blocked_fixable = [o for o in refused if o.record.status == Status.MISSING_FIXABLE]
+    if check:
+        raise typer.Exit(1 if result.rewrites else 0)
+    raise typer.Exit(1 if (blocked_fixable or (refused and not sweep_all)) else 0)
 
 
 def main() -> None:

@@ -28,8 +28,10 @@ def names_of(record: DrafterRecord) -> set[str]:
 def select(records: list[DrafterRecord], wanted: list[str], *, single_module: bool) -> list[DrafterRecord]:
     """Records matching any of ``wanted``; a name that matches nothing is a usage error.
 
-    With ``single_module``, one name must not stand for drafters registered
-    from different modules (a class name shared by two model packages, say).
+    With ``single_module``, one name must not stand for different class
+    definitions registered from different modules (a class name shared by
+    two model packages, say); one class reached from two registry modules is
+    one target.
     """
     chosen: list[DrafterRecord] = []
     for name in wanted:
@@ -37,7 +39,11 @@ def select(records: list[DrafterRecord], wanted: list[str], *, single_module: bo
         matches = [r for r in records if key in names_of(r)]
         if not matches:
             raise UsageError(f"--model {name} matches no drafter; {_suggest(records, key)}")
-        if single_module and len({r.entry_module for r in matches}) > 1:
+        keys_by_module: dict[str, set] = {}
+        for r in matches:
+            keys_by_module.setdefault(r.entry_module, set()).add(r.key)
+        distinct = {frozenset(keys) for keys in keys_by_module.values()}
+        if single_module and len(distinct) > 1:
             listing = "; ".join(sorted({f"{r.arch or r.cls} ({r.entry_module})" for r in matches}))
             raise UsageError(f"--model {name} is ambiguous, it names: {listing}. Give an architecture name.")
         chosen.extend(r for r in matches if r not in chosen)

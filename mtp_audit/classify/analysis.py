@@ -218,6 +218,12 @@ class Analyzer:
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)} takes {', '.join(missing)}; "
                 f"get_top_tokens of {self.where(gtt)} does not accept it")
+        mirrored = mirror_fingerprint(cl.method.code)
+        same = mirrored is not None and mirrored == fingerprint(gtt.method.code)
+        if same and cshape.kind == "head":
+            return Consistency.MIRROR, f"mirror of compute_logits of {self.where(cl)}"
+        if same and cshape.kind in ("delegate", "super"):
+            return self._delegated_consistency(key, mro, cl, cshape, overlay, depth)
         if gshape.kind == "super":
             nxt = self.h.find(mro, "get_top_tokens", start=gtt.index + 1, overlay=overlay)
             if nxt is None:
@@ -227,12 +233,6 @@ class Analyzer:
             return self._against_mixin(key, mro, cl, cshape, gtt)
         if cshape.kind == "stub":
             return Consistency.UNPROVEN, f"compute_logits of {self.where(cl)} is a stub"
-        mirrored = mirror_fingerprint(cl.method.code)
-        same = mirrored is not None and mirrored == fingerprint(gtt.method.code)
-        if same and cshape.kind == "head":
-            return Consistency.MIRROR, f"mirror of compute_logits of {self.where(cl)}"
-        if same and cshape.kind in ("delegate", "super"):
-            return self._delegated_consistency(key, mro, cl, cshape, overlay, depth)
         if cshape.kind == "manual" and cshape.post in DIVERGENT_POST:
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)}: {cshape.reason}; "

@@ -1,0 +1,113 @@
+"""Stage 6a: decide which classes get a ``get_top_tokens``, and check the blast radius.
+
+A method added to a class is inherited by every subclass. Before anything is
+written, every registered drafter on every platform is analysed again with
+the planned methods overlaid; a plan that would leave any drafter
+``divergent`` or ``unproven`` is refused for the drafters that needed it,
+with the victim named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..classify.analysis import Analysis, Insertion, Overlay, synthetic_mirror
+from ..model import ClassKey, Consistency, DrafterRecord, Status
+from ..scan import Resolution, Scanner
+
+SAFE = (Consistency.MIRROR, Consistency.EQUIVALENT)
+
+
+@dataclass
+class Outcome:
+    record: DrafterRecord
+    action: str  # "fix", "supported", "refused"
+    reason: str
+    insertions: list[Insertion] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    outcomes: list[Outcome]
+    insertions: list[Insertion]  # deduplicated, in a stable order
+
+
+def _analyses(resolutions: list[Resolution], record: DrafterRecord) -> list[Analysis]:
+    for res in resolutions:
+        if res.entry.arch == record.arch and res.key == record.key:
+            return [res.analyses[p] for p in record.platforms]
+    raise KeyError(record.cls)
+
+
+def make_plan(scanner: Scanner, resolutions: list[Resolution], records: list[DrafterRecord]) -> Plan:
+    outcomes: list[Outcome] = []
+    for record in records:
+        if record.status == Status.SUPPORTED:
+            outcomes.append(Outcome(record, "supported", f"already supported ({record.consistency.value if record.consistency else 'unknown'})"))
+        elif record.status != Status.MISSING_FIXABLE:
+            outcomes.append(Outcome(record, "refused", f"{record.status.value}: {record.reason}"))
+        else:
+            insertions: list[Insertion] = []
+            for analysis in _analyses(resolutions, record):
+                insertions.extend(i for i in analysis.insertions if i not in insertions)
+            outcomes.append(Outcome(record, "fix", "", insertions))
+    while True:
+        active = _deduplicate([i for o in outcomes if o.action == "fix" for i in o.insertions])
+        conflicts = _blast_radius(scanner, resolutions, active)
+        if not conflicts:
+            break
+        for outcome in outcomes:
+            if outcome.action != "fix":
+                continue
+            blamed = [conflicts[i.target] for i in outcome.insertions if i.target in conflicts]
+            if blamed:
+                outcome.action = "refused"
+                outcome.reason = "blast radius: " + "; ".join(dict.fromkeys(blamed))
+    for outcome in outcomes:
+        if outcome.action == "fix":
+            outcome.reason = _describe(outcome.insertions, active)
+    return Plan(outcomes, active)
+
+
+def _describe(insertions: list[Insertion], active: list[Insertion]) -> str:
+    written = list(dict.fromkeys(i.target.name for i in insertions if i in active))
+    inherited = list(dict.fromkeys(i.source.owner.name for i in insertions if i not in active))
+    parts = [f"get_top_tokens added to {', '.join(written)}"] if written else []
+    if inherited:
+        parts.append(f"inherited from {', '.join(inherited)} (fixed in the same run)")
+    return "; ".join(parts)
+
+
+def _deduplicate(insertions: list[Insertion]) -> list[Insertion]:
+    """One method per class; a drafter that inherits compute_logits from a class that is
+    itself getting the mirror needs no copy of its own."""
+    by_target: dict[ClassKey, Insertion] = {}
+    for insertion in insertions:
+        by_target.setdefault(insertion.target, insertion)
+    owners = {i.target for i in by_target.values() if i.source.owner == i.target}
+    return [i for i in by_target.values() if i.source.owner == i.target or i.source.owner not in owners]
+
+
+def _blast_radius(scanner: Scanner, resolutions: list[Resolution],
+                  insertions: list[Insertion]) -> dict[ClassKey, str]:
+    """Planned class -> why it may not get the method (a drafter it would make unsafe)."""
+    if not insertions:
+        return {}
+    overlay: Overlay = {i.target: {"get_top_tokens": synthetic_mirror(i.source)} for i in insertions}
+    conflicts: dict[ClassKey, str] = {}
+    for res in resolutions:
+        for platform, before in res.analyses.items():
+            after = scanner.analyzers[platform].analyze(res.key, overlay)
+            if after.status != Status.SUPPORTED or after.consistency in SAFE:
+                continue
+            if before.status == Status.SUPPORTED and before.consistency == after.consistency:
+                continue  # already so before the fix: not ours to block on
+            mro = scanner.hierarchies[platform].mro(res.key).classes
+            involved = [k for k in overlay if k in mro or k in after.delegates]
+            for target in involved:
+                conflicts.setdefault(target, (
+                    f"adding get_top_tokens to {target.name} would make {res.entry.arch or res.key.name} "
+                    f"({res.key.name}, {scanner.hierarchies[platform].file_of(res.key)}:{res.key.line}) "
+                    f"{after.consistency.value if after.consistency else 'inconsistent'} on {platform}: {after.reason}"
+                ))
+    return conflicts

@@ -1,0 +1,61 @@
+"""The fix pipeline: scan -> select -> plan (blast radius) -> synthesize -> check -> write."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .apply.plan import Plan, make_plan
+from .apply.rewrite import Rewrite, UnsafeRewrite, rewrite_file
+from .apply.write import write_all
+from .classify.analysis import Insertion
+from .index.cache import FactsCache
+from .model import SourceTree, Status
+from .scan import Scanner, scan
+from .select import select
+
+
+@dataclass
+class FixResult:
+    tree: SourceTree
+    plan: Plan
+    rewrites: list[Rewrite]
+
+
+def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
+             cache: FactsCache | None) -> FixResult:
+    result, scanner, resolutions = scan(tree, cache)
+    if sweep_all:
+        records = [r for r in result.records if r.status == Status.MISSING_FIXABLE]
+    else:
+        records = select(result.records, models or [], single_module=True)
+    plan = make_plan(scanner, resolutions, records)
+    while True:
+        rewrites, failures = _rewrites(scanner, plan.insertions)
+        if not failures:
+            return FixResult(tree, plan, rewrites)
+        for outcome in plan.outcomes:  # a drafter is fixed whole or not at all
+            failed = [failures[i.target] for i in outcome.insertions if i.target in failures]
+            if outcome.action == "fix" and failed:
+                outcome.action, outcome.reason = "refused", failed[0]
+        kept = {i.target for o in plan.outcomes if o.action == "fix" for i in o.insertions}
+        plan.insertions = [i for i in plan.insertions if i.target in kept]
+
+
+def _rewrites(scanner: Scanner, insertions: list[Insertion]) -> tuple[list[Rewrite], dict]:
+    by_module: dict[str, list[Insertion]] = {}
+    for insertion in insertions:
+        by_module.setdefault(insertion.target.module, []).append(insertion)
+    rewrites, failures = [], {}
+    for module, group in sorted(by_module.items()):
+        facts = scanner.index.facts(module)
+        assert facts is not None
+        source = (scanner.tree.root / facts.path).read_bytes().decode("utf-8")
+        try:
+            rewrites.append(rewrite_file(facts.path, source, facts, group))
+        except UnsafeRewrite as error:
+            failures.update({i.target: f"unsafe rewrite refused: {error}" for i in group})
+    return rewrites, failures
+
+
+def write_fix(result: FixResult) -> None:
+    write_all(result.tree.root, result.rewrites)
