@@ -27,6 +27,7 @@ from .model import Status
 from .report.fix_summary import render_fix_summary
 from .scan import scan
 from .select import select
+from .sources import release_tree
 
 app = typer.Typer(
     name="mtp-audit",
@@ -55,6 +56,17 @@ ModelOpt = Annotated[
     typer.Option("--model", "-m", help="Module stem (nemotron_h, nemotron_h_mtp), architecture or class name."),
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the facts cache.")]
+VersionOpt = Annotated[
+    Optional[str],
+    typer.Option("--vllm-version", help="Audit a released vLLM by number (e.g. 0.34.0): its wheel's sources "
+                                        "are downloaded once with pip --no-deps and cached, never installed."),
+]
+
+
+def resolve_tree(path: Optional[Path], vllm_version: Optional[str]):
+    if path is not None and vllm_version:
+        raise UsageError("give PATH or --vllm-version, not both")
+    return locate(release_tree(vllm_version) if vllm_version else path)
 
 
 def stdout_console() -> Console:
@@ -68,9 +80,8 @@ def stderr_console() -> Console:
     return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")) or None, width=width)
 
 
-def run_scan(path: Optional[Path], no_cache: bool) -> ScanResult:
-    tree = locate(path)
-    result, _, _ = scan(tree, None if no_cache else FactsCache())
+def run_scan(path: Optional[Path], vllm_version: Optional[str], no_cache: bool) -> ScanResult:
+    result, _, _ = scan(resolve_tree(path, vllm_version), None if no_cache else FactsCache())
     return result
 
 
@@ -82,10 +93,11 @@ def scan_command(
         "--fail-on", help="Exit 1 when a finding at or above this level exists "
                           f"({' < '.join(LEVELS)}; '{NEVER}' never fails).")] = DEFAULT_FAIL_ON,
     model: ModelOpt = None,
+    vllm_version: VersionOpt = None,
     no_cache: NoCacheOpt = False,
 ) -> None:
     """Report every registered drafter on every platform: supported, fixable, manual or not applicable."""
-    result = run_scan(path, no_cache)
+    result = run_scan(path, vllm_version, no_cache)
     if model:
         result.records = select(result.records, model, single_module=False)
     err = stderr_console()
@@ -109,12 +121,15 @@ def fix_command(
     sweep_all: Annotated[bool, typer.Option("--all", help="Fix every missing_fixable drafter.")] = False,
     diff: Annotated[bool, typer.Option("--diff", help="Print the unified diff; write nothing.")] = False,
     check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if a change is needed.")] = False,
+    vllm_version: VersionOpt = None,
     no_cache: NoCacheOpt = False,
 ) -> None:
     """Write the mirrored get_top_tokens into missing_fixable drafters (safe fixes only)."""
     if bool(model) == sweep_all:
         raise UsageError("fix needs --model NAME (repeatable) or --all, not both")
-    tree = locate(path)
+    if vllm_version and not (diff or check):
+        raise UsageError("fix --vllm-version needs --diff or --check: the cached release sources stay untouched")
+    tree = resolve_tree(path, vllm_version)
     result = plan_fix(tree, model, sweep_all, None if no_cache else FactsCache())
     if diff:
         for rewrite in result.rewrites:

@@ -90,11 +90,11 @@ def _deduplicate(insertions: list[Insertion]) -> list[Insertion]:
 
 def _blast_radius(scanner: Scanner, resolutions: list[Resolution],
                   insertions: list[Insertion]) -> dict[ClassKey, str]:
-    """Planned class -> why it may not get the method (a drafter it would make unsafe)."""
+    """Planned class -> why it may not get the method (the drafters it would make unsafe)."""
     if not insertions:
         return {}
     overlay: Overlay = {i.target: {"get_top_tokens": synthetic_mirror(i.source)} for i in insertions}
-    conflicts: dict[ClassKey, str] = {}
+    victims: dict[ClassKey, dict[tuple, list[str]]] = {}
     for res in resolutions:
         for platform, before in res.analyses.items():
             after = scanner.analyzers[platform].analyze(res.key, overlay)
@@ -103,11 +103,16 @@ def _blast_radius(scanner: Scanner, resolutions: list[Resolution],
             if before.status == Status.SUPPORTED and before.consistency == after.consistency:
                 continue  # already so before the fix: not ours to block on
             mro = scanner.hierarchies[platform].mro(res.key).classes
-            involved = [k for k in overlay if k in mro or k in after.delegates]
-            for target in involved:
-                conflicts.setdefault(target, (
-                    f"adding get_top_tokens to {target.name} would make {res.entry.arch or res.key.name} "
-                    f"({res.key.name}, {scanner.hierarchies[platform].file_of(res.key)}:{res.key.line}) "
-                    f"{after.consistency.value if after.consistency else 'inconsistent'} on {platform}: {after.reason}"
-                ))
+            for target in (k for k in overlay if k in mro or k in after.delegates):
+                victim = (res.entry.arch or res.key.name, res.key, after.consistency, after.reason)
+                victims.setdefault(target, {}).setdefault(victim, []).append(platform)
+    conflicts = {}
+    for target, found in victims.items():
+        parts = []
+        for (arch, key, consistency, reason), platforms in found.items():
+            where = f"{scanner.hierarchies[platforms[0]].file_of(key)}:{key.line}"
+            parts.append(f"adding get_top_tokens to {target.name} would make {arch} ({key.name}, {where}) "
+                         f"{consistency.value if consistency else 'inconsistent'} on {','.join(sorted(platforms))}: "
+                         f"{reason}")
+        conflicts[target] = "; ".join(parts)
     return conflicts

@@ -1,0 +1,61 @@
+"""Released vLLM sources, fetched without installing them: ``pip download --no-deps``
+of the wheel, keeping only ``vllm/**/*.py`` in the user cache; offline afterwards."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import platformdirs
+
+from .errors import UsageError
+
+VERSION = re.compile(r"^\d+\.\d+(\.\d+)*([.-]?(post|rc|dev)\d+)?$")
+
+
+def sources_dir() -> Path:
+    override = os.environ.get("MTP_AUDIT_SOURCES_DIR")
+    if override:
+        return Path(override)
+    return Path(platformdirs.user_cache_dir("mtp-audit")) / "vllm-src"
+
+
+def release_tree(version: str, *, offline: bool = False) -> Path:
+    """The directory holding ``vllm/`` of release ``version``, downloading it once."""
+    if not VERSION.match(version):
+        raise UsageError(f"{version!r} is not a vLLM version number (e.g. 0.34.0)")
+    target = sources_dir() / version
+    if (target / "vllm" / "__init__.py").is_file():
+        return target
+    if offline:
+        raise UsageError(f"vLLM {version} is not in the cache ({target}) and --offline was given")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+        wheel = _download(version, Path(scratch))
+        staging = Path(scratch) / "tree"
+        with zipfile.ZipFile(wheel) as archive:
+            members = [n for n in archive.namelist() if n.startswith("vllm/") and n.endswith(".py")]
+            if not members:
+                raise UsageError(f"the vllm {version} wheel holds no vllm/*.py files")
+            archive.extractall(staging, members)
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)  # the cache entry appears whole or not at all
+    return target
+
+
+def _download(version: str, into: Path) -> Path:
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               "--disable-pip-version-check", "--quiet", "-d", str(into), f"vllm=={version}"]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    wheels = sorted(into.glob("vllm-*.whl"))
+    if result.returncode != 0 or not wheels:
+        detail = (result.stderr or result.stdout).strip().splitlines()
+        raise UsageError(f"could not download vllm=={version} with pip: {detail[-1] if detail else 'no wheel'}")
+    return wheels[0]

@@ -1,0 +1,54 @@
+"""Shared test helpers: fixture trees, real vLLM releases (downloaded once, cached)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+BASE = FIXTURES / "_base"
+UPDATE = bool(os.environ.get("MTP_AUDIT_UPDATE_FIXTURES"))
+NEWEST = "0.34.0"
+
+
+def build_tree(case: Path, into: Path, subdir: str = "") -> Path:
+    """Copy the shared base (when the case is a vLLM tree), then the case's own files over it."""
+    into.mkdir(parents=True, exist_ok=True)
+    source = case / subdir if subdir else case
+    if (source / "vllm").is_dir():
+        shutil.copytree(BASE, into, dirs_exist_ok=True)
+    for item in source.iterdir():
+        if item.is_dir():
+            shutil.copytree(item, into / item.name, dirs_exist_ok=True)
+    return into
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "mtp_audit", *args], capture_output=True, text=True,
+                          cwd=cwd, env=full_env, check=False)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    """Every test gets its own facts cache: no test sees another's entries."""
+    monkeypatch.setenv("MTP_AUDIT_CACHE_DIR", str(tmp_path_factory.mktemp("facts-cache")))
+
+
+@pytest.fixture(scope="session")
+def vllm_release():
+    """Path of a real vLLM release's sources (``vllm/**/*.py``), downloaded once into the cache."""
+    from mtp_audit.sources import release_tree
+
+    def get(version: str = NEWEST) -> Path:
+        try:
+            return release_tree(version)
+        except Exception as error:  # no network and no cache: say so, do not pass silently
+            pytest.fail(f"could not get vLLM {version} sources: {error}")
+
+    return get

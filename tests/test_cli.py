@@ -1,0 +1,96 @@
+"""Command-line behaviour: exit codes, messages, formats (fixture trees only)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import FIXTURES, build_tree, run_cli
+
+
+def tree_of(case: str, tmp_path: Path) -> Path:
+    return build_tree(FIXTURES / "scan" / case, tmp_path / case)
+
+
+def test_exit_codes_follow_fail_on(tmp_path):
+    tree = tree_of("consistency", tmp_path)  # supported only: equivalent, mirror, unproven, divergent
+    assert run_cli("scan", str(tree)).returncode == 1  # divergent is a finding by default
+    assert run_cli("scan", str(tree), "--model", "PlainEagle").returncode == 0
+    assert run_cli("scan", str(tree), "--model", "HandWrittenMTP").returncode == 0
+    assert run_cli("scan", str(tree), "--model", "HandWrittenMTP", "--fail-on", "unproven").returncode == 1
+    assert run_cli("scan", str(tree), "--fail-on", "never").returncode == 0
+
+
+def test_unknown_model_lists_candidates(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    result = run_cli("scan", str(tree), "--model", "toy_mpt")
+    assert result.returncode == 2
+    assert "matches no drafter" in result.stderr and "toy" in result.stderr
+    assert result.stdout == ""
+
+
+def test_ambiguous_model_for_fix(tmp_path):
+    tree = tree_of("dispatch_getattr", tmp_path)
+    # both packages define an "mtp" file; a class name unique to each is fine, a shared name is not
+    (tree / "vllm/model_executor/models/registry.py").write_text(
+        '_SPECULATIVE_DECODING_MODELS = {\n'
+        '    "A": ("vllm.models.lazy", "LazyMTP"),\n'
+        '    "B": ("vllm.models.table", "LazyMTP"),\n'
+        '}\n'
+    )
+    (tree / "vllm/models/table/nvidia/mtp.py").write_text(
+        (tree / "vllm/models/table/nvidia/mtp.py").read_text().replace("TableMTP", "LazyMTP")
+    )
+    (tree / "vllm/models/table/__init__.py").write_text("from .nvidia.mtp import LazyMTP\n")
+    result = run_cli("fix", str(tree), "--model", "LazyMTP", "--diff")
+    assert result.returncode == 2
+    assert "ambiguous" in result.stderr and "vllm.models.lazy" in result.stderr
+
+
+def test_json_shape_matches_contract(tmp_path):
+    tree = tree_of("delegation", tmp_path)
+    doc = json.loads(run_cli("scan", str(tree), "--format", "json").stdout)
+    assert set(doc) >= {"tool", "tool_version", "root", "vllm_version", "drafters"}
+    assert doc["tool"] == "mtp-audit" and doc["root"] == str(tree) and doc["vllm_version"] == "0.99.0"
+    [record] = doc["drafters"]
+    assert set(record) >= {"arch", "class", "module", "file", "line", "platforms", "status", "compute_logits",
+                           "get_top_tokens", "delegates", "consistency", "reason"}
+    assert record["compute_logits"] == {"class": "ToyDelegMTP",
+                                        "file": "vllm/model_executor/models/toy_deleg_mtp.py", "line": 21}
+
+
+def test_markdown_and_table(tmp_path):
+    tree = tree_of("manual_shapes", tmp_path)
+    markdown = run_cli("scan", str(tree), "--format", "markdown").stdout
+    assert markdown.startswith("### get_top_tokens audit of vLLM 0.99.0")
+    assert "| missing_manual |  | MaskMTP | `MaskMTP` |" in markdown
+    table = run_cli("scan", str(tree)).stdout
+    assert "missing_manual (6)" in table and "not_applicable (2)" in table
+
+
+def test_not_a_tree(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = run_cli("scan", str(empty))
+    assert result.returncode == 2 and "no Python files" in result.stderr
+    missing = run_cli("scan", str(tmp_path / "nowhere"))
+    assert missing.returncode == 2 and "no such directory" in missing.stderr
+
+
+def test_fix_needs_a_target(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    result = run_cli("fix", str(tree))
+    assert result.returncode == 2 and "--model" in result.stderr
+
+
+def test_fix_diff_and_check_write_nothing(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    path = tree / "vllm/model_executor/models/toy_mtp.py"
+    original = path.read_bytes()
+    diff = run_cli("fix", str(tree), "--model", "toy", "--diff")
+    assert diff.returncode == 0 and "+    def get_top_tokens(" in diff.stdout
+    check = run_cli("fix", str(tree), "--model", "toy", "--check")
+    assert check.returncode == 1
+    assert path.read_bytes() == original
+    assert run_cli("fix", str(tree), "--model", "toy").returncode == 0
+    assert run_cli("fix", str(tree), "--model", "toy", "--check").returncode == 0

@@ -1,0 +1,61 @@
+"""Run ``mtp-audit fix`` on each fixture tree and compare with the expected files."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, UPDATE, build_tree, run_cli
+
+CASES = sorted(p for p in (FIXTURES / "fix").iterdir() if p.is_dir())
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*.py"))}
+
+
+def _ruff_clean(data: bytes) -> bool:
+    result = subprocess.run([sys.executable, "-m", "ruff", "format", "--isolated", "--check", "-"],
+                            input=data, capture_output=True, check=False)
+    return result.returncode == 0
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_fix_fixture(case: Path, tmp_path: Path) -> None:
+    tree = build_tree(case, tmp_path / "tree", "input")
+    before = _files(tree)
+    args = (case / "args.txt").read_text().split()
+    expected_exit = int((case / "expected_exit").read_text()) if (case / "expected_exit").exists() else 0
+
+    result = run_cli("fix", str(tree), *args)
+    assert result.returncode == expected_exit, result.stderr
+    if (case / "expected_stderr.txt").exists():
+        assert (case / "expected_stderr.txt").read_text().strip() in " ".join(result.stderr.split())
+
+    after = _files(tree)
+    changed = {path for path in after if after[path] != before.get(path)}
+    expected_dir = case / "expected"
+    if UPDATE:
+        shutil.rmtree(expected_dir, ignore_errors=True)
+        expected_dir.mkdir()
+        for path in changed:
+            (expected_dir / path).parent.mkdir(parents=True, exist_ok=True)
+            (expected_dir / path).write_bytes(after[path])
+    expected = _files(expected_dir)
+    assert changed == set(expected), "files changed other than the expected ones"
+    for path in changed:
+        assert after[path] == expected[path], path
+        if _ruff_clean(before[path]):
+            assert _ruff_clean(after[path]), f"{path} is no longer ruff-format clean"
+
+    again = run_cli("fix", str(tree), *args)
+    assert again.returncode == expected_exit, again.stderr
+    assert _files(tree) == after, "a second fix changed the tree: not idempotent"
+
+    if changed:
+        rescan = run_cli("scan", str(tree), "--format", "json", "--fail-on", "missing_fixable")
+        assert '"status": "missing_fixable"' not in rescan.stdout

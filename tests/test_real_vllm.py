@@ -1,0 +1,178 @@
+"""Integration: scan and fix real vLLM releases (sources downloaded once, cached, never committed)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+
+pytestmark = pytest.mark.integration
+
+
+def registered_archs(root: Path) -> set[str]:
+    """The _SPECULATIVE_DECODING_MODELS keys, read independently of mtp-audit."""
+    tree = ast.parse((root / "vllm/model_executor/models/registry.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "_SPECULATIVE_DECODING_MODELS":
+            return {k.value for k in node.value.keys}
+    raise AssertionError("no registry")
+
+
+def scan_json(root: Path) -> dict:
+    result = run_cli("scan", str(root), "--format", "json")
+    assert result.returncode in (0, 1), result.stderr
+    return json.loads(result.stdout)
+
+
+def records(doc: dict, arch: str) -> list[dict]:
+    return [r for r in doc["drafters"] if r["arch"] == arch]
+
+
+def by_platform(doc: dict, arch: str) -> dict[str, dict]:
+    return {p: r for r in records(doc, arch) for p in r["platforms"]}
+
+
+@pytest.fixture(scope="module")
+def scanned_034(vllm_release):
+    root = vllm_release("0.34.0")
+    return root, scan_json(root)
+
+
+def test_every_registered_arch_is_reported(scanned_034):
+    root, doc = scanned_034
+    assert registered_archs(root) <= {r["arch"] for r in doc["drafters"]}
+    assert doc["vllm_version"] == "0.34.0"
+    assert not doc["unresolved"] and not doc["errors"]
+    # Transformers-backend MTP entries live in another registry dict
+    assert {"TransformersForMTP", "TransformersMoEForMTP"} <= {r["arch"] for r in doc["drafters"]}
+
+
+def test_known_statuses_034(scanned_034):
+    _, doc = scanned_034
+    [nemotron] = records(doc, "NemotronHMTPModel")
+    assert nemotron["status"] == "missing_fixable" and nemotron["class"] == "NemotronHMTP"
+    assert nemotron["platforms"] == ["cpu", "cuda", "rocm", "tpu", "xpu"]
+
+    [deepseek] = records(doc, "DeepSeekMTPModel")
+    assert deepseek["status"] == "missing_fixable"
+    assert [d["class"] for d in deepseek["delegates"]] == ["DeepSeekMultiTokenPredictor"]
+
+    for arch in ("Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3"):
+        [eagle3] = records(doc, arch)
+        assert eagle3["status"] == "supported" and eagle3["consistency"] == "equivalent"
+        assert eagle3["get_top_tokens"]["class"] == "LocalArgmaxMixin"
+        assert eagle3["compute_logits"]["class"] == "Eagle3LlamaForCausalLM"
+
+    v4 = by_platform(doc, "DeepSeekV4MTPModel")
+    assert v4["rocm"]["status"] == "supported" and v4["rocm"]["consistency"] == "mirror"
+    assert v4["cuda"]["status"] == v4["xpu"]["status"] == "missing_fixable"
+    assert v4["cuda"]["file"] != v4["xpu"]["file"]
+    assert v4["cpu"]["status"] == "not_applicable"
+
+    [transcribe] = records(doc, "Nemotron3_5TranscribeMTPModel")
+    assert transcribe["status"] == "missing_manual" and "masked" in transcribe["reason"]
+    [gemma] = records(doc, "Gemma4MTPModel")
+    assert gemma["consistency"] == "divergent" and "spec_step_idx" in gemma["reason"]
+    assert {r["consistency"] for r in records(doc, "InklingMTPModel")} == {"unproven"}
+    assert "tpu" not in by_platform(doc, "KimiK3MTPModel")
+    assert set(by_platform(doc, "MistralLarge4DSparkModel")) == {"cuda", "rocm"}
+    assert set(by_platform(doc, "Qwen4ExpMTP")) == {"cpu", "cuda", "rocm"}
+
+
+def _copy(root: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "vllm-tree"
+    shutil.copytree(root / "vllm", target / "vllm")
+    return target
+
+
+def _diff_lines(a: Path, b: Path) -> list[str]:
+    result = subprocess.run(["diff", "-u", str(a), str(b)], capture_output=True, text=True, check=False)
+    return [line for line in result.stdout.splitlines()[2:] if line[:1] in "+-" and not line.startswith("@@")]
+
+
+def test_fix_nemotron_033_reproduces_upstream_change(vllm_release, tmp_path):
+    root = vllm_release("0.33.0")
+    tree = _copy(root, tmp_path)
+    rel = "vllm/model_executor/models/nemotron_h_mtp.py"
+    preview = run_cli("fix", str(tree), "--model", "nemotron_h", "--diff")
+    assert preview.returncode == 0, preview.stderr
+    assert "+    def get_top_tokens(" in preview.stdout
+    assert (tree / rel).read_bytes() == (root / rel).read_bytes(), "--diff wrote"
+
+    done = run_cli("fix", str(tree), "--model", "nemotron_h")
+    assert done.returncode == 0, done.stderr
+    added = _diff_lines(root / rel, tree / rel)
+    assert added == [
+        "+    def get_top_tokens(",
+        "+        self,",
+        "+        hidden_states: torch.Tensor,",
+        "+    ) -> torch.Tensor:",
+        "+        assert self.lm_head is not None, (",
+        '+            "lm_head not initialized - must be shared from target model"',
+        "+        )",
+        "+        return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)",
+        "+",
+    ]
+    text = (tree / rel).read_text()
+    assert text.index("def get_top_tokens") > text.index("def compute_logits")
+    snapshot = (tree / rel).read_bytes()
+    assert run_cli("fix", str(tree), "--model", "nemotron_h").returncode == 0
+    assert (tree / rel).read_bytes() == snapshot
+    [after] = records(scan_json(tree), "NemotronHMTPModel")
+    assert after["status"] == "supported" and after["consistency"] == "mirror"
+    assert run_cli("fix", str(tree), "--model", "nemotron_h", "--check").returncode == 0
+
+
+def test_fix_nemotron_034_stops_for_the_transcribe_subclass(vllm_release, tmp_path):
+    root = vllm_release("0.34.0")
+    tree = _copy(root, tmp_path)
+    result = run_cli("fix", str(tree), "--model", "nemotron_h")
+    assert result.returncode == 1
+    message = " ".join(result.stderr.split())
+    assert "refused" in message and "Nemotron3_5TranscribeMTPModel" in message and "divergent" in message
+    rel = "vllm/model_executor/models/nemotron_h_mtp.py"
+    assert (tree / rel).read_bytes() == (root / rel).read_bytes()
+
+
+def test_fix_deepseek_mtp_writes_wrapper_and_predictor(vllm_release, tmp_path):
+    root = vllm_release("0.34.0")
+    tree = _copy(root, tmp_path)
+    assert run_cli("fix", str(tree), "--model", "deepseek_mtp").returncode == 0
+    text = (tree / "vllm/model_executor/models/deepseek_mtp.py").read_text()
+    assert "return self.model.get_top_tokens(hidden_states, spec_step_idx)" in text
+    assert "mtp_layer.shared_head.head, mtp_layer.shared_head(hidden_states)" in text.split("def get_top_tokens")[1]
+    doc = scan_json(tree)
+    [deepseek] = records(doc, "DeepSeekMTPModel")
+    assert deepseek["status"] == "supported" and deepseek["consistency"] == "mirror"
+
+
+def test_fix_all_034(vllm_release, tmp_path):
+    root = vllm_release("0.34.0")
+    tree = _copy(root, tmp_path)
+    before = scan_json(tree)
+    fixable = {(r["arch"], r["file"]) for r in before["drafters"] if r["status"] == "missing_fixable"}
+    result = run_cli("fix", str(tree), "--all")
+    assert result.returncode == 1  # NemotronHMTP is refused (blast radius), the rest is written
+    after = scan_json(tree)
+    still = {(r["arch"], r["file"]) for r in after["drafters"] if r["status"] == "missing_fixable"}
+    assert still == {("NemotronHMTPModel", "vllm/model_executor/models/nemotron_h_mtp.py")}
+    for r in after["drafters"]:
+        if (r["arch"], r["file"]) in fixable - still:
+            assert r["status"] == "supported" and r["consistency"] == "mirror", r
+    assert not [r for r in after["drafters"] if r["consistency"] == "divergent" and r["arch"] != "Gemma4MTPModel"]
+    touched = [str(p) for p in (tree / "vllm").rglob("*.py")
+               if p.read_bytes() != (root / p.relative_to(tree)).read_bytes()]
+    assert len(touched) > 30
+    ruff = subprocess.run([sys.executable, "-m", "ruff", "format", "--isolated", "--check", *touched],
+                          capture_output=True, text=True, check=False)
+    assert ruff.returncode == 0, ruff.stdout
+    for path in touched:
+        compile(Path(path).read_text(), path, "exec")
+    assert run_cli("fix", str(tree), "--all", "--check").returncode == 0

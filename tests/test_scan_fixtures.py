@@ -1,0 +1,45 @@
+"""Scan each fixture tree (one per code shape) and compare with its expected records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, UPDATE, build_tree
+from mtp_audit.errors import UsageError
+from mtp_audit.locate import locate
+from mtp_audit.scan import scan
+
+CASES = sorted(p for p in (FIXTURES / "scan").iterdir() if p.is_dir())
+
+
+def project(record: dict) -> dict:
+    """The fields a fixture pins down (root-independent)."""
+    keep = ("arch", "class", "module", "file", "line", "platforms", "status", "consistency",
+            "compute_logits", "get_top_tokens", "reason")
+    out = {k: record[k] for k in keep}
+    out["delegates"] = [d["class"] for d in record["delegates"]]
+    return out
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_scan_fixture(case: Path, tmp_path: Path) -> None:
+    tree = build_tree(case, tmp_path / "tree")
+    expected_error = case / "expected_error.txt"
+    if expected_error.exists():
+        with pytest.raises(UsageError) as info:
+            scan(locate(tree))
+        assert expected_error.read_text().strip() in str(info.value)
+        return
+    result, _, _ = scan(locate(tree))
+    assert not result.parse_errors
+    assert not result.unresolved, result.unresolved
+    from mtp_audit.report.json_report import render_json
+
+    actual = [project(r) for r in json.loads(render_json(result))["drafters"]]
+    expected_file = case / "expected.json"
+    if UPDATE:
+        expected_file.write_text(json.dumps(actual, indent=2) + "\n")
+    assert actual == json.loads(expected_file.read_text())
