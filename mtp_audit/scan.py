@@ -48,10 +48,10 @@ class Scanner:
     def entries(self) -> list[RegistryEntry]:
         if self.tree.is_vllm:
             if not has_local_argmax(self.tree):
-                version = self.tree.vllm_version or "this vLLM"
+                version = f"vLLM {self.tree.vllm_version}" if self.tree.vllm_version else "this vLLM"
                 raise PreLocalArgmaxRelease(
-                    f"{version} has no LogitsProcessor.get_top_tokens (added in vLLM 0.20); "
-                    "there is nothing for drafters to opt into. Scan vLLM 0.20 or later."
+                    f"{version} has no LogitsProcessor.get_top_tokens, so there is nothing for drafters "
+                    "to opt into; it ships with vLLM 0.20 and later"
                 )
             return read_registry(self.index)
         return heuristic_entries(self.index)

@@ -29,3 +29,11 @@ def test_release_scans_cleanly(version, vllm_release):
     for record in doc["drafters"]:
         assert record["reason"], record
         assert record["platforms"], record
+
+
+def test_release_without_local_argmax_is_refused(vllm_release):
+    root = vllm_release("0.11.0")
+    result = run_cli("scan", str(root))
+    assert result.returncode == 2
+    assert "vLLM 0.11.0 has no LogitsProcessor.get_top_tokens" in result.stderr
+    assert result.stdout == ""
