@@ -20,7 +20,8 @@ from libcst.codemod.visitors import AddImportsVisitor
 
 from ..classify.analysis import Insertion
 from ..classify.shapes import parse_method
-from ..index.facts import ModuleFacts, _LineNumbers, walk_statements
+from ..index.facts import LineNumbers, ModuleFacts, walk_statements
+from ..index.prefilter import whole
 from ..synthesize.mirror import format_method, mirror_function
 
 
@@ -68,7 +69,7 @@ def _class_depth(source_line: str) -> int:
 
 def rewrite_file(path: str, source: str, facts: ModuleFacts, insertions: list[Insertion]) -> Rewrite:
     module = cst.parse_module(source)
-    numbers = _LineNumbers(module, source)
+    numbers = LineNumbers(module, whole(source))
     lines = source.splitlines()
     methods: dict[int, cst.FunctionDef] = {}
     for node in walk_statements(module.body):

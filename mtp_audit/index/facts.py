@@ -17,7 +17,7 @@ import libcst.matchers as m
 
 from ..model import PLATFORMS
 from .platforms import evaluate, string_values
-from .prefilter import WATCHED_METHODS, reduce_source
+from .prefilter import WATCHED_METHODS, Reduced, reduce_source, whole
 
 
 @dataclass(frozen=True)
@@ -93,15 +93,20 @@ def extract_facts(source: str, module: str, path: str, is_package: bool) -> Modu
     facts = ModuleFacts(module=module, path=path, is_package=is_package)
     try:
         reduced = reduce_source(source)
-        tree = cst.parse_module(reduced)
-    except SyntaxError as error:
-        facts.parse_error = f"line {error.lineno}: {error.msg}"
-        return facts
-    except cst.ParserSyntaxError as error:
-        facts.parse_error = f"line {error.raw_line}: {error.message}"
-        return facts
-    positions = _LineNumbers(tree, reduced)
-    facts.classes = _collect_classes(tree, positions)
+        tree = cst.parse_module(reduced.source)
+        positions = LineNumbers(tree, reduced)
+    except (SyntaxError, cst.ParserSyntaxError, LineNumberMismatch):
+        try:  # the cut misread this file: parse all of it
+            reduced = whole(source)
+            tree = cst.parse_module(source)
+            positions = LineNumbers(tree, reduced)
+        except SyntaxError as error:
+            facts.parse_error = f"line {error.lineno}: {error.msg}"
+            return facts
+        except cst.ParserSyntaxError as error:
+            facts.parse_error = f"line {error.raw_line}: {error.message}"
+            return facts
+    facts.classes = _collect_classes(tree, positions, reduced)
     getattr_def = next(
         (s for s in tree.body if m.matches(s, m.FunctionDef(name=m.Name("__getattr__")))),
         None,
@@ -191,7 +196,11 @@ def _numbered(statements, is_cst: bool):
                 yield from raises(inner)
 
 
-class _LineNumbers:
+class LineNumberMismatch(Exception):
+    """libcst and ast did not see the same statements (never expected)."""
+
+
+class LineNumbers:
     """Line numbers of classes, methods and raises, taken from CPython's ast.
 
     libcst's PositionProvider walks every node of a module, which costs more
@@ -199,17 +208,18 @@ class _LineNumbers:
     the same nodes of an ``ast`` parse of the same text.
     """
 
-    def __init__(self, tree: cst.Module, source: str):
-        theirs = list(_numbered(ast.parse(source).body, is_cst=False))
+    def __init__(self, tree: cst.Module, reduced: Reduced):
+        theirs = list(_numbered(ast.parse(reduced.source).body, is_cst=False))
         ours = list(_numbered(tree.body, is_cst=True))
-        assert len(theirs) == len(ours), "libcst and ast disagree on the statements"
-        self._lines = {id(node): other.lineno for node, other in zip(ours, theirs)}
+        if len(theirs) != len(ours):
+            raise LineNumberMismatch(f"{len(ours)} nodes from libcst, {len(theirs)} from ast")
+        self._lines = {id(node): reduced.lines[other.lineno - 1] for node, other in zip(ours, theirs)}
 
     def line(self, node: cst.CSTNode) -> int:
         return self._lines[id(node)]
 
 
-def _collect_classes(module: cst.Module, positions: _LineNumbers) -> list[ClassFacts]:
+def _collect_classes(module: cst.Module, positions: LineNumbers, reduced: Reduced) -> list[ClassFacts]:
     """Module-level classes, including those defined inside module-level ``if``/``try``."""
     classes = []
     for node in walk_statements(module.body):
@@ -229,21 +239,29 @@ def _collect_classes(module: cst.Module, positions: _LineNumbers) -> list[ClassF
                         line=positions.line(statement),
                         code=module.code_for_node(statement.with_changes(leading_lines=())),
                     )
-                elif name == "__init__":
+                elif name == "__init__":  # only when the file was parsed whole
                     cls.init_attrs = _init_attributes(statement)
-                    cls.init_raises = _only_raises(statement, positions)
+                    cls.init_raises = _only_raises(statement)
             elif m.matches(statement, m.SimpleStatementLine(body=[m.AnnAssign(target=m.Name())])):
                 ann = statement.body[0]
                 cls.annotations[ann.target.value] = module.code_for_node(ann.annotation.annotation)
+        init = reduced.inits.get(cls.line)
+        if init is not None:  # __init__ was cut out by the pre-filter, which read it
+            cls.init_attrs = init.attrs
+            cls.init_raises = f"__init__ raises {init.raises}" if init.raises else None
         classes.append(cls)
     return classes
 
 
-def _only_raises(init: cst.FunctionDef, positions: _LineNumbers) -> str | None:
+def _only_raises(init: cst.FunctionDef) -> str | None:
+    """``__init__ raises X: message`` when the body is a single raise (a placeholder class)."""
     body = [s for s in init.body.body if not m.matches(s, m.SimpleStatementLine(body=[m.Expr(m.SimpleString())]))]
-    if len(body) == 1 and m.matches(body[0], m.SimpleStatementLine(body=[m.Raise()])):
-        return _raise_reason(body[0].body[0], positions).replace("import raises", "__init__ raises")
-    return None
+    if len(body) != 1 or not m.matches(body[0], m.SimpleStatementLine(body=[m.Raise()])):
+        return None
+    exc = body[0].body[0].exc
+    name = (dotted(exc.func) if isinstance(exc, cst.Call) else dotted(exc) if exc else None) or "an exception"
+    strings = [str(s.evaluated_value) for s in m.findall(body[0], m.SimpleString()) if isinstance(s, cst.SimpleString)]
+    return f"__init__ raises {name}" + (f": {' '.join(strings)}" if strings else "")
 
 
 SELF_ASSIGN = m.Assign(targets=[m.AssignTarget(target=m.Attribute(value=m.Name("self")))]) | m.AnnAssign(

@@ -1,53 +1,212 @@
-"""A cheap pre-filter: blank out what facts never read, before libcst parses a module.
+"""A cheap text pre-filter: cut what facts never read before libcst parses a module.
 
-CPython's ``ast`` (about ten times faster than libcst) finds statement
-boundaries; method bodies other than ``compute_logits``, ``get_top_tokens``
-and ``__init__``, and module-level functions other than ``__getattr__``,
-become blank lines. Line numbers are unchanged, so every position libcst
-reports afterwards is a position in the real file.
+A line scanner (no tokenizer, no parser) finds top-level classes and
+functions by their indentation. Method bodies other than ``compute_logits``
+and ``get_top_tokens``, and module-level functions other than
+``__getattr__``, are dropped; ``__init__`` is dropped too, after its
+``self.X = Callee(...)`` assignments are read off its lines. What remains is
+typically a fifth of the file. ``lines`` maps each kept line back to its
+line in the real file, so every position reported is a real one.
+
+The scanner trusts indentation; a file where that misleads it (a multi-line
+string at column 0 inside a method, say) fails to parse once cut, and the
+caller then parses the whole file instead.
 """
 
 from __future__ import annotations
 
-import ast
+import re
+from dataclasses import dataclass, field
 
 WATCHED_METHODS = ("compute_logits", "get_top_tokens")
-KEPT_METHODS = frozenset((*WATCHED_METHODS, "__init__"))
-FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+_CLASS = re.compile(r"class\s+(\w+)")
+_DEF = re.compile(r"(?:async\s+)?def\s+(\w+)")
+_SELF_ASSIGN = re.compile(r"^\s*self\.(\w+)\s*(:[^=]+?)?\s*(?:=(?!=)\s*(.*))?$")
+_QUOTES = ('"""', "'''")
+_CALLEE = re.compile(r"^([A-Za-z_][\w.]*)\s*\(")
 
 
-def _first_line(node: ast.stmt) -> int:
-    decorators = getattr(node, "decorator_list", None) or []
-    return min([node.lineno, *(d.lineno for d in decorators)])
+@dataclass
+class InitFacts:
+    attrs: dict[str, list[str]] = field(default_factory=dict)  # self.X = Callee(...)
+    raises: str | None = None  # the body is a single raise: its text
 
 
-def reduce_source(source: str) -> str:
-    """``source`` with irrelevant function bodies blanked; raises SyntaxError like ast.parse."""
-    tree = ast.parse(source)
+@dataclass
+class Reduced:
+    source: str
+    lines: list[int]  # lines[i] = real line number of line i + 1 of ``source``
+    inits: dict[int, InitFacts]  # real line of the class -> its __init__ facts
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def _is_code(line: str) -> bool:
+    stripped = line.strip()
+    return bool(stripped) and not stripped.startswith("#")
+
+
+_STRING = re.compile(r"""("[^"\\]*(?:\\.[^"\\]*)*"|'[^'\\]*(?:\\.[^'\\]*)*')""")
+
+
+def _header_end(lines: list[str], start: int) -> int:
+    """Index of the last line of a ``def``/``class`` header that may span lines."""
+    depth = 0
+    index = start
+    while index < len(lines):
+        code = _STRING.sub('""', lines[index]).split("#", 1)[0]
+        depth += sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}")
+        if depth <= 0:
+            return index
+        index += 1
+    return start
+
+
+def _skip_decorators(lines: list[str], index: int, end: int) -> int:
+    """Index of the ``def``/``class`` line after decorators (which may span lines)."""
+    while index + 1 < end and (lines[index].lstrip().startswith("@") or not _is_code(lines[index])):
+        index = _header_end(lines, index) + 1 if _is_code(lines[index]) else index + 1
+    return min(index, end - 1)
+
+
+def _block_end(lines: list[str], start: int, indent: int) -> int:
+    """Index after the block whose header starts at ``start`` (header indentation ``indent``)."""
+    start = _header_end(lines, start)
+    index = start + 1
+    last = start
+    while index < len(lines):
+        line = lines[index]
+        if _is_code(line):
+            if _indent(line) <= indent:
+                break
+            last = index
+        index += 1
+    return last + 1
+
+
+def _call_end(lines: list[str], index: int, column: int) -> int | None:
+    """Row where the call whose ``(`` is at (index, column) closes, if nothing follows it there."""
+    depth = 0
+    for row in range(index, len(lines)):
+        text = _STRING.sub('""', lines[row]).split("#", 1)[0]
+        for position in range(column if row == index else 0, len(text)):
+            char = text[position]
+            depth += char in "([{"
+            depth -= char in ")]}"
+            if depth == 0:
+                return row if not text[position + 1:].strip() else None
+    return None
+
+
+def _init_facts(lines: list[str]) -> InitFacts:
+    """``self.X = Callee(...)`` of an ``__init__``; any other value of X counts as ``<other>``."""
+    facts = InitFacts()
+    for index, line in enumerate(lines[1:], 1):
+        match = _SELF_ASSIGN.match(line)
+        if not match:
+            continue
+        attr, annotation, value = match.groups()
+        if annotation is None and value is None:
+            continue  # a bare expression, not an assignment
+        bucket = facts.attrs.setdefault(attr, [])
+        if not value:
+            continue  # an annotation without a value
+        row, text = index, line.rstrip("\r\n")
+        wrapped = value.strip() == "(" and index + 1 < len(lines)  # self.x = (\n    Callee(...)\n)
+        if wrapped:
+            row, text = index + 1, lines[index + 1].rstrip("\r\n")
+            value = text.lstrip()
+        callee = _CALLEE.match(value)
+        end = _call_end(lines, row, len(text) - len(value) + callee.end() - 1) if callee else None
+        if end is not None and wrapped:
+            end = end if end + 1 < len(lines) and lines[end + 1].strip() == ")" else None
+        name = callee.group(1) if callee and end is not None else "<other>"
+        if name not in bucket:
+            bucket.append(name)
+    code = [line.strip() for line in lines[_header_end(lines, 0) + 1:] if _is_code(line)]
+    if code and code[0][:3] in _QUOTES and len(code[0]) > 3 and code[0].endswith(code[0][:3]):
+        code = code[1:]  # a one-line docstring
+    if code and code[0].startswith("raise ") and not any(c.startswith(("self.", "return ", "if ")) for c in code):
+        text = " ".join(code)
+        exception = re.match(r"raise\s+([\w.]+)", text)
+        message = " ".join(found.group(0)[1:-1] for found in _STRING.finditer(text))
+        facts.raises = (exception.group(1) if exception else "an exception") + (f": {message}" if message else "")
+    return facts
+
+
+def whole(source: str) -> Reduced:
+    """The source uncut, for when the cut one does not parse."""
+    return Reduced(source, list(range(1, source.count("\n") + 2)), {})
+
+
+def reduce_source(source: str) -> Reduced:
     lines = source.splitlines(keepends=True)
-    blank: list[tuple[int, int, str | None]] = []  # (first, last, replacement for the first line)
+    keep = [True] * len(lines)
+    inserted: dict[int, str] = {}  # index -> replacement line put before it
+    inits: dict[int, InitFacts] = {}
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if not _is_code(line) or _indent(line):
+            index += 1
+            continue
+        start = index
+        index = _skip_decorators(lines, index, len(lines))
+        header = lines[index]
+        end = _block_end(lines, index, 0)
+        function = _DEF.match(header)
+        if function and function.group(1) != "__getattr__":
+            for i in range(start, end):
+                keep[i] = False
+        elif _CLASS.match(header):
+            _reduce_class(lines, keep, inserted, inits, index, end)
+        index = max(end, index + 1)
+    out: list[str] = []
+    numbers: list[int] = []
+    for i, line in enumerate(lines):
+        if i in inserted:
+            out.append(inserted[i])
+            numbers.append(i + 1)
+        if keep[i]:
+            out.append(line)
+            numbers.append(i + 1)
+    return Reduced("".join(out), numbers, inits)
 
-    for statement in tree.body:
-        if isinstance(statement, FUNCTIONS) and statement.name != "__getattr__":
-            blank.append((_first_line(statement), statement.end_lineno or statement.lineno, None))
-        elif isinstance(statement, ast.ClassDef):
-            methods = [s for s in statement.body if isinstance(s, FUNCTIONS) and s.name not in KEPT_METHODS]
-            if not methods or statement.body[0].lineno == statement.lineno:
-                continue
-            kept = [s for s in statement.body if s not in methods]
-            for index, method in enumerate(methods):
-                first = _first_line(method)
-                indent = lines[first - 1][: len(lines[first - 1]) - len(lines[first - 1].lstrip())]
-                needs_pass = not kept and index == 0
-                blank.append((first, method.end_lineno or method.lineno, f"{indent}pass" if needs_pass else None))
-    if not blank:
-        return source
-    for first, last, replacement in blank:
-        for number in range(first, last + 1):
-            line = lines[number - 1]
-            newline = line[len(line.rstrip("\r\n")):] or "\n"
-            lines[number - 1] = newline
-        if replacement is not None:
-            line = lines[first - 1]
-            lines[first - 1] = replacement + line
-    return "".join(lines)
+
+def _reduce_class(lines: list[str], keep: list[bool], inserted: dict[int, str], inits: dict[int, InitFacts],
+                  header: int, end: int) -> None:
+    body_indent = None
+    index = _header_end(lines, header) + 1
+    members: list[tuple[int, int, int, str | None]] = []  # (first, def line, end, name)
+    while index < end:
+        line = lines[index]
+        if not _is_code(line):
+            index += 1
+            continue
+        indent = _indent(line)
+        if body_indent is None:
+            if indent == 0:
+                return  # one-line class body: leave it alone
+            body_indent = indent
+        if indent != body_indent:
+            index += 1
+            continue
+        first = index
+        index = _skip_decorators(lines, index, end)
+        function = _DEF.match(lines[index].lstrip())
+        stop = _block_end(lines, index, body_indent)
+        members.append((first, index, stop, function.group(1) if function else None))
+        index = max(stop, index + 1)
+    dropped = [(first, stop, name) for first, _, stop, name in members if name and name not in WATCHED_METHODS]
+    for first, stop, name in dropped:
+        if name == "__init__":
+            inits[header + 1] = _init_facts(lines[first:stop])
+        for i in range(first, stop):
+            keep[i] = False
+    if len(dropped) == len(members) and dropped:
+        first = dropped[0][0]
+        newline = lines[first][len(lines[first].rstrip("\r\n")):] or "\n"
+        inserted[first] = lines[first][: _indent(lines[first])] + "pass" + newline
