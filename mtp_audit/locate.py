@@ -79,17 +79,12 @@ def read_version(root: Path) -> str | None:
     return None
 
 
-def has_local_argmax(tree: SourceTree) -> bool:
+def has_local_argmax(logits_processor_source: str) -> bool:
     """True when ``LogitsProcessor.get_top_tokens`` exists (vLLM 0.20 and later)."""
-    assert tree.package_dir is not None
-    path = tree.package_dir / LOGITS_PROCESSOR
-    if not path.is_file():
-        return False
-    text = path.read_text(encoding="utf-8", errors="replace")
-    if "def get_top_tokens" not in text:
+    if "def get_top_tokens" not in logits_processor_source:
         return False
     try:
-        module = ast.parse(text)
+        module = ast.parse(logits_processor_source)
     except SyntaxError:
         return False
     return any(

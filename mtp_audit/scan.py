@@ -8,7 +8,7 @@ from .classify.analysis import Analysis, Analyzer
 from .errors import UsageError
 from .index.cache import FactsCache
 from .index.modules import ModuleIndex
-from .locate import has_local_argmax
+from .locate import LOGITS_PROCESSOR, has_local_argmax
 from .model import (
     PLATFORMS,
     ClassKey,
@@ -47,7 +47,10 @@ class Scanner:
 
     def entries(self) -> list[RegistryEntry]:
         if self.tree.is_vllm:
-            if not has_local_argmax(self.tree):
+            assert self.tree.package_dir is not None
+            path = self.tree.package_dir / LOGITS_PROCESSOR
+            source = self.index.read_bytes(path).decode("utf-8", "replace") if path.is_file() else ""
+            if not has_local_argmax(source):
                 version = f"vLLM {self.tree.vllm_version}" if self.tree.vllm_version else "this vLLM"
                 raise PreLocalArgmaxRelease(
                     f"{version} has no LogitsProcessor.get_top_tokens, so there is nothing for drafters "
@@ -120,6 +123,7 @@ class Scanner:
 
 
 def scan(tree: SourceTree, cache: FactsCache | None = None) -> tuple[ScanResult, Scanner, list[Resolution]]:
+    """Run the pipeline; ``scanner.index.observed`` then says what the result depends on."""
     scanner = Scanner(tree, cache)
     resolutions, unresolved = scanner.resolve(scanner.entries())
     result = ScanResult(

@@ -10,7 +10,6 @@ insertions only, in the spirit of Black's safety checks.
 from __future__ import annotations
 
 import ast
-import difflib
 from dataclasses import dataclass
 
 import libcst as cst
@@ -38,13 +37,25 @@ class Rewrite:
     added_import: bool
 
 
+# Module-level statement containers: the only nodes the transformer needs to enter.
+_CONTAINERS = (cst.Module, cst.If, cst.Else, cst.IndentedBlock, cst.Try, cst.ExceptHandler, cst.Finally, cst.With)
+
+
 class InsertTopTokens(cst.CSTTransformer):
-    """Put each new method right after the class's compute_logits, or at the end of the class."""
+    """Put each new method right after the class's compute_logits, or at the end of the class.
+
+    It enters module-level statement blocks only: classes are matched there,
+    and nothing below them is visited (rebuilding every node of a large
+    module costs more than parsing it).
+    """
 
     def __init__(self, methods: dict[int, cst.FunctionDef]):
         super().__init__()
         self.methods = methods  # id(original ClassDef) -> method
         self.inserted: list[str] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return isinstance(node, _CONTAINERS)
 
     def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
         method = self.methods.get(id(original_node))
@@ -67,32 +78,82 @@ def _class_depth(source_line: str) -> int:
     return 1 + indent.count("\t") + (len(indent.replace("\t", "")) // 4)
 
 
+def _module_classes(tree: ast.Module) -> list[ast.ClassDef]:
+    """Classes at module level, inside module-level if/try blocks too."""
+    found, stack = [], list(reversed(tree.body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.ClassDef):
+            found.append(node)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for block in ("body", "orelse", "finalbody"):
+                stack.extend(reversed(getattr(node, block, []) or []))
+            for handler in getattr(node, "handlers", []):
+                stack.extend(reversed(handler.body))
+    return found
+
+
+def _mirror_for(insertion: Insertion, class_line: str) -> cst.FunctionDef:
+    _, compute_logits = parse_method(insertion.source.method.code)
+    return format_method(mirror_function(compute_logits), _class_depth(class_line))
+
+
 def rewrite_file(path: str, source: str, facts: ModuleFacts, insertions: list[Insertion]) -> Rewrite:
-    module = cst.parse_module(source)
-    numbers = LineNumbers(module, whole(source))
-    lines = source.splitlines()
-    methods: dict[int, cst.FunctionDef] = {}
-    for node in walk_statements(module.body):
-        if not isinstance(node, cst.ClassDef):
-            continue
-        line = numbers.line(node)
-        for insertion in insertions:
-            if insertion.target.name == node.name.value and insertion.target.line == line:
-                _, compute_logits = parse_method(insertion.source.method.code)
-                methods[id(node)] = format_method(mirror_function(compute_logits), _class_depth(lines[line - 1]))
-    if len(methods) != len(insertions):
-        wanted = ", ".join(f"{i.target.name} (line {i.target.line})" for i in insertions)
+    """Insert the mirrors, class by class, then check the whole file.
+
+    Each target class is parsed and transformed on its own (its bytes are
+    the file's bytes from its first decorator to its last line): parsing
+    and regenerating a whole model file for one method costs ten times more.
+    A class nested in a block is done through the whole module instead.
+    """
+    lines = source.splitlines(keepends=True)
+    classes = {(node.name, node.lineno): node for node in _module_classes(ast.parse(source))}
+    missing = [i for i in insertions if (i.target.name, i.target.line) not in classes]
+    if missing:
+        wanted = ", ".join(f"{i.target.name} (line {i.target.line})" for i in missing)
         raise UnsafeRewrite(f"{path}: the file no longer has the classes planned for: {wanted}; scan again")
-    transformer = InsertTopTokens(methods)
-    new_module = module.visit(transformer)
+    nested = any(lines[i.target.line - 1][:1].isspace() for i in insertions)
+    new_source, inserted = (_through_module if nested else _by_class)(source, lines, classes, insertions)
     added_import = not _binds_torch(facts)
     if added_import:
         context = CodemodContext()
         AddImportsVisitor.add_needed_import(context, "torch")
-        new_module = AddImportsVisitor(context).transform_module(new_module)
-    rewrite = Rewrite(path, source, new_module.code, transformer.inserted, added_import)
+        new_source = AddImportsVisitor(context).transform_module(cst.parse_module(new_source)).code
+    rewrite = Rewrite(path, source, new_source, inserted, added_import)
     check_rewrite(rewrite)
     return rewrite
+
+
+def _by_class(source: str, lines: list[str], classes: dict, insertions: list[Insertion]) -> tuple[str, list[str]]:
+    out: list[str] = []
+    position = 0
+    inserted: list[str] = []
+    for insertion in sorted(insertions, key=lambda i: i.target.line):
+        node = classes[(insertion.target.name, insertion.target.line)]
+        first = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
+        piece = cst.parse_module("".join(lines[first:node.end_lineno]))
+        statement = piece.body[-1]
+        transformer = InsertTopTokens({id(statement): _mirror_for(insertion, lines[node.lineno - 1])})
+        out.append("".join(lines[position:first]))
+        out.append(piece.visit(transformer).code)
+        inserted.extend(transformer.inserted)
+        position = node.end_lineno
+    out.append("".join(lines[position:]))
+    return "".join(out), inserted
+
+
+def _through_module(source: str, lines: list[str], classes: dict,
+                    insertions: list[Insertion]) -> tuple[str, list[str]]:
+    module = cst.parse_module(source)
+    numbers = LineNumbers(module, whole(source))
+    methods: dict[int, cst.FunctionDef] = {}
+    for node in walk_statements(module.body):
+        if isinstance(node, cst.ClassDef):
+            for insertion in insertions:
+                if (insertion.target.name, insertion.target.line) == (node.name.value, numbers.line(node)):
+                    methods[id(node)] = _mirror_for(insertion, lines[insertion.target.line - 1])
+    transformer = InsertTopTokens(methods)
+    return module.visit(transformer).code, transformer.inserted
 
 
 def _binds_torch(facts: ModuleFacts) -> bool:
@@ -104,37 +165,54 @@ def _binds_torch(facts: ModuleFacts) -> bool:
     )
 
 
-def _strip_added(tree: ast.Module, classes: list[str], added_import: bool) -> ast.Module:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.name in classes:
-            node.body = [s for s in node.body if not (isinstance(s, ast.FunctionDef) and s.name == "get_top_tokens")]
-    if added_import:
-        for index, statement in enumerate(tree.body):
-            if isinstance(statement, ast.Import) and [a.name for a in statement.names] == ["torch"]:
-                del tree.body[index]
-                break
-    return tree
-
-
 def check_rewrite(rewrite: Rewrite) -> None:
-    """Raise UnsafeRewrite unless ``new`` is ``old`` plus exactly the added methods."""
+    """Raise UnsafeRewrite unless ``new`` is ``old`` plus exactly the added methods.
+
+    Three facts together: the new file parses; every old line is still there,
+    in order (so the change is insertions only); every inserted line lies in
+    an added ``get_top_tokens`` (or is the added ``import torch``), and each
+    touched class is AST-equal to its old self once that method is removed.
+    """
     try:
-        new_tree = ast.parse(rewrite.new)
-        compile(rewrite.new, rewrite.path, "exec")
+        new_tree = compile(rewrite.new, rewrite.path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:
         raise UnsafeRewrite(f"{rewrite.path}: the rewrite does not parse ({error.msg}, line {error.lineno})") from None
-    old_tree = ast.parse(rewrite.old)
-    for node in ast.walk(old_tree):
-        if isinstance(node, ast.ClassDef) and node.name in rewrite.classes and any(
-                isinstance(s, ast.FunctionDef) and s.name == "get_top_tokens" for s in node.body):
-            raise UnsafeRewrite(f"{rewrite.path}: class {node.name} already defines get_top_tokens")
-    stripped = _strip_added(new_tree, rewrite.classes, rewrite.added_import)
-    if ast.dump(stripped) != ast.dump(old_tree):
-        raise UnsafeRewrite(f"{rewrite.path}: the rewrite changes more than the added methods")
-    old_lines = rewrite.old.splitlines(keepends=True)
-    new_lines = rewrite.new.splitlines(keepends=True)
-    opcodes = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False).get_opcodes()
-    if any(tag not in ("equal", "insert") for tag, *_ in opcodes):
+    inserted = _inserted_lines(rewrite.old.splitlines(keepends=True), rewrite.new.splitlines(keepends=True))
+    if inserted is None:
         raise UnsafeRewrite(f"{rewrite.path}: the rewrite edits existing lines")
-    if cst.parse_module(rewrite.new).code != rewrite.new:
-        raise UnsafeRewrite(f"{rewrite.path}: the rewrite does not round-trip through libcst")
+    old_classes = [c for c in _module_classes(ast.parse(rewrite.old)) if c.name in rewrite.classes]
+    new_classes = [c for c in _module_classes(new_tree) if c.name in rewrite.classes]
+    allowed: set[int] = set()
+    blank_ok: set[int] = set()  # a blank line may be matched on either side of a new method
+    if rewrite.added_import:
+        allowed |= {s.lineno for s in new_tree.body
+                    if isinstance(s, ast.Import) and [a.name for a in s.names] == ["torch"]}
+    added = 0
+    for old, new in zip(old_classes, new_classes):
+        methods = [s for s in new.body if isinstance(s, ast.FunctionDef) and s.name == "get_top_tokens"]
+        if any(isinstance(s, ast.FunctionDef) and s.name == "get_top_tokens" for s in old.body):
+            raise UnsafeRewrite(f"{rewrite.path}: class {old.name} already defines get_top_tokens")
+        for method in methods:
+            allowed |= set(range(method.lineno, (method.end_lineno or method.lineno) + 1))
+            blank_ok |= set(range(method.lineno - 2, (method.end_lineno or method.lineno) + 3))
+        added += len(methods)
+        new.body = [s for s in new.body if s not in methods]
+        if ast.dump(new) != ast.dump(old):
+            raise UnsafeRewrite(f"{rewrite.path}: class {old.name} changed beyond the added method")
+    if len(old_classes) != len(new_classes) or added != len(rewrite.classes):
+        raise UnsafeRewrite(f"{rewrite.path}: not exactly one method added per planned class")
+    new_lines = rewrite.new.splitlines()
+    stray = [n for n in inserted if n not in allowed and not (n in blank_ok and not new_lines[n - 1].strip())]
+    if stray:
+        raise UnsafeRewrite(f"{rewrite.path}: line {stray[0]} was inserted outside the new methods")
+
+
+def _inserted_lines(old: list[str], new: list[str]) -> list[int] | None:
+    """1-based numbers of the lines of ``new`` that are not ``old``'s, if ``old`` is all there, in order."""
+    inserted, position = [], 0
+    for number, line in enumerate(new, 1):
+        if position < len(old) and line == old[position]:
+            position += 1
+        else:
+            inserted.append(number)
+    return inserted if position == len(old) else None

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 import libcst.matchers as m
 
+from ..cstwalk import nodes_of
 from ..index.facts import MethodFacts
 from ..model import ClassKey, Consistency, Status
 from ..resolve.mro import Hierarchy, MethodHit, Mro
@@ -310,18 +311,21 @@ _BUILTINS = frozenset(vars(builtins))
 def _self_contained(code: str) -> bool:
     """True when a method uses only self, its parameters, its locals, builtins and ``torch``."""
     _, func = parse_method(code)
-    if m.findall(func.body, m.Call(func=m.Name("super"))):
+    nodes = nodes_of(func, (cst.Name, cst.Attribute, cst.Arg, cst.AssignTarget, cst.Call, cst.Param))
+    if any(m.matches(n, m.Call(func=m.Name("super"))) for n in nodes):
         return False
-    known = {p.name.value for p in m.findall(func.params, m.Param())} | {"self", "torch"} | _BUILTINS
-    for target in m.findall(func.body, m.AssignTarget(target=m.Name()) | m.AugAssign(target=m.Name())):
-        known.add(target.target.value)  # type: ignore[attr-defined]
-    for name in m.findall(func.body, m.Name()):
-        assert isinstance(name, cst.Name)
-        if name.value not in known and not _is_attribute_name(func.body, name):
-            return False
-    return True
+    known = {"self", "torch"} | _BUILTINS
+    known |= {n.name.value for n in nodes if isinstance(n, cst.Param)}
+    known |= {n.target.value for n in nodes if isinstance(n, cst.AssignTarget) and isinstance(n.target, cst.Name)}
+    not_free = {id(n.attr) for n in nodes if isinstance(n, cst.Attribute)}
+    not_free |= {id(n.keyword) for n in nodes if isinstance(n, cst.Arg) and n.keyword is not None}
+    not_free |= {id(n.name) for n in nodes if isinstance(n, cst.Param)}
+    return all(n.value in known or id(n) in not_free for n in nodes if isinstance(n, cst.Name) and n is not func.name
+               and not _in_annotation(func, n))
 
 
-def _is_attribute_name(root: cst.CSTNode, name: cst.Name) -> bool:
-    return any(a.attr is name for a in m.findall(root, m.Attribute()) if isinstance(a, cst.Attribute)) or any(
-        arg.keyword is name for arg in m.findall(root, m.Arg()) if isinstance(arg, cst.Arg))
+def _in_annotation(func: cst.FunctionDef, name: cst.Name) -> bool:
+    """Names in annotations are never evaluated by the mirror's body."""
+    annotations = [p.annotation for p in nodes_of(func.params, cst.Param) if p.annotation] + (
+        [func.returns] if func.returns else [])
+    return any(name is n for a in annotations for n in nodes_of(a, cst.Name))

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import MetadataWrapper, PositionProvider
+
+from ..cstwalk import nodes_of
 
 SELF = m.Name("self")
 HEAD_CALL = m.Call(func=m.Attribute(value=SELF, attr=m.Name("logits_processor")))
@@ -71,15 +72,69 @@ class TopTokensShape:
     delegate_attr: str | None = None
 
 
-@dataclass
+# Sub-statement nodes the rules look at, with their CPython ast counterparts.
+_KINDS = ((cst.Call, ast.Call), (cst.Return, ast.Return), (cst.Yield, ast.Yield), (cst.Raise, ast.Raise),
+          (cst.BinaryOperation, ast.BinOp))
+_INTERESTING = tuple(kind for kind, _ in _KINDS)
+
+
+def _source_order(node: ast.AST) -> tuple:
+    return (node.lineno, node.col_offset, -(node.end_lineno or 0), -(node.end_col_offset or 0))
+
+
 class _Body:
-    statements: list[cst.BaseStatement]
-    module: cst.Module
-    positions: dict
-    line_offset: int
+    """A method body without its docstring, with cheap node lookups and real line numbers.
+
+    Lines come from CPython's ast of the same text (libcst's PositionProvider
+    would cost more than the whole analysis): within one statement, nodes of
+    one kind appear in the same order in both trees.
+    """
+
+    def __init__(self, func: cst.FunctionDef, module: cst.Module, text: str, first_line: int):
+        statements = list(func.body.body)
+        self.docstring = bool(statements) and m.matches(statements[0], DOCSTRING)
+        self.statements = statements[1:] if self.docstring else statements
+        self.module = module
+        self.text = text
+        self.first_line = first_line
+        self._nodes: dict[int, list[cst.CSTNode]] = {}
+        self._owner: dict[int, int] = {}  # id(node) -> index of its statement
+        self._lines: dict[int, int] = {}
+        self._ast: list[ast.stmt] | None = None
+        self._offset = 0
+
+    def _nodes_of(self, index: int) -> list[cst.CSTNode]:
+        statement = self.statements[index]
+        nodes = self._nodes.get(id(statement))
+        if nodes is None:
+            nodes = self._nodes[id(statement)] = nodes_of(statement, _INTERESTING)
+            self._owner.update((id(n), index) for n in nodes)
+        return nodes
+
+    def find(self, statement: cst.CSTNode, matcher) -> list:
+        index = next(i for i, s in enumerate(self.statements) if s is statement)
+        return [n for n in self._nodes_of(index) if m.matches(n, matcher)]
+
+    def _ast_statements(self) -> list[ast.stmt]:
+        if self._ast is None:
+            tree = ast.parse(self.text).body[0]
+            self._offset = self.first_line - tree.lineno
+            self._ast = tree.body[1:] if self.docstring else tree.body
+        return self._ast
 
     def line(self, node: cst.CSTNode) -> int:
-        return self.positions[node].start.line + self.line_offset
+        statements = self._ast_statements()
+        for index, statement in enumerate(self.statements):
+            if statement is node:
+                return statements[index].lineno + self._offset
+        if id(node) not in self._lines:
+            index = self._owner[id(node)]
+            ours = self._nodes_of(index)
+            for kind, ast_kind in _KINDS:
+                mine = [n for n in ours if isinstance(n, kind)]
+                theirs = sorted((n for n in ast.walk(statements[index]) if isinstance(n, ast_kind)), key=_source_order)
+                self._lines.update((id(a), b.lineno + self._offset) for a, b in zip(mine, theirs))
+        return self._lines[id(node)]
 
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node).strip()
@@ -110,21 +165,19 @@ def params_of(func: cst.FunctionDef) -> list[Param]:
 
 
 def _decompose(code: str, first_line: int) -> tuple[_Body, cst.FunctionDef]:
-    module, func = parse_method(code)
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = wrapper.resolve(PositionProvider)
-    statements = list(func.body.body) if isinstance(func.body, cst.IndentedBlock) else list(func.body.body)
-    if statements and m.matches(statements[0], DOCSTRING):
-        statements = statements[1:]
-    body = _Body(statements, module, positions, first_line - positions[func.name].start.line)
-    return body, func
+    text = textwrap.dedent(code)
+    module = cst.parse_module(text)
+    func = module.body[0]
+    if not isinstance(func, cst.FunctionDef):
+        raise ValueError("not a function definition")
+    return _Body(func, module, text, first_line), func
 
 
 Rule = Callable[[_Body, list[Param]], "LogitsShape | None"]
 
 
-def _calls(node: cst.CSTNode, matcher) -> list[cst.Call]:
-    return [c for c in m.findall(node, matcher) if isinstance(c, cst.Call)]
+def _calls(body: _Body, statement: cst.CSTNode, matcher) -> list[cst.Call]:
+    return [c for c in body.find(statement, matcher) if isinstance(c, cst.Call)]
 
 
 def rule_stub(body: _Body, params: list[Param]) -> LogitsShape | None:
@@ -132,7 +185,7 @@ def rule_stub(body: _Body, params: list[Param]) -> LogitsShape | None:
         return LogitsShape("stub", "stub", "compute_logits has only a docstring", None, params)
     if all(m.matches(s, STUB_STATEMENT) for s in body.statements):
         first = body.statements[0]
-        raises = m.findall(first, m.Raise())
+        raises = body.find(first, m.Raise())
         text = "raises NotImplementedError" if raises and "NotImplementedError" in body.code(first) else "is a stub"
         return LogitsShape("stub", "stub", f"compute_logits {text} (line {body.line(first)})",
                            body.line(first), params)
@@ -141,7 +194,7 @@ def rule_stub(body: _Body, params: list[Param]) -> LogitsShape | None:
 
 def rule_by_hand(body: _Body, params: list[Param]) -> LogitsShape | None:
     for statement in body.statements:
-        for node in m.findall(statement, BY_HAND):
+        for node in body.find(statement, BY_HAND):
             what = body.code(node.func) if isinstance(node, cst.Call) else "@"
             return LogitsShape("manual", "by-hand", f"logits computed by hand ({what}, line {body.line(node)})",
                                body.line(node), params)
@@ -150,15 +203,15 @@ def rule_by_hand(body: _Body, params: list[Param]) -> LogitsShape | None:
 
 def rule_no_head(body: _Body, params: list[Param]) -> LogitsShape | None:
     for statement in body.statements:
-        if _calls(statement, LOGITS_CALL):
+        if _calls(body, statement, LOGITS_CALL):
             return None
     for statement in body.statements:
-        for call in _calls(statement, ANY_COMPUTE_LOGITS_CALL):
+        for call in _calls(body, statement, ANY_COMPUTE_LOGITS_CALL):
             return LogitsShape("manual", "helper",
                                f"calls helper {body.code(call.func)} instead of self.logits_processor "
                                f"(line {body.line(call)})", body.line(call), params)
     for statement in body.statements:
-        for call in _calls(statement, m.Call(func=m.Attribute(value=SELF))):
+        for call in _calls(body, statement, m.Call(func=m.Attribute(value=SELF))):
             return LogitsShape("manual", "helper",
                                f"logits come from {body.code(call.func)}(...), not self.logits_processor "
                                f"(line {body.line(call)})", body.line(call), params)
@@ -166,7 +219,7 @@ def rule_no_head(body: _Body, params: list[Param]) -> LogitsShape | None:
 
 
 def rule_several_heads(body: _Body, params: list[Param]) -> LogitsShape | None:
-    calls = [c for s in body.statements for c in _calls(s, LOGITS_CALL)]
+    calls = [c for s in body.statements for c in _calls(body, s, LOGITS_CALL)]
     if len(calls) > 1:
         lines = ", ".join(str(body.line(c)) for c in calls)
         return LogitsShape("manual", "several-heads", f"several head calls (lines {lines})", body.line(calls[0]), params)
@@ -174,7 +227,7 @@ def rule_several_heads(body: _Body, params: list[Param]) -> LogitsShape | None:
 
 
 def _head_index(body: _Body) -> int:
-    return next(i for i, s in enumerate(body.statements) if _calls(s, LOGITS_CALL))
+    return next(i for i, s in enumerate(body.statements) if _calls(body, s, LOGITS_CALL))
 
 
 def _head_expression(statement: cst.BaseStatement) -> tuple[cst.Call, str | None] | None:
@@ -191,7 +244,7 @@ def _head_expression(statement: cst.BaseStatement) -> tuple[cst.Call, str | None
 def rule_conditional_head(body: _Body, params: list[Param]) -> LogitsShape | None:
     statement = body.statements[_head_index(body)]
     if _head_expression(statement) is None:
-        call = _calls(statement, LOGITS_CALL)[0]
+        call = _calls(body, statement, LOGITS_CALL)[0]
         return LogitsShape("manual", "conditional-head",
                            f"the head call is not a plain `return` or assignment (line {body.line(call)})",
                            body.line(call), params)
@@ -200,7 +253,7 @@ def rule_conditional_head(body: _Body, params: list[Param]) -> LogitsShape | Non
 
 def rule_early_return(body: _Body, params: list[Param]) -> LogitsShape | None:
     for statement in body.statements[: _head_index(body)]:
-        for node in m.findall(statement, m.Return() | m.Yield()):
+        for node in body.find(statement, m.Return() | m.Yield()):
             return LogitsShape("manual", "early-return",
                                f"returns before the head call (line {body.line(node)})", body.line(node), params)
     return None
@@ -215,7 +268,7 @@ def _post_kind(body: _Body, statements: list[cst.BaseStatement], name: str) -> s
     mask = m.Call(func=m.Attribute(attr=m.Name("index_fill_") | m.Name("masked_fill_")
                                    | m.Name("masked_fill") | m.Name("index_fill") | m.Name("fill_")))
     subscript_store = m.Assign(targets=[m.AssignTarget(target=m.Subscript(value=m.Name(name)))])
-    if any(m.findall(s, mask | subscript_store) for s in statements):
+    if any(m.matches(n, mask | subscript_store) for s in statements for n in nodes_of(s, (cst.Call, cst.Assign))):
         return "mask"
     return "other"
 
@@ -326,8 +379,9 @@ def analyze_get_top_tokens(code: str, first_line: int) -> TopTokensShape:
                                    attr=m.Name("get_top_tokens")),
                   args=[m.Arg(value=m.Attribute(value=SELF, attr=m.Name("lm_head"))),
                         m.Arg(value=m.Name(params[0].name) if params else m.DoNotCare())])
-    if "draft_id_to_target_id" in text and any(m.findall(s, head) for s in statements) \
-            and any(m.findall(s, LOCAL_ARGMAX_REMAP) for s in statements):
+    nodes = [n for s in statements for n in nodes_of(s, (cst.Call, cst.BinaryOperation))]
+    if "draft_id_to_target_id" in text and any(m.matches(n, head) for n in nodes) \
+            and any(m.matches(n, LOCAL_ARGMAX_REMAP) for n in nodes):
         return TopTokensShape("local_argmax_mixin", params)
     return TopTokensShape("other", params)
 

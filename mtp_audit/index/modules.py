@@ -12,6 +12,7 @@ from ..errors import InternalError
 from ..model import SourceTree
 from .cache import FactsCache
 from .facts import ModuleFacts, extract_facts
+from .results import ABSENT, EXISTS, digest
 
 
 class ModuleIndex:
@@ -20,6 +21,7 @@ class ModuleIndex:
         self.cache = cache
         self._facts: dict[str, ModuleFacts | None] = {}
         self.read_errors: dict[str, str] = {}
+        self.observed: dict[str, str] = {}  # what the result depends on (see results.Observed)
 
     def locate(self, module: str) -> tuple[Path, bool] | None:
         """The file of ``module`` and whether it is a package, or None if not in the tree."""
@@ -27,12 +29,23 @@ class ModuleIndex:
             return None
         base = self.tree.root.joinpath(*module.split("."))
         init = base / "__init__.py"
-        if init.is_file():
+        if self._probe(init):
             return init, True
         file = base.with_name(base.name + ".py")
-        if file.is_file():
+        if self._probe(file):
             return file, False
         return None
+
+    def _probe(self, path: Path) -> bool:
+        found = path.is_file()
+        self.observed.setdefault(self.relative(path), EXISTS if found else ABSENT)
+        return found
+
+    def read_bytes(self, path: Path) -> bytes:
+        """Read a file the result depends on, and remember its content hash."""
+        data = path.read_bytes()
+        self.observed[self.relative(path)] = digest(data)
+        return data
 
     def is_module(self, module: str) -> bool:
         return self.locate(module) is not None
@@ -53,7 +66,7 @@ class ModuleIndex:
 
     def _read(self, module: str, path: Path, is_package: bool) -> ModuleFacts:
         rel = self.relative(path)
-        data = path.read_bytes()
+        data = self.read_bytes(path)
         try:
             source = data.decode("utf-8")
         except UnicodeDecodeError as error:

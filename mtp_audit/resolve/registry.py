@@ -26,7 +26,7 @@ def read_registry(index: ModuleIndex) -> list[RegistryEntry]:
     path = index.tree.package_dir / REGISTRY
     rel = index.relative(path)
     try:
-        module = cst.parse_module(path.read_bytes())
+        module = cst.parse_module(index.read_bytes(path))
     except cst.ParserSyntaxError as error:
         raise UsageError(f"{rel}: syntax error at line {error.raw_line}; cannot read the registry") from None
     dicts: dict[str, cst.BaseExpression] = {}

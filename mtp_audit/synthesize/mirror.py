@@ -18,6 +18,7 @@ import libcst.matchers as m
 from libcst.helpers import parse_template_statement
 
 from ..classify.shapes import DOCSTRING, HEAD_CALL, LOGITS_CALL
+from ..cstwalk import nodes_of
 
 _PACKAGE_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 _SOURCE_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
@@ -55,7 +56,8 @@ def _top_tokens_call(call: cst.Call) -> cst.Call:
 def mirror_function(compute_logits: cst.FunctionDef) -> cst.FunctionDef:
     """The unformatted mirror; raises MirrorError when no mirror can be derived."""
     statements = _statements(compute_logits)
-    index = next((i for i, s in enumerate(statements) if m.findall(s, LOGITS_CALL)), None)
+    index = next((i for i, s in enumerate(statements)
+                  if any(m.matches(c, LOGITS_CALL) for c in nodes_of(s, cst.Call))), None)
     if index is None:
         raise MirrorError("no head call")
     head_statement = statements[index]
@@ -78,6 +80,7 @@ def mirror_function(compute_logits: cst.FunctionDef) -> cst.FunctionDef:
     return method
 
 
+@functools.lru_cache(maxsize=4096)
 def mirror_code(compute_logits_code: str) -> str:
     """Mirror of a stand-alone ``def compute_logits`` source, unformatted."""
     import textwrap
