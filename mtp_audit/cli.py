@@ -161,6 +161,48 @@ def fix_command(
     raise typer.Exit(1 if (blocked_fixable or (refused and not sweep_all)) else 0)
 
 
+@app.command("verify")
+def verify_command(
+    path: PathArg = None,
+    model: Annotated[list[str], typer.Option("--model", "-m", help="The drafter to verify (repeatable).")] = ...,
+    tp: Annotated[str, typer.Option("--tp", help="Tensor-parallel sizes to run, comma-separated.")] = "1,2",
+    emit_test: Annotated[Optional[Path], typer.Option(
+        "--emit-test", help="Write a standalone pytest doing the same check for the (first) drafter.")] = None,
+    vllm_version: VersionOpt = None,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Import the real vLLM code and prove get_top_tokens selects compute_logits(...).argmax(-1)."""
+    from .report.verify_report import render_verify
+    from .verify.emit import emit_test as write_test
+    from .verify.run import verify
+
+    try:
+        sizes = sorted({int(x) for x in tp.split(",") if x.strip()})
+    except ValueError:
+        raise UsageError(f"--tp takes sizes like 1,2, not {tp!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise UsageError("--tp needs at least one size of 1 or more")
+    tree = resolve_tree(path, vllm_version)
+    records = select(run_scan(tree, no_cache).records, model, single_module=True)
+    outcomes = verify(tree, records, sizes)
+    render_verify(outcomes, console())
+    mismatches = [o for o in outcomes if o.verdict == "MISMATCH"]
+    for outcome in mismatches:
+        print(f"MISMATCH {outcome.record.arch} {outcome.record.cls} TP {outcome.tp}: {outcome.detail}", file=sys.stderr)
+    unverified = [o for o in outcomes if o.verdict == "not verified"]
+    for outcome in unverified:
+        print(f"not verified: {outcome.record.arch} {outcome.record.cls}: {outcome.detail}", file=sys.stderr)
+    if emit_test is not None:
+        passing = [o for o in outcomes if o.verdict == "pass" and o.recipe is not None]
+        if not passing:
+            raise UsageError("--emit-test needs a passing drafter to write a test for")
+        write_test(emit_test, passing[0])
+        print(f"wrote {emit_test}", file=sys.stderr)
+    if mismatches:
+        raise typer.Exit(1)
+    raise typer.Exit(2 if unverified else 0)
+
+
 def main() -> None:
     try:
         app()

@@ -1,0 +1,50 @@
+"""``verify --emit-test``: the recipe of a passing run, written as a standalone pytest."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from string import Template
+
+from .. import __version__
+from ..synthesize.mirror import ruff_format, template
+from .constants import HIDDEN, NUM_STEPS, START_LAYER, VOCAB
+from .run import TargetOutcome
+
+
+def _line_formats() -> dict[str, Template]:
+    formats = {}
+    for line in template("verify_test_steps.tmpl").splitlines():
+        if line.strip() and not line.startswith("#"):
+            kind, text = line.split(": ", 1)
+            formats[kind] = Template(text)
+    return formats
+
+
+def _expression(path: str) -> str:
+    """``model.layers[0].head`` as Python: element indices become string keys."""
+    return re.sub(r"\[(\d+)\]", r'["\1"]', path)
+
+
+def emit_test(target: Path, outcome: TargetOutcome) -> None:
+    record = outcome.record
+    assert outcome.recipe is not None
+    formats = _line_formats()
+    imports = {f"from {record.module} import {record.cls}"}
+    lines = []
+    for step in outcome.recipe:
+        args = dict(step["args"])
+        name = None
+        if "cls" in args and args["cls"]:
+            module, _, name = args["cls"].rpartition(".")
+            imports.add(f"from {module} import {name}")
+        lines.append("    " + formats[step["kind"]].substitute(
+            target=_expression(f"{step['path']}.{step['attr']}"), owner=_expression(step["path"]),
+            attr=step["attr"], name=name or "", **{k: v for k, v in args.items() if k != "cls"}))
+    steps = [None] if all(c["step"] is None for c in outcome.cases) else list(range(NUM_STEPS))
+    text = Template(template("verify_test.py.tmpl")).substitute(
+        cls=record.cls, tool_version=__version__, model=record.arch or record.cls,
+        imports="\n".join(sorted(imports)), vocab=VOCAB, hidden=HIDDEN, start_layer=START_LAYER,
+        port=29517, build="\n".join(lines), steps=steps,
+    )
+    target.write_text(ruff_format(text))
