@@ -102,7 +102,11 @@ def scan_command(
     no_cache: NoCacheOpt = False,
 ) -> None:
     """Report every registered drafter on every platform: supported, fixable, manual or not applicable."""
-    result = run_scan(resolve_tree(path, vllm_version), no_cache)
+    tree = resolve_tree(path, vllm_version)
+    if not tree.is_vllm:
+        print(f"note: {tree.root} has no vllm/ registry; scanning it as a plugin directory: drafter-named classes "
+              "in drafter-named files (see README), reported with arch null", file=sys.stderr)
+    result = run_scan(tree, no_cache)
     if model:
         result.records = select(result.records, model, single_module=False)
     for file, message in result.parse_errors:

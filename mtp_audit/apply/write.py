@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -30,8 +31,10 @@ def write_all(root: Path, rewrites: list[Rewrite]) -> None:
         current = path.read_bytes()
         if _digest(current) != _digest(rewrite.old.encode("utf-8")):
             raise UsageError(f"{rewrite.path} changed since it was analysed; nothing written, run fix again")
-        if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
-            raise UsageError(f"{rewrite.path} is not writable; nothing written (check its permissions)")
+        mode = path.stat().st_mode
+        if not mode & stat.S_IWUSR or not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+            raise UsageError(f"{rewrite.path} is read-only (mode {stat.S_IMODE(mode):04o}); nothing written, "
+                             "make it writable and run fix again")
     for rewrite in rewrites:
         path = (root / rewrite.path).resolve()  # a symlinked file is rewritten where it lives
         mode = path.stat().st_mode

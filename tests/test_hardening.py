@@ -1,0 +1,136 @@
+"""Bad input: one clear line on stderr, the right exit code, nothing written, no traceback."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, build_tree, run_cli
+
+MODELS = "vllm/model_executor/models"
+
+
+def tree_of(case: str, tmp_path: Path) -> Path:
+    return build_tree(FIXTURES / "scan" / case, tmp_path / case)
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def assert_clean_failure(result, code: int, *needles: str) -> None:
+    assert result.returncode == code, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    for needle in needles:
+        assert needle in result.stderr, result.stderr
+
+
+def test_vllm_without_registry(tmp_path):
+    tree = tmp_path / "broken"
+    (tree / "vllm/model_executor/models").mkdir(parents=True)
+    (tree / "vllm/__init__.py").write_text("")
+    assert_clean_failure(run_cli("scan", str(tree)), 2, "has no model_executor/models/registry.py")
+
+
+def test_registry_not_a_literal(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    (tree / MODELS / "registry.py").write_text("_SPECULATIVE_DECODING_MODELS = dict(build())\n")
+    assert_clean_failure(run_cli("scan", str(tree)), 2, "registry.py", "not a dict literal")
+
+
+def test_syntax_error_in_one_model_file_keeps_the_rest(tmp_path):
+    tree = tree_of("manual_shapes", tmp_path)
+    registry = tree / MODELS / "registry.py"
+    registry.write_text(registry.read_text().replace("}", '    "BrokenMTP": ("broken_mtp", "BrokenMTP"),\n}'))
+    (tree / MODELS / "broken_mtp.py").write_text("class BrokenMTP(:\n    pass\n")
+    result = run_cli("scan", str(tree), "--format", "json")
+    assert_clean_failure(result, 2, "broken_mtp.py", "syntax error")
+    assert '"arch": "MaskMTP"' in result.stdout  # the rest is still reported
+
+
+def test_non_utf8_file(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    (tree / MODELS / "toy_mtp.py").write_bytes(b"# caf\xe9\nclass ToyMTP:\n    pass\n")
+    assert_clean_failure(run_cli("scan", str(tree)), 2, "toy_mtp.py", "not UTF-8")
+
+
+def test_read_only_file_is_refused_and_nothing_is_written(tmp_path):
+    tree = tree_of("delegation_cross_file", tmp_path)
+    target = tree / MODELS / "split_predictor.py"
+    target.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+    before = snapshot(tree)
+    try:
+        assert_clean_failure(run_cli("fix", str(tree), "--all"), 2, "split_predictor.py", "read-only")
+        assert snapshot(tree) == before  # the other file of the same fix was not written either
+    finally:
+        target.chmod(0o644)
+
+
+def test_file_changed_between_analysis_and_write(tmp_path, monkeypatch):
+    from mtp_audit.errors import UsageError
+    from mtp_audit.fix import plan_fix, write_fix
+    from mtp_audit.locate import locate
+
+    tree = tree_of("direct_head", tmp_path)
+    result = plan_fix(locate(tree), ["toy"], False, None)
+    path = tree / MODELS / "toy_mtp.py"
+    path.write_text(path.read_text() + "\n# edited meanwhile\n")
+    edited = path.read_bytes()
+    with pytest.raises(UsageError, match="changed since it was analysed"):
+        write_fix(result)
+    assert path.read_bytes() == edited
+
+
+def test_symlinked_model_file_is_fixed_where_it_lives(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    link = tree / MODELS / "toy_mtp.py"
+    real = tmp_path / "elsewhere" / "toy_mtp.py"
+    real.parent.mkdir()
+    real.write_bytes(link.read_bytes())
+    link.unlink()
+    link.symlink_to(real)
+    assert run_cli("fix", str(tree), "--model", "toy").returncode == 0
+    assert link.is_symlink() and "def get_top_tokens" in real.read_text()
+
+
+def test_scan_and_fix_never_import_the_scanned_code(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    marker = tmp_path / "imported"
+    model = tree / MODELS / "toy_mtp.py"
+    model.write_text(f"open({str(marker)!r}, 'w').close()\n" + model.read_text())
+    (tree / "vllm/__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    assert run_cli("scan", str(tree)).returncode == 1
+    assert run_cli("fix", str(tree), "--model", "toy").returncode == 0
+    assert not marker.exists()
+
+
+def test_plugin_directory_note(tmp_path):
+    tree = tree_of("plugin_dir", tmp_path)
+    result = run_cli("scan", str(tree), "--format", "json")
+    assert "scanning it as a plugin directory" in result.stderr
+    assert '"arch": null' in result.stdout
+
+
+def test_internal_error_names_the_file(tmp_path, monkeypatch):
+    from mtp_audit.errors import InternalError
+    from mtp_audit.index import modules
+    from mtp_audit.locate import locate
+    from mtp_audit.scan import scan
+
+    def explode(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(modules, "extract_facts", explode)
+    with pytest.raises(InternalError, match=r"internal error while processing vllm/.*: RuntimeError: boom"):
+        scan(locate(tree_of("direct_head", tmp_path)))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root ignores permission bits; the mode check must not")
+def test_read_only_respected_even_as_root(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    target = tree / MODELS / "toy_mtp.py"
+    target.chmod(0o444)
+    assert_clean_failure(run_cli("fix", str(tree), "--model", "toy"), 2, "read-only")
