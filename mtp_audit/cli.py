@@ -38,6 +38,8 @@ class Format(str, Enum):
     table = "table"
     json = "json"
     markdown = "markdown"
+    github = "github"
+    sarif = "sarif"
 
 
 FailOn = Enum("FailOn", {name: name for name in (*LEVELS, NEVER)}, type=str)  # type: ignore[misc]
@@ -117,6 +119,10 @@ def scan_command(
         from .report.markdown import render_markdown
 
         sys.stdout.write(render_markdown(result))
+    elif format in (Format.github, Format.sarif):
+        from .report.ci_formats import render_github, render_sarif
+
+        sys.stdout.write((render_github if format == Format.github else render_sarif)(result))
     else:
         from .report.table import render_table
 
@@ -205,6 +211,38 @@ def verify_command(
     if mismatches:
         raise typer.Exit(1)
     raise typer.Exit(2 if unverified else 0)
+
+
+@app.command("pre-commit")
+def pre_commit_command(
+    files: Annotated[Optional[list[Path]], typer.Argument(help="Changed files (pre-commit passes them).")] = None,
+    fix: Annotated[bool, typer.Option("--fix", help="Write the mirrors; exit 1 when a file changed.")] = False,
+) -> None:
+    """For pre-commit in a vLLM checkout: missing_fixable drafters in the changed files fail the hook."""
+    tree = locate(None)
+    if not tree.is_vllm:
+        raise UsageError("the pre-commit hook runs in a vLLM checkout (no vllm/ registry in the current directory)")
+    changed = {(Path.cwd() / f).resolve().relative_to(tree.root).as_posix() for f in files or []}
+    records = [r for r in run_scan(tree, False).records
+               if r.status == Status.MISSING_FIXABLE and ({r.file, r.compute_logits.file if r.compute_logits else ""}
+                                                           | {d.file for d in r.delegates}) & changed]
+    if not records:
+        raise typer.Exit(0)
+    for record in records:
+        print(f"{record.file}:{record.line}: {record.arch or record.cls} ({record.cls}) has no get_top_tokens; "
+              f"`mtp-audit fix --model {record.arch or record.cls}` writes it ({record.reason})", file=sys.stderr)
+    if fix:
+        from .fix import plan_fix, write_fix
+        from .index.cache import FactsCache
+
+        result = plan_fix(tree, [r.arch or r.cls for r in records], False, FactsCache())
+        write_fix(result)
+        for rewrite in result.rewrites:
+            print(f"mtp-audit wrote get_top_tokens into {rewrite.path} ({', '.join(rewrite.classes)})", file=sys.stderr)
+        for outcome in result.plan.outcomes:
+            if outcome.action == "refused":
+                print(f"refused {outcome.record.arch}: {outcome.reason}", file=sys.stderr)
+    raise typer.Exit(1)
 
 
 def main() -> None:

@@ -1,0 +1,75 @@
+"""Machine formats for CI: GitHub workflow annotations and SARIF 2.1.0."""
+
+from __future__ import annotations
+
+import json
+
+from .. import __version__
+from ..model import DrafterRecord, ScanResult
+from .severity import level_of
+
+RULES = {
+    "missing_fixable": ("MTPA001", "get_top_tokens missing; a safe mirror of compute_logits can be written",
+                        "warning"),
+    "missing_manual": ("MTPA002", "get_top_tokens missing; no mechanical mirror is safe", "warning"),
+    "divergent": ("MTPA003", "get_top_tokens selects different tokens from compute_logits", "error"),
+    "unproven": ("MTPA004", "get_top_tokens cannot be proven equal to compute_logits statically", "note"),
+}
+GITHUB_LEVEL = {"error": "error", "warning": "warning", "note": "notice"}
+
+
+def _message(record: DrafterRecord) -> str:
+    where = ",".join(record.platforms)
+    return f"{record.arch or record.cls} ({record.cls}, {where}): {record.reason}"
+
+
+def _escape(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def render_github(result: ScanResult) -> str:
+    """``::warning file=...,line=...::message`` lines, one per finding."""
+    lines = []
+    for record in result.records:
+        level = level_of(record)
+        if level is None:
+            continue
+        rule, title, severity = RULES[level]
+        lines.append(f"::{GITHUB_LEVEL[severity]} file={record.file},line={record.line},"
+                     f"title={rule} {level}::{_escape(_message(record))}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def render_sarif(result: ScanResult) -> str:
+    results = []
+    for record in result.records:
+        level = level_of(record)
+        if level is None:
+            continue
+        rule, _, severity = RULES[level]
+        results.append({
+            "ruleId": rule,
+            "level": severity,
+            "message": {"text": _message(record)},
+            "locations": [{"physicalLocation": {
+                "artifactLocation": {"uri": record.file, "uriBaseId": "SRCROOT"},
+                "region": {"startLine": record.line},
+            }}],
+        })
+    document = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "mtp-audit",
+                "version": __version__,
+                "informationUri": "https://github.com/vllm-project/vllm",
+                "rules": [{"id": rid, "name": name, "shortDescription": {"text": text},
+                           "defaultConfiguration": {"level": severity}}
+                          for name, (rid, text, severity) in RULES.items()],
+            }},
+            "originalUriBaseIds": {"SRCROOT": {"uri": result.tree.root.as_uri() + "/"}},
+            "results": results,
+        }],
+    }
+    return json.dumps(document, indent=2) + "\n"

@@ -1,0 +1,49 @@
+"""The pre-commit hooks, run by pre-commit itself against a temporary git repository."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, build_tree
+
+REPO = Path(__file__).resolve().parents[1]
+MODEL = "vllm/model_executor/models/toy_mtp.py"
+
+
+def git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture
+def vllm_repo(tmp_path: Path) -> Path:
+    if shutil.which("git") is None:
+        pytest.fail("git is needed to test the pre-commit hooks")
+    repo = build_tree(FIXTURES / "scan" / "direct_head", tmp_path / "checkout")
+    git("init", "-q", cwd=repo)
+    git("-c", "user.email=t@example.com", "-c", "user.name=t", "add", ".", cwd=repo)
+    git("-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qm", "base", cwd=repo)
+    return repo
+
+
+def try_repo(hook: str, repo: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"), "NO_COLOR": "1"}
+    return subprocess.run(["pre-commit", "try-repo", str(REPO), hook, "--files", MODEL, "--verbose"],
+                          cwd=repo, env=env, capture_output=True, text=True, check=False, timeout=900)
+
+
+def test_hook_fails_on_a_missing_fixable_drafter_and_fix_hook_writes_it(vllm_repo, tmp_path):
+    result = try_repo("mtp-audit", vllm_repo, tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "ToyMTPModel" in result.stdout and "has no get_top_tokens" in result.stdout
+
+    fixed = try_repo("mtp-audit-fix", vllm_repo, tmp_path)
+    assert fixed.returncode == 1  # it modified a file: pre-commit's convention
+    assert "def get_top_tokens" in (vllm_repo / MODEL).read_text()
+
+    clean = try_repo("mtp-audit", vllm_repo, tmp_path)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
