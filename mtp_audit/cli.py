@@ -76,6 +76,26 @@ def console(stderr: bool = False):
     return Console(stderr=stderr, no_color=bool(os.environ.get("NO_COLOR")) or None, width=width)
 
 
+def _model_types(tree: SourceTree) -> dict[str, list[str]]:
+    if not tree.is_vllm:
+        return {}
+    from .resolve.model_types import model_type_map
+
+    assert tree.package_dir is not None
+    return model_type_map(tree.package_dir)
+
+
+def _print_model_types(tree: SourceTree, result: ScanResult) -> None:
+    status: dict[str, set[str]] = {}
+    for record in result.records:
+        if record.arch:
+            label = record.status.value + (f"/{record.consistency.value}" if record.consistency else "")
+            status.setdefault(record.arch, set()).add(label)
+    for model_type, archs in _model_types(tree).items():
+        described = ", ".join(f"{a} ({', '.join(sorted(status.get(a, {'unregistered'})))})" for a in archs)
+        print(f"{model_type}: {described}")
+
+
 def run_scan(tree: SourceTree, no_cache: bool) -> ScanResult:
     """The scan result: from the result cache when nothing it depends on changed."""
     results = None if no_cache or not tree.is_vllm else ResultCache(default_cache_dir())
@@ -92,27 +112,7 @@ def run_scan(tree: SourceTree, no_cache: bool) -> ScanResult:
     return result
 
 
-@app.command("scan")
-def scan_command(
-    path: PathArg = None,
-    format: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.table,
-    fail_on: Annotated[FailOn, typer.Option(  # type: ignore[valid-type]
-        "--fail-on", help="Exit 1 when a finding at or above this level exists "
-                          f"({' < '.join(LEVELS)}; '{NEVER}' never fails).")] = DEFAULT_FAIL_ON,
-    model: ModelOpt = None,
-    vllm_version: VersionOpt = None,
-    no_cache: NoCacheOpt = False,
-) -> None:
-    """Report every registered drafter on every platform: supported, fixable, manual or not applicable."""
-    tree = resolve_tree(path, vllm_version)
-    if not tree.is_vllm:
-        print(f"note: {tree.root} has no vllm/ registry; scanning it as a plugin directory: drafter-named classes "
-              "in drafter-named files (see README), reported with arch null", file=sys.stderr)
-    result = run_scan(tree, no_cache)
-    if model:
-        result.records = select(result.records, model, single_module=False)
-    for file, message in result.parse_errors:
-        print(f"error: {file}: {message}; this file was skipped, fix it and scan again", file=sys.stderr)
+def _render_scan(result: ScanResult, format: Format) -> None:
     if format == Format.json:
         sys.stdout.write(render_json(result) + "\n")
     elif format == Format.markdown:
@@ -127,6 +127,46 @@ def scan_command(
         from .report.table import render_table
 
         render_table(result, console())
+
+
+@app.command("scan")
+def scan_command(
+    path: PathArg = None,
+    format: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.table,
+    fail_on: Annotated[FailOn, typer.Option(  # type: ignore[valid-type]
+        "--fail-on", help="Exit 1 when a finding at or above this level exists "
+                          f"({' < '.join(LEVELS)}; '{NEVER}' never fails).")] = DEFAULT_FAIL_ON,
+    model: ModelOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the exit code, and errors.")] = False,
+    vllm_version: VersionOpt = None,
+    compare: Annotated[Optional[tuple[str, str]], typer.Option(
+        "--compare", help="Two released versions (e.g. 0.33.0 0.34.0): which drafters changed status.")] = None,
+    by_model_type: Annotated[bool, typer.Option(
+        "--by-model-type", help="Print the Hugging Face model_type -> drafter mapping of the speculative config.")] = False,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Report every registered drafter on every platform: supported, fixable, manual or not applicable."""
+    if compare:
+        from .report.compare import compare_releases, render_compare
+
+        old, new = (run_scan(locate(release_tree(v)), no_cache) for v in compare)
+        changes = compare_releases(old, new)
+        render_compare(changes, compare, format.value, console())
+        raise typer.Exit(0)
+    tree = resolve_tree(path, vllm_version)
+    if not tree.is_vllm:
+        print(f"note: {tree.root} has no vllm/ registry; scanning it as a plugin directory: drafter-named classes "
+              "in drafter-named files (see README), reported with arch null", file=sys.stderr)
+    result = run_scan(tree, no_cache)
+    if by_model_type:
+        _print_model_types(tree, result)
+        raise typer.Exit(0)
+    if model:
+        result.records = select(result.records, model, single_module=False, model_types=_model_types(tree))
+    for file, message in result.parse_errors:
+        print(f"error: {file}: {message}; this file was skipped, fix it and scan again", file=sys.stderr)
+    if not quiet:
+        _render_scan(result, format)
     for u in result.unresolved:
         print(f"warning: {u.arch} -> {u.module}.{u.cls} does not resolve on {','.join(u.platforms)}: {u.reason}",
               file=sys.stderr)
@@ -143,6 +183,9 @@ def fix_command(
     sweep_all: Annotated[bool, typer.Option("--all", help="Fix every missing_fixable drafter.")] = False,
     diff: Annotated[bool, typer.Option("--diff", help="Print the unified diff; write nothing.")] = False,
     check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if a change is needed.")] = False,
+    pr_body: Annotated[Optional[Path], typer.Option(
+        "--pr-body", help="Write a pull-request description (Purpose / Test Plan / Test Result) to this file.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary table on stderr.")] = False,
     vllm_version: VersionOpt = None,
     no_cache: NoCacheOpt = False,
 ) -> None:
@@ -157,13 +200,19 @@ def fix_command(
     from .report.fix_summary import render_fix_summary
 
     tree = resolve_tree(path, vllm_version)
-    result = plan_fix(tree, model, sweep_all, None if no_cache else FactsCache())
+    result = plan_fix(tree, model, sweep_all, None if no_cache else FactsCache(), _model_types(tree))
     if diff:
         for rewrite in result.rewrites:
             sys.stdout.write(unified_diff(rewrite))
     elif not check:
         write_fix(result)
-    render_fix_summary(result, console(stderr=True), written=not (diff or check))
+    if not quiet:
+        render_fix_summary(result, console(stderr=True), written=not (diff or check))
+    if pr_body is not None:
+        from .report.pr_body import write_pr_body
+
+        targets = "--all" if sweep_all else " ".join(f"--model {name}" for name in model or [])
+        write_pr_body(pr_body, result, f"mtp-audit fix {targets}")
     refused = [o for o in result.plan.outcomes if o.action == "refused"]
     blocked_fixable = [o for o in refused if o.record.status == Status.MISSING_FIXABLE]
     if check:
@@ -193,7 +242,7 @@ def verify_command(
     if not sizes or min(sizes) < 1:
         raise UsageError("--tp needs at least one size of 1 or more")
     tree = resolve_tree(path, vllm_version)
-    records = select(run_scan(tree, no_cache).records, model, single_module=True)
+    records = select(run_scan(tree, no_cache).records, model, single_module=True, model_types=_model_types(tree))
     outcomes = verify(tree, records, sizes)
     render_verify(outcomes, console())
     mismatches = [o for o in outcomes if o.verdict == "MISMATCH"]

@@ -22,12 +22,12 @@ class FixResult:
 
 
 def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
-             cache: FactsCache | None) -> FixResult:
+             cache: FactsCache | None, model_types: dict[str, list[str]] | None = None) -> FixResult:
     result, scanner, resolutions = scan(tree, cache)
     if sweep_all:
         records = [r for r in result.records if r.status == Status.MISSING_FIXABLE]
     else:
-        records = select(result.records, models or [], single_module=True)
+        records = select(result.records, models or [], single_module=True, model_types=model_types)
     plan = make_plan(scanner, resolutions, records)
     while True:
         rewrites, failures = _rewrites(scanner, plan.insertions)

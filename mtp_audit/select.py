@@ -25,8 +25,13 @@ def names_of(record: DrafterRecord) -> set[str]:
     return names - GENERIC_STEMS
 
 
-def select(records: list[DrafterRecord], wanted: list[str], *, single_module: bool) -> list[DrafterRecord]:
+def select(records: list[DrafterRecord], wanted: list[str], *, single_module: bool,
+           model_types: dict[str, list[str]] | None = None) -> list[DrafterRecord]:
     """Records matching any of ``wanted``; a name that matches nothing is a usage error.
+
+    A name that is no drafter's but a Hugging Face ``model_type`` that the
+    speculative config maps to drafter architectures (``model_types``) stands
+    for those architectures.
 
     With ``single_module``, one name must not stand for different class
     definitions registered from different modules (a class name shared by
@@ -37,6 +42,9 @@ def select(records: list[DrafterRecord], wanted: list[str], *, single_module: bo
     for name in wanted:
         key = name.lower()
         matches = [r for r in records if key in names_of(r)]
+        if not matches and model_types and key in model_types:
+            archs = {a.lower() for a in model_types[key]}
+            matches = [r for r in records if r.arch and r.arch.lower() in archs]
         if not matches:
             raise UsageError(f"--model {name} matches no drafter; {_suggest(records, key)}")
         keys_by_module: dict[str, set] = {}
