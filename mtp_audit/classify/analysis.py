@@ -295,14 +295,18 @@ def _unaccepted(cshape: LogitsShape, gshape: TopTokensShape) -> list[str]:
 
 
 def _plain_head(gtt: MethodHit, gshape: TopTokensShape) -> bool:
-    """get_top_tokens is just ``return self.logits_processor.get_top_tokens(HEAD, <first param>)``."""
+    """get_top_tokens ends in ``return ....get_top_tokens(HEAD, <its first parameter>)``,
+    with that parameter never reassigned: the hidden states reach the head untransformed."""
     if not gshape.params:
         return False
+    hidden = gshape.params[0].name
     _, func = parse_method(gtt.method.code)
-    body = [s for s in func.body.body if not m.matches(s, m.SimpleStatementLine(body=[m.Expr(m.SimpleString())]))]
-    call = m.Call(func=m.Attribute(attr=m.Name("get_top_tokens")),
-                  args=[m.Arg(), m.Arg(value=m.Name(gshape.params[0].name))])
-    return len(body) == 1 and m.matches(body[0], m.SimpleStatementLine(body=[m.Return(value=call)]))
+    body = list(func.body.body)
+    call = m.Call(func=m.Attribute(attr=m.Name("get_top_tokens")), args=[m.Arg(), m.Arg(value=m.Name(hidden))])
+    if not body or not m.matches(body[-1], m.SimpleStatementLine(body=[m.Return(value=call)])):
+        return False
+    reassigned = m.AssignTarget(target=m.Name(hidden)) | m.AugAssign(target=m.Name(hidden))
+    return not any(m.matches(n, reassigned) for n in nodes_of(func.body, (cst.AssignTarget, cst.AugAssign)))
 
 
 _BUILTINS = frozenset(vars(builtins))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
 from dataclasses import dataclass, field
 
 import torch
@@ -68,7 +69,7 @@ class Fabricator:
     head_override: "HeadRows | None" = None
 
     def instance(self, cls: type, path: str = "model") -> nn.Module:
-        obj = cls.__new__(cls)
+        obj = object.__new__(cls)  # not cls.__new__: mixins (SupportsQuant) run config lookups there
         nn.Module.__init__(obj)
         self.paths[id(obj)] = path
         return obj
@@ -120,7 +121,10 @@ class Fabricator:
     def head(self, seed: int) -> ParallelLMHead:
         head = ParallelLMHead(self.vocab, self.hidden, params_dtype=self.dtype)
         weight = head_weight(self.vocab, self.hidden, seed, self.dtype, self.head_override)
+        with torch.no_grad():
+            head.weight.zero_()  # padding rows stay zero
         head.weight_loader(head.weight, weight)
+        head.quant_method.process_weights_after_loading(head)
         return head
 
     def norm(self, seed: int) -> RMSNorm:
@@ -183,13 +187,14 @@ _ASSIGN = r"self\.{name}\s*(?::[^=\n]+)?=\s*(.*)"
 
 
 def _init_sources(cls: type) -> list[tuple[str, dict]]:
+    """Source text and module namespace of each class in the MRO (decorators may wrap ``__init__``)."""
     out = []
     for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None or klass in (nn.Module, object):
+        if klass in (nn.Module, object) or "__init__" not in klass.__dict__:
             continue
+        module = sys.modules.get(klass.__module__)
         try:
-            out.append((inspect.getsource(init), init.__globals__))
+            out.append((inspect.getsource(klass), vars(module) if module else {}))
         except (OSError, TypeError):
             continue
     return out

@@ -56,11 +56,23 @@ def _init_distributed(rank: int, world: int, port: int) -> None:
     initialize_model_parallel(world, 1)
 
 
-def _config_context():
-    """vLLM layers read the current config; a default one, with custom ops off (pure PyTorch)."""
-    from vllm.config import CompilationConfig, VllmConfig, set_current_vllm_config
+def _vllm_config():
+    """A default VllmConfig, built on a CPU without triton-cpu.
 
-    return set_current_vllm_config(VllmConfig(compilation_config=CompilationConfig(custom_ops=["none"])))
+    ``CpuPlatform.check_and_update_config`` refuses x86 without triton-cpu
+    (a serving concern; these layers never use Triton) and reads
+    ``vllm.triton_utils.HAS_TRITON`` when called, so it is set while the
+    config is built, and restored.
+    """
+    import vllm.triton_utils as triton_utils
+    from vllm.config import VllmConfig
+
+    saved = triton_utils.HAS_TRITON
+    triton_utils.HAS_TRITON = True
+    try:
+        return VllmConfig()
+    finally:
+        triton_utils.HAS_TRITON = saved
 
 
 def verify_target(target: dict, rank: int, world: int) -> dict:
@@ -109,6 +121,15 @@ def verify_target(target: dict, rank: int, world: int) -> dict:
     return result
 
 
+def _guarded(target: dict, rank: int, world: int) -> dict:
+    """Whatever goes wrong with one drafter makes it not verified, never a crash or a pass."""
+    try:
+        return verify_target(target, rank, world)
+    except Exception as error:
+        return {"target": target, "cases": [], "recipe": None,
+                "not_verified": f"the harness failed: {type(error).__name__}: {error} ({_where(error)})"}
+
+
 def _where(error: BaseException) -> str:
     frames = traceback.extract_tb(error.__traceback__)
     return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
@@ -138,10 +159,12 @@ def main(argv: list[str]) -> int:
     plan_path, rank, world, port, out_path = argv[0], int(argv[1]), int(argv[2]), int(argv[3]), argv[4]
     with open(plan_path, encoding="utf-8") as handle:
         plan = json.load(handle)
+    from vllm.config import set_current_vllm_config
+
     torch.manual_seed(0)
-    with _config_context():
+    with set_current_vllm_config(_vllm_config()):
         _init_distributed(rank, world, port)
-        results = [verify_target(t, rank, world) for t in plan["targets"]]
+        results = [_guarded(t, rank, world) for t in plan["targets"]]
     with open(out_path, "w", encoding="utf-8") as handle:
         json.dump({"rank": rank, "world": world, "results": results}, handle)
     return 0
