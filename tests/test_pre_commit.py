@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ def vllm_repo(tmp_path: Path) -> Path:
 
 def try_repo(hook: str, repo: Path, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"), "NO_COLOR": "1"}
-    return subprocess.run(["pre-commit", "try-repo", str(REPO), hook, "--files", MODEL, "--verbose"],
+    return subprocess.run([sys.executable, "-m", "pre_commit", "try-repo", str(REPO), hook, "--files", MODEL, "--verbose"],
                           cwd=repo, env=env, capture_output=True, text=True, check=False, timeout=900)
 
 
