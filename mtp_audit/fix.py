@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .apply.plan import Plan, make_plan
-from .apply.rewrite import Rewrite, UnsafeRewrite, rewrite_file
+from .apply.rewrite import Rewrite, UnsafeRewrite, mirror_requests, rewrite_file
 from .apply.write import write_all
 from .classify.analysis import Insertion
 from .index.cache import FactsCache
 from .model import SourceTree, Status
 from .scan import Scanner, scan
+from .synthesize.mirror import format_methods
 from .select import select
 
 
@@ -42,16 +43,22 @@ def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
 
 
 def _rewrites(scanner: Scanner, insertions: list[Insertion]) -> tuple[list[Rewrite], dict]:
+    """Rewrite every touched file; all new methods are formatted in one ruff run."""
     by_module: dict[str, list[Insertion]] = {}
     for insertion in insertions:
         by_module.setdefault(insertion.target.module, []).append(insertion)
-    rewrites, failures = [], {}
+    files = []
     for module, group in sorted(by_module.items()):
         facts = scanner.index.facts(module)
         assert facts is not None
         source = (scanner.tree.root / facts.path).read_bytes().decode("utf-8")
+        files.append((facts, source, group, mirror_requests(source, group)))
+    formatted = iter(format_methods([request for *_, requests in files for request in requests]))
+    rewrites, failures = [], {}
+    for facts, source, group, requests in files:
+        methods = [next(formatted) for _ in requests]
         try:
-            rewrites.append(rewrite_file(facts.path, source, facts, group))
+            rewrites.append(rewrite_file(facts.path, source, facts, group, methods))
         except UnsafeRewrite as error:
             failures.update({i.target: f"unsafe rewrite refused: {error}" for i in group})
     return rewrites, failures

@@ -21,7 +21,7 @@ from ..classify.analysis import Insertion
 from ..classify.shapes import parse_method
 from ..index.facts import LineNumbers, ModuleFacts, walk_statements
 from ..index.prefilter import whole
-from ..synthesize.mirror import format_method, mirror_function
+from ..synthesize.mirror import format_methods, mirror_function
 
 
 class UnsafeRewrite(Exception):
@@ -93,12 +93,18 @@ def _module_classes(tree: ast.Module) -> list[ast.ClassDef]:
     return found
 
 
-def _mirror_for(insertion: Insertion, class_line: str) -> cst.FunctionDef:
-    _, compute_logits = parse_method(insertion.source.method.code)
-    return format_method(mirror_function(compute_logits), _class_depth(class_line))
+def mirror_requests(source: str, insertions: list[Insertion]) -> list[tuple[cst.FunctionDef, int]]:
+    """The unformatted mirror of each insertion, with the class nesting depth ruff must format it at."""
+    lines = source.splitlines()
+    requests = []
+    for insertion in insertions:
+        _, compute_logits = parse_method(insertion.source.method.code)
+        requests.append((mirror_function(compute_logits), _class_depth(lines[insertion.target.line - 1])))
+    return requests
 
 
-def rewrite_file(path: str, source: str, facts: ModuleFacts, insertions: list[Insertion]) -> Rewrite:
+def rewrite_file(path: str, source: str, facts: ModuleFacts, insertions: list[Insertion],
+                 methods: list[cst.FunctionDef] | None = None) -> Rewrite:
     """Insert the mirrors, class by class, then check the whole file.
 
     Each target class is parsed and transformed on its own (its bytes are
@@ -112,8 +118,11 @@ def rewrite_file(path: str, source: str, facts: ModuleFacts, insertions: list[In
     if missing:
         wanted = ", ".join(f"{i.target.name} (line {i.target.line})" for i in missing)
         raise UnsafeRewrite(f"{path}: the file no longer has the classes planned for: {wanted}; scan again")
+    if methods is None:
+        methods = format_methods(mirror_requests(source, insertions))
+    mirrors = {insertion.target: method for insertion, method in zip(insertions, methods)}
     nested = any(lines[i.target.line - 1][:1].isspace() for i in insertions)
-    new_source, inserted = (_through_module if nested else _by_class)(source, lines, classes, insertions)
+    new_source, inserted = (_through_module if nested else _by_class)(source, lines, classes, insertions, mirrors)
     added_import = not _binds_torch(facts)
     if added_import:
         context = CodemodContext()
@@ -124,7 +133,8 @@ def rewrite_file(path: str, source: str, facts: ModuleFacts, insertions: list[In
     return rewrite
 
 
-def _by_class(source: str, lines: list[str], classes: dict, insertions: list[Insertion]) -> tuple[str, list[str]]:
+def _by_class(source: str, lines: list[str], classes: dict, insertions: list[Insertion],
+              mirrors: dict) -> tuple[str, list[str]]:
     out: list[str] = []
     position = 0
     inserted: list[str] = []
@@ -133,7 +143,7 @@ def _by_class(source: str, lines: list[str], classes: dict, insertions: list[Ins
         first = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
         piece = cst.parse_module("".join(lines[first:node.end_lineno]))
         statement = piece.body[-1]
-        transformer = InsertTopTokens({id(statement): _mirror_for(insertion, lines[node.lineno - 1])})
+        transformer = InsertTopTokens({id(statement): mirrors[insertion.target]})
         out.append("".join(lines[position:first]))
         out.append(piece.visit(transformer).code)
         inserted.extend(transformer.inserted)
@@ -142,8 +152,8 @@ def _by_class(source: str, lines: list[str], classes: dict, insertions: list[Ins
     return "".join(out), inserted
 
 
-def _through_module(source: str, lines: list[str], classes: dict,
-                    insertions: list[Insertion]) -> tuple[str, list[str]]:
+def _through_module(source: str, lines: list[str], classes: dict, insertions: list[Insertion],
+                    mirrors: dict) -> tuple[str, list[str]]:
     module = cst.parse_module(source)
     numbers = LineNumbers(module, whole(source))
     methods: dict[int, cst.FunctionDef] = {}
@@ -151,7 +161,7 @@ def _through_module(source: str, lines: list[str], classes: dict,
         if isinstance(node, cst.ClassDef):
             for insertion in insertions:
                 if (insertion.target.name, insertion.target.line) == (node.name.value, numbers.line(node)):
-                    methods[id(node)] = _mirror_for(insertion, lines[insertion.target.line - 1])
+                    methods[id(node)] = mirrors[insertion.target]
     transformer = InsertTopTokens(methods)
     return module.visit(transformer).code, transformer.inserted
 

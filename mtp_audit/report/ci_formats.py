@@ -27,35 +27,33 @@ def _escape(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
-def render_github(result: ScanResult) -> str:
-    """``::warning file=...,line=...::message`` lines, one per finding."""
-    lines = []
+def _findings(result: ScanResult):
+    """(record, level, rule id, severity) of every record that is a finding."""
     for record in result.records:
         level = level_of(record)
-        if level is None:
-            continue
-        rule, title, severity = RULES[level]
-        lines.append(f"::{GITHUB_LEVEL[severity]} file={record.file},line={record.line},"
-                     f"title={rule} {level}::{_escape(_message(record))}")
+        if level is not None:
+            rule, _, severity = RULES[level]
+            yield record, level, rule, severity
+
+
+def render_github(result: ScanResult) -> str:
+    """``::warning file=...,line=...::message`` lines, one per finding."""
+    lines = [f"::{GITHUB_LEVEL[severity]} file={record.file},line={record.line},"
+             f"title={rule} {level}::{_escape(_message(record))}"
+             for record, level, rule, severity in _findings(result)]
     return "\n".join(lines) + ("\n" if lines else "")
 
 
 def render_sarif(result: ScanResult) -> str:
-    results = []
-    for record in result.records:
-        level = level_of(record)
-        if level is None:
-            continue
-        rule, _, severity = RULES[level]
-        results.append({
-            "ruleId": rule,
-            "level": severity,
-            "message": {"text": _message(record)},
-            "locations": [{"physicalLocation": {
-                "artifactLocation": {"uri": record.file, "uriBaseId": "SRCROOT"},
-                "region": {"startLine": record.line},
-            }}],
-        })
+    results = [{
+        "ruleId": rule,
+        "level": severity,
+        "message": {"text": _message(record)},
+        "locations": [{"physicalLocation": {
+            "artifactLocation": {"uri": record.file, "uriBaseId": "SRCROOT"},
+            "region": {"startLine": record.line},
+        }}],
+    } for record, _, rule, severity in _findings(result)]
     document = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",

@@ -110,15 +110,27 @@ def ruff_format(code: str, line_length: int = 88) -> str:
     return result.stdout
 
 
-def format_method(method: cst.FunctionDef, depth: int) -> cst.FunctionDef:
-    """Lay out ``method`` as ruff would inside ``depth`` nested classes, then parse it back."""
-    inner: cst.BaseStatement = method.with_changes(leading_lines=())
-    for level in range(depth):
-        inner = cst.ClassDef(name=cst.Name(f"_Wrapper{level}"), body=cst.IndentedBlock(body=[inner]))
-    formatted = ruff_format(cst.Module(body=[inner]).code)
-    node: cst.CSTNode = cst.parse_module(formatted).body[0]
-    for _ in range(depth):
-        assert isinstance(node, cst.ClassDef)
-        node = node.body.body[0]
-    assert isinstance(node, cst.FunctionDef)
-    return node
+def format_methods(methods: list[tuple[cst.FunctionDef, int]]) -> list[cst.FunctionDef]:
+    """Lay out each method as ruff would inside ``depth`` nested classes, in one ruff run.
+
+    Each method is wrapped in its own stack of classes in one module; ruff
+    formats the module, and the methods are parsed back out in order.
+    """
+    if not methods:
+        return []
+    wrapped: list[cst.BaseStatement] = []
+    for index, (method, depth) in enumerate(methods):
+        inner: cst.BaseStatement = method.with_changes(leading_lines=())
+        for level in range(depth):
+            inner = cst.ClassDef(name=cst.Name(f"_Wrapper{index}_{level}"), body=cst.IndentedBlock(body=[inner]))
+        wrapped.append(inner)
+    formatted = cst.parse_module(ruff_format(cst.Module(body=wrapped).code))
+    out = []
+    for statement, (_, depth) in zip(formatted.body, methods):
+        node: cst.CSTNode = statement
+        for _ in range(depth):
+            assert isinstance(node, cst.ClassDef)
+            node = node.body.body[0]
+        assert isinstance(node, cst.FunctionDef)
+        out.append(node)
+    return out
