@@ -134,5 +134,3 @@ def scan(tree: SourceTree, cache: FactsCache | None = None) -> tuple[ScanResult,
     )
     return result, scanner, resolutions
 
-
-__all__ = ["scan", "Scanner", "Resolution", "PreLocalArgmaxRelease", "Status"]
