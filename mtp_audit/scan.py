@@ -17,7 +17,6 @@ from .model import (
     RegistryEntry,
     ScanResult,
     SourceTree,
-    Status,
     Unresolved,
 )
 from .resolve.mro import Hierarchy
