@@ -185,11 +185,15 @@ def fix_command(
     check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if a change is needed.")] = False,
     pr_body: Annotated[Optional[Path], typer.Option(
         "--pr-body", help="Write a pull-request description (Purpose / Test Plan / Test Result) to this file.")] = None,
+    verify_report: Annotated[Optional[Path], typer.Option(
+        "--verify-report", help="With --pr-body: a `verify --json` file whose results go under Test Result.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary table on stderr.")] = False,
     vllm_version: VersionOpt = None,
     no_cache: NoCacheOpt = False,
 ) -> None:
     """Write the mirrored get_top_tokens into missing_fixable drafters (safe fixes only)."""
+    if verify_report is not None and pr_body is None:
+        raise UsageError("--verify-report goes with --pr-body")
     if bool(model) == sweep_all:
         raise UsageError("fix needs --model NAME (repeatable) or --all, not both")
     if vllm_version and not (diff or check):
@@ -212,7 +216,7 @@ def fix_command(
         from .report.pr_body import write_pr_body
 
         targets = "--all" if sweep_all else " ".join(f"--model {name}" for name in model or [])
-        write_pr_body(pr_body, result, f"mtp-audit fix {targets}")
+        write_pr_body(pr_body, result, f"mtp-audit fix {targets}", verify_report)
     refused = [o for o in result.plan.outcomes if o.action == "refused"]
     blocked_fixable = [o for o in refused if o.record.status == Status.MISSING_FIXABLE]
     if check:
@@ -227,6 +231,8 @@ def verify_command(
     tp: Annotated[str, typer.Option("--tp", help="Tensor-parallel sizes to run, comma-separated.")] = "1,2",
     emit_test: Annotated[Optional[Path], typer.Option(
         "--emit-test", help="Write a standalone pytest doing the same check for the (first) drafter.")] = None,
+    json_out: Annotated[Optional[Path], typer.Option(
+        "--json", help="Also write the results as JSON (fix --pr-body --verify-report reads it).")] = None,
     vllm_version: VersionOpt = None,
     no_cache: NoCacheOpt = False,
 ) -> None:
@@ -245,6 +251,13 @@ def verify_command(
     records = select(run_scan(tree, no_cache).records, model, single_module=True, model_types=_model_types(tree))
     outcomes = verify(tree, records, sizes)
     render_verify(outcomes, console())
+    if json_out is not None:
+        import json
+
+        from .verify.run import outcomes_json
+
+        json_out.write_text(json.dumps({"vllm_version": tree.vllm_version, "results": outcomes_json(outcomes)},
+                                       indent=2) + "\n")
     mismatches = [o for o in outcomes if o.verdict == "MISMATCH"]
     for outcome in mismatches:
         print(f"MISMATCH {outcome.record.arch} {outcome.record.cls} TP {outcome.tp}: {outcome.detail}", file=sys.stderr)

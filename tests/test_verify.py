@@ -29,8 +29,15 @@ def _fixed_copy(vllm_release, version: str, model: str, tmp_path: Path) -> Path:
 def test_nemotron_033_passes_at_tp_1_and_2_and_emits_a_test(vllm_release, tmp_path):
     tree = _fixed_copy(vllm_release, "0.33.0", "nemotron_h", tmp_path)
     emitted = tmp_path / "test_nemotron_h_mtp_top_tokens.py"
-    result = run_cli("verify", str(tree), "--model", "nemotron_h", "--tp", "1,2", "--emit-test", str(emitted))
+    report = tmp_path / "verify.json"
+    result = run_cli("verify", str(tree), "--model", "nemotron_h", "--tp", "1,2", "--emit-test", str(emitted),
+                     "--json", str(report))
     assert result.returncode == 0, result.stdout + result.stderr
+    body = tmp_path / "pr.md"
+    preview = run_cli("fix", str(vllm_release("0.33.0")), "--model", "nemotron_h", "--diff", "--pr-body", str(body),
+                      "--verify-report", str(report))
+    assert preview.returncode == 0, preview.stderr
+    assert "| `NemotronHMTPModel` | `NemotronHMTP` | cpu, cuda, rocm, tpu, xpu | 2 | pass | 584 |" in body.read_text()
     rows = [line for line in result.stdout.splitlines() if "NemotronHMTP" in line]
     assert len(rows) == 16 and all(" pass " in row for row in rows)  # 2 TP x 2 dtypes x 4 cases
     for case in ("random", "ties", "padding", "large"):

@@ -2,14 +2,35 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from string import Template
 
+from ..errors import UsageError
 from ..fix import FixResult
 from ..synthesize.mirror import template
 
 
-def render_pr_body(result: FixResult, command: str) -> str:
+def _verify_results(report: Path | None) -> str | None:
+    """The Test Result table from a ``verify --json`` file, if one is given."""
+    if report is None:
+        return None
+    try:
+        data = json.loads(report.read_text(encoding="utf-8"))
+        rows = data["results"]
+    except (OSError, ValueError, KeyError) as error:
+        raise UsageError(f"{report}: not a `mtp-audit verify --json` file ({error})") from None
+    lines = [f"`mtp-audit verify` on vLLM {data.get('vllm_version') or '(unknown version)'}: get_top_tokens "
+             "against compute_logits(...).argmax(-1); float32 and bfloat16; batch 1, 7, 65; every "
+             "spec_step_idx; ties, vocabulary padding, large magnitudes.", "",
+             "| architecture | class | platforms | TP | result | rows | detail |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for row in rows:
+        lines.append(f"| `{row['arch']}` | `{row['class']}` | {', '.join(row['platforms'])} | {row['tp'] or '-'} | "
+                     f"{row['verdict']} | {row['rows']} | {row['detail'].replace('|', '/')} |")
+    return "\n".join(lines)
+
+
+def render_pr_body(result: FixResult, command: str, verify_report: Path | None = None) -> str:
     fixed = [o for o in result.plan.outcomes if o.action == "fix"]
     refused = [o for o in result.plan.outcomes if o.action == "refused"]
     drafters = "\n".join(
@@ -21,7 +42,7 @@ def render_pr_body(result: FixResult, command: str) -> str:
         f"- `{o.record.arch}` ({o.record.cls}): {o.reason}" for o in refused) + "\n") if refused else ""
     commands = [command, "mtp-audit scan --fail-on never --format markdown"]
     commands += [f"mtp-audit verify --model {name} --tp 1,2" for name in models]
-    results = ("`mtp-audit scan` after the change reports every drafter above `supported`, consistency "
+    results = _verify_results(verify_report) or ("`mtp-audit scan` after the change reports every drafter above `supported`, consistency "
                "`mirror`. Paste the `mtp-audit verify` tables here (get_top_tokens against "
                "compute_logits(...).argmax(-1), float32 and bfloat16, TP 1 and 2, ties and vocabulary padding).")
     return Template(template("pr_body.md.tmpl")).substitute(
@@ -31,5 +52,5 @@ def render_pr_body(result: FixResult, command: str) -> str:
     )
 
 
-def write_pr_body(path: Path, result: FixResult, command: str) -> None:
-    path.write_text(render_pr_body(result, command), encoding="utf-8")
+def write_pr_body(path: Path, result: FixResult, command: str, verify_report: Path | None = None) -> None:
+    path.write_text(render_pr_body(result, command, verify_report), encoding="utf-8")

@@ -138,3 +138,12 @@ def verify(tree: SourceTree, records: list[DrafterRecord], tps: list[int]) -> li
             ranks = run_workers(tree, targets, tp, folder)
             outcomes.extend(judge(record, tp, ranks, index) for index, record in enumerate(runnable))
     return outcomes
+
+
+def outcomes_json(outcomes: list[TargetOutcome]) -> list[dict]:
+    """The verify results as plain data (``verify --json``, read back by ``fix --pr-body``)."""
+    return [{
+        "arch": o.record.arch, "class": o.record.cls, "platforms": o.record.platforms, "tp": o.tp,
+        "verdict": o.verdict, "detail": o.detail, "cases": len(o.cases),
+        "rows": sum(c["batch"] for c in o.cases),
+    } for o in outcomes]
