@@ -320,6 +320,12 @@ def main() -> None:
         sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as error:  # a bug of ours: one line, exit 2; MTP_AUDIT_DEBUG=1 shows the traceback
+        print(f"mtp-audit: internal error: {type(error).__name__}: {error} (set MTP_AUDIT_DEBUG=1 for the "
+              "traceback, and please report it)", file=sys.stderr)
+        if os.environ.get("MTP_AUDIT_DEBUG"):
+            traceback.print_exception(error)
+        sys.exit(2)
 
 
 @app.callback(invoke_without_command=True)

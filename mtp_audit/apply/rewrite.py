@@ -20,7 +20,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from ..classify.analysis import Insertion
 from ..classify.shapes import parse_method
 from ..index.facts import LineNumbers, ModuleFacts, walk_statements
-from ..index.prefilter import whole
+from ..index.prefilter import physical_lines, whole
 from ..synthesize.mirror import format_methods, mirror_function
 
 
@@ -35,6 +35,7 @@ class Rewrite:
     new: str
     classes: list[str]  # classes that received get_top_tokens
     added_import: bool
+    targets: list[tuple[str, int]]  # (name, line in the old file) of the planned classes
 
 
 # Module-level statement containers: the only nodes the transformer needs to enter.
@@ -95,7 +96,7 @@ def _module_classes(tree: ast.Module) -> list[ast.ClassDef]:
 
 def mirror_requests(source: str, insertions: list[Insertion]) -> list[tuple[cst.FunctionDef, int]]:
     """The unformatted mirror of each insertion, with the class nesting depth ruff must format it at."""
-    lines = source.splitlines()
+    lines = physical_lines(source)
     requests = []
     for insertion in insertions:
         _, compute_logits = parse_method(insertion.source.method.code)
@@ -112,7 +113,7 @@ def rewrite_file(path: str, source: str, facts: ModuleFacts, insertions: list[In
     and regenerating a whole model file for one method costs ten times more.
     A class nested in a block is done through the whole module instead.
     """
-    lines = source.splitlines(keepends=True)
+    lines = physical_lines(source)
     classes = {(node.name, node.lineno): node for node in _module_classes(ast.parse(source))}
     missing = [i for i in insertions if (i.target.name, i.target.line) not in classes]
     if missing:
@@ -128,7 +129,8 @@ def rewrite_file(path: str, source: str, facts: ModuleFacts, insertions: list[In
         context = CodemodContext()
         AddImportsVisitor.add_needed_import(context, "torch")
         new_source = AddImportsVisitor(context).transform_module(cst.parse_module(new_source)).code
-    rewrite = Rewrite(path, source, new_source, inserted, added_import)
+    targets = [(i.target.name, i.target.line) for i in insertions]
+    rewrite = Rewrite(path, source, new_source, inserted, added_import, targets)
     check_rewrite(rewrite)
     return rewrite
 
@@ -187,18 +189,21 @@ def check_rewrite(rewrite: Rewrite) -> None:
         new_tree = compile(rewrite.new, rewrite.path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:
         raise UnsafeRewrite(f"{rewrite.path}: the rewrite does not parse ({error.msg}, line {error.lineno})") from None
-    inserted = _inserted_lines(rewrite.old.splitlines(keepends=True), rewrite.new.splitlines(keepends=True))
+    inserted = _inserted_lines(physical_lines(rewrite.old), physical_lines(rewrite.new))
     if inserted is None:
         raise UnsafeRewrite(f"{rewrite.path}: the rewrite edits existing lines")
-    old_classes = [c for c in _module_classes(ast.parse(rewrite.old)) if c.name in rewrite.classes]
-    new_classes = [c for c in _module_classes(new_tree) if c.name in rewrite.classes]
+    old_all, new_all = _module_classes(ast.parse(rewrite.old)), _module_classes(new_tree)
+    if [c.name for c in old_all] != [c.name for c in new_all]:
+        raise UnsafeRewrite(f"{rewrite.path}: the rewrite changes the file's classes")
+    planned = set(rewrite.targets)
+    touched = [(old, new) for old, new in zip(old_all, new_all) if (old.name, old.lineno) in planned]
     allowed: set[int] = set()
     blank_ok: set[int] = set()  # a blank line may be matched on either side of a new method
     if rewrite.added_import:
         allowed |= {s.lineno for s in new_tree.body
                     if isinstance(s, ast.Import) and [a.name for a in s.names] == ["torch"]}
     added = 0
-    for old, new in zip(old_classes, new_classes):
+    for old, new in touched:
         methods = [s for s in new.body if isinstance(s, ast.FunctionDef) and s.name == "get_top_tokens"]
         if any(isinstance(s, ast.FunctionDef) and s.name == "get_top_tokens" for s in old.body):
             raise UnsafeRewrite(f"{rewrite.path}: class {old.name} already defines get_top_tokens")
@@ -209,9 +214,9 @@ def check_rewrite(rewrite: Rewrite) -> None:
         new.body = [s for s in new.body if s not in methods]
         if ast.dump(new) != ast.dump(old):
             raise UnsafeRewrite(f"{rewrite.path}: class {old.name} changed beyond the added method")
-    if len(old_classes) != len(new_classes) or added != len(rewrite.classes):
+    if len(touched) != len(planned) or added != len(planned):
         raise UnsafeRewrite(f"{rewrite.path}: not exactly one method added per planned class")
-    new_lines = rewrite.new.splitlines()
+    new_lines = physical_lines(rewrite.new)
     stray = [n for n in inserted if n not in allowed and not (n in blank_ok and not new_lines[n - 1].strip())]
     if stray:
         raise UnsafeRewrite(f"{rewrite.path}: line {stray[0]} was inserted outside the new methods")

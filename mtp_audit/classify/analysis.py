@@ -260,7 +260,7 @@ class Analyzer:
     def _against_mixin(self, key: ClassKey, mro: Mro, cl: MethodHit, cshape: LogitsShape,
                        gtt: MethodHit) -> tuple[Consistency, str]:
         mixin = self.where(gtt)
-        plain = cshape.head == "self.lm_head" and not cshape.pre_transform
+        plain = cshape.head == "self.lm_head" and not cshape.pre_transform and not cshape.extra_args
         if cshape.kind == "head" and plain:
             if self._sets_d2t(mro):
                 return Consistency.DIVERGENT, (
@@ -274,6 +274,9 @@ class Analyzer:
                 f"{self.where(cl)} scatters them")
         if cshape.kind == "manual" and cshape.post in DIVERGENT_POST:
             return Consistency.DIVERGENT, f"compute_logits of {self.where(cl)}: {cshape.reason}; {mixin} ignores it"
+        if cshape.extra_args:
+            return Consistency.DIVERGENT, (
+                f"compute_logits of {self.where(cl)}: {cshape.reason}; {mixin} passes no extra head arguments")
         if cshape.kind in ("head", "manual") and cshape.head is not None and not plain:
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)} calls the head as ({cshape.head}, {cshape.hidden}); "

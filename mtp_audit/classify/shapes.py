@@ -63,6 +63,7 @@ class LogitsShape:
     delegate_attr: str | None = None
     post: str | None = None  # "d2t_scatter", "mask", "softcap", "other" after the head
     pre_transform: bool = False  # hidden states change before reaching the head
+    extra_args: bool = False  # the head call passes more than (head, hidden states), e.g. a bias
 
 
 @dataclass
@@ -94,6 +95,7 @@ class _Body:
         statements = list(func.body.body)
         self.docstring = bool(statements) and m.matches(statements[0], DOCSTRING)
         self.statements = statements[1:] if self.docstring else statements
+        self.decorators = [module.code_for_node(d.decorator).strip() for d in func.decorators]
         self.module = module
         self.text = text
         self.first_line = first_line
@@ -180,6 +182,15 @@ def _calls(body: _Body, statement: cst.CSTNode, matcher) -> list[cst.Call]:
     return [c for c in body.find(statement, matcher) if isinstance(c, cst.Call)]
 
 
+def rule_decorated(body: _Body, params: list[Param]) -> LogitsShape | None:
+    """A decorator (or a class-level rebinding, which the facts record as one) may change the logits."""
+    if body.decorators:
+        names = ", ".join(body.decorators)
+        return LogitsShape("manual", "decorated", f"compute_logits is wrapped ({names}); the wrapper may change the "
+                           "logits, and a mirror would not go through it", None, params)
+    return None
+
+
 def rule_stub(body: _Body, params: list[Param]) -> LogitsShape | None:
     if not body.statements:
         return LogitsShape("stub", "stub", "compute_logits has only a docstring", None, params)
@@ -260,16 +271,17 @@ def rule_early_return(body: _Body, params: list[Param]) -> LogitsShape | None:
 
 
 def _post_kind(body: _Body, statements: list[cst.BaseStatement], name: str) -> str:
+    """What the statements after the head do; masking wins, since a scatter-aware method still ignores it."""
     text = "\n".join(body.code(s) for s in statements)
-    if "draft_id_to_target_id" in text:
-        return "d2t_scatter"
-    if "tanh" in text or "soft_cap" in text or "softcap" in text:
-        return "softcap"
     mask = m.Call(func=m.Attribute(attr=m.Name("index_fill_") | m.Name("masked_fill_")
                                    | m.Name("masked_fill") | m.Name("index_fill") | m.Name("fill_")))
     subscript_store = m.Assign(targets=[m.AssignTarget(target=m.Subscript(value=m.Name(name)))])
     if any(m.matches(n, mask | subscript_store) for s in statements for n in nodes_of(s, (cst.Call, cst.Assign))):
         return "mask"
+    if "tanh" in text or "soft_cap" in text or "softcap" in text:
+        return "softcap"
+    if "draft_id_to_target_id" in text:
+        return "d2t_scatter"
     return "other"
 
 
@@ -289,6 +301,9 @@ def rule_post_processing(body: _Body, params: list[Param]) -> LogitsShape | None
         return None
     if name is not None and len(tail) == 1 and m.matches(tail[0], m.SimpleStatementLine(body=[m.Return(value=m.Name(name))])):
         return None
+    if not tail:
+        return LogitsShape("manual", "no-return", f"the head call's result is never returned (line {body.line(call)})",
+                           body.line(call), params)
     if name is None:
         return LogitsShape("manual", "unreachable-tail",
                            f"statements after the returning head call (line {body.line(tail[0])})",
@@ -318,6 +333,7 @@ def rule_arguments(body: _Body, params: list[Param]) -> LogitsShape | None:
 
 
 RULES: tuple[Rule, ...] = (
+    rule_decorated,
     rule_stub,
     rule_by_hand,
     rule_no_head,
@@ -341,7 +357,7 @@ def _head_shape(body: _Body, params: list[Param], call: cst.Call, manual: bool =
         first = params[0].name if params else None
         return LogitsShape("manual" if manual else "head", "head", f"compute_logits returns self.logits_processor({', '.join(body.code(a.value) for a in call.args)})",
                            line, params, head=head, hidden=hidden,
-                           pre_transform=not assert_only or hidden != first)
+                           pre_transform=not assert_only or hidden != first, extra_args=len(call.args) > 2)
     if m.matches(call, SUPER_CALL):
         return LogitsShape("manual" if manual else "super", "super", "compute_logits delegates to super().compute_logits", line, params,
                            pre_transform=not assert_only)
@@ -369,9 +385,12 @@ def analyze_get_top_tokens(code: str, first_line: int) -> TopTokensShape:
     params = params_of(func)
     text = "\n".join(body.code(s) for s in body.statements)
     statements = body.statements
+    names = {p.name for p in params}
+    passthrough = m.Arg(value=m.MatchIfTrue(lambda v: isinstance(v, cst.Name) and v.value in names))
     if len(statements) == 1 and m.matches(statements[0], m.SimpleStatementLine(body=[m.Return(
-            value=m.Call(func=m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("get_top_tokens"))))])):
-        return TopTokensShape("super", params)
+            value=m.Call(func=m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("get_top_tokens")),
+                         args=[m.ZeroOrMore(passthrough)]))])):
+        return TopTokensShape("super", params)  # forwards its own parameters, unchanged
     delegate = m.Call(func=m.Attribute(value=m.Attribute(value=SELF, attr=m.Name()), attr=m.Name("get_top_tokens")))
     if len(statements) == 1 and m.matches(statements[0], m.SimpleStatementLine(body=[m.Return(value=delegate)])):
         return TopTokensShape("delegate", params, delegate_attr=statements[0].body[0].value.func.value.attr.value)  # type: ignore[attr-defined]

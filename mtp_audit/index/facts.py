@@ -242,6 +242,13 @@ def _collect_classes(module: cst.Module, positions: LineNumbers, reduced: Reduce
                 elif name == "__init__":  # only when the file was parsed whole
                     cls.init_attrs = _init_attributes(statement)
                     cls.init_raises = _only_raises(statement)
+            elif m.matches(statement, m.SimpleStatementLine(body=[m.Assign(
+                    targets=[m.AssignTarget(target=m.Name("compute_logits") | m.Name("get_top_tokens"))])])):
+                assign = statement.body[0]  # rebound in the class body: a wrapper the mirror rule cannot see into
+                name = assign.targets[0].target.value
+                value = module.code_for_node(assign.value)
+                cls.methods[name] = MethodFacts(name=name, line=cls.line, code=(
+                    f"@rebound_in_class_body({value})\ndef {name}(self, *args, **kwargs):\n    ...\n"))
             elif m.matches(statement, m.SimpleStatementLine(body=[m.AnnAssign(target=m.Name())])):
                 ann = statement.body[0]
                 cls.annotations[ann.target.value] = module.code_for_node(ann.annotation.annotation)
@@ -264,6 +271,10 @@ def _only_raises(init: cst.FunctionDef) -> str | None:
     return f"__init__ raises {name}" + (f": {' '.join(strings)}" if strings else "")
 
 
+REGISTER = m.Expr(value=m.Call(
+    func=m.Attribute(value=m.Name("self"), attr=m.Name("register_buffer") | m.Name("register_parameter")),
+    args=[m.Arg(value=m.SimpleString()), m.ZeroOrMore()],
+))
 SELF_ASSIGN = m.Assign(targets=[m.AssignTarget(target=m.Attribute(value=m.Name("self")))]) | m.AnnAssign(
     target=m.Attribute(value=m.Name("self"))
 )
@@ -276,6 +287,12 @@ def _init_attributes(init: cst.FunctionDef) -> dict[str, list[str]]:
         if not isinstance(statement, cst.SimpleStatementLine):
             continue
         for node in statement.body:
+            if m.matches(node, REGISTER):
+                attr = node.value.args[0].value.evaluated_value  # type: ignore[attr-defined]
+                bucket = found.setdefault(attr, [])
+                if "<other>" not in bucket:
+                    bucket.append("<other>")
+                continue
             if not m.matches(node, SELF_ASSIGN):
                 continue
             target = node.targets[0].target if isinstance(node, cst.Assign) else node.target

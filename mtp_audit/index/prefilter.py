@@ -24,6 +24,7 @@ _CLASS = re.compile(r"class\s+(\w+)")
 _DEF = re.compile(r"(?:async\s+)?def\s+(\w+)")
 _SELF_ASSIGN = re.compile(r"^\s*self\.(\w+)\s*(:[^=]+?)?\s*(?:=(?!=)\s*(.*))?$")
 _QUOTES = ('"""', "'''")
+_REGISTER = re.compile(r"^\s*self\.register_(?:buffer|parameter)\(\s*[\"'](\w+)[\"']")
 _CALLEE = re.compile(r"^([A-Za-z_][\w.]*)\s*\(")
 
 
@@ -38,6 +39,15 @@ class Reduced:
     source: str
     lines: list[int]  # lines[i] = real line number of line i + 1 of ``source``
     inits: dict[int, InitFacts]  # real line of the class -> its __init__ facts
+
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+def physical_lines(text: str) -> list[str]:
+    """Lines as Python counts them (ends kept): ``str.splitlines`` also splits on form feeds and
+    other separators, which would put every later line number off by one."""
+    return _LINE.findall(text)
 
 
 def _indent(line: str) -> int:
@@ -105,6 +115,13 @@ def _init_facts(lines: list[str]) -> InitFacts:
     """``self.X = Callee(...)`` of an ``__init__``; any other value of X counts as ``<other>``."""
     facts = InitFacts()
     for index, line in enumerate(lines[1:], 1):
+        joined = line.rstrip() + (lines[index + 1].strip() if line.rstrip().endswith("(") and index + 1 < len(lines) else "")
+        registered = _REGISTER.match(joined)
+        if registered:  # self.register_buffer("x", ...) sets self.x to something we cannot name
+            bucket = facts.attrs.setdefault(registered.group(1), [])
+            if "<other>" not in bucket:
+                bucket.append("<other>")
+            continue
         match = _SELF_ASSIGN.match(line)
         if not match:
             continue
@@ -143,7 +160,7 @@ def whole(source: str) -> Reduced:
 
 
 def reduce_source(source: str) -> Reduced:
-    lines = source.splitlines(keepends=True)
+    lines = physical_lines(source)
     keep = [True] * len(lines)
     inserted: dict[int, str] = {}  # index -> replacement line put before it
     inits: dict[int, InitFacts] = {}
