@@ -16,11 +16,13 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
+from libcst.metadata import PositionProvider
 
 from ..classify.analysis import Insertion
 from ..classify.shapes import parse_method
-from ..index.facts import LineNumbers, ModuleFacts, walk_statements
-from ..index.prefilter import physical_lines, whole
+from ..cstwalk import nodes_of
+from ..index.facts import ModuleFacts
+from ..index.prefilter import physical_lines
 from ..synthesize.mirror import format_methods, mirror_function
 
 
@@ -156,16 +158,15 @@ def _by_class(source: str, lines: list[str], classes: dict, insertions: list[Ins
 
 def _through_module(source: str, lines: list[str], classes: dict, insertions: list[Insertion],
                     mirrors: dict) -> tuple[str, list[str]]:
-    module = cst.parse_module(source)
-    numbers = LineNumbers(module, whole(source))
-    methods: dict[int, cst.FunctionDef] = {}
-    for node in walk_statements(module.body):
-        if isinstance(node, cst.ClassDef):
-            for insertion in insertions:
-                if (insertion.target.name, insertion.target.line) == (node.name.value, numbers.line(node)):
-                    methods[id(node)] = mirrors[insertion.target]
+    wrapper = cst.MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
+    positions = wrapper.resolve(PositionProvider)
+    wanted = {(i.target.name, i.target.line): mirrors[i.target] for i in insertions}
+    methods = {  # a class is known by its name and the line of that name, as ast reports it
+        id(node): wanted[key] for node in nodes_of(wrapper.module, cst.ClassDef)
+        if (key := (node.name.value, positions[node.name].start.line)) in wanted
+    }
     transformer = InsertTopTokens(methods)
-    return module.visit(transformer).code, transformer.inserted
+    return wrapper.module.visit(transformer).code, transformer.inserted
 
 
 def _binds_torch(facts: ModuleFacts) -> bool:

@@ -315,11 +315,12 @@ def _plain_head(gtt: MethodHit, gshape: TopTokensShape) -> bool:
 _BUILTINS = frozenset(vars(builtins))
 
 
+@functools.lru_cache(maxsize=4096)
 def _self_contained(code: str) -> bool:
     """True when a method uses only self, its parameters, its locals, builtins and ``torch``."""
     _, func = parse_method(code)
     nodes = nodes_of(func, (cst.Name, cst.Attribute, cst.Arg, cst.AssignTarget, cst.Call, cst.Param))
-    if any(m.matches(n, m.Call(func=m.Name("super"))) for n in nodes):
+    if any(isinstance(n, cst.Call) and m.matches(n.func, m.Name("super")) for n in nodes):
         return False
     known = {"self", "torch"} | _BUILTINS
     known |= {n.name.value for n in nodes if isinstance(n, cst.Param)}
@@ -327,12 +328,12 @@ def _self_contained(code: str) -> bool:
     not_free = {id(n.attr) for n in nodes if isinstance(n, cst.Attribute)}
     not_free |= {id(n.keyword) for n in nodes if isinstance(n, cst.Arg) and n.keyword is not None}
     not_free |= {id(n.name) for n in nodes if isinstance(n, cst.Param)}
-    return all(n.value in known or id(n) in not_free for n in nodes if isinstance(n, cst.Name) and n is not func.name
-               and not _in_annotation(func, n))
+    not_free |= _annotation_names(func)
+    return all(n.value in known or id(n) in not_free for n in nodes if isinstance(n, cst.Name) and n is not func.name)
 
 
-def _in_annotation(func: cst.FunctionDef, name: cst.Name) -> bool:
+def _annotation_names(func: cst.FunctionDef) -> set[int]:
     """Names in annotations are never evaluated by the mirror's body."""
     annotations = [p.annotation for p in nodes_of(func.params, cst.Param) if p.annotation] + (
         [func.returns] if func.returns else [])
-    return any(name is n for a in annotations for n in nodes_of(a, cst.Name))
+    return {id(n) for a in annotations for n in nodes_of(a, cst.Name)}

@@ -9,6 +9,7 @@ mechanical mirror candidate.
 from __future__ import annotations
 
 import ast
+import functools
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -142,8 +143,9 @@ class _Body:
         return self.module.code_for_node(node).strip()
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_method(code: str) -> tuple[cst.Module, cst.FunctionDef]:
-    """Parse one method's source (as stored in the facts) on its own."""
+    """Parse one method's source (as stored in the facts) on its own; nodes are immutable, so shared."""
     module = cst.parse_module(textwrap.dedent(code))
     func = module.body[0]
     if not isinstance(func, cst.FunctionDef):
@@ -167,12 +169,8 @@ def params_of(func: cst.FunctionDef) -> list[Param]:
 
 
 def _decompose(code: str, first_line: int) -> tuple[_Body, cst.FunctionDef]:
-    text = textwrap.dedent(code)
-    module = cst.parse_module(text)
-    func = module.body[0]
-    if not isinstance(func, cst.FunctionDef):
-        raise ValueError("not a function definition")
-    return _Body(func, module, text, first_line), func
+    module, func = parse_method(code)
+    return _Body(func, module, textwrap.dedent(code), first_line), func
 
 
 Rule = Callable[[_Body, list[Param]], "LogitsShape | None"]

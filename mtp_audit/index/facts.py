@@ -1,23 +1,26 @@
-"""Stage 2: per-module facts, read with libcst; plain, cacheable data.
+"""Stage 2: per-module facts; plain, cacheable data.
 
 For every platform the module-level statements are interpreted as Python
 would run them (imports, aliases, ``if`` on the platform, ``raise``), plus the
 module ``__getattr__`` for lazily dispatched names. Classes keep only what
 resolution and classification need: bases, the two methods, ``__init__``
 attributes.
+
+Structure is read with CPython's ``ast`` (a C parser, twenty times faster
+than libcst's): nothing here needs concrete syntax. The two watched methods
+keep their text as written; libcst parses that text, and only that, when
+classification asks for ``MethodFacts.code``.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass, field
-
-import libcst as cst
-import libcst.matchers as m
 
 from ..model import PLATFORMS
 from .platforms import evaluate, string_values
-from .prefilter import WATCHED_METHODS, Reduced, reduce_source, whole
+from .prefilter import WATCHED_METHODS, Reduced, physical_lines, reduce_source, whole
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,27 @@ class Target:
 class MethodFacts:
     name: str
     line: int
-    code: str  # the whole ``def``, as written
+    text: str  # the ``def`` with its decorators, as it stands in the file (indented)
+
+    @property
+    def code(self) -> str:
+        """The ``def`` at column 0, as libcst prints it."""
+        return _as_libcst_prints(self.text)
+
+
+@functools.cache
+def _as_libcst_prints(text: str) -> str:
+    """Parse one method's text with libcst (imported here: scans that classify nothing never pay for it)."""
+    import libcst as cst
+
+    if text[:1] in (" ", "\t"):  # an indented method: give it back a class, ending its line as the file does
+        first = physical_lines(text)[0]
+        module = cst.parse_module("class _:" + (first[len(first.rstrip("\r\n")):] or "\n") + text)
+        function = module.body[0].body.body[0]
+    else:
+        module = cst.parse_module(text)
+        function = module.body[0]
+    return module.code_for_node(function.with_changes(leading_lines=()))
 
 
 @dataclass
@@ -80,39 +103,67 @@ def absolute_module(module: str, is_package: bool, relative: int, name: str | No
     return ".".join([*base, name] if name else base)
 
 
-def dotted(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
+def dotted(node: ast.expr | None) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
         inner = dotted(node.value)
-        return f"{inner}.{node.attr.value}" if inner else None
+        return f"{inner}.{node.attr}" if inner else None
     return None
+
+
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+class _Source:
+    """The text that was parsed, its real line numbers, and segments of it."""
+
+    def __init__(self, reduced: Reduced):
+        self.reduced = reduced
+        self.lines = physical_lines(reduced.source)
+
+    def line(self, node: ast.stmt | ast.expr) -> int:
+        return self.reduced.lines[node.lineno - 1]
+
+    def segment(self, node: ast.expr) -> str:
+        """The text of ``node`` (``ast.get_source_segment`` splits the whole source on every call)."""
+        first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+        rows = [line.encode() for line in self.lines[first:last + 1]]  # ast columns count UTF-8 bytes
+        rows[-1] = rows[-1][:node.end_col_offset]
+        rows[0] = rows[0][node.col_offset:]
+        return b"".join(rows).decode()
+
+    def method_text(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+        """From the first decorator through the comment lines that follow the body:
+        libcst decides by indentation which of those belong to the method."""
+        first = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
+        end = node.end_lineno or node.lineno
+        while end < len(self.lines) and (not self.lines[end].strip() or self.lines[end].lstrip().startswith("#")):
+            end += 1
+        return "".join(self.lines[first:end])
+
+
+def _parse(source: str) -> tuple[ast.Module, _Source]:
+    """Parse the pre-filtered source; if the cut misread the file, all of it."""
+    try:
+        reduced = reduce_source(source)
+        return ast.parse(reduced.source), _Source(reduced)
+    except SyntaxError:
+        return ast.parse(source), _Source(whole(source))
 
 
 def extract_facts(source: str, module: str, path: str, is_package: bool) -> ModuleFacts:
     facts = ModuleFacts(module=module, path=path, is_package=is_package)
     try:
-        reduced = reduce_source(source)
-        tree = cst.parse_module(reduced.source)
-        positions = LineNumbers(tree, reduced)
-    except (SyntaxError, cst.ParserSyntaxError, LineNumberMismatch):
-        try:  # the cut misread this file: parse all of it
-            reduced = whole(source)
-            tree = cst.parse_module(source)
-            positions = LineNumbers(tree, reduced)
-        except SyntaxError as error:
-            facts.parse_error = f"line {error.lineno}: {error.msg}"
-            return facts
-        except cst.ParserSyntaxError as error:
-            facts.parse_error = f"line {error.raw_line}: {error.message}"
-            return facts
-    facts.classes = _collect_classes(tree, positions, reduced)
-    getattr_def = next(
-        (s for s in tree.body if m.matches(s, m.FunctionDef(name=m.Name("__getattr__")))),
-        None,
-    )
+        tree, text = _parse(source)
+    except (SyntaxError, ValueError) as error:  # ValueError: a null byte in the source
+        line = getattr(error, "lineno", None)
+        facts.parse_error = f"line {line}: {error.msg}" if line else str(error)
+        return facts
+    facts.classes = _collect_classes(tree, text)
+    getattr_def = next((s for s in tree.body if isinstance(s, FUNCTIONS) and s.name == "__getattr__"), None)
     for platform in PLATFORMS:
-        interpreter = _Interpreter(facts, platform, positions)
+        interpreter = _Interpreter(facts, platform, text)
         interpreter.run(tree.body)
         if interpreter.error:
             facts.import_errors[platform] = interpreter.error
@@ -122,29 +173,12 @@ def extract_facts(source: str, module: str, path: str, is_package: bool) -> Modu
         if getattr_def is not None:
             for name in _lazy_candidates(getattr_def, interpreter.all_names):
                 if name not in bindings:
-                    bindings[name] = _evaluate_getattr(
-                        getattr_def, name, interpreter, positions
-                    )
+                    bindings[name] = _evaluate_getattr(getattr_def, name, interpreter)
         facts.bindings[platform] = bindings
     return facts
 
 
-def _cst_blocks(statement: cst.CSTNode) -> list[list]:
-    """Statement lists nested in a compound statement (not in defs or classes)."""
-    blocks = []
-    for attr in ("body", "orelse", "finalbody"):
-        part = getattr(statement, attr, None)
-        if isinstance(part, (cst.If, cst.Else, cst.Finally)):
-            part = part if isinstance(part, cst.If) else part.body
-            blocks.append([part] if isinstance(part, cst.If) else list(part.body))
-        elif isinstance(part, cst.BaseSuite):
-            blocks.append(list(part.body))
-    for handler in getattr(statement, "handlers", ()):
-        blocks.append(list(handler.body.body))
-    return blocks
-
-
-def _ast_blocks(statement: ast.AST) -> list[list]:
+def _blocks(statement: ast.stmt) -> list[list[ast.stmt]]:
     blocks = []
     for attr in ("body", "orelse", "finalbody"):
         part = getattr(statement, attr, None)
@@ -155,104 +189,44 @@ def _ast_blocks(statement: ast.AST) -> list[list]:
     return blocks
 
 
-def walk_statements(statements, is_cst: bool = True):
+def walk_statements(statements: list[ast.stmt]):
     """Statements in source order, entering if/try/with/for bodies, never defs or classes."""
-    blocks = _cst_blocks if is_cst else _ast_blocks
-    compound = (cst.FunctionDef, cst.ClassDef) if is_cst else (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     for statement in statements:
         yield statement
-        if isinstance(statement, compound):
+        if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
             continue
-        for block in blocks(statement):
-            yield from walk_statements(block, is_cst)
+        for block in _blocks(statement):
+            yield from walk_statements(block)
 
 
-def _numbered(statements, is_cst: bool):
-    """Module-level classes, their direct methods, and raises at module level or in __getattr__."""
-    class_type = cst.ClassDef if is_cst else ast.ClassDef
-    func_types = (cst.FunctionDef,) if is_cst else (ast.FunctionDef, ast.AsyncFunctionDef)
-
-    def raises(statement):
-        if is_cst:
-            if isinstance(statement, cst.SimpleStatementLine):
-                yield from (s for s in statement.body if isinstance(s, cst.Raise))
-        elif isinstance(statement, ast.Raise):
-            yield statement
-
-    for statement in walk_statements(statements, is_cst):
-        yield from raises(statement)
-        if isinstance(statement, class_type):
-            yield statement
-            body = statement.body.body if is_cst else statement.body
-            for method in (s for s in body if isinstance(s, func_types)):
-                yield method
-                if (method.name.value if is_cst else method.name) == "__init__":
-                    for inner in (method.body.body if is_cst else method.body):
-                        yield from raises(inner)
-        elif isinstance(statement, func_types) and (statement.name.value if is_cst else statement.name) == "__getattr__":
-            yield statement
-            body = statement.body.body if is_cst else statement.body
-            for inner in walk_statements(body, is_cst):
-                yield from raises(inner)
-
-
-class LineNumberMismatch(Exception):
-    """libcst and ast did not see the same statements (never expected)."""
-
-
-class LineNumbers:
-    """Line numbers of classes, methods and raises, taken from CPython's ast.
-
-    libcst's PositionProvider walks every node of a module, which costs more
-    than the parse; the few nodes we need are matched, in source order, with
-    the same nodes of an ``ast`` parse of the same text.
-    """
-
-    def __init__(self, tree: cst.Module, reduced: Reduced):
-        theirs = list(_numbered(ast.parse(reduced.source).body, is_cst=False))
-        ours = list(_numbered(tree.body, is_cst=True))
-        if len(theirs) != len(ours):
-            raise LineNumberMismatch(f"{len(ours)} nodes from libcst, {len(theirs)} from ast")
-        self._lines = {id(node): reduced.lines[other.lineno - 1] for node, other in zip(ours, theirs)}
-
-    def line(self, node: cst.CSTNode) -> int:
-        return self._lines[id(node)]
-
-
-def _collect_classes(module: cst.Module, positions: LineNumbers, reduced: Reduced) -> list[ClassFacts]:
+def _collect_classes(tree: ast.Module, text: _Source) -> list[ClassFacts]:
     """Module-level classes, including those defined inside module-level ``if``/``try``."""
     classes = []
-    for node in walk_statements(module.body):
-        if not isinstance(node, cst.ClassDef):
+    for node in walk_statements(tree.body):
+        if not isinstance(node, ast.ClassDef):
             continue
         cls = ClassFacts(
-            name=node.name.value,
-            line=positions.line(node),
-            bases=[module.code_for_node(arg.value) for arg in node.bases if arg.keyword is None],
+            name=node.name,
+            line=text.line(node),
+            bases=[text.segment(b.value if isinstance(b, ast.Starred) else b) for b in node.bases],
         )
-        for statement in node.body.body:
-            if isinstance(statement, cst.FunctionDef):
-                name = statement.name.value
-                if name in WATCHED_METHODS:
-                    cls.methods[name] = MethodFacts(
-                        name=name,
-                        line=positions.line(statement),
-                        code=module.code_for_node(statement.with_changes(leading_lines=())),
-                    )
-                elif name == "__init__":  # only when the file was parsed whole
+        for statement in node.body:
+            if isinstance(statement, FUNCTIONS):
+                if statement.name in WATCHED_METHODS:
+                    cls.methods[statement.name] = MethodFacts(
+                        statement.name, text.line(statement), text.method_text(statement))
+                elif statement.name == "__init__":  # only when the file was parsed whole
                     cls.init_attrs = _init_attributes(statement)
                     cls.init_raises = _only_raises(statement)
-            elif m.matches(statement, m.SimpleStatementLine(body=[m.Assign(
-                    targets=[m.AssignTarget(target=m.Name("compute_logits") | m.Name("get_top_tokens"))])])):
-                assign = statement.body[0]  # rebound in the class body: a wrapper the mirror rule cannot see into
-                name = assign.targets[0].target.value
-                value = module.code_for_node(assign.value)
-                cls.methods[name] = MethodFacts(name=name, line=cls.line, code=(
+            elif (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                  and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id in WATCHED_METHODS):
+                name = statement.targets[0].id  # rebound in the class body: a wrapper the mirror rule cannot see into
+                value = text.segment(statement.value)
+                cls.methods[name] = MethodFacts(name, cls.line, (
                     f"@rebound_in_class_body({value})\ndef {name}(self, *args, **kwargs):\n    ...\n"))
-            elif m.matches(statement, m.SimpleStatementLine(body=[m.AnnAssign(target=m.Name())])):
-                ann = statement.body[0]
-                cls.annotations[ann.target.value] = module.code_for_node(ann.annotation.annotation)
-        init = reduced.inits.get(cls.line)
+            elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+                cls.annotations[statement.target.id] = text.segment(statement.annotation)
+        init = text.reduced.inits.get(cls.line)
         if init is not None:  # __init__ was cut out by the pre-filter, which read it
             cls.init_attrs = init.attrs
             cls.init_raises = f"__init__ raises {init.raises}" if init.raises else None
@@ -260,70 +234,91 @@ def _collect_classes(module: cst.Module, positions: LineNumbers, reduced: Reduce
     return classes
 
 
-def _only_raises(init: cst.FunctionDef) -> str | None:
+def _strings(node: ast.AST) -> list[str]:
+    """String literals inside ``node``, outside f-strings."""
+    if isinstance(node, ast.JoinedStr):
+        return []
+    if isinstance(node, ast.Constant):
+        return [node.value] if isinstance(node.value, str) else []
+    return [s for child in ast.iter_child_nodes(node) for s in _strings(child)]
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) \
+        and isinstance(statement.value.value, str)
+
+
+def _only_raises(init: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
     """``__init__ raises X: message`` when the body is a single raise (a placeholder class)."""
-    body = [s for s in init.body.body if not m.matches(s, m.SimpleStatementLine(body=[m.Expr(m.SimpleString())]))]
-    if len(body) != 1 or not m.matches(body[0], m.SimpleStatementLine(body=[m.Raise()])):
+    body = [s for s in init.body if not _is_docstring(s)]
+    if len(body) != 1 or not isinstance(body[0], ast.Raise):
         return None
-    exc = body[0].body[0].exc
-    name = (dotted(exc.func) if isinstance(exc, cst.Call) else dotted(exc) if exc else None) or "an exception"
-    strings = [str(s.evaluated_value) for s in m.findall(body[0], m.SimpleString()) if isinstance(s, cst.SimpleString)]
+    exc = body[0].exc
+    name = (dotted(exc.func) if isinstance(exc, ast.Call) else dotted(exc)) or "an exception"
+    strings = _strings(body[0])
     return f"__init__ raises {name}" + (f": {' '.join(strings)}" if strings else "")
 
 
-REGISTER = m.Expr(value=m.Call(
-    func=m.Attribute(value=m.Name("self"), attr=m.Name("register_buffer") | m.Name("register_parameter")),
-    args=[m.Arg(value=m.SimpleString()), m.ZeroOrMore()],
-))
-SELF_ASSIGN = m.Assign(targets=[m.AssignTarget(target=m.Attribute(value=m.Name("self")))]) | m.AnnAssign(
-    target=m.Attribute(value=m.Name("self"))
-)
+def _registered_name(node: ast.stmt) -> str | None:
+    """X of ``self.register_buffer("X", ...)`` / ``self.register_parameter("X", ...)``."""
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+        return None
+    call = node.value
+    if dotted(call.func) not in ("self.register_buffer", "self.register_parameter") or not call.args:
+        return None
+    first = call.args[0]
+    return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
 
 
-def _init_attributes(init: cst.FunctionDef) -> dict[str, list[str]]:
+def _init_attributes(init: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[str]]:
     """``self.X = Callee(...)`` assignments in ``__init__``, in any nested block."""
     found: dict[str, list[str]] = {}
-    for statement in walk_statements(init.body.body):
-        if not isinstance(statement, cst.SimpleStatementLine):
-            continue
-        for node in statement.body:
-            if m.matches(node, REGISTER):
-                attr = node.value.args[0].value.evaluated_value  # type: ignore[attr-defined]
-                bucket = found.setdefault(attr, [])
-                if "<other>" not in bucket:
-                    bucket.append("<other>")
-                continue
-            if not m.matches(node, SELF_ASSIGN):
-                continue
-            target = node.targets[0].target if isinstance(node, cst.Assign) else node.target
-            value = node.value
-            callee = dotted(value.func) if isinstance(value, cst.Call) else None
-            bucket = found.setdefault(target.attr.value, [])
-            if callee and callee not in bucket:
-                bucket.append(callee)
-            elif callee is None and value is not None and "<other>" not in bucket:
+    for node in walk_statements(init.body):
+        registered = _registered_name(node)
+        if registered is not None:
+            bucket = found.setdefault(registered, [])
+            if "<other>" not in bucket:
                 bucket.append("<other>")
+            continue
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign):
+            target, value = node.target, node.value
+        else:
+            continue
+        if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
+            continue
+        callee = dotted(value.func) if isinstance(value, ast.Call) else None
+        bucket = found.setdefault(target.attr, [])
+        if callee and callee not in bucket:
+            bucket.append(callee)
+        elif callee is None and value is not None and "<other>" not in bucket:
+            bucket.append("<other>")
     return found
+
+
+def _is_all(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "__all__"
 
 
 class _Interpreter:
     """Runs module-level statements for one platform, binding names to targets."""
 
-    def __init__(self, facts: ModuleFacts, platform: str, positions):
+    def __init__(self, facts: ModuleFacts, platform: str, text: _Source):
         self.facts = facts
         self.platform = platform
-        self.positions = positions
+        self.text = text
         self.state: dict[str, list[Target]] = {}
         self.all_names: list[str] | None = None
         self.error: str | None = None
 
     def fork(self) -> _Interpreter:
-        other = _Interpreter(self.facts, self.platform, self.positions)
+        other = _Interpreter(self.facts, self.platform, self.text)
         other.state = {k: list(v) for k, v in self.state.items()}
         other.all_names = list(self.all_names) if self.all_names is not None else None
         return other
 
-    def run(self, statements) -> None:
+    def run(self, statements: list[ast.stmt]) -> None:
         for statement in statements:
             if self.error:
                 return
@@ -332,36 +327,28 @@ class _Interpreter:
     def bind(self, name: str, targets: list[Target]) -> None:
         self.state[name] = targets
 
-    def statement(self, node: cst.CSTNode) -> None:
-        if isinstance(node, cst.SimpleStatementLine):
-            for small in node.body:
-                self.small_statement(small)
-        elif isinstance(node, cst.ClassDef):
-            self.bind(node.name.value, [Target("class", str(self.positions.line(node)))])
-        elif isinstance(node, cst.If):
+    def statement(self, node: ast.stmt) -> None:
+        if isinstance(node, ast.ClassDef):
+            self.bind(node.name, [Target("class", str(self.text.line(node)))])
+        elif isinstance(node, ast.If):
             self.conditional(node)
-        elif isinstance(node, cst.Try):
-            self.run(node.body.body)
-        elif isinstance(node, cst.FunctionDef):
-            self.state.pop(node.name.value, None)
+        elif isinstance(node, ast.Try):
+            self.run(node.body)
+        elif isinstance(node, FUNCTIONS):
+            self.state.pop(node.name, None)
+        else:
+            self.simple(node)
 
-    def conditional(self, node: cst.If) -> None:
+    def conditional(self, node: ast.If) -> None:
         truth = evaluate(node.test, self.platform, all_names=self.all_names)
-        orelse = node.orelse
         if truth is True:
-            self.run(node.body.body)
+            self.run(node.body)
         elif truth is False:
-            if isinstance(orelse, cst.If):
-                self.conditional(orelse)
-            elif isinstance(orelse, cst.Else):
-                self.run(orelse.body.body)
+            self.run(node.orelse)  # an ``elif`` is an ``if`` alone in ``orelse``
         else:  # unknown: both branches may run; keep every binding as an alternative
             taken, skipped = self.fork(), self.fork()
-            taken.run(node.body.body)
-            if isinstance(orelse, cst.If):
-                skipped.conditional(orelse)
-            elif isinstance(orelse, cst.Else):
-                skipped.run(orelse.body.body)
+            taken.run(node.body)
+            skipped.run(node.orelse)
             self.merge(taken, skipped)
 
     def merge(self, first: _Interpreter, second: _Interpreter) -> None:
@@ -377,153 +364,133 @@ class _Interpreter:
         self.state = merged
         self.all_names = branches[0].all_names
 
-    def small_statement(self, node: cst.BaseSmallStatement) -> None:
-        if isinstance(node, cst.Import):
+    def simple(self, node: ast.stmt) -> None:
+        if isinstance(node, ast.Import):
             for alias in node.names:
-                full = dotted(alias.name) or ""
                 if alias.asname:
-                    self.bind(alias.asname.name.value, [Target("module", full)])  # type: ignore[attr-defined]
+                    self.bind(alias.asname, [Target("module", alias.name)])
                 else:
-                    head = full.split(".")[0]
+                    head = alias.name.split(".")[0]
                     self.bind(head, [Target("module", head)])
-        elif isinstance(node, cst.ImportFrom):
-            relative = len(node.relative)
-            source = absolute_module(
-                self.facts.module, self.facts.is_package, relative,
-                dotted(node.module) if node.module else None,
-            )
-            if isinstance(node.names, cst.ImportStar):
-                self.bind(f"*{source}", [Target("module", source)])
-                return
+        elif isinstance(node, ast.ImportFrom):
+            source = absolute_module(self.facts.module, self.facts.is_package, node.level, node.module)
             for alias in node.names:
-                name = alias.name.value  # type: ignore[union-attr]
-                local = alias.asname.name.value if alias.asname else name  # type: ignore[union-attr]
-                self.bind(local, [Target("import", source, name)])
-        elif isinstance(node, (cst.Assign, cst.AnnAssign)):
-            value = node.value
-            targets = node.targets if isinstance(node, cst.Assign) else [node]
+                if alias.name == "*":
+                    self.bind(f"*{source}", [Target("module", source)])
+                    return
+                self.bind(alias.asname or alias.name, [Target("import", source, alias.name)])
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if node.value is None:
+                return
             for target in targets:
-                if not isinstance(target.target, cst.Name) or value is None:
+                if not isinstance(target, ast.Name):
                     continue
-                name = target.target.value
-                if name == "__all__":
-                    self.all_names = string_values(value) or []
+                if target.id == "__all__":
+                    self.all_names = string_values(node.value) or []
                 else:
-                    self.bind(name, self.expression(value))
-        elif isinstance(node, cst.AugAssign) and m.matches(node.target, m.Name("__all__")):
+                    self.bind(target.id, self.expression(node.value))
+        elif isinstance(node, ast.AugAssign) and _is_all(node.target):
             self.all_names = (self.all_names or []) + (string_values(node.value) or [])
-        elif m.matches(node, m.Expr(value=m.Call(func=m.Attribute(value=m.Name("__all__"))))):
-            call = node.value  # type: ignore[attr-defined]
-            values = string_values(call.args[0].value) if call.args else None
+        elif (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+              and isinstance(node.value.func, ast.Attribute) and _is_all(node.value.func.value)):
+            call = node.value  # __all__.extend([...]) / __all__.append("...")
+            values = string_values(call.args[0]) if call.args else None
             self.all_names = (self.all_names or []) + (values or [])
-        elif isinstance(node, cst.Raise):
-            self.error = _raise_reason(node, self.positions)
+        elif isinstance(node, ast.Raise):
+            self.error = _raise_reason(node, self.text)
 
-    def expression(self, node: cst.BaseExpression) -> list[Target]:
+    def expression(self, node: ast.expr) -> list[Target]:
         """What an expression evaluates to, as targets."""
-        if isinstance(node, cst.Name):
-            return list(self.state.get(node.value, [Target("unknown", node.value)]))
-        if isinstance(node, cst.Attribute):
+        if isinstance(node, ast.Name):
+            return list(self.state.get(node.id, [Target("unknown", node.id)]))
+        if isinstance(node, ast.Attribute):
             out = []
             for base in self.expression(node.value):
                 if base.kind == "module":
-                    out.append(Target("import", base.a, node.attr.value))
+                    out.append(Target("import", base.a, node.attr))
                 elif base.kind == "import":
-                    out.append(Target("import", f"{base.a}.{base.b}", node.attr.value))
+                    out.append(Target("import", f"{base.a}.{base.b}", node.attr))
                 else:
                     out.append(Target("unknown", dotted(node) or "expression"))
             return out
         return [Target("unknown", type(node).__name__)]
 
 
-def _raise_reason(node: cst.Raise, positions) -> str:
-    line = positions.line(node)
+def _raise_reason(node: ast.Raise, text: _Source) -> str:
+    line = text.line(node)
     exc = node.exc
-    if isinstance(exc, cst.Call):
+    if isinstance(exc, ast.Call):
         name = dotted(exc.func) or "an exception"
-        message = next(
-            (a.value.evaluated_value for a in exc.args if isinstance(a.value, cst.SimpleString)),
-            None,
-        )
+        arguments = [*exc.args, *(k.value for k in exc.keywords)]
+        message = next((a.value for a in arguments if isinstance(a, ast.Constant) and isinstance(a.value, str)), None)
         if message is None:
-            strings = [s for s in m.findall(exc, m.SimpleString()) if isinstance(s, cst.SimpleString)]
-            message = " ".join(str(s.evaluated_value) for s in strings) if strings else None
+            strings = _strings(exc)
+            message = " ".join(strings) if strings else None
         return f"import raises {name} (line {line})" + (f": {message}" if message else "")
     return f"import raises (line {line})"
 
 
-def _lazy_candidates(getattr_def: cst.FunctionDef, all_names: list[str] | None) -> list[str]:
+def _lazy_candidates(getattr_def: ast.FunctionDef | ast.AsyncFunctionDef, all_names: list[str] | None) -> list[str]:
     names = list(all_names or [])
-    for string in m.findall(getattr_def, m.SimpleString()):
-        value = string.evaluated_value  # type: ignore[attr-defined]
-        if isinstance(value, str) and value.isidentifier() and value not in names:
+    for value in _strings(getattr_def):
+        if value.isidentifier() and value not in names:
             names.append(value)
     return names
 
 
-def _evaluate_getattr(func: cst.FunctionDef, name: str, module_state: _Interpreter,
-                      positions) -> list[Target]:
+def _evaluate_getattr(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str,
+                      module_state: _Interpreter) -> list[Target]:
     """Run ``__getattr__(name)`` symbolically on one platform."""
-    params = func.params.params
+    params = func.args.posonlyargs + func.args.args
     if not params:
         return [Target("unknown", "__getattr__ without parameters")]
     local = module_state.fork()
-    outcome = _run_function_body(func.body.body, local, (params[0].name.value, name))
-    return outcome
+    return _run_function_body(func.body, local, (params[0].arg, name))
 
 
-def _run_function_body(statements, local: _Interpreter, name: tuple[str, str]) -> list[Target]:
+def _run_function_body(statements: list[ast.stmt], local: _Interpreter, name: tuple[str, str]) -> list[Target]:
     for statement in statements:
-        if isinstance(statement, cst.If):
-            branch = statement
-            while True:
-                truth = evaluate(branch.test, local.platform, name=name, all_names=local.all_names)
+        if isinstance(statement, ast.If):
+            branch: list[ast.stmt] = [statement]
+            while len(branch) == 1 and isinstance(branch[0], ast.If):
+                test = branch[0]
+                truth = evaluate(test.test, local.platform, name=name, all_names=local.all_names)
                 if truth is None:
                     return [Target("unknown", "a condition in __getattr__")]
+                branch = test.body if truth else test.orelse
                 if truth:
-                    result = _run_function_body(branch.body.body, local, name)
-                    if result:
-                        return result
                     break
-                if isinstance(branch.orelse, cst.If):
-                    branch = branch.orelse
-                    continue
-                if isinstance(branch.orelse, cst.Else):
-                    result = _run_function_body(branch.orelse.body.body, local, name)
-                    if result:
-                        return result
-                break
+            result = _run_function_body(branch, local, name) if branch else []
+            if result:
+                return result
             continue
-        if not isinstance(statement, cst.SimpleStatementLine):
-            continue
-        for small in statement.body:
-            if isinstance(small, cst.Return) and small.value is not None:
-                return _return_value(small.value, local, name)
-            if isinstance(small, cst.Raise):
-                local_reason = _raise_reason(small, local.positions)
-                return [Target("unavailable", local_reason.replace("import raises", "__getattr__ raises"))]
-            local.small_statement(small)
+        if isinstance(statement, ast.Return) and statement.value is not None:
+            return _return_value(statement.value, local, name)
+        if isinstance(statement, ast.Raise):
+            reason = _raise_reason(statement, local.text)
+            return [Target("unavailable", reason.replace("import raises", "__getattr__ raises"))]
+        if isinstance(statement, (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr)):
+            local.simple(statement)
             if local.error:
                 return [Target("unavailable", local.error)]
     return []
 
 
-def _return_value(value: cst.BaseExpression, local: _Interpreter,
-                  name: tuple[str, str]) -> list[Target]:
-    if m.matches(value, m.Call(func=m.Name("getattr"))) and len(value.args) >= 2:  # type: ignore[attr-defined]
-        base = value.args[0].value  # type: ignore[attr-defined]
-        attr = value.args[1].value  # type: ignore[attr-defined]
-        if m.matches(attr, m.Name(name[0])):
+def _return_value(value: ast.expr, local: _Interpreter, name: tuple[str, str]) -> list[Target]:
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "getattr" \
+            and len(value.args) >= 2:
+        base, attr = value.args[0], value.args[1]
+        if isinstance(attr, ast.Name) and attr.id == name[0]:
             attr_value = name[1]
-        elif isinstance(attr, cst.SimpleString):
-            attr_value = attr.evaluated_value
+        elif isinstance(attr, ast.Constant) and isinstance(attr.value, str):
+            attr_value = attr.value
         else:
             return [Target("unknown", "getattr with a computed name")]
-        return local.expression(cst.Attribute(value=base, attr=cst.Name(attr_value)))
-    if isinstance(value, cst.Subscript) and isinstance(value.value, cst.Dict):
-        for element in value.value.elements:
-            if isinstance(element, cst.DictElement) and m.matches(element.key, m.SimpleString()):
-                if element.key.evaluated_value == name[1]:  # type: ignore[attr-defined]
-                    return local.expression(element.value)
+        return local.expression(ast.Attribute(value=base, attr=attr_value, ctx=ast.Load()))
+    if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Dict):
+        for key, element in zip(value.value.keys, value.value.values):
+            if isinstance(key, ast.Constant) and key.value == name[1]:
+                return local.expression(element)
         return [Target("unavailable", f"__getattr__ has no entry for {name[1]}")]
     return local.expression(value)

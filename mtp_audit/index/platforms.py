@@ -7,8 +7,7 @@ unknown (``None``), and the interpreter then keeps both branches.
 
 from __future__ import annotations
 
-import libcst as cst
-import libcst.matchers as m
+import ast
 
 DEVICE_TYPE = {"cuda": "cuda", "rocm": "cuda", "xpu": "xpu", "cpu": "cpu", "tpu": "tpu"}
 
@@ -22,20 +21,27 @@ PLATFORM_PREDICATES = {
     "is_out_of_tree": set(),
 }
 
-CURRENT_PLATFORM = m.Name("current_platform") | m.Attribute(attr=m.Name("current_platform"))
-TYPE_CHECKING = m.Name("TYPE_CHECKING") | m.Attribute(attr=m.Name("TYPE_CHECKING"))
-PLATFORM_CALL = m.Call(func=m.Attribute(value=CURRENT_PLATFORM), args=[])
-DEVICE_TYPE_ATTR = m.Attribute(value=CURRENT_PLATFORM, attr=m.Name("device_type"))
+
+def _named(node: ast.expr, name: str) -> bool:
+    """``name`` or ``anything.name``."""
+    return (isinstance(node, ast.Name) and node.id == name) or (isinstance(node, ast.Attribute) and node.attr == name)
 
 
-def string_values(node: cst.BaseExpression) -> list[str] | None:
+def _platform_attribute(node: ast.expr) -> str | None:
+    """X of ``current_platform.X``."""
+    if isinstance(node, ast.Attribute) and _named(node.value, "current_platform"):
+        return node.attr
+    return None
+
+
+def string_values(node: ast.expr) -> list[str] | None:
     """The strings of a literal str, or of a tuple/list/set of them."""
-    if isinstance(node, cst.SimpleString):
-        return [node.evaluated_value] if isinstance(node.evaluated_value, str) else None
-    if m.matches(node, m.Tuple() | m.List() | m.Set()):
+    if isinstance(node, ast.Constant):
+        return [node.value] if isinstance(node.value, str) else None
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
         values = []
-        for element in node.elements:  # type: ignore[attr-defined]
-            inner = string_values(element.value)
+        for element in node.elts:
+            inner = string_values(element)
             if inner is None or len(inner) != 1:
                 return None
             values.extend(inner)
@@ -43,60 +49,55 @@ def string_values(node: cst.BaseExpression) -> list[str] | None:
     return None
 
 
-def evaluate(node: cst.BaseExpression, platform: str,
+def evaluate(node: ast.expr, platform: str,
              name: tuple[str, str] | None = None,
              all_names: list[str] | None = None) -> bool | None:
     """Three-valued truth of a condition on ``platform``.
 
     ``name`` is (parameter, value) inside a module ``__getattr__``.
     """
-    if m.matches(node, TYPE_CHECKING):
+    if _named(node, "TYPE_CHECKING"):
         return False
-    if m.matches(node, PLATFORM_CALL):
-        predicate = node.func.attr.value  # type: ignore[attr-defined]
-        if predicate in PLATFORM_PREDICATES:
-            return platform in PLATFORM_PREDICATES[predicate]
-        return None
-    if m.matches(node, m.UnaryOperation(operator=m.Not())):
-        inner = evaluate(node.expression, platform, name, all_names)  # type: ignore[attr-defined]
+    if isinstance(node, ast.Call) and not node.args and not node.keywords:
+        predicate = _platform_attribute(node.func)
+        if predicate is None:
+            return None
+        return platform in PLATFORM_PREDICATES[predicate] if predicate in PLATFORM_PREDICATES else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        inner = evaluate(node.operand, platform, name, all_names)
         return None if inner is None else not inner
-    if isinstance(node, cst.BooleanOperation):
-        left = evaluate(node.left, platform, name, all_names)
-        right = evaluate(node.right, platform, name, all_names)
-        if isinstance(node.operator, cst.And):
-            if left is False or right is False:
-                return False
-            return True if left and right else None
-        if left is True or right is True:
-            return True
-        return False if left is False and right is False else None
-    if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
+    if isinstance(node, ast.BoolOp):  # Kleene logic: unknown unless the known values decide
+        values = [evaluate(v, platform, name, all_names) for v in node.values]
+        decisive = isinstance(node.op, ast.Or)
+        if decisive in values:
+            return decisive
+        return (not decisive) if all(v is not None for v in values) else None
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
         return _compare(node, platform, name, all_names)
     return None
 
 
-def _compare(node: cst.Comparison, platform: str, name: tuple[str, str] | None,
+def _compare(node: ast.Compare, platform: str, name: tuple[str, str] | None,
              all_names: list[str] | None) -> bool | None:
-    target = node.comparisons[0]
-    operator = target.operator
-    if m.matches(node.left, DEVICE_TYPE_ATTR):
+    operator, comparator = node.ops[0], node.comparators[0]
+    if _platform_attribute(node.left) == "device_type":
         subject = DEVICE_TYPE[platform]
-    elif name is not None and m.matches(node.left, m.Name(name[0])):
+    elif name is not None and isinstance(node.left, ast.Name) and node.left.id == name[0]:
         subject = name[1]  # inside __getattr__(name)
     else:
         return None
-    if m.matches(target.comparator, m.Name("__all__")):
+    if isinstance(comparator, ast.Name) and comparator.id == "__all__":
         options = all_names
     else:
-        options = string_values(target.comparator)
+        options = string_values(comparator)
     if options is None:
         return None
-    if isinstance(operator, cst.Equal) and len(options) == 1:
+    if isinstance(operator, ast.Eq) and len(options) == 1:
         return subject == options[0]
-    if isinstance(operator, cst.NotEqual) and len(options) == 1:
+    if isinstance(operator, ast.NotEq) and len(options) == 1:
         return subject != options[0]
-    if isinstance(operator, cst.In):
+    if isinstance(operator, ast.In):
         return subject in options
-    if isinstance(operator, cst.NotIn):
+    if isinstance(operator, ast.NotIn):
         return subject not in options
     return None

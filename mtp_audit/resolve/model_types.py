@@ -12,17 +12,29 @@ skipped.
 
 from __future__ import annotations
 
+import ast
+from collections.abc import Iterator
 from pathlib import Path
 
-import libcst as cst
-import libcst.matchers as m
-
-from ..cstwalk import nodes_of
 from ..index.platforms import string_values
 
 SPECULATIVE_CONFIG = Path("config/speculative.py")
-MODEL_TYPE = m.Attribute(attr=m.Name("model_type"))
-ARCHITECTURES_KEY = m.DictElement(key=m.SimpleString())
+
+
+def _preorder(node: ast.AST, types: type | tuple[type, ...]) -> Iterator:
+    """Nodes of ``types`` under ``node`` in source order (``ast.walk`` is breadth-first)."""
+    if isinstance(node, types):
+        yield node
+    for child in ast.iter_child_nodes(node):
+        yield from _preorder(child, types)
+
+
+def _is_model_type(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "model_type"
+
+
+def _string(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
 def model_type_map(package_dir: Path) -> dict[str, list[str]]:
@@ -30,48 +42,50 @@ def model_type_map(package_dir: Path) -> dict[str, list[str]]:
     if not path.is_file():
         return {}
     try:
-        module = cst.parse_module(path.read_bytes())
-    except cst.ParserSyntaxError:
+        module = ast.parse(path.read_bytes())
+    except (SyntaxError, ValueError):
         return {}
     origins: dict[str, set[str]] = {}
     mapping: dict[str, set[str]] = {}
-    for node in nodes_of(module, cst.If):
+    for node in _preorder(module, ast.If):
         tested = _tested_types(node.test)
         if not tested:
             continue
         sources = set(tested)
         for name in tested:
             sources |= origins.get(name, set())
-        for assign in nodes_of(node.body, cst.Assign):
-            if m.matches(assign.targets[0].target, MODEL_TYPE) and isinstance(assign.value, cst.SimpleString):
-                origins.setdefault(assign.value.evaluated_value, set()).update(sources)
+        for statement in node.body:
+            for assign in _preorder(statement, ast.Assign):
+                renamed = _string(assign.value)
+                if _is_model_type(assign.targets[0]) and renamed is not None:
+                    origins.setdefault(renamed, set()).update(sources)
         for arch in _architectures(node.body):
             for name in sources:
                 mapping.setdefault(name, set()).add(arch)
     return {name: sorted(archs) for name, archs in sorted(mapping.items())}
 
 
-def _tested_types(test: cst.BaseExpression) -> list[str]:
-    if isinstance(test, cst.Comparison) and m.matches(test.left, MODEL_TYPE) and len(test.comparisons) == 1:
-        comparison = test.comparisons[0]
-        if isinstance(comparison.operator, (cst.Equal, cst.In)):
-            comparator = comparison.comparator
-            if isinstance(comparator, cst.SimpleString):
-                return [comparator.evaluated_value]
-            return string_values(comparator) or []
+def _tested_types(test: ast.expr) -> list[str]:
+    if isinstance(test, ast.Compare) and _is_model_type(test.left) and len(test.ops) == 1:
+        if isinstance(test.ops[0], (ast.Eq, ast.In)):
+            return string_values(test.comparators[0]) or []
     return []
 
 
-def _architectures(body: cst.CSTNode) -> set[str]:
+def _strings_in(node: ast.AST) -> set[str]:
+    return {value for n in _preorder(node, ast.Constant) if (value := _string(n)) is not None}
+
+
+def _architectures(body: list[ast.stmt]) -> set[str]:
     """Strings in ``"architectures": [...]`` entries and ``x["architectures"] = [...]`` assignments."""
     found: set[str] = set()
-    for element in nodes_of(body, cst.DictElement):
-        if isinstance(element.key, cst.SimpleString) and element.key.evaluated_value == "architectures":
-            found |= {s.evaluated_value for s in nodes_of(element.value, cst.SimpleString)}
-    for assign in nodes_of(body, cst.Assign):
-        target = assign.targets[0].target
-        if isinstance(target, cst.Subscript) and any(
-                isinstance(s, cst.SimpleString) and s.evaluated_value == "architectures"
-                for s in nodes_of(target.slice[0], cst.SimpleString)):
-            found |= {s.evaluated_value for s in nodes_of(assign.value, cst.SimpleString)}
+    for statement in body:
+        for literal in _preorder(statement, ast.Dict):
+            for key, value in zip(literal.keys, literal.values):
+                if _string(key) == "architectures":
+                    found |= _strings_in(value)
+        for assign in _preorder(statement, ast.Assign):
+            target = assign.targets[0]
+            if isinstance(target, ast.Subscript) and "architectures" in _strings_in(target.slice):
+                found |= _strings_in(assign.value)
     return {name for name in found if name.isidentifier()}

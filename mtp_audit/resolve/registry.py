@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
+import ast
 import re
-
-import libcst as cst
-import libcst.matchers as m
 
 from ..errors import UsageError
 from ..index.modules import ModuleIndex
@@ -26,23 +24,23 @@ def read_registry(index: ModuleIndex) -> list[RegistryEntry]:
     path = index.tree.package_dir / REGISTRY
     rel = index.relative(path)
     try:
-        module = cst.parse_module(index.read_bytes(path))
-    except cst.ParserSyntaxError as error:
-        raise UsageError(f"{rel}: syntax error at line {error.raw_line}; cannot read the registry") from None
-    dicts: dict[str, cst.BaseExpression] = {}
+        module = ast.parse(index.read_bytes(path))
+    except (SyntaxError, ValueError) as error:
+        where = f"syntax error at line {error.lineno}" if isinstance(error, SyntaxError) else str(error)
+        raise UsageError(f"{rel}: {where}; cannot read the registry") from None
+    dicts: dict[str, ast.expr] = {}
     for statement in module.body:
-        if m.matches(statement, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name())])])):
-            assign = statement.body[0]  # type: ignore[attr-defined]
-            dicts[assign.targets[0].target.value] = assign.value
-        elif m.matches(statement, m.SimpleStatementLine(body=[m.AnnAssign(target=m.Name())])):
-            assign = statement.body[0]  # type: ignore[attr-defined]
-            if assign.value is not None:
-                dicts[assign.target.value] = assign.value
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                and isinstance(statement.targets[0], ast.Name):
+            dicts[statement.targets[0].id] = statement.value
+        elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) \
+                and statement.value is not None:
+            dicts[statement.target.id] = statement.value
     if SPECULATIVE not in dicts:
         raise UsageError(f"{rel}: no {SPECULATIVE} dict; is this a vLLM tree?")
     entries = [RegistryEntry(arch, mod, cls, SPECULATIVE) for arch, mod, cls in _entries(dicts[SPECULATIVE], rel, SPECULATIVE)]
     for name, value in dicts.items():
-        if name == SPECULATIVE or not isinstance(value, cst.Dict):
+        if name == SPECULATIVE or not isinstance(value, ast.Dict):
             continue
         for arch, mod, cls in _entries(value, rel, name, strict=False):
             if OTHER_DICT_DRAFTER.search(arch) or OTHER_DICT_DRAFTER.search(cls):
@@ -50,26 +48,27 @@ def read_registry(index: ModuleIndex) -> list[RegistryEntry]:
     return entries
 
 
-def _entries(value: cst.BaseExpression, rel: str, name: str, strict: bool = True):
-    if not isinstance(value, cst.Dict):
+def _string(node: ast.expr | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _entries(value: ast.expr, rel: str, name: str, strict: bool = True):
+    if not isinstance(value, ast.Dict):
         if strict:
             raise UsageError(f"{rel}: {name} is not a dict literal; mtp-audit reads it statically")
         return
-    for element in value.elements:
-        if isinstance(element, cst.StarredDictElement):
+    for key, item in zip(value.keys, value.values):
+        if key is None:  # **other: entries we cannot see
             continue
-        key = element.key
-        item = element.value
-        if not isinstance(key, cst.SimpleString) or not m.matches(
-            item, m.Tuple(elements=[m.Element(m.SimpleString()), m.Element(m.SimpleString())])
-        ):
+        pair = [_string(e) for e in item.elts] if isinstance(item, ast.Tuple) else []
+        arch = _string(key)
+        if arch is None or len(pair) != 2 or None in pair:
             if strict:
                 raise UsageError(f"{rel}: an entry of {name} is not a (module, class) string pair")
             continue
-        module_name = item.elements[0].value.evaluated_value  # type: ignore[attr-defined]
-        cls = item.elements[1].value.evaluated_value  # type: ignore[attr-defined]
+        module_name, cls = pair
         full = module_name if "." in module_name else f"{MODELS_PACKAGE}.{module_name}"
-        yield key.evaluated_value, full, cls
+        yield arch, full, cls
 
 
 def heuristic_entries(index: ModuleIndex) -> list[RegistryEntry]:

@@ -17,7 +17,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import parse_template_statement
 
-from ..classify.shapes import DOCSTRING, HEAD_CALL, LOGITS_CALL
+from ..classify.shapes import DOCSTRING, HEAD_CALL, LOGITS_CALL, parse_method
 from ..cstwalk import nodes_of
 
 _PACKAGE_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -83,11 +83,7 @@ def mirror_function(compute_logits: cst.FunctionDef) -> cst.FunctionDef:
 @functools.lru_cache(maxsize=4096)
 def mirror_code(compute_logits_code: str) -> str:
     """Mirror of a stand-alone ``def compute_logits`` source, unformatted."""
-    import textwrap
-
-    module = cst.parse_module(textwrap.dedent(compute_logits_code))
-    func = module.body[0]
-    assert isinstance(func, cst.FunctionDef)
+    _, func = parse_method(compute_logits_code)
     return cst.Module(body=[mirror_function(func)]).code
 
 
