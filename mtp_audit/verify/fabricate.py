@@ -24,6 +24,7 @@ recorded as a recipe, which ``--emit-test`` turns back into code.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import re
 import sys
@@ -124,7 +125,8 @@ class Fabricator:
         with torch.no_grad():
             head.weight.zero_()  # padding rows stay zero
         head.weight_loader(head.weight, weight)
-        head.quant_method.process_weights_after_loading(head)
+        with portable_cpu_gemm():
+            head.quant_method.process_weights_after_loading(head)
         return head
 
     def norm(self, seed: int) -> RMSNorm:
@@ -133,6 +135,22 @@ class Fabricator:
         with torch.no_grad():
             norm.weight.copy_(0.5 + torch.rand(self.hidden, generator=generator))
         return norm
+
+
+@contextlib.contextmanager
+def portable_cpu_gemm():
+    """On a CPU with AMX, vLLM routes small bf16 GEMMs to its own compiled kernels
+    (``torch.ops._C.convert_weight_packed``), which a ``--no-deps`` install lacks; there,
+    take the plain torch path vLLM takes on CPUs without AMX (the same logits)."""
+    probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    if probe is None or hasattr(torch.ops._C, "convert_weight_packed"):
+        yield
+        return
+    torch.cpu._is_amx_tile_supported = lambda: False
+    try:
+        yield
+    finally:
+        torch.cpu._is_amx_tile_supported = probe
 
 
 @dataclass(frozen=True)
