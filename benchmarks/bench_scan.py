@@ -2,7 +2,8 @@
 
 (a) baseline: CPython ``ast.parse`` of every ``.py`` under
     ``vllm/model_executor/models`` and ``vllm/models``, in one process;
-(b) ``mtp-audit scan --format json``, cold (empty facts cache);
+(b) ``mtp-audit scan --format json``, cold (empty facts cache), with the
+    default worker processes (one per CPU), and once more with ``--jobs 1``;
 (c) the same, warm;
 (d) ``mtp-audit fix --all --diff`` (warm cache).
 
@@ -66,6 +67,7 @@ def main() -> None:
     commands = {
         "baseline (ast.parse)": [sys.executable, "-c", BASELINE, str(root)],
         "scan cold": [*tool, "scan", str(root), "--format", "json"],
+        "scan cold --jobs 1": [*tool, "scan", str(root), "--format", "json", "--jobs", "1"],
         "scan warm": [*tool, "scan", str(root), "--format", "json"],
         "fix --all --diff": [*tool, "fix", str(root), "--all", "--diff"],
     }
@@ -74,7 +76,7 @@ def main() -> None:
     try:
         for _ in range(args.repeat):
             for name, command in commands.items():
-                if name == "scan cold":
+                if name.startswith("scan cold"):
                     shutil.rmtree(cache, ignore_errors=True)
                 seconds, peak = run(command, env)
                 times[name].append(seconds)

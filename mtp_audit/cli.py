@@ -54,6 +54,8 @@ ModelOpt = Annotated[
     typer.Option("--model", "-m", help="Module stem (nemotron_h, nemotron_h_mtp), architecture or class name."),
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the facts cache.")]
+JobsOpt = Annotated[int, typer.Option(
+    "--jobs", "-j", min=0, help="Worker processes for a scan that is not cached: 0 = one per CPU (at most 8), 1 = none.")]
 VersionOpt = Annotated[
     Optional[str],
     typer.Option("--vllm-version", help="Audit a released vLLM by number (e.g. 0.34.0): its wheel's sources "
@@ -96,17 +98,18 @@ def _print_model_types(tree: SourceTree, result: ScanResult) -> None:
         print(f"{model_type}: {described}")
 
 
-def run_scan(tree: SourceTree, no_cache: bool) -> ScanResult:
+def run_scan(tree: SourceTree, no_cache: bool, jobs: int = 0) -> ScanResult:
     """The scan result: from the result cache when nothing it depends on changed."""
     results = None if no_cache or not tree.is_vllm else ResultCache(default_cache_dir())
     cached = results.load(tree) if results else None
     if cached is not None:
         return cached
+    from .fanout import resolve_jobs
     from .index.cache import FactsCache
     from .index.results import Observed
     from .scan import scan
 
-    result, scanner, _ = scan(tree, None if no_cache else FactsCache())
+    result, scanner, _ = scan(tree, None if no_cache else FactsCache(), resolve_jobs(jobs))
     if results and not result.parse_errors:
         results.store(tree, Observed(dict(scanner.index.observed)), result)
     return result
@@ -144,12 +147,13 @@ def scan_command(
     by_model_type: Annotated[bool, typer.Option(
         "--by-model-type", help="Print the Hugging Face model_type -> drafter mapping of the speculative config.")] = False,
     no_cache: NoCacheOpt = False,
+    jobs: JobsOpt = 0,
 ) -> None:
     """Report every registered drafter on every platform: supported, fixable, manual or not applicable."""
     if compare:
         from .report.compare import compare_releases, render_compare
 
-        old, new = (run_scan(locate(release_tree(v)), no_cache) for v in compare)
+        old, new = (run_scan(locate(release_tree(v)), no_cache, jobs) for v in compare)
         changes = compare_releases(old, new)
         render_compare(changes, compare, format.value, console())
         raise typer.Exit(0)
@@ -157,7 +161,7 @@ def scan_command(
     if not tree.is_vllm:
         print(f"note: {tree.root} has no vllm/ registry; scanning it as a plugin directory: drafter-named classes "
               "in drafter-named files (see README), reported with arch null", file=sys.stderr)
-    result = run_scan(tree, no_cache)
+    result = run_scan(tree, no_cache, jobs)
     if by_model_type:
         _print_model_types(tree, result)
         raise typer.Exit(0)
@@ -190,6 +194,7 @@ def fix_command(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary table on stderr.")] = False,
     vllm_version: VersionOpt = None,
     no_cache: NoCacheOpt = False,
+    jobs: JobsOpt = 0,
 ) -> None:
     """Write the mirrored get_top_tokens into missing_fixable drafters (safe fixes only)."""
     if verify_report is not None and pr_body is None:
@@ -199,12 +204,14 @@ def fix_command(
     if vllm_version and not (diff or check):
         raise UsageError("fix --vllm-version needs --diff or --check: the cached release sources stay untouched")
     from .apply.write import unified_diff
+    from .fanout import resolve_jobs
     from .fix import plan_fix, write_fix
     from .index.cache import FactsCache
     from .report.fix_summary import render_fix_summary
 
+    workers = resolve_jobs(jobs)
     tree = resolve_tree(path, vllm_version)
-    result = plan_fix(tree, model, sweep_all, None if no_cache else FactsCache(), _model_types(tree))
+    result = plan_fix(tree, model, sweep_all, None if no_cache else FactsCache(), _model_types(tree), workers)
     if diff:
         for rewrite in result.rewrites:
             sys.stdout.write(unified_diff(rewrite))

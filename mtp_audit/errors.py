@@ -14,3 +14,6 @@ class InternalError(Exception):
         super().__init__(f"internal error while processing {file}: {type(cause).__name__}: {cause}")
         self.file = file
         self.cause = cause
+
+    def __reduce__(self):  # raised in a worker process, re-raised in the parent
+        return type(self), (self.file, self.cause)

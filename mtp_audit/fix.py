@@ -23,8 +23,9 @@ class FixResult:
 
 
 def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
-             cache: FactsCache | None, model_types: dict[str, list[str]] | None = None) -> FixResult:
-    result, scanner, resolutions = scan(tree, cache)
+             cache: FactsCache | None, model_types: dict[str, list[str]] | None = None,
+             jobs: int = 1) -> FixResult:
+    result, scanner, resolutions = scan(tree, cache, jobs)
     if sweep_all:
         records = [r for r in result.records if r.status == Status.MISSING_FIXABLE]
     else:

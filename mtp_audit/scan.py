@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from .classify.analysis import Analysis, Analyzer
 from .errors import UsageError
+from .fanout import MIN_ENTRIES, resolve_in_workers
 from .index.cache import FactsCache
 from .index.modules import ModuleIndex
 from .locate import LOGITS_PROCESSOR, has_local_argmax
@@ -22,6 +23,9 @@ from .model import (
 from .resolve.mro import Hierarchy
 from .resolve.names import Missing, resolve_name
 from .resolve.registry import heuristic_entries, read_registry
+
+if TYPE_CHECKING:
+    from .classify.analysis import Analysis, Analyzer
 
 
 class PreLocalArgmaxRelease(UsageError):
@@ -42,7 +46,16 @@ class Scanner:
         self.tree = tree
         self.index = ModuleIndex(tree, cache)
         self.hierarchies = {p: Hierarchy(self.index, p) for p in PLATFORMS}
-        self.analyzers = {p: Analyzer(h) for p, h in self.hierarchies.items()}
+        self._analyzers: dict[str, Analyzer] | None = None
+
+    @property
+    def analyzers(self) -> dict[str, Analyzer]:
+        """Classification imports libcst (half a second): only when first needed."""
+        if self._analyzers is None:
+            from .classify.analysis import Analyzer
+
+            self._analyzers = {p: Analyzer(h) for p, h in self.hierarchies.items()}
+        return self._analyzers
 
     def entries(self) -> list[RegistryEntry]:
         if self.tree.is_vllm:
@@ -121,10 +134,18 @@ class Scanner:
         return records
 
 
-def scan(tree: SourceTree, cache: FactsCache | None = None) -> tuple[ScanResult, Scanner, list[Resolution]]:
-    """Run the pipeline; ``scanner.index.observed`` then says what the result depends on."""
+def scan(tree: SourceTree, cache: FactsCache | None = None,
+         jobs: int = 1) -> tuple[ScanResult, Scanner, list[Resolution]]:
+    """Run the pipeline; ``scanner.index.observed`` then says what the result depends on.
+
+    With ``jobs`` above 1 and enough drafters, forked workers do the work (see fanout).
+    """
     scanner = Scanner(tree, cache)
-    resolutions, unresolved = scanner.resolve(scanner.entries())
+    entries = scanner.entries()
+    if jobs > 1 and len(entries) >= MIN_ENTRIES:
+        resolutions, unresolved = resolve_in_workers(scanner, entries, jobs)
+    else:
+        resolutions, unresolved = scanner.resolve(entries)
     result = ScanResult(
         tree=tree,
         records=scanner.records(resolutions),
@@ -132,4 +153,3 @@ def scan(tree: SourceTree, cache: FactsCache | None = None) -> tuple[ScanResult,
         parse_errors=sorted(scanner.index.read_errors.items()),
     )
     return result, scanner, resolutions
-

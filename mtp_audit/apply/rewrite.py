@@ -19,11 +19,10 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider
 
 from ..classify.analysis import Insertion
-from ..classify.shapes import parse_method
 from ..cstwalk import nodes_of
 from ..index.facts import ModuleFacts
 from ..index.prefilter import physical_lines
-from ..synthesize.mirror import format_methods, mirror_function
+from ..synthesize.mirror import format_methods, mirror_method
 
 
 class UnsafeRewrite(Exception):
@@ -101,8 +100,8 @@ def mirror_requests(source: str, insertions: list[Insertion]) -> list[tuple[cst.
     lines = physical_lines(source)
     requests = []
     for insertion in insertions:
-        _, compute_logits = parse_method(insertion.source.method.code)
-        requests.append((mirror_function(compute_logits), _class_depth(lines[insertion.target.line - 1])))
+        method = mirror_method(insertion.source.method.code)
+        requests.append((method, _class_depth(lines[insertion.target.line - 1])))
     return requests
 
 

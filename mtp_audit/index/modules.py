@@ -88,6 +88,20 @@ class ModuleIndex:
             self.cache.store(data, facts)
         return facts
 
+    def loaded(self) -> dict[str, ModuleFacts | None]:
+        """Every module looked up so far (None: not in the tree)."""
+        return self._facts
+
+    def absorb(self, harvest) -> None:
+        """Take in what a worker process read (a ``fanout.Harvest``): the same facts this index
+        would compute from the same bytes."""
+        for module, facts in harvest.facts.items():
+            self._facts.setdefault(module, facts)
+        for path, seen in harvest.observed.items():
+            if path not in self.observed or seen not in (EXISTS, ABSENT):  # a content hash says more
+                self.observed[path] = seen
+        self.read_errors.update(harvest.read_errors)
+
     def import_error(self, module: str, platform: str) -> str | None:
         """Why importing ``module`` fails on ``platform`` (itself or a parent package)."""
         parts = module.split(".")

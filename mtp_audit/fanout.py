@@ -1,0 +1,138 @@
+"""Spread a scan over forked worker processes, in two rounds over chunks of registry entries.
+
+Round one (index) is forked before libcst is imported: one worker resolves
+each entry's class and MRO on every platform, which reads, parses and
+interprets every module those reach, while the parent imports libcst for
+classification.
+Round two (classify) is forked after that import, so its workers inherit
+libcst and every fact read so far; each classifies its chunk.
+
+Workers compute exactly what the serial scan computes, from the same bytes,
+and the parent puts their answers back in registry order, so the result is
+the same at any job count (tests/test_fanout.py checks it). Needs ``fork``
+(Linux, macOS); elsewhere the scan runs in one process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .errors import UsageError
+from .model import PLATFORMS, ClassKey, RegistryEntry, Unresolved
+from .resolve.names import resolve_name
+
+if TYPE_CHECKING:
+    from .index.facts import ModuleFacts
+    from .index.modules import ModuleIndex
+    from .scan import Resolution, Scanner
+
+# Fewer drafters than this and forking costs more than it saves (plugin dirs, fixtures).
+MIN_ENTRIES = 16
+
+_SCANNER: Scanner | None = None  # the parent's scanner, inherited by forked workers
+_ENTRIES: list[RegistryEntry] = []
+_KNOWN: frozenset[str] = frozenset()  # modules the parent had read when it forked
+
+
+def can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def resolve_jobs(jobs: int) -> int:
+    """``jobs`` as asked (0: one per CPU, at most 8); more than one needs ``fork``."""
+    if jobs == 0:
+        return min(os.cpu_count() or 1, 8) if can_fork() else 1
+    if jobs > 1 and not can_fork():
+        raise UsageError("--jobs above 1 needs the fork start method, which this platform lacks")
+    return jobs
+
+
+@dataclass
+class Harvest:
+    """What one worker read that the parent had not: facts, files observed, read errors."""
+
+    facts: dict[str, ModuleFacts | None]
+    observed: dict[str, str]
+    read_errors: dict[str, str]
+
+
+def _harvest(index: ModuleIndex) -> Harvest:
+    return Harvest(
+        facts={m: f for m, f in index.loaded().items() if m not in _KNOWN},
+        observed=dict(index.observed),
+        read_errors=dict(index.read_errors),
+    )
+
+
+def chunk_entries(entries: list[RegistryEntry], jobs: int) -> list[list[int]]:
+    """Entry positions in ``jobs`` chunks; entries of one module stay together (one parse)."""
+    modules: dict[str, list[int]] = {}
+    for position, entry in enumerate(entries):
+        modules.setdefault(entry.module, []).append(position)
+    chunks: list[list[int]] = [[] for _ in range(jobs)]
+    for turn, positions in enumerate(modules.values()):
+        chunks[turn % jobs].extend(positions)
+    return [sorted(c) for c in chunks if c]
+
+
+def _index_chunk(positions: list[int]) -> Harvest:
+    scanner = _SCANNER
+    assert scanner is not None
+    for position in positions:
+        entry = _ENTRIES[position]
+        for platform in PLATFORMS:
+            for found in resolve_name(scanner.index, entry.module, entry.cls, platform):
+                if isinstance(found, ClassKey):
+                    scanner.hierarchies[platform].mro(found)
+    return _harvest(scanner.index)
+
+
+def _classify_chunk(positions: list[int]) -> tuple[list[tuple[int, Resolution]], list[tuple[int, Unresolved]], Harvest]:
+    scanner = _SCANNER
+    assert scanner is not None
+    resolutions: list[tuple[int, Resolution]] = []
+    unresolved: list[tuple[int, Unresolved]] = []
+    for position in positions:
+        found, missing = scanner.resolve([_ENTRIES[position]])
+        resolutions.extend((position, r) for r in found)
+        unresolved.extend((position, u) for u in missing)
+    return resolutions, unresolved, _harvest(scanner.index)
+
+
+def _fork_pool(scanner: Scanner, entries: list[RegistryEntry], workers: int) -> ProcessPoolExecutor:
+    """A pool whose workers fork (at the first submit) from the parent as it is now."""
+    global _SCANNER, _ENTRIES, _KNOWN
+    _SCANNER, _ENTRIES, _KNOWN = scanner, entries, frozenset(scanner.index.loaded())
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+
+
+def resolve_in_workers(scanner: Scanner, entries: list[RegistryEntry],
+                       jobs: int) -> tuple[list[Resolution], list[Unresolved]]:
+    """``scanner.resolve(entries)``, computed by ``jobs`` forked workers."""
+    global _SCANNER
+    chunks = chunk_entries(entries, jobs)
+    try:
+        # One indexing worker: it is done before the import is, and every more process
+        # slows the import down (forked pages are copied on the parent's writes, too).
+        with _fork_pool(scanner, entries, 1) as pool:
+            indexing = pool.submit(_index_chunk, list(range(len(entries))))
+            scanner.analyzers  # noqa: B018 -- import libcst while the worker parses
+            scanner.index.absorb(indexing.result())
+        with _fork_pool(scanner, entries, len(chunks)) as pool:
+            parts = list(pool.map(_classify_chunk, chunks))
+    finally:
+        _SCANNER = None
+    resolutions: dict[tuple, tuple[int, Resolution]] = {}
+    unresolved: list[tuple[int, Unresolved]] = []
+    for found, missing, harvest in parts:
+        for position, resolution in found:  # an entry listed twice is one resolution, as in one process
+            resolutions.setdefault((resolution.entry, resolution.key), (position, resolution))
+        unresolved.extend(missing)
+        scanner.index.absorb(harvest)
+    ordered = sorted(resolutions.values(), key=lambda pair: pair[0])  # stable: an entry's own order is kept
+    unresolved.sort(key=lambda pair: pair[0])
+    return [r for _, r in ordered], [u for _, u in unresolved]

@@ -1,0 +1,60 @@
+"""Worker processes never change a result: any job count, with or without the cache, errors included."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from conftest import run_cli
+from mtp_audit.fanout import chunk_entries
+from mtp_audit.model import RegistryEntry
+
+pytestmark = pytest.mark.integration
+
+
+def _scan(tree, *extra, env=None):
+    result = run_cli("scan", str(tree), "--format", "json", "--fail-on", "never", *extra, env=env)
+    return result.returncode, result.stdout, result.stderr
+
+
+def test_scan_is_identical_at_any_job_count_with_and_without_cache(vllm_release, tmp_path):
+    tree = vllm_release("0.34.0")
+    serial = _scan(tree, "--no-cache", "--jobs", "1")
+    assert serial[0] == 0, serial[2]
+    assert '"status": "missing_fixable"' in serial[1]
+    for jobs in ("2", "3", "0"):
+        assert _scan(tree, "--no-cache", "--jobs", jobs) == serial, f"--jobs {jobs}"
+    env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
+    assert _scan(tree, "--jobs", "2", env=env) == serial  # cold: workers fill the facts cache
+    shutil.rmtree(tmp_path / "cache" / "results")  # keep the facts, drop the whole-result cache
+    assert _scan(tree, "--jobs", "1", env=env) == serial  # facts written by workers, read serially
+    assert _scan(tree, "--jobs", "2", env=env) == serial  # warm: the result cache answers
+
+
+def test_fix_diff_is_identical_at_any_job_count(vllm_release):
+    tree = vllm_release("0.34.0")
+    diffs = [run_cli("fix", str(tree), "--all", "--diff", "--no-cache", "--quiet", "--jobs", jobs)
+             for jobs in ("1", "2")]
+    assert diffs[0].stdout.count("+    def get_top_tokens(") >= 40, diffs[0].stderr
+    assert [(d.returncode, d.stdout) for d in diffs[1:]] == [(diffs[0].returncode, diffs[0].stdout)]
+
+
+def test_an_error_met_by_a_worker_is_reported_as_without_workers(vllm_release, tmp_path):
+    tree = tmp_path / "vllm-tree"
+    shutil.copytree(vllm_release("0.34.0"), tree)
+    broken = tree / "vllm/model_executor/models/deepseek_mtp.py"
+    broken.write_text(broken.read_text() + "\nBROKEN = (\n")
+    serial = _scan(tree, "--no-cache", "--jobs", "1")
+    assert serial[0] == 2
+    assert "deepseek_mtp.py" in serial[2] and "syntax error" in serial[2]
+    assert _scan(tree, "--no-cache", "--jobs", "2") == serial
+
+
+def test_chunks_keep_a_module_together_and_cover_every_entry():
+    entries = [RegistryEntry(f"A{i}", f"m{i % 5}", f"C{i}", "r") for i in range(23)]
+    chunks = chunk_entries(entries, 3)
+    assert sorted(p for chunk in chunks for p in chunk) == list(range(23))
+    owners = {entries[p].module: n for n, chunk in enumerate(chunks) for p in chunk}
+    assert all(owners[entries[p].module] == n for n, chunk in enumerate(chunks) for p in chunk)
+    assert chunk_entries(entries[:2], 8) == [[0], [1]]
