@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from conftest import run_cli
+from conftest import FIXTURES, build_tree, run_cli
 from mtp_audit.fanout import chunk_entries
 from mtp_audit.model import RegistryEntry
 
@@ -58,3 +58,24 @@ def test_chunks_keep_a_module_together_and_cover_every_entry():
     owners = {entries[p].module: n for n, chunk in enumerate(chunks) for p in chunk}
     assert all(owners[entries[p].module] == n for n, chunk in enumerate(chunks) for p in chunk)
     assert chunk_entries(entries[:2], 8) == [[0], [1]]
+
+
+def test_an_inheritance_cycle_reads_the_same_at_any_job_count(tmp_path):
+    """A cycle is described from the class analysed, never from whichever was analysed first."""
+    tree = build_tree(FIXTURES / "scan" / "direct_head", tmp_path / "tree")
+    models = tree / "vllm/model_executor/models"
+    (models / "cycle_a.py").write_text("from .cycle_b import CycleB\n\n\nclass CycleA(CycleB):\n    pass\n")
+    (models / "cycle_b.py").write_text("from .cycle_a import CycleA\n\n\nclass CycleB(CycleA):\n    pass\n")
+    rows = ['    "CycleAModel": ("cycle_a", "CycleA"),', '    "CycleBModel": ("cycle_b", "CycleB"),']
+    for n in range(16):  # enough drafters for workers to be used
+        (models / f"toy{n}_mtp.py").write_text(
+            f"class Toy{n}MTP:\n    def compute_logits(self, hidden_states):\n"
+            "        return self.logits_processor(self.lm_head, hidden_states)\n")
+        rows.append(f'    "Toy{n}MTPModel": ("toy{n}_mtp", "Toy{n}MTP"),')
+    registry = models / "registry.py"
+    registry.write_text(registry.read_text().replace("_SPECULATIVE_DECODING_MODELS = {",
+                                                     "_SPECULATIVE_DECODING_MODELS = {\n" + "\n".join(rows), 1))
+    serial = _scan(tree, "--no-cache", "--jobs", "1")
+    assert serial[0] == 0, serial[2]
+    assert "inheritance cycle through CycleB" in serial[1] and "inheritance cycle through CycleA" in serial[1]
+    assert _scan(tree, "--no-cache", "--jobs", "2") == serial

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .. import __version__
 from .facts import ModuleFacts
-from .results import default_cache_dir
+from .results import CACHE_SCHEMA, default_cache_dir
 
 
 class FactsCache:
@@ -24,7 +24,7 @@ class FactsCache:
 
     def _path(self, data: bytes, module: str, is_package: bool) -> Path:
         digest = hashlib.sha256()
-        digest.update(f"{__version__}\0{module}\0{is_package}\0".encode())
+        digest.update(f"{__version__}\0{CACHE_SCHEMA}\0{module}\0{is_package}\0".encode())
         digest.update(data)
         key = digest.hexdigest()
         return self.directory / key[:2] / f"{key}.pickle"

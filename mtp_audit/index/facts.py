@@ -414,6 +414,8 @@ class _Interpreter:
                 else:
                     out.append(Target("unknown", dotted(node) or "expression"))
             return out
+        if isinstance(node, ast.Constant):
+            return [Target("unknown", repr(node.value)[:40])]
         return [Target("unknown", type(node).__name__)]
 
 

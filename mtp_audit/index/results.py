@@ -19,6 +19,11 @@ from pathlib import Path
 from .. import __version__
 from ..model import ScanResult, SourceTree
 
+# Bumped whenever a cached class changes shape, so entries of an older layout are never unpickled
+# into the new one (2: MethodFacts keeps the method's text, not libcst's printing).
+CACHE_SCHEMA = 2
+
+
 def default_cache_dir() -> Path:
     override = os.environ.get("MTP_AUDIT_CACHE_DIR")
     if override:
@@ -65,7 +70,7 @@ class ResultCache:
         self.directory = directory
 
     def _path(self, tree: SourceTree) -> Path:
-        key = digest(f"{__version__}\0{tree.root}".encode())
+        key = digest(f"{__version__}\0{CACHE_SCHEMA}\0{tree.root}".encode())
         return self.directory / "results" / f"{key}.pickle"
 
     def load(self, tree: SourceTree) -> ScanResult | None:

@@ -22,9 +22,12 @@ SPECULATIVE_CONFIG = Path("config/speculative.py")
 
 
 def _preorder(node: ast.AST, types: type | tuple[type, ...]) -> Iterator:
-    """Nodes of ``types`` under ``node`` in source order (``ast.walk`` is breadth-first)."""
+    """Nodes of ``types`` under ``node`` in source order (``ast.walk`` is breadth-first),
+    never inside f-strings (their literal pieces are not names)."""
     if isinstance(node, types):
         yield node
+    if isinstance(node, ast.JoinedStr):
+        return
     for child in ast.iter_child_nodes(node):
         yield from _preorder(child, types)
 

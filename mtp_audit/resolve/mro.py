@@ -15,6 +15,7 @@ from ..model import ClassKey
 from .names import External, Missing, resolve_expression
 
 MroItem = ClassKey | External
+CYCLE = "inheritance cycle through"
 
 
 @dataclass
@@ -67,7 +68,7 @@ class Hierarchy:
         if key in self._mro:
             return self._mro[key]
         if key in _stack:
-            return Mro([key], [f"inheritance cycle through {key.name}"])
+            return Mro([key], [f"{CYCLE} {key.name}"])
         bases, unresolved = self.bases(key)
         parents = []
         for base in bases:
@@ -78,7 +79,8 @@ class Hierarchy:
             else:
                 parents.append([base])
         result = Mro([key, *_c3([*parents, list(bases)])], unresolved)
-        self._mro[key] = result
+        if not any(u.startswith(CYCLE) for u in unresolved):  # a cycle reads differently from each class on it
+            self._mro[key] = result
         return result
 
     def find(self, mro: Mro, name: str, start: int = 0,
