@@ -19,7 +19,7 @@ import functools
 from dataclasses import dataclass, field
 
 from ..model import PLATFORMS
-from .platforms import evaluate, string_values
+from .platforms import evaluate, literal_string, string_values
 from .prefilter import WATCHED_METHODS, Reduced, physical_lines, reduce_source, whole
 
 
@@ -120,7 +120,11 @@ class _Source:
 
     def __init__(self, reduced: Reduced):
         self.reduced = reduced
-        self.lines = physical_lines(reduced.source)
+
+    @functools.cached_property
+    def lines(self) -> list[str]:
+        """Split only for modules whose classes have a watched method or a base to read."""
+        return physical_lines(self.reduced.source)
 
     def line(self, node: ast.stmt | ast.expr) -> int:
         return self.reduced.lines[node.lineno - 1]
@@ -266,8 +270,7 @@ def _registered_name(node: ast.stmt) -> str | None:
     call = node.value
     if dotted(call.func) not in ("self.register_buffer", "self.register_parameter") or not call.args:
         return None
-    first = call.args[0]
-    return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
+    return literal_string(call.args[0])
 
 
 def _init_attributes(init: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[str]]:
@@ -425,7 +428,7 @@ def _raise_reason(node: ast.Raise, text: _Source) -> str:
     if isinstance(exc, ast.Call):
         name = dotted(exc.func) or "an exception"
         arguments = [*exc.args, *(k.value for k in exc.keywords)]
-        message = next((a.value for a in arguments if isinstance(a, ast.Constant) and isinstance(a.value, str)), None)
+        message = next((text for a in arguments if (text := literal_string(a)) is not None), None)
         if message is None:
             strings = _strings(exc)
             message = " ".join(strings) if strings else None
@@ -483,11 +486,8 @@ def _return_value(value: ast.expr, local: _Interpreter, name: tuple[str, str]) -
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "getattr" \
             and len(value.args) >= 2:
         base, attr = value.args[0], value.args[1]
-        if isinstance(attr, ast.Name) and attr.id == name[0]:
-            attr_value = name[1]
-        elif isinstance(attr, ast.Constant) and isinstance(attr.value, str):
-            attr_value = attr.value
-        else:
+        attr_value = name[1] if isinstance(attr, ast.Name) and attr.id == name[0] else literal_string(attr)
+        if attr_value is None:
             return [Target("unknown", "getattr with a computed name")]
         return local.expression(ast.Attribute(value=base, attr=attr_value, ctx=ast.Load()))
     if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Dict):

@@ -34,6 +34,11 @@ def _platform_attribute(node: ast.expr) -> str | None:
     return None
 
 
+def literal_string(node: ast.AST | None) -> str | None:
+    """The value of a string literal, else None."""
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
 def string_values(node: ast.expr) -> list[str] | None:
     """The strings of a literal str, or of a tuple/list/set of them."""
     if isinstance(node, ast.Constant):

@@ -16,7 +16,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..index.platforms import string_values
+from ..index.platforms import literal_string, string_values
 
 SPECULATIVE_CONFIG = Path("config/speculative.py")
 
@@ -34,10 +34,6 @@ def _preorder(node: ast.AST, types: type | tuple[type, ...]) -> Iterator:
 
 def _is_model_type(node: ast.expr) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == "model_type"
-
-
-def _string(node: ast.AST | None) -> str | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
 def model_type_map(package_dir: Path) -> dict[str, list[str]]:
@@ -59,7 +55,7 @@ def model_type_map(package_dir: Path) -> dict[str, list[str]]:
             sources |= origins.get(name, set())
         for statement in node.body:
             for assign in _preorder(statement, ast.Assign):
-                renamed = _string(assign.value)
+                renamed = literal_string(assign.value)
                 if _is_model_type(assign.targets[0]) and renamed is not None:
                     origins.setdefault(renamed, set()).update(sources)
         for arch in _architectures(node.body):
@@ -76,7 +72,7 @@ def _tested_types(test: ast.expr) -> list[str]:
 
 
 def _strings_in(node: ast.AST) -> set[str]:
-    return {value for n in _preorder(node, ast.Constant) if (value := _string(n)) is not None}
+    return {value for n in _preorder(node, ast.Constant) if (value := literal_string(n)) is not None}
 
 
 def _architectures(body: list[ast.stmt]) -> set[str]:
@@ -85,7 +81,7 @@ def _architectures(body: list[ast.stmt]) -> set[str]:
     for statement in body:
         for literal in _preorder(statement, ast.Dict):
             for key, value in zip(literal.keys, literal.values):
-                if _string(key) == "architectures":
+                if literal_string(key) == "architectures":
                     found |= _strings_in(value)
         for assign in _preorder(statement, ast.Assign):
             target = assign.targets[0]

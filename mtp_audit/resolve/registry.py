@@ -7,6 +7,7 @@ import re
 
 from ..errors import UsageError
 from ..index.modules import ModuleIndex
+from ..index.platforms import literal_string
 from ..locate import REGISTRY
 from ..model import RegistryEntry
 
@@ -48,10 +49,6 @@ def read_registry(index: ModuleIndex) -> list[RegistryEntry]:
     return entries
 
 
-def _string(node: ast.expr | None) -> str | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
-
-
 def _entries(value: ast.expr, rel: str, name: str, strict: bool = True):
     if not isinstance(value, ast.Dict):
         if strict:
@@ -60,8 +57,8 @@ def _entries(value: ast.expr, rel: str, name: str, strict: bool = True):
     for key, item in zip(value.keys, value.values):
         if key is None:  # **other: entries we cannot see
             continue
-        pair = [_string(e) for e in item.elts] if isinstance(item, ast.Tuple) else []
-        arch = _string(key)
+        pair = [literal_string(e) for e in item.elts] if isinstance(item, ast.Tuple) else []
+        arch = literal_string(key)
         if arch is None or len(pair) != 2 or None in pair:
             if strict:
                 raise UsageError(f"{rel}: an entry of {name} is not a (module, class) string pair")
