@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 MIN_ENTRIES = 16
 
 _SCANNER: Scanner | None = None  # the parent's scanner, inherited by forked workers
+_TASK: Callable[[int], object] | None = None  # map_in_workers' function, inherited likewise
 _ENTRIES: list[RegistryEntry] = []
 _KNOWN: frozenset[str] = frozenset()  # modules the parent had read when it forked
 
@@ -136,3 +138,20 @@ def resolve_in_workers(scanner: Scanner, entries: list[RegistryEntry],
     ordered = sorted(resolutions.values(), key=lambda pair: pair[0])  # stable: an entry's own order is kept
     unresolved.sort(key=lambda pair: pair[0])
     return [r for _, r in ordered], [u for _, u in unresolved]
+
+
+def _run_task(position: int) -> object:
+    assert _TASK is not None
+    return _TASK(position)
+
+
+def map_in_workers(task: Callable[[int], object], count: int, jobs: int) -> list:
+    """``[task(i) for i in range(count)]`` in ``jobs`` forked workers, which inherit ``task``
+    and everything it reads; results come back in order and must pickle."""
+    global _TASK
+    _TASK = task
+    try:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            return list(pool.map(_run_task, range(count), chunksize=max(1, count // (4 * jobs))))
+    finally:
+        _TASK = None

@@ -136,21 +136,45 @@ def rewrite_file(path: str, source: str, facts: ModuleFacts, insertions: list[In
     return rewrite
 
 
+def _first_line(node: ast.stmt) -> int:
+    """0-based index of a statement's first line, decorators included."""
+    return min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))]) - 1
+
+
+def _anchor_piece(lines: list[str], node: ast.ClassDef) -> tuple[int, int, str]:
+    """The lines the transformer needs, and the header that makes them a class of their own.
+
+    The new method goes right after ``compute_logits`` (else after the last statement), so only
+    that statement is parsed, inside a stand-in class, through to where the next statement
+    begins: libcst re-emits those lines byte for byte, and a large class is not parsed and
+    regenerated whole. A one-line class body is given whole, for the transformer to refuse.
+    """
+    body = node.body
+    if body[0].lineno == node.lineno:
+        return _first_line(node), node.end_lineno or node.lineno, ""
+    anchor = next((i for i, s in enumerate(body) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   and s.name == "compute_logits"), len(body) - 1)
+    first = _first_line(body[anchor])
+    end = _first_line(body[anchor + 1]) if anchor + 1 < len(body) else node.end_lineno or node.lineno
+    newline = lines[first][len(lines[first].rstrip("\r\n")):] or "\n"
+    return first, end, "class _:" + newline
+
+
 def _by_class(source: str, lines: list[str], classes: dict, insertions: list[Insertion],
               mirrors: dict) -> tuple[str, list[str]]:
     out: list[str] = []
     position = 0
     inserted: list[str] = []
     for insertion in sorted(insertions, key=lambda i: i.target.line):
-        node = classes[(insertion.target.name, insertion.target.line)]
-        first = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
-        piece = cst.parse_module("".join(lines[first:node.end_lineno]))
-        statement = piece.body[-1]
-        transformer = InsertTopTokens({id(statement): mirrors[insertion.target]})
+        first, end, header = _anchor_piece(lines, classes[(insertion.target.name, insertion.target.line)])
+        piece = cst.parse_module(header + "".join(lines[first:end]))
+        transformer = InsertTopTokens({id(piece.body[-1]): mirrors[insertion.target]})
+        new_piece = piece.visit(transformer).code
+        assert new_piece.startswith(header)
         out.append("".join(lines[position:first]))
-        out.append(piece.visit(transformer).code)
-        inserted.extend(transformer.inserted)
-        position = node.end_lineno
+        out.append(new_piece[len(header):])
+        inserted.extend(insertion.target.name for _ in transformer.inserted)  # the stand-in is named _
+        position = end
     out.append("".join(lines[position:]))
     return "".join(out), inserted
 
