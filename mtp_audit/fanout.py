@@ -22,6 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .classify.memo import load_rules
 from .errors import UsageError
 from .model import PLATFORMS, ClassKey, RegistryEntry, Unresolved
 from .resolve.names import resolve_name
@@ -122,7 +123,7 @@ def resolve_in_workers(scanner: Scanner, entries: list[RegistryEntry],
         # slows the import down (forked pages are copied on the parent's writes, too).
         with _fork_pool(scanner, entries, 1) as pool:
             indexing = pool.submit(_index_chunk, list(range(len(entries))))
-            scanner.analyzers  # noqa: B018 -- import libcst while the worker parses
+            load_rules()  # import libcst while the worker parses
             scanner.index.absorb(indexing.result())
         with _fork_pool(scanner, entries, len(chunks)) as pool:
             parts = list(pool.map(_classify_chunk, chunks))

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from .classify import memo
+from .classify.analysis import Analysis, Analyzer
 from .errors import UsageError
 from .fanout import MIN_ENTRIES, resolve_in_workers
 from .index.cache import FactsCache
@@ -23,9 +24,6 @@ from .model import (
 from .resolve.mro import Hierarchy
 from .resolve.names import Missing, resolve_name
 from .resolve.registry import heuristic_entries, read_registry
-
-if TYPE_CHECKING:
-    from .classify.analysis import Analysis, Analyzer
 
 
 class PreLocalArgmaxRelease(UsageError):
@@ -46,16 +44,7 @@ class Scanner:
         self.tree = tree
         self.index = ModuleIndex(tree, cache)
         self.hierarchies = {p: Hierarchy(self.index, p) for p in PLATFORMS}
-        self._analyzers: dict[str, Analyzer] | None = None
-
-    @property
-    def analyzers(self) -> dict[str, Analyzer]:
-        """Classification imports libcst (half a second): only when first needed."""
-        if self._analyzers is None:
-            from .classify.analysis import Analyzer
-
-            self._analyzers = {p: Analyzer(h) for p, h in self.hierarchies.items()}
-        return self._analyzers
+        self.analyzers = {p: Analyzer(h) for p, h in self.hierarchies.items()}
 
     def entries(self) -> list[RegistryEntry]:
         if self.tree.is_vllm:
@@ -140,6 +129,7 @@ def scan(tree: SourceTree, cache: FactsCache | None = None,
 
     With ``jobs`` above 1 and enough drafters, forked workers do the work (see fanout).
     """
+    memo.use_store(cache.directory / "shapes" if cache is not None else None)
     scanner = Scanner(tree, cache)
     entries = scanner.entries()
     if jobs > 1 and len(entries) >= MIN_ENTRIES:

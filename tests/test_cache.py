@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -57,3 +61,20 @@ def test_result_cache_sees_a_new_module(tmp_path):
     second = scan_json(tree, env=env)
     assert not second["unresolved"]
     assert {r["arch"] for r in second["drafters"]} == {"ToyMTPModel", "LaterMTPModel"}
+
+
+@pytest.mark.parametrize("case", ["consistency", "delegation_cross_file", "manual_shapes"])
+def test_cached_classification_needs_no_libcst_and_changes_nothing(case, tmp_path):
+    """With facts and classification answers cached, a scan whose result is not cached
+    classifies without importing libcst, and says exactly what a scan without caches says."""
+    tree = build_tree(FIXTURES / "scan" / case, tmp_path / "tree")
+    env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
+    uncached = scan_json(tree, "--no-cache", env=env)
+    assert scan_json(tree, env=env) == uncached
+    assert (tmp_path / "cache" / "shapes").is_dir(), "no classification answer was stored"
+    shutil.rmtree(tmp_path / "cache" / "results")
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "mtp_audit", "scan", str(tree), "--format",
+                             "json"], capture_output=True, text=True, env={**os.environ, **env}, check=False)
+    assert result.returncode in (0, 1), result.stderr
+    assert json.loads(result.stdout) == uncached
+    assert "libcst" not in result.stderr

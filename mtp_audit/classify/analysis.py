@@ -9,20 +9,25 @@ before anything is written.
 
 from __future__ import annotations
 
-import builtins
-import functools
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import libcst as cst
-import libcst.matchers as m
-
-from ..cstwalk import nodes_of
 from ..index.facts import MethodFacts
 from ..model import ClassKey, Consistency, Status
 from ..resolve.mro import Hierarchy, MethodHit, Mro
 from ..resolve.names import resolve_expression
-from ..synthesize.mirror import MirrorError, mirror_code
-from .shapes import LogitsShape, TopTokensShape, analyze_compute_logits, analyze_get_top_tokens, normalize, parse_method
+from .memo import (
+    fingerprint,
+    logits_shape,
+    mirror_fingerprint,
+    mirror_text,
+    returns_plain_head,
+    self_contained,
+    top_tokens_shape,
+)
+
+if TYPE_CHECKING:
+    from .shape_types import LogitsShape, TopTokensShape
 
 Overlay = dict[ClassKey, dict[str, MethodFacts]]
 DIVERGENT_POST = {"mask", "d2t_scatter"}
@@ -47,32 +52,9 @@ class Analysis:
     insertions: list[Insertion] = field(default_factory=list)
 
 
-@functools.lru_cache(maxsize=4096)
-def logits_shape(code: str, line: int) -> LogitsShape:
-    return analyze_compute_logits(code, line)
-
-
-@functools.lru_cache(maxsize=4096)
-def top_tokens_shape(code: str, line: int) -> TopTokensShape:
-    return analyze_get_top_tokens(code, line)
-
-
-@functools.lru_cache(maxsize=4096)
-def fingerprint(code: str) -> str:
-    return normalize(code)
-
-
-@functools.lru_cache(maxsize=4096)
-def mirror_fingerprint(code: str) -> str | None:
-    try:
-        return normalize(mirror_code(code))
-    except MirrorError:
-        return None
-
-
 def synthetic_mirror(hit: MethodHit) -> MethodFacts:
     """The method a fix would write, as facts (for blast-radius checks)."""
-    return MethodFacts("get_top_tokens", hit.method.line, mirror_code(hit.method.code))
+    return MethodFacts("get_top_tokens", hit.method.line, mirror_text(hit.method.text))
 
 
 class Analyzer:
@@ -98,7 +80,7 @@ class Analyzer:
             placeholder = self.h.class_facts(key).init_raises
             note = f"; a placeholder: its {placeholder}" if placeholder else ""
             return Analysis(Status.NOT_APPLICABLE, f"no compute_logits in the MRO of {key.name}{note}{unresolved}")
-        shape = logits_shape(cl.method.code, cl.method.line)
+        shape = logits_shape(cl.method.text, cl.method.line)
         inherited = "" if cl.owner == key else f" (inherited from {self.where(cl)})"
         if shape.kind == "stub":
             return Analysis(Status.NOT_APPLICABLE, shape.reason + inherited, cl)
@@ -111,7 +93,7 @@ class Analyzer:
 
     def _placement(self, key: ClassKey, cl: MethodHit) -> ClassKey:
         """The drafter class itself when the mirror can live there, else the owner of compute_logits."""
-        if cl.owner == key or not _self_contained(cl.method.code):
+        if cl.owner == key or not self_contained(cl.method.text):
             return cl.owner
         return key
 
@@ -183,7 +165,7 @@ class Analyzer:
         if gtt is not None:
             consistency, why = self.consistency(key, mro, cl, gtt, overlay, depth)
             return Analysis(Status.SUPPORTED, why, cl, gtt, consistency=consistency)
-        shape = logits_shape(cl.method.code, cl.method.line)
+        shape = logits_shape(cl.method.text, cl.method.line)
         if shape.kind in ("stub", "manual"):
             status = Status.NOT_APPLICABLE if shape.kind == "stub" else Status.MISSING_MANUAL
             return Analysis(status, f"{shape.reason} in {self.where(cl)}", cl)
@@ -194,7 +176,7 @@ class Analyzer:
 
     def _delegate_chain(self, key: ClassKey, mro: Mro, cl: MethodHit, overlay: Overlay | None,
                         depth: int) -> list[ClassKey]:
-        shape = logits_shape(cl.method.code, cl.method.line)
+        shape = logits_shape(cl.method.text, cl.method.line)
         if shape.kind != "delegate" or depth > 8:
             return []
         target, _ = self._delegate_target(key, mro, cl, shape)
@@ -212,15 +194,15 @@ class Analyzer:
         """``entry``: the get_top_tokens callers reach, when ``gtt`` is what its super() reaches."""
         if cl is None:
             return Consistency.UNPROVEN, "no compute_logits to compare with"
-        cshape = logits_shape(cl.method.code, cl.method.line)
-        gshape = top_tokens_shape(gtt.method.code, gtt.method.line)
+        cshape = logits_shape(cl.method.text, cl.method.line)
+        gshape = top_tokens_shape(gtt.method.text, gtt.method.line)
         missing = [] if entry else _unaccepted(cshape, gshape)
         if missing:
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)} takes {', '.join(missing)}; "
                 f"get_top_tokens of {self.where(gtt)} does not accept it")
-        mirrored = mirror_fingerprint(cl.method.code)
-        same = mirrored is not None and mirrored == fingerprint(gtt.method.code)
+        mirrored = mirror_fingerprint(cl.method.text)
+        same = mirrored is not None and mirrored == fingerprint(gtt.method.text)
         if same and cshape.kind == "head":
             return Consistency.MIRROR, f"mirror of compute_logits of {self.where(cl)}"
         if same and cshape.kind in ("delegate", "super"):
@@ -238,7 +220,8 @@ class Analyzer:
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)}: {cshape.reason}; "
                 f"get_top_tokens of {self.where(gtt)} ignores it")
-        if cshape.kind == "head" and cshape.pre_transform and _plain_head(gtt, gshape):
+        if cshape.kind == "head" and cshape.pre_transform and bool(gshape.params) \
+                and returns_plain_head(gtt.method.text, gshape.params[0].name):
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)} transforms the hidden states before the head "
                 f"({cshape.hidden}); get_top_tokens of {self.where(gtt)} does not")
@@ -295,45 +278,3 @@ def _unaccepted(cshape: LogitsShape, gshape: TopTokensShape) -> list[str]:
         return []
     accepted = {p.name for p in gshape.params}
     return [p.name for p in cshape.params if p.kind not in ("star", "starstar") and p.name not in accepted]
-
-
-def _plain_head(gtt: MethodHit, gshape: TopTokensShape) -> bool:
-    """get_top_tokens ends in ``return ....get_top_tokens(HEAD, <its first parameter>)``,
-    with that parameter never reassigned: the hidden states reach the head untransformed."""
-    if not gshape.params:
-        return False
-    hidden = gshape.params[0].name
-    _, func = parse_method(gtt.method.code)
-    body = list(func.body.body)
-    call = m.Call(func=m.Attribute(attr=m.Name("get_top_tokens")), args=[m.Arg(), m.Arg(value=m.Name(hidden))])
-    if not body or not m.matches(body[-1], m.SimpleStatementLine(body=[m.Return(value=call)])):
-        return False
-    reassigned = m.AssignTarget(target=m.Name(hidden)) | m.AugAssign(target=m.Name(hidden))
-    return not any(m.matches(n, reassigned) for n in nodes_of(func.body, (cst.AssignTarget, cst.AugAssign)))
-
-
-_BUILTINS = frozenset(vars(builtins))
-
-
-@functools.lru_cache(maxsize=4096)
-def _self_contained(code: str) -> bool:
-    """True when a method uses only self, its parameters, its locals, builtins and ``torch``."""
-    _, func = parse_method(code)
-    nodes = nodes_of(func, (cst.Name, cst.Attribute, cst.Arg, cst.AssignTarget, cst.Call, cst.Param))
-    if any(isinstance(n, cst.Call) and m.matches(n.func, m.Name("super")) for n in nodes):
-        return False
-    known = {"self", "torch"} | _BUILTINS
-    known |= {n.name.value for n in nodes if isinstance(n, cst.Param)}
-    known |= {n.target.value for n in nodes if isinstance(n, cst.AssignTarget) and isinstance(n.target, cst.Name)}
-    not_free = {id(n.attr) for n in nodes if isinstance(n, cst.Attribute)}
-    not_free |= {id(n.keyword) for n in nodes if isinstance(n, cst.Arg) and n.keyword is not None}
-    not_free |= {id(n.name) for n in nodes if isinstance(n, cst.Param)}
-    not_free |= _annotation_names(func)
-    return all(n.value in known or id(n) in not_free for n in nodes if isinstance(n, cst.Name) and n is not func.name)
-
-
-def _annotation_names(func: cst.FunctionDef) -> set[int]:
-    """Names in annotations are never evaluated by the mirror's body."""
-    annotations = [p.annotation for p in nodes_of(func.params, cst.Param) if p.annotation] + (
-        [func.returns] if func.returns else [])
-    return {id(n) for a in annotations for n in nodes_of(a, cst.Name)}

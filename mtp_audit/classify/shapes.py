@@ -9,15 +9,16 @@ mechanical mirror candidate.
 from __future__ import annotations
 
 import ast
+import builtins
 import functools
 import textwrap
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
 
 from ..cstwalk import nodes_of
+from .shape_types import LogitsShape, Param, TopTokensShape
 
 SELF = m.Name("self")
 HEAD_CALL = m.Call(func=m.Attribute(value=SELF, attr=m.Name("logits_processor")))
@@ -41,37 +42,6 @@ BY_HAND = m.Call(
 RETURN_NAME = m.SimpleStatementLine(body=[m.Return(value=m.Name())])
 # get_top_tokens keeps these argument names of the head call.
 TOP_TOKENS_KEYWORDS = {"lm_head", "hidden_states", "embedding_bias"}
-
-
-@dataclass
-class Param:
-    name: str
-    default: str | None
-    kind: str  # "posonly", "pos", "star", "kwonly", "starstar"
-
-
-@dataclass
-class LogitsShape:
-    """What ``compute_logits`` does, as far as the mirror rule cares."""
-
-    kind: str  # "head", "delegate", "super", "stub" or "manual"
-    rule: str
-    reason: str
-    line: int | None
-    params: list[Param]
-    head: str | None = None  # code of the lm_head argument
-    hidden: str | None = None  # code of the hidden-states argument
-    delegate_attr: str | None = None
-    post: str | None = None  # "d2t_scatter", "mask", "softcap", "other" after the head
-    pre_transform: bool = False  # hidden states change before reaching the head
-    extra_args: bool = False  # the head call passes more than (head, hidden states), e.g. a bias
-
-
-@dataclass
-class TopTokensShape:
-    kind: str  # "local_argmax_mixin", "super", "delegate" or "other"
-    params: list[Param]
-    delegate_attr: str | None = None
 
 
 # Sub-statement nodes the rules look at, with their CPython ast counterparts.
@@ -421,3 +391,41 @@ def normalize(code: str) -> str:
     func.returns = None
     func.decorator_list = []
     return ast.dump(func, include_attributes=False)
+
+
+def returns_plain_head(code: str, hidden: str) -> bool:
+    """A get_top_tokens that ends in ``return ....get_top_tokens(HEAD, <hidden>)``, with ``hidden``
+    (its first parameter) never reassigned: the hidden states reach the head untransformed."""
+    _, func = parse_method(code)
+    body = list(func.body.body)
+    call = m.Call(func=m.Attribute(attr=m.Name("get_top_tokens")), args=[m.Arg(), m.Arg(value=m.Name(hidden))])
+    if not body or not m.matches(body[-1], m.SimpleStatementLine(body=[m.Return(value=call)])):
+        return False
+    reassigned = m.AssignTarget(target=m.Name(hidden)) | m.AugAssign(target=m.Name(hidden))
+    return not any(m.matches(n, reassigned) for n in nodes_of(func.body, (cst.AssignTarget, cst.AugAssign)))
+
+
+_BUILTINS = frozenset(vars(builtins))
+
+
+def self_contained(code: str) -> bool:
+    """True when a method uses only self, its parameters, its locals, builtins and ``torch``."""
+    _, func = parse_method(code)
+    nodes = nodes_of(func, (cst.Name, cst.Attribute, cst.Arg, cst.AssignTarget, cst.Call, cst.Param))
+    if any(isinstance(n, cst.Call) and m.matches(n.func, m.Name("super")) for n in nodes):
+        return False
+    known = {"self", "torch"} | _BUILTINS
+    known |= {n.name.value for n in nodes if isinstance(n, cst.Param)}
+    known |= {n.target.value for n in nodes if isinstance(n, cst.AssignTarget) and isinstance(n.target, cst.Name)}
+    not_free = {id(n.attr) for n in nodes if isinstance(n, cst.Attribute)}
+    not_free |= {id(n.keyword) for n in nodes if isinstance(n, cst.Arg) and n.keyword is not None}
+    not_free |= {id(n.name) for n in nodes if isinstance(n, cst.Param)}
+    not_free |= _annotation_names(func)
+    return all(n.value in known or id(n) in not_free for n in nodes if isinstance(n, cst.Name) and n is not func.name)
+
+
+def _annotation_names(func: cst.FunctionDef) -> set[int]:
+    """Names in annotations are never evaluated by the mirror's body."""
+    annotations = [p.annotation for p in nodes_of(func.params, cst.Param) if p.annotation] + (
+        [func.returns] if func.returns else [])
+    return {id(n) for a in annotations for n in nodes_of(a, cst.Name)}

@@ -30,24 +30,35 @@ class FactsCache:
         return self.directory / key[:2] / f"{key}.pickle"
 
     def load(self, data: bytes, module: str, is_package: bool, rel: str) -> ModuleFacts | None:
-        path = self._path(data, module, is_package)
-        try:
-            with path.open("rb") as handle:
-                facts = pickle.load(handle)
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError):
-            return None  # absent, torn or from another layout: read the file again
+        facts = load_entry(self._path(data, module, is_package))
         if not isinstance(facts, ModuleFacts):
             return None
         facts.path = rel  # the same content may live at another path
         return facts
 
     def store(self, data: bytes, facts: ModuleFacts) -> None:
-        path = self._path(data, facts.module, facts.is_package)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-            with os.fdopen(fd, "wb") as handle:
-                pickle.dump(facts, handle, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
-        except OSError:
-            pass  # a read-only cache dir only costs speed
+        store_entry(self._path(data, facts.module, facts.is_package), facts)
+
+
+MISSING = object()
+
+
+def load_entry(path: Path) -> object:
+    """The object pickled at ``path``; ``MISSING`` when absent, torn or of another layout."""
+    try:
+        with path.open("rb") as handle:
+            return pickle.load(handle)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError):
+        return MISSING
+
+
+def store_entry(path: Path, value: object) -> None:
+    """Pickle ``value`` at ``path`` atomically; a read-only cache dir only costs speed."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as handle:
+            pickle.dump(value, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except OSError:
+        pass

@@ -46,11 +46,11 @@ class MethodFacts:
     @property
     def code(self) -> str:
         """The ``def`` at column 0, as libcst prints it."""
-        return _as_libcst_prints(self.text)
+        return libcst_code(self.text)
 
 
 @functools.cache
-def _as_libcst_prints(text: str) -> str:
+def libcst_code(text: str) -> str:
     """Parse one method's text with libcst (imported here: scans that classify nothing never pay for it)."""
     import libcst as cst
 

@@ -1,0 +1,120 @@
+"""Classification answers by method text, kept across runs in the user cache.
+
+Each rule reads one method's text (``MethodFacts.text``) and nothing else, so
+its answer is a pure function of that text (and the line it starts on, which
+messages quote).
+Stored beside the facts cache, keyed by tool version and cache schema, one
+small pickle per answer: a scan whose facts are cached then classifies
+without parsing, or even importing, libcst. The rules themselves live in
+``shapes`` and ``synthesize.mirror``, imported on the first miss.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from .. import __version__
+from ..index.cache import MISSING, load_entry, store_entry
+from ..index.facts import libcst_code
+from ..index.results import CACHE_SCHEMA
+
+if TYPE_CHECKING:
+    from .shape_types import LogitsShape, TopTokensShape
+
+_store: Path | None = None  # None: answers are memoised in this process only
+Rule = TypeVar("Rule", bound=Callable)
+
+
+def use_store(directory: Path | None) -> None:
+    """Keep answers in ``directory`` from now on (None: in this process only)."""
+    global _store
+    _store = directory
+
+
+def load_rules() -> None:
+    """Import the rules (libcst) now, e.g. while forked workers parse."""
+    from ..synthesize import mirror  # noqa: F401
+    from . import shapes  # noqa: F401
+
+
+def _path(name: str, args: tuple) -> Path:
+    assert _store is not None
+    key = hashlib.sha256(repr((__version__, CACHE_SCHEMA, name, args)).encode()).hexdigest()
+    return _store / key[:2] / f"{key}.pickle"
+
+
+def _stored(rule: Rule) -> Rule:
+    """Memoise ``rule`` in this process and, when a store is set, on disk."""
+
+    @functools.lru_cache(maxsize=4096)
+    @functools.wraps(rule)
+    def answer(*args):
+        path = _path(rule.__name__, args) if _store is not None else None
+        if path is not None:
+            value = load_entry(path)
+            if value is not MISSING:
+                return value
+        value = rule(*args)
+        if path is not None:
+            store_entry(path, value)
+        return value
+
+    return answer  # type: ignore[return-value]
+
+
+@_stored
+def logits_shape(text: str, line: int) -> LogitsShape:
+    from .shapes import analyze_compute_logits
+
+    return analyze_compute_logits(libcst_code(text), line)
+
+
+@_stored
+def top_tokens_shape(text: str, line: int) -> TopTokensShape:
+    from .shapes import analyze_get_top_tokens
+
+    return analyze_get_top_tokens(libcst_code(text), line)
+
+
+@_stored
+def fingerprint(text: str) -> str:
+    from .shapes import normalize
+
+    return normalize(libcst_code(text))
+
+
+@_stored
+def mirror_text(text: str) -> str:
+    """The mirror a fix would write, unformatted; raises MirrorError when there is none."""
+    from ..synthesize.mirror import mirror_code
+
+    return mirror_code(libcst_code(text))
+
+
+@_stored
+def mirror_fingerprint(text: str) -> str | None:
+    from ..synthesize.mirror import MirrorError, mirror_code
+    from .shapes import normalize
+
+    try:
+        return normalize(mirror_code(libcst_code(text)))
+    except MirrorError:
+        return None
+
+
+@_stored
+def self_contained(text: str) -> bool:
+    from .shapes import self_contained as rule
+
+    return rule(libcst_code(text))
+
+
+@_stored
+def returns_plain_head(text: str, hidden: str) -> bool:
+    from .shapes import returns_plain_head as rule
+
+    return rule(libcst_code(text), hidden)
