@@ -19,10 +19,12 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider
 
 from ..classify.analysis import Insertion
+from ..classify.memo import mirror_text
+from ..classify.shapes import parse_method
 from ..cstwalk import nodes_of
 from ..index.facts import ModuleFacts
 from ..index.prefilter import physical_lines
-from ..synthesize.mirror import format_methods, mirror_method
+from ..synthesize.mirror import format_methods
 
 
 class UnsafeRewrite(Exception):
@@ -100,7 +102,7 @@ def mirror_requests(source: str, insertions: list[Insertion]) -> list[tuple[cst.
     lines = physical_lines(source)
     requests = []
     for insertion in insertions:
-        method = mirror_method(insertion.source.method.code)
+        _, method = parse_method(mirror_text(insertion.source.method.text))  # the cached mirror, as a node
         requests.append((method, _class_depth(lines[insertion.target.line - 1])))
     return requests
 

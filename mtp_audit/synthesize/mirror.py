@@ -81,16 +81,10 @@ def mirror_function(compute_logits: cst.FunctionDef) -> cst.FunctionDef:
 
 
 @functools.lru_cache(maxsize=4096)
-def mirror_method(compute_logits_code: str) -> cst.FunctionDef:
-    """Mirror of a stand-alone ``def compute_logits`` source, unformatted (nodes are immutable: shared)."""
-    _, func = parse_method(compute_logits_code)
-    return mirror_function(func)
-
-
-@functools.lru_cache(maxsize=4096)
 def mirror_code(compute_logits_code: str) -> str:
     """Mirror of a stand-alone ``def compute_logits`` source, unformatted, as text."""
-    return cst.Module(body=[mirror_method(compute_logits_code)]).code
+    _, func = parse_method(compute_logits_code)
+    return cst.Module(body=[mirror_function(func)]).code
 
 
 @functools.cache
