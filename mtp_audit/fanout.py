@@ -7,6 +7,10 @@ classification.
 Round two (classify) is forked after that import, so its workers inherit
 libcst and every fact read so far; each classifies its chunk.
 
+``fix`` uses a WarmWorker instead: forked first, it imports libcst while
+the parent scans and plans from the caches, then rewrites the files in forks
+of itself.
+
 Workers compute exactly what the serial scan computes, from the same bytes,
 and the parent puts their answers back in registry order, so the result is
 the same at any job count (tests/test_fanout.py checks it). Needs ``fork``
@@ -17,10 +21,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from .classify.memo import load_rules
 from .errors import UsageError
@@ -32,11 +37,13 @@ if TYPE_CHECKING:
     from .index.modules import ModuleIndex
     from .scan import Resolution, Scanner
 
+T = TypeVar("T")
+R = TypeVar("R")
+
 # Fewer drafters than this and forking costs more than it saves (plugin dirs, fixtures).
 MIN_ENTRIES = 16
 
 _SCANNER: Scanner | None = None  # the parent's scanner, inherited by forked workers
-_TASK: Callable[[int], object] | None = None  # map_in_workers' function, inherited likewise
 _ENTRIES: list[RegistryEntry] = []
 _KNOWN: frozenset[str] = frozenset()  # modules the parent had read when it forked
 
@@ -141,18 +148,68 @@ def resolve_in_workers(scanner: Scanner, entries: list[RegistryEntry],
     return [r for _, r in ordered], [u for _, u in unresolved]
 
 
-def _run_task(position: int) -> object:
-    assert _TASK is not None
-    return _TASK(position)
+class WarmWorker:
+    """A forked process that runs ``warm_up`` (an import) now, while the caller goes on, and
+    later maps a task over chunks in ``jobs`` forks of itself, which inherit what it imported.
+
+    Tasks and chunks are pickled: the worker inherits nothing the caller computes after the
+    fork. One warm process, not ``jobs``: on few CPUs, several importing at once would slow
+    the caller's own work down more than they save.
+    """
+
+    def __init__(self, jobs: int, warm_up: Callable[[], None]):
+        context = multiprocessing.get_context("fork")
+        self._connection, theirs = context.Pipe()
+        # Not a daemon: daemons may not fork; close() (warm_worker's exit) always stops it.
+        self._process = context.Process(target=_serve, args=(theirs, jobs, warm_up))
+        self._process.start()
+        theirs.close()
+        self._used = False
+
+    def map(self, task: Callable[[T], R], chunks: list[T]) -> list[R]:
+        """``[task(c) for c in chunks]``, computed in the worker's forks; their exceptions are raised here."""
+        self._used = True
+        self._connection.send((task, chunks))
+        failed, value = self._connection.recv()
+        if failed:
+            raise value
+        return value
+
+    def close(self) -> None:
+        """Stop the worker; one that was never given work is not waited for."""
+        if self._used:
+            self._connection.send(None)
+            self._process.join()
+        else:
+            self._process.terminate()
+            self._process.join()
+        self._connection.close()
 
 
-def map_in_workers(task: Callable[[int], object], count: int, jobs: int) -> list:
-    """``[task(i) for i in range(count)]`` in ``jobs`` forked workers, which inherit ``task``
-    and everything it reads; results come back in order and must pickle."""
-    global _TASK
-    _TASK = task
+def _serve(connection, jobs: int, warm_up: Callable[[], None]) -> None:
+    warm_up()
+    while (request := connection.recv()) is not None:
+        task, chunks = request
+        try:
+            with ProcessPoolExecutor(min(jobs, len(chunks)) or 1,
+                                     mp_context=multiprocessing.get_context("fork")) as pool:
+                reply = (False, list(pool.map(task, chunks)))
+        except Exception as error:  # sent back to be raised in the caller
+            reply = (True, error)
+        try:
+            connection.send(reply)
+        except Exception as error:  # e.g. an exception that does not pickle
+            connection.send((True, RuntimeError(f"{type(error).__name__}: {error}")))
+
+
+@contextmanager
+def warm_worker(jobs: int, warm_up: Callable[[], None]) -> Iterator[WarmWorker | None]:
+    """A WarmWorker for ``jobs`` above one, else None; closed on the way out."""
+    if jobs <= 1:
+        yield None
+        return
+    worker = WarmWorker(jobs, warm_up)
     try:
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-            return list(pool.map(_run_task, range(count), chunksize=max(1, count // (4 * jobs))))
+        yield worker
     finally:
-        _TASK = None
+        worker.close()

@@ -1,19 +1,26 @@
-"""The fix pipeline: scan -> select -> plan (blast radius) -> synthesize -> check -> write."""
+"""The fix pipeline: scan -> select -> plan (blast radius) -> synthesize -> check -> write.
+
+Only synthesis and insertion need libcst (0.6 s to import), and with cached
+facts the scan and the plan need none: with ``jobs`` above one, the workers
+that rewrite are forked first and import libcst while this process scans
+and plans.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .apply.changes import FileJob, Rewrite, UnsafeRewrite
 from .apply.plan import Plan, make_plan
-from .apply.rewrite import Rewrite, UnsafeRewrite, mirror_requests, rewrite_file
 from .apply.write import write_all
+from .classify import memo
 from .classify.analysis import Insertion
-from .fanout import map_in_workers
+from .fanout import WarmWorker, warm_worker
 from .index.cache import FactsCache
+from .index.facts import ModuleFacts
 from .model import SourceTree, Status
 from .scan import Scanner, scan
 from .select import select
-from .synthesize.mirror import format_methods
 
 
 @dataclass
@@ -28,30 +35,58 @@ def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
              jobs: int = 1) -> FixResult:
     """``jobs`` workers rewrite the files; the scan stays in this process, whose analyses the
     blast-radius check reuses."""
-    result, scanner, resolutions = scan(tree, cache)
-    if sweep_all:
-        records = [r for r in result.records if r.status == Status.MISSING_FIXABLE]
-    else:
-        records = select(result.records, models or [], single_module=True, model_types=model_types)
-    plan = make_plan(scanner, resolutions, records)
-    while True:
-        rewrites, failures = _rewrites(scanner, plan.insertions, jobs)
-        if not failures:
-            return FixResult(tree, plan, rewrites)
-        for outcome in plan.outcomes:  # a drafter is fixed whole or not at all
-            failed = [failures[i.target] for i in outcome.insertions if i.target in failures]
-            if outcome.action == "fix" and failed:
-                outcome.action, outcome.reason = "refused", failed[0]
-        kept = {i.target for o in plan.outcomes if o.action == "fix" for i in o.insertions}
-        plan.insertions = [i for i in plan.insertions if i.target in kept]
+    memo.use_cache(cache)  # before forking: the workers read cached mirrors too
+    with warm_worker(jobs, _load_rewriter) as worker:
+        result, scanner, resolutions = scan(tree, cache)
+        if sweep_all:
+            records = [r for r in result.records if r.status == Status.MISSING_FIXABLE]
+        else:
+            records = select(result.records, models or [], single_module=True, model_types=model_types)
+        plan = make_plan(scanner, resolutions, records)
+        while True:
+            rewrites, failures = _rewrites(scanner, plan.insertions, worker, jobs)
+            if not failures:
+                return FixResult(tree, plan, rewrites)
+            for outcome in plan.outcomes:  # a drafter is fixed whole or not at all
+                failed = [failures[i.target] for i in outcome.insertions if i.target in failures]
+                if outcome.action == "fix" and failed:
+                    outcome.action, outcome.reason = "refused", failed[0]
+            kept = {i.target for o in plan.outcomes if o.action == "fix" for i in o.insertions}
+            plan.insertions = [i for i in plan.insertions if i.target in kept]
 
 
-# Fewer files than this and forking costs more than it saves.
-MIN_FILES_FOR_WORKERS = 4
+def _load_rewriter() -> None:
+    from .apply import rewrite  # noqa: F401
 
 
-def _rewrites(scanner: Scanner, insertions: list[Insertion], jobs: int) -> tuple[list[Rewrite], dict]:
-    """Rewrite every touched file; all new methods are formatted in one ruff run."""
+def _rewrite_chunk(jobs: list[FileJob]) -> list[Rewrite | UnsafeRewrite]:
+    from .apply.rewrite import rewrite_files
+
+    return rewrite_files(jobs)
+
+
+def _binds_torch(facts: ModuleFacts) -> bool:
+    """``torch`` bound at run time on every platform (an import under TYPE_CHECKING is not)."""
+    return all(
+        any(t.kind == "module" and t.a == "torch" for t in names.get("torch", []))
+        for platform, names in facts.bindings.items()
+        if platform not in facts.import_errors
+    )
+
+
+def _chunks(jobs: list[FileJob], count: int) -> list[list[FileJob]]:
+    """``count`` chunks of about equal bytes (largest file first to the lightest chunk)."""
+    chunks: list[list[FileJob]] = [[] for _ in range(count)]
+    sizes = [0] * count
+    for job in sorted(jobs, key=lambda j: -len(j.source)):
+        lightest = sizes.index(min(sizes))
+        chunks[lightest].append(job)
+        sizes[lightest] += len(job.source)
+    return [chunk for chunk in chunks if chunk]
+
+
+def _rewrites(scanner: Scanner, insertions: list[Insertion], worker: WarmWorker | None, jobs: int) -> tuple[list[Rewrite], dict]:
+    """Rewrite every touched file, in the worker's forks when there is one (one ruff run per chunk)."""
     by_module: dict[str, list[Insertion]] = {}
     for insertion in insertions:
         by_module.setdefault(insertion.target.module, []).append(insertion)
@@ -60,26 +95,20 @@ def _rewrites(scanner: Scanner, insertions: list[Insertion], jobs: int) -> tuple
         facts = scanner.index.facts(module)
         assert facts is not None
         source = (scanner.tree.root / facts.path).read_bytes().decode("utf-8")
-        files.append((facts, source, group, mirror_requests(source, group)))
-    formatted = iter(format_methods([request for *_, requests in files for request in requests]))
-    planned_files = [(facts, source, group, [next(formatted) for _ in requests])
-                    for facts, source, group, requests in files]
-
-    def rewrite(position: int) -> Rewrite | UnsafeRewrite:
-        facts, source, group, methods = planned_files[position]
-        try:
-            return rewrite_file(facts.path, source, facts, group, methods)
-        except UnsafeRewrite as error:
-            return error
-
-    if jobs > 1 and len(files) >= MIN_FILES_FOR_WORKERS:
-        outcomes = map_in_workers(rewrite, len(files), jobs)
+        files.append(FileJob(facts.path, source, group, _binds_torch(facts)))
+    if not files:
+        return [], {}
+    if worker is None:
+        outcomes = {job.path: outcome for job, outcome in zip(files, _rewrite_chunk(files))}
     else:
-        outcomes = [rewrite(position) for position in range(len(files))]
+        chunks = _chunks(files, jobs)
+        outcomes = {job.path: outcome for chunk, done in zip(chunks, worker.map(_rewrite_chunk, chunks))
+                    for job, outcome in zip(chunk, done)}
     rewrites, failures = [], {}
-    for (_, _, group, _), outcome in zip(planned_files, outcomes):
+    for job in files:
+        outcome = outcomes[job.path]
         if isinstance(outcome, UnsafeRewrite):
-            failures.update({i.target: f"unsafe rewrite refused: {outcome}" for i in group})
+            failures.update({i.target: f"unsafe rewrite refused: {outcome}" for i in job.insertions})
         else:
             rewrites.append(outcome)
     return rewrites, failures

@@ -129,7 +129,7 @@ def scan(tree: SourceTree, cache: FactsCache | None = None,
 
     With ``jobs`` above 1 and enough drafters, forked workers do the work (see fanout).
     """
-    memo.use_store(cache.directory / "shapes" if cache is not None else None)
+    memo.use_cache(cache)
     scanner = Scanner(tree, cache)
     entries = scanner.entries()
     if jobs > 1 and len(entries) >= MIN_ENTRIES:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
+import time
 
 import pytest
 
 from conftest import FIXTURES, build_tree, run_cli
-from mtp_audit.fanout import chunk_entries
+from mtp_audit.fanout import WarmWorker, chunk_entries, warm_worker
 from mtp_audit.model import RegistryEntry
 
 pytestmark = pytest.mark.integration
@@ -79,3 +83,56 @@ def test_an_inheritance_cycle_reads_the_same_at_any_job_count(tmp_path):
     assert serial[0] == 0, serial[2]
     assert "inheritance cycle through CycleB" in serial[1] and "inheritance cycle through CycleA" in serial[1]
     assert _scan(tree, "--no-cache", "--jobs", "2") == serial
+
+
+def _square(n: int) -> int:
+    return n * n
+
+
+def _fail(n: int) -> int:
+    raise ValueError(f"task {n} failed")
+
+
+def _slow_warm_up() -> None:
+    time.sleep(120)
+
+
+def test_a_warm_worker_returns_results_in_order_and_raises_task_errors():
+    with warm_worker(2, lambda: None) as worker:
+        assert isinstance(worker, WarmWorker)
+        assert worker.map(_square, list(range(7))) == [n * n for n in range(7)]
+        with pytest.raises(ValueError, match="task 1 failed"):
+            worker.map(_fail, [1])
+        assert worker.map(_square, [3]) == [9]  # still serving after a failed task
+    with warm_worker(1, lambda: None) as worker:
+        assert worker is None  # one job: the caller does the work itself
+
+
+def test_a_warm_worker_given_no_work_is_stopped_not_waited_for():
+    start = time.monotonic()
+    with warm_worker(2, _slow_warm_up):
+        pass
+    assert time.monotonic() - start < 60  # not the warm-up's 120 s
+
+
+def test_fix_from_cached_analyses_leaves_libcst_to_the_workers(vllm_release, tmp_path):
+    """The parent scans and plans from the caches; only the forked rewriter imports libcst."""
+    tree = vllm_release("0.34.0")
+    env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
+    first = run_cli("fix", str(tree), "--all", "--diff", "--quiet", "--jobs", "2", env=env)
+    assert first.stdout.count("+    def get_top_tokens(") >= 40, first.stderr
+    probe = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from mtp_audit.apply.write import unified_diff\n"
+        "from mtp_audit.fix import plan_fix\n"
+        "from mtp_audit.index.cache import FactsCache\n"
+        "from mtp_audit.locate import locate\n"
+        "result = plan_fix(locate(Path(sys.argv[1])), None, True, FactsCache(), None, 2)\n"
+        "sys.stdout.write(''.join(unified_diff(r) for r in result.rewrites))\n"
+        "print('libcst' in sys.modules)\n"
+    )
+    second = subprocess.run([sys.executable, "-c", probe, str(tree)], capture_output=True, text=True,
+                            env={**os.environ, **env}, check=False)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == first.stdout + "False\n"

@@ -53,7 +53,7 @@ def test_fix_output_is_old_plus_method_and_idempotent(case: Case):
     [cls] = facts.classes
     method = cls.methods["compute_logits"]
     key = ClassKey("pkg.drafter", "Drafter", cls.line)
-    rewrite = rewrite_file("pkg/drafter.py", source, facts, [Insertion(key, MethodHit(key, method, 0))])
+    rewrite = rewrite_file("pkg/drafter.py", source, [Insertion(key, MethodHit(key, method, 0))], binds_torch=True)
     ast.parse(rewrite.new)  # check_rewrite already proved old + exactly the method
     new_facts = extract_facts(rewrite.new, "pkg.drafter", "pkg/drafter.py", False)
     [new_cls] = new_facts.classes

@@ -10,36 +10,16 @@ insertions only, in the spirit of Black's safety checks.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 
 import libcst as cst
-import libcst.matchers as m
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider
 
 from ..classify.analysis import Insertion
 from ..classify.memo import mirror_text
-from ..classify.shapes import parse_method
-from ..cstwalk import nodes_of
-from ..index.facts import ModuleFacts
+from ..cstnodes import nodes_of, parse_method
 from ..index.prefilter import physical_lines
-from ..synthesize.mirror import format_methods
-
-
-class UnsafeRewrite(Exception):
-    """The rewritten file is not the old file plus the new methods; nothing is written."""
-
-
-@dataclass
-class Rewrite:
-    path: str
-    old: str
-    new: str
-    classes: list[str]  # classes that received get_top_tokens
-    added_import: bool
-    targets: list[tuple[str, int]]  # (name, line in the old file) of the planned classes
-
+from ..synthesize.layout import format_methods
+from .changes import FileJob, Rewrite, UnsafeRewrite
 
 # Module-level statement containers: the only nodes the transformer needs to enter.
 _CONTAINERS = (cst.Module, cst.If, cst.Else, cst.IndentedBlock, cst.Try, cst.ExceptHandler, cst.Finally, cst.With)
@@ -68,13 +48,20 @@ class InsertTopTokens(cst.CSTTransformer):
         if not isinstance(updated_node.body, cst.IndentedBlock):
             raise UnsafeRewrite(f"class {updated_node.name.value} has a one-line body; add the method by hand")
         body = list(updated_node.body.body)
-        anchor = next(
-            (i for i, s in enumerate(body) if m.matches(s, m.FunctionDef(name=m.Name("compute_logits")))),
-            len(body) - 1,
-        )
+        anchor = len(body) - 1  # a stand-in class holds the anchor statement alone
+        if len(body) > 1:
+            anchor = next((i for i, s in enumerate(body) if _is_compute_logits(s)), anchor)
         body.insert(anchor + 1, method.with_changes(leading_lines=[cst.EmptyLine(indent=False)]))
         self.inserted.append(updated_node.name.value)
         return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
+
+
+def _is_compute_logits(statement: cst.BaseStatement) -> bool:
+    """Only whole classes (nested ones, rewritten through the module) need the search, and
+    so the matchers, 0.4 s to import."""
+    import libcst.matchers as m
+
+    return m.matches(statement, m.FunctionDef(name=m.Name("compute_logits")))
 
 
 def _class_depth(source_line: str) -> int:
@@ -107,7 +94,22 @@ def mirror_requests(source: str, insertions: list[Insertion]) -> list[tuple[cst.
     return requests
 
 
-def rewrite_file(path: str, source: str, facts: ModuleFacts, insertions: list[Insertion],
+def rewrite_files(jobs: list[FileJob]) -> list[Rewrite | UnsafeRewrite]:
+    """Rewrite each file (a refused one gives its UnsafeRewrite); all of their new methods
+    are formatted in one ruff run."""
+    requests = [mirror_requests(job.source, job.insertions) for job in jobs]
+    formatted = iter(format_methods([request for group in requests for request in group]))
+    outcomes: list[Rewrite | UnsafeRewrite] = []
+    for job, group in zip(jobs, requests):
+        methods = [next(formatted) for _ in group]
+        try:
+            outcomes.append(rewrite_file(job.path, job.source, job.insertions, job.binds_torch, methods))
+        except UnsafeRewrite as error:
+            outcomes.append(error)
+    return outcomes
+
+
+def rewrite_file(path: str, source: str, insertions: list[Insertion], binds_torch: bool,
                  methods: list[cst.FunctionDef] | None = None) -> Rewrite:
     """Insert the mirrors, class by class, then check the whole file.
 
@@ -117,7 +119,8 @@ def rewrite_file(path: str, source: str, facts: ModuleFacts, insertions: list[In
     A class nested in a block is done through the whole module instead.
     """
     lines = physical_lines(source)
-    classes = {(node.name, node.lineno): node for node in _module_classes(ast.parse(source))}
+    old_tree = ast.parse(source)
+    classes = {(node.name, node.lineno): node for node in _module_classes(old_tree)}
     missing = [i for i in insertions if (i.target.name, i.target.line) not in classes]
     if missing:
         wanted = ", ".join(f"{i.target.name} (line {i.target.line})" for i in missing)
@@ -127,14 +130,17 @@ def rewrite_file(path: str, source: str, facts: ModuleFacts, insertions: list[In
     mirrors = {insertion.target: method for insertion, method in zip(insertions, methods)}
     nested = any(lines[i.target.line - 1][:1].isspace() for i in insertions)
     new_source, inserted = (_through_module if nested else _by_class)(source, lines, classes, insertions, mirrors)
-    added_import = not _binds_torch(facts)
-    if added_import:
+    added_import = not binds_torch
+    if added_import:  # rare (vLLM's model files import torch): the codemod machinery is imported here
+        from libcst.codemod import CodemodContext
+        from libcst.codemod.visitors import AddImportsVisitor
+
         context = CodemodContext()
         AddImportsVisitor.add_needed_import(context, "torch")
         new_source = AddImportsVisitor(context).transform_module(cst.parse_module(new_source)).code
     targets = [(i.target.name, i.target.line) for i in insertions]
     rewrite = Rewrite(path, source, new_source, inserted, added_import, targets)
-    check_rewrite(rewrite)
+    check_rewrite(rewrite, old_tree)
     return rewrite
 
 
@@ -194,22 +200,14 @@ def _through_module(source: str, lines: list[str], classes: dict, insertions: li
     return wrapper.module.visit(transformer).code, transformer.inserted
 
 
-def _binds_torch(facts: ModuleFacts) -> bool:
-    """``torch`` bound at run time on every platform (an import under TYPE_CHECKING is not)."""
-    return all(
-        any(t.kind == "module" and t.a == "torch" for t in names.get("torch", []))
-        for platform, names in facts.bindings.items()
-        if platform not in facts.import_errors
-    )
-
-
-def check_rewrite(rewrite: Rewrite) -> None:
+def check_rewrite(rewrite: Rewrite, old_tree: ast.Module | None = None) -> None:
     """Raise UnsafeRewrite unless ``new`` is ``old`` plus exactly the added methods.
 
     Three facts together: the new file parses; every old line is still there,
     in order (so the change is insertions only); every inserted line lies in
     an added ``get_top_tokens`` (or is the added ``import torch``), and each
     touched class is AST-equal to its old self once that method is removed.
+    ``old_tree``: ``ast.parse(rewrite.old)``, when the caller has it already.
     """
     try:
         new_tree = compile(rewrite.new, rewrite.path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
@@ -218,7 +216,7 @@ def check_rewrite(rewrite: Rewrite) -> None:
     inserted = _inserted_lines(physical_lines(rewrite.old), physical_lines(rewrite.new))
     if inserted is None:
         raise UnsafeRewrite(f"{rewrite.path}: the rewrite edits existing lines")
-    old_all, new_all = _module_classes(ast.parse(rewrite.old)), _module_classes(new_tree)
+    old_all, new_all = _module_classes(old_tree or ast.parse(rewrite.old)), _module_classes(new_tree)
     if [c.name for c in old_all] != [c.name for c in new_all]:
         raise UnsafeRewrite(f"{rewrite.path}: the rewrite changes the file's classes")
     planned = set(rewrite.targets)

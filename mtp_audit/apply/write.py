@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import UsageError
-from .rewrite import Rewrite
+from .changes import Rewrite
 
 
 def unified_diff(rewrite: Rewrite) -> str:

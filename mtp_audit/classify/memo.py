@@ -23,16 +23,17 @@ from ..index.facts import libcst_code
 from ..index.results import CACHE_SCHEMA
 
 if TYPE_CHECKING:
+    from ..index.cache import FactsCache
     from .shape_types import LogitsShape, TopTokensShape
 
 _store: Path | None = None  # None: answers are memoised in this process only
 Rule = TypeVar("Rule", bound=Callable)
 
 
-def use_store(directory: Path | None) -> None:
-    """Keep answers in ``directory`` from now on (None: in this process only)."""
+def use_cache(cache: FactsCache | None) -> None:
+    """Keep answers beside ``cache``'s facts from now on (None: in this process only)."""
     global _store
-    _store = directory
+    _store = cache.directory / "shapes" if cache is not None else None
 
 
 def load_rules() -> None:

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import ast
 import builtins
-import functools
 import textwrap
 from collections.abc import Callable
 
 import libcst as cst
 import libcst.matchers as m
 
-from ..cstwalk import nodes_of
+from ..cstnodes import nodes_of, parse_method
 from .shape_types import LogitsShape, Param, TopTokensShape
 
 SELF = m.Name("self")
@@ -111,16 +110,6 @@ class _Body:
 
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node).strip()
-
-
-@functools.lru_cache(maxsize=4096)
-def parse_method(code: str) -> tuple[cst.Module, cst.FunctionDef]:
-    """Parse one method's source (as stored in the facts) on its own; nodes are immutable, so shared."""
-    module = cst.parse_module(textwrap.dedent(code))
-    func = module.body[0]
-    if not isinstance(func, cst.FunctionDef):
-        raise ValueError("not a function definition")
-    return module, func
 
 
 def params_of(func: cst.FunctionDef) -> list[Param]:

@@ -7,7 +7,8 @@ from pathlib import Path
 from string import Template
 
 from .. import __version__
-from ..synthesize.mirror import ruff_format, template
+from ..synthesize.layout import ruff_format
+from ..synthesize.mirror import template
 from .constants import HIDDEN, NUM_STEPS, START_LAYER, VOCAB
 from .run import TargetOutcome
 

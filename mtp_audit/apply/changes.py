@@ -1,0 +1,35 @@
+"""What a rewrite is given and what it gives back: plain data, no libcst.
+
+The fix pipeline hands ``FileJob``s to the rewriting workers and reads back
+``Rewrite``s (or ``UnsafeRewrite``s) without importing libcst itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..classify.analysis import Insertion
+
+
+class UnsafeRewrite(Exception):
+    """The rewritten file is not the old file plus the new methods; nothing is written."""
+
+
+@dataclass
+class FileJob:
+    """One file to rewrite, with everything the rewrite reads (it may run in another process)."""
+
+    path: str
+    source: str
+    insertions: list[Insertion]
+    binds_torch: bool  # ``torch`` is bound at run time on every platform: no import to add
+
+
+@dataclass
+class Rewrite:
+    path: str
+    old: str
+    new: str
+    classes: list[str]  # classes that received get_top_tokens
+    added_import: bool
+    targets: list[tuple[str, int]]  # (name, line in the old file) of the planned classes
