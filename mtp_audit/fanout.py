@@ -5,7 +5,8 @@ each entry's class and MRO on every platform, which reads, parses and
 interprets every module those reach, while the parent imports libcst for
 classification.
 Round two (classify) is forked after that import, so its workers inherit
-libcst and every fact read so far; each classifies its chunk.
+libcst and every fact read so far; they classify chunks of registry entries,
+taking the next as they finish one.
 
 ``fix`` uses a WarmWorker instead: forked first, it imports libcst while
 the parent scans and plans from the caches, then rewrites the files in forks
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from .classify.memo import load_rules
@@ -42,10 +44,13 @@ R = TypeVar("R")
 
 # Fewer drafters than this and forking costs more than it saves (plugin dirs, fixtures).
 MIN_ENTRIES = 16
+# Classification chunks per worker, handed out as workers free up: drafters differ in cost.
+CHUNKS_PER_WORKER = 4
 
 _SCANNER: Scanner | None = None  # the parent's scanner, inherited by forked workers
 _ENTRIES: list[RegistryEntry] = []
 _KNOWN: frozenset[str] = frozenset()  # modules the parent had read when it forked
+_KNOWN_LOCATED: frozenset[str] = frozenset()  # modules the parent had located when it forked
 
 
 def can_fork() -> bool:
@@ -63,9 +68,11 @@ def resolve_jobs(jobs: int) -> int:
 
 @dataclass
 class Harvest:
-    """What one worker read that the parent had not: facts, files observed, read errors."""
+    """What one worker read that the parent had not: facts, modules located, files observed,
+    read errors."""
 
     facts: dict[str, ModuleFacts | None]
+    located: dict[str, tuple[Path, bool] | None]
     observed: dict[str, str]
     read_errors: dict[str, str]
 
@@ -73,6 +80,7 @@ class Harvest:
 def _harvest(index: ModuleIndex) -> Harvest:
     return Harvest(
         facts={m: f for m, f in index.loaded().items() if m not in _KNOWN},
+        located={m: found for m, found in index.located.items() if m not in _KNOWN_LOCATED},
         observed=dict(index.observed),
         read_errors=dict(index.read_errors),
     )
@@ -115,8 +123,9 @@ def _classify_chunk(positions: list[int]) -> tuple[list[tuple[int, Resolution]],
 
 def _fork_pool(scanner: Scanner, entries: list[RegistryEntry], workers: int) -> ProcessPoolExecutor:
     """A pool whose workers fork (at the first submit) from the parent as it is now."""
-    global _SCANNER, _ENTRIES, _KNOWN
-    _SCANNER, _ENTRIES, _KNOWN = scanner, entries, frozenset(scanner.index.loaded())
+    global _SCANNER, _ENTRIES, _KNOWN, _KNOWN_LOCATED
+    _SCANNER, _ENTRIES = scanner, entries
+    _KNOWN, _KNOWN_LOCATED = frozenset(scanner.index.loaded()), frozenset(scanner.index.located)
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
 
 
@@ -124,7 +133,7 @@ def resolve_in_workers(scanner: Scanner, entries: list[RegistryEntry],
                        jobs: int) -> tuple[list[Resolution], list[Unresolved]]:
     """``scanner.resolve(entries)``, computed by ``jobs`` forked workers."""
     global _SCANNER
-    chunks = chunk_entries(entries, jobs)
+    chunks = chunk_entries(entries, jobs * CHUNKS_PER_WORKER)
     try:
         # One indexing worker: it is done before the import is, and every more process
         # slows the import down (forked pages are copied on the parent's writes, too).
@@ -132,7 +141,7 @@ def resolve_in_workers(scanner: Scanner, entries: list[RegistryEntry],
             indexing = pool.submit(_index_chunk, list(range(len(entries))))
             load_rules()  # import libcst while the worker parses
             scanner.index.absorb(indexing.result())
-        with _fork_pool(scanner, entries, len(chunks)) as pool:
+        with _fork_pool(scanner, entries, min(jobs, len(chunks))) as pool:
             parts = list(pool.map(_classify_chunk, chunks))
     finally:
         _SCANNER = None

@@ -20,11 +20,17 @@ class ModuleIndex:
         self.tree = tree
         self.cache = cache
         self._facts: dict[str, ModuleFacts | None] = {}
+        self.located: dict[str, tuple[Path, bool] | None] = {}  # module -> locate's answer
         self.read_errors: dict[str, str] = {}
         self.observed: dict[str, str] = {}  # what the result depends on (see results.Observed)
 
     def locate(self, module: str) -> tuple[Path, bool] | None:
         """The file of ``module`` and whether it is a package, or None if not in the tree."""
+        if module not in self.located:
+            self.located[module] = self._find(module)
+        return self.located[module]
+
+    def _find(self, module: str) -> tuple[Path, bool] | None:
         if not module:
             return None
         base = self.tree.root.joinpath(*module.split("."))
@@ -97,6 +103,8 @@ class ModuleIndex:
         would compute from the same bytes."""
         for module, facts in harvest.facts.items():
             self._facts.setdefault(module, facts)
+        for module, found in harvest.located.items():
+            self.located.setdefault(module, found)
         for path, seen in harvest.observed.items():
             if path not in self.observed or seen not in (EXISTS, ABSENT):  # a content hash says more
                 self.observed[path] = seen
