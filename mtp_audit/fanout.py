@@ -36,7 +36,7 @@ from .resolve.names import resolve_name
 
 if TYPE_CHECKING:
     from .index.facts import ModuleFacts
-    from .index.modules import ModuleIndex
+    from .resolve.mro import Mro
     from .scan import Resolution, Scanner
 
 T = TypeVar("T")
@@ -69,21 +69,30 @@ def resolve_jobs(jobs: int) -> int:
 @dataclass
 class Harvest:
     """What one worker read that the parent had not: facts, modules located, files observed,
-    read errors."""
+    read errors; and the index round's MROs, which classification would otherwise redo."""
 
     facts: dict[str, ModuleFacts | None]
     located: dict[str, tuple[Path, bool] | None]
     observed: dict[str, str]
     read_errors: dict[str, str]
+    mros: dict[str, dict[ClassKey, Mro]]
 
 
-def _harvest(index: ModuleIndex) -> Harvest:
+def _harvest(scanner: Scanner, with_mros: bool = False) -> Harvest:
+    index = scanner.index
     return Harvest(
         facts={m: f for m, f in index.loaded().items() if m not in _KNOWN},
         located={m: found for m, found in index.located.items() if m not in _KNOWN_LOCATED},
         observed=dict(index.observed),
         read_errors=dict(index.read_errors),
+        mros={p: h.memoised() for p, h in scanner.hierarchies.items()} if with_mros else {},
     )
+
+
+def _absorb(scanner: Scanner, harvest: Harvest) -> None:
+    scanner.index.absorb(harvest)
+    for platform, mros in harvest.mros.items():
+        scanner.hierarchies[platform].absorb(mros)
 
 
 def chunk_entries(entries: list[RegistryEntry], jobs: int) -> list[list[int]]:
@@ -106,7 +115,7 @@ def _index_chunk(positions: list[int]) -> Harvest:
             for found in resolve_name(scanner.index, entry.module, entry.cls, platform):
                 if isinstance(found, ClassKey):
                     scanner.hierarchies[platform].mro(found)
-    return _harvest(scanner.index)
+    return _harvest(scanner, with_mros=True)
 
 
 def _classify_chunk(positions: list[int]) -> tuple[list[tuple[int, Resolution]], list[tuple[int, Unresolved]], Harvest]:
@@ -118,7 +127,7 @@ def _classify_chunk(positions: list[int]) -> tuple[list[tuple[int, Resolution]],
         found, missing = scanner.resolve([_ENTRIES[position]])
         resolutions.extend((position, r) for r in found)
         unresolved.extend((position, u) for u in missing)
-    return resolutions, unresolved, _harvest(scanner.index)
+    return resolutions, unresolved, _harvest(scanner)
 
 
 def _fork_pool(scanner: Scanner, entries: list[RegistryEntry], workers: int) -> ProcessPoolExecutor:
@@ -140,7 +149,7 @@ def resolve_in_workers(scanner: Scanner, entries: list[RegistryEntry],
         with _fork_pool(scanner, entries, 1) as pool:
             indexing = pool.submit(_index_chunk, list(range(len(entries))))
             load_rules()  # import libcst while the worker parses
-            scanner.index.absorb(indexing.result())
+            _absorb(scanner, indexing.result())
         with _fork_pool(scanner, entries, min(jobs, len(chunks))) as pool:
             parts = list(pool.map(_classify_chunk, chunks))
     finally:
@@ -151,7 +160,7 @@ def resolve_in_workers(scanner: Scanner, entries: list[RegistryEntry],
         for position, resolution in found:  # an entry listed twice is one resolution, as in one process
             resolutions.setdefault((resolution.entry, resolution.key), (position, resolution))
         unresolved.extend(missing)
-        scanner.index.absorb(harvest)
+        _absorb(scanner, harvest)
     ordered = sorted(resolutions.values(), key=lambda pair: pair[0])  # stable: an entry's own order is kept
     unresolved.sort(key=lambda pair: pair[0])
     return [r for _, r in ordered], [u for _, u in unresolved]

@@ -15,6 +15,7 @@ caller then parses the whole file instead.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 
@@ -67,8 +68,12 @@ def _header_end(lines: list[str], start: int) -> int:
     depth = 0
     index = start
     while index < len(lines):
-        code = _STRING.sub('""', lines[index]).split("#", 1)[0]
-        depth += sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}")
+        code = lines[index]
+        if '"' in code or "'" in code:
+            code = _STRING.sub('""', code)
+        code = code.split("#", 1)[0]
+        depth += code.count("(") + code.count("[") + code.count("{")
+        depth -= code.count(")") + code.count("]") + code.count("}")
         if depth <= 0:
             return index
         index += 1
@@ -82,19 +87,32 @@ def _skip_decorators(lines: list[str], index: int, end: int) -> int:
     return min(index, end - 1)
 
 
-def _block_end(lines: list[str], start: int, indent: int) -> int:
+class _CodeRows:
+    """The file's code lines (neither blank nor comment-only) and their indentation, read once,
+    so that a block's end is two binary searches instead of a walk over its lines."""
+
+    def __init__(self, lines: list[str]):
+        self.count = len(lines)
+        self.rows = [index for index, line in enumerate(lines) if _is_code(line)]
+        self.indents = [_indent(lines[index]) for index in self.rows]
+        self._at_most: dict[int, list[int]] = {}  # indentation -> code rows indented no deeper
+
+    def block_end(self, header_end: int, indent: int) -> int:
+        """Index after the last code line below ``header_end`` that comes before the next code
+        line indented ``indent`` or less."""
+        shallow = self._at_most.get(indent)
+        if shallow is None:
+            shallow = self._at_most[indent] = [r for r, i in zip(self.rows, self.indents) if i <= indent]
+        following = bisect.bisect_right(shallow, header_end)
+        stop = shallow[following] if following < len(shallow) else self.count
+        before = bisect.bisect_left(self.rows, stop) - 1
+        last = self.rows[before] if before >= 0 and self.rows[before] > header_end else header_end
+        return last + 1
+
+
+def _block_end(lines: list[str], code: _CodeRows, start: int, indent: int) -> int:
     """Index after the block whose header starts at ``start`` (header indentation ``indent``)."""
-    start = _header_end(lines, start)
-    index = start + 1
-    last = start
-    while index < len(lines):
-        line = lines[index]
-        if _is_code(line):
-            if _indent(line) <= indent:
-                break
-            last = index
-        index += 1
-    return last + 1
+    return code.block_end(_header_end(lines, start), indent)
 
 
 def _call_end(lines: list[str], index: int, column: int) -> int | None:
@@ -161,6 +179,7 @@ def whole(source: str) -> Reduced:
 
 def reduce_source(source: str) -> Reduced:
     lines = physical_lines(source)
+    code = _CodeRows(lines)
     keep = [True] * len(lines)
     inserted: dict[int, str] = {}  # index -> replacement line put before it
     inits: dict[int, InitFacts] = {}
@@ -173,13 +192,13 @@ def reduce_source(source: str) -> Reduced:
         start = index
         index = _skip_decorators(lines, index, len(lines))
         header = lines[index]
-        end = _block_end(lines, index, 0)
+        end = _block_end(lines, code, index, 0)
         function = _DEF.match(header)
         if function and function.group(1) != "__getattr__":
             for i in range(start, end):
                 keep[i] = False
         elif _CLASS.match(header):
-            _reduce_class(lines, keep, inserted, inits, index, end)
+            _reduce_class(lines, code, keep, inserted, inits, index, end)
         index = max(end, index + 1)
     out: list[str] = []
     numbers: list[int] = []
@@ -193,8 +212,8 @@ def reduce_source(source: str) -> Reduced:
     return Reduced("".join(out), numbers, inits)
 
 
-def _reduce_class(lines: list[str], keep: list[bool], inserted: dict[int, str], inits: dict[int, InitFacts],
-                  header: int, end: int) -> None:
+def _reduce_class(lines: list[str], code: _CodeRows, keep: list[bool], inserted: dict[int, str],
+                  inits: dict[int, InitFacts], header: int, end: int) -> None:
     body_indent = None
     index = _header_end(lines, header) + 1
     members: list[tuple[int, int, int, str | None]] = []  # (first, def line, end, name)
@@ -214,7 +233,7 @@ def _reduce_class(lines: list[str], keep: list[bool], inserted: dict[int, str], 
         first = index
         index = _skip_decorators(lines, index, end)
         function = _DEF.match(lines[index].lstrip())
-        stop = _block_end(lines, index, body_indent)
+        stop = _block_end(lines, code, index, body_indent)
         members.append((first, index, stop, function.group(1) if function else None))
         index = max(stop, index + 1)
     dropped = [(first, stop, name) for first, _, stop, name in members if name and name not in WATCHED_METHODS]

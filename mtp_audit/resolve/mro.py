@@ -39,6 +39,14 @@ class Hierarchy:
         self.platform = platform
         self._mro: dict[ClassKey, Mro] = {}
 
+    def memoised(self) -> dict[ClassKey, Mro]:
+        return self._mro
+
+    def absorb(self, mros: dict[ClassKey, Mro]) -> None:
+        """Take in MROs another process computed from the same facts."""
+        for key, mro in mros.items():
+            self._mro.setdefault(key, mro)
+
     def class_facts(self, key: ClassKey) -> ClassFacts:
         facts = self.index.facts(key.module)
         assert facts is not None
