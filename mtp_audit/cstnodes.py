@@ -28,19 +28,37 @@ def parse_method(code: str) -> tuple[cst.Module, cst.FunctionDef]:
     return module, func
 
 
+_NODE, _SEQUENCE, _OTHER = range(3)
+_KINDS: dict[type, int] = {}  # type of a field value -> what it is (isinstance on ABCs is slow)
+_FIELDS: dict[type, tuple[str, ...]] = {}  # node type -> its field names
+
+
+def _kind(value_type: type) -> int:
+    kind = _KINDS.get(value_type)
+    if kind is None:
+        kind = _KINDS[value_type] = (_NODE if issubclass(value_type, cst.CSTNode)
+                                     else _SEQUENCE if issubclass(value_type, (list, tuple)) else _OTHER)
+    return kind
+
+
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """``node`` and every node below it, in source (pre-)order."""
     stack: list[cst.CSTNode] = [node]
     while stack:
         current = stack.pop()
         yield current
+        node_type = type(current)
+        names = _FIELDS.get(node_type)
+        if names is None:
+            names = _FIELDS[node_type] = tuple(node_type.__dataclass_fields__)
         children: list[cst.CSTNode] = []
-        for name in current.__dataclass_fields__:
+        for name in names:
             value = getattr(current, name)
-            if isinstance(value, cst.CSTNode):
+            kind = _kind(type(value))
+            if kind == _NODE:
                 children.append(value)
-            elif isinstance(value, (list, tuple)):
-                children.extend(v for v in value if isinstance(v, cst.CSTNode))
+            elif kind == _SEQUENCE:
+                children.extend(v for v in value if _kind(type(v)) == _NODE)
         stack.extend(reversed(children))
 
 
