@@ -6,6 +6,7 @@ where they are used: a warm scan answers from the result cache without them.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import traceback
@@ -333,6 +334,13 @@ def main() -> None:
         if os.environ.get("MTP_AUDIT_DEBUG"):
             traceback.print_exception(error)
         sys.exit(2)
+    finally:
+        # The process is about to exit: leave what is still alive to the OS. Teardown's
+        # collections would take apart every class, function and fact in a cycle (libcst
+        # alone defines hundreds of classes); frozen objects are left out of them. Teardown
+        # of a cold scan: 0.14 s -> 0.015 s (medians of 6 runs). Exit handlers still run and
+        # files are still flushed.
+        gc.freeze()
 
 
 @app.callback(invoke_without_command=True)
