@@ -120,3 +120,65 @@ def test_facts_equal_on_real_vllm(vllm_release, monkeypatch):
         with monkeypatch.context() as patch:
             full = _whole_facts(source, patch)
         _same(cut, full)
+
+
+PLATFORM_FREE = '''\
+from .base import Base as Alias
+import torch.nn as nn
+
+class Local(Alias):
+    pass
+
+Exported = Local
+'''
+
+PLATFORM_FREE_RAISING = '''\
+from .base import Base
+raise ImportError("this module needs a GPU build")
+'''
+
+PLATFORM_DEPENDENT = '''\
+from vllm.platforms import current_platform
+from .base import Base
+
+if current_platform.is_rocm():
+    from .rocm import Head
+else:
+    from .cuda import Head
+
+Shared = Base
+'''
+
+LAZY = '''\
+__all__ = ["Drafter"]
+
+def __getattr__(name):
+    if name == "Drafter":
+        from .drafter import Drafter
+        return Drafter
+    raise AttributeError(name)
+'''
+
+
+@pytest.mark.parametrize("source", [PLATFORM_FREE, PLATFORM_FREE_RAISING, PLATFORM_DEPENDENT, LAZY],
+                         ids=["platform-free", "platform-free-raising", "platform-dependent", "lazy"])
+def test_platforms_read_once_or_shared_say_what_five_readings_say(source, monkeypatch):
+    shared = extract_facts(source, "pkg.mod", "pkg/mod.py", False)
+    monkeypatch.setattr(facts_module, "_reads_platform", lambda tree, getattr_def: True)
+    each = extract_facts(source, "pkg.mod", "pkg/mod.py", False)
+    assert shared.bindings == each.bindings
+    assert shared.import_errors == each.import_errors
+    assert set(shared.bindings) == set(facts_module.PLATFORMS)
+
+
+def test_platform_dependent_bindings_differ_where_the_branch_does():
+    facts = extract_facts(PLATFORM_DEPENDENT, "pkg.mod", "pkg/mod.py", False)
+    heads = {platform: [t.a for t in names["Head"]] for platform, names in facts.bindings.items()}
+    assert heads["rocm"] == ["pkg.rocm"] and heads["cuda"] == ["pkg.cuda"]
+    assert all(names["Shared"] == facts.bindings["cuda"]["Shared"] for names in facts.bindings.values())
+
+
+def test_a_platform_free_raise_fails_the_import_everywhere():
+    facts = extract_facts(PLATFORM_FREE_RAISING, "pkg.mod", "pkg/mod.py", False)
+    assert set(facts.import_errors) == set(facts_module.PLATFORMS)
+    assert all("needs a GPU build" in why for why in facts.import_errors.values())

@@ -166,8 +166,7 @@ def extract_facts(source: str, module: str, path: str, is_package: bool) -> Modu
         return facts
     facts.classes = _collect_classes(tree, text)
     getattr_def = next((s for s in tree.body if isinstance(s, FUNCTIONS) and s.name == "__getattr__"), None)
-    # Only an ``if`` (or ``__getattr__``) reads the platform; without one, every platform binds alike.
-    per_platform = getattr_def is not None or any(isinstance(s, ast.If) for s in walk_statements(tree.body))
+    per_platform = _reads_platform(tree, getattr_def)
     for platform in PLATFORMS if per_platform else PLATFORMS[:1]:
         interpreter = _Interpreter(facts, platform, text)
         interpreter.run(tree.body)
@@ -188,6 +187,11 @@ def extract_facts(source: str, module: str, path: str, is_package: bool) -> Modu
             if first in facts.import_errors:
                 facts.import_errors[platform] = facts.import_errors[first]
     return facts
+
+
+def _reads_platform(tree: ast.Module, getattr_def: ast.stmt | None) -> bool:
+    """Only an ``if`` or ``__getattr__`` reads the platform; without one, every platform binds alike."""
+    return getattr_def is not None or any(isinstance(s, ast.If) for s in walk_statements(tree.body))
 
 
 def _share_with_earlier(bindings: dict[str, list[Target]],
