@@ -10,6 +10,7 @@ import gc
 import os
 import sys
 import traceback
+from contextlib import nullcontext
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -64,10 +65,24 @@ VersionOpt = Annotated[
 ]
 
 
-def resolve_tree(path: Optional[Path], vllm_version: Optional[str]):
+def resolve_tree(path: Optional[Path], vllm_version: Optional[str], quiet: bool = False):
     if path is not None and vllm_version:
         raise UsageError("give PATH or --vllm-version, not both")
-    return locate(release_tree(vllm_version) if vllm_version else path)
+    return locate(release(vllm_version, quiet) if vllm_version else path)
+
+
+def release(version: str, quiet: bool = False) -> Path:
+    """``release_tree``, saying on stderr (unless quiet) while a first download runs."""
+    return release_tree(version, progress=None if quiet else _download_progress)
+
+
+def _download_progress(message: str):
+    """A spinner on a terminal; one line in a log, where a spinner would be noise."""
+    stderr = console(stderr=True)
+    if stderr.is_terminal:
+        return stderr.status(message)
+    print(f"mtp-audit: {message}", file=sys.stderr)
+    return nullcontext()
 
 
 def console(stderr: bool = False):
@@ -154,11 +169,11 @@ def scan_command(
     if compare:
         from .report.compare import compare_releases, render_compare
 
-        old, new = (run_scan(locate(release_tree(v)), no_cache, jobs) for v in compare)
+        old, new = (run_scan(locate(release(v, quiet)), no_cache, jobs) for v in compare)
         changes = compare_releases(old, new)
         render_compare(changes, compare, format.value, console())
         raise typer.Exit(0)
-    tree = resolve_tree(path, vllm_version)
+    tree = resolve_tree(path, vllm_version, quiet)
     if not tree.is_vllm:
         print(f"note: {tree.root} has no vllm/ registry; scanning it as a plugin directory: drafter-named classes "
               "in drafter-named files (see README), reported with arch null", file=sys.stderr)
@@ -211,7 +226,7 @@ def fix_command(
     from .report.fix_summary import render_fix_summary
 
     workers = resolve_jobs(jobs)
-    tree = resolve_tree(path, vllm_version)
+    tree = resolve_tree(path, vllm_version, quiet)
     result = plan_fix(tree, model, sweep_all, None if no_cache else FactsCache(), _model_types(tree), workers)
     if diff:
         for rewrite in result.rewrites:

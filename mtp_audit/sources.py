@@ -10,6 +10,8 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import platformdirs
@@ -26,8 +28,14 @@ def sources_dir() -> Path:
     return Path(platformdirs.user_cache_dir("mtp-audit")) / "vllm-src"
 
 
-def release_tree(version: str, *, offline: bool = False) -> Path:
-    """The directory holding ``vllm/`` of release ``version``, downloading it once."""
+Progress = Callable[[str], AbstractContextManager]  # shown while a slow step runs
+
+
+def release_tree(version: str, *, offline: bool = False, progress: Progress | None = None) -> Path:
+    """The directory holding ``vllm/`` of release ``version``, downloading it once.
+
+    The download (a wheel of hundreds of MB) is the one slow step of a scan: ``progress``
+    says so while it runs."""
     if not VERSION.match(version):
         raise UsageError(f"{version!r} is not a vLLM version number (e.g. 0.34.0)")
     target = sources_dir() / version
@@ -37,7 +45,9 @@ def release_tree(version: str, *, offline: bool = False) -> Path:
         raise UsageError(f"vLLM {version} is not in the cache ({target}) and --offline was given")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
-        wheel = _download(version, Path(scratch))
+        with (progress or _silent)(f"downloading the vllm=={version} wheel with pip, once: its vllm/*.py "
+                                   f"are kept in {target}"):
+            wheel = _download(version, Path(scratch))
         staging = Path(scratch) / "tree"
         with zipfile.ZipFile(wheel) as archive:
             members = [n for n in archive.namelist() if n.startswith("vllm/") and n.endswith(".py")]
@@ -48,6 +58,10 @@ def release_tree(version: str, *, offline: bool = False) -> Path:
             shutil.rmtree(target)
         staging.rename(target)  # the cache entry appears whole or not at all
     return target
+
+
+def _silent(message: str) -> AbstractContextManager:
+    return nullcontext()
 
 
 def _download(version: str, into: Path) -> Path:

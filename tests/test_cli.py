@@ -94,3 +94,41 @@ def test_fix_diff_and_check_write_nothing(tmp_path):
     assert path.read_bytes() == original
     assert run_cli("fix", str(tree), "--model", "toy").returncode == 0
     assert run_cli("fix", str(tree), "--model", "toy", "--check").returncode == 0
+
+
+def _local_vllm_wheel(tree: Path, version: str, into: Path) -> Path:
+    """A wheel of the fixture tree's ``vllm/`` that pip can "download" from a folder, offline."""
+    import zipfile
+
+    into.mkdir(parents=True, exist_ok=True)
+    wheel = into / f"vllm-{version}-py3-none-any.whl"
+    info = f"vllm-{version}.dist-info"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path in sorted((tree / "vllm").rglob("*.py")):
+            archive.write(path, path.relative_to(tree).as_posix())
+        archive.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+        archive.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                          "Tag: py3-none-any\n")
+        archive.writestr(f"{info}/RECORD", "")
+    return wheel
+
+
+def test_a_first_download_says_so_unless_quiet(tmp_path):
+    wheels = tmp_path / "wheels"
+    _local_vllm_wheel(tree_of("direct_head", tmp_path), "0.99.0", wheels)
+    env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels)}
+
+    loud = run_cli("scan", "--vllm-version", "0.99.0", "--format", "json",
+                   env={**env, "MTP_AUDIT_SOURCES_DIR": str(tmp_path / "loud")})
+    assert loud.returncode in (0, 1), loud.stderr
+    assert "downloading the vllm==0.99.0 wheel with pip, once" in loud.stderr
+    assert (tmp_path / "loud" / "0.99.0" / "vllm" / "__init__.py").is_file()
+    assert json.loads(loud.stdout)["drafters"]
+
+    again = run_cli("scan", "--vllm-version", "0.99.0", "--format", "json",
+                    env={**env, "MTP_AUDIT_SOURCES_DIR": str(tmp_path / "loud")})
+    assert "downloading" not in again.stderr and again.stdout == loud.stdout
+
+    quiet = run_cli("scan", "--vllm-version", "0.99.0", "--quiet",
+                    env={**env, "MTP_AUDIT_SOURCES_DIR": str(tmp_path / "quiet")})
+    assert quiet.returncode == loud.returncode and quiet.stderr == ""
