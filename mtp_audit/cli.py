@@ -78,9 +78,8 @@ def release(version: str, quiet: bool = False) -> Path:
 
 def _download_progress(message: str):
     """A spinner on a terminal; one line in a log, where a spinner would be noise."""
-    stderr = console(stderr=True)
-    if stderr.is_terminal:
-        return stderr.status(message)
+    if sys.stderr.isatty():  # not rich's is_terminal, which FORCE_COLOR makes true in logs too
+        return console(stderr=True).status(message)
     print(f"mtp-audit: {message}", file=sys.stderr)
     return nullcontext()
 

@@ -149,6 +149,17 @@ else:
 Shared = Base
 '''
 
+STARS_IN_PLATFORM_ORDER = '''\
+from vllm.platforms import current_platform
+
+if current_platform.is_cpu():
+    from .a import *
+    from .b import *
+else:
+    from .b import *
+    from .a import *
+'''
+
 LAZY = '''\
 __all__ = ["Drafter"]
 
@@ -160,13 +171,17 @@ def __getattr__(name):
 '''
 
 
-@pytest.mark.parametrize("source", [PLATFORM_FREE, PLATFORM_FREE_RAISING, PLATFORM_DEPENDENT, LAZY],
-                         ids=["platform-free", "platform-free-raising", "platform-dependent", "lazy"])
+@pytest.mark.parametrize("source", [PLATFORM_FREE, PLATFORM_FREE_RAISING, PLATFORM_DEPENDENT,
+                                    STARS_IN_PLATFORM_ORDER, LAZY],
+                         ids=["platform-free", "platform-free-raising", "platform-dependent", "star-order", "lazy"])
 def test_platforms_read_once_or_shared_say_what_five_readings_say(source, monkeypatch):
     shared = extract_facts(source, "pkg.mod", "pkg/mod.py", False)
     monkeypatch.setattr(facts_module, "_reads_platform", lambda tree, getattr_def: True)
+    monkeypatch.setattr(facts_module, "_share_with_earlier", lambda bindings, earlier: bindings)
     each = extract_facts(source, "pkg.mod", "pkg/mod.py", False)
-    assert shared.bindings == each.bindings
+    # in order: a name is looked up in star imports in the order they were bound
+    assert {p: list(b.items()) for p, b in shared.bindings.items()} == \
+        {p: list(b.items()) for p, b in each.bindings.items()}
     assert shared.import_errors == each.import_errors
     assert set(shared.bindings) == set(facts_module.PLATFORMS)
 

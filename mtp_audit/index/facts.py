@@ -198,8 +198,9 @@ def _share_with_earlier(bindings: dict[str, list[Target]],
                         earlier: dict[str, dict[str, list[Target]]]) -> dict[str, list[Target]]:
     """``bindings``, reusing an earlier platform's equal dict or lists: the same objects are
     pickled once, which makes facts five times smaller to cache and to hand between processes."""
+    items = list(bindings.items())
     for other in earlier.values():
-        if other == bindings:
+        if list(other.items()) == items:  # in order: star imports are tried in binding order
             return other
     if earlier:
         other = next(iter(earlier.values()))
