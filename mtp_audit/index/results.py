@@ -20,8 +20,9 @@ from .. import __version__
 from ..model import ScanResult, SourceTree
 
 # Bumped whenever a cached class changes shape, so entries of an older layout are never unpickled
-# into the new one (2: MethodFacts keeps the method's text, not libcst's printing).
-CACHE_SCHEMA = 2
+# into the new one, or whenever resolution reads the same facts differently (2: MethodFacts keeps
+# the method's text, not libcst's printing; 3: the last star import wins, not the first).
+CACHE_SCHEMA = 3
 
 
 def default_cache_dir() -> Path:

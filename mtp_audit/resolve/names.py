@@ -49,7 +49,8 @@ def resolve_name(index: ModuleIndex, module: str, name: str, platform: str,
     if targets is None:
         if index.is_module(f"{module}.{name}"):
             return [ModuleRef(f"{module}.{name}")]
-        for star, star_targets in facts.bindings.get(platform, {}).items():
+        # The last star import that has the name wins: each rebinds what the ones before bound.
+        for star, star_targets in reversed(facts.bindings.get(platform, {}).items()):
             if star.startswith("*"):
                 found = resolve_name(index, star_targets[0].a, name, platform, seen)
                 if not all(isinstance(r, Missing) for r in found):
