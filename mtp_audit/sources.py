@@ -45,7 +45,7 @@ def release_tree(version: str, *, offline: bool = False, progress: Progress | No
         raise UsageError(f"vLLM {version} is not in the cache ({target}) and --offline was given")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
-        with (progress or _silent)(f"downloading the vllm=={version} wheel with pip, once: its vllm/*.py "
+        with (progress or nullcontext)(f"downloading the vllm=={version} wheel with pip, once: its vllm/*.py "
                                    f"are kept in {target}"):
             wheel = _download(version, Path(scratch))
         staging = Path(scratch) / "tree"
@@ -58,10 +58,6 @@ def release_tree(version: str, *, offline: bool = False, progress: Progress | No
             shutil.rmtree(target)
         staging.rename(target)  # the cache entry appears whole or not at all
     return target
-
-
-def _silent(message: str) -> AbstractContextManager:
-    return nullcontext()
 
 
 def _download(version: str, into: Path) -> Path:
