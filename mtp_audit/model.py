@@ -63,6 +63,33 @@ class RegistryEntry:
     registry: str  # the dict it came from, or "heuristic"
 
 
+@dataclass(frozen=True)
+class CallerRecord:
+    """How one speculator (or V1 proposer) that can hold a drafter calls it.
+
+    ``line`` is the line of its ``get_top_tokens`` call, None when its drafting
+    path never reaches one. The argument lists are the calls' source text, keyword
+    arguments as ``name=value`` (``["hidden_states", "spec_step_idx=spec_step_idx"]``);
+    None when that method is not called on the path.
+    """
+
+    speculator: str
+    file: str
+    line: int | None
+    get_top_tokens_args: tuple[str, ...] | None
+    compute_logits_args: tuple[str, ...] | None
+    compute_logits_line: int | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "speculator": self.speculator,
+            "file": self.file,
+            "line": self.line,
+            "get_top_tokens_args": list(self.get_top_tokens_args) if self.get_top_tokens_args is not None else None,
+            "compute_logits_args": list(self.compute_logits_args) if self.compute_logits_args is not None else None,
+        }
+
+
 @dataclass
 class DrafterRecord:
     """One row of the report: an architecture and the class definition it uses."""
@@ -82,6 +109,7 @@ class DrafterRecord:
     registry: str = "_SPECULATIVE_DECODING_MODELS"
     entry_module: str = ""  # the module the registry names (may dispatch elsewhere)
     key: ClassKey | None = None
+    callers: list[CallerRecord] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {
@@ -98,6 +126,7 @@ class DrafterRecord:
             "consistency": self.consistency.value if self.consistency else None,
             "reason": self.reason,
             "registry": self.registry,
+            "callers": [c.to_json() for c in self.callers],
         }
 
 
