@@ -16,10 +16,12 @@ from ..index.facts import MethodFacts
 from ..model import ClassKey, Consistency, Status
 from ..resolve.mro import Hierarchy, MethodHit, Mro
 from ..resolve.names import resolve_expression
+from .calls import Contract, dropped_by_caller, passed_to_top_tokens, reads, type_error
 from .memo import (
     fingerprint,
     logits_shape,
     mirror_fingerprint,
+    mirror_fingerprint_without,
     mirror_text,
     returns_plain_head,
     self_contained,
@@ -50,6 +52,7 @@ class Analysis:
     delegates: list[ClassKey] = field(default_factory=list)
     consistency: Consistency | None = None
     insertions: list[Insertion] = field(default_factory=list)
+    uncalled: bool = False  # no speculator that can hold the drafter calls get_top_tokens
 
 
 def synthetic_mirror(hit: MethodHit) -> MethodFacts:
@@ -66,16 +69,40 @@ class Analyzer:
 
     # -- status ---------------------------------------------------------------
 
-    def analyze(self, key: ClassKey, overlay: Overlay | None = None, _depth: int = 0) -> Analysis:
+    def analyze(self, key: ClassKey, overlay: Overlay | None = None, _depth: int = 0,
+                contract: Contract | None = None) -> Analysis:
+        """``contract``: how the speculators that can hold the drafter call it (top level only)."""
+        analysis = self._analyze(key, overlay, _depth, contract)
+        if contract is None or not contract.known or analysis.status == Status.SUPPORTED:
+            return analysis
+        if contract.uncalled and analysis.status != Status.NOT_APPLICABLE:
+            return Analysis(Status.NOT_APPLICABLE, contract.unreached_reason(), analysis.compute_logits,
+                            delegates=analysis.delegates, uncalled=True)
+        if analysis.status == Status.MISSING_FIXABLE and analysis.compute_logits is not None:
+            cl = analysis.compute_logits
+            params = logits_shape(cl.method.text, cl.method.line).params
+            for reach, pair in contract.viable_pairs(params):
+                why = type_error(reach, pair, params, "a mirror of compute_logits") or dropped_by_caller(
+                    reach, pair, params, cl.method.text, params)
+                if why:
+                    return Analysis(Status.MISSING_MANUAL, f"{why}: a mirror would draft with the default instead; "
+                                    "the call site must pass the same arguments to both methods",
+                                    cl, delegates=analysis.delegates)
+        return analysis
+
+    def _analyze(self, key: ClassKey, overlay: Overlay | None, _depth: int,
+                 contract: Contract | None) -> Analysis:
         mro = self.h.mro(key)
         cl = self.h.find(mro, "compute_logits", overlay=overlay)
         gtt = self.h.find(mro, "get_top_tokens", overlay=overlay)
         unresolved = f"; bases not followed: {', '.join(mro.unresolved)}" if mro.unresolved else ""
         if gtt is not None:
-            consistency, why = self.consistency(key, mro, cl, gtt, overlay, _depth)
+            consistency, why = self.consistency(key, mro, cl, gtt, overlay, _depth, contract=contract)
             origin = "defined" if gtt.owner == key else f"inherited from {gtt.owner.name}"
             delegates = self._delegate_chain(key, mro, cl, overlay, _depth) if cl else []
-            return Analysis(Status.SUPPORTED, f"get_top_tokens {origin}; {why}", cl, gtt, delegates, consistency)
+            uncalled = f"; {contract.unreached_reason()}" if contract is not None and contract.uncalled else ""
+            return Analysis(Status.SUPPORTED, f"get_top_tokens {origin}; {why}{uncalled}", cl, gtt, delegates,
+                            consistency)
         if cl is None:
             placeholder = self.h.class_facts(key).init_raises
             note = f"; a placeholder: its {placeholder}" if placeholder else ""
@@ -190,19 +217,38 @@ class Analyzer:
 
     def consistency(self, key: ClassKey, mro: Mro, cl: MethodHit | None, gtt: MethodHit,
                     overlay: Overlay | None, depth: int = 0,
-                    entry: MethodHit | None = None) -> tuple[Consistency, str]:
-        """``entry``: the get_top_tokens callers reach, when ``gtt`` is what its super() reaches."""
+                    entry: MethodHit | None = None, contract: Contract | None = None) -> tuple[Consistency, str]:
+        """``entry``: the get_top_tokens callers reach, when ``gtt`` is what its super() reaches.
+        ``contract``: the real call forms; without it, every parameter of compute_logits counts."""
         if cl is None:
             return Consistency.UNPROVEN, "no compute_logits to compare with"
         cshape = logits_shape(cl.method.text, cl.method.line)
         gshape = top_tokens_shape(gtt.method.text, gtt.method.line)
-        missing = [] if entry else _unaccepted(cshape, gshape)
+        by_calls = contract is not None and contract.known and entry is None
+        if by_calls:
+            assert contract is not None
+            for reach, pair in contract.viable_pairs(cshape.params):
+                why = type_error(reach, pair, gshape.params, f"get_top_tokens of {self.where(gtt)}") \
+                    or dropped_by_caller(reach, pair, cshape.params, cl.method.text, gshape.params)
+                if why:
+                    return Consistency.DIVERGENT, why
+            missing: list[str] = []
+        else:
+            missing = [] if entry else _unaccepted(cshape, gshape)
         if missing:
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)} takes {', '.join(missing)}; "
                 f"get_top_tokens of {self.where(gtt)} does not accept it")
         mirrored = mirror_fingerprint(cl.method.text)
         same = mirrored is not None and mirrored == fingerprint(gtt.method.text)
+        if not same and by_calls and mirrored is not None and cshape.kind == "head":
+            assert contract is not None
+            unused = [n for n in _unaccepted(cshape, gshape) if not reads(cl.method.text, n)
+                      and n not in passed_to_top_tokens(contract, cshape.params)]
+            if unused and mirror_fingerprint_without(cl.method.text, tuple(unused)) == fingerprint(gtt.method.text):
+                return Consistency.EQUIVALENT, (
+                    f"the mirror of compute_logits of {self.where(cl)} but for {', '.join(unused)}, which "
+                    "compute_logits does not read and no caller passes")
         if same and cshape.kind == "head":
             return Consistency.MIRROR, f"mirror of compute_logits of {self.where(cl)}"
         if same and cshape.kind in ("delegate", "super"):
