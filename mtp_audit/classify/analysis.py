@@ -27,12 +27,13 @@ from .memo import (
     self_contained,
     top_tokens_shape,
 )
+from .shape_types import LogitsKind, ParamKind, PostKind, TopTokensKind
 
 if TYPE_CHECKING:
     from .shape_types import LogitsShape, TopTokensShape
 
 Overlay = dict[ClassKey, dict[str, MethodFacts]]
-DIVERGENT_POST = {"mask", "d2t_scatter"}
+DIVERGENT_POST = {PostKind.MASK, PostKind.D2T_SCATTER}
 
 
 @dataclass(frozen=True)
@@ -109,11 +110,11 @@ class Analyzer:
             return Analysis(Status.NOT_APPLICABLE, f"no compute_logits in the MRO of {key.name}{note}{unresolved}")
         shape = logits_shape(cl.method.text, cl.method.line)
         inherited = "" if cl.owner == key else f" (inherited from {self.where(cl)})"
-        if shape.kind == "stub":
+        if shape.kind == LogitsKind.STUB:
             return Analysis(Status.NOT_APPLICABLE, shape.reason + inherited, cl)
-        if shape.kind == "manual":
+        if shape.kind == LogitsKind.MANUAL:
             return Analysis(Status.MISSING_MANUAL, shape.reason + inherited, cl)
-        if shape.kind == "head":
+        if shape.kind == LogitsKind.HEAD:
             return Analysis(Status.MISSING_FIXABLE, shape.reason + inherited, cl,
                             insertions=[Insertion(self._placement(key, cl), cl)])
         return self._delegating(key, mro, cl, shape, overlay, _depth, inherited)
@@ -126,7 +127,7 @@ class Analyzer:
 
     def _delegate_target(self, key: ClassKey, mro: Mro, cl: MethodHit,
                          shape: LogitsShape) -> tuple[ClassKey | None, str]:
-        if shape.kind == "super":
+        if shape.kind == LogitsKind.SUPER:
             nxt = self.h.find(mro, "compute_logits", start=cl.index + 1)
             if nxt is None:
                 return None, f"super().compute_logits in {self.where(cl)} reaches no compute_logits"
@@ -164,11 +165,11 @@ class Analyzer:
             return Analysis(Status.MISSING_MANUAL, why + inherited, cl)
         if depth > 8:
             return Analysis(Status.MISSING_MANUAL, "delegation chain too deep", cl)
-        if shape.kind == "super":
+        if shape.kind == LogitsKind.SUPER:
             inner = self.analyze_from(key, mro, target, overlay, depth + 1)
         else:
             inner = self.analyze(target, overlay, depth + 1)
-        via = f"{target.name}" if shape.kind == "delegate" else f"super() ({target.name})"
+        via = f"{target.name}" if shape.kind == LogitsKind.DELEGATE else f"super() ({target.name})"
         if inner.status == Status.MISSING_MANUAL:
             return Analysis(Status.MISSING_MANUAL, f"delegate {via}: {inner.reason}", cl, delegates=[target, *inner.delegates])
         if inner.status == Status.NOT_APPLICABLE:
@@ -193,10 +194,10 @@ class Analyzer:
             consistency, why = self.consistency(key, mro, cl, gtt, overlay, depth)
             return Analysis(Status.SUPPORTED, why, cl, gtt, consistency=consistency)
         shape = logits_shape(cl.method.text, cl.method.line)
-        if shape.kind in ("stub", "manual"):
-            status = Status.NOT_APPLICABLE if shape.kind == "stub" else Status.MISSING_MANUAL
+        if shape.kind in (LogitsKind.STUB, LogitsKind.MANUAL):
+            status = Status.NOT_APPLICABLE if shape.kind == LogitsKind.STUB else Status.MISSING_MANUAL
             return Analysis(status, f"{shape.reason} in {self.where(cl)}", cl)
-        if shape.kind == "head":
+        if shape.kind == LogitsKind.HEAD:
             return Analysis(Status.MISSING_FIXABLE, f"{shape.reason} in {self.where(cl)}", cl,
                             insertions=[Insertion(cl.owner, cl)])
         return self._delegating(key, mro, cl, shape, overlay, depth, f" (in {self.where(cl)})")
@@ -204,7 +205,7 @@ class Analyzer:
     def _delegate_chain(self, key: ClassKey, mro: Mro, cl: MethodHit, overlay: Overlay | None,
                         depth: int) -> list[ClassKey]:
         shape = logits_shape(cl.method.text, cl.method.line)
-        if shape.kind != "delegate" or depth > 8:
+        if shape.kind != LogitsKind.DELEGATE or depth > 8:
             return []
         target, _ = self._delegate_target(key, mro, cl, shape)
         if target is None:
@@ -241,7 +242,7 @@ class Analyzer:
                 f"get_top_tokens of {self.where(gtt)} does not accept it")
         mirrored = mirror_fingerprint(cl.method.text)
         same = mirrored is not None and mirrored == fingerprint(gtt.method.text)
-        if not same and by_calls and mirrored is not None and cshape.kind == "head":
+        if not same and by_calls and mirrored is not None and cshape.kind == LogitsKind.HEAD:
             assert contract is not None
             unused = [n for n in _unaccepted(cshape, gshape) if not reads(cl.method.text, n)
                       and n not in passed_to_top_tokens(contract, cshape.params)]
@@ -249,24 +250,24 @@ class Analyzer:
                 return Consistency.EQUIVALENT, (
                     f"the mirror of compute_logits of {self.where(cl)} but for {', '.join(unused)}, which "
                     "compute_logits does not read and no caller passes")
-        if same and cshape.kind == "head":
+        if same and cshape.kind == LogitsKind.HEAD:
             return Consistency.MIRROR, f"mirror of compute_logits of {self.where(cl)}"
-        if same and cshape.kind in ("delegate", "super"):
+        if same and cshape.kind in (LogitsKind.DELEGATE, LogitsKind.SUPER):
             return self._delegated_consistency(key, mro, cl, cshape, overlay, depth)
-        if gshape.kind == "super":
+        if gshape.kind == TopTokensKind.SUPER:
             nxt = self.h.find(mro, "get_top_tokens", start=gtt.index + 1, overlay=overlay)
             if nxt is None:
                 return Consistency.DIVERGENT, f"super().get_top_tokens in {self.where(gtt)} reaches nothing"
             return self.consistency(key, mro, cl, nxt, overlay, depth, entry=entry or gtt)
-        if gshape.kind == "local_argmax_mixin":
+        if gshape.kind == TopTokensKind.LOCAL_ARGMAX_MIXIN:
             return self._against_mixin(key, mro, cl, cshape, gtt)
-        if cshape.kind == "stub":
+        if cshape.kind == LogitsKind.STUB:
             return Consistency.UNPROVEN, f"compute_logits of {self.where(cl)} is a stub"
-        if cshape.kind == "manual" and cshape.post in DIVERGENT_POST:
+        if cshape.kind == LogitsKind.MANUAL and cshape.post in DIVERGENT_POST:
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)}: {cshape.reason}; "
                 f"get_top_tokens of {self.where(gtt)} ignores it")
-        if cshape.kind == "head" and cshape.pre_transform and bool(gshape.params) \
+        if cshape.kind == LogitsKind.HEAD and cshape.pre_transform and bool(gshape.params) \
                 and returns_plain_head(gtt.method.text, gshape.params[0].name):
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)} transforms the hidden states before the head "
@@ -280,7 +281,7 @@ class Analyzer:
         target, why = self._delegate_target(key, mro, cl, cshape)
         if target is None or depth > 8:
             return Consistency.UNPROVEN, why or "delegation chain too deep"
-        inner = (self.analyze_from(key, mro, target, overlay, depth + 1) if cshape.kind == "super"
+        inner = (self.analyze_from(key, mro, target, overlay, depth + 1) if cshape.kind == LogitsKind.SUPER
                  else self.analyze(target, overlay, depth + 1))
         if inner.status != Status.SUPPORTED or inner.consistency is None:
             return Consistency.DIVERGENT, f"delegate {target.name} has no get_top_tokens ({inner.reason})"
@@ -290,23 +291,23 @@ class Analyzer:
                        gtt: MethodHit) -> tuple[Consistency, str]:
         mixin = self.where(gtt)
         plain = cshape.head == "self.lm_head" and not cshape.pre_transform and not cshape.extra_args
-        if cshape.kind == "head" and plain:
+        if cshape.kind == LogitsKind.HEAD and plain:
             if self._sets_d2t(mro):
                 return Consistency.DIVERGENT, (
                     f"{mixin} remaps through draft_id_to_target_id, which {key.name} sets, but compute_logits of "
                     f"{self.where(cl)} does not scatter")
             return Consistency.EQUIVALENT, (
                 f"{mixin}: the same head call as compute_logits of {self.where(cl)}; no draft_id_to_target_id")
-        if cshape.post == "d2t_scatter" and plain:
+        if cshape.post == PostKind.D2T_SCATTER and plain:
             return Consistency.EQUIVALENT, (
                 f"{mixin} maps draft ids through draft_id_to_target_id as compute_logits of "
                 f"{self.where(cl)} scatters them")
-        if cshape.kind == "manual" and cshape.post in DIVERGENT_POST:
+        if cshape.kind == LogitsKind.MANUAL and cshape.post in DIVERGENT_POST:
             return Consistency.DIVERGENT, f"compute_logits of {self.where(cl)}: {cshape.reason}; {mixin} ignores it"
         if cshape.extra_args:
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)}: {cshape.reason}; {mixin} passes no extra head arguments")
-        if cshape.kind in ("head", "manual") and cshape.head is not None and not plain:
+        if cshape.kind in (LogitsKind.HEAD, LogitsKind.MANUAL) and cshape.head is not None and not plain:
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)} calls the head as ({cshape.head}, {cshape.hidden}); "
                 f"{mixin} uses (self.lm_head, hidden states) unchanged")
@@ -320,7 +321,8 @@ class Analyzer:
 
 
 def _unaccepted(cshape: LogitsShape, gshape: TopTokensShape) -> list[str]:
-    if any(p.kind in ("star", "starstar") for p in gshape.params):
+    variadic = (ParamKind.STAR, ParamKind.STARSTAR)
+    if any(p.kind in variadic for p in gshape.params):
         return []
     accepted = {p.name for p in gshape.params}
-    return [p.name for p in cshape.params if p.kind not in ("star", "starstar") and p.name not in accepted]
+    return [p.name for p in cshape.params if p.kind not in variadic and p.name not in accepted]
