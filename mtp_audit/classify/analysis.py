@@ -9,6 +9,10 @@ before anything is written.
 
 from __future__ import annotations
 
+import ast
+import re
+import textwrap
+
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -263,10 +267,18 @@ class Analyzer:
             return self._against_mixin(key, mro, cl, cshape, gtt)
         if cshape.kind == LogitsKind.STUB:
             return Consistency.UNPROVEN, f"compute_logits of {self.where(cl)} is a stub"
+        optional = asserted_optional(cl, gtt)
+        also = f"; also, {optional}" if optional else ""
         if cshape.kind == LogitsKind.MANUAL and cshape.post in DIVERGENT_POST:
+            if cshape.post == PostKind.MASK and MASKING.search(gtt.method.text):
+                return Consistency.UNPROVEN, (
+                    f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} "
+                    "masks too; run `mtp-audit verify`")
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)}: {cshape.reason}; "
-                f"get_top_tokens of {self.where(gtt)} ignores it")
+                f"get_top_tokens of {self.where(gtt)} ignores it{also}")
+        if optional:
+            return Consistency.DIVERGENT, optional
         if cshape.kind == LogitsKind.HEAD and cshape.pre_transform and bool(gshape.params) \
                 and returns_plain_head(gtt.method.text, gshape.params[0].name):
             return Consistency.DIVERGENT, (
@@ -318,6 +330,57 @@ class Analyzer:
             isinstance(item, ClassKey) and "draft_id_to_target_id" in self.h.class_facts(item).init_attrs
             for item in mro.classes
         )
+
+
+MASKING = re.compile(r"\.(index_fill_|masked_fill_|masked_fill|index_fill|fill_)\(")
+
+
+def _self_attr(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
+def _tested_attr(test: ast.AST) -> str | None:
+    """``self.X``, ``self.X is None``, ``self.X is not None`` (and ``not`` of those) -> X."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)) \
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+        test = test.left
+    return _self_attr(test)
+
+
+def _method_tree(hit: MethodHit) -> tuple[ast.AST, int] | None:
+    try:
+        func = ast.parse(textwrap.dedent(hit.method.text)).body[0]
+    except (SyntaxError, IndexError):
+        return None
+    return func, hit.method.line - func.lineno
+
+
+def asserted_optional(cl: MethodHit, gtt: MethodHit) -> str | None:
+    """get_top_tokens asserts ``self.X`` (is not None) where compute_logits tests it and falls back:
+    with X unset, compute_logits still selects tokens and get_top_tokens fails."""
+    parsed_cl, parsed_gtt = _method_tree(cl), _method_tree(gtt)
+    if parsed_cl is None or parsed_gtt is None:
+        return None
+    optional: dict[str, int] = {}
+    for node in ast.walk(parsed_cl[0]):
+        if isinstance(node, (ast.If, ast.IfExp)):
+            for part in (node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]):
+                name = _tested_attr(part)
+                if name is not None:
+                    optional.setdefault(name, node.lineno + parsed_cl[1])
+    for node in ast.walk(parsed_gtt[0]):
+        if isinstance(node, ast.Assert):
+            name = _tested_attr(node.test)
+            if name in optional:
+                return (f"get_top_tokens of {gtt.owner.name} asserts self.{name} (line "
+                        f"{node.lineno + parsed_gtt[1]}), which compute_logits of {cl.owner.name} treats as "
+                        f"optional (line {optional[name]}): without it compute_logits falls back, "
+                        "get_top_tokens fails")
+    return None
 
 
 def _unaccepted(cshape: LogitsShape, gshape: TopTokensShape) -> list[str]:

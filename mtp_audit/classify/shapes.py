@@ -157,6 +157,16 @@ _PLAIN = _method("""
 """)
 
 
+_BRANCHED = _method("""
+    def compute_logits(self, hidden_states):
+        if self.lora_head is not None:
+            logits = self.logits_processor(self.lora_head, hidden_states)
+        else:
+            logits = self.logits_processor(self.lm_head, hidden_states)
+        return logits
+""")
+
+
 class ShapeRule:
     """One ``compute_logits`` shape rule: ``check`` answers a LogitsShape when it objects, else None.
 
@@ -327,9 +337,16 @@ class SeveralHeads(ShapeRule):
     id = "MTP105"
     name = "several-heads"
     message = "compute_logits calls the head more than once"
-    after = ("no-head",)
-    VALID = (Example(_PLAIN, LogitsKind.HEAD, "head"),)
+    after = ("no-head", "mask-in-branch")
+    VALID = (Example(_PLAIN, LogitsKind.HEAD, "head"), Example(_BRANCHED, LogitsKind.HEAD, "head"))
     INVALID = (
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                if self.lora_head is not None:
+                    logits = self.logits_processor(self.lora_head, hidden_states)
+                logits = self.logits_processor(self.lm_head, hidden_states)
+                return logits
+        """), LogitsKind.MANUAL, "several-heads"),
         Example(_method("""
             def compute_logits(self, hidden_states, spec_step_idx=0):
                 if spec_step_idx:
@@ -340,7 +357,7 @@ class SeveralHeads(ShapeRule):
 
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
         calls = [c for s in body.statements for c in _calls(body, s, LOGITS_CALL)]
-        if len(calls) > 1:
+        if len(calls) > 1 and _branched(body) is None:
             lines = ", ".join(str(body.line(c)) for c in calls)
             return LogitsShape(LogitsKind.MANUAL, "several-heads", f"several head calls (lines {lines})",
                                body.line(calls[0]), params)
@@ -362,6 +379,118 @@ def _head_expression(statement: cst.BaseStatement) -> tuple[cst.Call, str | None
     return None
 
 
+@dataclass(frozen=True)
+class _Branched:
+    """``if``/``elif``/``else`` whose every arm ends in a head call: mirrorable arm by arm."""
+
+    index: int  # of the ``if`` in the body's statements
+    calls: tuple[cst.Call, ...]
+    name: str | None  # the name every arm assigns and the body then returns; None: every arm returns
+
+
+def _arms(statement: cst.If) -> list[cst.BaseSuite] | None:
+    """The blocks of an ``if``/``elif``/``else`` chain; None without a final ``else``."""
+    arms: list[cst.BaseSuite] = []
+    node: cst.If | cst.Else | None = statement
+    while isinstance(node, cst.If):
+        arms.append(node.body)
+        node = node.orelse
+    if not isinstance(node, cst.Else):
+        return None
+    return [*arms, node.body]
+
+
+def _branched(body: _Body) -> _Branched | None:
+    index = next((i for i, s in enumerate(body.statements) if _calls(body, s, LOGITS_CALL)), None)
+    if index is None or not isinstance(body.statements[index], cst.If):
+        return None
+    statement = body.statements[index]
+    arms = _arms(statement)
+    if arms is None:
+        return None
+    node: cst.BaseSuite | cst.If | cst.Else | None = statement
+    while isinstance(node, cst.If):  # no head call in a condition
+        if any(m.matches(c, LOGITS_CALL) for c in nodes_of(node.test, cst.Call)):
+            return None
+        node = node.orelse
+    calls, names = [], set()
+    for arm in arms:
+        statements = list(getattr(arm, "body", []))
+        found = _head_expression(statements[-1]) if statements else None
+        if found is None or not m.matches(found[0], HEAD_CALL):
+            return None
+        for earlier in statements[:-1]:
+            nodes = nodes_of(earlier, (cst.Call, cst.Return, cst.Yield))
+            if any(isinstance(n, (cst.Return, cst.Yield)) or m.matches(n, LOGITS_CALL) for n in nodes):
+                return None
+        calls.append(found[0])
+        names.add(found[1])
+    if len(names) != 1:
+        return None
+    name = names.pop()
+    tail = body.statements[index + 1:]
+    if name is None and tail:
+        return None
+    if name is not None and not (len(tail) == 1 and m.matches(
+            tail[0], m.SimpleStatementLine(body=[m.Return(value=m.Name(name))]))):
+        return None
+    return _Branched(index, tuple(calls), name)
+
+
+MASK_CALL = m.Call(func=m.Attribute(value=m.Name(), attr=m.Name("index_fill_") | m.Name("masked_fill_")
+                                    | m.Name("masked_fill") | m.Name("index_fill") | m.Name("fill_")))
+
+
+class MaskInBranch(ShapeRule):
+    """Logits masked after a head call that sits in a block (an ``if`` arm, a ``with``): a mirror
+    of the head call alone would pick tokens the mask removes. (A plain head statement followed by
+    a mask is post-processing, caught there.)"""
+
+    id = "MTP110"
+    name = "mask-in-branch"
+    message = "logits from a head call inside a block are masked in place afterwards"
+    after = ("no-head",)
+    VALID = (Example(_BRANCHED, LogitsKind.HEAD, "head"),)
+    INVALID = (
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                if self.table is not None:
+                    logits = self.table(hidden_states)
+                else:
+                    logits = self.logits_processor(self.lm_head, hidden_states)
+                if self.suppressed is not None:
+                    logits.index_fill_(1, self.suppressed, -float("inf"))
+                return logits
+        """), LogitsKind.MANUAL, "post-mask"),
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                with torch.no_grad():
+                    logits = self.logits_processor(self.lm_head, hidden_states)
+                    logits[:, self.blocked] = float("-inf")
+                return logits
+        """), LogitsKind.MANUAL, "post-mask"),
+    )
+
+    def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
+        index = _head_index(body)
+        if _head_expression(body.statements[index]) is not None:
+            return None
+        names = {t.target.value for s in body.statements for t in nodes_of(s, cst.AssignTarget)
+                 if isinstance(t.target, cst.Name)
+                 and any(m.matches(c, LOGITS_CALL) for c in nodes_of(s, cst.Call))}
+        store = m.AssignTarget(target=m.Subscript(value=m.Name()))
+        for statement in body.statements[index:]:
+            masks = [(c, body.line(c)) for c in body.find(statement, MASK_CALL)
+                     if c.func.value.value in names]  # type: ignore[attr-defined]
+            masks += [(t, body.line(statement)) for t in nodes_of(statement, cst.AssignTarget)
+                      if m.matches(t, store) and t.target.value.value in names]  # type: ignore[attr-defined]
+            for node, line in masks:
+                return LogitsShape(LogitsKind.MANUAL, "post-mask",
+                                   f"{POST_REASONS[PostKind.MASK]} (line {line}: `{body.code(node)}`)", line,
+                                   params, post=PostKind.MASK)
+        return None
+
+
 class ConditionalHead(ShapeRule):
     """A head call inside an expression or a block (``if``, ``with``, a conditional expression)
     runs only sometimes, or with something around it; the mirror rule copies plain statements."""
@@ -376,6 +505,18 @@ class ConditionalHead(ShapeRule):
             def compute_logits(self, hidden_states):
                 logits = self.logits_processor(self.lm_head, hidden_states)
                 return logits
+        """), LogitsKind.HEAD, "head"),
+        Example(_BRANCHED, LogitsKind.HEAD, "head"),
+        Example(_method("""
+            def compute_logits(self, hidden_states, spec_step_idx=0):
+                assert self.lm_head is not None
+                if spec_step_idx == 0:
+                    return self.logits_processor(self.lm_head, hidden_states)
+                elif self.share_head:
+                    return self.logits_processor(self.lm_head, self.norm(hidden_states))
+                else:
+                    head = self.heads[spec_step_idx]
+                    return self.logits_processor(head, hidden_states)
         """), LogitsKind.HEAD, "head"),
     )
     INVALID = (
@@ -392,7 +533,7 @@ class ConditionalHead(ShapeRule):
 
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
         statement = body.statements[_head_index(body)]
-        if _head_expression(statement) is None:
+        if _head_expression(statement) is None and _branched(body) is None:
             call = _calls(body, statement, LOGITS_CALL)[0]
             return LogitsShape(LogitsKind.MANUAL, "conditional-head",
                                f"the head call is not a plain `return` or assignment (line {body.line(call)})",
@@ -508,6 +649,8 @@ class PostProcessing(ShapeRule):
     )
 
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
+        if _branched(body) is not None:
+            return None
         index = _head_index(body)
         call, name = _head_expression(body.statements[index])  # type: ignore[misc]
         tail = body.statements[index + 1:]
@@ -561,9 +704,16 @@ class HeadArguments(ShapeRule):
     )
 
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
+        branched = _branched(body)
+        if branched is not None:
+            return next((shape for c in branched.calls if (shape := self._check_call(body, params, c))), None)
         call, _ = _head_expression(body.statements[_head_index(body)])  # type: ignore[misc]
         if not m.matches(call, HEAD_CALL):
             return None
+        return self._check_call(body, params, call)
+
+    @staticmethod
+    def _check_call(body: _Body, params: list[Param], call: cst.Call) -> LogitsShape | None:
         positional = [a for a in call.args if a.keyword is None and not a.star]
         keywords = [a.keyword.value for a in call.args if a.keyword is not None]
         starred = [a for a in call.args if a.star]
@@ -581,6 +731,7 @@ RULES: tuple[ShapeRule, ...] = (
     Stub(),
     ByHand(),
     NoHead(),
+    MaskInBranch(),
     SeveralHeads(),
     ConditionalHead(),
     EarlyReturn(),
@@ -618,8 +769,29 @@ def analyze_compute_logits(code: str, first_line: int) -> LogitsShape:
         if shape is not None:
             shape.rule_id = rule.id
             return shape
+    branched = _branched(body)
+    if branched is not None:
+        return _branched_shape(body, params, branched)
     call, _ = _head_expression(body.statements[_head_index(body)])  # type: ignore[misc]
     return _head_shape(body, params, call)
+
+
+def _branched_shape(body: _Body, params: list[Param], branched: _Branched) -> LogitsShape:
+    """A head call in every arm: the mirror calls get_top_tokens in every arm. The head and hidden
+    states are the arms' own when they agree (else None); the choice between arms counts as a
+    transform before the head, so no single-call equivalence is claimed."""
+    heads, hidden = set(), set()
+    for call in branched.calls:
+        args = [a for a in call.args if a.keyword is None]
+        heads.add(body.code(args[0].value) if args else None)
+        hidden.add(body.code(args[1].value) if len(args) > 1 else None)
+    line = body.line(body.statements[branched.index])
+    return LogitsShape(LogitsKind.HEAD, "head",
+                       f"compute_logits returns self.logits_processor(...) in each of {len(branched.calls)} arms "
+                       f"of the `if` at line {line}", line, params,
+                       head=heads.pop() if len(heads) == 1 else None,
+                       hidden=hidden.pop() if len(hidden) == 1 else None, pre_transform=True,
+                       extra_args=any(len(c.args) > 2 for c in branched.calls))
 
 
 LOCAL_ARGMAX_REMAP = m.BinaryOperation(operator=m.Add(), right=m.Subscript())
@@ -658,16 +830,59 @@ def normalize(code: str) -> str:
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
             and isinstance(body[0].value.value, str):
         body = body[1:]
-    if (len(body) >= 2 and isinstance(body[-1], ast.Return) and isinstance(body[-1].value, ast.Name)
-            and isinstance(body[-2], ast.Assign) and len(body[-2].targets) == 1
-            and isinstance(body[-2].targets[0], ast.Name)
-            and body[-2].targets[0].id == body[-1].value.id):
-        body = [*body[:-2], ast.Return(value=body[-2].value)]  # `x = call; return x` is `return call`
-    func.body = body or [ast.Pass()]
+    func.body = _returns_collapsed(body) or [ast.Pass()]
     func.name = "_"
     func.returns = None
     func.decorator_list = []
     return ast.dump(func, include_attributes=False)
+
+
+def _assigned_name(statement: ast.stmt) -> str | None:
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+            and isinstance(statement.targets[0], ast.Name):
+        return statement.targets[0].id
+    return None
+
+
+def _arms_assign(statement: ast.If, name: str) -> bool:
+    """Every arm of an if/elif/else chain ends in ``name = ...``."""
+    node: ast.stmt = statement
+    while isinstance(node, ast.If):
+        if not node.body or _assigned_name(node.body[-1]) != name:
+            return False
+        if not node.orelse:
+            return False
+        if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+            node = node.orelse[0]
+            continue
+        return _assigned_name(node.orelse[-1]) == name
+    return False
+
+
+def _returning_arms(statement: ast.If) -> ast.If:
+    statement.body = [*statement.body[:-1], ast.Return(value=statement.body[-1].value)]  # type: ignore[attr-defined]
+    if len(statement.orelse) == 1 and isinstance(statement.orelse[0], ast.If):
+        statement.orelse = [_returning_arms(statement.orelse[0])]
+    else:
+        statement.orelse = [*statement.orelse[:-1], ast.Return(value=statement.orelse[-1].value)]  # type: ignore[attr-defined]
+    return statement
+
+
+def _returns_collapsed(body: list[ast.stmt]) -> list[ast.stmt]:
+    """``x = call; return x`` is ``return call``, at the end of the body and of every ``if`` arm;
+    an ``if`` whose every arm assigns ``x``, then ``return x``, returns from each arm."""
+    body = list(body)
+    returned = body[-1].value.id if body and isinstance(body[-1], ast.Return) \
+        and isinstance(body[-1].value, ast.Name) else None
+    if returned and len(body) >= 2 and _assigned_name(body[-2]) == returned:
+        body = [*body[:-2], ast.Return(value=body[-2].value)]  # type: ignore[attr-defined]
+    elif returned and len(body) >= 2 and isinstance(body[-2], ast.If) and _arms_assign(body[-2], returned):
+        body = [*body[:-2], _returning_arms(body[-2])]
+    for statement in body:
+        if isinstance(statement, ast.If):
+            statement.body = _returns_collapsed(statement.body)
+            statement.orelse = _returns_collapsed(statement.orelse)
+    return body
 
 
 def returns_plain_head(code: str, hidden: str) -> bool:
