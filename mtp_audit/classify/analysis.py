@@ -360,27 +360,41 @@ def _method_tree(hit: MethodHit) -> tuple[ast.AST, int] | None:
 
 
 def asserted_optional(cl: MethodHit, gtt: MethodHit) -> str | None:
-    """get_top_tokens asserts ``self.X`` (is not None) where compute_logits tests it and falls back:
-    with X unset, compute_logits still selects tokens and get_top_tokens fails."""
+    """get_top_tokens asserts or dereferences ``self.X`` where compute_logits tests it and falls
+    back: with X unset, compute_logits still selects tokens and get_top_tokens fails."""
     parsed_cl, parsed_gtt = _method_tree(cl), _method_tree(gtt)
     if parsed_cl is None or parsed_gtt is None:
         return None
-    optional: dict[str, int] = {}
-    for node in ast.walk(parsed_cl[0]):
-        if isinstance(node, (ast.If, ast.IfExp)):
-            for part in (node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]):
-                name = _tested_attr(part)
-                if name is not None:
-                    optional.setdefault(name, node.lineno + parsed_cl[1])
+    optional = _tested_attrs(parsed_cl)
+    guarded = _tested_attrs(parsed_gtt)
+    uses: list[tuple[int, str, str]] = []
     for node in ast.walk(parsed_gtt[0]):
         if isinstance(node, ast.Assert):
             name = _tested_attr(node.test)
             if name in optional:
-                return (f"get_top_tokens of {gtt.owner.name} asserts self.{name} (line "
-                        f"{node.lineno + parsed_gtt[1]}), which compute_logits of {cl.owner.name} treats as "
-                        f"optional (line {optional[name]}): without it compute_logits falls back, "
-                        "get_top_tokens fails")
-    return None
+                uses.append((node.lineno + parsed_gtt[1], name, "asserts"))
+        elif isinstance(node, (ast.Attribute, ast.Call)):
+            name = _self_attr(node.value if isinstance(node, ast.Attribute) else node.func)
+            if name in optional and name not in guarded:
+                uses.append((node.lineno + parsed_gtt[1], name, "uses"))
+    if not uses:
+        return None
+    line, name, how = min(uses)
+    return (f"get_top_tokens of {gtt.owner.name} {how} self.{name} (line {line}), which compute_logits of "
+            f"{cl.owner.name} treats as optional (line {optional[name]}): without it compute_logits falls back, "
+            "get_top_tokens fails")
+
+
+def _tested_attrs(parsed: tuple[ast.AST, int]) -> dict[str, int]:
+    """``self.X`` tested by an ``if`` (or a conditional expression) -> the line of the first test."""
+    out: dict[str, int] = {}
+    for node in ast.walk(parsed[0]):
+        if isinstance(node, (ast.If, ast.IfExp)):
+            for part in (node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]):
+                name = _tested_attr(part)
+                if name is not None:
+                    out.setdefault(name, node.lineno + parsed[1])
+    return out
 
 
 def _unaccepted(cshape: LogitsShape, gshape: TopTokensShape) -> list[str]:
