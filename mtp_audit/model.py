@@ -110,6 +110,7 @@ class DrafterRecord:
     entry_module: str = ""  # the module the registry names (may dispatch elsewhere)
     key: ClassKey | None = None
     callers: list[CallerRecord] = field(default_factory=list)
+    rule: str | None = None  # id of the compute_logits shape rule that decided the status (docs/rules.md)
 
     def to_json(self) -> dict:
         return {
@@ -125,6 +126,7 @@ class DrafterRecord:
             "delegates": [d.to_json() for d in self.delegates],
             "consistency": self.consistency.value if self.consistency else None,
             "reason": self.reason,
+            "rule": self.rule,
             "registry": self.registry,
             "callers": [c.to_json() for c in self.callers],
         }

@@ -103,6 +103,7 @@ class Scanner:
             if analysis.get_top_tokens else None,
             delegates=[location(d, d.line) for d in analysis.delegates],
             consistency=analysis.consistency,
+            rule=analysis.rule,
             registry=res.entry.registry,
             entry_module=res.entry.module,
             key=res.key,
@@ -114,7 +115,7 @@ class Scanner:
             groups: dict[tuple, list[str]] = {}
             first: dict[tuple, Analysis] = {}
             for platform, analysis in res.analyses.items():
-                signature = (analysis.status, analysis.reason, analysis.consistency)
+                signature = (analysis.status, analysis.reason, analysis.consistency, analysis.rule)
                 groups.setdefault(signature, []).append(platform)
                 first.setdefault(signature, analysis)
             for signature, platforms in groups.items():

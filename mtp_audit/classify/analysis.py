@@ -51,6 +51,7 @@ class Analysis:
     delegates: list[ClassKey] = field(default_factory=list)
     consistency: Consistency | None = None
     insertions: list[Insertion] = field(default_factory=list)
+    rule: str | None = None  # id of the shape rule that decided the status (shapes.RULES), if one did
 
 
 def synthetic_mirror(hit: MethodHit) -> MethodFacts:
@@ -84,9 +85,9 @@ class Analyzer:
         shape = logits_shape(cl.method.text, cl.method.line)
         inherited = "" if cl.owner == key else f" (inherited from {self.where(cl)})"
         if shape.kind == LogitsKind.STUB:
-            return Analysis(Status.NOT_APPLICABLE, shape.reason + inherited, cl)
+            return Analysis(Status.NOT_APPLICABLE, shape.reason + inherited, cl, rule=shape.rule_id)
         if shape.kind == LogitsKind.MANUAL:
-            return Analysis(Status.MISSING_MANUAL, shape.reason + inherited, cl)
+            return Analysis(Status.MISSING_MANUAL, shape.reason + inherited, cl, rule=shape.rule_id)
         if shape.kind == LogitsKind.HEAD:
             return Analysis(Status.MISSING_FIXABLE, shape.reason + inherited, cl,
                             insertions=[Insertion(self._placement(key, cl), cl)])
@@ -144,10 +145,11 @@ class Analyzer:
             inner = self.analyze(target, overlay, depth + 1)
         via = f"{target.name}" if shape.kind == LogitsKind.DELEGATE else f"super() ({target.name})"
         if inner.status == Status.MISSING_MANUAL:
-            return Analysis(Status.MISSING_MANUAL, f"delegate {via}: {inner.reason}", cl, delegates=[target, *inner.delegates])
+            return Analysis(Status.MISSING_MANUAL, f"delegate {via}: {inner.reason}", cl, delegates=[target, *inner.delegates],
+                            rule=inner.rule)
         if inner.status == Status.NOT_APPLICABLE:
             return Analysis(Status.MISSING_MANUAL, f"delegate {via} has no usable compute_logits: {inner.reason}", cl,
-                            delegates=[target, *inner.delegates])
+                            delegates=[target, *inner.delegates], rule=inner.rule)
         if inner.status == Status.SUPPORTED and inner.consistency in (Consistency.DIVERGENT, Consistency.UNPROVEN):
             return Analysis(Status.MISSING_MANUAL,
                             f"delegate {via} has a {inner.consistency.value} get_top_tokens: {inner.reason}", cl,
@@ -169,7 +171,7 @@ class Analyzer:
         shape = logits_shape(cl.method.text, cl.method.line)
         if shape.kind in (LogitsKind.STUB, LogitsKind.MANUAL):
             status = Status.NOT_APPLICABLE if shape.kind == LogitsKind.STUB else Status.MISSING_MANUAL
-            return Analysis(status, f"{shape.reason} in {self.where(cl)}", cl)
+            return Analysis(status, f"{shape.reason} in {self.where(cl)}", cl, rule=shape.rule_id)
         if shape.kind == LogitsKind.HEAD:
             return Analysis(Status.MISSING_FIXABLE, f"{shape.reason} in {self.where(cl)}", cl,
                             insertions=[Insertion(cl.owner, cl)])

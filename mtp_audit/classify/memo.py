@@ -51,6 +51,14 @@ def load_rules() -> None:
 _RULES = "mtp_audit.classify.shapes"
 
 
+def shape_rules() -> tuple:
+    """The compute_logits shape rules (``shapes.RULES``), importing libcst the fast way if need be."""
+    load_rules()
+    from .shapes import RULES
+
+    return RULES
+
+
 @contextlib.contextmanager
 def _collector_paused() -> Iterator[None]:
     """No cyclic garbage collection while libcst imports.
