@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .cache import FactsCache
 from .classify import memo
 from .classify.analysis import Analysis, Analyzer
 from .errors import UsageError
 from .fanout import MIN_ENTRIES, resolve_in_workers
-from .index.cache import FactsCache
 from .index.modules import ModuleIndex
 from .locate import LOGITS_PROCESSOR, has_local_argmax
 from .model import (
