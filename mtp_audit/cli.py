@@ -18,8 +18,8 @@ from typing import Annotated, Optional
 import typer
 
 from . import __version__
+from .cache import ResultCache, default_cache_dir
 from .errors import InternalError, UsageError
-from .index.results import ResultCache, default_cache_dir
 from .locate import locate
 from .model import ScanResult, SourceTree, Status
 from .report.json_report import render_json
@@ -119,9 +119,8 @@ def run_scan(tree: SourceTree, no_cache: bool, jobs: int = 0) -> ScanResult:
     cached = results.load(tree) if results else None
     if cached is not None:
         return cached
+    from .cache import FactsCache, Observed
     from .fanout import resolve_jobs
-    from .index.cache import FactsCache
-    from .index.results import Observed
     from .scan import scan
 
     result, scanner, _ = scan(tree, None if no_cache else FactsCache(), resolve_jobs(jobs))
@@ -219,9 +218,9 @@ def fix_command(
     if vllm_version and not (diff or check):
         raise UsageError("fix --vllm-version needs --diff or --check: the cached release sources stay untouched")
     from .apply.write import unified_diff
+    from .cache import FactsCache
     from .fanout import resolve_jobs
     from .fix import plan_fix, write_fix
-    from .index.cache import FactsCache
     from .report.fix_summary import render_fix_summary
 
     workers = resolve_jobs(jobs)
@@ -316,8 +315,8 @@ def pre_commit_command(
         print(f"{record.file}:{record.line}: {record.arch or record.cls} ({record.cls}) has no get_top_tokens; "
               f"`mtp-audit fix --model {record.arch or record.cls}` writes it ({record.reason})", file=sys.stderr)
     if fix:
+        from .cache import FactsCache
         from .fix import plan_fix, write_fix
-        from .index.cache import FactsCache
 
         result = plan_fix(tree, [r.arch or r.cls for r in records], False, FactsCache())
         write_fix(result)

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from .apply.changes import FileJob, Rewrite, UnsafeRewrite
 from .apply.plan import Plan, make_plan
 from .apply.write import write_all
+from .cache import FactsCache
 from .classify import memo
 from .classify.analysis import Insertion
 from .fanout import WarmWorker, warm_worker
-from .index.cache import FactsCache
 from .index.facts import ModuleFacts
 from .model import SourceTree, Status
 from .scan import Scanner, scan

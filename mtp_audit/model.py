@@ -111,6 +111,7 @@ class DrafterRecord:
     key: ClassKey | None = None
     callers: list[CallerRecord] = field(default_factory=list)
     uncalled: bool = False  # not_applicable because no speculator that can hold it calls get_top_tokens
+    rule: str | None = None  # id of the compute_logits shape rule that decided the status (docs/rules.md)
 
     def to_json(self) -> dict:
         return {
@@ -126,6 +127,7 @@ class DrafterRecord:
             "delegates": [d.to_json() for d in self.delegates],
             "consistency": self.consistency.value if self.consistency else None,
             "reason": self.reason,
+            "rule": self.rule,
             "registry": self.registry,
             "callers": [c.to_json() for c in self.callers],
         }

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .cache import FactsCache
 from .classify import memo
 from .classify.analysis import Analysis, Analyzer
 from .errors import UsageError
 from .fanout import MIN_ENTRIES, resolve_in_workers
-from .index.cache import FactsCache
 from .index.modules import ModuleIndex
 from .locate import LOGITS_PROCESSOR, has_local_argmax
 from .model import (
@@ -141,6 +141,7 @@ class Scanner:
             if analysis.get_top_tokens else None,
             delegates=[location(d, d.line) for d in analysis.delegates],
             consistency=analysis.consistency,
+            rule=analysis.rule,
             registry=res.entry.registry,
             entry_module=res.entry.module,
             key=res.key,
@@ -154,7 +155,7 @@ class Scanner:
             groups: dict[tuple, list[str]] = {}
             first: dict[tuple, Analysis] = {}
             for platform, analysis in res.analyses.items():
-                signature = (analysis.status, analysis.reason, analysis.consistency)
+                signature = (analysis.status, analysis.reason, analysis.consistency, analysis.rule)
                 groups.setdefault(signature, []).append(platform)
                 first.setdefault(signature, analysis)
             for signature, platforms in groups.items():

@@ -103,28 +103,6 @@ def reads(text: str, name: str) -> bool:
                for statement in body for n in ast.walk(statement))
 
 
-def dropped_by_caller(reach: Reach, pair: CallPair, logits_params: list[Param], logits_text: str,
-                      top_params: list[Param]) -> str | None:
-    """Why the tokens differ when a caller passes ``compute_logits`` an argument it reads but
-    does not pass it to ``get_top_tokens`` on the same path (None: it does not)."""
-    top_bound, _ = bind(top_params, pair.top_tokens)
-    for logits in pair.logits:
-        bound, _ = bind(logits_params, logits)
-        for name in sorted(bound - top_bound):
-            if reads(logits_text, name):
-                return (f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)} but "
-                        f"{form(logits)} ({where(logits)}) on the same path, and compute_logits reads {name}")
-    return None
-
-
-def type_error(reach: Reach, pair: CallPair, top_params: list[Param], method: str) -> str | None:
-    _, errors = bind(top_params, pair.top_tokens)
-    if errors:
-        return (f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)}; {method} "
-                f"does not accept {', '.join(errors)} (TypeError)")
-    return None
-
-
 def passed_to_top_tokens(contract: Contract, params: list[Param]) -> set[str]:
     """The parameters of a ``get_top_tokens`` with ``params`` that some caller binds."""
     out: set[str] = set()

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..cache import ABSENT, EXISTS, MISSING, FactsCache, digest
 from ..errors import InternalError
 from ..model import SourceTree
-from .cache import FactsCache
 from .facts import ModuleFacts, extract_facts
-from .results import ABSENT, EXISTS, digest
 
 
 class ModuleIndex:
@@ -22,7 +21,7 @@ class ModuleIndex:
         self._facts: dict[str, ModuleFacts | None] = {}
         self.located: dict[str, tuple[Path, bool] | None] = {}  # module -> locate's answer
         self.read_errors: dict[str, str] = {}
-        self.observed: dict[str, str] = {}  # what the result depends on (see results.Observed)
+        self.observed: dict[str, str] = {}  # what the result depends on (see cache.Observed)
 
     def locate(self, module: str) -> tuple[Path, bool] | None:
         """The file of ``module`` and whether it is a package, or None if not in the tree."""
@@ -81,8 +80,9 @@ class ModuleIndex:
             facts.parse_error = self.read_errors[rel]
             return facts
         if self.cache is not None:
-            cached = self.cache.load(data, module, is_package, rel)
-            if cached is not None:
+            cached = self.cache.load(data, module, is_package, ModuleFacts)
+            if cached is not MISSING:
+                cached.path = rel  # the same content may live at another path
                 return cached
         try:
             facts = extract_facts(source, module, rel, is_package)
@@ -91,7 +91,7 @@ class ModuleIndex:
         if facts.parse_error:
             self.read_errors[rel] = f"syntax error, {facts.parse_error}"
         elif self.cache is not None:
-            self.cache.store(data, facts)
+            self.cache.store(data, module, is_package, facts)
         return facts
 
     def loaded(self) -> dict[str, ModuleFacts | None]:
