@@ -71,6 +71,8 @@ class Scanner:
             if not isinstance(item, ClassKey):
                 continue
             source = self.index.read_bytes(self.tree.root / self.hierarchies[platform].file_of(item))
+            if b"speculator_config_class" not in source:
+                continue
             name = declared_config(source.decode("utf-8", "replace"), item.name, item.line)
             if name is None:
                 continue

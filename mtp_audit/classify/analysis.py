@@ -10,6 +10,7 @@ before anything is written.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import textwrap
 
@@ -375,11 +376,16 @@ def _tested_attr(test: ast.AST) -> str | None:
 
 
 def _method_tree(hit: MethodHit) -> tuple[ast.AST, int] | None:
+    func = _parsed_method(hit.method.text)
+    return None if func is None else (func, hit.method.line - func.lineno)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed_method(text: str) -> ast.AST | None:
     try:
-        func = ast.parse(textwrap.dedent(hit.method.text)).body[0]
+        return ast.parse(textwrap.dedent(text)).body[0]
     except (SyntaxError, IndexError):
         return None
-    return func, hit.method.line - func.lineno
 
 
 def asserted_optional(cl: MethodHit, gtt: MethodHit) -> str | None:

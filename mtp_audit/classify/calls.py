@@ -11,6 +11,7 @@ arguments that ``compute_logits`` depends on; would a call raise ``TypeError``.
 from __future__ import annotations
 
 import ast
+import functools
 import textwrap
 from dataclasses import dataclass
 
@@ -92,6 +93,7 @@ def bind(params: list[Param], call: ModelCall) -> tuple[set[str], list[str]]:
     return bound, errors
 
 
+@functools.lru_cache(maxsize=4096)
 def reads(text: str, name: str) -> bool:
     """Whether a method's body reads parameter ``name`` (unparsable text: assume it does)."""
     try:
