@@ -18,6 +18,7 @@ from .classify.analysis import Insertion
 from .fanout import WarmWorker, warm_worker
 from .index.cache import FactsCache
 from .index.facts import ModuleFacts
+from .locate import local_argmax_in
 from .model import SourceTree, Status
 from .scan import Scanner, scan
 from .select import select
@@ -43,6 +44,9 @@ def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
         else:
             records = select(result.records, models or [], single_module=True, model_types=model_types)
         plan = make_plan(scanner, resolutions, records)
+        refusal = _without_local_argmax(tree)
+        if refusal:
+            _refuse_all(plan, refusal)
         while True:
             rewrites, failures = _rewrites(scanner, plan.insertions, worker, jobs)
             if not failures:
@@ -53,6 +57,28 @@ def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
                     outcome.action, outcome.reason = "refused", failed[0]
             kept = {i.target for o in plan.outcomes if o.action == "fix" for i in o.insertions}
             plan.insertions = [i for i in plan.insertions if i.target in kept]
+
+
+def _without_local_argmax(tree: SourceTree) -> str | None:
+    """Why nothing may be written into a plugin directory: the vLLM it runs with decides what a
+    ``get_top_tokens`` may call. None when it may (a vLLM tree was checked when it was scanned)."""
+    if tree.is_vllm:
+        return None
+    if tree.runs_with is None:
+        return ("no vLLM found that this plugin runs with (none installed): pass --vllm PATH|VERSION; a "
+                "get_top_tokens calls its LogitsProcessor.get_top_tokens")
+    if not local_argmax_in(tree.runs_with):
+        return (f"this plugin runs with vLLM {tree.runs_with.vllm_version or '(version unknown)'} "
+                f"({tree.runs_with.root}), whose LogitsProcessor has no get_top_tokens (vLLM 0.20 and later): "
+                "the method would call what that vLLM does not have")
+    return None
+
+
+def _refuse_all(plan: Plan, reason: str) -> None:
+    for outcome in plan.outcomes:
+        if outcome.action == "fix":
+            outcome.action, outcome.reason, outcome.insertions = "refused", reason, []
+    plan.insertions = []
 
 
 def _load_rewriter() -> None:

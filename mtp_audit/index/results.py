@@ -21,8 +21,9 @@ from ..model import ScanResult, SourceTree
 
 # Bumped whenever a cached class changes shape, so entries of an older layout are never unpickled
 # into the new one, or whenever resolution reads the same facts differently (2: MethodFacts keeps
-# the method's text, not libcst's printing; 3: the last star import wins, not the first).
-CACHE_SCHEMA = 3
+# the method's text, not libcst's printing; 3: the last star import wins, not the first; 4: records
+# say where they come from, vLLM or a plugin).
+CACHE_SCHEMA = 4
 
 
 def default_cache_dir() -> Path:
@@ -71,7 +72,8 @@ class ResultCache:
         self.directory = directory
 
     def _path(self, tree: SourceTree) -> Path:
-        key = digest(f"{__version__}\0{CACHE_SCHEMA}\0{tree.root}".encode())
+        plugins = [(p.name, p.version, str(p.location)) for p in tree.plugins]  # installing one changes the result
+        key = digest(f"{__version__}\0{CACHE_SCHEMA}\0{tree.root}\0{tree.extra_roots}\0{plugins}".encode())
         return self.directory / "results" / f"{key}.pickle"
 
     def load(self, tree: SourceTree) -> ScanResult | None:
