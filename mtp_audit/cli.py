@@ -261,6 +261,8 @@ def fix_command(
     tree = resolve_tree(path, vllm_version, quiet, runs_with=runs_with, plugins=not no_plugins,
                         plugin_paths=plugin_path)
     result = plan_fix(tree, model, sweep_all, None if no_cache else FactsCache(), _model_types(tree), workers)
+    if result.refusal and not quiet:
+        print(f"mtp-audit: no fix written into this plugin: {result.refusal}", file=sys.stderr)
     if diff:
         for rewrite in result.rewrites:
             sys.stdout.write(unified_diff(rewrite))

@@ -29,6 +29,7 @@ class FixResult:
     tree: SourceTree
     plan: Plan
     rewrites: list[Rewrite]
+    refusal: str | None = None  # why nothing may be written at all (a plugin's vLLM lacks get_top_tokens)
 
 
 def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
@@ -45,12 +46,12 @@ def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
             records = select(result.records, models or [], single_module=True, model_types=model_types)
         plan = make_plan(scanner, resolutions, records)
         refusal = _without_local_argmax(tree)
-        if refusal:
-            _refuse_all(plan, refusal)
+        if refusal and not _refuse_all(plan, refusal):
+            refusal = None  # nothing to write anyway
         while True:
             rewrites, failures = _rewrites(scanner, plan.insertions, worker, jobs)
             if not failures:
-                return FixResult(tree, plan, rewrites)
+                return FixResult(tree, plan, rewrites, refusal)
             for outcome in plan.outcomes:  # a drafter is fixed whole or not at all
                 failed = [failures[i.target] for i in outcome.insertions if i.target in failures]
                 if outcome.action == "fix" and failed:
@@ -74,11 +75,13 @@ def _without_local_argmax(tree: SourceTree) -> str | None:
     return None
 
 
-def _refuse_all(plan: Plan, reason: str) -> None:
-    for outcome in plan.outcomes:
-        if outcome.action == "fix":
-            outcome.action, outcome.reason, outcome.insertions = "refused", reason, []
+def _refuse_all(plan: Plan, reason: str) -> int:
+    """Refuse every planned fix; how many there were."""
+    refused = [o for o in plan.outcomes if o.action == "fix"]
+    for outcome in refused:
+        outcome.action, outcome.reason, outcome.insertions = "refused", reason, []
     plan.insertions = []
+    return len(refused)
 
 
 def _load_rewriter() -> None:

@@ -310,14 +310,15 @@ def _calls_with_function(tree: ast.Module):
             pending.append((child, inner))
 
 
-def is_drafter(arch: str, cls: str, in_tree_archs: set[str]) -> bool:
+def is_drafter(arch: str, cls: str, drafter_archs: set[str]) -> bool:
     """A registration of a drafter: an architecture vLLM registers as one, or named like one."""
-    return arch in in_tree_archs or bool(OTHER_DICT_DRAFTER.search(arch) or OTHER_DICT_DRAFTER.search(cls)
+    return arch in drafter_archs or bool(OTHER_DICT_DRAFTER.search(arch) or OTHER_DICT_DRAFTER.search(cls)
                                          or EAGLE_ARCH.search(arch))
 
 
 def effective_registry(in_tree: list[RegistryEntry], readings: list[PluginReading]) -> list[RegistryEntry]:
-    """In-tree entries, then each plugin's drafter registrations, in plugin order.
+    """In-tree entries, then the plugins' drafter registrations: platform plugins' first (vLLM
+    resolves its platform before it loads the general plugins), each phase in plugin order.
 
     A general plugin's registration applies wherever it loads: every in-tree platform and every
     plugin platform; it replaces the entry it names there. A platform plugin's applies on its
@@ -326,37 +327,40 @@ def effective_registry(in_tree: list[RegistryEntry], readings: list[PluginReadin
     everywhere = (*PLATFORMS, *labels)
     drafter_archs = {e.arch for e in in_tree if e.arch and e.registry == SPECULATIVE}
     entries = list(in_tree)
-    for reading in readings:
-        own_platforms = tuple(reading.platforms)
-        by_arch: dict[str, list[Registration]] = {}
-        for registration in reading.registrations:  # one function may register an arch in two branches
-            by_arch.setdefault(registration.arch, []).append(registration)
-        for arch, alternatives in by_arch.items():
-            if not is_drafter(arch, alternatives[0].cls, drafter_archs | {e.arch for e in entries if e.arch}):
-                continue
-            general = any(r.group == GENERAL for r in alternatives)
-            scope = everywhere if general else own_platforms
-            replaced = [e for e in entries if e.arch == arch]
-            kept = []
-            for entry in entries:
-                if entry.arch != arch:
-                    kept.append(entry)
-                    continue
-                remaining = tuple(p for p in (entry.scope or PLATFORMS) if p not in scope)
-                if remaining == (entry.scope or PLATFORMS):
-                    kept.append(entry)
-                elif remaining:
-                    kept.append(RegistryEntry(entry.arch, entry.module, entry.cls, entry.registry, entry.source,
-                                              entry.replaces, remaining))
-            entries = kept
-            original = next((e for e in replaced if e.source == "vllm"), replaced[0] if replaced else None)
-            replaces = (original.module, original.cls) if original else None
-            for registration in alternatives:
-                entry = RegistryEntry(arch, registration.module, registration.cls, REGISTERED,
-                                      registration.plugin.label, replaces, scope)
-                if entry not in entries:
-                    entries.append(entry)
+    for phase in (PLATFORM, GENERAL):
+        for reading in readings:
+            by_arch: dict[str, list[Registration]] = {}
+            for registration in reading.registrations:  # a function may register an arch in two branches
+                if registration.group == phase:
+                    by_arch.setdefault(registration.arch, []).append(registration)
+            scope = everywhere if phase == GENERAL else tuple(reading.platforms)
+            for arch, alternatives in by_arch.items():
+                if is_drafter(arch, alternatives[0].cls, drafter_archs):
+                    entries = _register(entries, arch, alternatives, scope)
     return entries
+
+
+def _register(entries: list[RegistryEntry], arch: str, alternatives: list[Registration],
+              scope: tuple[str, ...]) -> list[RegistryEntry]:
+    """``entries`` with ``arch`` registered anew on ``scope``: what it replaces stays elsewhere."""
+    replaced = [e for e in entries if e.arch == arch]
+    original = next((e for e in replaced if e.source == "vllm"), replaced[0] if replaced else None)
+    kept = []
+    for entry in entries:
+        everywhere_before = entry.scope or PLATFORMS
+        remaining = tuple(p for p in everywhere_before if p not in scope)
+        if entry.arch != arch or remaining == everywhere_before:
+            kept.append(entry)
+        elif remaining:
+            kept.append(RegistryEntry(entry.arch, entry.module, entry.cls, entry.registry, entry.source,
+                                      entry.replaces, remaining))
+    replaces = (original.module, original.cls) if original else None
+    for registration in alternatives:
+        entry = RegistryEntry(arch, registration.module, registration.cls, REGISTERED, registration.plugin.label,
+                              replaces, scope)
+        if entry not in kept:
+            kept.append(entry)
+    return kept
 
 
 def tree_plugin(root: Path) -> PluginDist:
