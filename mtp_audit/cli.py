@@ -75,7 +75,7 @@ PluginPathOpt = Annotated[Optional[list[Path]], typer.Option(
 
 
 def resolve_tree(path: Optional[Path], vllm_version: Optional[str], quiet: bool = False, *,
-                 runs_with: Optional[str] = None, plugins: bool = True, plugin_paths: Optional[list[Path]] = None):
+                 runs_with: Optional[str] = None, plugins: bool = False, plugin_paths: Optional[list[Path]] = None):
     """The tree to audit; a vLLM with its installed plugins, a plugin directory with its vLLM."""
     from .locate import runs_with as with_vllm
     from .locate import with_plugins

@@ -97,4 +97,4 @@ def released_wheel(name: str, version: str, *, progress: Progress | None = None)
         if target.exists():
             shutil.rmtree(target)
         staging.rename(target)  # the cache entry appears whole or not at all
-    return sorted(target.glob("*.whl"))[0]
+    return min(target.glob("*.whl"))

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import BASE, FIXTURES, run_cli
 
 PLUGINS = FIXTURES / "plugins"
@@ -154,17 +153,23 @@ ASCEND_MTP = ("DeepSeekMTPModel", "CustomDeepSeekMTP", "vllm-ascend 0.9.1")
 
 
 @pytest.fixture(scope="module")
-def ascend_installed(tmp_path_factory) -> Path:
-    """vllm-ascend 0.9.1 installed without dependencies into a --target directory."""
+def ascend_wheel() -> Path:
+    """The released wheel, downloaded once with pip --no-deps and cached beside vLLM's sources."""
+    from mtp_audit.errors import UsageError
     from mtp_audit.sources import released_wheel
 
     try:
-        wheel = released_wheel(*ASCEND)
-    except Exception as error:  # no network and no cache: say so, do not pass silently
+        return released_wheel(*ASCEND)
+    except UsageError as error:  # no network and no cache: say so, do not pass silently
         pytest.fail(f"could not get {ASCEND[0]} {ASCEND[1]}: {error}")
+
+
+@pytest.fixture(scope="module")
+def ascend_installed(ascend_wheel, tmp_path_factory) -> Path:
+    """vllm-ascend 0.9.1 installed without dependencies into a --target directory."""
     target = tmp_path_factory.mktemp("ascend-target")
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check",
-                    "--no-index", "--target", str(target), str(wheel)], check=True)
+                    "--no-index", "--target", str(target), str(ascend_wheel)], check=True)
     return target
 
 
@@ -208,14 +213,12 @@ def test_released_plugin_in_the_installed_environment(ascend_installed):
 
 
 @pytest.fixture(scope="module")
-def ascend_source(tmp_path_factory) -> Path:
+def ascend_source(ascend_wheel, tmp_path_factory) -> Path:
     """The released plugin's source tree (its wheel unpacked: the Python files and the dist-info)."""
     import zipfile
 
-    from mtp_audit.sources import released_wheel
-
     into = tmp_path_factory.mktemp("ascend-src")
-    with zipfile.ZipFile(released_wheel(*ASCEND)) as archive:
+    with zipfile.ZipFile(ascend_wheel) as archive:
         archive.extractall(into, [n for n in archive.namelist() if n.endswith((".py", ".txt", "METADATA"))])
     return into
 
