@@ -48,6 +48,7 @@ def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
         refusal = _without_local_argmax(tree)
         if refusal and not _refuse_all(plan, refusal):
             refusal = None  # nothing to write anyway
+        _keep_plugin_fixes_in_plugins(tree, plan)
         while True:
             rewrites, failures = _rewrites(scanner, plan.insertions, worker, jobs)
             if not failures:
@@ -82,6 +83,24 @@ def _refuse_all(plan: Plan, reason: str) -> int:
         outcome.action, outcome.reason, outcome.insertions = "refused", reason, []
     plan.insertions = []
     return len(refused)
+
+
+def _keep_plugin_fixes_in_plugins(tree: SourceTree, plan: Plan) -> None:
+    """A plugin's drafter is fixed in the plugin: a mirror that would go into a vLLM class (its
+    ``compute_logits`` inherited from vLLM) changes every in-tree drafter built on that class,
+    on deployments without the plugin too; that is a change to vLLM, not to the plugin."""
+    for outcome in plan.outcomes:
+        if outcome.action != "fix" or (tree.is_vllm and outcome.record.source == "vllm"):
+            continue
+        into_vllm = [i.target for i in outcome.insertions if i.target.module.split(".")[0] == "vllm"]
+        if into_vllm:
+            where = ", ".join(f"{k.name} ({k.module})" for k in into_vllm)
+            outcome.action, outcome.insertions = "refused", []
+            outcome.reason = (f"the mirror would go into vLLM's {where}, where compute_logits is defined; a fix of "
+                              f"{outcome.record.source}'s drafter writes only into the plugin: give "
+                              f"{outcome.record.cls} its own get_top_tokens by hand, or fix vLLM")
+    kept = {i.target for o in plan.outcomes if o.action == "fix" for i in o.insertions}
+    plan.insertions = [i for i in plan.insertions if i.target in kept]
 
 
 def _load_rewriter() -> None:

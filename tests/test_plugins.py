@@ -239,3 +239,26 @@ def test_fix_into_a_released_plugin_whose_vllm_lacks_get_top_tokens(ascend_sourc
     assert result.returncode == 1
     assert "runs with vLLM 0.11.0" in result.stderr and "has no get_top_tokens" in result.stderr
     assert "def get_top_tokens" not in (ascend_source / "vllm_ascend/models/deepseek_mtp.py").read_text()
+
+
+def test_fix_of_an_installed_plugin_writes_into_the_plugin(tmp_path):
+    site = tmp_path / "site"
+    shutil.copytree(SITE, site)
+    tree = vllm_tree(tmp_path / "v")
+    result = run_cli("fix", str(tree), "--plugin-path", str(site), "--model", "NpuToyMTP")
+    assert result.returncode == 0, result.stderr
+    # the inherited compute_logits uses only self: the mirror goes into the plugin's class
+    assert "def get_top_tokens" in (site / "acme_npu/models/mtp.py").read_text()
+    assert "def get_top_tokens" not in (tree / "vllm/model_executor/models/toy_mtp.py").read_text()
+    rescan = run_cli("scan", str(tree), "--plugin-path", str(site), "--format", "json", "--model", "NpuToyMTP")
+    [record] = json.loads(rescan.stdout)["drafters"]
+    assert (record["status"], record["consistency"], record["source"]) == ("supported", "mirror", "acme-npu 0.3.0")
+
+
+def test_fix_of_a_released_plugin_stays_out_of_vllm(ascend_source, vllm_release):
+    vllm_release("0.34.0")
+    # CustomDeepSeekMTP inherits compute_logits (a delegation) from vLLM's DeepSeekMTP
+    result = run_cli("fix", str(ascend_source), "--vllm", "0.34.0", "--model", "DeepSeekMTPModel", "--diff")
+    assert result.returncode == 1
+    assert "drafter writes only into the plugin" in " ".join(result.stderr.replace("│", " ").split())
+    assert result.stdout == ""
