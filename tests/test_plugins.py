@@ -262,3 +262,17 @@ def test_fix_of_a_released_plugin_stays_out_of_vllm(ascend_source, vllm_release)
     assert result.returncode == 1
     assert "drafter writes only into the plugin" in " ".join(result.stderr.replace("│", " ").split())
     assert result.stdout == ""
+
+
+def test_result_cache_follows_the_plugins(tmp_path):
+    site = tmp_path / "site"
+    shutil.copytree(SITE, site)
+    tree = vllm_tree(tmp_path / "v")
+    scan = ("scan", str(tree), "--format", "json", "--fail-on", "never")
+    with_plugins = rows(run_cli(*scan, "--plugin-path", str(site)).stdout)
+    assert rows(run_cli(*scan).stdout) != with_plugins  # not the cached answer of the other set
+    assert rows(run_cli(*scan, "--plugin-path", str(site)).stdout) == with_plugins
+    helpers = site / "acme_vllm/helpers.py"  # a plugin file the result depends on
+    helpers.write_text(helpers.read_text().replace('"AcmeNewMTPModel"', '"AcmeRenamedMTPModel"'))
+    archs = [r[0] for r in rows(run_cli(*scan, "--plugin-path", str(site)).stdout)]
+    assert "AcmeRenamedMTPModel" in archs and "AcmeNewMTPModel" not in archs
