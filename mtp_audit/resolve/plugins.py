@@ -116,8 +116,10 @@ class _Reader:
             return
         self.seen.add((module, function, group))
         parsed = self.parsed(module)
+        entry_point = depth == 0  # deeper, a call may name a class or a variable: nothing to follow
         if parsed is None:
-            self.skipped.append(f"{self.plugin.label}: module {module} not found")
+            if entry_point:
+                self.skipped.append(f"{self.plugin.label}: entry point module {module} not found")
             return
         tree, file, is_package = parsed
         definition = _top_level_function(tree, function)
@@ -125,8 +127,8 @@ class _Reader:
             target = _module_binding(tree, module, is_package, function)
             if target is not None and target[1]:
                 self.follow(target[0], target[1], group, depth)  # re-exported from another module
-            else:
-                self.skipped.append(f"{file}: no function {function}")
+            elif entry_point:
+                self.skipped.append(f"{file}: no function {function}, which entry point {module}:{function} names")
             return
         local = _local_bindings(definition, module, is_package)
         for call in (n for n in ast.walk(definition) if isinstance(n, ast.Call)):
