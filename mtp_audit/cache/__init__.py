@@ -101,7 +101,7 @@ class ResultCache:
         self._store = Store(directory or default_cache_dir(), "results")
 
     def load(self, tree: SourceTree) -> ScanResult | None:
-        path = self._store.path(str(tree.root))
+        path = self._path(tree)
         entry = self._store.load(path, _ResultEntry)
         if entry is MISSING:
             return None
@@ -115,7 +115,11 @@ class ResultCache:
         return entry.result
 
     def store(self, tree: SourceTree, observed: Observed, result: ScanResult) -> None:
-        self._store.save(self._store.path(str(tree.root)), _ResultEntry(observed, result))
+        self._store.save(self._path(tree), _ResultEntry(observed, result))
+
+    def _path(self, tree: SourceTree) -> Path:
+        plugins = [(p.name, p.version, str(p.location)) for p in tree.plugins]  # installing one changes the result
+        return self._store.path(str(tree.root), [str(r) for r in tree.extra_roots], plugins)
 
 
 @dataclass

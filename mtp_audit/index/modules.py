@@ -32,13 +32,14 @@ class ModuleIndex:
     def _find(self, module: str) -> tuple[Path, bool] | None:
         if not module:
             return None
-        base = self.tree.root.joinpath(*module.split("."))
-        init = base / "__init__.py"
-        if self._probe(init):
-            return init, True
-        file = base.with_name(base.name + ".py")
-        if self._probe(file):
-            return file, False
+        for root in (self.tree.root, *self.tree.extra_roots):  # in order, as on sys.path
+            base = root.joinpath(*module.split("."))
+            init = base / "__init__.py"
+            if self._probe(init):
+                return init, True
+            file = base.with_name(base.name + ".py")
+            if self._probe(file):
+                return file, False
         return None
 
     def _probe(self, path: Path) -> bool:
@@ -56,7 +57,11 @@ class ModuleIndex:
         return self.locate(module) is not None
 
     def relative(self, path: Path) -> str:
-        return path.relative_to(self.tree.root).as_posix()
+        """Relative to the root; absolute for a file under an extra root (another directory)."""
+        try:
+            return path.relative_to(self.tree.root).as_posix()
+        except ValueError:
+            return path.as_posix()
 
     def facts(self, module: str) -> ModuleFacts | None:
         if module in self._facts:
