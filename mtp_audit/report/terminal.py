@@ -1,0 +1,28 @@
+"""How wide the output may be, and a rich console that honours it and ``NO_COLOR``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+# Piped output without COLUMNS: the table still needs a width; the concise format wraps nothing.
+PIPED_TABLE_WIDTH = 120
+
+
+def output_width(stderr: bool = False) -> int | None:
+    """``COLUMNS`` when set, else the terminal's width, else None (a pipe: do not wrap)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return shutil.get_terminal_size().columns
+    return None
+
+
+def console(stderr: bool = False):
+    from rich.console import Console
+
+    width = output_width(stderr) or PIPED_TABLE_WIDTH
+    return Console(stderr=stderr, no_color=bool(os.environ.get("NO_COLOR")) or None, width=width)
