@@ -20,7 +20,7 @@ import typer
 from . import __version__
 from .errors import InternalError, UsageError
 from .index.results import ResultCache, default_cache_dir
-from .locate import locate
+from .locate import REGISTRY, locate
 from .model import ScanResult, SourceTree, Status
 from .report.options import check_scan_options
 from .report import exit_codes
@@ -323,8 +323,8 @@ def pre_commit_command(
     fix: Annotated[bool, typer.Option("--fix", help="Write the mirrors; exit 1 when a file changed.")] = False,
 ) -> None:
     """For pre-commit in a vLLM checkout: missing_fixable drafters in the changed files fail the hook."""
-    tree = locate(None)
-    if not tree.is_vllm:
+    tree = locate(Path.cwd()) if (Path.cwd() / "vllm" / REGISTRY).is_file() else None  # never the installed vllm
+    if tree is None or not tree.is_vllm:
         raise UsageError("the pre-commit hook runs in a vLLM checkout (no vllm/ registry in the current directory)")
     changed = {(Path.cwd() / f).resolve().relative_to(tree.root).as_posix() for f in files or []}
     records = [r for r in run_scan(tree, False).records

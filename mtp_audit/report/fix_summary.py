@@ -26,7 +26,7 @@ def fix_summary_lines(result: FixResult, written: bool, width: int | None) -> li
         extra = " and `import torch`" if rewrite.added_import else ""
         lines += [Line(t) for t in _wrap(f"{verb} {rewrite.path}: get_top_tokens in "
                                          f"{', '.join(rewrite.classes)}{extra}", width)]
-    return lines + [Line(t) for t in _wrap(fix_total(result, written), width)]
+    return lines + [Line(t) for t in _wrap(fix_total(result, written), width, hanging="")]
 
 
 def fix_total(result: FixResult, written: bool) -> str:
