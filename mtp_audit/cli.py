@@ -52,7 +52,7 @@ FailOn = Enum("FailOn", {name: name for name in (*LEVELS, NEVER)}, type=str)  # 
 
 PathArg = Annotated[
     Optional[Path],
-    typer.Argument(help="A vLLM checkout, a vllm package directory or a directory of model files. "
+    typer.Argument(metavar="PATH", help="A vLLM checkout, a vllm package directory or a directory of model files. "
                         "Default: the current directory if it is a vLLM checkout, else the installed vllm."),
 ]
 ModelOpt = Annotated[
@@ -63,7 +63,7 @@ ModelOpt = Annotated[
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the facts cache.")]
 JobsOpt = Annotated[int, typer.Option(
-    "--jobs", "-j", min=0, help="Worker processes for a scan that is not cached: 0 = one per CPU (at most 8), 1 = none.")]
+    "--jobs", "-j", min=0, metavar="N", help="Worker processes for a scan that is not cached: 0 = one per CPU (at most 8), 1 = none.")]
 VERSION_HELP = ("Audit a released vLLM by number (e.g. 0.34.0) instead of PATH: its wheel's sources are "
                 "downloaded once with pip --no-deps and cached, never installed.")
 VersionOpt = Annotated[Optional[str], typer.Option("--vllm-version", metavar="X.Y.Z", help=VERSION_HELP)]
@@ -140,9 +140,10 @@ def _render_scan(result: ScanResult, format: Format, verbose: bool, show_all: bo
 
 SCAN_EXAMPLES = """Examples:
 
-\b
   mtp-audit scan --vllm-version 0.34.0
+
   mtp-audit scan ~/vllm --model nemotron_h --verbose
+
   mtp-audit scan --compare 0.33.0 0.34.0 --format markdown
 """
 
@@ -230,8 +231,7 @@ def fix_command(
 ) -> None:
     """Write the mirrored get_top_tokens into missing_fixable drafters (safe fixes only).
 
-    Needs --model NAME (repeatable) or --all. Ends with a total on stderr: methods written, files, refused
-    (with why), skipped.
+    Needs --model NAME (repeatable) or --all. Ends with a total on stderr: methods written, files, refused (with why), skipped.
     """
     if verify_report is not None and pr_body is None:
         raise UsageError("--verify-report goes with --pr-body")
