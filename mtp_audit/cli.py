@@ -22,9 +22,9 @@ from .errors import InternalError, UsageError
 from .index.results import ResultCache, default_cache_dir
 from .locate import REGISTRY, locate
 from .model import ScanResult, SourceTree, Status
-from .report.options import check_scan_options
 from .report import exit_codes
 from .report.json_report import render_json
+from .report.options import check_scan_options
 from .report.severity import DEFAULT_FAIL_ON, LEVELS, NEVER, findings
 from .report.terminal import console, output_width
 from .select import select

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 from rich.console import Console
@@ -41,6 +42,6 @@ def test_callers_in_verbose_table_and_markdown():
     assert " ".join(phrase.split()) in " ".join(verbose.split())
     assert phrase not in " ".join(line.text for line in render_concise(result, None))
     assert phrase in render_markdown(result)
-    console = Console(width=100, record=True, file=open("/dev/null", "w"))
+    console = Console(width=100, record=True, file=io.StringIO())
     render_table(result, console)
     assert "MTPSpeculator (speculator.py:580)" in console.export_text()

@@ -11,7 +11,8 @@ the two equal.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Literal
+from collections.abc import Iterable
+from typing import Literal
 
 OK, ACTION, ERROR = 0, 1, 2
 
