@@ -189,7 +189,7 @@ def test_compare_in_every_format_it_takes(tmp_path):
         {"arch": "ToyMTPModel", "platforms": ["cpu", "cuda", "rocm", "tpu", "xpu"],
          "before": "missing_fixable", "after": "supported/mirror"}]}
     concise = run_cli(*compare, env=env).stdout
-    assert concise == ("ToyMTPModel [cpu,cuda,rocm,tpu,xpu]: missing_fixable -> supported/mirror\n"
+    assert concise == ("ToyMTPModel [all]: missing_fixable -> supported/mirror\n"
                        "1 change from vLLM 0.97.0 to 0.98.0.\n")
     markdown = run_cli(*compare, "--format", "markdown", env=env).stdout
     assert "| ToyMTPModel | cpu, cuda, rocm, tpu, xpu | missing_fixable | supported/mirror |" in markdown

@@ -49,10 +49,10 @@ def render_compare(changes: list[Change], versions: tuple[str, str], fmt: str, c
         sys.stdout.write("\n".join(lines) + "\n")
         return
     if fmt == "concise":
-        from .concise import _wrap
+        from .concise import _wrap, platforms_text
 
-        lines = [t for c in changes for t in _wrap(f"{c.arch} [{','.join(c.platforms)}]: {c.before} -> {c.after}",
-                                                   width)]
+        lines = [t for c in changes
+                 for t in _wrap(f"{c.arch} [{platforms_text(list(c.platforms))}]: {c.before} -> {c.after}", width)]
         lines.append(f"{len(changes)} change{'s' * (len(changes) != 1)} from vLLM {versions[0]} to {versions[1]}.")
         sys.stdout.write("\n".join(lines) + "\n")
         return
