@@ -10,8 +10,8 @@ the two equal.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Literal
 
 OK, ACTION, ERROR = 0, 1, 2
