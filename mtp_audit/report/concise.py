@@ -122,7 +122,8 @@ def _summary(result: ScanResult, groups: dict[str, list[DrafterRecord]], shown: 
     counts = Counter({label: len(records) for label, records in groups.items()})
     parts = [f"{counts[label]} {label}" for label in ORDER if counts[label]]
     version = f"vLLM {result.tree.vllm_version}" if result.tree.vllm_version else str(result.tree.root)
-    text = f"{version}: {len(result.records)} records: {', '.join(parts)}"
+    count = len(result.records)
+    text = f"{version}: {count} record{'s' * (count != 1)}" + (f": {', '.join(parts)}" if parts else "")
     if result.unresolved:
         text += f"; {len(result.unresolved)} unresolved (see the warnings)"
     unlisted = [label for label in ORDER if counts[label] and label not in shown]
