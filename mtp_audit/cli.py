@@ -231,7 +231,7 @@ def fix_command(
 ) -> None:
     """Write the mirrored get_top_tokens into missing_fixable drafters (safe fixes only).
 
-    Needs --model NAME (repeatable) or --all. Ends with a total on stderr: methods written, files, refused (with why), skipped.
+    Needs --model NAME (repeatable) or --all. Ends with a total: methods, files, refused (why), skipped.
     """
     if verify_report is not None and pr_body is None:
         raise UsageError("--verify-report goes with --pr-body")
