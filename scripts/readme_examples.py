@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,9 +51,10 @@ EXAMPLES = {
 }
 
 
-def run(example: Example) -> str:
+def run(example: Example, cache: Path) -> str:
     env = {key: value for key, value in os.environ.items() if key != "COLUMNS"}
     env = {**env, **({} if example.tail else {"COLUMNS": str(WIDTH)}), "NO_COLOR": "1",
+           "MTP_AUDIT_CACHE_DIR": str(cache),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     result = subprocess.run([sys.executable, "-m", "mtp_audit", *example.args], capture_output=True, text=True,
                             cwd=REPO, env=env, check=False)
@@ -62,22 +64,26 @@ def run(example: Example) -> str:
     return "\n".join(lines[-example.tail:] if example.tail else lines)
 
 
-def block(name: str, example: Example) -> str:
+def block(name: str, example: Example, cache: Path) -> str:
     command = "$ mtp-audit " + " ".join(example.args)
     if example.tail:
         command += f" 2>&1 | tail -{example.tail}"
-    fenced = f"```{example.lang}\n{command}\n{run(example)}\n```"
+    fenced = f"```{example.lang}\n{command}\n{run(example, cache)}\n```"
     if example.details:
         fenced = f"<details><summary>{example.details}</summary>\n\n{fenced}\n\n</details>"
     return f"<!-- example: {name} -->\n{fenced}\n<!-- /example -->"
 
 
 def render(readme: str) -> str:
-    """README with every example block replaced by a fresh run; an unknown or missing block is an error."""
+    """README with every example block replaced by a fresh run; an unknown or missing block is an error.
+
+    The runs share a new, empty cache: what a user's cache holds from older versions of the tool
+    never reaches the README."""
     found = [m.group("name") for m in BLOCK.finditer(readme)]
     if sorted(found) != sorted(EXAMPLES):
         raise SystemExit(f"README example blocks {sorted(found)} differ from the examples {sorted(EXAMPLES)}")
-    return BLOCK.sub(lambda m: block(m.group("name"), EXAMPLES[m.group("name")]), readme)
+    with tempfile.TemporaryDirectory(prefix="mtp-audit-readme-") as cache:
+        return BLOCK.sub(lambda m: block(m.group("name"), EXAMPLES[m.group("name")], Path(cache)), readme)
 
 
 def main() -> None:

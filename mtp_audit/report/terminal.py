@@ -6,8 +6,9 @@ import os
 import shutil
 import sys
 
-# Piped output without COLUMNS: the table still needs a width; the concise format wraps nothing.
-PIPED_TABLE_WIDTH = 120
+# Piped output without COLUMNS (a CI log): tables stay wide, reasons on few lines; the concise
+# format wraps nothing.
+PIPED_TABLE_WIDTH = 200
 
 
 def output_width(stderr: bool = False) -> int | None:
