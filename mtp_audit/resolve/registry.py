@@ -18,6 +18,10 @@ DRAFTER_NAME = re.compile(r"(MTP|Eagle|DFlash|DSpark|Draft|Medusa|MLPSpeculator)
 # Outside _SPECULATIVE_DECODING_MODELS "Eagle" also names target models (Eagle2.5-VL).
 OTHER_DICT_DRAFTER = re.compile(r"(MTP|DFlash|DSpark|DraftModel|Medusa|MLPSpeculator)")
 DRAFTER_FILE = re.compile(r"(_mtp|eagle|dflash|dspark|draft|medusa)", re.IGNORECASE)
+# What a plugin scan looks for, in the words the CLI reports it with.
+PLUGIN_HEURISTIC = ("drafter-named classes (MTP, Eagle, DFlash, DSpark, Draft, Medusa, MLPSpeculator) with "
+                    "compute_logits or get_top_tokens, in drafter-named files (*_mtp*, *eagle*, *dflash*, "
+                    "*dspark*, *draft*, *medusa*)")
 
 
 def read_registry(index: ModuleIndex) -> list[RegistryEntry]:
