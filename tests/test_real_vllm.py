@@ -78,8 +78,16 @@ def test_known_statuses_034(scanned_034):
 
     [transcribe] = records(doc, "Nemotron3_5TranscribeMTPModel")
     assert transcribe["status"] == "missing_manual" and "masked" in transcribe["reason"]
-    [gemma] = records(doc, "Gemma4MTPModel")
-    assert gemma["consistency"] == "divergent" and "spec_step_idx" in gemma["reason"]
+    [gemma] = records(doc, "Gemma4MTPModel")  # the mask after the head, and masked_embedding asserted
+    assert gemma["consistency"] == "divergent" and "index_fill_" in gemma["reason"]
+    assert "asserts self.masked_embedding" in gemma["reason"]
+    assert {c["speculator"] for c in gemma["callers"]} == {"Gemma4Speculator"}
+    for arch in ("DSparkDraftModel", "K3DSparkModel", "DFlash2BeamDraftModel"):  # DSpark/DFlash2 draft otherwise
+        assert {r["status"] for r in records(doc, arch)} == {"not_applicable"}, arch
+        assert all(r["rule"] in ("MTP201", None) and not any(c["line"] for c in r["callers"])
+                   for r in records(doc, arch))
+    [cohere] = records(doc, "EagleCohereForCausalLM")  # a LoRA and a plain head, mirrored arm by arm
+    assert cohere["status"] == "missing_fixable" and "each of 2 arms" in cohere["reason"]
     assert {r["consistency"] for r in records(doc, "InklingMTPModel")} == {"unproven"}
     assert "tpu" not in by_platform(doc, "KimiK3MTPModel")
     assert set(by_platform(doc, "MistralLarge4DSparkModel")) == {"cuda", "rocm"}
@@ -166,6 +174,7 @@ def test_fix_all_034(vllm_release, tmp_path):
     for r in after["drafters"]:
         if (r["arch"], r["file"]) in fixable - still:
             assert r["status"] == "supported" and r["consistency"] == "mirror", r
+            assert any(c["line"] for c in r["callers"]), f"{r['arch']}: written, but no speculator calls it"
     assert not [r for r in after["drafters"] if r["consistency"] == "divergent" and r["arch"] != "Gemma4MTPModel"]
     touched = [str(p) for p in (tree / "vllm").rglob("*.py")
                if p.read_bytes() != (root / p.relative_to(tree)).read_bytes()]
@@ -178,3 +187,19 @@ def test_fix_all_034(vllm_release, tmp_path):
     again = run_cli("fix", str(tree), "--all", "--check")  # nothing left to write, NemotronHMTP still refused
     assert again.returncode == 1 and "would write 0 methods into 0 files; 1 refused (NemotronHMTPModel: blast " \
         "radius)" in " ".join(again.stderr.split())
+
+
+def test_step3p5_031_refused_naming_the_call_site(vllm_release, tmp_path):
+    """0.31.0's Step3p5MTPProposer calls get_top_tokens(hidden_states) but compute_logits(...,
+    spec_step_idx=...): a drafter-only mirror would draft every step with layer 0's head."""
+    tree = _copy(vllm_release("0.31.0"), tmp_path)
+    [step] = records(scan_json(tree), "Step3p5MTP")
+    assert step["status"] == "missing_manual" and step["rule"] == "MTP203"
+    assert "Step3p5MTPProposer (vllm/v1/spec_decode/step3p5.py:266)" in step["reason"]
+    proposer = [c for c in step["callers"] if c["speculator"] == "Step3p5MTPProposer"]
+    assert proposer and proposer[0]["get_top_tokens_args"] == ["hidden_states"]
+    assert proposer[0]["compute_logits_args"] == ["hidden_states", "spec_step_idx=spec_step_idx"]
+    before = {p: p.read_bytes() for p in (tree / "vllm").rglob("*.py")}
+    result = run_cli("fix", str(tree), "--model", "step3p5")
+    assert result.returncode == 1 and "Step3p5MTPProposer" in " ".join(result.stderr.split())
+    assert {p: p.read_bytes() for p in (tree / "vllm").rglob("*.py")} == before
