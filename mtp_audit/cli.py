@@ -11,6 +11,7 @@ import os
 import sys
 import traceback
 from contextlib import nullcontext
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -58,6 +59,8 @@ ModelOpt = Annotated[
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the facts cache.")]
 JobsOpt = Annotated[int, typer.Option(
     "--jobs", "-j", min=0, help="Worker processes for a scan that is not cached: 0 = one per CPU (at most 8), 1 = none.")]
+FollowOpt = Annotated[bool, typer.Option(
+    "--follow-symlinks", help="Read model files that symlinks in the tree lead to outside it (never written).")]
 VersionOpt = Annotated[
     Optional[str],
     typer.Option("--vllm-version", help="Audit a released vLLM by number (e.g. 0.34.0): its wheel's sources "
@@ -65,10 +68,20 @@ VersionOpt = Annotated[
 ]
 
 
-def resolve_tree(path: Optional[Path], vllm_version: Optional[str], quiet: bool = False):
+def resolve_tree(path: Optional[Path], vllm_version: Optional[str], quiet: bool = False,
+                 follow_symlinks: bool = False):
     if path is not None and vllm_version:
         raise UsageError("give PATH or --vllm-version, not both")
-    return locate(release(vllm_version, quiet) if vllm_version else path)
+    tree = recovered(locate(release(vllm_version, quiet) if vllm_version else path))
+    return replace(tree, follow_symlinks=True) if follow_symlinks else tree
+
+
+def recovered(tree: SourceTree) -> SourceTree:
+    """``tree``, once a fix that was interrupted in it (kill -9) is completed or undone."""
+    from .apply.write import recover
+
+    recover(tree.root)
+    return tree
 
 
 def release(version: str, quiet: bool = False) -> Path:
@@ -115,7 +128,7 @@ def _print_model_types(tree: SourceTree, result: ScanResult) -> None:
 
 def run_scan(tree: SourceTree, no_cache: bool, jobs: int = 0) -> ScanResult:
     """The scan result: from the result cache when nothing it depends on changed."""
-    results = None if no_cache or not tree.is_vllm else ResultCache(default_cache_dir())
+    results = None if no_cache or not tree.is_vllm or tree.follow_symlinks else ResultCache(default_cache_dir())
     cached = results.load(tree) if results else None
     if cached is not None:
         return cached
@@ -163,6 +176,7 @@ def scan_command(
         "--by-model-type", help="Print the Hugging Face model_type -> drafter mapping of the speculative config.")] = False,
     no_cache: NoCacheOpt = False,
     jobs: JobsOpt = 0,
+    follow_symlinks: FollowOpt = False,
 ) -> None:
     """Report every registered drafter on every platform: supported, fixable, manual or not applicable."""
     if compare:
@@ -172,7 +186,7 @@ def scan_command(
         changes = compare_releases(old, new)
         render_compare(changes, compare, format.value, console())
         raise typer.Exit(0)
-    tree = resolve_tree(path, vllm_version, quiet)
+    tree = resolve_tree(path, vllm_version, quiet, follow_symlinks)
     if not tree.is_vllm:
         print(f"note: {tree.root} has no vllm/ registry; scanning it as a plugin directory: drafter-named classes "
               "in drafter-named files (see README), reported with arch null", file=sys.stderr)
@@ -210,6 +224,7 @@ def fix_command(
     vllm_version: VersionOpt = None,
     no_cache: NoCacheOpt = False,
     jobs: JobsOpt = 0,
+    follow_symlinks: FollowOpt = False,
 ) -> None:
     """Write the mirrored get_top_tokens into missing_fixable drafters (safe fixes only)."""
     if verify_report is not None and pr_body is None:
@@ -222,11 +237,20 @@ def fix_command(
     from .fanout import resolve_jobs
     from .fix import plan_fix, write_fix
     from .index.cache import FactsCache
+    from .outputs import check_output
     from .report.fix_summary import render_fix_summary
 
+    if pr_body is not None:
+        check_output(pr_body, "--pr-body")
     workers = resolve_jobs(jobs)
-    tree = resolve_tree(path, vllm_version, quiet)
+    tree = resolve_tree(path, vllm_version, quiet, follow_symlinks)
     result = plan_fix(tree, model, sweep_all, None if no_cache else FactsCache(), _model_types(tree), workers)
+    body = None
+    if pr_body is not None:  # rendered (and --verify-report read) before anything is written
+        from .report.pr_body import render_pr_body
+
+        targets = "--all" if sweep_all else " ".join(f"--model {name}" for name in model or [])
+        body = render_pr_body(result, f"mtp-audit fix {targets}", verify_report)
     if diff:
         for rewrite in result.rewrites:
             sys.stdout.write(unified_diff(rewrite))
@@ -234,11 +258,10 @@ def fix_command(
         write_fix(result)
     if not quiet:
         render_fix_summary(result, console(stderr=True), written=not (diff or check))
-    if pr_body is not None:
+    if pr_body is not None and body is not None:
         from .report.pr_body import write_pr_body
 
-        targets = "--all" if sweep_all else " ".join(f"--model {name}" for name in model or [])
-        write_pr_body(pr_body, result, f"mtp-audit fix {targets}", verify_report)
+        write_pr_body(pr_body, body)
     refused = [o for o in result.plan.outcomes if o.action == "refused"]
     blocked_fixable = [o for o in refused if o.record.status == Status.MISSING_FIXABLE]
     if check:
@@ -269,6 +292,11 @@ def verify_command(
         raise UsageError(f"--tp takes sizes like 1,2, not {tp!r}") from None
     if not sizes or min(sizes) < 1:
         raise UsageError("--tp needs at least one size of 1 or more")
+    from .outputs import check_output, write_output
+
+    for output, option in ((emit_test, "--emit-test"), (json_out, "--json")):
+        if output is not None:
+            check_output(output, option)
     tree = resolve_tree(path, vllm_version)
     records = select(run_scan(tree, no_cache).records, model, single_module=True, model_types=_model_types(tree))
     outcomes = verify(tree, records, sizes)
@@ -278,8 +306,8 @@ def verify_command(
 
         from .verify.run import outcomes_json
 
-        json_out.write_text(json.dumps({"vllm_version": tree.vllm_version, "results": outcomes_json(outcomes)},
-                                       indent=2) + "\n")
+        write_output(json_out, json.dumps({"vllm_version": tree.vllm_version, "results": outcomes_json(outcomes)},
+                                          indent=2) + "\n", "--json")
     mismatches = [o for o in outcomes if o.verdict == "MISMATCH"]
     for outcome in mismatches:
         print(f"MISMATCH {outcome.record.arch} {outcome.record.cls} TP {outcome.tp}: {outcome.detail}", file=sys.stderr)
@@ -303,7 +331,7 @@ def pre_commit_command(
     fix: Annotated[bool, typer.Option("--fix", help="Write the mirrors; exit 1 when a file changed.")] = False,
 ) -> None:
     """For pre-commit in a vLLM checkout: missing_fixable drafters in the changed files fail the hook."""
-    tree = locate(None)
+    tree = recovered(locate(None))
     if not tree.is_vllm:
         raise UsageError("the pre-commit hook runs in a vLLM checkout (no vllm/ registry in the current directory)")
     changed = {(Path.cwd() / f).resolve().relative_to(tree.root).as_posix() for f in files or []}

@@ -15,6 +15,7 @@ from .apply.plan import Plan, make_plan
 from .apply.write import write_all
 from .classify import memo
 from .classify.analysis import Insertion
+from .errors import UsageError
 from .fanout import WarmWorker, warm_worker
 from .index.cache import FactsCache
 from .index.facts import ModuleFacts
@@ -38,6 +39,9 @@ def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
     memo.use_cache(cache)  # before forking: the workers read cached mirrors too
     with warm_worker(jobs, _load_rewriter) as worker:
         result, scanner, resolutions = scan(tree, cache)
+        if result.parse_errors:  # as scan: an input error, exit 2, and nothing is written
+            named = "; ".join(f"{file}: {message}" for file, message in result.parse_errors)
+            raise UsageError(f"{named}; nothing written, fix the file(s) and run fix again")
         if sweep_all:
             records = [r for r in result.records if r.status == Status.MISSING_FIXABLE]
         else:

@@ -30,6 +30,7 @@ class SourceTree:
     root: Path
     package_dir: Path | None  # root/vllm for a vLLM tree, None for a plugin directory
     vllm_version: str | None
+    follow_symlinks: bool = False  # read model files that symlinks lead to outside root
 
     @property
     def is_vllm(self) -> bool:

@@ -84,11 +84,45 @@ def test_file_changed_between_analysis_and_write(tmp_path, monkeypatch):
     assert path.read_bytes() == edited
 
 
-def test_symlinked_model_file_is_fixed_where_it_lives(tmp_path):
-    tree = tree_of("direct_head", tmp_path)
+def _symlink_out(tree: Path, tmp_path: Path) -> Path:
+    """Move toy_mtp.py out of the tree, leaving a symlink to it; the real file."""
     link = tree / MODELS / "toy_mtp.py"
     real = tmp_path / "elsewhere" / "toy_mtp.py"
     real.parent.mkdir()
+    real.write_bytes(link.read_bytes())
+    link.unlink()
+    link.symlink_to(real)
+    return real
+
+
+def test_symlink_out_of_the_tree_is_not_read_unless_asked_and_never_written(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    real = _symlink_out(tree, tmp_path)
+    before = real.read_bytes()
+    scanned = run_cli("scan", str(tree), "--format", "json")
+    assert_clean_failure(scanned, 2, "toy_mtp.py", "outside the tree", "--follow-symlinks")
+    assert '"file": "vllm/model_executor/models/toy_mtp.py"' in scanned.stdout  # named in errors
+    assert run_cli("scan", str(tree), "--follow-symlinks").returncode == 1  # read when asked
+    assert_clean_failure(run_cli("fix", str(tree), "--model", "toy"), 2, "outside the tree")
+    assert_clean_failure(run_cli("fix", str(tree), "--all", "--follow-symlinks"), 2, "outside", "nothing written")
+    assert real.read_bytes() == before
+
+
+def test_symlinked_directory_out_of_the_tree_is_never_written(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    models = tree / MODELS
+    real = tmp_path / "elsewhere-models"
+    models.rename(real)
+    models.symlink_to(real, target_is_directory=True)
+    before = snapshot(real)
+    assert_clean_failure(run_cli("fix", str(tree), "--all", "--follow-symlinks"), 2, "outside", "nothing written")
+    assert snapshot(real) == before
+
+
+def test_symlink_inside_the_tree_is_fixed_where_it_lives(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    link = tree / MODELS / "toy_mtp.py"
+    real = tree / "vllm" / "real_toy.py"
     real.write_bytes(link.read_bytes())
     link.unlink()
     link.symlink_to(real)

@@ -70,16 +70,26 @@ class ModuleIndex:
         self._facts[module] = result
         return result
 
+    def _unreadable(self, module: str, rel: str, is_package: bool, why: str) -> ModuleFacts:
+        """Facts of a file that is named in the errors and otherwise left out."""
+        self.read_errors[rel] = why
+        facts = ModuleFacts(module=module, path=rel, is_package=is_package)
+        facts.parse_error = why
+        return facts
+
     def _read(self, module: str, path: Path, is_package: bool) -> ModuleFacts:
         rel = self.relative(path)
-        data = self.read_bytes(path)
+        if not self.tree.follow_symlinks and not path.resolve().is_relative_to(self.tree.root.resolve()):
+            return self._unreadable(module, rel, is_package, f"a symlink to {path.resolve()}, outside the tree; "
+                                    "not read (--follow-symlinks reads it)")
+        try:
+            data = self.read_bytes(path)
+        except OSError as error:
+            return self._unreadable(module, rel, is_package, f"cannot be read ({error.strerror or error})")
         try:
             source = data.decode("utf-8")
         except UnicodeDecodeError as error:
-            self.read_errors[rel] = f"not UTF-8 ({error.reason} at byte {error.start})"
-            facts = ModuleFacts(module=module, path=rel, is_package=is_package)
-            facts.parse_error = self.read_errors[rel]
-            return facts
+            return self._unreadable(module, rel, is_package, f"not UTF-8 ({error.reason} at byte {error.start})")
         if self.cache is not None:
             cached = self.cache.load(data, module, is_package, rel)
             if cached is not None:
