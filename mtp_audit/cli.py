@@ -358,6 +358,9 @@ def pre_commit_command(
 
 
 def main() -> None:
+    from .lifecycle import Interrupted, handle_ctrl_c
+
+    handle_ctrl_c()
     try:
         app()
     except UsageError as error:
@@ -368,8 +371,10 @@ def main() -> None:
         if os.environ.get("MTP_AUDIT_DEBUG"):
             traceback.print_exception(error.cause)
         sys.exit(2)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    except (KeyboardInterrupt, Interrupted):
+        from .lifecycle import interrupted
+
+        interrupted()
     except Exception as error:  # a bug of ours: one line, exit 2; MTP_AUDIT_DEBUG=1 shows the traceback
         print(f"mtp-audit: internal error: {type(error).__name__}: {error} (set MTP_AUDIT_DEBUG=1 for the "
               "traceback, and please report it)", file=sys.stderr)
