@@ -358,11 +358,11 @@ def pre_commit_command(
 
 
 def main() -> None:
-    from .lifecycle import Interrupted, handle_ctrl_c
+    from .lifecycle import Interrupted, handle_ctrl_c, on_big_stack
 
     handle_ctrl_c()
     try:
-        app()
+        on_big_stack(app)
     except UsageError as error:
         print(f"mtp-audit: {error}", file=sys.stderr)
         sys.exit(2)

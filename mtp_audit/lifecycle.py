@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 _PR_SET_PDEATHSIG = 1
 WATCHDOG_PERIOD_S = 0.25
@@ -78,3 +79,50 @@ def interrupted() -> None:
     except OSError:
         pass
     os._exit(130)
+
+
+# Deep code that CPython compiles (300 chained calls, a 900-term sum, a 1200-deep class
+# chain) is walked recursively by libcst and by our resolution: the command runs on a
+# thread with a big stack and a recursion limit to match.
+BIG_STACK_BYTES = 512 * 1024 * 1024  # reserved address space; pages are touched only when used
+DEEP_RECURSION_LIMIT = 200_000
+
+
+def on_big_stack(run: Callable[[], None]) -> None:
+    """``run()`` on a thread with a big stack; its exceptions (SystemExit too) are raised here.
+
+    Ctrl-C arrives in this (main) thread: it is passed on to the worker thread, so that
+    rollbacks and worker pools unwind there, and then ends the command either way.
+    """
+    outcome: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            run()
+        except BaseException as error:  # re-raised in the main thread
+            outcome.append(error)
+
+    limit = sys.getrecursionlimit()
+    previous = threading.stack_size(BIG_STACK_BYTES)
+    try:
+        worker = threading.Thread(target=target, name="mtp-audit")
+        worker.start()
+    finally:
+        threading.stack_size(previous)
+    sys.setrecursionlimit(max(limit, DEEP_RECURSION_LIMIT))
+    try:
+        worker.join()
+    except (Interrupted, KeyboardInterrupt):
+        _raise_in(worker, Interrupted)
+        worker.join(timeout=0.5)
+        raise
+    finally:
+        sys.setrecursionlimit(limit)
+    if outcome:
+        raise outcome[0]
+
+
+def _raise_in(thread: threading.Thread, error: type[BaseException]) -> None:
+    import ctypes
+
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(error))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,68 @@ def test_read_only_respected_even_as_root(tmp_path):
     target = tree / MODELS / "toy_mtp.py"
     target.chmod(0o444)
     assert_clean_failure(run_cli("fix", str(tree), "--model", "toy"), 2, "read-only")
+
+
+def _edit_toy(tree: Path, edit) -> Path:
+    path = tree / MODELS / "toy_mtp.py"
+    path.write_text(edit(path.read_text()))
+    return path
+
+
+HEAD_CALL = "return self.logits_processor(self.lm_head, hidden_states)"
+
+
+@pytest.mark.parametrize("expression", ["hidden_states" + ".t()" * 300, " + ".join(["hidden_states"] * 900)],
+                         ids=["300-chained-calls", "900-term-sum"])
+def test_deep_expressions_that_cpython_compiles_are_scanned_and_fixed(tmp_path, expression):
+    tree = tree_of("direct_head", tmp_path)
+    path = _edit_toy(tree, lambda s: s.replace(HEAD_CALL, f"x = {expression}\n        {HEAD_CALL}"))
+    compile(path.read_text(), str(path), "exec")  # CPython takes it
+    assert_clean_failure(run_cli("scan", str(tree)), 1)
+    assert_clean_failure(run_cli("fix", str(tree), "--all"), 0)
+    assert "def get_top_tokens" in path.read_text()
+
+
+def test_a_1200_deep_inheritance_chain_resolves_in_linear_time(tmp_path):
+    from mtp_audit.index.facts import extract_facts
+    from mtp_audit.lifecycle import on_big_stack
+    from mtp_audit.locate import locate
+    from mtp_audit.scan import scan
+
+    def chain(source: str, depth: int = 1200) -> str:
+        out = source.replace("class ToyMTP(nn.Module):", "class Base0(nn.Module):")
+        out += "".join(f"\n\nclass Base{i}(Base{i - 1}):\n    pass\n" for i in range(1, depth))
+        return out + f"\n\nclass ToyMTP(Base{depth - 1}):\n    pass\n"
+
+    tree = tree_of("direct_head", tmp_path)
+    _edit_toy(tree, chain)
+    extract_facts("x = 1\n", "m", "m.py", False)  # imports done before the clock starts
+    began = time.perf_counter()
+    results = []
+    on_big_stack(lambda: results.append(scan(locate(tree))[0]))  # as the CLI runs it
+    assert time.perf_counter() - began < 20  # was 194 s at 700 deep (cubic C3)
+    [record] = results[0].records
+    assert record.status.value == "missing_fixable" and record.compute_logits.cls == "Base0"
+    assert_clean_failure(run_cli("scan", str(tree)), 1)  # the CLI's recursion limit copes too
+
+
+def test_a_file_cpython_cannot_compile_is_named_and_the_rest_reported(tmp_path):
+    tree = tree_of("manual_shapes", tmp_path)
+    (tree / MODELS / "mask_mtp.py").write_text((tree / MODELS / "mask_mtp.py").read_text()
+                                               + "\nX = " + "-" * 50000 + "1\n")
+    result = run_cli("scan", str(tree), "--format", "json")
+    assert_clean_failure(result, 2, "mask_mtp.py", "too deeply nested")
+    assert '"errors"' in result.stdout and '"status"' in result.stdout
+
+
+def test_a_syntax_error_outside_any_class_is_named_by_scan_and_fix(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    _edit_toy(tree, lambda s: s + "\n\ndef broken(:\n    pass\n")
+    before = snapshot(tree)
+    scanned = run_cli("scan", str(tree), "--format", "json")
+    assert_clean_failure(scanned, 2, "toy_mtp.py", "syntax error")
+    assert "toy_mtp.py" in scanned.stdout.split('"errors"')[1]
+    fixed = run_cli("fix", str(tree), "--all")
+    assert_clean_failure(fixed, 2, "toy_mtp.py", "syntax error", "nothing written")
+    assert "internal error" not in fixed.stderr
+    assert snapshot(tree) == before

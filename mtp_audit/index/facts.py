@@ -15,6 +15,7 @@ classification asks for ``MethodFacts.code``.
 from __future__ import annotations
 
 import ast
+import bisect
 import functools
 from dataclasses import dataclass, field
 
@@ -86,6 +87,11 @@ class ModuleFacts:
     parse_error: str | None = None
 
     def class_at(self, line: int) -> ClassFacts | None:
+        """Classes are collected in source order: a binary search finds one among thousands
+        (a 1200-deep chain in one file); the scan is for an order that is not."""
+        at = bisect.bisect_left(self.classes, line, key=lambda cls: cls.line)
+        if at < len(self.classes) and self.classes[at].line == line:
+            return self.classes[at]
         for cls in self.classes:
             if cls.line == line:
                 return cls
@@ -147,22 +153,33 @@ class _Source:
         return "".join(self.lines[first:end])
 
 
-def _parse(source: str) -> tuple[ast.Module, _Source]:
-    """Parse the pre-filtered source; if the cut misread the file, all of it."""
+def _parse(source: str, path: str) -> tuple[ast.Module, _Source]:
+    """Parse the pre-filtered source; if the cut misread the file, all of it.
+
+    What the cut drops (other methods, module-level functions) must compile too: a
+    syntax error anywhere is the file's error, as it is for Python importing it.
+    ``compile`` checks that without building the Python AST objects of the whole file.
+    """
+    reduced = reduce_source(source)
     try:
-        reduced = reduce_source(source)
-        return ast.parse(reduced.source), _Source(reduced)
+        tree = ast.parse(reduced.source)
     except SyntaxError:
         return ast.parse(source), _Source(whole(source))
+    if reduced.source != source:
+        compile(source, path, "exec", dont_inherit=True)
+    return tree, _Source(reduced)
 
 
 def extract_facts(source: str, module: str, path: str, is_package: bool) -> ModuleFacts:
     facts = ModuleFacts(module=module, path=path, is_package=is_package)
     try:
-        tree, text = _parse(source)
+        tree, text = _parse(source, path)
     except (SyntaxError, ValueError) as error:  # ValueError: a null byte in the source
         line = getattr(error, "lineno", None)
         facts.parse_error = f"line {line}: {error.msg}" if line else str(error)
+        return facts
+    except (RecursionError, MemoryError) as error:  # nesting beyond what CPython's parser takes
+        facts.parse_error = f"too deeply nested for CPython to compile ({type(error).__name__})"
         return facts
     facts.classes = _collect_classes(tree, text)
     getattr_def = next((s for s in tree.body if isinstance(s, FUNCTIONS) and s.name == "__getattr__"), None)
