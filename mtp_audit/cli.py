@@ -359,8 +359,10 @@ def pre_commit_command(
 
 def main() -> None:
     from .lifecycle import Interrupted, handle_ctrl_c, on_big_stack
+    from .outputs import OutputFailed, guard_stdout, silence_stdout
 
     handle_ctrl_c()
+    guard_stdout()
     try:
         on_big_stack(app)
     except UsageError as error:
@@ -375,6 +377,14 @@ def main() -> None:
         from .lifecycle import interrupted
 
         interrupted()
+    except OutputFailed as error:
+        silence_stdout()
+        print(f"mtp-audit: {error}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as error:  # input we could not read, a directory we could not list: named, not a bug
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"mtp-audit: {where}{error.strerror or error}", file=sys.stderr)
+        sys.exit(2)
     except Exception as error:  # a bug of ours: one line, exit 2; MTP_AUDIT_DEBUG=1 shows the traceback
         print(f"mtp-audit: internal error: {type(error).__name__}: {error} (set MTP_AUDIT_DEBUG=1 for the "
               "traceback, and please report it)", file=sys.stderr)

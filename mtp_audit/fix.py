@@ -18,6 +18,7 @@ from .classify.analysis import Insertion
 from .errors import UsageError
 from .fanout import WarmWorker, warm_worker
 from .index.cache import FactsCache
+from .index.encoding import NotDecodable, decode_source
 from .index.facts import ModuleFacts
 from .model import SourceTree, Status
 from .scan import Scanner, scan
@@ -95,10 +96,16 @@ def _rewrites(scanner: Scanner, insertions: list[Insertion], worker: WarmWorker 
     for insertion in insertions:
         by_module.setdefault(insertion.target.module, []).append(insertion)
     files = []
+    encodings = {}
     for module, group in sorted(by_module.items()):
         facts = scanner.index.facts(module)
         assert facts is not None
-        source = (scanner.tree.root / facts.path).read_bytes().decode("utf-8")
+        path = scanner.tree.root / facts.path
+        try:
+            source, encodings[facts.path] = decode_source(path.read_bytes())
+        except (OSError, NotDecodable) as error:
+            raise UsageError(f"{facts.path}: cannot be read ({getattr(error, 'strerror', None) or error}); "
+                             "nothing written") from None
         files.append(FileJob(facts.path, source, group, _binds_torch(facts)))
     if not files:
         return [], {}
@@ -114,6 +121,7 @@ def _rewrites(scanner: Scanner, insertions: list[Insertion], worker: WarmWorker 
         if isinstance(outcome, UnsafeRewrite):
             failures.update({i.target: f"unsafe rewrite refused: {outcome}" for i in job.insertions})
         else:
+            outcome.encoding = encodings[job.path]
             rewrites.append(outcome)
     return rewrites, failures
 

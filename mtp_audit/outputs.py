@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from pathlib import Path
 
 from .errors import UsageError
@@ -31,3 +32,55 @@ def write_output(path: Path, text: str, option: str) -> None:
         with contextlib.suppress(OSError):
             temp.unlink()
         raise UsageError(f"{option} {path}: cannot be written ({error.strerror or error})") from None
+
+
+class OutputFailed(Exception):
+    """Standard output is closed, a closed pipe or a full disk. Not an OSError: click would
+    take a broken pipe for a normal end and exit 1 in silence."""
+
+
+class _GuardedStdout:
+    """``sys.stdout`` whose write errors are ``OutputFailed``; everything else is the stream's."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        if self._stream is None:
+            raise OutputFailed("standard output is closed")
+        try:
+            return self._stream.write(text)
+        except OSError as error:
+            raise OutputFailed(f"writing to standard output failed: {error.strerror or error}") from None
+
+    def flush(self) -> None:
+        if self._stream is None:
+            return
+        try:
+            self._stream.flush()
+        except OSError as error:
+            raise OutputFailed(f"writing to standard output failed: {error.strerror or error}") from None
+
+    def isatty(self) -> bool:
+        return self._stream is not None and self._stream.isatty()
+
+    def __getattr__(self, name: str):
+        if self._stream is None:
+            raise AttributeError(name)
+        return getattr(self._stream, name)
+
+
+def guard_stdout() -> None:
+    """From now on, output that cannot be written ends the command with one line (see cli.main)."""
+    sys.stdout = _GuardedStdout(sys.stdout)  # type: ignore[assignment]
+
+
+def silence_stdout() -> None:
+    """After an output failure: nothing more to flush at exit (no 'Exception ignored' noise)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
+    sys.stdout = None  # type: ignore[assignment]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -234,3 +236,108 @@ def test_a_syntax_error_outside_any_class_is_named_by_scan_and_fix(tmp_path):
     assert_clean_failure(fixed, 2, "toy_mtp.py", "syntax error", "nothing written")
     assert "internal error" not in fixed.stderr
     assert snapshot(tree) == before
+
+
+@pytest.mark.parametrize("module", ["..secrets", ".", "/etc/passwd", "models..toy", ""])
+def test_registry_module_names_that_leave_the_package_are_refused(tmp_path, module):
+    tree = tree_of("direct_head", tmp_path)
+    (tree / MODELS / "registry.py").write_text(f'_SPECULATIVE_DECODING_MODELS = {{"X": ({module!r}, "ToyMTP")}}\n')
+    result = run_cli("scan", str(tree))
+    assert_clean_failure(result, 2, "registry.py", "not a dotted module name")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_unreadable_model_file_is_named_and_the_rest_reported(tmp_path, monkeypatch):
+    from mtp_audit.index import modules
+    from mtp_audit.locate import locate
+    from mtp_audit.scan import scan
+
+    tree = tree_of("delegation_cross_file", tmp_path)
+    read_bytes = modules.ModuleIndex.read_bytes
+
+    def refuse(self, path):  # as a file with mode 000 for a user who is not root
+        if path.name == "split_predictor.py":
+            raise PermissionError(13, "Permission denied", str(path))
+        return read_bytes(self, path)
+
+    monkeypatch.setattr(modules.ModuleIndex, "read_bytes", refuse)
+    result, _, _ = scan(locate(tree))
+    assert ("vllm/model_executor/models/split_predictor.py", "cannot be read (Permission denied)") in result.parse_errors
+    assert result.records or result.unresolved  # the rest is reported
+
+
+def test_unreadable_registry_is_one_line_exit_2(tmp_path, monkeypatch):
+    from mtp_audit.errors import UsageError
+    from mtp_audit.index import modules
+    from mtp_audit.locate import locate
+    from mtp_audit.scan import scan
+
+    read_bytes = modules.ModuleIndex.read_bytes
+
+    def refuse(self, path):
+        if path.name == "registry.py":
+            raise PermissionError(13, "Permission denied", str(path))
+        return read_bytes(self, path)
+
+    monkeypatch.setattr(modules.ModuleIndex, "read_bytes", refuse)
+    with pytest.raises(UsageError, match="registry.py: cannot be read"):
+        scan(locate(tree_of("direct_head", tmp_path)))
+
+
+def test_an_os_error_reaching_the_cli_is_named_not_internal(tmp_path):
+    """An unreadable directory on the way (EACCES from stat): the CLI names the path."""
+    tree = tree_of("direct_head", tmp_path)
+    script = ("import pathlib, sys\n"
+              "real = pathlib.Path.is_file\n"
+              "def is_file(self):\n"
+              "    if self.name == 'toy_mtp.py':\n"
+              "        raise PermissionError(13, 'Permission denied', str(self))\n"
+              "    return real(self)\n"
+              "pathlib.Path.is_file = is_file\n"
+              "from mtp_audit.cli import main\n"
+              f"sys.argv = ['mtp-audit', 'scan', {str(tree)!r}]\n"
+              "main()\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert_clean_failure(result, 2, "toy_mtp.py", "Permission denied")
+    assert "internal error" not in result.stderr
+
+
+@pytest.mark.parametrize("prefix, name", [(b"\xef\xbb\xbf", "bom"), (b"# -*- coding: latin-1 -*-\n# caf\xe9\n", "latin-1")])
+def test_encodings_read_like_cpython_and_written_back_the_same(tmp_path, prefix, name):
+    tree = tree_of("direct_head", tmp_path)
+    path = tree / MODELS / "toy_mtp.py"
+    path.write_bytes(prefix + path.read_bytes())
+    assert_clean_failure(run_cli("scan", str(tree)), 1)
+    assert_clean_failure(run_cli("fix", str(tree), "--all"), 0)
+    data = path.read_bytes()
+    assert data.startswith(prefix) and b"def get_top_tokens" in data
+    compile(data, str(path), "exec")
+
+
+def test_closed_stdout_is_one_line_exit_2(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    command = [sys.executable, "-m", "mtp_audit", "scan", str(tree), "--format", "json"]
+    result = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
+                            preexec_fn=lambda: os.close(1))
+    assert_clean_failure(result, 2, "standard output is closed")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_full_disk_on_stdout_is_one_line_exit_2(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-m", "mtp_audit", "scan", str(tree), "--format", "json"],
+                                stdout=full, stderr=subprocess.PIPE, text=True, check=False)
+    assert_clean_failure(result, 2, "No space left on device")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_broken_pipe_is_one_line_exit_2(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    process = subprocess.Popen([sys.executable, "-m", "mtp_audit", "scan", str(tree), "--format", "json"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process.stdout.close()  # the reader went away before the output
+    err = process.stderr.read()
+    assert process.wait() == 2, err
+    assert "Broken pipe" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -78,8 +78,9 @@ def check_targets(root: Path, rewrites: list[Rewrite]) -> list[Path]:
         if info.st_nlink > 1:
             raise UsageError(f"{rewrite.path} has {info.st_nlink - 1} other hard link(s), which would keep the old "
                              "content; nothing written (break the link, e.g. cp then mv, and run fix again)")
-        if _digest(current) != _digest(rewrite.old.encode("utf-8")):
+        if _digest(current) != _digest(_encoded(rewrite, rewrite.old)):
             raise UsageError(f"{rewrite.path} changed since it was analysed; nothing written, run fix again")
+        _encoded(rewrite, rewrite.new)
         mode = info.st_mode
         if not mode & stat.S_IWUSR or not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
             raise UsageError(f"{rewrite.path} is read-only (mode {stat.S_IMODE(mode):04o}); nothing written, "
@@ -97,7 +98,8 @@ def write_all(root: Path, rewrites: list[Rewrite]) -> None:
     with tree_lock(root):
         _recover_locked(root)
         paths = check_targets(root, rewrites)
-        entries = [{"path": str(path), "old": r.old, "new": r.new} for path, r in zip(paths, rewrites)]
+        entries = [{"path": str(path), "old": r.old, "new": r.new, "encoding": r.encoding}
+                   for path, r in zip(paths, rewrites)]
         _write_journaled(root, paths, rewrites, entries)
 
 
@@ -105,12 +107,24 @@ def _write_journaled(root: Path, paths: list[Path], rewrites: list[Rewrite], ent
     with _journal(root, entries):
         done: list[int] = []
         for position, (path, rewrite) in enumerate(zip(paths, rewrites)):
-            if _digest(path.read_bytes()) != _digest(rewrite.old.encode("utf-8")):
+            if _digest(path.read_bytes()) != _digest(_encoded(rewrite, rewrite.old)):
                 put_back = _roll_back([entries[i] for i in done])
                 raise UsageError(f"{rewrite.path} changed while fix was writing; nothing written"
                                  f"{put_back}, run fix again")
-            _replace(path, rewrite.new.encode("utf-8"))
+            _replace(path, _encoded(rewrite, rewrite.new))
             done.append(position)
+
+
+def _encoded(rewrite: Rewrite, text: str) -> bytes:
+    try:
+        return text.encode(rewrite.encoding)
+    except UnicodeEncodeError as error:
+        raise UsageError(f"{rewrite.path}: the new method has text that {rewrite.encoding} (the file's encoding) "
+                         f"cannot hold ({error.reason}); nothing written") from None
+
+
+def _entry_bytes(entry: dict, key: str) -> bytes:
+    return entry[key].encode(entry.get("encoding", "utf-8"))
 
 
 @contextlib.contextmanager
@@ -206,8 +220,8 @@ def _roll_back(entries: list[dict]) -> str:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(_temp_of(path))
         try:
-            if path.read_bytes() == entry["new"].encode("utf-8"):
-                _replace(path, entry["old"].encode("utf-8"))
+            if path.read_bytes() == _entry_bytes(entry, "new"):
+                _replace(path, _entry_bytes(entry, "old"))
                 restored.append(path.name)
         except FileNotFoundError:
             continue
@@ -258,13 +272,13 @@ def _settle(root: Path, entries: list[dict]) -> None:
             data = path.read_bytes()
         except FileNotFoundError:
             data = None
-        states.append("old" if data == entry["old"].encode("utf-8")
-                      else "new" if data == entry["new"].encode("utf-8") else "edited")
+        states.append("old" if data == _entry_bytes(entry, "old")
+                      else "new" if data == _entry_bytes(entry, "new") else "edited")
     edited = [Path(e["path"]) for e, state in zip(entries, states) if state == "edited"]
     if not edited:
         for entry, state in zip(entries, states):
             if state == "old":
-                _replace(Path(entry["path"]), entry["new"].encode("utf-8"))
+                _replace(Path(entry["path"]), _entry_bytes(entry, "new"))
         print(f"mtp-audit: completed a fix that was interrupted in {root} ({len(entries)} file(s))", file=sys.stderr)
         return
     put_back = _roll_back(entries)

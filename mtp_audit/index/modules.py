@@ -11,6 +11,7 @@ from pathlib import Path
 from ..errors import InternalError
 from ..model import SourceTree
 from .cache import FactsCache
+from .encoding import NotDecodable, decode_source
 from .facts import ModuleFacts, extract_facts
 from .results import ABSENT, EXISTS, digest
 
@@ -31,8 +32,8 @@ class ModuleIndex:
         return self.located[module]
 
     def _find(self, module: str) -> tuple[Path, bool] | None:
-        if not module:
-            return None
+        if not module or not all(part.isidentifier() for part in module.split(".")):
+            return None  # not a module name: nothing in the tree (and no path outside it)
         base = self.tree.root.joinpath(*module.split("."))
         init = base / "__init__.py"
         if self._probe(init):
@@ -87,9 +88,9 @@ class ModuleIndex:
         except OSError as error:
             return self._unreadable(module, rel, is_package, f"cannot be read ({error.strerror or error})")
         try:
-            source = data.decode("utf-8")
-        except UnicodeDecodeError as error:
-            return self._unreadable(module, rel, is_package, f"not UTF-8 ({error.reason} at byte {error.start})")
+            source, _ = decode_source(data)
+        except NotDecodable as error:
+            return self._unreadable(module, rel, is_package, str(error))
         if self.cache is not None:
             cached = self.cache.load(data, module, is_package, rel)
             if cached is not None:
