@@ -99,7 +99,7 @@ def on_big_stack(run: Callable[[], None]) -> None:
     def target() -> None:
         try:
             run()
-        except BaseException as error:  # re-raised in the main thread
+        except BaseException as error:  # noqa: BLE001 - re-raised in the main thread
             outcome.append(error)
 
     limit = sys.getrecursionlimit()

@@ -116,7 +116,7 @@ class Hierarchy:
                 continue
             extra = (overlay or {}).get(item, {})
             method = extra.get(name) or self.class_facts(item).methods.get(name)
-            if method is not None:
+            if method is not None and method.how != "deleted":  # ``del`` in a class body: on to the bases
                 return MethodHit(item, method, position)
         return None
 
