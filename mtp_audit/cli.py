@@ -11,6 +11,7 @@ import os
 import sys
 import traceback
 from contextlib import nullcontext
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -80,16 +81,23 @@ NoPluginsOpt = Annotated[bool, typer.Option(
 PluginPathOpt = Annotated[Optional[list[Path]], typer.Option(
     "--plugin-path", help="Another directory where plugins are installed (e.g. a pip --target dir; repeatable).")]
 
+FollowOpt = Annotated[bool, typer.Option(
+    "--follow-symlinks", help="Read model files that symlinks in the tree lead to outside it (never written).")]
+
 
 def resolve_tree(path: Optional[Path], vllm_version: Optional[str], quiet: bool = False, *,
-                 runs_with: Optional[str] = None, plugins: bool = False, plugin_paths: Optional[list[Path]] = None):
-    """The tree to audit; a vLLM with its installed plugins, a plugin directory with its vLLM."""
+                 runs_with: Optional[str] = None, plugins: bool = False, plugin_paths: Optional[list[Path]] = None,
+                 follow_symlinks: bool = False):
+    """The tree to audit (once an interrupted fix in it is completed or undone); a vLLM with its
+    installed plugins, a plugin directory with its vLLM."""
     from .locate import runs_with as with_vllm
     from .locate import with_plugins
 
     if path is not None and vllm_version:
         raise UsageError("give PATH or --vllm-version, not both")
-    tree = locate(release(vllm_version, quiet) if vllm_version else path)
+    tree = recovered(locate(release(vllm_version, quiet) if vllm_version else path))
+    if follow_symlinks:
+        tree = replace(tree, follow_symlinks=True)
     if not tree.is_vllm:
         if plugin_paths:
             raise UsageError("--plugin-path goes with a vLLM tree; PATH is a plugin directory")
@@ -97,6 +105,14 @@ def resolve_tree(path: Optional[Path], vllm_version: Optional[str], quiet: bool 
     if runs_with is not None:
         raise UsageError("--vllm names the vLLM a plugin directory runs with; this PATH is a vLLM tree itself")
     return with_plugins(tree, plugin_paths or []) if plugins else tree
+
+
+def recovered(tree: SourceTree) -> SourceTree:
+    """``tree``, once a fix that was interrupted in it (kill -9) is completed or undone."""
+    from .apply.write import recover
+
+    recover(tree.root)
+    return tree
 
 
 def release(version: str, quiet: bool = False) -> Path:
@@ -123,7 +139,7 @@ def _model_types(tree: SourceTree) -> dict[str, list[str]]:
 
 def run_scan(tree: SourceTree, no_cache: bool, jobs: int = 0) -> ScanResult:
     """The scan result: from the result cache when nothing it depends on changed."""
-    results = None if no_cache or not tree.is_vllm else ResultCache(default_cache_dir())
+    results = None if no_cache or not tree.is_vllm or tree.follow_symlinks else ResultCache(default_cache_dir())
     cached = results.load(tree) if results else None
     if cached is not None:
         return cached
@@ -195,6 +211,7 @@ def scan_command(
     runs_with: RunsWithOpt = None,
     no_plugins: NoPluginsOpt = False,
     plugin_path: PluginPathOpt = None,
+    follow_symlinks: FollowOpt = False,
 ) -> None:
     """Report every registered drafter on every platform: supported, fixable, manual or not applicable."""
     check_scan_options(format.value, compare is not None, by_model_type, path is not None or bool(vllm_version),
@@ -208,7 +225,8 @@ def scan_command(
             render_compare(changes, compare, format.value, console(), output_width())
         raise typer.Exit(exit_codes.OK)
     tree = resolve_tree(path, vllm_version, quiet, runs_with=runs_with, plugins=not no_plugins,
-                        plugin_paths=plugin_path)
+                        plugin_paths=plugin_path,
+                        follow_symlinks=follow_symlinks)
     if not tree.is_vllm:
         from .resolve.registry import PLUGIN_HEURISTIC
 
@@ -261,6 +279,7 @@ def fix_command(
     runs_with: RunsWithOpt = None,
     no_plugins: NoPluginsOpt = False,
     plugin_path: PluginPathOpt = None,
+    follow_symlinks: FollowOpt = False,
 ) -> None:
     """Write the mirrored get_top_tokens into missing_fixable drafters (safe fixes only).
 
@@ -278,14 +297,24 @@ def fix_command(
     from .cache import FactsCache
     from .fanout import resolve_jobs
     from .fix import plan_fix, write_fix
+    from .outputs import check_output
     from .report.fix_summary import render_fix_summary
 
+    if pr_body is not None:
+        check_output(pr_body, "--pr-body")
     workers = resolve_jobs(jobs)
     tree = resolve_tree(path, vllm_version, quiet, runs_with=runs_with, plugins=not no_plugins,
-                        plugin_paths=plugin_path)
+                        plugin_paths=plugin_path,
+                        follow_symlinks=follow_symlinks)
     result = plan_fix(tree, model, sweep_all, None if no_cache else FactsCache(), _model_types(tree), workers)
     if result.refusal and not quiet:
         print(f"mtp-audit: no fix written into this plugin: {result.refusal}", file=sys.stderr)
+    body = None
+    if pr_body is not None:  # rendered (and --verify-report read) before anything is written
+        from .report.pr_body import render_pr_body
+
+        targets = "--all" if sweep_all else " ".join(f"--model {name}" for name in model or [])
+        body = render_pr_body(result, f"mtp-audit fix {targets}", verify_report)
     if diff:
         for rewrite in result.rewrites:
             sys.stdout.write(unified_diff(rewrite))
@@ -293,11 +322,10 @@ def fix_command(
         write_fix(result)
     if not quiet:
         render_fix_summary(result, console(stderr=True), not (diff or check), output_width(stderr=True))
-    if pr_body is not None:
+    if pr_body is not None and body is not None:
         from .report.pr_body import write_pr_body
 
-        targets = "--all" if sweep_all else " ".join(f"--model {name}" for name in model or [])
-        write_pr_body(pr_body, result, f"mtp-audit fix {targets}", verify_report)
+        write_pr_body(pr_body, body)
     mode = "check" if check else "diff" if diff else "write"
     raise typer.Exit(exit_codes.fix_exit((o.action for o in result.plan.outcomes), len(result.rewrites), mode))
 
@@ -327,6 +355,11 @@ def verify_command(
         raise UsageError(f"--tp takes sizes like 1,2, not {tp!r}") from None
     if not sizes or min(sizes) < 1:
         raise UsageError("--tp needs at least one size of 1 or more")
+    from .outputs import check_output, write_output
+
+    for output, option in ((emit_test, "--emit-test"), (json_out, "--json")):
+        if output is not None:
+            check_output(output, option)
     tree = resolve_tree(path, vllm_version)
     records = select(run_scan(tree, no_cache).records, model, single_module=True, model_types=_model_types(tree))
     outcomes = verify(tree, records, sizes)
@@ -336,8 +369,8 @@ def verify_command(
 
         from .verify.run import outcomes_json
 
-        json_out.write_text(json.dumps({"vllm_version": tree.vllm_version, "results": outcomes_json(outcomes)},
-                                       indent=2) + "\n")
+        write_output(json_out, json.dumps({"vllm_version": tree.vllm_version, "results": outcomes_json(outcomes)},
+                                          indent=2) + "\n", "--json")
     mismatches = [o for o in outcomes if o.verdict == "MISMATCH"]
     for outcome in mismatches:
         print(f"MISMATCH {outcome.record.arch} {outcome.record.cls} TP {outcome.tp}: {outcome.detail}", file=sys.stderr)
@@ -359,7 +392,7 @@ def pre_commit_command(
     fix: Annotated[bool, typer.Option("--fix", help="Write the mirrors; exit 1 when a file changed.")] = False,
 ) -> None:
     """For pre-commit in a vLLM checkout: missing_fixable drafters in the changed files fail the hook."""
-    tree = locate(Path.cwd()) if (Path.cwd() / "vllm" / REGISTRY).is_file() else None  # never the installed vllm
+    tree = recovered(locate(Path.cwd())) if (Path.cwd() / "vllm" / REGISTRY).is_file() else None  # never the installed vllm
     if tree is None or not tree.is_vllm:
         raise UsageError("the pre-commit hook runs in a vLLM checkout (no vllm/ registry in the current directory)")
     changed = {(Path.cwd() / f).resolve().relative_to(tree.root).as_posix() for f in files or []}
@@ -386,8 +419,13 @@ def pre_commit_command(
 
 
 def main() -> None:
+    from .lifecycle import Interrupted, handle_ctrl_c, on_big_stack
+    from .outputs import OutputFailed, guard_stdout, silence_stdout
+
+    handle_ctrl_c()
+    guard_stdout()
     try:
-        app()
+        on_big_stack(app)
     except UsageError as error:
         print(f"mtp-audit: {error}", file=sys.stderr)
         sys.exit(2)
@@ -396,8 +434,18 @@ def main() -> None:
         if os.environ.get("MTP_AUDIT_DEBUG"):
             traceback.print_exception(error.cause)
         sys.exit(2)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    except (KeyboardInterrupt, Interrupted):
+        from .lifecycle import interrupted
+
+        interrupted()
+    except OutputFailed as error:
+        silence_stdout()
+        print(f"mtp-audit: {error}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as error:  # input we could not read, a directory we could not list: named, not a bug
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"mtp-audit: {where}{error.strerror or error}", file=sys.stderr)
+        sys.exit(2)
     except Exception as error:  # a bug of ours: one line, exit 2; MTP_AUDIT_DEBUG=1 shows the traceback
         print(f"mtp-audit: internal error: {type(error).__name__}: {error} (set MTP_AUDIT_DEBUG=1 for the "
               "traceback, and please report it)", file=sys.stderr)

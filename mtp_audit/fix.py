@@ -16,7 +16,9 @@ from .apply.write import write_all
 from .cache import FactsCache
 from .classify import memo
 from .classify.analysis import Insertion
+from .errors import UsageError
 from .fanout import WarmWorker, warm_worker
+from .index.encoding import NotDecodable, decode_source
 from .index.facts import ModuleFacts
 from .locate import local_argmax_in
 from .model import SourceTree, Status
@@ -40,6 +42,9 @@ def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
     memo.use_cache(cache)  # before forking: the workers read cached mirrors too
     with warm_worker(jobs, _load_rewriter) as worker:
         result, scanner, resolutions = scan(tree, cache)
+        if result.parse_errors:  # as scan: an input error, exit 2, and nothing is written
+            named = "; ".join(f"{file}: {message}" for file, message in result.parse_errors)
+            raise UsageError(f"{named}; nothing written, fix the file(s) and run fix again")
         if sweep_all:
             records = [r for r in result.records if r.status == Status.MISSING_FIXABLE]
         else:
@@ -139,10 +144,16 @@ def _rewrites(scanner: Scanner, insertions: list[Insertion], worker: WarmWorker 
     for insertion in insertions:
         by_module.setdefault(insertion.target.module, []).append(insertion)
     files = []
+    encodings = {}
     for module, group in sorted(by_module.items()):
         facts = scanner.index.facts(module)
         assert facts is not None
-        source = (scanner.tree.root / facts.path).read_bytes().decode("utf-8")
+        path = scanner.tree.root / facts.path
+        try:
+            source, encodings[facts.path] = decode_source(path.read_bytes())
+        except (OSError, NotDecodable) as error:
+            raise UsageError(f"{facts.path}: cannot be read ({getattr(error, 'strerror', None) or error}); "
+                             "nothing written") from None
         files.append(FileJob(facts.path, source, group, _binds_torch(facts)))
     if not files:
         return [], {}
@@ -158,9 +169,10 @@ def _rewrites(scanner: Scanner, insertions: list[Insertion], worker: WarmWorker 
         if isinstance(outcome, UnsafeRewrite):
             failures.update({i.target: f"unsafe rewrite refused: {outcome}" for i in job.insertions})
         else:
+            outcome.encoding = encodings[job.path]
             rewrites.append(outcome)
     return rewrites, failures
 
 
 def write_fix(result: FixResult) -> None:
-    write_all(result.tree.root, result.rewrites)
+    write_all(result.tree.root, result.rewrites, result.tree.extra_roots)

@@ -91,7 +91,10 @@ class Scanner:
         if self.tree.is_vllm:
             assert self.tree.package_dir is not None
             path = self.tree.package_dir / LOGITS_PROCESSOR
-            source = self.index.read_bytes(path).decode("utf-8", "replace") if path.is_file() else ""
+            try:
+                source = self.index.read_bytes(path).decode("utf-8", "replace") if path.is_file() else ""
+            except OSError as error:
+                raise UsageError(f"{self.index.relative(path)}: cannot be read ({error.strerror or error})") from None
             if not has_local_argmax(source):
                 version = f"vLLM {self.tree.vllm_version}" if self.tree.vllm_version else "this vLLM"
                 raise PreLocalArgmaxRelease(

@@ -33,3 +33,4 @@ class Rewrite:
     classes: list[str]  # classes that received get_top_tokens
     added_import: bool
     targets: list[tuple[str, int]]  # (name, line in the old file) of the planned classes
+    encoding: str = "utf-8"  # the file's own (a BOM, a PEP 263 cookie): written back in it

@@ -118,6 +118,7 @@ def rewrite_file(path: str, source: str, insertions: list[Insertion], binds_torc
     and regenerating a whole model file for one method costs ten times more.
     A class nested in a block is done through the whole module instead.
     """
+    original, source = source, with_final_newline(source)
     lines = physical_lines(source)
     old_tree = ast.parse(source)
     classes = {(node.name, node.lineno): node for node in _module_classes(old_tree)}
@@ -139,9 +140,18 @@ def rewrite_file(path: str, source: str, insertions: list[Insertion], binds_torc
         AddImportsVisitor.add_needed_import(context, "torch")
         new_source = AddImportsVisitor(context).transform_module(cst.parse_module(new_source)).code
     targets = [(i.target.name, i.target.line) for i in insertions]
-    rewrite = Rewrite(path, source, new_source, inserted, added_import, targets)
+    rewrite = Rewrite(path, original, new_source, inserted, added_import, targets)
     check_rewrite(rewrite, old_tree)
     return rewrite
+
+
+def with_final_newline(source: str) -> str:
+    """``source`` ending its last line: a method appended after it needs one (the only byte a fix
+    adds outside the method, and what ruff's formatting asks for anyway)."""
+    if not source or source.endswith(("\n", "\r")):
+        return source
+    first = physical_lines(source)[0]
+    return source + (first[len(first.rstrip("\r\n")):] or "\n")
 
 
 def _first_line(node: ast.stmt) -> int:
@@ -213,7 +223,7 @@ def check_rewrite(rewrite: Rewrite, old_tree: ast.Module | None = None) -> None:
         new_tree = compile(rewrite.new, rewrite.path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:
         raise UnsafeRewrite(f"{rewrite.path}: the rewrite does not parse ({error.msg}, line {error.lineno})") from None
-    inserted = _inserted_lines(physical_lines(rewrite.old), physical_lines(rewrite.new))
+    inserted = _inserted_lines(physical_lines(with_final_newline(rewrite.old)), physical_lines(rewrite.new))
     if inserted is None:
         raise UnsafeRewrite(f"{rewrite.path}: the rewrite edits existing lines")
     old_all, new_all = _module_classes(old_tree or ast.parse(rewrite.old)), _module_classes(new_tree)
@@ -223,9 +233,10 @@ def check_rewrite(rewrite: Rewrite, old_tree: ast.Module | None = None) -> None:
     touched = [(old, new) for old, new in zip(old_all, new_all) if (old.name, old.lineno) in planned]
     allowed: set[int] = set()
     blank_ok: set[int] = set()  # a blank line may be matched on either side of a new method
-    if rewrite.added_import:
-        allowed |= {s.lineno for s in new_tree.body
-                    if isinstance(s, ast.Import) and [a.name for a in s.names] == ["torch"]}
+    if rewrite.added_import:  # the import, and the blank line the codemod may put after it
+        imports = {s.lineno for s in new_tree.body if isinstance(s, ast.Import) and [a.name for a in s.names] == ["torch"]}
+        allowed |= imports
+        blank_ok |= {n + 1 for n in imports}
     added = 0
     for old, new in touched:
         methods = [s for s in new.body if isinstance(s, ast.FunctionDef) and s.name == "get_top_tokens"]

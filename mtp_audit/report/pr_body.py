@@ -8,6 +8,7 @@ from string import Template
 
 from ..errors import UsageError
 from ..fix import FixResult
+from ..outputs import write_output
 from ..synthesize.mirror import template
 
 
@@ -17,16 +18,19 @@ def _verify_results(report: Path | None) -> str | None:
         return None
     try:
         data = json.loads(report.read_text(encoding="utf-8"))
-        rows = data["results"]
-    except (OSError, ValueError, KeyError) as error:
-        raise UsageError(f"{report}: not a `mtp-audit verify --json` file ({error})") from None
-    lines = [f"`mtp-audit verify` on vLLM {data.get('vllm_version') or '(unknown version)'}: get_top_tokens "
-             "against compute_logits(...).argmax(-1); float32 and bfloat16; batch 1, 7, 65; every "
-             "spec_step_idx; ties, vocabulary padding, large magnitudes.", "",
-             "| architecture | class | platforms | TP | result | rows | detail |", "| --- | --- | --- | --- | --- | --- | --- |"]
-    for row in rows:
-        lines.append(f"| `{row['arch']}` | `{row['class']}` | {', '.join(row['platforms'])} | {row['tp'] or '-'} | "
-                     f"{row['verdict']} | {row['rows']} | {row['detail'].replace('|', '/')} |")
+        version = data.get("vllm_version") or "(unknown version)"
+        lines = [(f"`mtp-audit verify` on vLLM {version}: get_top_tokens "
+                  "against compute_logits(...).argmax(-1); float32 and bfloat16; batch 1, 7, 65; every "
+                  "spec_step_idx; ties, vocabulary padding, large magnitudes."), "",
+                 "| architecture | class | platforms | TP | result | rows | detail |",
+                 "| --- | --- | --- | --- | --- | --- | --- |"]
+        for row in data["results"]:
+            lines.append(f"| `{row['arch']}` | `{row['class']}` | {', '.join(row['platforms'])} | "
+                         f"{row['tp'] or '-'} | {row['verdict']} | {row['rows']} | "
+                         f"{str(row['detail']).replace('|', '/')} |")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        detail = error.strerror if isinstance(error, OSError) else f"{type(error).__name__}: {error}"
+        raise UsageError(f"--verify-report {report}: not a `mtp-audit verify --json` file ({detail})") from None
     return "\n".join(lines)
 
 
@@ -52,5 +56,5 @@ def render_pr_body(result: FixResult, command: str, verify_report: Path | None =
     )
 
 
-def write_pr_body(path: Path, result: FixResult, command: str, verify_report: Path | None = None) -> None:
-    path.write_text(render_pr_body(result, command, verify_report), encoding="utf-8")
+def write_pr_body(path: Path, text: str) -> None:
+    write_output(path, text, "--pr-body")
