@@ -205,19 +205,26 @@ def fix_command(
     pr_body: Annotated[Optional[Path], typer.Option(
         "--pr-body", help="Write a pull-request description (Purpose / Test Plan / Test Result) to this file.")] = None,
     verify_report: Annotated[Optional[Path], typer.Option(
-        "--verify-report", help="With --pr-body: a `verify --json` file whose results go under Test Result.")] = None,
+        "--verify-report", help="With --pr-body or --patches: a `verify --json` file whose results go under "
+                                "Test Result.")] = None,
+    patches: Annotated[Optional[Path], typer.Option(
+        "--patches", help="Write nothing into the tree: a `git am` series into this folder, one patch per model "
+                          "family (the change, its PR description, a test), and an index README.md.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary table on stderr.")] = False,
     vllm_version: VersionOpt = None,
     no_cache: NoCacheOpt = False,
     jobs: JobsOpt = 0,
 ) -> None:
     """Write the mirrored get_top_tokens into missing_fixable drafters (safe fixes only)."""
-    if verify_report is not None and pr_body is None:
-        raise UsageError("--verify-report goes with --pr-body")
+    if verify_report is not None and pr_body is None and patches is None:
+        raise UsageError("--verify-report goes with --pr-body or --patches")
+    if patches is not None and (diff or check):
+        raise UsageError("--patches writes a patch series; it does not go with --diff or --check")
     if bool(model) == sweep_all:
         raise UsageError("fix needs --model NAME (repeatable) or --all, not both")
-    if vllm_version and not (diff or check):
-        raise UsageError("fix --vllm-version needs --diff or --check: the cached release sources stay untouched")
+    if vllm_version and not (diff or check or patches):
+        raise UsageError("fix --vllm-version needs --diff, --check or --patches: the cached release sources stay "
+                         "untouched")
     from .apply.write import unified_diff
     from .fanout import resolve_jobs
     from .fix import plan_fix, write_fix
@@ -227,17 +234,22 @@ def fix_command(
     workers = resolve_jobs(jobs)
     tree = resolve_tree(path, vllm_version, quiet)
     result = plan_fix(tree, model, sweep_all, None if no_cache else FactsCache(), _model_types(tree), workers)
+    targets = "--all" if sweep_all else " ".join(f"--model {name}" for name in model or [])
     if diff:
         for rewrite in result.rewrites:
             sys.stdout.write(unified_diff(rewrite))
+    elif patches is not None:
+        from .apply.patches import write_patches
+
+        series = write_patches(result, patches, f"mtp-audit fix {targets}", verify_report)
+        print(f"wrote {len(series)} patches and {patches / 'README.md'}", file=sys.stderr)
     elif not check:
         write_fix(result)
     if not quiet:
-        render_fix_summary(result, console(stderr=True), written=not (diff or check))
+        render_fix_summary(result, console(stderr=True), written=not (diff or check or patches))
     if pr_body is not None:
         from .report.pr_body import write_pr_body
 
-        targets = "--all" if sweep_all else " ".join(f"--model {name}" for name in model or [])
         write_pr_body(pr_body, result, f"mtp-audit fix {targets}", verify_report)
     refused = [o for o in result.plan.outcomes if o.action == "refused"]
     blocked_fixable = [o for o in refused if o.record.status == Status.MISSING_FIXABLE]

@@ -8,9 +8,10 @@ and plans.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .apply.changes import FileJob, Rewrite, UnsafeRewrite
+from .apply.inheritors import Inheritor, find_inheritors
 from .apply.plan import Plan, make_plan
 from .apply.write import write_all
 from .classify import memo
@@ -28,6 +29,7 @@ class FixResult:
     tree: SourceTree
     plan: Plan
     rewrites: list[Rewrite]
+    inheritors: list[Inheritor] = field(default_factory=list)  # every class the written methods reach
 
 
 def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
@@ -46,7 +48,7 @@ def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
         while True:
             rewrites, failures = _rewrites(scanner, plan.insertions, worker, jobs)
             if not failures:
-                return FixResult(tree, plan, rewrites)
+                return FixResult(tree, plan, rewrites, find_inheritors(scanner, resolutions, plan.insertions))
             for outcome in plan.outcomes:  # a drafter is fixed whole or not at all
                 failed = [failures[i.target] for i in outcome.insertions if i.target in failures]
                 if outcome.action == "fix" and failed:

@@ -7,12 +7,14 @@ from pathlib import Path
 from string import Template
 
 from ..errors import UsageError
+from ..apply.inheritors import Inheritor
 from ..fix import FixResult
 from ..synthesize.mirror import template
 
 
-def _verify_results(report: Path | None) -> str | None:
-    """The Test Result table from a ``verify --json`` file, if one is given."""
+def _verify_results(report: Path | None, classes: set[str] | None = None) -> str | None:
+    """The Test Result table from a ``verify --json`` file, if one is given (rows of ``classes`` only,
+    when given)."""
     if report is None:
         return None
     try:
@@ -25,12 +27,28 @@ def _verify_results(report: Path | None) -> str | None:
              "spec_step_idx; ties, vocabulary padding, large magnitudes.", "",
              "| architecture | class | platforms | TP | result | rows | detail |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows:
+        if classes is not None and row["class"] not in classes:
+            continue
         lines.append(f"| `{row['arch']}` | `{row['class']}` | {', '.join(row['platforms'])} | {row['tp'] or '-'} | "
                      f"{row['verdict']} | {row['rows']} | {row['detail'].replace('|', '/')} |")
     return "\n".join(lines)
 
 
-def render_pr_body(result: FixResult, command: str, verify_report: Path | None = None) -> str:
+def blast_radius_text(inheritors: list[Inheritor]) -> str:
+    """Every class that inherits a written method, drafters and non-drafters apart."""
+    if not inheritors:
+        return ""
+    lines = ["", "Classes that inherit a written `get_top_tokens` (blast radius over the whole tree):", ""]
+    for i in inheritors:
+        role = f"drafter `{i.drafter}`" if i.drafter else "**not a drafter**"
+        lines.append(f"- `{i.cls.name}` ({i.file}:{i.cls.line}) from `{i.base.name}`, {role}, "
+                     f"on {', '.join(i.platforms)}: {i.result}")
+    return "\n".join(lines) + "\n"
+
+
+def render_pr_body(result: FixResult, command: str, verify_report: Path | None = None,
+                   tests: list[str] | None = None) -> str:
+    """``tests``: test files the change adds, run in the Test Plan."""
     fixed = [o for o in result.plan.outcomes if o.action == "fix"]
     refused = [o for o in result.plan.outcomes if o.action == "refused"]
     drafters = "\n".join(
@@ -42,12 +60,15 @@ def render_pr_body(result: FixResult, command: str, verify_report: Path | None =
         f"- `{o.record.arch}` ({o.record.cls}): {o.reason}" for o in refused) + "\n") if refused else ""
     commands = [command, "mtp-audit scan --fail-on never --format markdown"]
     commands += [f"mtp-audit verify --model {name} --tp 1,2" for name in models]
-    results = _verify_results(verify_report) or ("`mtp-audit scan` after the change reports every drafter above `supported`, consistency "
+    commands += [f"pytest -q {test}" for test in tests or []]
+    classes = {o.record.cls for o in fixed} if tests is not None else None
+    results = _verify_results(verify_report, classes) or ("`mtp-audit scan` after the change reports every drafter above `supported`, consistency "
                "`mirror`. Paste the `mtp-audit verify` tables here (get_top_tokens against "
                "compute_logits(...).argmax(-1), float32 and bfloat16, TP 1 and 2, ties and vocabulary padding).")
     return Template(template("pr_body.md.tmpl")).substitute(
         count=len(fixed), drafters=drafters or "| - | - | - | - |",
         files=", ".join(f"`{r.path}`" for r in result.rewrites) or "none", refused=refused_text,
+        blast_radius=blast_radius_text(result.inheritors),
         commands="\n".join(commands), results=results,
     )
 
