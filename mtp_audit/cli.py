@@ -241,7 +241,7 @@ def fix_command(
     elif patches is not None:
         from .apply.patches import write_patches
 
-        series = write_patches(result, patches, f"mtp-audit fix {targets}", verify_report)
+        series = write_patches(result, patches, "mtp-audit fix", verify_report)
         print(f"wrote {len(series)} patches and {patches / 'README.md'}", file=sys.stderr)
     elif not check:
         write_fix(result)

@@ -77,7 +77,7 @@ def find_inheritors(scanner: Scanner, resolutions: list[Resolution],
 
 def _subclasses(scanner: Scanner, texts: _Texts,
                 bases: set[ClassKey]) -> dict[ClassKey, dict[ClassKey, list[str]]]:
-    """Subclass -> each of ``bases`` in its MRO -> the platforms on which it is.
+    """Subclass -> the first of ``bases`` in its MRO (whose method it gets) -> on which platforms.
 
     Only classes whose base list names a known class or subclass get an MRO computed.
     """
@@ -99,8 +99,10 @@ def _subclasses(scanner: Scanner, texts: _Texts,
                 for platform in PLATFORMS:
                     if platform in facts.import_errors:
                         continue
-                    for base in bases.intersection(scanner.hierarchies[platform].mro(key).classes):
-                        reached.setdefault(base, []).append(platform)
+                    mro = scanner.hierarchies[platform].mro(key).classes
+                    nearest = next((c for c in mro if c in bases), None)  # the method it really gets
+                    if nearest is not None:
+                        reached.setdefault(nearest, []).append(platform)
                 if reached:
                     found[key] = reached
                     names.add(cls.name)

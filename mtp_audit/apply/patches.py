@@ -158,7 +158,10 @@ def build_patches(result: FixResult) -> list[Patch]:
 
 
 def write_patches(result: FixResult, folder: Path, command: str, verify_report: Path | None) -> list[Path]:
-    """Write the series and its index into ``folder`` (created; patch files there are replaced)."""
+    """Write the series and its index into ``folder`` (created if needed; one holding a series is refused).
+
+    ``command``: the fix command without its drafter selection; each patch names its own drafters.
+    """
     patches = build_patches(result)
     folder.mkdir(parents=True, exist_ok=True)
     stale = sorted(folder.glob("[0-9][0-9][0-9][0-9]-*.patch"))
@@ -167,7 +170,9 @@ def write_patches(result: FixResult, folder: Path, command: str, verify_report: 
     written = []
     for patch in patches:
         sub = _family_result(result, patch.family)
-        body = render_pr_body(sub, command, verify_report, tests=[patch.test_path])
+        names = sorted({o.record.arch or o.record.cls for o in patch.family.outcomes})
+        body = render_pr_body(sub, f"{command} {' '.join(f'--model {n}' for n in names)}", verify_report,
+                              tests=[patch.test_path])
         path = folder / patch.file_name
         path.write_text(patch.render(len(patches), body), encoding="utf-8", newline="")
         written.append(path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..fix import FixResult
@@ -30,3 +31,8 @@ def render_fix_summary(result: FixResult, console: Console, written: bool) -> No
         console.print(f"{verb} {rewrite.path}: get_top_tokens in {', '.join(rewrite.classes)}{extra}")
     if not result.rewrites:
         console.print("no file needs a change")
+    for inheritor in result.inheritors:
+        role = f"drafter {inheritor.drafter}" if inheritor.drafter else "[yellow]not a drafter[/]"
+        console.print(f"blast radius: {inheritor.cls.name} ({inheritor.file}:{inheritor.cls.line}, {role}) inherits "
+                      f"get_top_tokens from {inheritor.base.name} on {','.join(inheritor.platforms)}: "
+                      f"{escape(inheritor.result)}", highlight=False)
