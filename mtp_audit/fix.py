@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from .apply.changes import FileJob, Rewrite, UnsafeRewrite
 from .apply.inheritors import Inheritor, find_inheritors
+from .apply.placement import Moved, prefer_drafter_only
 from .apply.plan import Plan, make_plan
 from .apply.write import write_all
 from .classify import memo
@@ -30,6 +31,7 @@ class FixResult:
     plan: Plan
     rewrites: list[Rewrite]
     inheritors: list[Inheritor] = field(default_factory=list)  # every class the written methods reach
+    placement_notes: list[Moved] = field(default_factory=list)  # methods moved off bases non-drafters inherit
 
 
 def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
@@ -45,10 +47,13 @@ def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
         else:
             records = select(result.records, models or [], single_module=True, model_types=model_types)
         plan = make_plan(scanner, resolutions, records)
+        notes = prefer_drafter_only(scanner, resolutions, plan, find_inheritors(scanner, resolutions, plan.insertions))
+        inheritors = find_inheritors(scanner, resolutions, plan.insertions)
         while True:
             rewrites, failures = _rewrites(scanner, plan.insertions, worker, jobs)
             if not failures:
-                return FixResult(tree, plan, rewrites, find_inheritors(scanner, resolutions, plan.insertions))
+                kept = [i.target for i in plan.insertions]
+                return FixResult(tree, plan, rewrites, [i for i in inheritors if i.base in kept], notes)
             for outcome in plan.outcomes:  # a drafter is fixed whole or not at all
                 failed = [failures[i.target] for i in outcome.insertions if i.target in failures]
                 if outcome.action == "fix" and failed:

@@ -102,7 +102,8 @@ def _family_result(result: FixResult, family: Family) -> FixResult:
     written = {module_of(r.path) for r in family.rewrites}
     inheritors = [i for i in result.inheritors if i.base.module in written]
     insertions = [i for o in family.outcomes for i in o.insertions if i in result.plan.insertions]
-    return FixResult(result.tree, Plan(family.outcomes, insertions), family.rewrites, inheritors)
+    notes = [n for n in result.placement_notes if any(k.module in written for k in n.into)]
+    return FixResult(result.tree, Plan(family.outcomes, insertions), family.rewrites, inheritors, notes)
 
 
 @dataclass
@@ -193,10 +194,11 @@ def render_index(result: FixResult, patches: list[Patch]) -> str:
     reach = "\n".join(f"- `{i.cls.name}` ({i.file}:{i.cls.line}) inherits the method written into "
                       f"`{i.base.name}` on {', '.join(i.platforms)}: {i.result}" for i in outsiders) \
         or "- none: every class that inherits a written method is a drafter or a drafter's delegate"
+    placement = "\n".join(f"- {note}" for note in result.placement_notes) or "- none moved"
     refused = "\n".join(f"- `{o.record.arch or '(unregistered)'}` ({o.record.cls}, {o.record.file}, "
                         f"{', '.join(o.record.platforms)}): {o.reason}"
                         for o in result.plan.outcomes if o.action == "refused") or "- none"
     return Template(template("patch_index.md.tmpl")).substitute(
-        count=len(patches), rows="\n".join(rows) or "| - | - | - | - | - |", inheritors=reach, refused=refused,
+        count=len(patches), rows="\n".join(rows) or "| - | - | - | - | - |", inheritors=reach, placement=placement, refused=refused,
         version=result.tree.vllm_version or "(unknown version)",
     )

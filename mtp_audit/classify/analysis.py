@@ -207,6 +207,11 @@ class Analyzer:
             return Consistency.MIRROR, f"mirror of compute_logits of {self.where(cl)}"
         if same and cshape.kind in ("delegate", "super"):
             return self._delegated_consistency(key, mro, cl, cshape, overlay, depth)
+        if cshape.kind == "super" and gtt.owner == cl.owner:
+            inlined = self._super_inlined(mro, cl)
+            if inlined is not None and mirror_fingerprint(inlined[0]) == fingerprint(gtt.method.text):
+                return Consistency.MIRROR, (f"mirror of compute_logits of {self.where(cl)} with the "
+                                            f"super().compute_logits of {self.where(inlined[1])} inlined")
         if gshape.kind == "super":
             nxt = self.h.find(mro, "get_top_tokens", start=gtt.index + 1, overlay=overlay)
             if nxt is None:
@@ -228,6 +233,18 @@ class Analyzer:
         return Consistency.UNPROVEN, (
             f"get_top_tokens of {self.where(gtt)} is written differently from compute_logits of "
             f"{self.where(cl)}; run `mtp-audit verify`")
+
+    def _super_inlined(self, mro: Mro, cl: MethodHit) -> tuple[str, MethodHit] | None:
+        """``cl`` with the head-calling compute_logits its super() reaches inlined, if that is plain."""
+        from ..synthesize.inline import InlineError, inline_super
+
+        nxt = self.h.find(mro, "compute_logits", start=cl.index + 1)
+        if nxt is None or logits_shape(nxt.method.text, nxt.method.line).kind != "head":
+            return None
+        try:
+            return inline_super(cl.method.code, nxt.method.code), nxt
+        except InlineError:
+            return None
 
     def _delegated_consistency(self, key: ClassKey, mro: Mro, cl: MethodHit, cshape: LogitsShape,
                                overlay: Overlay | None, depth: int) -> tuple[Consistency, str]:

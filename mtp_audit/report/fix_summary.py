@@ -31,6 +31,8 @@ def render_fix_summary(result: FixResult, console: Console, written: bool) -> No
         console.print(f"{verb} {rewrite.path}: get_top_tokens in {', '.join(rewrite.classes)}{extra}")
     if not result.rewrites:
         console.print("no file needs a change")
+    for note in result.placement_notes:
+        console.print(f"placement: {escape(str(note))}", highlight=False)
     for inheritor in result.inheritors:
         role = f"drafter {inheritor.drafter}" if inheritor.drafter else "[yellow]not a drafter[/]"
         console.print(f"blast radius: {inheritor.cls.name} ({inheritor.file}:{inheritor.cls.line}, {role}) inherits "

@@ -34,11 +34,13 @@ def _verify_results(report: Path | None, classes: set[str] | None = None) -> str
     return "\n".join(lines)
 
 
-def blast_radius_text(inheritors: list[Inheritor]) -> str:
-    """Every class that inherits a written method, drafters and non-drafters apart."""
+def blast_radius_text(inheritors: list[Inheritor], notes: list) -> str:
+    """Every class that inherits a written method, drafters and non-drafters apart; placements moved
+    off a base that non-drafters inherit."""
+    lines = [""] + [f"Placement: {note}." for note in notes] if notes else []
     if not inheritors:
-        return ""
-    lines = ["", "Classes that inherit a written `get_top_tokens` (blast radius over the whole tree):", ""]
+        return "\n".join(lines) + "\n" if lines else ""
+    lines += ["", "Classes that inherit a written `get_top_tokens` (blast radius over the whole tree):", ""]
     for i in inheritors:
         role = f"drafter `{i.drafter}`" if i.drafter else "**not a drafter**"
         lines.append(f"- `{i.cls.name}` ({i.file}:{i.cls.line}) from `{i.base.name}`, {role}, "
@@ -68,7 +70,7 @@ def render_pr_body(result: FixResult, command: str, verify_report: Path | None =
     return Template(template("pr_body.md.tmpl")).substitute(
         count=len(fixed), drafters=drafters or "| - | - | - | - |",
         files=", ".join(f"`{r.path}`" for r in result.rewrites) or "none", refused=refused_text,
-        blast_radius=blast_radius_text(result.inheritors),
+        blast_radius=blast_radius_text(result.inheritors, result.placement_notes),
         commands="\n".join(commands), results=results,
     )
 
