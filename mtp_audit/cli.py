@@ -210,6 +210,10 @@ def fix_command(
     patches: Annotated[Optional[Path], typer.Option(
         "--patches", help="Write nothing into the tree: a `git am` series into this folder, one patch per model "
                           "family (the change, its PR description, a test), and an index README.md.")] = None,
+    factor_pre_head: Annotated[bool, typer.Option(
+        "--factor-pre-head", help="Move a pre-head block of more than 3 statements into one private helper "
+                                  "(_pre_head) that compute_logits and get_top_tokens both call; compute_logits "
+                                  "changes, and must equal its old self with the helper inlined.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary table on stderr.")] = False,
     vllm_version: VersionOpt = None,
     no_cache: NoCacheOpt = False,
@@ -233,7 +237,8 @@ def fix_command(
 
     workers = resolve_jobs(jobs)
     tree = resolve_tree(path, vllm_version, quiet)
-    result = plan_fix(tree, model, sweep_all, None if no_cache else FactsCache(), _model_types(tree), workers)
+    result = plan_fix(tree, model, sweep_all, None if no_cache else FactsCache(), _model_types(tree), workers,
+                      factor_pre_head)
     targets = "--all" if sweep_all else " ".join(f"--model {name}" for name in model or [])
     if diff:
         for rewrite in result.rewrites:

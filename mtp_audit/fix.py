@@ -36,9 +36,9 @@ class FixResult:
 
 def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
              cache: FactsCache | None, model_types: dict[str, list[str]] | None = None,
-             jobs: int = 1) -> FixResult:
+             jobs: int = 1, factor_pre_head: bool = False) -> FixResult:
     """``jobs`` workers rewrite the files; the scan stays in this process, whose analyses the
-    blast-radius check reuses."""
+    blast-radius check reuses. ``factor_pre_head``: long pre-head blocks go into a shared helper."""
     memo.use_cache(cache)  # before forking: the workers read cached mirrors too
     with warm_worker(jobs, _load_rewriter) as worker:
         result, scanner, resolutions = scan(tree, cache)
@@ -50,7 +50,7 @@ def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
         notes = prefer_drafter_only(scanner, resolutions, plan, find_inheritors(scanner, resolutions, plan.insertions))
         inheritors = find_inheritors(scanner, resolutions, plan.insertions)
         while True:
-            rewrites, failures = _rewrites(scanner, plan.insertions, worker, jobs)
+            rewrites, failures = _rewrites(scanner, plan.insertions, worker, jobs, factor_pre_head)
             if not failures:
                 kept = [i.target for i in plan.insertions]
                 return FixResult(tree, plan, rewrites, [i for i in inheritors if i.base in kept], notes)
@@ -69,7 +69,17 @@ def _load_rewriter() -> None:
 def _rewrite_chunk(jobs: list[FileJob]) -> list[Rewrite | UnsafeRewrite]:
     from .apply.rewrite import rewrite_files
 
-    return rewrite_files(jobs)
+    if not any(job.factor_pre_head for job in jobs):
+        return rewrite_files(jobs)
+    from .apply.factoring import rewrite_factored
+
+    outcomes: list[Rewrite | UnsafeRewrite] = []
+    for job in jobs:
+        try:
+            outcomes.append(rewrite_factored(job.path, job.source, job.insertions, job.binds_torch))
+        except UnsafeRewrite as error:
+            outcomes.append(error)
+    return outcomes
 
 
 def _binds_torch(facts: ModuleFacts) -> bool:
@@ -92,7 +102,8 @@ def _chunks(jobs: list[FileJob], count: int) -> list[list[FileJob]]:
     return [chunk for chunk in chunks if chunk]
 
 
-def _rewrites(scanner: Scanner, insertions: list[Insertion], worker: WarmWorker | None, jobs: int) -> tuple[list[Rewrite], dict]:
+def _rewrites(scanner: Scanner, insertions: list[Insertion], worker: WarmWorker | None, jobs: int,
+              factor_pre_head: bool = False) -> tuple[list[Rewrite], dict]:
     """Rewrite every touched file, in the worker's forks when there is one (one ruff run per chunk)."""
     by_module: dict[str, list[Insertion]] = {}
     for insertion in insertions:
@@ -102,7 +113,7 @@ def _rewrites(scanner: Scanner, insertions: list[Insertion], worker: WarmWorker 
         facts = scanner.index.facts(module)
         assert facts is not None
         source = (scanner.tree.root / facts.path).read_bytes().decode("utf-8")
-        files.append(FileJob(facts.path, source, group, _binds_torch(facts)))
+        files.append(FileJob(facts.path, source, group, _binds_torch(facts), factor_pre_head))
     if not files:
         return [], {}
     if worker is None:

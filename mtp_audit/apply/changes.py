@@ -23,6 +23,7 @@ class FileJob:
     source: str
     insertions: list[Insertion]
     binds_torch: bool  # ``torch`` is bound at run time on every platform: no import to add
+    factor_pre_head: bool = False  # share a long pre-head block through a helper (fix --factor-pre-head)
 
 
 @dataclass
