@@ -71,10 +71,15 @@ def _rewrite_chunk(jobs: list[FileJob]) -> list[Rewrite | UnsafeRewrite]:
 
     if not any(job.factor_pre_head for job in jobs):
         return rewrite_files(jobs)
-    from .apply.factoring import rewrite_factored
+    from .apply.factoring import factors, rewrite_factored
 
+    factored = [job.factor_pre_head and any(factors(i) for i in job.insertions) for job in jobs]
+    plain = iter(rewrite_files([job for job, f in zip(jobs, factored) if not f]))
     outcomes: list[Rewrite | UnsafeRewrite] = []
-    for job in jobs:
+    for job, factor in zip(jobs, factored):
+        if not factor:
+            outcomes.append(next(plain))
+            continue
         try:
             outcomes.append(rewrite_factored(job.path, job.source, job.insertions, job.binds_torch))
         except UnsafeRewrite as error:

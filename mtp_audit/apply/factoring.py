@@ -28,6 +28,15 @@ from .changes import Rewrite, UnsafeRewrite
 from .rewrite import _class_depth, _inserted_lines, _module_classes, _uses_torch
 
 
+def factors(insertion: Insertion) -> bool:
+    """Whether the class's own compute_logits has a pre-head block the helper would take (the class's
+    other method names are checked when its file is rewritten)."""
+    if insertion.source.owner != insertion.target:
+        return False
+    _, compute_logits = parse_method(insertion.source.method.code)
+    return factor_pre_head(compute_logits, set()) is not None
+
+
 def _class_nodes(module: cst.MetadataWrapper, insertions: list[Insertion]) -> dict[tuple[str, int], cst.ClassDef]:
     """(name, line) of each planned class -> its node (a class is known by the line of its name)."""
     positions = module.resolve(PositionProvider)
