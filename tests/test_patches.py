@@ -8,7 +8,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, build_tree, run_cli
 
 SERIES = FIXTURES / "fix" / "series"
@@ -62,12 +61,12 @@ def test_series_applies_in_order_and_equals_fix(series, tmp_path):
 
 
 def test_each_patch_is_one_family_with_its_test(series):
-    tree, out, result = series
+    _, out, result = series
     assert result.returncode == 0, result.stderr
     touched = {}
     for patch in sorted(out.glob("*.patch")):
         text = patch.read_text()
-        files = re.findall(r"^diff --git a/(\S+) b/", text, flags=re.M)
+        files = re.findall(r"^diff --git a/(\S+) b/", text, flags=re.MULTILINE)
         touched[patch.name] = files
         tests = [f for f in files if f.startswith("tests/v1/spec_decode/")]
         assert len(tests) == 1, files
@@ -107,6 +106,6 @@ def test_generated_test_is_valid_python_naming_each_drafter(series):
 
 
 def test_patches_refuse_a_folder_holding_a_series(series):
-    tree, out, result = series
+    tree, out, _ = series
     again = run_cli("fix", str(tree), "--all", "--patches", str(out))
     assert again.returncode == 2 and "already holds a patch series" in again.stderr

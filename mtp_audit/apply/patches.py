@@ -173,7 +173,7 @@ def write_patches(result: FixResult, folder: Path, command: str, verify_report: 
         sub = _family_result(result, patch.family)
         names = sorted({o.record.arch or o.record.cls for o in patch.family.outcomes})
         body = render_pr_body(sub, f"{command} {' '.join(f'--model {n}' for n in names)}", verify_report,
-                              tests=[patch.test_path])
+                              tests=[patch.test_path], own_rows_only=True)
         path = folder / patch.file_name
         path.write_text(patch.render(len(patches), body), encoding="utf-8", newline="")
         written.append(path)

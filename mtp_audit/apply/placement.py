@@ -43,6 +43,13 @@ def _same(a: Insertion, b: Insertion) -> bool:
     return (a.target, a.source.owner, a.source.method.line) == (b.target, b.source.owner, b.source.method.line)
 
 
+def _swap(insertions: list[Insertion], base: Insertion, callers: list[Insertion],
+          inlined: list[Insertion]) -> list[Insertion]:
+    """``insertions`` without ``base``, each caller replaced by its inlined form."""
+    return [next((new for old, new in zip(callers, inlined) if _same(old, i)), i)
+            for i in insertions if not _same(i, base)]
+
+
 def _super_callers(scanner: Scanner, plan: Plan, base: Insertion) -> list[Insertion]:
     """Planned insertions whose compute_logits is ``super().compute_logits`` reaching ``base``'s."""
     found = []
@@ -76,19 +83,14 @@ def prefer_drafter_only(scanner: Scanner, resolutions: list[Resolution], plan: P
                 for c in callers]
         except InlineError:
             continue
-
-        def swap(insertions: list[Insertion]) -> list[Insertion]:
-            return [next((new for old, new in zip(callers, inlined) if _same(old, i)), i)
-                    for i in insertions if not _same(i, base)]
-
-        candidate = swap(plan.insertions)
+        candidate = _swap(plan.insertions, base, callers, inlined)
         if _blast_radius(scanner, resolutions, candidate):
             continue
         if any(not i.drafter for i in find_inheritors(scanner, resolutions, inlined)):
             continue
         plan.insertions = candidate
         for outcome in plan.outcomes:
-            outcome.insertions = swap(outcome.insertions)
+            outcome.insertions = _swap(outcome.insertions, base, callers, inlined)
             if outcome.action == "fix":
                 outcome.reason = _describe(outcome.insertions, plan.insertions)
         others = sorted({i.cls.name for i in inheritors if i.base == base.target and not i.drafter})

@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 from string import Template
 
-from ..errors import UsageError
 from ..apply.inheritors import Inheritor
+from ..apply.placement import Moved
+from ..errors import UsageError
 from ..fix import FixResult
 from ..synthesize.mirror import template
 
@@ -34,7 +35,7 @@ def _verify_results(report: Path | None, classes: set[str] | None = None) -> str
     return "\n".join(lines)
 
 
-def blast_radius_text(inheritors: list[Inheritor], notes: list) -> str:
+def blast_radius_text(inheritors: list[Inheritor], notes: list[Moved]) -> str:
     """Every class that inherits a written method, drafters and non-drafters apart; placements moved
     off a base that non-drafters inherit."""
     lines = [""] + [f"Placement: {note}." for note in notes] if notes else []
@@ -49,8 +50,9 @@ def blast_radius_text(inheritors: list[Inheritor], notes: list) -> str:
 
 
 def render_pr_body(result: FixResult, command: str, verify_report: Path | None = None,
-                   tests: list[str] | None = None) -> str:
-    """``tests``: test files the change adds, run in the Test Plan."""
+                   tests: list[str] | None = None, own_rows_only: bool = False) -> str:
+    """``tests``: test files the change adds, run in the Test Plan; ``own_rows_only``: the verify
+    report's rows of this change's drafters only (one patch of a series)."""
     fixed = [o for o in result.plan.outcomes if o.action == "fix"]
     refused = [o for o in result.plan.outcomes if o.action == "refused"]
     drafters = "\n".join(
@@ -63,7 +65,7 @@ def render_pr_body(result: FixResult, command: str, verify_report: Path | None =
     commands = [command, "mtp-audit scan --fail-on never --format markdown"]
     commands += [f"mtp-audit verify --model {name} --tp 1,2" for name in models]
     commands += [f"pytest -q {test}" for test in tests or []]
-    classes = {o.record.cls for o in fixed} if tests is not None else None
+    classes = {o.record.cls for o in fixed} if own_rows_only else None
     results = _verify_results(verify_report, classes) or ("`mtp-audit scan` after the change reports every drafter above `supported`, consistency "
                "`mirror`. Paste the `mtp-audit verify` tables here (get_top_tokens against "
                "compute_logits(...).argmax(-1), float32 and bfloat16, TP 1 and 2, ties and vocabulary padding).")
