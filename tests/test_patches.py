@@ -109,3 +109,18 @@ def test_patches_refuse_a_folder_holding_a_series(series):
     tree, out, _ = series
     again = run_cli("fix", str(tree), "--all", "--patches", str(out))
     assert again.returncode == 2 and "already holds a patch series" in again.stderr
+
+
+def test_a_crlf_file_applies_with_keep_cr(tmp_path):
+    case = FIXTURES / "fix" / "crlf"
+    tree = build_tree(case, tmp_path / "tree", "input")
+    _git_checkout(tree)
+    out = tmp_path / "out"
+    result = run_cli("fix", str(tree), *(case / "args.txt").read_text().split(), "--patches", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "git am --keep-non-patch --keep-cr *.patch" in (out / "README.md").read_text()
+    applied = subprocess.run([*GIT, "am", "--keep-non-patch", "--keep-cr", *map(str, sorted(out.glob("*.patch")))],
+                             cwd=tree, capture_output=True, text=True, check=False)
+    assert applied.returncode == 0, applied.stderr
+    for path in (case / "expected").rglob("*.py"):
+        assert (tree / path.relative_to(case / "expected")).read_bytes() == path.read_bytes()

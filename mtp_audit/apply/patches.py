@@ -11,6 +11,7 @@ tag in the subject, as ``git am`` drops every leading ``[...]`` otherwise).
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import re
 import stat
@@ -42,12 +43,13 @@ class FileChange:
 
     @property
     def added(self) -> int:
-        return sum(1 for line in self.diff_lines() if line.startswith("+") and not line.startswith("+++"))
+        return sum(1 for line in self.diff_lines if line.startswith("+") and not line.startswith("+++"))
 
     @property
     def removed(self) -> int:
-        return sum(1 for line in self.diff_lines() if line.startswith("-") and not line.startswith("---"))
+        return sum(1 for line in self.diff_lines if line.startswith("-") and not line.startswith("---"))
 
+    @functools.cached_property
     def diff_lines(self) -> list[str]:
         """Unified diff lines, each ending in a newline, as git writes them."""
         old = (self.old or "").splitlines(keepends=True)
@@ -64,7 +66,7 @@ class FileChange:
             header += [f"new file mode {self.mode}\n", f"index 0000000..{_blob(self.new)[:7]}\n"]
         else:
             header += [f"index {_blob(self.old)[:7]}..{_blob(self.new)[:7]} {self.mode}\n"]
-        return "".join(header + self.diff_lines())
+        return "".join(header + self.diff_lines)
 
 
 def _blob(text: str) -> str:
@@ -198,7 +200,9 @@ def render_index(result: FixResult, patches: list[Patch]) -> str:
     refused = "\n".join(f"- `{o.record.arch or '(unregistered)'}` ({o.record.cls}, {o.record.file}, "
                         f"{', '.join(o.record.platforms)}): {o.reason}"
                         for o in result.plan.outcomes if o.action == "refused") or "- none"
+    crlf = any("\r\n" in (c.old or "") for p in patches for c in p.changes)
     return Template(template("patch_index.md.tmpl")).substitute(
+        am_flags="--keep-non-patch --keep-cr" if crlf else "--keep-non-patch",
         count=len(patches), rows="\n".join(rows) or "| - | - | - | - | - |", inheritors=reach, placement=placement, refused=refused,
         version=result.tree.vllm_version or "(unknown version)",
     )
