@@ -47,13 +47,16 @@ def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
         else:
             records = select(result.records, models or [], single_module=True, model_types=model_types)
         plan = make_plan(scanner, resolutions, records)
-        notes = prefer_drafter_only(scanner, resolutions, plan, find_inheritors(scanner, resolutions, plan.insertions))
         inheritors = find_inheritors(scanner, resolutions, plan.insertions)
+        notes = prefer_drafter_only(scanner, resolutions, plan, inheritors)
+        if notes:  # methods moved: they reach other classes now
+            inheritors = find_inheritors(scanner, resolutions, plan.insertions)
         while True:
             rewrites, failures = _rewrites(scanner, plan.insertions, worker, jobs, factor_pre_head)
             if not failures:
                 kept = [i.target for i in plan.insertions]
-                return FixResult(tree, plan, rewrites, [i for i in inheritors if i.base in kept], notes)
+                return FixResult(tree, plan, rewrites, [i for i in inheritors if i.base in kept],
+                                 [n for n in notes if all(k in kept for k in n.into)])
             for outcome in plan.outcomes:  # a drafter is fixed whole or not at all
                 failed = [failures[i.target] for i in outcome.insertions if i.target in failures]
                 if outcome.action == "fix" and failed:
