@@ -240,13 +240,14 @@ def fix_command(
     result = plan_fix(tree, model, sweep_all, None if no_cache else FactsCache(), _model_types(tree), workers,
                       factor_pre_head)
     targets = "--all" if sweep_all else " ".join(f"--model {name}" for name in model or [])
+    mode = " --factor-pre-head" if factor_pre_head else ""
     if diff:
         for rewrite in result.rewrites:
             sys.stdout.write(unified_diff(rewrite))
     elif patches is not None:
         from .apply.patches import write_patches
 
-        series = write_patches(result, patches, "mtp-audit fix", verify_report)
+        series = write_patches(result, patches, f"mtp-audit fix{mode}", verify_report)
         print(f"wrote {len(series)} patches and {patches / 'README.md'}", file=sys.stderr)
     elif not check:
         write_fix(result)
@@ -255,7 +256,7 @@ def fix_command(
     if pr_body is not None:
         from .report.pr_body import write_pr_body
 
-        write_pr_body(pr_body, result, f"mtp-audit fix {targets}", verify_report)
+        write_pr_body(pr_body, result, f"mtp-audit fix{mode} {targets}", verify_report)
     refused = [o for o in result.plan.outcomes if o.action == "refused"]
     blocked_fixable = [o for o in refused if o.record.status == Status.MISSING_FIXABLE]
     if check:

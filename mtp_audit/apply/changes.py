@@ -6,7 +6,7 @@ The fix pipeline hands ``FileJob``s to the rewriting workers and reads back
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..classify.analysis import Insertion
 
@@ -34,3 +34,4 @@ class Rewrite:
     classes: list[str]  # classes that received get_top_tokens
     added_import: bool
     targets: list[tuple[str, int]]  # (name, line in the old file) of the planned classes
+    factored: list[str] = field(default_factory=list)  # classes whose pre-head block went into a helper

@@ -10,6 +10,7 @@ from ..apply.inheritors import Inheritor
 from ..apply.placement import Moved
 from ..errors import UsageError
 from ..fix import FixResult
+from ..synthesize.factor import HELPER
 from ..synthesize.mirror import template
 
 
@@ -35,10 +36,14 @@ def _verify_results(report: Path | None, classes: set[str] | None = None) -> str
     return "\n".join(lines)
 
 
-def blast_radius_text(inheritors: list[Inheritor], notes: list[Moved]) -> str:
+def reviewer_notes(inheritors: list[Inheritor], notes: list[Moved], factored: list[str]) -> str:
     """Every class that inherits a written method, drafters and non-drafters apart; placements moved
-    off a base that non-drafters inherit."""
+    off a base that non-drafters inherit; the classes whose pre-head block went into a helper."""
     lines = [""] + [f"Placement: {note}." for note in notes] if notes else []
+    if factored:
+        lines += ["", f"In {', '.join(factored)} the hidden-state transform before the head moves "
+                      f"into a private `{HELPER}` helper that `compute_logits` and `get_top_tokens` both call; with the "
+                      "helper inlined, `compute_logits` is its old self (checked on the AST before writing)."]
     if not inheritors:
         return "\n".join(lines) + "\n" if lines else ""
     lines += ["", "Classes that inherit a written `get_top_tokens` (blast radius over the whole tree):", ""]
@@ -72,7 +77,8 @@ def render_pr_body(result: FixResult, command: str, verify_report: Path | None =
     return Template(template("pr_body.md.tmpl")).substitute(
         count=len(fixed), drafters=drafters or "| - | - | - | - |",
         files=", ".join(f"`{r.path}`" for r in result.rewrites) or "none", refused=refused_text,
-        blast_radius=blast_radius_text(result.inheritors, result.placement_notes),
+        blast_radius=reviewer_notes(result.inheritors, result.placement_notes,
+                                       [f"`{c}` ({r.path})" for r in result.rewrites for c in r.factored]),
         commands="\n".join(commands), results=results,
     )
 
