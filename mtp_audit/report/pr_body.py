@@ -41,9 +41,9 @@ def reviewer_notes(inheritors: list[Inheritor], notes: list[Moved], factored: li
     off a base that non-drafters inherit; the classes whose pre-head block went into a helper."""
     lines = [""] + [f"Placement: {note}." for note in notes] if notes else []
     if factored:
-        lines += ["", f"In {', '.join(factored)} the hidden-state transform before the head moves "
-                      f"into a private `{HELPER}` helper that `compute_logits` and `get_top_tokens` both call; with the "
-                      "helper inlined, `compute_logits` is its old self (checked on the AST before writing)."]
+        lines += ["", (f"In {', '.join(factored)} the hidden-state transform before the head moves "
+                       f"into a private `{HELPER}` helper that `compute_logits` and `get_top_tokens` both call; with "
+                       "the helper inlined, `compute_logits` is its old self (checked on the AST before writing).")]
     if not inheritors:
         return "\n".join(lines) + "\n" if lines else ""
     lines += ["", "Classes that inherit a written `get_top_tokens` (blast radius over the whole tree):", ""]
