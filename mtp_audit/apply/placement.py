@@ -15,11 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..classify.analysis import Insertion
-from ..classify.memo import logits_shape
+from ..classify.memo import inlined_super, logits_shape
 from ..model import PLATFORMS, ClassKey
 from ..resolve.mro import MethodHit
 from ..scan import Resolution, Scanner
-from ..synthesize.inline import InlineError, inline_super
 from .inheritors import Inheritor, find_inheritors
 from .plan import Plan, _blast_radius, _describe
 
@@ -77,12 +76,11 @@ def prefer_drafter_only(scanner: Scanner, resolutions: list[Resolution], plan: P
         fixed = [o for o in plan.outcomes if o.action == "fix" and any(_same(base, i) for i in o.insertions)]
         if not callers or any(not any(_same(c, i) for c in callers for i in o.insertions) for o in fixed):
             continue  # some drafter needs the base's own method
-        try:
-            inlined = [Insertion(c.target, MethodHit(c.source.owner, replace(
-                c.source.method, text=inline_super(c.source.method.code, base.source.method.code)), c.source.index))
-                for c in callers]
-        except InlineError:
+        texts = [inlined_super(c.source.method.text, base.source.method.text) for c in callers]
+        if None in texts:
             continue
+        inlined = [Insertion(c.target, MethodHit(c.source.owner, replace(c.source.method, text=text), c.source.index))
+                   for c, text in zip(callers, texts)]
         candidate = _swap(plan.insertions, base, callers, inlined)
         if _blast_radius(scanner, resolutions, candidate):
             continue

@@ -18,6 +18,7 @@ from ..resolve.mro import Hierarchy, MethodHit, Mro
 from ..resolve.names import resolve_expression
 from .memo import (
     fingerprint,
+    inlined_super,
     logits_shape,
     mirror_fingerprint,
     mirror_text,
@@ -236,15 +237,11 @@ class Analyzer:
 
     def _super_inlined(self, mro: Mro, cl: MethodHit) -> tuple[str, MethodHit] | None:
         """``cl`` with the head-calling compute_logits its super() reaches inlined, if that is plain."""
-        from ..synthesize.inline import InlineError, inline_super
-
         nxt = self.h.find(mro, "compute_logits", start=cl.index + 1)
         if nxt is None or logits_shape(nxt.method.text, nxt.method.line).kind != "head":
             return None
-        try:
-            return inline_super(cl.method.code, nxt.method.code), nxt
-        except InlineError:
-            return None
+        inlined = inlined_super(cl.method.text, nxt.method.text)
+        return (inlined, nxt) if inlined is not None else None
 
     def _delegated_consistency(self, key: ClassKey, mro: Mro, cl: MethodHit, cshape: LogitsShape,
                                overlay: Overlay | None, depth: int) -> tuple[Consistency, str]:

@@ -162,6 +162,18 @@ def mirror_fingerprint(text: str) -> str | None:
 
 
 @_stored
+def inlined_super(caller: str, callee: str) -> str | None:
+    """``caller`` (a ``return super().compute_logits(...)``) with ``callee``'s body inlined, or None
+    when the plain inlining rule does not apply (see synthesize.inline)."""
+    from ..synthesize.inline import InlineError, inline_super
+
+    try:
+        return inline_super(libcst_code(caller), libcst_code(callee))
+    except InlineError:
+        return None
+
+
+@_stored
 def self_contained(text: str) -> bool:
     from .shapes import self_contained as rule
 
