@@ -271,7 +271,15 @@ def fix_command(
     pr_body: Annotated[Optional[Path], typer.Option(
         "--pr-body", help="Write a pull-request description (Purpose / Test Plan / Test Result) to this file.")] = None,
     verify_report: Annotated[Optional[Path], typer.Option(
-        "--verify-report", help="With --pr-body: a `verify --json` file whose results go under Test Result.")] = None,
+        "--verify-report", help="With --pr-body or --patches: a `verify --json` file whose results go under "
+                                "Test Result.")] = None,
+    patches: Annotated[Optional[Path], typer.Option(
+        "--patches", help="Write nothing into the tree: a `git am` series into this folder, one patch per model "
+                          "family (the change, its PR description, a test), and an index README.md.")] = None,
+    factor_pre_head: Annotated[bool, typer.Option(
+        "--factor-pre-head", help="Move a pre-head block of more than 3 statements into one private helper "
+                                  "(_pre_head) that compute_logits and get_top_tokens both call; compute_logits "
+                                  "changes, and must equal its old self with the helper inlined.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stderr.")] = False,
     vllm_version: FixVersionOpt = None,
     no_cache: NoCacheOpt = False,
@@ -284,15 +292,19 @@ def fix_command(
     """Write the mirrored get_top_tokens into missing_fixable drafters (safe fixes only).
 
     Needs --model NAME (repeatable) or --all. Ends with a total: methods, files, refused (why), skipped.
+    With --patches, writes a git am series instead, one patch per model family.
     """
-    if verify_report is not None and pr_body is None:
-        raise UsageError("--verify-report goes with --pr-body")
+    if verify_report is not None and pr_body is None and patches is None:
+        raise UsageError("--verify-report goes with --pr-body or --patches")
+    if patches is not None and (diff or check):
+        raise UsageError("--patches writes a patch series; it does not go with --diff or --check")
     if not model and not sweep_all:
         raise UsageError("fix needs a target: --model NAME (repeatable) or --all (every missing_fixable drafter)")
     if model and sweep_all:
         raise UsageError("give --model NAME or --all, not both")
-    if vllm_version and not (diff or check):
-        raise UsageError("fix --vllm-version needs --diff or --check: the cached release sources stay untouched")
+    if vllm_version and not (diff or check or patches):
+        raise UsageError("fix --vllm-version needs --diff, --check or --patches: the cached release sources stay "
+                         "untouched")
     from .apply.write import unified_diff
     from .cache import FactsCache
     from .fanout import resolve_jobs
@@ -304,30 +316,36 @@ def fix_command(
         check_output(pr_body, "--pr-body")
     workers = resolve_jobs(jobs)
     tree = resolve_tree(path, vllm_version, quiet, runs_with=runs_with, plugins=not no_plugins,
-                        plugin_paths=plugin_path,
-                        follow_symlinks=follow_symlinks)
-    result = plan_fix(tree, model, sweep_all, None if no_cache else FactsCache(), _model_types(tree), workers)
+                        plugin_paths=plugin_path, follow_symlinks=follow_symlinks)
+    result = plan_fix(tree, model, sweep_all, None if no_cache else FactsCache(), _model_types(tree), workers,
+                      factor_pre_head)
     if result.refusal and not quiet:
         print(f"mtp-audit: no fix written into this plugin: {result.refusal}", file=sys.stderr)
+    targets = "--all" if sweep_all else " ".join(f"--model {name}" for name in model or [])
+    mode = " --factor-pre-head" if factor_pre_head else ""
     body = None
     if pr_body is not None:  # rendered (and --verify-report read) before anything is written
         from .report.pr_body import render_pr_body
 
-        targets = "--all" if sweep_all else " ".join(f"--model {name}" for name in model or [])
-        body = render_pr_body(result, f"mtp-audit fix {targets}", verify_report)
+        body = render_pr_body(result, f"mtp-audit fix{mode} {targets}", verify_report)
     if diff:
         for rewrite in result.rewrites:
             sys.stdout.write(unified_diff(rewrite))
+    elif patches is not None:
+        from .apply.patches import write_patches
+
+        series = write_patches(result, patches, f"mtp-audit fix{mode}", verify_report)
+        print(f"wrote {len(series)} patches and {patches / 'README.md'}", file=sys.stderr)
     elif not check:
         write_fix(result)
     if not quiet:
-        render_fix_summary(result, console(stderr=True), not (diff or check), output_width(stderr=True))
+        render_fix_summary(result, console(stderr=True), not (diff or check or patches), output_width(stderr=True))
     if pr_body is not None and body is not None:
         from .report.pr_body import write_pr_body
 
         write_pr_body(pr_body, body)
-    mode = "check" if check else "diff" if diff else "write"
-    raise typer.Exit(exit_codes.fix_exit((o.action for o in result.plan.outcomes), len(result.rewrites), mode))
+    fix_mode = "check" if check else "diff" if diff else "write"
+    raise typer.Exit(exit_codes.fix_exit((o.action for o in result.plan.outcomes), len(result.rewrites), fix_mode))
 
 
 @app.command("verify")

@@ -18,6 +18,7 @@ from ..classify.analysis import Insertion
 from ..classify.memo import mirror_text
 from ..cstnodes import nodes_of, parse_method
 from ..index.prefilter import physical_lines
+from ..synthesize.conventions import follow_annotation_style
 from ..synthesize.layout import format_methods
 from .changes import FileJob, Rewrite, UnsafeRewrite
 
@@ -90,6 +91,7 @@ def mirror_requests(source: str, insertions: list[Insertion]) -> list[tuple[cst.
     requests = []
     for insertion in insertions:
         _, method = parse_method(mirror_text(insertion.source.method.text))  # the cached mirror, as a node
+        method = follow_annotation_style(method, insertion.source.method.text)
         requests.append((method, _class_depth(lines[insertion.target.line - 1])))
     return requests
 
@@ -131,7 +133,7 @@ def rewrite_file(path: str, source: str, insertions: list[Insertion], binds_torc
     mirrors = {insertion.target: method for insertion, method in zip(insertions, methods)}
     nested = any(lines[i.target.line - 1][:1].isspace() for i in insertions)
     new_source, inserted = (_through_module if nested else _by_class)(source, lines, classes, insertions, mirrors)
-    added_import = not binds_torch
+    added_import = not binds_torch and any(_uses_torch(method, source) for method in methods)
     if added_import:  # rare (vLLM's model files import torch): the codemod machinery is imported here
         from libcst.codemod import CodemodContext
         from libcst.codemod.visitors import AddImportsVisitor
@@ -152,6 +154,20 @@ def with_final_newline(source: str) -> str:
         return source
     first = physical_lines(source)[0]
     return source + (first[len(first.rstrip("\r\n")):] or "\n")
+
+
+def _uses_torch(method: cst.FunctionDef, source: str) -> bool:
+    """Whether the method evaluates ``torch`` when run or defined: a quoted annotation does not,
+    nor does any annotation under ``from __future__ import annotations``."""
+    tree = ast.parse(cst.Module(body=[method]).code).body[0]
+    assert isinstance(tree, ast.FunctionDef)
+    postponed = any(isinstance(s, ast.ImportFrom) and s.module == "__future__"
+                    and any(a.name == "annotations" for a in s.names) for s in ast.parse(source).body)
+    arguments = [*tree.args.posonlyargs, *tree.args.args, *tree.args.kwonlyargs, tree.args.vararg, tree.args.kwarg]
+    annotations = [a.annotation for a in arguments if a is not None and a.annotation is not None]
+    annotations += [tree.returns] if tree.returns is not None else []
+    skipped = {id(n) for a in annotations if postponed for n in ast.walk(a)}
+    return any(isinstance(n, ast.Name) and n.id == "torch" and id(n) not in skipped for n in ast.walk(tree))
 
 
 def _first_line(node: ast.stmt) -> int:

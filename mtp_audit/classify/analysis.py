@@ -25,6 +25,7 @@ from .calls import Contract, passed_to_top_tokens, reads
 from .contract_rules import CallSiteArguments, CallTypeError, Uncalled
 from .memo import (
     fingerprint,
+    inlined_super,
     logits_shape,
     mirror_fingerprint,
     mirror_fingerprint_without,
@@ -306,6 +307,11 @@ class Analyzer:
             return Consistency.MIRROR, f"mirror of compute_logits of {self.where(cl)}"
         if same and cshape.kind in (LogitsKind.DELEGATE, LogitsKind.SUPER):
             return self._delegated_consistency(key, mro, cl, cshape, overlay, depth)
+        if cshape.kind == LogitsKind.SUPER and gtt.owner == cl.owner:
+            inlined = self._super_inlined(mro, cl)
+            if inlined is not None and mirror_fingerprint(inlined[0]) == fingerprint(gtt.method.text):
+                return Consistency.MIRROR, (f"mirror of compute_logits of {self.where(cl)} with the "
+                                            f"super().compute_logits of {self.where(inlined[1])} inlined")
         if gshape.kind == TopTokensKind.SUPER:
             nxt = self.h.find(mro, "get_top_tokens", start=gtt.index + 1, overlay=overlay)
             if nxt is None:
@@ -335,6 +341,14 @@ class Analyzer:
         return Consistency.UNPROVEN, (
             f"get_top_tokens of {self.where(gtt)} is written differently from compute_logits of "
             f"{self.where(cl)}; run `mtp-audit verify`")
+
+    def _super_inlined(self, mro: Mro, cl: MethodHit) -> tuple[str, MethodHit] | None:
+        """``cl`` with the head-calling compute_logits its super() reaches inlined, if that is plain."""
+        nxt = self.h.find(mro, "compute_logits", start=cl.index + 1)
+        if nxt is None or logits_shape(nxt.method.text, nxt.method.line).kind != "head":
+            return None
+        inlined = inlined_super(cl.method.text, nxt.method.text)
+        return (inlined, nxt) if inlined is not None else None
 
     def _delegated_consistency(self, key: ClassKey, mro: Mro, cl: MethodHit, cshape: LogitsShape,
                                overlay: Overlay | None, depth: int) -> tuple[Consistency, str]:

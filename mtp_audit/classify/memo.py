@@ -227,6 +227,18 @@ def mirror_fingerprint_without(text: str, params: tuple[str, ...]) -> str | None
     return normalize(ast.unparse(func))
 
 
+@_stored((str, type(None)))
+def inlined_super(caller: str, callee: str) -> str | None:
+    """``caller`` (a ``return super().compute_logits(...)``) with ``callee``'s body inlined, or None
+    when the plain inlining rule does not apply (see synthesize.inline)."""
+    from ..synthesize.inline import InlineError, inline_super
+
+    try:
+        return inline_super(libcst_code(caller), libcst_code(callee))
+    except InlineError:
+        return None
+
+
 @_stored(bool)
 def self_contained(text: str) -> bool:
     from .shapes import self_contained as rule

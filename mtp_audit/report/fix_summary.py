@@ -26,6 +26,14 @@ def fix_summary_lines(result: FixResult, written: bool, width: int | None) -> li
         extra = " and `import torch`" if rewrite.added_import else ""
         lines += [Line(t) for t in _wrap(f"{verb} {rewrite.path}: get_top_tokens in "
                                          f"{', '.join(rewrite.classes)}{extra}", width)]
+    for note in result.placement_notes:
+        lines += [Line(t) for t in _wrap(f"placement: {note}", width)]
+    for inheritor in result.inheritors:
+        role = f"drafter {inheritor.drafter}" if inheritor.drafter else "not a drafter"
+        lines += [Line(t) for t in _wrap(
+            f"blast radius: {inheritor.cls.name} ({inheritor.file}:{inheritor.cls.line}, {role}) inherits "
+            f"get_top_tokens from {inheritor.base.name} on {','.join(inheritor.platforms)}: {inheritor.result}",
+            width)]
     return lines + [Line(t) for t in _wrap(fix_total(result, written), width, hanging="")]
 
 
