@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from .cache import FactsCache
 from .classify import memo
 from .classify.analysis import Analysis, Analyzer
+from .classify.calls import Contract
 from .errors import UsageError
 from .fanout import MIN_ENTRIES, resolve_in_workers
 from .index.modules import ModuleIndex
@@ -21,7 +22,6 @@ from .model import (
     SourceTree,
     Unresolved,
 )
-from .classify.calls import Contract
 from .resolve.callers import CallerIndex, declared_config
 from .resolve.mro import Hierarchy
 from .resolve.names import Missing, resolve_name

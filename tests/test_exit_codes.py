@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, build_tree, run_cli
 
+from conftest import FIXTURES, build_tree, run_cli
 from mtp_audit.report import exit_codes
 from mtp_audit.report.exit_codes import ACTION, ERROR, OK, POLICY
 

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, build_tree, run_cli
 
+from conftest import FIXTURES, build_tree, run_cli
 from mtp_audit.apply.changes import UnsafeRewrite
 from mtp_audit.apply.factoring import check_factored, rewrite_factored
 from mtp_audit.fix import plan_fix

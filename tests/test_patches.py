@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from conftest import FIXTURES, build_tree, run_cli
 
 SERIES = FIXTURES / "fix" / "series"

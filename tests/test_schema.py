@@ -8,8 +8,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import FIXTURES, SCAN_SCHEMA, build_tree, check_scan_json
 
+from conftest import FIXTURES, SCAN_SCHEMA, build_tree, check_scan_json
 from mtp_audit.locate import locate
 from mtp_audit.model import CallerRecord
 from mtp_audit.report.json_report import render_json

@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+
 from conftest import FIXTURES, build_tree, run_cli
 
 COLOUR = re.compile(r"\x1b\[(?:\d+;)*(?:3[0-8]|9[0-7])(?:;\d+)*m")  # a foreground colour

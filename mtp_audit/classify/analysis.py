@@ -13,7 +13,6 @@ import ast
 import functools
 import re
 import textwrap
-
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..model import ScanResult
-from .origin import origin
 from .callers import describe_caller
+from .origin import origin
 from .table import STATUS_ORDER, location
 
 

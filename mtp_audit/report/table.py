@@ -10,8 +10,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..model import Consistency, DrafterRecord, ScanResult, Status
-from .origin import origin
 from .callers import describe_caller
+from .origin import origin
 
 STATUS_ORDER = (Status.MISSING_FIXABLE, Status.MISSING_MANUAL, Status.SUPPORTED, Status.NOT_APPLICABLE)
 STYLE = {

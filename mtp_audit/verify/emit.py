@@ -10,9 +10,9 @@ from .. import __version__
 from ..synthesize.layout import ruff_format
 from ..synthesize.mirror import template
 from .constants import HIDDEN, NUM_STEPS, START_LAYER, VOCAB
+from .run import TargetOutcome
 
 TEST_PORT = 29517
-from .run import TargetOutcome
 
 
 def _line_formats() -> dict[str, Template]:
