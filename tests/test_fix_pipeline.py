@@ -1,0 +1,124 @@
+"""The fix pipeline in process (plan, blast radius, rewrite, write), on the fix fixture trees.
+
+``test_fix_fixtures.py`` runs the same cases through the CLI in a subprocess;
+here the public functions are called directly, so that a change to the
+planning or writing code is seen by tests that run in the same process
+(the mutation run measures exactly those).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, build_tree
+from mtp_audit.apply.changes import Rewrite
+from mtp_audit.apply.write import unified_diff, write_all
+from mtp_audit.errors import UsageError
+from mtp_audit.fix import plan_fix, write_fix
+from mtp_audit.locate import locate
+from mtp_audit.resolve.model_types import model_type_map
+
+CASES = sorted(p for p in (FIXTURES / "fix").iterdir() if p.is_dir())
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*.py"))}
+
+
+def _fix(tree: Path, args: list[str]):
+    source = locate(tree)
+    models = [args[i + 1] for i, a in enumerate(args) if a == "--model"]
+    types = model_type_map(source.package_dir) if source.package_dir else {}
+    return plan_fix(source, models or None, "--all" in args, None, types)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_fix_in_process(case: Path, tmp_path: Path) -> None:
+    tree = build_tree(case, tmp_path / "tree", "input")
+    before = _files(tree)
+    args = (case / "args.txt").read_text().split()
+    result = _fix(tree, args)
+    write_fix(result)
+    after = _files(tree)
+    changed = {path for path in after if after[path] != before.get(path)}
+    expected = _files(case / "expected") if (case / "expected").is_dir() else {}
+    assert changed == set(expected)
+    for path in changed:
+        assert after[path] == expected[path], path
+    assert sorted(r.path for r in result.rewrites) == sorted(changed)
+
+    refused = [o for o in result.plan.outcomes if o.action == "refused"]
+    if (case / "expected_stderr.txt").exists():
+        needle = (case / "expected_stderr.txt").read_text().strip()
+        assert any(needle in " ".join(o.reason.split()) for o in refused), [o.reason for o in refused]
+    fixed = [o for o in result.plan.outcomes if o.action == "fix"]
+    assert all(o.insertions and o.reason.startswith(("get_top_tokens added to", "inherited from")) for o in fixed)
+
+    again = _fix(tree, args)
+    assert again.rewrites == [] and again.plan.insertions == []
+
+
+def test_blast_radius_names_the_victim_and_writes_nothing(tmp_path: Path) -> None:
+    """A method added to a base would be inherited by a subclass whose compute_logits masks the
+    logits: the fix is refused, with the subclass named, and no file changes."""
+    case = FIXTURES / "fix" / "refusals"
+    tree = build_tree(case, tmp_path / "tree", "input")
+    before = _files(tree)
+    result = _fix(tree, (case / "args.txt").read_text().split())
+    write_fix(result)
+    assert _files(tree) == before
+    blocked = [o for o in result.plan.outcomes if o.reason.startswith("blast radius: ")]
+    assert blocked and all(o.action == "refused" and not result.plan.insertions for o in blocked)
+    assert all("would make MaskedMTPModel" in o.reason and "divergent" in o.reason for o in blocked)
+
+
+def _rewrite(root: Path, name: str, old: str, new: str) -> Rewrite:
+    (root / name).write_text(old)
+    return Rewrite(name, old, new, ["Drafter"], False, [("Drafter", 1)])
+
+
+def test_write_all_replaces_each_file_and_keeps_its_mode(tmp_path: Path) -> None:
+    first = _rewrite(tmp_path, "a.py", "x = 1\n", "x = 1\ny = 2\n")
+    second = _rewrite(tmp_path, "b.py", "z = 1\n", "z = 1\nw = 2\n")
+    os.chmod(tmp_path / "b.py", 0o640)
+    write_all(tmp_path, [first, second])
+    assert (tmp_path / "a.py").read_text() == first.new and (tmp_path / "b.py").read_text() == second.new
+    assert stat.S_IMODE((tmp_path / "b.py").stat().st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py"]  # no temporary file left
+
+
+def test_write_all_writes_nothing_when_one_file_changed_since_it_was_read(tmp_path: Path) -> None:
+    first = _rewrite(tmp_path, "a.py", "x = 1\n", "x = 1\ny = 2\n")
+    second = _rewrite(tmp_path, "b.py", "z = 1\n", "z = 1\nw = 2\n")
+    (tmp_path / "b.py").write_text("z = 2\n")
+    with pytest.raises(UsageError, match="b.py changed since it was analysed"):
+        write_all(tmp_path, [first, second])
+    assert (tmp_path / "a.py").read_text() == "x = 1\n"
+
+
+def test_write_all_writes_nothing_when_one_file_is_read_only(tmp_path: Path) -> None:
+    first = _rewrite(tmp_path, "a.py", "x = 1\n", "x = 1\ny = 2\n")
+    second = _rewrite(tmp_path, "b.py", "z = 1\n", "z = 1\nw = 2\n")
+    os.chmod(tmp_path / "b.py", 0o444)  # refused even for root, who could write it
+    with pytest.raises(UsageError, match=r"b.py is read-only \(mode 0444\)"):
+        write_all(tmp_path, [first, second])
+    assert (tmp_path / "a.py").read_text() == "x = 1\n" and (tmp_path / "b.py").read_text() == "z = 1\n"
+
+
+def test_write_all_rewrites_a_symlinked_file_where_it_lives(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "drafter.py"
+    target.write_text("x = 1\n")
+    (tmp_path / "link.py").symlink_to(target)
+    write_all(tmp_path, [Rewrite("link.py", "x = 1\n", "x = 1\ny = 2\n", [], False, [])])
+    assert (tmp_path / "link.py").is_symlink() and target.read_text() == "x = 1\ny = 2\n"
+
+
+def test_unified_diff_shows_only_the_insertion() -> None:
+    diff = unified_diff(Rewrite("pkg/m.py", "a\nb\n", "a\nnew\nb\n", [], False, []))
+    assert diff.startswith("--- a/pkg/m.py\n+++ b/pkg/m.py\n")
+    assert [line for line in diff.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")] == ["+new"]
