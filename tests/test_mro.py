@@ -21,11 +21,12 @@ from mtp_audit.resolve.mro import CYCLE, Hierarchy
 from mtp_audit.resolve.names import External
 
 Bases = dict[str, list[str]]  # class name -> base names, in definition order
+EXTERNAL = "nn.Module"  # ``from torch import nn``: not in the scanned tree
 
 
 def python_mro(bases: Bases, name: str) -> list[str]:
     """Names in ``type.mro()`` of the classes built from ``bases`` (``object`` left out)."""
-    built: dict[str, type] = {}
+    built: dict[str, type] = {EXTERNAL: type(EXTERNAL, (), {})}  # outside the tree: a terminal base
     for cls, parents in bases.items():  # definition order: a base is defined before its subclasses
         built[cls] = type(cls, tuple(built[p] for p in parents) or (object,), {})
         if cls == name:
@@ -52,7 +53,7 @@ def scanner_mro(root: Path, module: str, name: str, line: int, platform: str = "
     hierarchy = Hierarchy(ModuleIndex(SourceTree(root, None, None)), platform)
     mro = hierarchy.mro(ClassKey(module, name, line))
     assert not mro.unresolved, mro.unresolved
-    return [item.name for item in mro.classes]
+    return [item.name.removeprefix("torch.") if isinstance(item, External) else item.name for item in mro.classes]
 
 
 def assert_same_mro(tmp_path: Path, bases: Bases) -> None:
@@ -120,12 +121,12 @@ def test_inheritance_cycle_is_reported_not_followed(tmp_path: Path) -> None:
 
 @st.composite
 def hierarchies(draw) -> Bases:
-    """Up to eight classes, each with up to three earlier classes as bases, in any order."""
+    """Up to eight classes, each with up to three earlier classes (or ``nn.Module``) as bases, in any order."""
     count = draw(st.integers(2, 8))
     bases: Bases = {}
     for number in range(count):
-        earlier = list(bases)
-        parents = draw(st.lists(st.sampled_from(earlier), max_size=3, unique=True)) if earlier else []
+        earlier = [EXTERNAL, *bases]
+        parents = draw(st.lists(st.sampled_from(earlier), max_size=3, unique=True))
         bases[f"C{number}"] = parents
     return bases
 
@@ -134,7 +135,7 @@ def hierarchies(draw) -> Bases:
 @given(hierarchies())
 def test_any_hierarchy_python_accepts_gets_pythons_mro(bases: Bases) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        where = write_module(Path(tmp), "pkg.classes", bases)
+        where = write_module(Path(tmp), "pkg.classes", bases, "from torch import nn")
         for cls in bases:
             try:
                 expected = python_mro(bases, cls)
@@ -143,3 +144,83 @@ def test_any_hierarchy_python_accepts_gets_pythons_mro(bases: Bases) -> None:
                 assert order[0] == cls and len(order) == len(set(order))
                 break
             assert scanner_mro(Path(tmp), "pkg.classes", cls, where[cls]) == expected, (cls, bases)
+
+
+def test_each_class_on_a_three_cycle_reads_from_itself(tmp_path: Path) -> None:
+    """Whatever class is asked first, each one's order starts at itself and takes in the whole
+    cycle (a result met half-way round the cycle is not kept for later)."""
+    where = write_module(tmp_path, "pkg.classes", {"A": ["B"], "B": ["C"], "C": ["A"]})
+    for first in "ABC":
+        hierarchy = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), "cuda")
+        hierarchy.mro(ClassKey("pkg.classes", first, where[first]))
+        for cls in "ABC":
+            mro = hierarchy.mro(ClassKey("pkg.classes", cls, where[cls]))
+            names = [item.name for item in mro.classes]
+            assert names[0] == cls and set(names) == set("ABC"), (first, cls, mro)
+            assert any(u.startswith(CYCLE) for u in mro.unresolved)
+
+
+def test_bases_that_cannot_be_followed_say_why(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "other.py").write_text("")
+    source = ("from pkg import other\n\n\nclass D(Undefined):\n    pass\n\n\nclass F(other):\n    pass\n\n\n"
+              "class G(D, make_base()):\n    pass\n")
+    (tmp_path / "pkg" / "m.py").write_text(source)
+    hierarchy = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), "cuda")
+    lines = {n: i + 1 for i, text in enumerate(source.splitlines()) for n in "DFG" if text.startswith(f"class {n}(")}
+    d = hierarchy.mro(ClassKey("pkg.m", "D", lines["D"]))
+    assert d.unresolved == ["Undefined (pkg/m.py: Undefined is not defined on cuda)"]
+    f = hierarchy.mro(ClassKey("pkg.m", "F", lines["F"]))
+    assert f.unresolved == ["other"] and [c.name for c in f.classes] == ["F"]
+    g = hierarchy.mro(ClassKey("pkg.m", "G", lines["G"]))
+    assert g.unresolved == ["make_base() (cannot follow base make_base())",
+                            "Undefined (pkg/m.py: Undefined is not defined on cuda)"]
+    assert [c.name for c in g.classes] == ["G", "D"]
+
+
+HEADS = '''\
+class A:
+    def compute_logits(self, hidden_states):
+        return self.logits_processor(self.lm_head, hidden_states)
+
+
+class B(A):
+    def compute_logits(self, hidden_states):
+        return self.logits_processor(self.head, hidden_states)
+
+
+class C(B):
+    pass
+'''
+
+
+def test_find_gives_the_owner_and_its_place_in_the_whole_mro(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(HEADS)
+    hierarchy = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), "cuda")
+    lines = {name: HEADS.splitlines().index(text) + 1 for name, text in
+             (("A", "class A:"), ("B", "class B(A):"), ("C", "class C(B):"))}
+    mro = hierarchy.mro(ClassKey("m", "C", lines["C"]))
+    hit = hierarchy.find(mro, "compute_logits")
+    assert (hit.owner.name, hit.index) == ("B", 1)
+    hit = hierarchy.find(mro, "compute_logits", start=2)
+    assert (hit.owner.name, hit.index, hit.method.line) == ("A", 2, 2)
+    assert hierarchy.find(mro, "get_top_tokens") is None
+    overlay = {ClassKey("m", "C", lines["C"]): {"compute_logits": hit.method}}
+    found = hierarchy.find(mro, "compute_logits", overlay=overlay)
+    assert (found.owner.name, found.index) == ("C", 0)
+
+
+def test_absorbed_orders_are_used_and_never_replace_computed_ones(tmp_path: Path) -> None:
+    bases = SHAPES["two diamonds"]
+    where = write_module(tmp_path, "pkg.classes", bases)
+    keys = [ClassKey("pkg.classes", cls, where[cls]) for cls in bases]
+    worker = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), "cuda")
+    for key in keys:
+        worker.mro(key)
+    parent = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), "cuda")
+    own = parent.mro(keys[0])
+    parent.absorb(worker.memoised())
+    assert parent.memoised() == worker.memoised()
+    assert parent.memoised()[keys[0]] is own
+    assert all(parent.mro(key) is worker.memoised()[key] for key in keys[1:])
