@@ -122,3 +122,62 @@ def test_unified_diff_shows_only_the_insertion() -> None:
     diff = unified_diff(Rewrite("pkg/m.py", "a\nb\n", "a\nnew\nb\n", [], False, []))
     assert diff.startswith("--- a/pkg/m.py\n+++ b/pkg/m.py\n")
     assert [line for line in diff.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")] == ["+new"]
+
+
+MODELS = "vllm/model_executor/models"
+FAMILY = {
+    "registry.py": '_SPECULATIVE_DECODING_MODELS = {\n    "ParentModel": ("parent_lm", "ParentLM"),\n'
+                   '    "ChildModel": ("child_eagle", "ChildEagle"),\n    "DoneModel": ("done_mtp", "DoneMTP"),\n'
+                   '    "CappedModel": ("capped_mtp", "CappedMTP"),\n}\n',
+    "child_eagle.py": "from .parent_lm import ParentLM\n\n\nclass ChildEagle(ParentLM):\n    pass\n",
+    "done_mtp.py": (FIXTURES / "fix" / "inherited" / "input" / MODELS / "parent_lm.py").read_text().replace(
+        "ParentLM", "DoneMTP") + "\n    def get_top_tokens(self, hidden_states: torch.Tensor) -> torch.Tensor:\n"
+        "        return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n",
+    "capped_mtp.py": "import torch\nfrom torch import nn\n\n\nclass CappedMTP(nn.Module):\n"
+                     "    def compute_logits(self, hidden_states):\n"
+                     "        logits = self.logits_processor(self.lm_head, hidden_states)\n"
+                     "        return 30.0 * torch.tanh(logits / 30.0)\n",
+}
+
+
+def test_each_selected_drafter_gets_an_outcome_that_says_what_happens(tmp_path: Path) -> None:
+    """Fixed, fixed through a base fixed in the same run, already supported, refused: one each."""
+    tree = build_tree(FIXTURES / "fix" / "inherited", tmp_path / "tree", "input")
+    for name, text in FAMILY.items():
+        (tree / MODELS / name).write_text(text)
+    result = _fix(tree, ["--model", "ParentModel", "--model", "ChildModel", "--model", "DoneModel",
+                         "--model", "CappedModel"])
+    outcomes = {o.record.arch: (o.action, o.reason) for o in result.plan.outcomes}
+    assert outcomes == {
+        "ParentModel": ("fix", "get_top_tokens added to ParentLM"),
+        "ChildModel": ("fix", "inherited from ParentLM (fixed in the same run)"),
+        "DoneModel": ("supported", "already supported (mirror)"),
+        "CappedModel": ("refused", "missing_manual: logits soft-capped after the head call (line 8)"),
+    }
+    assert [(i.target.name, i.source.owner.name) for i in result.plan.insertions] == [("ParentLM", "ParentLM")]
+    assert [r.path for r in result.rewrites] == [f"{MODELS}/parent_lm.py"]
+    assert {o.record.arch: o.record.cls for o in result.plan.outcomes} == {
+        "ParentModel": "ParentLM", "ChildModel": "ChildEagle", "DoneModel": "DoneMTP", "CappedModel": "CappedMTP"}
+
+
+@pytest.mark.parametrize("case, written", [
+    ("dispatch_if_elif", ["vllm/models/fork/nvidia/mtp.py", "vllm/models/fork/xpu/mtp.py"]),
+    ("dispatch_raise", ["vllm/models/gated/nvidia/mtp.py", "vllm/models/lazyraise/nvidia/mtp.py",
+                        "vllm/models/maybe/mtp.py"]),
+])
+def test_fix_all_writes_each_platform_class_and_no_unreachable_one(case: str, written: list[str],
+                                                                   tmp_path: Path) -> None:
+    """One architecture, a different class per platform: each missing one is fixed, on its own
+    analyses; a class only a raising branch imports (maybe/legacy.py) is never touched."""
+    tree = build_tree(FIXTURES / "scan" / case, tmp_path / "tree")
+    result = _fix(tree, ["--all"])
+    assert sorted(r.path for r in result.rewrites) == written
+    assert all(o.action == "fix" for o in result.plan.outcomes)
+
+
+def test_a_refused_drafter_listed_first_does_not_hide_the_blast_radius(tmp_path: Path) -> None:
+    tree = build_tree(FIXTURES / "fix" / "refusals", tmp_path / "tree", "input")
+    result = _fix(tree, ["--model", "MaskedMTPModel", "--model", "BaseMTPModel"])
+    assert [(o.record.arch, o.action) for o in result.plan.outcomes] == [
+        ("MaskedMTPModel", "refused"), ("BaseMTPModel", "refused")]
+    assert result.plan.outcomes[1].reason.startswith("blast radius: ") and result.rewrites == []

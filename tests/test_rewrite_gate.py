@@ -205,3 +205,57 @@ def test_rewrite_files_refuses_the_unsafe_file_and_rewrites_the_others() -> None
     stale, fresh = rewrite_files(jobs)
     assert isinstance(stale, UnsafeRewrite) and "already defines get_top_tokens" in str(stale)
     assert isinstance(fresh, Rewrite) and fresh.new == rewrite_file("pkg/drafter.py", OLD, [_insertion(OLD)], True).new
+
+
+def test_rewrite_files_adds_import_torch_only_where_torch_is_not_bound() -> None:
+    unbound = OLD.replace("import torch\n", "").replace("@torch.no_grad()", "@no_grad()")
+    bound, added = rewrite_files([FileJob("pkg/bound.py", OLD, [_insertion(OLD)], True),
+                                  FileJob("pkg/unbound.py", unbound, [_insertion(unbound)], False)])
+    assert not bound.added_import and bound.new.count("import torch\n") == 1
+    assert added.added_import and "import torch" in added.new.splitlines() and "import torch" not in unbound
+
+
+NESTED = '''\
+import torch
+from torch import nn
+
+try:
+    import fast_kernels
+except ImportError:
+    fast_kernels = None
+
+if fast_kernels is None:
+    class Drafter(nn.Module):
+        """Defined in a block: rewritten through the whole module."""
+
+        def compute_logits(self, hidden_states):
+            return self.logits_processor(self.lm_head, hidden_states)
+
+        def forward(self, x):
+            return x
+else:
+    Drafter = fast_kernels.Drafter
+'''
+
+
+def test_a_class_in_a_block_gets_the_method_right_after_compute_logits() -> None:
+    result = rewrite_file("pkg/drafter.py", NESTED, [_insertion(NESTED)], binds_torch=True)
+    added = [line for line in result.new.splitlines() if line not in NESTED.splitlines()]
+    assert added[0] == "        def get_top_tokens(self, hidden_states) -> torch.Tensor:"
+    new = result.new.splitlines()
+    assert new.index(added[0]) < new.index("        def forward(self, x):")
+    assert new.index(added[0]) > new.index("            return self.logits_processor(self.lm_head, hidden_states)")
+    assert result.classes == ["Drafter"]
+
+
+def test_a_one_line_class_body_is_refused() -> None:
+    source = ("import torch\nfrom torch import nn\n\n\nclass Base(nn.Module):\n"
+              "    def compute_logits(self, hidden_states):\n"
+              "        return self.logits_processor(self.lm_head, hidden_states)\n\n\n"
+              "class Drafter(Base): compute_logits = Base.compute_logits\n")
+    with pytest.raises(UnsafeRewrite, match="one-line body"):
+        rewrite_file("pkg/drafter.py", source, [_retarget(_insertion(source, "Base"), "Drafter", 10)], binds_torch=True)
+
+
+def _retarget(insertion: Insertion, name: str, line: int) -> Insertion:
+    return Insertion(ClassKey(insertion.target.module, name, line), insertion.source)
