@@ -259,3 +259,49 @@ def test_a_one_line_class_body_is_refused() -> None:
 
 def _retarget(insertion: Insertion, name: str, line: int) -> Insertion:
     return Insertion(ClassKey(insertion.target.module, name, line), insertion.source)
+
+
+@pytest.mark.parametrize("indent", ["    ", "\t"], ids=["spaces", "tabs"])
+@pytest.mark.parametrize("parameter, attribute, body", [
+    # 90 columns on one line at this depth: wrapped (88 is ruff's limit)
+    ("hidden_states", "b", ["            return self.logits_processor.get_top_tokens(",
+                            "                self.lm_head, hidden_states, self.b", "            )"]),
+    # 86 columns: one line here, wrapped one level deeper
+    ("h", "b" * 8, ["            return self.logits_processor.get_top_tokens(self.lm_head, h, self.bbbbbbbb)"]),
+], ids=["wrapped", "one-line"])
+def test_a_method_in_a_nested_class_is_laid_out_for_its_depth(indent: str, parameter: str, attribute: str,
+                                                             body: list[str]) -> None:
+    """The mirror is formatted for the column it lands at, whether the file indents with tabs or spaces."""
+    source = ("import torch\nfrom torch import nn\n\nif FLAG:\n\n"
+              f"{indent}class Drafter(nn.Module):\n{indent * 2}def compute_logits(self, {parameter}):\n"
+              f"{indent * 3}return self.logits_processor(self.lm_head, {parameter}, self.{attribute})\n")
+    new = rewrite_file("pkg/drafter.py", source, [_insertion(source)], binds_torch=True).new
+    added = [line.replace("\t", "    ") for line in new.splitlines() if line not in source.splitlines()]
+    assert added == [f"        def get_top_tokens(self, {parameter}) -> torch.Tensor:", *body]
+
+
+@pytest.mark.parametrize("after", [
+    "    @torch.inference_mode()\n    @staticmethod\n    def forward(x):\n        return x\n",
+    "    limit = 4\n",
+    "    # a comment that stays where it is\n    def forward(self, x):\n        return x\n",
+], ids=["decorated-method", "assignment", "comment"])
+def test_the_method_goes_right_after_compute_logits_whatever_follows(after: str) -> None:
+    source = ("import torch\nfrom torch import nn\n\n\nclass Drafter(nn.Module):\n"
+              "    @torch.no_grad()\n    def compute_logits(self, hidden_states):\n"
+              "        return self.logits_processor(self.lm_head, hidden_states)\n\n" + after)
+    new = rewrite_file("pkg/drafter.py", source, [_insertion(source)], binds_torch=True).new
+    expected_method = ("\n    def get_top_tokens(self, hidden_states) -> torch.Tensor:\n"
+                       "        return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n")
+    assert new == insert_after(source, "        return self.logits_processor(self.lm_head, hidden_states)\n",
+                               expected_method)
+
+
+@pytest.mark.xfail(strict=True, raises=UnsafeRewrite, reason="known: the last line gains its newline, which the "
+                   "line check reads as an edit; fix refuses such a file (safe, but it could be fixed)")
+def test_compute_logits_at_the_end_of_a_file_without_a_newline() -> None:
+    source = ("import torch\nfrom torch import nn\n\n\nclass Drafter(nn.Module):\n"
+              "    def compute_logits(self, hidden_states):\n"
+              "        return self.logits_processor(self.lm_head, hidden_states)")
+    result = rewrite_file("pkg/drafter.py", source, [_insertion(source)], binds_torch=True)
+    assert result.new.startswith(source)
+    assert "return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)" in result.new
