@@ -9,6 +9,7 @@ planning or writing code is seen by tests that run in the same process
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -181,3 +182,24 @@ def test_a_refused_drafter_listed_first_does_not_hide_the_blast_radius(tmp_path:
     assert [(o.record.arch, o.action) for o in result.plan.outcomes] == [
         ("MaskedMTPModel", "refused"), ("BaseMTPModel", "refused")]
     assert result.plan.outcomes[1].reason.startswith("blast radius: ") and result.rewrites == []
+
+
+def test_blast_radius_names_every_victim_with_its_place_and_platforms(tmp_path: Path) -> None:
+    case = FIXTURES / "fix" / "refusals"
+    tree = build_tree(case, tmp_path / "tree", "input")
+    masked = (tree / MODELS / "masked_mtp.py").read_text()
+    (tree / MODELS / "capped_two.py").write_text(masked.replace("MaskedMTP", "CappedTwo").replace(
+        "logits[..., self.limit :] = -torch.inf", "logits = logits.clamp(max=self.cap)"))
+    registry = tree / MODELS / "registry.py"
+    registry.write_text(registry.read_text().replace("}", '    "CappedTwoModel": ("capped_two", "CappedTwo"),\n}'))
+    result = _fix(tree, ["--model", "BaseMTPModel"])
+    [outcome] = result.plan.outcomes
+    assert outcome.action == "refused" and result.rewrites == []
+    parts = re.split(r"; (?=adding get_top_tokens to )", outcome.reason.removeprefix("blast radius: "))
+    found = [re.match(r"(.+\)) (\w+) on ([a-z,]+): .+", p).groups() for p in parts]
+    everywhere = "cpu,cuda,rocm,tpu,xpu"
+    assert found == [
+        (f"adding get_top_tokens to BaseMTP would make MaskedMTPModel (MaskedMTP, {MODELS}/masked_mtp.py:6)",
+         "divergent", everywhere),
+        (f"adding get_top_tokens to BaseMTP would make CappedTwoModel (CappedTwo, {MODELS}/capped_two.py:6)",
+         "unproven", everywhere)]
