@@ -188,7 +188,9 @@ def test_blast_radius_names_every_victim_with_its_place_and_platforms(tmp_path: 
     case = FIXTURES / "fix" / "refusals"
     tree = build_tree(case, tmp_path / "tree", "input")
     masked = (tree / MODELS / "masked_mtp.py").read_text()
-    (tree / MODELS / "capped_two.py").write_text(masked.replace("MaskedMTP", "CappedTwo").replace(
+    cuda_only = 'from vllm.platforms import current_platform\n\nif not current_platform.is_cuda():\n' \
+                '    raise ImportError("CappedTwo needs CUDA")\n'
+    (tree / MODELS / "capped_two.py").write_text(cuda_only + masked.replace("MaskedMTP", "CappedTwo").replace(
         "logits[..., self.limit :] = -torch.inf", "logits = logits.clamp(max=self.cap)"))
     registry = tree / MODELS / "registry.py"
     registry.write_text(registry.read_text().replace("}", '    "CappedTwoModel": ("capped_two", "CappedTwo"),\n}'))
@@ -201,5 +203,35 @@ def test_blast_radius_names_every_victim_with_its_place_and_platforms(tmp_path: 
     assert found == [
         (f"adding get_top_tokens to BaseMTP would make MaskedMTPModel (MaskedMTP, {MODELS}/masked_mtp.py:6)",
          "divergent", everywhere),
-        (f"adding get_top_tokens to BaseMTP would make CappedTwoModel (CappedTwo, {MODELS}/capped_two.py:6)",
-         "unproven", everywhere)]
+        (f"adding get_top_tokens to BaseMTP would make CappedTwoModel (CappedTwo, {MODELS}/capped_two.py:10)",
+         "unproven", "cuda")]
+
+
+def test_blast_radius_blames_only_the_classes_a_victim_inherits_from(tmp_path: Path) -> None:
+    """An unrelated drafter fixed in the same run is not refused with the blocked one."""
+    tree = build_tree(FIXTURES / "fix" / "refusals", tmp_path / "tree", "input")
+    base = (tree / MODELS / "base_mtp.py").read_text()
+    (tree / MODELS / "other_mtp.py").write_text(base.replace("BaseMTP", "OtherMTP"))
+    registry = tree / MODELS / "registry.py"
+    registry.write_text(registry.read_text().replace("}", '    "OtherMTPModel": ("other_mtp", "OtherMTP"),\n}'))
+    result = _fix(tree, ["--model", "BaseMTPModel", "--model", "OtherMTPModel"])
+    assert [(o.record.arch, o.action) for o in result.plan.outcomes] == [
+        ("BaseMTPModel", "refused"), ("OtherMTPModel", "fix")]
+    assert [r.path for r in result.rewrites] == [f"{MODELS}/other_mtp.py"]
+
+
+def test_a_drafter_already_inconsistent_before_the_fix_does_not_block_it(tmp_path: Path) -> None:
+    """OwnTop masks its logits and has its own (divergent) get_top_tokens: adding one to its base
+    changes nothing for it, so the base is fixed."""
+    tree = build_tree(FIXTURES / "fix" / "refusals", tmp_path / "tree", "input")
+    masked = (tree / MODELS / "masked_mtp.py").read_text().replace("MaskedMTP", "OwnTop")
+    (tree / MODELS / "masked_mtp.py").unlink()
+    (tree / MODELS / "own_top.py").write_text(
+        masked + "\n    def get_top_tokens(self, hidden_states: torch.Tensor) -> torch.Tensor:\n"
+                 "        return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n")
+    (tree / MODELS / "registry.py").write_text('_SPECULATIVE_DECODING_MODELS = {\n'
+                                               '    "BaseMTPModel": ("base_mtp", "BaseMTP"),\n'
+                                               '    "OwnTopModel": ("own_top", "OwnTop"),\n}\n')
+    result = _fix(tree, ["--all"])
+    assert [(o.record.arch, o.action) for o in result.plan.outcomes] == [("BaseMTPModel", "fix")]
+    assert [r.path for r in result.rewrites] == [f"{MODELS}/base_mtp.py"]
