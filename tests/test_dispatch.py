@@ -149,3 +149,135 @@ def test_the_first_raise_is_the_reason() -> None:
     assert found["xpu"] == "raises: import raises NotImplementedError (line 4): first"
     assert found["cpu"] == "raises: import raises ImportError (line 6): second"
     assert found["cuda"] == "import:pkg.x"
+
+
+def bindings(source: str, platform: str = "cuda") -> dict[str, list[Target]]:
+    return extract_facts(source, "pkg", "pkg/__init__.py", True).bindings[platform]
+
+
+def test_what_each_kind_of_assignment_binds() -> None:
+    """What could not be followed says what it was: the text shows up in unresolved-name reports."""
+    found = bindings("import torch.nn\nimport numpy as np\nfrom . import sub\nfrom .x import Head\n"
+                     "A = np.ndarray\nB = sub.Drafter\nC = Head.Inner\nD = Undefined\nE = make().attr\n"
+                     "F = Undefined.deep.attr\nG = 3\nH = '" + "x" * 50 + "'\nI = [Head]\nJ: type = Head\nK: int\n"
+                     "L = M = Head\nN, O = Head, Head\nnp.x = Head\n")
+    assert found == {
+        "torch": [Target("module", "torch")],
+        "np": [Target("module", "numpy")],
+        "sub": [Target("import", "pkg", "sub")],
+        "Head": [Target("import", "pkg.x", "Head")],
+        "A": [Target("import", "numpy", "ndarray")],
+        "B": [Target("import", "pkg.sub", "Drafter")],
+        "C": [Target("import", "pkg.x.Head", "Inner")],
+        "D": [Target("unknown", "Undefined")],
+        "E": [Target("unknown", "expression")],
+        "F": [Target("unknown", "Undefined.deep.attr")],
+        "G": [Target("unknown", "3")],
+        "H": [Target("unknown", "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx")],  # the first 40 characters
+        "I": [Target("unknown", "List")],
+        "J": [Target("import", "pkg.x", "Head")],
+        "L": [Target("import", "pkg.x", "Head")],
+        "M": [Target("import", "pkg.x", "Head")],
+    }
+
+
+def test_a_star_import_binds_its_module_in_order() -> None:
+    found = bindings("from .x import Drafter\nfrom .impl import *\nfrom .more import *\n")
+    assert list(found.items()) == [("Drafter", [Target("import", "pkg.x", "Drafter")]),
+                                   ("*pkg.impl", [Target("module", "pkg.impl")]),
+                                   ("*pkg.more", [Target("module", "pkg.more")])]
+
+
+def test_all_grows_by_assignment_augmentation_extend_and_append() -> None:
+    source = HEADER + '''\
+__all__ = ["A"]
+__all__ += ["B"]
+__all__.extend(["C"])
+__all__.append("D")
+VERSION = "1"
+VERSION += "2"
+counter = 0
+counter += 1
+
+
+def __getattr__(name):
+    return {"A": _a.A, "B": _b.B, "C": _c.C, "D": _d.D}[name]
+'''
+    source = source.replace("__all__ = [", "from . import _a, _b, _c, _d\n__all__ = [")
+    found = bindings(source)
+    assert {name: found[name] for name in "ABCD"} == {
+        name: [Target("import", f"pkg._{name.lower()}", name)] for name in "ABCD"}
+    assert set(found) == {"current_platform", "_a", "_b", "_c", "_d", "VERSION", "counter", *"ABCD"}
+
+
+LAZY_FORMS = HEADER + '''\
+import os
+
+from . import impl
+
+__all__ = ["ByName", "ByLiteral", "Computed", "OneArgument", "Missing", "Unknown", "Other"]
+
+
+def __getattr__(name):
+    if name == "ByName":
+        return getattr(impl, name)
+    if name == "ByLiteral":
+        return getattr(impl, "Literal")
+    if name == "Computed":
+        return getattr(impl, name.lower())
+    if name == "OneArgument":
+        return getattr(impl)
+    if name == "Unknown":
+        if os.environ.get("X"):
+            return impl.A
+        return impl.B
+    if name == "Other":
+        from .other import Other as found
+        return found
+    return {"Tabled": impl.T}[name]
+'''
+
+
+def test_module_getattr_forms() -> None:
+    found = bindings(LAZY_FORMS)
+    assert {name: found[name] for name in ("ByName", "ByLiteral", "Computed", "OneArgument", "Missing",
+                                           "Unknown", "Other", "Tabled")} == {
+        "ByName": [Target("import", "pkg.impl", "ByName")],
+        "ByLiteral": [Target("import", "pkg.impl", "Literal")],
+        "Computed": [Target("unknown", "getattr with a computed name")],
+        "OneArgument": [Target("unknown", "Call")],
+        "Missing": [Target("unavailable", "__getattr__ has no entry for Missing")],
+        "Unknown": [Target("unknown", "a condition in __getattr__")],
+        "Other": [Target("import", "pkg.other", "Other")],
+        "Tabled": [Target("import", "pkg.impl", "T")],  # a name only __getattr__'s own strings mention
+    }
+    assert not any(" " in name for name in found)  # strings that are not identifiers are no candidates
+
+
+def test_module_getattr_with_another_parameter_name_or_none() -> None:
+    found = bindings('from . import impl\n__all__ = ["A"]\n\ndef __getattr__(attribute):\n'
+                     "    return getattr(impl, attribute)\n")
+    assert found["A"] == [Target("import", "pkg.impl", "A")]
+    found = bindings('__all__ = ["A"]\n\ndef __getattr__():\n    return 1\n')
+    assert found["A"] == [Target("unknown", "__getattr__ without parameters")]
+
+
+def test_an_import_error_inside_module_getattr() -> None:
+    found = bindings('__all__ = ["A"]\n\ndef __getattr__(name):\n    from .a import A\n'
+                     '    raise ImportError("A moved")\n')
+    assert found["A"] == [Target("unavailable", "__getattr__ raises ImportError (line 5): A moved")]
+
+
+@pytest.mark.parametrize("statement, reason", [
+    ('raise ImportError("first", "second")', "import raises ImportError (line 1): first"),
+    ("raise ImportError(message)", "import raises ImportError (line 1)"),
+    ('raise ImportError(prefix + "kernels missing")', "import raises ImportError (line 1): kernels missing"),
+    ('raise ImportError(reason="kept as keyword")', "import raises ImportError (line 1): kept as keyword"),
+    ('raise ImportError(f"no {x}", "plain")', "import raises ImportError (line 1): plain"),
+    ('raise errors.Missing("x")', "import raises errors.Missing (line 1): x"),
+    ('raise errors[0]("x")', "import raises an exception (line 1): x"),
+    ("raise ImportError", "import raises (line 1)"),
+])
+def test_why_an_import_raises(statement: str, reason: str) -> None:
+    facts = extract_facts(statement + "\n", "pkg", "pkg/__init__.py", True)
+    assert set(facts.import_errors.values()) == {reason}
