@@ -27,7 +27,7 @@ def read_registry(index: ModuleIndex) -> list[RegistryEntry]:
     try:
         module = ast.parse(index.read_bytes(path))
     except (SyntaxError, ValueError) as error:
-        # a null byte is a SyntaxError without a line (Python 3.12+) or a ValueError
+        # a null byte: a SyntaxError without a line, or a ValueError on older Pythons
         where = f"syntax error at line {error.lineno}" if getattr(error, "lineno", None) else str(error)
         raise UsageError(f"{rel}: {where}; cannot read the registry") from None
     dicts: dict[str, ast.expr] = {}
