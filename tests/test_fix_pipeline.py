@@ -105,7 +105,8 @@ def test_write_all_writes_nothing_when_one_file_is_read_only(tmp_path: Path) -> 
     first = _rewrite(tmp_path, "a.py", "x = 1\n", "x = 1\ny = 2\n")
     second = _rewrite(tmp_path, "b.py", "z = 1\n", "z = 1\nw = 2\n")
     os.chmod(tmp_path / "b.py", 0o444)  # refused even for root, who could write it
-    with pytest.raises(UsageError, match=r"b.py is read-only \(mode 0444\)"):
+    with pytest.raises(UsageError, match=r"b.py is read-only \(mode 0444\); nothing written, "
+                                         "make it writable and run fix again"):
         write_all(tmp_path, [first, second])
     assert (tmp_path / "a.py").read_text() == "x = 1\n" and (tmp_path / "b.py").read_text() == "z = 1\n"
 
@@ -235,3 +236,21 @@ def test_a_drafter_already_inconsistent_before_the_fix_does_not_block_it(tmp_pat
     result = _fix(tree, ["--all"])
     assert [(o.record.arch, o.action) for o in result.plan.outcomes] == [("BaseMTPModel", "fix")]
     assert [r.path for r in result.rewrites] == [f"{MODELS}/base_mtp.py"]
+
+
+def test_write_all_replaces_through_a_hidden_file_beside_the_target(tmp_path: Path, monkeypatch) -> None:
+    """Written next to the file (the same file system, so the replace is atomic), under a name
+    that says whose it is should a crash leave it behind."""
+    first = _rewrite(tmp_path, "a.py", "x = 1\n", "x = 1\ny = 2\n")
+    replaced = []
+    real_replace = os.replace
+
+    def spy(source, target):
+        replaced.append((Path(source), Path(target), Path(source).read_text()))
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", spy)
+    write_all(tmp_path, [first])
+    [(source, target, text)] = replaced
+    assert source.parent == target.parent == tmp_path.resolve() and text == first.new
+    assert source.name.startswith(".a.py.") and source.name.endswith(".mtp-audit")

@@ -6,6 +6,8 @@ and ``rewrite_file`` must refuse to produce one.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from mtp_audit.apply.changes import FileJob, Rewrite, UnsafeRewrite
@@ -195,7 +197,8 @@ def test_rewrite_file_refuses_a_method_that_is_not_the_mirror_it_planned() -> No
 
 def test_rewrite_file_refuses_a_class_that_moved() -> None:
     moved = "\n\n" + OLD
-    with pytest.raises(UnsafeRewrite, match="no longer has the classes"):
+    with pytest.raises(UnsafeRewrite, match=re.escape(
+            f"pkg/drafter.py: the file no longer has the classes planned for: Drafter (line {DRAFTER_LINE}); scan again")):
         rewrite_file("pkg/drafter.py", moved, [_insertion(OLD)], binds_torch=True)
 
 
@@ -305,3 +308,40 @@ def test_compute_logits_at_the_end_of_a_file_without_a_newline() -> None:
     result = rewrite_file("pkg/drafter.py", source, [_insertion(source)], binds_torch=True)
     assert result.new.startswith(source)
     assert "return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)" in result.new
+
+
+@pytest.mark.parametrize("where", ["top", "three-before", "three-after", "other-class"])
+def test_a_blank_line_away_from_the_new_method_is_refused(where: str) -> None:
+    """Blank lines are accepted right next to the new method only (either side may own them)."""
+    old = OLD + "\n\nclass Tail(nn.Module):\n    x = 1\n    y = 2\n"
+    new = insert_after(old, AFTER_COMPUTE_LOGITS, "\n" + METHOD).splitlines(keepends=True)
+    start = new.index(METHOD.splitlines(keepends=True)[0])
+    end = start + len(METHOD.splitlines())
+    position = {"top": 0, "three-before": start - 2, "three-after": end + 3,
+                "other-class": new.index("    y = 2\n")}[where]
+    damaged = "".join(new[:position] + ["\n"] + new[position:])
+    with pytest.raises(UnsafeRewrite, match="inserted outside"):
+        check_rewrite(rewrite(damaged, old=old))
+
+
+def test_a_statement_right_after_a_method_that_ends_its_class_is_refused() -> None:
+    old = ("import torch\nfrom torch import nn\n\n\nclass Drafter(nn.Module):\n"
+           "    def compute_logits(self, hidden_states):\n        hidden_states = self.norm(hidden_states)\n"
+           "        return self.logits_processor(self.lm_head, hidden_states)\n")
+    good = old + "\n" + METHOD
+    check_rewrite(rewrite(good, targets=(("Drafter", 5),), old=old))
+    with pytest.raises(UnsafeRewrite, match="inserted outside"):
+        check_rewrite(rewrite(good + "DEBUG = True\n", targets=(("Drafter", 5),), old=old))
+
+
+@pytest.mark.parametrize("block", ["try", "except", "else", "finally"])
+def test_a_class_in_any_block_of_a_try_is_found_and_rewritten(block: str) -> None:
+    body = "    class Drafter(nn.Module):\n" + "".join("    " + line + "\n" for line in (
+        "    def compute_logits(self, hidden_states):",
+        "        return self.logits_processor(self.lm_head, hidden_states)"))
+    other = "    pass\n"
+    parts = {name: (body if name == block else other) for name in ("try", "except", "else", "finally")}
+    source = ("import torch\nfrom torch import nn\n\ntry:\n" + parts["try"] + "except ImportError:\n" + parts["except"]
+              + "else:\n" + parts["else"] + "finally:\n" + parts["finally"])
+    result = rewrite_file("pkg/drafter.py", source, [_insertion(source)], binds_torch=True)
+    assert result.classes == ["Drafter"] and "get_top_tokens(self.lm_head, hidden_states)" in result.new
