@@ -345,3 +345,15 @@ def test_a_class_in_any_block_of_a_try_is_found_and_rewritten(block: str) -> Non
               + "else:\n" + parts["else"] + "finally:\n" + parts["finally"])
     result = rewrite_file("pkg/drafter.py", source, [_insertion(source)], binds_torch=True)
     assert result.classes == ["Drafter"] and "get_top_tokens(self.lm_head, hidden_states)" in result.new
+
+
+def test_a_class_in_a_block_that_inherits_compute_logits_gets_the_method_at_its_end() -> None:
+    source = ("import torch\nfrom torch import nn\n\n\nclass Base(nn.Module):\n"
+              "    def compute_logits(self, hidden_states):\n"
+              "        return self.logits_processor(self.lm_head, hidden_states)\n\n\n"
+              "if FLAG:\n\n    class Child(Base):\n        def forward(self, x):\n            return x\n")
+    result = rewrite_file("pkg/drafter.py", source, [_retarget(_insertion(source, "Base"), "Child", 12)],
+                          binds_torch=True)
+    assert result.new == source + ("\n        def get_top_tokens(self, hidden_states) -> torch.Tensor:\n"
+                                   "            return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n")
+    assert result.classes == ["Child"]
