@@ -254,3 +254,21 @@ def test_write_all_replaces_through_a_hidden_file_beside_the_target(tmp_path: Pa
     [(source, target, text)] = replaced
     assert source.parent == target.parent == tmp_path.resolve() and text == first.new
     assert source.name.startswith(".a.py.") and source.name.endswith(".mtp-audit")
+
+
+def test_write_all_removes_its_temporary_file_when_the_replace_fails(tmp_path: Path, monkeypatch) -> None:
+    first = _rewrite(tmp_path, "a.py", "x = 1\n", "x = 1\ny = 2\n")
+
+    def fail(source, target):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(OSError, match="disk full"):
+        write_all(tmp_path, [first])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py"] and (tmp_path / "a.py").read_text() == "x = 1\n"
+
+
+def test_a_fix_that_writes_two_classes_names_both(tmp_path: Path) -> None:
+    tree = build_tree(FIXTURES / "fix" / "cross_file", tmp_path / "tree", "input")
+    result = _fix(tree, (FIXTURES / "fix" / "cross_file" / "args.txt").read_text().split())
+    assert [o.reason for o in result.plan.outcomes] == ["get_top_tokens added to SplitMTP, SplitPredictor"]

@@ -251,11 +251,14 @@ def test_a_class_in_a_block_gets_the_method_right_after_compute_logits() -> None
     assert result.classes == ["Drafter"]
 
 
-def test_a_one_line_class_body_is_refused() -> None:
+@pytest.mark.parametrize("statement", ["compute_logits = Base.compute_logits\n",
+                                       "compute_logits = (\n    Base.compute_logits\n)\n"],
+                         ids=["one-line", "continued"])
+def test_a_one_line_class_body_is_refused(statement: str) -> None:
     source = ("import torch\nfrom torch import nn\n\n\nclass Base(nn.Module):\n"
               "    def compute_logits(self, hidden_states):\n"
               "        return self.logits_processor(self.lm_head, hidden_states)\n\n\n"
-              "class Drafter(Base): compute_logits = Base.compute_logits\n")
+              "class Drafter(Base): " + statement)
     with pytest.raises(UnsafeRewrite, match="one-line body"):
         rewrite_file("pkg/drafter.py", source, [_retarget(_insertion(source, "Base"), "Drafter", 10)], binds_torch=True)
 
