@@ -194,8 +194,16 @@ def test_a_star_import_binds_its_module_in_order() -> None:
 
 
 def test_all_grows_by_assignment_augmentation_extend_and_append() -> None:
-    source = HEADER + '''\
-__all__ = ["A"]
+    """Only ``__all__`` names what ``__getattr__`` may serve here (no literal names in it)."""
+    found = bindings('''\
+import os
+
+from . import impl
+
+if os.environ.get("X"):
+    __all__ = ["A"]
+else:
+    __all__ = ["A"]
 __all__ += ["B"]
 __all__.extend(["C"])
 __all__.append("D")
@@ -203,16 +211,42 @@ VERSION = "1"
 VERSION += "2"
 counter = 0
 counter += 1
+impl.extra = E = impl.Base
 
 
 def __getattr__(name):
-    return {"A": _a.A, "B": _b.B, "C": _c.C, "D": _d.D}[name]
-'''
-    source = source.replace("__all__ = [", "from . import _a, _b, _c, _d\n__all__ = [")
-    found = bindings(source)
-    assert {name: found[name] for name in "ABCD"} == {
-        name: [Target("import", f"pkg._{name.lower()}", name)] for name in "ABCD"}
-    assert set(found) == {"current_platform", "_a", "_b", "_c", "_d", "VERSION", "counter", *"ABCD"}
+    return getattr(impl, name)
+''')
+    assert {name: found[name] for name in "ABCDE"} == {
+        **{name: [Target("import", "pkg.impl", name)] for name in "ABCD"}, "E": [Target("import", "pkg.impl", "Base")]}
+    assert set(found) == {"os", "impl", "VERSION", "counter", *"ABCDE"}
+
+
+def test_a_condition_on_all_without_a_module_all_is_unknown() -> None:
+    found = bindings('from . import impl\n\ndef __getattr__(name):\n    if name in __all__:\n'
+                     '        return getattr(impl, name)\n    if name == "A":\n        return impl.B\n')
+    assert found["A"] == [Target("unknown", "a condition in __getattr__")]
+
+
+def test_relative_imports_climb_from_a_module_or_a_package() -> None:
+    source = "from . import a\nfrom .. import b\nfrom ..x import c\nfrom ...y import d\nimport top.level as e\n"
+    in_module = extract_facts(source, "p.q.mod", "p/q/mod.py", False).bindings["cuda"]
+    in_package = extract_facts(source, "p.q.pkg", "p/q/pkg/__init__.py", True).bindings["cuda"]
+    assert [in_module[n][0] for n in "abcde"] == [
+        Target("import", "p.q", "a"), Target("import", "p", "b"), Target("import", "p.x", "c"),
+        Target("import", "y", "d"), Target("module", "top.level")]
+    assert [in_package[n][0] for n in "abcd"] == [
+        Target("import", "p.q.pkg", "a"), Target("import", "p.q", "b"), Target("import", "p.q.x", "c"),
+        Target("import", "p.y", "d")]
+
+
+@pytest.mark.parametrize("source, error", [
+    ("x = (\n", "line 1: '(' was never closed"),
+    ("x = 1\x00\n", "source code string cannot contain null bytes"),
+])
+def test_a_module_that_does_not_parse_says_where(source: str, error: str) -> None:
+    facts = extract_facts(source, "pkg", "pkg/__init__.py", True)
+    assert facts.parse_error == error and facts.bindings == {} and facts.classes == []
 
 
 LAZY_FORMS = HEADER + '''\
@@ -239,6 +273,8 @@ def __getattr__(name):
     if name == "Other":
         from .other import Other as found
         return found
+    if name == "Gone":
+        raise AttributeError("no such name")
     return {"Tabled": impl.T}[name]
 '''
 
@@ -277,6 +313,7 @@ def test_an_import_error_inside_module_getattr() -> None:
     ('raise ImportError("first", "second")', "import raises ImportError (line 1): first"),
     ("raise ImportError(message)", "import raises ImportError (line 1)"),
     ('raise ImportError(prefix + "kernels missing")', "import raises ImportError (line 1): kernels missing"),
+    ('raise ImportError(prefix + "two" + "parts")', "import raises ImportError (line 1): two parts"),
     ('raise ImportError(reason="kept as keyword")', "import raises ImportError (line 1): kept as keyword"),
     ('raise ImportError(f"no {x}", "plain")', "import raises ImportError (line 1): plain"),
     ('raise errors.Missing("x")', "import raises errors.Missing (line 1): x"),
