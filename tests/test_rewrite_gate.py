@@ -354,9 +354,17 @@ def test_a_class_in_a_block_that_inherits_compute_logits_gets_the_method_at_its_
     source = ("import torch\nfrom torch import nn\n\n\nclass Base(nn.Module):\n"
               "    def compute_logits(self, hidden_states):\n"
               "        return self.logits_processor(self.lm_head, hidden_states)\n\n\n"
-              "if FLAG:\n\n    class Child(Base):\n        def forward(self, x):\n            return x\n")
+              "if FLAG:\n\n    class Child(Base):\n        def forward(self, x):\n            return x\n\n"
+              "        def reset(self):\n            pass\n")
     result = rewrite_file("pkg/drafter.py", source, [_retarget(_insertion(source, "Base"), "Child", 12)],
                           binds_torch=True)
     assert result.new == source + ("\n        def get_top_tokens(self, hidden_states) -> torch.Tensor:\n"
                                    "            return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n")
     assert result.classes == ["Child"]
+
+
+def test_a_class_in_a_block_with_two_statements_gets_the_method_after_compute_logits() -> None:
+    source = NESTED.replace('''        """Defined in a block: rewritten through the whole module."""\n\n''', "")
+    new = rewrite_file("pkg/drafter.py", source, [_insertion(source)], binds_torch=True).new.splitlines()
+    assert new.index("        def get_top_tokens(self, hidden_states) -> torch.Tensor:") \
+        < new.index("        def forward(self, x):")
