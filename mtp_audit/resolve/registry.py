@@ -33,7 +33,8 @@ def read_registry(index: ModuleIndex) -> list[RegistryEntry]:
     except OSError as error:
         raise UsageError(f"{rel}: cannot be read ({error.strerror or error}); cannot read the registry") from None
     except (SyntaxError, ValueError) as error:
-        where = f"syntax error at line {error.lineno}" if isinstance(error, SyntaxError) else str(error)
+        # a null byte: a SyntaxError without a line, or a ValueError on older Pythons
+        where = f"syntax error at line {error.lineno}" if getattr(error, "lineno", None) else str(error)
         raise UsageError(f"{rel}: {where}; cannot read the registry") from None
     dicts: dict[str, ast.expr] = {}
     for statement in module.body:
