@@ -47,9 +47,12 @@ KILLED = ("killed", "timeout")  # a mutant that never finishes is caught by the 
 
 
 def equivalent_mutants() -> dict[str, str]:
-    """Mutant -> why it is equivalent: the rows ``| `name` | why |`` of docs/mutation.md."""
-    rows = re.findall(r"^\| `(mtp_audit\.[^`]+)` \| (.+?) \|$", DOC.read_text(), re.MULTILINE) if DOC.exists() else []
-    return dict(rows)
+    """Mutant -> why it is equivalent: the rows ``| `name` | why |`` of the section
+    "Equivalent mutants" of docs/mutation.md."""
+    if not DOC.exists():
+        return {}
+    section = DOC.read_text().split("\n## Equivalent mutants\n", 1)[-1].split("\n## ", 1)[0]
+    return dict(re.findall(r"^\| `(mtp_audit\.[^`]+)` \| (.+?) \|$", section, re.MULTILINE))
 
 
 def outcomes() -> dict[str, str]:

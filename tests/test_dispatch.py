@@ -193,7 +193,7 @@ def test_a_star_import_binds_its_module_in_order() -> None:
                                    ("*pkg.more", [Target("module", "pkg.more")])]
 
 
-def test_all_grows_by_assignment_augmentation_extend_and_append() -> None:
+def test_all_grows_by_every_form_and_is_what_getattr_serves() -> None:
     """Only ``__all__`` names what ``__getattr__`` may serve here (no literal names in it)."""
     found = bindings('''\
 import os
@@ -207,6 +207,7 @@ else:
 __all__ += ["B"]
 __all__.extend(["C"])
 __all__.append("D")
+__all__.sort()
 VERSION = "1"
 VERSION += "2"
 counter = 0

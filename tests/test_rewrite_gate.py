@@ -195,6 +195,14 @@ def test_rewrite_file_refuses_a_method_that_is_not_the_mirror_it_planned() -> No
         rewrite_file("pkg/drafter.py", OLD, [_insertion(OLD)], binds_torch=True, methods=[wrong])
 
 
+def test_rewrite_file_names_every_class_that_moved() -> None:
+    moved = "\n\n" + OLD
+    helper = _retarget(_insertion(OLD), "Helper", 5)
+    with pytest.raises(UnsafeRewrite, match=re.escape(
+            f"planned for: Drafter (line {DRAFTER_LINE}), Helper (line 5); scan again")):
+        rewrite_file("pkg/drafter.py", moved, [_insertion(OLD), helper], binds_torch=True)
+
+
 def test_rewrite_file_refuses_a_class_that_moved() -> None:
     moved = "\n\n" + OLD
     with pytest.raises(UnsafeRewrite, match=re.escape(
@@ -313,13 +321,13 @@ def test_compute_logits_at_the_end_of_a_file_without_a_newline() -> None:
 
 
 @pytest.mark.parametrize("where", ["top", "three-before", "three-after", "other-class"])
-def test_a_blank_line_away_from_the_new_method_is_refused(where: str) -> None:
+def test_a_blank_line_not_next_to_the_new_method_is_refused(where: str) -> None:
     """Blank lines are accepted right next to the new method only (either side may own them)."""
     old = OLD + "\n\nclass Tail(nn.Module):\n    x = 1\n    y = 2\n"
     new = insert_after(old, AFTER_COMPUTE_LOGITS, "\n" + METHOD).splitlines(keepends=True)
     start = new.index(METHOD.splitlines(keepends=True)[0])
     end = start + len(METHOD.splitlines())
-    position = {"top": 0, "three-before": start - 2, "three-after": end + 3,
+    position = {"top": 0, "three-before": start - 2, "three-after": end + 2,
                 "other-class": new.index("    y = 2\n")}[where]
     damaged = "".join(new[:position] + ["\n"] + new[position:])
     with pytest.raises(UnsafeRewrite, match="inserted outside"):
@@ -349,7 +357,7 @@ def test_a_class_in_any_block_of_a_try_is_found_and_rewritten(block: str) -> Non
     assert result.classes == ["Drafter"] and "get_top_tokens(self.lm_head, hidden_states)" in result.new
 
 
-def test_a_class_in_a_block_that_inherits_compute_logits_gets_the_method_at_its_end() -> None:
+def test_a_class_in_a_block_without_compute_logits_gets_the_method_at_its_end() -> None:
     source = ("import torch\nfrom torch import nn\n\n\nclass Base(nn.Module):\n"
               "    def compute_logits(self, hidden_states):\n"
               "        return self.logits_processor(self.lm_head, hidden_states)\n\n\n"
