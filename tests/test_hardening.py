@@ -218,11 +218,12 @@ def test_a_1200_deep_inheritance_chain_resolves_in_linear_time(tmp_path):
 
 def test_a_file_cpython_cannot_compile_is_named_and_the_rest_reported(tmp_path):
     tree = tree_of("manual_shapes", tmp_path)
-    (tree / MODELS / "mask_mtp.py").write_text((tree / MODELS / "mask_mtp.py").read_text()
-                                               + "\nX = " + "-" * 50000 + "1\n")
+    registry = tree / MODELS / "registry.py"
+    registry.write_text(registry.read_text().replace("}", '    "DeepMTP": ("deep_mtp", "DeepMTP"),\n}'))
+    (tree / MODELS / "deep_mtp.py").write_text("class DeepMTP:\n    pass\n\nX = " + "-" * 50000 + "1\n")
     result = run_cli("scan", str(tree), "--format", "json")
-    assert_clean_failure(result, 2, "mask_mtp.py", "too deeply nested")
-    assert '"errors"' in result.stdout and '"status"' in result.stdout
+    assert_clean_failure(result, 2, "deep_mtp.py", "too deeply nested")
+    assert '"arch": "MaskMTP"' in result.stdout  # the rest is still reported
 
 
 def test_a_syntax_error_outside_any_class_is_named_by_scan_and_fix(tmp_path):

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
+from ..lifecycle import die_with_parent
 from ..model import DrafterRecord, SourceTree, Status
 
 WORKER_TIMEOUT_S = 600
