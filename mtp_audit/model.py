@@ -90,6 +90,18 @@ class CallerRecord:
         }
 
 
+@dataclass(frozen=True)
+class Unavailable:
+    """A platform where an architecture has no class: its module cannot be imported there, or
+    the name does not resolve to a class."""
+
+    platform: str
+    reason: str
+
+    def to_json(self) -> dict:
+        return {"platform": self.platform, "reason": self.reason}
+
+
 @dataclass
 class DrafterRecord:
     """One row of the report: an architecture and the class definition it uses."""
@@ -110,6 +122,7 @@ class DrafterRecord:
     entry_module: str = ""  # the module the registry names (may dispatch elsewhere)
     key: ClassKey | None = None
     callers: list[CallerRecord] = field(default_factory=list)
+    unavailable_on: list[Unavailable] = field(default_factory=list)  # the arch's platforms without a class
 
     def to_json(self) -> dict:
         return {
@@ -127,6 +140,7 @@ class DrafterRecord:
             "reason": self.reason,
             "registry": self.registry,
             "callers": [c.to_json() for c in self.callers],
+            "unavailable_on": [u.to_json() for u in self.unavailable_on],
         }
 
 

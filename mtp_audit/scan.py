@@ -19,6 +19,7 @@ from .model import (
     RegistryEntry,
     ScanResult,
     SourceTree,
+    Unavailable,
     Unresolved,
 )
 from .resolve.mro import Hierarchy
@@ -37,6 +38,7 @@ class Resolution:
     entry: RegistryEntry
     key: ClassKey
     analyses: dict[str, Analysis] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)  # platform -> why the arch has no class there
 
 
 class Scanner:
@@ -68,19 +70,31 @@ class Scanner:
             for platform in PLATFORMS:
                 found = resolve_name(self.index, entry.module, entry.cls, platform)
                 keys = [f for f in found if isinstance(f, ClassKey)]
+                failures = [self.import_failure(entry, key, platform) for key in keys]
                 if not keys:
                     why = "; ".join(f.reason for f in found if isinstance(f, Missing)) or "not a class"
                     missing.setdefault(why, []).append(platform)
-                for key in keys:
-                    res = resolutions.setdefault((entry, key), Resolution(entry, key))
-                    res.analyses[platform] = self.analyzers[platform].analyze(key)
-            if len(missing) and not any(r.entry == entry for r in resolutions.values()):
+                elif all(failures):
+                    missing.setdefault(str(failures[0]), []).append(platform)
+                for key, failure in zip(keys, failures):
+                    if failure is None:
+                        res = resolutions.setdefault((entry, key), Resolution(entry, key))
+                        res.analyses[platform] = self.analyzers[platform].analyze(key)
+            mine = [r for r in resolutions.values() if r.entry == entry]
+            for res in mine:
+                res.unavailable = {p: why for why, platforms in missing.items() for p in platforms}
+            if len(missing) and not mine:
                 for why, platforms in missing.items():
                     unresolved.append(Unresolved(entry.arch, entry.module, entry.cls, platforms, why))
         out = list(resolutions.values())
         if not self.tree.is_vllm:  # heuristic finds: keep those with a logits method somewhere
             out = [r for r in out if any(a.compute_logits or a.get_top_tokens for a in r.analyses.values())]
         return out, unresolved
+
+    def import_failure(self, entry: RegistryEntry, key: ClassKey, platform: str) -> str | None:
+        """Why the registry's module or the class's module fails to import on ``platform``, through
+        anything it imports; None when both import."""
+        return self.index.chain_error(entry.module, platform) or self.index.chain_error(key.module, platform)
 
     def record(self, res: Resolution, platforms: list[str], analysis: Analysis) -> DrafterRecord:
         h = self.hierarchies[platforms[0]]
@@ -106,6 +120,7 @@ class Scanner:
             registry=res.entry.registry,
             entry_module=res.entry.module,
             key=res.key,
+            unavailable_on=[Unavailable(p, why) for p, why in sorted(res.unavailable.items())],
         )
 
     def records(self, resolutions: list[Resolution]) -> list[DrafterRecord]:

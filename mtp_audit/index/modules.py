@@ -6,12 +6,14 @@ run and, when a cache is given, stored by content hash across runs.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..errors import InternalError
 from ..model import SourceTree
 from .cache import FactsCache
 from .facts import ModuleFacts, extract_facts
+from .imports import ImportChains, ImportFacts, extract_imports
 from .results import ABSENT, EXISTS, digest
 
 
@@ -23,6 +25,8 @@ class ModuleIndex:
         self.located: dict[str, tuple[Path, bool] | None] = {}  # module -> locate's answer
         self.read_errors: dict[str, str] = {}
         self.observed: dict[str, str] = {}  # what the result depends on (see results.Observed)
+        self._imports: dict[str, ImportFacts | None] = {}
+        self.chains = ImportChains(self)
 
     def locate(self, module: str) -> tuple[Path, bool] | None:
         """The file of ``module`` and whether it is a package, or None if not in the tree."""
@@ -31,20 +35,19 @@ class ModuleIndex:
         return self.located[module]
 
     def _find(self, module: str) -> tuple[Path, bool] | None:
-        if not module:
+        parts = module.split(".")
+        if not all(parts):
             return None
-        base = self.tree.root.joinpath(*module.split("."))
-        init = base / "__init__.py"
-        if self._probe(init):
-            return init, True
-        file = base.with_name(base.name + ".py")
-        if self._probe(file):
-            return file, False
+        base = "/".join(parts)  # strings, not pathlib: import chains locate thousands of modules
+        if self._probe(f"{base}/__init__.py"):
+            return self.tree.root / base / "__init__.py", True
+        if self._probe(f"{base}.py"):
+            return self.tree.root / f"{base}.py", False
         return None
 
-    def _probe(self, path: Path) -> bool:
-        found = path.is_file()
-        self.observed.setdefault(self.relative(path), EXISTS if found else ABSENT)
+    def _probe(self, relative: str) -> bool:
+        found = os.path.isfile(os.path.join(self.tree.root, relative))
+        self.observed.setdefault(relative, EXISTS if found else ABSENT)
         return found
 
     def read_bytes(self, path: Path) -> bytes:
@@ -57,7 +60,8 @@ class ModuleIndex:
         return self.locate(module) is not None
 
     def relative(self, path: Path) -> str:
-        return path.relative_to(self.tree.root).as_posix()
+        text, root = path.as_posix(), self.tree.root.as_posix().rstrip("/") + "/"
+        return text[len(root):] if text.startswith(root) else path.relative_to(self.tree.root).as_posix()
 
     def facts(self, module: str) -> ModuleFacts | None:
         if module in self._facts:
@@ -109,6 +113,7 @@ class ModuleIndex:
             if path not in self.observed or seen not in (EXISTS, ABSENT):  # a content hash says more
                 self.observed[path] = seen
         self.read_errors.update(harvest.read_errors)
+        self.chains.absorb(harvest.chains)
 
     def import_error(self, module: str, platform: str) -> str | None:
         """Why importing ``module`` fails on ``platform`` (itself or a parent package)."""
@@ -123,3 +128,24 @@ class ModuleIndex:
             if platform in facts.import_errors:
                 return f"{facts.path}: {facts.import_errors[platform]}"
         return None
+
+    def import_facts(self, module: str) -> ImportFacts | None:
+        """What importing ``module`` runs (see ``imports``); None when it is not in the tree, not
+        UTF-8 or does not parse."""
+        if module not in self._imports:
+            found = self.locate(module)
+            result = None
+            if found is not None:
+                path, is_package = found
+                try:
+                    source = self.read_bytes(path).decode("utf-8")
+                except UnicodeDecodeError:
+                    source = None
+                if source is not None:
+                    result = extract_imports(source, module, is_package)
+            self._imports[module] = result
+        return self._imports[module]
+
+    def chain_error(self, module: str, platform: str) -> str | None:
+        """Why importing ``module`` fails on ``platform``, through anything it imports at top level."""
+        return self.chains.error(module, platform)

@@ -21,8 +21,9 @@ from ..model import ScanResult, SourceTree
 
 # Bumped whenever a cached class changes shape, so entries of an older layout are never unpickled
 # into the new one, or whenever resolution reads the same facts differently (2: MethodFacts keeps
-# the method's text, not libcst's printing; 3: the last star import wins, not the first).
-CACHE_SCHEMA = 3
+# the method's text, not libcst's printing; 3: the last star import wins, not the first; 4: records
+# say where the architecture cannot be imported, DrafterRecord.unavailable_on).
+CACHE_SCHEMA = 4
 
 
 def default_cache_dir() -> Path:
