@@ -154,6 +154,7 @@ def resolve_in_workers(scanner: Scanner, entries: list[RegistryEntry],
         with _fork_pool(scanner, entries, 1) as pool:
             indexing = pool.submit(_index_chunk, list(range(len(entries))))
             load_rules()  # import libcst while the worker parses
+            scanner.prepare_callers()  # and read the speculators: classification workers inherit them
             _absorb(scanner, indexing.result())
         with frozen_heap(), _fork_pool(scanner, entries, min(jobs, len(chunks))) as pool:
             parts = list(pool.map(_classify_chunk, chunks))

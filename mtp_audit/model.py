@@ -122,6 +122,7 @@ class DrafterRecord:
     entry_module: str = ""  # the module the registry names (may dispatch elsewhere)
     key: ClassKey | None = None
     callers: list[CallerRecord] = field(default_factory=list)
+    uncalled: bool = False  # not_applicable because no speculator that can hold it calls get_top_tokens
     unavailable_on: list[Unavailable] = field(default_factory=list)  # the arch's platforms without a class
 
     def to_json(self) -> dict:

@@ -22,6 +22,8 @@ from .model import (
     Unavailable,
     Unresolved,
 )
+from .classify.calls import Contract
+from .resolve.callers import CallerIndex, declared_config
 from .resolve.mro import Hierarchy
 from .resolve.names import Missing, resolve_name
 from .resolve.registry import heuristic_entries, read_registry
@@ -38,6 +40,7 @@ class Resolution:
     entry: RegistryEntry
     key: ClassKey
     analyses: dict[str, Analysis] = field(default_factory=dict)
+    contract: Contract = field(default_factory=lambda: Contract(()))
     unavailable: dict[str, str] = field(default_factory=dict)  # platform -> why the arch has no class there
 
 
@@ -47,6 +50,38 @@ class Scanner:
         self.index = ModuleIndex(tree, cache)
         self.hierarchies = {p: Hierarchy(self.index, p) for p in PLATFORMS}
         self.analyzers = {p: Analyzer(h) for p, h in self.hierarchies.items()}
+        self._callers: CallerIndex | None = None
+
+    @property
+    def callers(self) -> CallerIndex:
+        """The speculators and proposers of the tree, read on first use (see ``prepare_callers``)."""
+        if self._callers is None:
+            self._callers = CallerIndex(self.index)
+        return self._callers
+
+    def prepare_callers(self) -> None:
+        """Read the callers now (e.g. while a worker indexes), so forked workers inherit them."""
+        if self.tree.is_vllm:
+            _ = self.callers
+
+    def contract(self, entry: RegistryEntry, key: ClassKey, platform: str) -> Contract:
+        """The speculators that can hold this drafter, with what their drafting paths call."""
+        if not self.tree.is_vllm or not self.callers.present:
+            return Contract(())
+        declared = None
+        for item in self.hierarchies[platform].mro(key).classes:
+            if not isinstance(item, ClassKey):
+                continue
+            source = self.index.read_bytes(self.tree.root / self.hierarchies[platform].file_of(item))
+            name = declared_config(source.decode("utf-8", "replace"), item.name, item.line)
+            if name is None:
+                continue
+            found = [k for k in resolve_name(self.index, item.module, name.split(".")[0], platform)
+                     if isinstance(k, ClassKey)]
+            declared = f"{found[0].module}.{found[0].name}" if found else name
+            break
+        drafter = self.callers.drafter(entry.arch, key.name, declared)
+        return Contract(tuple(self.callers.reach(q) for q, _ in self.callers.candidates(drafter)))
 
     def entries(self) -> list[RegistryEntry]:
         if self.tree.is_vllm:
@@ -77,9 +112,13 @@ class Scanner:
                 elif all(failures):
                     missing.setdefault(str(failures[0]), []).append(platform)
                 for key, failure in zip(keys, failures):
-                    if failure is None:
-                        res = resolutions.setdefault((entry, key), Resolution(entry, key))
-                        res.analyses[platform] = self.analyzers[platform].analyze(key)
+                    if failure is not None:
+                        continue
+                    res = resolutions.get((entry, key))
+                    if res is None:
+                        res = resolutions[(entry, key)] = Resolution(entry, key,
+                                                                     contract=self.contract(entry, key, platform))
+                    res.analyses[platform] = self.analyzers[platform].analyze(key, contract=res.contract)
             mine = [r for r in resolutions.values() if r.entry == entry]
             for res in mine:
                 res.unavailable = {p: why for why, platforms in missing.items() for p in platforms}
@@ -120,6 +159,8 @@ class Scanner:
             registry=res.entry.registry,
             entry_module=res.entry.module,
             key=res.key,
+            callers=res.contract.records(),
+            uncalled=analysis.uncalled,
             unavailable_on=[Unavailable(p, why) for p, why in sorted(res.unavailable.items())],
         )
 

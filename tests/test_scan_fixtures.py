@@ -21,6 +21,8 @@ def project(record: dict) -> dict:
             "compute_logits", "get_top_tokens", "reason")
     out = {k: record[k] for k in keep}
     out["delegates"] = [d["class"] for d in record["delegates"]]
+    if record["callers"]:
+        out["callers"] = record["callers"]
     if record["unavailable_on"]:
         out["unavailable_on"] = record["unavailable_on"]
     return out

@@ -97,7 +97,7 @@ def _blast_radius(scanner: Scanner, resolutions: list[Resolution],
     victims: dict[ClassKey, dict[tuple, list[str]]] = {}
     for res in resolutions:
         for platform, before in res.analyses.items():
-            after = scanner.analyzers[platform].analyze(res.key, overlay)
+            after = scanner.analyzers[platform].analyze(res.key, overlay, contract=res.contract)
             if after.status != Status.SUPPORTED or after.consistency in SAFE:
                 continue
             if before.status == Status.SUPPORTED and before.consistency == after.consistency:

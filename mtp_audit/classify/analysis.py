@@ -9,6 +9,10 @@ before anything is written.
 
 from __future__ import annotations
 
+import ast
+import re
+import textwrap
+
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -16,21 +20,24 @@ from ..index.facts import MethodFacts
 from ..model import ClassKey, Consistency, Status
 from ..resolve.mro import Hierarchy, MethodHit, Mro
 from ..resolve.names import resolve_expression
+from .calls import Contract, dropped_by_caller, passed_to_top_tokens, reads, type_error
 from .memo import (
     fingerprint,
     logits_shape,
     mirror_fingerprint,
+    mirror_fingerprint_without,
     mirror_text,
     returns_plain_head,
     self_contained,
     top_tokens_shape,
 )
+from .shape_types import LogitsKind, ParamKind, PostKind, TopTokensKind
 
 if TYPE_CHECKING:
     from .shape_types import LogitsShape, TopTokensShape
 
 Overlay = dict[ClassKey, dict[str, MethodFacts]]
-DIVERGENT_POST = {"mask", "d2t_scatter"}
+DIVERGENT_POST = {PostKind.MASK, PostKind.D2T_SCATTER}
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,7 @@ class Analysis:
     delegates: list[ClassKey] = field(default_factory=list)
     consistency: Consistency | None = None
     insertions: list[Insertion] = field(default_factory=list)
+    uncalled: bool = False  # no speculator that can hold the drafter calls get_top_tokens
 
 
 def synthetic_mirror(hit: MethodHit) -> MethodFacts:
@@ -66,27 +74,51 @@ class Analyzer:
 
     # -- status ---------------------------------------------------------------
 
-    def analyze(self, key: ClassKey, overlay: Overlay | None = None, _depth: int = 0) -> Analysis:
+    def analyze(self, key: ClassKey, overlay: Overlay | None = None, _depth: int = 0,
+                contract: Contract | None = None) -> Analysis:
+        """``contract``: how the speculators that can hold the drafter call it (top level only)."""
+        analysis = self._analyze(key, overlay, _depth, contract)
+        if contract is None or not contract.known or analysis.status == Status.SUPPORTED:
+            return analysis
+        if contract.uncalled and analysis.status != Status.NOT_APPLICABLE:
+            return Analysis(Status.NOT_APPLICABLE, contract.unreached_reason(), analysis.compute_logits,
+                            delegates=analysis.delegates, uncalled=True)
+        if analysis.status == Status.MISSING_FIXABLE and analysis.compute_logits is not None:
+            cl = analysis.compute_logits
+            params = logits_shape(cl.method.text, cl.method.line).params
+            for reach, pair in contract.viable_pairs(params):
+                why = type_error(reach, pair, params, "a mirror of compute_logits") or dropped_by_caller(
+                    reach, pair, params, cl.method.text, params)
+                if why:
+                    return Analysis(Status.MISSING_MANUAL, f"{why}: a mirror would draft with the default instead; "
+                                    "the call site must pass the same arguments to both methods",
+                                    cl, delegates=analysis.delegates)
+        return analysis
+
+    def _analyze(self, key: ClassKey, overlay: Overlay | None, _depth: int,
+                 contract: Contract | None) -> Analysis:
         mro = self.h.mro(key)
         cl = self.h.find(mro, "compute_logits", overlay=overlay)
         gtt = self.h.find(mro, "get_top_tokens", overlay=overlay)
         unresolved = f"; bases not followed: {', '.join(mro.unresolved)}" if mro.unresolved else ""
         if gtt is not None:
-            consistency, why = self.consistency(key, mro, cl, gtt, overlay, _depth)
+            consistency, why = self.consistency(key, mro, cl, gtt, overlay, _depth, contract=contract)
             origin = "defined" if gtt.owner == key else f"inherited from {gtt.owner.name}"
             delegates = self._delegate_chain(key, mro, cl, overlay, _depth) if cl else []
-            return Analysis(Status.SUPPORTED, f"get_top_tokens {origin}; {why}", cl, gtt, delegates, consistency)
+            uncalled = f"; {contract.unreached_reason()}" if contract is not None and contract.uncalled else ""
+            return Analysis(Status.SUPPORTED, f"get_top_tokens {origin}; {why}{uncalled}", cl, gtt, delegates,
+                            consistency)
         if cl is None:
             placeholder = self.h.class_facts(key).init_raises
             note = f"; a placeholder: its {placeholder}" if placeholder else ""
             return Analysis(Status.NOT_APPLICABLE, f"no compute_logits in the MRO of {key.name}{note}{unresolved}")
         shape = logits_shape(cl.method.text, cl.method.line)
         inherited = "" if cl.owner == key else f" (inherited from {self.where(cl)})"
-        if shape.kind == "stub":
+        if shape.kind == LogitsKind.STUB:
             return Analysis(Status.NOT_APPLICABLE, shape.reason + inherited, cl)
-        if shape.kind == "manual":
+        if shape.kind == LogitsKind.MANUAL:
             return Analysis(Status.MISSING_MANUAL, shape.reason + inherited, cl)
-        if shape.kind == "head":
+        if shape.kind == LogitsKind.HEAD:
             return Analysis(Status.MISSING_FIXABLE, shape.reason + inherited, cl,
                             insertions=[Insertion(self._placement(key, cl), cl)])
         return self._delegating(key, mro, cl, shape, overlay, _depth, inherited)
@@ -99,7 +131,7 @@ class Analyzer:
 
     def _delegate_target(self, key: ClassKey, mro: Mro, cl: MethodHit,
                          shape: LogitsShape) -> tuple[ClassKey | None, str]:
-        if shape.kind == "super":
+        if shape.kind == LogitsKind.SUPER:
             nxt = self.h.find(mro, "compute_logits", start=cl.index + 1)
             if nxt is None:
                 return None, f"super().compute_logits in {self.where(cl)} reaches no compute_logits"
@@ -137,11 +169,11 @@ class Analyzer:
             return Analysis(Status.MISSING_MANUAL, why + inherited, cl)
         if depth > 8:
             return Analysis(Status.MISSING_MANUAL, "delegation chain too deep", cl)
-        if shape.kind == "super":
+        if shape.kind == LogitsKind.SUPER:
             inner = self.analyze_from(key, mro, target, overlay, depth + 1)
         else:
             inner = self.analyze(target, overlay, depth + 1)
-        via = f"{target.name}" if shape.kind == "delegate" else f"super() ({target.name})"
+        via = f"{target.name}" if shape.kind == LogitsKind.DELEGATE else f"super() ({target.name})"
         if inner.status == Status.MISSING_MANUAL:
             return Analysis(Status.MISSING_MANUAL, f"delegate {via}: {inner.reason}", cl, delegates=[target, *inner.delegates])
         if inner.status == Status.NOT_APPLICABLE:
@@ -166,10 +198,10 @@ class Analyzer:
             consistency, why = self.consistency(key, mro, cl, gtt, overlay, depth)
             return Analysis(Status.SUPPORTED, why, cl, gtt, consistency=consistency)
         shape = logits_shape(cl.method.text, cl.method.line)
-        if shape.kind in ("stub", "manual"):
-            status = Status.NOT_APPLICABLE if shape.kind == "stub" else Status.MISSING_MANUAL
+        if shape.kind in (LogitsKind.STUB, LogitsKind.MANUAL):
+            status = Status.NOT_APPLICABLE if shape.kind == LogitsKind.STUB else Status.MISSING_MANUAL
             return Analysis(status, f"{shape.reason} in {self.where(cl)}", cl)
-        if shape.kind == "head":
+        if shape.kind == LogitsKind.HEAD:
             return Analysis(Status.MISSING_FIXABLE, f"{shape.reason} in {self.where(cl)}", cl,
                             insertions=[Insertion(cl.owner, cl)])
         return self._delegating(key, mro, cl, shape, overlay, depth, f" (in {self.where(cl)})")
@@ -177,7 +209,7 @@ class Analyzer:
     def _delegate_chain(self, key: ClassKey, mro: Mro, cl: MethodHit, overlay: Overlay | None,
                         depth: int) -> list[ClassKey]:
         shape = logits_shape(cl.method.text, cl.method.line)
-        if shape.kind != "delegate" or depth > 8:
+        if shape.kind != LogitsKind.DELEGATE or depth > 8:
             return []
         target, _ = self._delegate_target(key, mro, cl, shape)
         if target is None:
@@ -190,37 +222,64 @@ class Analyzer:
 
     def consistency(self, key: ClassKey, mro: Mro, cl: MethodHit | None, gtt: MethodHit,
                     overlay: Overlay | None, depth: int = 0,
-                    entry: MethodHit | None = None) -> tuple[Consistency, str]:
-        """``entry``: the get_top_tokens callers reach, when ``gtt`` is what its super() reaches."""
+                    entry: MethodHit | None = None, contract: Contract | None = None) -> tuple[Consistency, str]:
+        """``entry``: the get_top_tokens callers reach, when ``gtt`` is what its super() reaches.
+        ``contract``: the real call forms; without it, every parameter of compute_logits counts."""
         if cl is None:
             return Consistency.UNPROVEN, "no compute_logits to compare with"
         cshape = logits_shape(cl.method.text, cl.method.line)
         gshape = top_tokens_shape(gtt.method.text, gtt.method.line)
-        missing = [] if entry else _unaccepted(cshape, gshape)
+        by_calls = contract is not None and contract.known and entry is None
+        if by_calls:
+            assert contract is not None
+            for reach, pair in contract.viable_pairs(cshape.params):
+                why = type_error(reach, pair, gshape.params, f"get_top_tokens of {self.where(gtt)}") \
+                    or dropped_by_caller(reach, pair, cshape.params, cl.method.text, gshape.params)
+                if why:
+                    return Consistency.DIVERGENT, why
+            missing: list[str] = []
+        else:
+            missing = [] if entry else _unaccepted(cshape, gshape)
         if missing:
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)} takes {', '.join(missing)}; "
                 f"get_top_tokens of {self.where(gtt)} does not accept it")
         mirrored = mirror_fingerprint(cl.method.text)
         same = mirrored is not None and mirrored == fingerprint(gtt.method.text)
-        if same and cshape.kind == "head":
+        if not same and by_calls and mirrored is not None and cshape.kind == LogitsKind.HEAD:
+            assert contract is not None
+            unused = [n for n in _unaccepted(cshape, gshape) if not reads(cl.method.text, n)
+                      and n not in passed_to_top_tokens(contract, cshape.params)]
+            if unused and mirror_fingerprint_without(cl.method.text, tuple(unused)) == fingerprint(gtt.method.text):
+                return Consistency.EQUIVALENT, (
+                    f"the mirror of compute_logits of {self.where(cl)} but for {', '.join(unused)}, which "
+                    "compute_logits does not read and no caller passes")
+        if same and cshape.kind == LogitsKind.HEAD:
             return Consistency.MIRROR, f"mirror of compute_logits of {self.where(cl)}"
-        if same and cshape.kind in ("delegate", "super"):
+        if same and cshape.kind in (LogitsKind.DELEGATE, LogitsKind.SUPER):
             return self._delegated_consistency(key, mro, cl, cshape, overlay, depth)
-        if gshape.kind == "super":
+        if gshape.kind == TopTokensKind.SUPER:
             nxt = self.h.find(mro, "get_top_tokens", start=gtt.index + 1, overlay=overlay)
             if nxt is None:
                 return Consistency.DIVERGENT, f"super().get_top_tokens in {self.where(gtt)} reaches nothing"
             return self.consistency(key, mro, cl, nxt, overlay, depth, entry=entry or gtt)
-        if gshape.kind == "local_argmax_mixin":
+        if gshape.kind == TopTokensKind.LOCAL_ARGMAX_MIXIN:
             return self._against_mixin(key, mro, cl, cshape, gtt)
-        if cshape.kind == "stub":
+        if cshape.kind == LogitsKind.STUB:
             return Consistency.UNPROVEN, f"compute_logits of {self.where(cl)} is a stub"
-        if cshape.kind == "manual" and cshape.post in DIVERGENT_POST:
+        optional = asserted_optional(cl, gtt)
+        also = f"; also, {optional}" if optional else ""
+        if cshape.kind == LogitsKind.MANUAL and cshape.post in DIVERGENT_POST:
+            if cshape.post == PostKind.MASK and MASKING.search(gtt.method.text):
+                return Consistency.UNPROVEN, (
+                    f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} "
+                    "masks too; run `mtp-audit verify`")
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)}: {cshape.reason}; "
-                f"get_top_tokens of {self.where(gtt)} ignores it")
-        if cshape.kind == "head" and cshape.pre_transform and bool(gshape.params) \
+                f"get_top_tokens of {self.where(gtt)} ignores it{also}")
+        if optional:
+            return Consistency.DIVERGENT, optional
+        if cshape.kind == LogitsKind.HEAD and cshape.pre_transform and bool(gshape.params) \
                 and returns_plain_head(gtt.method.text, gshape.params[0].name):
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)} transforms the hidden states before the head "
@@ -234,7 +293,7 @@ class Analyzer:
         target, why = self._delegate_target(key, mro, cl, cshape)
         if target is None or depth > 8:
             return Consistency.UNPROVEN, why or "delegation chain too deep"
-        inner = (self.analyze_from(key, mro, target, overlay, depth + 1) if cshape.kind == "super"
+        inner = (self.analyze_from(key, mro, target, overlay, depth + 1) if cshape.kind == LogitsKind.SUPER
                  else self.analyze(target, overlay, depth + 1))
         if inner.status != Status.SUPPORTED or inner.consistency is None:
             return Consistency.DIVERGENT, f"delegate {target.name} has no get_top_tokens ({inner.reason})"
@@ -244,23 +303,23 @@ class Analyzer:
                        gtt: MethodHit) -> tuple[Consistency, str]:
         mixin = self.where(gtt)
         plain = cshape.head == "self.lm_head" and not cshape.pre_transform and not cshape.extra_args
-        if cshape.kind == "head" and plain:
+        if cshape.kind == LogitsKind.HEAD and plain:
             if self._sets_d2t(mro):
                 return Consistency.DIVERGENT, (
                     f"{mixin} remaps through draft_id_to_target_id, which {key.name} sets, but compute_logits of "
                     f"{self.where(cl)} does not scatter")
             return Consistency.EQUIVALENT, (
                 f"{mixin}: the same head call as compute_logits of {self.where(cl)}; no draft_id_to_target_id")
-        if cshape.post == "d2t_scatter" and plain:
+        if cshape.post == PostKind.D2T_SCATTER and plain:
             return Consistency.EQUIVALENT, (
                 f"{mixin} maps draft ids through draft_id_to_target_id as compute_logits of "
                 f"{self.where(cl)} scatters them")
-        if cshape.kind == "manual" and cshape.post in DIVERGENT_POST:
+        if cshape.kind == LogitsKind.MANUAL and cshape.post in DIVERGENT_POST:
             return Consistency.DIVERGENT, f"compute_logits of {self.where(cl)}: {cshape.reason}; {mixin} ignores it"
         if cshape.extra_args:
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)}: {cshape.reason}; {mixin} passes no extra head arguments")
-        if cshape.kind in ("head", "manual") and cshape.head is not None and not plain:
+        if cshape.kind in (LogitsKind.HEAD, LogitsKind.MANUAL) and cshape.head is not None and not plain:
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)} calls the head as ({cshape.head}, {cshape.hidden}); "
                 f"{mixin} uses (self.lm_head, hidden states) unchanged")
@@ -273,8 +332,60 @@ class Analyzer:
         )
 
 
+MASKING = re.compile(r"\.(index_fill_|masked_fill_|masked_fill|index_fill|fill_)\(")
+
+
+def _self_attr(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
+def _tested_attr(test: ast.AST) -> str | None:
+    """``self.X``, ``self.X is None``, ``self.X is not None`` (and ``not`` of those) -> X."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)) \
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+        test = test.left
+    return _self_attr(test)
+
+
+def _method_tree(hit: MethodHit) -> tuple[ast.AST, int] | None:
+    try:
+        func = ast.parse(textwrap.dedent(hit.method.text)).body[0]
+    except (SyntaxError, IndexError):
+        return None
+    return func, hit.method.line - func.lineno
+
+
+def asserted_optional(cl: MethodHit, gtt: MethodHit) -> str | None:
+    """get_top_tokens asserts ``self.X`` (is not None) where compute_logits tests it and falls back:
+    with X unset, compute_logits still selects tokens and get_top_tokens fails."""
+    parsed_cl, parsed_gtt = _method_tree(cl), _method_tree(gtt)
+    if parsed_cl is None or parsed_gtt is None:
+        return None
+    optional: dict[str, int] = {}
+    for node in ast.walk(parsed_cl[0]):
+        if isinstance(node, (ast.If, ast.IfExp)):
+            for part in (node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]):
+                name = _tested_attr(part)
+                if name is not None:
+                    optional.setdefault(name, node.lineno + parsed_cl[1])
+    for node in ast.walk(parsed_gtt[0]):
+        if isinstance(node, ast.Assert):
+            name = _tested_attr(node.test)
+            if name in optional:
+                return (f"get_top_tokens of {gtt.owner.name} asserts self.{name} (line "
+                        f"{node.lineno + parsed_gtt[1]}), which compute_logits of {cl.owner.name} treats as "
+                        f"optional (line {optional[name]}): without it compute_logits falls back, "
+                        "get_top_tokens fails")
+    return None
+
+
 def _unaccepted(cshape: LogitsShape, gshape: TopTokensShape) -> list[str]:
-    if any(p.kind in ("star", "starstar") for p in gshape.params):
+    variadic = (ParamKind.STAR, ParamKind.STARSTAR)
+    if any(p.kind in variadic for p in gshape.params):
         return []
     accepted = {p.name for p in gshape.params}
-    return [p.name for p in cshape.params if p.kind not in ("star", "starstar") and p.name not in accepted]
+    return [p.name for p in cshape.params if p.kind not in variadic and p.name not in accepted]

@@ -162,6 +162,34 @@ def mirror_fingerprint(text: str) -> str | None:
 
 
 @_stored
+def mirror_fingerprint_without(text: str, params: tuple[str, ...]) -> str | None:
+    """The fingerprint of the mirror with ``params`` dropped from its signature."""
+    import ast
+
+    from ..synthesize.mirror import MirrorError, mirror_code
+    from .shapes import normalize
+
+    try:
+        func = ast.parse(mirror_code(libcst_code(text))).body[0]
+    except MirrorError:
+        return None
+    assert isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
+    arguments = func.args
+    for name in ("posonlyargs", "args", "kwonlyargs"):
+        kept = [a for a in getattr(arguments, name) if a.arg not in params]
+        dropped = len(getattr(arguments, name)) - len(kept)
+        if name == "args" and dropped:
+            positions = [i for i, a in enumerate(arguments.args) if a.arg in params]
+            first_default = len(arguments.args) - len(arguments.defaults)
+            arguments.defaults = [d for i, d in enumerate(arguments.defaults) if first_default + i not in positions]
+        if name == "kwonlyargs" and dropped:
+            arguments.kw_defaults = [d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults)
+                                     if a.arg not in params]
+        setattr(arguments, name, kept)
+    return normalize(ast.unparse(func))
+
+
+@_stored
 def self_contained(text: str) -> bool:
     from .shapes import self_contained as rule
 

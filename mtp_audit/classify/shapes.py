@@ -1,9 +1,10 @@
 """Stage 4a: the shape of one ``compute_logits`` / ``get_top_tokens`` body.
 
-Each check is a small named rule over the decomposed body (statements before
-the head call, the head call, statements after it), in the style of ruff and
-Fixit; the first rule that objects decides. A body no rule objects to is a
-mechanical mirror candidate.
+Each check is a small rule over the decomposed body (statements before the
+head call, the head call, statements after it), in the style of ruff and Fixit:
+a ShapeRule with an id, a name, a message and VALID / INVALID examples
+(tests/test_rules.py). The first rule in RULES that objects decides; a body no
+rule objects to is a mechanical mirror candidate.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ from __future__ import annotations
 import ast
 import builtins
 import textwrap
-from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
 
 import libcst as cst
 import libcst.matchers as m
 
 from ..cstnodes import nodes_of, parse_method
-from .shape_types import LogitsShape, Param, TopTokensShape
+from .shape_types import LogitsKind, LogitsShape, Param, ParamKind, PostKind, TopTokensKind, TopTokensShape
 
 SELF = m.Name("self")
 HEAD_CALL = m.Call(func=m.Attribute(value=SELF, attr=m.Name("logits_processor")))
@@ -113,17 +115,17 @@ class _Body:
 
 
 def params_of(func: cst.FunctionDef) -> list[Param]:
-    def build(param: cst.Param, kind: str) -> Param:
+    def build(param: cst.Param, kind: ParamKind) -> Param:
         default = cst.Module([]).code_for_node(param.default) if param.default else None
         return Param(param.name.value, default, kind)
 
     p = func.params
-    out = [build(x, "posonly") for x in p.posonly_params] + [build(x, "pos") for x in p.params]
+    out = [build(x, ParamKind.POSONLY) for x in p.posonly_params] + [build(x, ParamKind.POS) for x in p.params]
     if isinstance(p.star_arg, cst.Param):
-        out.append(build(p.star_arg, "star"))
-    out += [build(x, "kwonly") for x in p.kwonly_params]
+        out.append(build(p.star_arg, ParamKind.STAR))
+    out += [build(x, ParamKind.KWONLY) for x in p.kwonly_params]
     if p.star_kwarg:
-        out.append(build(p.star_kwarg, "starstar"))
+        out.append(build(p.star_kwarg, ParamKind.STARSTAR))
     return [x for x in out if x.name != "self"]
 
 
@@ -132,66 +134,234 @@ def _decompose(code: str, first_line: int) -> tuple[_Body, cst.FunctionDef]:
     return _Body(func, module, textwrap.dedent(code), first_line), func
 
 
-Rule = Callable[[_Body, list[Param]], "LogitsShape | None"]
-
-
 def _calls(body: _Body, statement: cst.CSTNode, matcher) -> list[cst.Call]:
     return [c for c in body.find(statement, matcher) if isinstance(c, cst.Call)]
 
 
-def rule_decorated(body: _Body, params: list[Param]) -> LogitsShape | None:
+@dataclass(frozen=True)
+class Example:
+    """A ``compute_logits`` method and the shape all the rules together give it."""
+
+    code: str
+    kind: LogitsKind
+    finding: str  # LogitsShape.rule: the name of what was found, e.g. "by-hand" or "post-mask"
+
+
+def _method(code: str) -> str:
+    return textwrap.dedent(code).strip() + "\n"
+
+
+_PLAIN = _method("""
+    def compute_logits(self, hidden_states):
+        return self.logits_processor(self.lm_head, hidden_states)
+""")
+
+
+_BRANCHED = _method("""
+    def compute_logits(self, hidden_states):
+        if self.lora_head is not None:
+            logits = self.logits_processor(self.lora_head, hidden_states)
+        else:
+            logits = self.logits_processor(self.lm_head, hidden_states)
+        return logits
+""")
+
+
+class ShapeRule:
+    """One ``compute_logits`` shape rule: ``check`` answers a LogitsShape when it objects, else None.
+
+    ``after``: rules that must run first, because this one relies on what they rule
+    out (e.g. that there is exactly one head call). ``VALID`` methods pass this rule;
+    ``INVALID`` ones are caught by it when all rules run in ``RULES`` order.
+    """
+
+    id: ClassVar[str]
+    name: ClassVar[str]
+    message: ClassVar[str]
+    after: ClassVar[tuple[str, ...]] = ()
+    VALID: ClassVar[tuple[Example, ...]]
+    INVALID: ClassVar[tuple[Example, ...]]
+
+    def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
+        raise NotImplementedError
+
+
+class Decorated(ShapeRule):
     """A decorator (or a class-level rebinding, which the facts record as one) may change the logits."""
-    if body.decorators:
-        names = ", ".join(body.decorators)
-        return LogitsShape("manual", "decorated", f"compute_logits is wrapped ({names}); the wrapper may change the "
-                           "logits, and a mirror would not go through it", None, params)
-    return None
+
+    id = "MTP101"
+    name = "decorated"
+    message = "compute_logits is wrapped by a decorator, which a mirror would not go through"
+    VALID = (Example(_PLAIN, LogitsKind.HEAD, "head"),)
+    INVALID = (
+        Example(_method("""
+            @torch.compile
+            def compute_logits(self, hidden_states):
+                return self.logits_processor(self.lm_head, hidden_states)
+        """), LogitsKind.MANUAL, "decorated"),
+        Example(_method("""
+            @staticmethod
+            def compute_logits(self, hidden_states):
+                raise NotImplementedError
+        """), LogitsKind.MANUAL, "decorated"),
+    )
+
+    def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
+        if body.decorators:
+            names = ", ".join(body.decorators)
+            return LogitsShape(LogitsKind.MANUAL, "decorated", f"compute_logits is wrapped ({names}); the wrapper may "
+                               "change the logits, and a mirror would not go through it", None, params)
+        return None
 
 
-def rule_stub(body: _Body, params: list[Param]) -> LogitsShape | None:
-    if not body.statements:
-        return LogitsShape("stub", "stub", "compute_logits has only a docstring", None, params)
-    if all(m.matches(s, STUB_STATEMENT) for s in body.statements):
-        first = body.statements[0]
-        raises = body.find(first, m.Raise())
-        text = "raises NotImplementedError" if raises and "NotImplementedError" in body.code(first) else "is a stub"
-        return LogitsShape("stub", "stub", f"compute_logits {text} (line {body.line(first)})",
-                           body.line(first), params)
-    return None
+class Stub(ShapeRule):
+    """A method that only raises or passes computes no logits: nothing to mirror, nothing to fix."""
+
+    id = "MTP102"
+    name = "stub"
+    message = "compute_logits is a stub (a docstring, pass, ... or raise only)"
+    after = ("decorated",)
+    VALID = (Example(_PLAIN, LogitsKind.HEAD, "head"),)
+    INVALID = (
+        Example(_method('''
+            def compute_logits(self, hidden_states):
+                """Not used by this drafter."""
+        '''), LogitsKind.STUB, "stub"),
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                raise NotImplementedError("no head")
+        """), LogitsKind.STUB, "stub"),
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                ...
+        """), LogitsKind.STUB, "stub"),
+    )
+
+    def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
+        if not body.statements:
+            return LogitsShape(LogitsKind.STUB, "stub", "compute_logits has only a docstring", None, params)
+        if all(m.matches(s, STUB_STATEMENT) for s in body.statements):
+            first = body.statements[0]
+            raises = body.find(first, m.Raise())
+            text = "raises NotImplementedError" if raises and "NotImplementedError" in body.code(first) else "is a stub"
+            return LogitsShape(LogitsKind.STUB, "stub", f"compute_logits {text} (line {body.line(first)})",
+                               body.line(first), params)
+        return None
 
 
-def rule_by_hand(body: _Body, params: list[Param]) -> LogitsShape | None:
-    for statement in body.statements:
-        for node in body.find(statement, BY_HAND):
-            what = body.code(node.func) if isinstance(node, cst.Call) else "@"
-            return LogitsShape("manual", "by-hand", f"logits computed by hand ({what}, line {body.line(node)})",
-                               body.line(node), params)
-    return None
+class ByHand(ShapeRule):
+    """Logits multiplied out by hand bypass the logits processor (scaling, soft-capping, vocabulary
+    gathering), which get_top_tokens goes through."""
+
+    id = "MTP103"
+    name = "by-hand"
+    message = "logits computed by hand (matmul, linear, einsum, ...) instead of self.logits_processor"
+    VALID = (Example(_PLAIN, LogitsKind.HEAD, "head"),)
+    INVALID = (
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                return torch.matmul(hidden_states, self.lm_head.weight.t())
+        """), LogitsKind.MANUAL, "by-hand"),
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                logits = self.logits_processor(self.lm_head, hidden_states)
+                return logits + hidden_states @ self.bias
+        """), LogitsKind.MANUAL, "by-hand"),
+    )
+
+    def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
+        for statement in body.statements:
+            for node in body.find(statement, BY_HAND):
+                what = body.code(node.func) if isinstance(node, cst.Call) else "@"
+                return LogitsShape(LogitsKind.MANUAL, "by-hand",
+                                   f"logits computed by hand ({what}, line {body.line(node)})",
+                                   body.line(node), params)
+        return None
 
 
-def rule_no_head(body: _Body, params: list[Param]) -> LogitsShape | None:
-    for statement in body.statements:
-        if _calls(body, statement, LOGITS_CALL):
-            return None
-    for statement in body.statements:
-        for call in _calls(body, statement, ANY_COMPUTE_LOGITS_CALL):
-            return LogitsShape("manual", "helper",
-                               f"calls helper {body.code(call.func)} instead of self.logits_processor "
-                               f"(line {body.line(call)})", body.line(call), params)
-    for statement in body.statements:
-        for call in _calls(body, statement, m.Call(func=m.Attribute(value=SELF))):
-            return LogitsShape("manual", "helper",
-                               f"logits come from {body.code(call.func)}(...), not self.logits_processor "
-                               f"(line {body.line(call)})", body.line(call), params)
-    return LogitsShape("manual", "no-head", "no self.logits_processor call in compute_logits", None, params)
+class NoHead(ShapeRule):
+    """Without a head call (self.logits_processor, a delegate's or super()'s compute_logits) there is
+    nothing a mirror could call; a helper that computes the logits must be ported by hand."""
+
+    id = "MTP104"
+    name = "no-head"
+    message = "compute_logits calls no self.logits_processor, delegate or super() compute_logits"
+    after = ("stub", "by-hand")
+    VALID = (
+        Example(_PLAIN, LogitsKind.HEAD, "head"),
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                return self.model.compute_logits(hidden_states)
+        """), LogitsKind.DELEGATE, "delegate"),
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                return super().compute_logits(hidden_states)
+        """), LogitsKind.SUPER, "super"),
+    )
+    INVALID = (
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                return self._logits(hidden_states)
+        """), LogitsKind.MANUAL, "helper"),
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                return compute_logits(self.head, hidden_states)
+        """), LogitsKind.MANUAL, "no-head"),
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                return helpers.compute_logits(self.head, hidden_states)
+        """), LogitsKind.MANUAL, "helper"),
+    )
+
+    def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
+        for statement in body.statements:
+            if _calls(body, statement, LOGITS_CALL):
+                return None
+        for statement in body.statements:
+            for call in _calls(body, statement, ANY_COMPUTE_LOGITS_CALL):
+                return LogitsShape(LogitsKind.MANUAL, "helper",
+                                   f"calls helper {body.code(call.func)} instead of self.logits_processor "
+                                   f"(line {body.line(call)})", body.line(call), params)
+        for statement in body.statements:
+            for call in _calls(body, statement, m.Call(func=m.Attribute(value=SELF))):
+                return LogitsShape(LogitsKind.MANUAL, "helper",
+                                   f"logits come from {body.code(call.func)}(...), not self.logits_processor "
+                                   f"(line {body.line(call)})", body.line(call), params)
+        return LogitsShape(LogitsKind.MANUAL, "no-head", "no self.logits_processor call in compute_logits", None,
+                           params)
 
 
-def rule_several_heads(body: _Body, params: list[Param]) -> LogitsShape | None:
-    calls = [c for s in body.statements for c in _calls(body, s, LOGITS_CALL)]
-    if len(calls) > 1:
-        lines = ", ".join(str(body.line(c)) for c in calls)
-        return LogitsShape("manual", "several-heads", f"several head calls (lines {lines})", body.line(calls[0]), params)
-    return None
+class SeveralHeads(ShapeRule):
+    """Which of several head calls produces the logits depends on control flow a mirror cannot copy."""
+
+    id = "MTP105"
+    name = "several-heads"
+    message = "compute_logits calls the head more than once"
+    after = ("no-head", "mask-in-branch")
+    VALID = (Example(_PLAIN, LogitsKind.HEAD, "head"), Example(_BRANCHED, LogitsKind.HEAD, "head"))
+    INVALID = (
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                if self.lora_head is not None:
+                    logits = self.logits_processor(self.lora_head, hidden_states)
+                logits = self.logits_processor(self.lm_head, hidden_states)
+                return logits
+        """), LogitsKind.MANUAL, "several-heads"),
+        Example(_method("""
+            def compute_logits(self, hidden_states, spec_step_idx=0):
+                if spec_step_idx:
+                    return self.logits_processor(self.heads[spec_step_idx], hidden_states)
+                return self.logits_processor(self.lm_head, hidden_states)
+        """), LogitsKind.MANUAL, "several-heads"),
+    )
+
+    def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
+        calls = [c for s in body.statements for c in _calls(body, s, LOGITS_CALL)]
+        if len(calls) > 1 and _branched(body) is None:
+            lines = ", ".join(str(body.line(c)) for c in calls)
+            return LogitsShape(LogitsKind.MANUAL, "several-heads", f"several head calls (lines {lines})",
+                               body.line(calls[0]), params)
+        return None
 
 
 def _head_index(body: _Body) -> int:
@@ -209,96 +379,364 @@ def _head_expression(statement: cst.BaseStatement) -> tuple[cst.Call, str | None
     return None
 
 
-def rule_conditional_head(body: _Body, params: list[Param]) -> LogitsShape | None:
-    statement = body.statements[_head_index(body)]
-    if _head_expression(statement) is None:
-        call = _calls(body, statement, LOGITS_CALL)[0]
-        return LogitsShape("manual", "conditional-head",
-                           f"the head call is not a plain `return` or assignment (line {body.line(call)})",
-                           body.line(call), params)
-    return None
+@dataclass(frozen=True)
+class _Branched:
+    """``if``/``elif``/``else`` whose every arm ends in a head call: mirrorable arm by arm."""
+
+    index: int  # of the ``if`` in the body's statements
+    calls: tuple[cst.Call, ...]
+    name: str | None  # the name every arm assigns and the body then returns; None: every arm returns
 
 
-def rule_early_return(body: _Body, params: list[Param]) -> LogitsShape | None:
-    for statement in body.statements[: _head_index(body)]:
-        for node in body.find(statement, m.Return() | m.Yield()):
-            return LogitsShape("manual", "early-return",
-                               f"returns before the head call (line {body.line(node)})", body.line(node), params)
-    return None
+def _arms(statement: cst.If) -> list[cst.BaseSuite] | None:
+    """The blocks of an ``if``/``elif``/``else`` chain; None without a final ``else``."""
+    arms: list[cst.BaseSuite] = []
+    node: cst.If | cst.Else | None = statement
+    while isinstance(node, cst.If):
+        arms.append(node.body)
+        node = node.orelse
+    if not isinstance(node, cst.Else):
+        return None
+    return [*arms, node.body]
 
 
-def _post_kind(body: _Body, statements: list[cst.BaseStatement], name: str) -> str:
+def _branched(body: _Body) -> _Branched | None:
+    index = next((i for i, s in enumerate(body.statements) if _calls(body, s, LOGITS_CALL)), None)
+    if index is None or not isinstance(body.statements[index], cst.If):
+        return None
+    statement = body.statements[index]
+    arms = _arms(statement)
+    if arms is None:
+        return None
+    node: cst.BaseSuite | cst.If | cst.Else | None = statement
+    while isinstance(node, cst.If):  # no head call in a condition
+        if any(m.matches(c, LOGITS_CALL) for c in nodes_of(node.test, cst.Call)):
+            return None
+        node = node.orelse
+    calls, names = [], set()
+    for arm in arms:
+        statements = list(getattr(arm, "body", []))
+        found = _head_expression(statements[-1]) if statements else None
+        if found is None or not m.matches(found[0], HEAD_CALL):
+            return None
+        for earlier in statements[:-1]:
+            nodes = nodes_of(earlier, (cst.Call, cst.Return, cst.Yield))
+            if any(isinstance(n, (cst.Return, cst.Yield)) or m.matches(n, LOGITS_CALL) for n in nodes):
+                return None
+        calls.append(found[0])
+        names.add(found[1])
+    if len(names) != 1:
+        return None
+    name = names.pop()
+    tail = body.statements[index + 1:]
+    if name is None and tail:
+        return None
+    if name is not None and not (len(tail) == 1 and m.matches(
+            tail[0], m.SimpleStatementLine(body=[m.Return(value=m.Name(name))]))):
+        return None
+    return _Branched(index, tuple(calls), name)
+
+
+MASK_CALL = m.Call(func=m.Attribute(value=m.Name(), attr=m.Name("index_fill_") | m.Name("masked_fill_")
+                                    | m.Name("masked_fill") | m.Name("index_fill") | m.Name("fill_")))
+
+
+class MaskInBranch(ShapeRule):
+    """Logits masked after a head call that sits in a block (an ``if`` arm, a ``with``): a mirror
+    of the head call alone would pick tokens the mask removes. (A plain head statement followed by
+    a mask is post-processing, caught there.)"""
+
+    id = "MTP110"
+    name = "mask-in-branch"
+    message = "logits from a head call inside a block are masked in place afterwards"
+    after = ("no-head",)
+    VALID = (Example(_BRANCHED, LogitsKind.HEAD, "head"),)
+    INVALID = (
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                if self.table is not None:
+                    logits = self.table(hidden_states)
+                else:
+                    logits = self.logits_processor(self.lm_head, hidden_states)
+                if self.suppressed is not None:
+                    logits.index_fill_(1, self.suppressed, -float("inf"))
+                return logits
+        """), LogitsKind.MANUAL, "post-mask"),
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                with torch.no_grad():
+                    logits = self.logits_processor(self.lm_head, hidden_states)
+                    logits[:, self.blocked] = float("-inf")
+                return logits
+        """), LogitsKind.MANUAL, "post-mask"),
+    )
+
+    def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
+        index = _head_index(body)
+        if _head_expression(body.statements[index]) is not None:
+            return None
+        names = {t.target.value for s in body.statements for t in nodes_of(s, cst.AssignTarget)
+                 if isinstance(t.target, cst.Name)
+                 and any(m.matches(c, LOGITS_CALL) for c in nodes_of(s, cst.Call))}
+        store = m.AssignTarget(target=m.Subscript(value=m.Name()))
+        for statement in body.statements[index:]:
+            masks = [(c, body.line(c)) for c in body.find(statement, MASK_CALL)
+                     if c.func.value.value in names]  # type: ignore[attr-defined]
+            masks += [(t, body.line(statement)) for t in nodes_of(statement, cst.AssignTarget)
+                      if m.matches(t, store) and t.target.value.value in names]  # type: ignore[attr-defined]
+            for node, line in masks:
+                return LogitsShape(LogitsKind.MANUAL, "post-mask",
+                                   f"{POST_REASONS[PostKind.MASK]} (line {line}: `{body.code(node)}`)", line,
+                                   params, post=PostKind.MASK)
+        return None
+
+
+class ConditionalHead(ShapeRule):
+    """A head call inside an expression or a block (``if``, ``with``, a conditional expression)
+    runs only sometimes, or with something around it; the mirror rule copies plain statements."""
+
+    id = "MTP106"
+    name = "conditional-head"
+    message = "the head call is not a plain `return` or assignment"
+    after = ("several-heads",)
+    VALID = (
+        Example(_PLAIN, LogitsKind.HEAD, "head"),
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                logits = self.logits_processor(self.lm_head, hidden_states)
+                return logits
+        """), LogitsKind.HEAD, "head"),
+        Example(_BRANCHED, LogitsKind.HEAD, "head"),
+        Example(_method("""
+            def compute_logits(self, hidden_states, spec_step_idx=0):
+                assert self.lm_head is not None
+                if spec_step_idx == 0:
+                    return self.logits_processor(self.lm_head, hidden_states)
+                elif self.share_head:
+                    return self.logits_processor(self.lm_head, self.norm(hidden_states))
+                else:
+                    head = self.heads[spec_step_idx]
+                    return self.logits_processor(head, hidden_states)
+        """), LogitsKind.HEAD, "head"),
+    )
+    INVALID = (
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                with torch.no_grad():
+                    return self.logits_processor(self.lm_head, hidden_states)
+        """), LogitsKind.MANUAL, "conditional-head"),
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                return self.logits_processor(self.lm_head, hidden_states) if self.ready else None
+        """), LogitsKind.MANUAL, "conditional-head"),
+    )
+
+    def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
+        statement = body.statements[_head_index(body)]
+        if _head_expression(statement) is None and _branched(body) is None:
+            call = _calls(body, statement, LOGITS_CALL)[0]
+            return LogitsShape(LogitsKind.MANUAL, "conditional-head",
+                               f"the head call is not a plain `return` or assignment (line {body.line(call)})",
+                               body.line(call), params)
+        return None
+
+
+class EarlyReturn(ShapeRule):
+    """A return before the head call means some calls never reach the head: the mirror would differ."""
+
+    id = "MTP107"
+    name = "early-return"
+    message = "compute_logits returns before the head call"
+    after = ("no-head",)
+    VALID = (
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                assert hidden_states.dim() == 2
+                return self.logits_processor(self.lm_head, hidden_states)
+        """), LogitsKind.HEAD, "head"),
+    )
+    INVALID = (
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                if hidden_states is None:
+                    return None
+                return self.logits_processor(self.lm_head, hidden_states)
+        """), LogitsKind.MANUAL, "early-return"),
+    )
+
+    def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
+        for statement in body.statements[: _head_index(body)]:
+            for node in body.find(statement, m.Return() | m.Yield()):
+                return LogitsShape(LogitsKind.MANUAL, "early-return",
+                                   f"returns before the head call (line {body.line(node)})", body.line(node),
+                                   params)
+        return None
+
+
+def _post_kind(body: _Body, statements: list[cst.BaseStatement], name: str) -> PostKind:
     """What the statements after the head do; masking wins, since a scatter-aware method still ignores it."""
     text = "\n".join(body.code(s) for s in statements)
     mask = m.Call(func=m.Attribute(attr=m.Name("index_fill_") | m.Name("masked_fill_")
                                    | m.Name("masked_fill") | m.Name("index_fill") | m.Name("fill_")))
     subscript_store = m.Assign(targets=[m.AssignTarget(target=m.Subscript(value=m.Name(name)))])
     if any(m.matches(n, mask | subscript_store) for s in statements for n in nodes_of(s, (cst.Call, cst.Assign))):
-        return "mask"
+        return PostKind.MASK
     if "tanh" in text or "soft_cap" in text or "softcap" in text:
-        return "softcap"
+        return PostKind.SOFTCAP
     if "draft_id_to_target_id" in text:
-        return "d2t_scatter"
-    return "other"
+        return PostKind.D2T_SCATTER
+    return PostKind.OTHER
 
 
 POST_REASONS = {
-    "d2t_scatter": "logits scattered to the target vocabulary after the head call",
-    "mask": "logits masked after the head call",
-    "softcap": "logits soft-capped after the head call",
-    "other": "logits post-processed after the head call",
+    PostKind.D2T_SCATTER: "logits scattered to the target vocabulary after the head call",
+    PostKind.MASK: "logits masked after the head call",
+    PostKind.SOFTCAP: "logits soft-capped after the head call",
+    PostKind.OTHER: "logits post-processed after the head call",
 }
 
 
-def rule_post_processing(body: _Body, params: list[Param]) -> LogitsShape | None:
-    index = _head_index(body)
-    call, name = _head_expression(body.statements[index])  # type: ignore[misc]
-    tail = body.statements[index + 1:]
-    if name is None and not tail:
+class PostProcessing(ShapeRule):
+    """Whatever happens to the logits after the head call (scatter, mask, soft-cap) must happen to the
+    top tokens too; the shape keeps the head call's details so consistency checks can compare."""
+
+    id = "MTP108"
+    name = "post-processing"
+    message = "the head call's result is changed, or not returned, before compute_logits returns"
+    after = ("conditional-head",)
+    VALID = (
+        Example(_PLAIN, LogitsKind.HEAD, "head"),
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                logits = self.logits_processor(self.lm_head, hidden_states)
+                return logits
+        """), LogitsKind.HEAD, "head"),
+    )
+    INVALID = (
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                logits = self.logits_processor(self.lm_head, hidden_states)
+                logits[:, self.vocab_size:] = float("-inf")
+                return logits
+        """), LogitsKind.MANUAL, "post-mask"),
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                logits = self.logits_processor(self.lm_head, hidden_states)
+                return torch.tanh(logits / 30.0) * 30.0
+        """), LogitsKind.MANUAL, "post-softcap"),
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                logits = self.logits_processor(self.lm_head, hidden_states)
+                base = self.draft_id_to_target_id
+                out = logits.new_full((logits.shape[0], self.vocab), float("-inf"))
+                out[:, base + torch.arange(logits.shape[1])] = logits
+                return out
+        """), LogitsKind.MANUAL, "post-d2t-scatter"),
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                logits = self.logits_processor(self.lm_head, hidden_states)
+                return logits.float()
+        """), LogitsKind.MANUAL, "post-other"),
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                logits = self.logits_processor(self.lm_head, hidden_states)
+        """), LogitsKind.MANUAL, "no-return"),
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                return self.logits_processor(self.lm_head, hidden_states)
+                print("unreachable")
+        """), LogitsKind.MANUAL, "unreachable-tail"),
+    )
+
+    def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
+        if _branched(body) is not None:
+            return None
+        index = _head_index(body)
+        call, name = _head_expression(body.statements[index])  # type: ignore[misc]
+        tail = body.statements[index + 1:]
+        if name is None and not tail:
+            return None
+        if name is not None and len(tail) == 1 and m.matches(
+                tail[0], m.SimpleStatementLine(body=[m.Return(value=m.Name(name))])):
+            return None
+        if not tail:
+            return LogitsShape(LogitsKind.MANUAL, "no-return",
+                               f"the head call's result is never returned (line {body.line(call)})",
+                               body.line(call), params)
+        if name is None:
+            return LogitsShape(LogitsKind.MANUAL, "unreachable-tail",
+                               f"statements after the returning head call (line {body.line(tail[0])})",
+                               body.line(tail[0]), params)
+        effective = [s for s in tail if not m.matches(s, RETURN_NAME)] or tail
+        kind = _post_kind(body, tail, name)
+        shape = _head_shape(body, params, call, manual=True)
+        shape.rule = f"post-{kind.replace('_', '-')}"
+        shape.reason = f"{POST_REASONS[kind]} (line {body.line(effective[0])})"
+        shape.line = body.line(effective[0])
+        shape.post = kind
+        return shape
+
+
+class HeadArguments(ShapeRule):
+    """get_top_tokens takes (lm_head, hidden_states, embedding_bias): a head call with other
+    arguments has no mirror."""
+
+    id = "MTP109"
+    name = "head-arguments"
+    message = "self.logits_processor called with arguments get_top_tokens does not take"
+    after = ("conditional-head",)
+    VALID = (
+        Example(_PLAIN, LogitsKind.HEAD, "head"),
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                return self.logits_processor(self.lm_head, hidden_states, embedding_bias=self.bias)
+        """), LogitsKind.HEAD, "head"),
+    )
+    INVALID = (
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                return self.logits_processor(self.lm_head, hidden_states, scale=2.0)
+        """), LogitsKind.MANUAL, "head-arguments"),
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                return self.logits_processor(*self.head_args)
+        """), LogitsKind.MANUAL, "head-arguments"),
+    )
+
+    def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
+        branched = _branched(body)
+        if branched is not None:
+            return next((shape for c in branched.calls if (shape := self._check_call(body, params, c))), None)
+        call, _ = _head_expression(body.statements[_head_index(body)])  # type: ignore[misc]
+        if not m.matches(call, HEAD_CALL):
+            return None
+        return self._check_call(body, params, call)
+
+    @staticmethod
+    def _check_call(body: _Body, params: list[Param], call: cst.Call) -> LogitsShape | None:
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        keywords = [a.keyword.value for a in call.args if a.keyword is not None]
+        starred = [a for a in call.args if a.star]
+        if starred or len(positional) > 3 or any(k not in TOP_TOKENS_KEYWORDS for k in keywords) \
+                or len(call.args) < 2:
+            return LogitsShape(LogitsKind.MANUAL, "head-arguments",
+                               f"self.logits_processor called with arguments get_top_tokens does not take "
+                               f"(line {body.line(call)})", body.line(call), params)
         return None
-    if name is not None and len(tail) == 1 and m.matches(tail[0], m.SimpleStatementLine(body=[m.Return(value=m.Name(name))])):
-        return None
-    if not tail:
-        return LogitsShape("manual", "no-return", f"the head call's result is never returned (line {body.line(call)})",
-                           body.line(call), params)
-    if name is None:
-        return LogitsShape("manual", "unreachable-tail",
-                           f"statements after the returning head call (line {body.line(tail[0])})",
-                           body.line(tail[0]), params)
-    effective = [s for s in tail if not m.matches(s, RETURN_NAME)] or tail
-    kind = _post_kind(body, tail, name)
-    shape = _head_shape(body, params, call, manual=True)
-    shape.rule = f"post-{kind.replace('_', '-')}"
-    shape.reason = f"{POST_REASONS[kind]} (line {body.line(effective[0])})"
-    shape.line = body.line(effective[0])
-    shape.post = kind
-    return shape
 
 
-def rule_arguments(body: _Body, params: list[Param]) -> LogitsShape | None:
-    call, _ = _head_expression(body.statements[_head_index(body)])  # type: ignore[misc]
-    if not m.matches(call, HEAD_CALL):
-        return None
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    keywords = [a.keyword.value for a in call.args if a.keyword is not None]
-    starred = [a for a in call.args if a.star]
-    if starred or len(positional) > 3 or any(k not in TOP_TOKENS_KEYWORDS for k in keywords) or len(call.args) < 2:
-        return LogitsShape("manual", "head-arguments",
-                           f"self.logits_processor called with arguments get_top_tokens does not take "
-                           f"(line {body.line(call)})", body.line(call), params)
-    return None
-
-
-RULES: tuple[Rule, ...] = (
-    rule_decorated,
-    rule_stub,
-    rule_by_hand,
-    rule_no_head,
-    rule_several_heads,
-    rule_conditional_head,
-    rule_early_return,
-    rule_post_processing,
-    rule_arguments,
+# The first rule that objects decides; each rule runs after those in its ``after``.
+RULES: tuple[ShapeRule, ...] = (
+    Decorated(),
+    Stub(),
+    ByHand(),
+    NoHead(),
+    MaskInBranch(),
+    SeveralHeads(),
+    ConditionalHead(),
+    EarlyReturn(),
+    PostProcessing(),
+    HeadArguments(),
 )
 
 
@@ -312,14 +750,14 @@ def _head_shape(body: _Body, params: list[Param], call: cst.Call, manual: bool =
         head = body.code(args[0].value) if args else None
         hidden = body.code(args[1].value) if len(args) > 1 else None
         first = params[0].name if params else None
-        return LogitsShape("manual" if manual else "head", "head", f"compute_logits returns self.logits_processor({', '.join(body.code(a.value) for a in call.args)})",
+        return LogitsShape(LogitsKind.MANUAL if manual else LogitsKind.HEAD, "head", f"compute_logits returns self.logits_processor({', '.join(body.code(a.value) for a in call.args)})",
                            line, params, head=head, hidden=hidden,
                            pre_transform=not assert_only or hidden != first, extra_args=len(call.args) > 2)
     if m.matches(call, SUPER_CALL):
-        return LogitsShape("manual" if manual else "super", "super", "compute_logits delegates to super().compute_logits", line, params,
+        return LogitsShape(LogitsKind.MANUAL if manual else LogitsKind.SUPER, "super", "compute_logits delegates to super().compute_logits", line, params,
                            pre_transform=not assert_only)
     attr = call.func.value.attr.value  # type: ignore[attr-defined]
-    return LogitsShape("manual" if manual else "delegate", "delegate", f"compute_logits delegates to self.{attr}.compute_logits", line, params,
+    return LogitsShape(LogitsKind.MANUAL if manual else LogitsKind.DELEGATE, "delegate", f"compute_logits delegates to self.{attr}.compute_logits", line, params,
                        delegate_attr=attr, pre_transform=not assert_only)
 
 
@@ -327,11 +765,33 @@ def analyze_compute_logits(code: str, first_line: int) -> LogitsShape:
     body, func = _decompose(code, first_line)
     params = params_of(func)
     for rule in RULES:
-        shape = rule(body, params)
+        shape = rule.check(body, params)
         if shape is not None:
+            shape.rule_id = rule.id
             return shape
+    branched = _branched(body)
+    if branched is not None:
+        return _branched_shape(body, params, branched)
     call, _ = _head_expression(body.statements[_head_index(body)])  # type: ignore[misc]
     return _head_shape(body, params, call)
+
+
+def _branched_shape(body: _Body, params: list[Param], branched: _Branched) -> LogitsShape:
+    """A head call in every arm: the mirror calls get_top_tokens in every arm. The head and hidden
+    states are the arms' own when they agree (else None); the choice between arms counts as a
+    transform before the head, so no single-call equivalence is claimed."""
+    heads, hidden = set(), set()
+    for call in branched.calls:
+        args = [a for a in call.args if a.keyword is None]
+        heads.add(body.code(args[0].value) if args else None)
+        hidden.add(body.code(args[1].value) if len(args) > 1 else None)
+    line = body.line(body.statements[branched.index])
+    return LogitsShape(LogitsKind.HEAD, "head",
+                       f"compute_logits returns self.logits_processor(...) in each of {len(branched.calls)} arms "
+                       f"of the `if` at line {line}", line, params,
+                       head=heads.pop() if len(heads) == 1 else None,
+                       hidden=hidden.pop() if len(hidden) == 1 else None, pre_transform=True,
+                       extra_args=any(len(c.args) > 2 for c in branched.calls))
 
 
 LOCAL_ARGMAX_REMAP = m.BinaryOperation(operator=m.Add(), right=m.Subscript())
@@ -347,10 +807,10 @@ def analyze_get_top_tokens(code: str, first_line: int) -> TopTokensShape:
     if len(statements) == 1 and m.matches(statements[0], m.SimpleStatementLine(body=[m.Return(
             value=m.Call(func=m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("get_top_tokens")),
                          args=[m.ZeroOrMore(passthrough)]))])):
-        return TopTokensShape("super", params)  # forwards its own parameters, unchanged
+        return TopTokensShape(TopTokensKind.SUPER, params)  # forwards its own parameters, unchanged
     delegate = m.Call(func=m.Attribute(value=m.Attribute(value=SELF, attr=m.Name()), attr=m.Name("get_top_tokens")))
     if len(statements) == 1 and m.matches(statements[0], m.SimpleStatementLine(body=[m.Return(value=delegate)])):
-        return TopTokensShape("delegate", params, delegate_attr=statements[0].body[0].value.func.value.attr.value)  # type: ignore[attr-defined]
+        return TopTokensShape(TopTokensKind.DELEGATE, params, delegate_attr=statements[0].body[0].value.func.value.attr.value)  # type: ignore[attr-defined]
     head = m.Call(func=m.Attribute(value=m.Attribute(value=SELF, attr=m.Name("logits_processor")),
                                    attr=m.Name("get_top_tokens")),
                   args=[m.Arg(value=m.Attribute(value=SELF, attr=m.Name("lm_head"))),
@@ -358,8 +818,8 @@ def analyze_get_top_tokens(code: str, first_line: int) -> TopTokensShape:
     nodes = [n for s in statements for n in nodes_of(s, (cst.Call, cst.BinaryOperation))]
     if "draft_id_to_target_id" in text and any(m.matches(n, head) for n in nodes) \
             and any(m.matches(n, LOCAL_ARGMAX_REMAP) for n in nodes):
-        return TopTokensShape("local_argmax_mixin", params)
-    return TopTokensShape("other", params)
+        return TopTokensShape(TopTokensKind.LOCAL_ARGMAX_MIXIN, params)
+    return TopTokensShape(TopTokensKind.OTHER, params)
 
 
 def normalize(code: str) -> str:
@@ -370,16 +830,59 @@ def normalize(code: str) -> str:
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
             and isinstance(body[0].value.value, str):
         body = body[1:]
-    if (len(body) >= 2 and isinstance(body[-1], ast.Return) and isinstance(body[-1].value, ast.Name)
-            and isinstance(body[-2], ast.Assign) and len(body[-2].targets) == 1
-            and isinstance(body[-2].targets[0], ast.Name)
-            and body[-2].targets[0].id == body[-1].value.id):
-        body = [*body[:-2], ast.Return(value=body[-2].value)]  # `x = call; return x` is `return call`
-    func.body = body or [ast.Pass()]
+    func.body = _returns_collapsed(body) or [ast.Pass()]
     func.name = "_"
     func.returns = None
     func.decorator_list = []
     return ast.dump(func, include_attributes=False)
+
+
+def _assigned_name(statement: ast.stmt) -> str | None:
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+            and isinstance(statement.targets[0], ast.Name):
+        return statement.targets[0].id
+    return None
+
+
+def _arms_assign(statement: ast.If, name: str) -> bool:
+    """Every arm of an if/elif/else chain ends in ``name = ...``."""
+    node: ast.stmt = statement
+    while isinstance(node, ast.If):
+        if not node.body or _assigned_name(node.body[-1]) != name:
+            return False
+        if not node.orelse:
+            return False
+        if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+            node = node.orelse[0]
+            continue
+        return _assigned_name(node.orelse[-1]) == name
+    return False
+
+
+def _returning_arms(statement: ast.If) -> ast.If:
+    statement.body = [*statement.body[:-1], ast.Return(value=statement.body[-1].value)]  # type: ignore[attr-defined]
+    if len(statement.orelse) == 1 and isinstance(statement.orelse[0], ast.If):
+        statement.orelse = [_returning_arms(statement.orelse[0])]
+    else:
+        statement.orelse = [*statement.orelse[:-1], ast.Return(value=statement.orelse[-1].value)]  # type: ignore[attr-defined]
+    return statement
+
+
+def _returns_collapsed(body: list[ast.stmt]) -> list[ast.stmt]:
+    """``x = call; return x`` is ``return call``, at the end of the body and of every ``if`` arm;
+    an ``if`` whose every arm assigns ``x``, then ``return x``, returns from each arm."""
+    body = list(body)
+    returned = body[-1].value.id if body and isinstance(body[-1], ast.Return) \
+        and isinstance(body[-1].value, ast.Name) else None
+    if returned and len(body) >= 2 and _assigned_name(body[-2]) == returned:
+        body = [*body[:-2], ast.Return(value=body[-2].value)]  # type: ignore[attr-defined]
+    elif returned and len(body) >= 2 and isinstance(body[-2], ast.If) and _arms_assign(body[-2], returned):
+        body = [*body[:-2], _returning_arms(body[-2])]
+    for statement in body:
+        if isinstance(statement, ast.If):
+            statement.body = _returns_collapsed(statement.body)
+            statement.orelse = _returns_collapsed(statement.orelse)
+    return body
 
 
 def returns_plain_head(code: str, hidden: str) -> bool:

@@ -21,9 +21,10 @@ from ..model import ScanResult, SourceTree
 
 # Bumped whenever a cached class changes shape, so entries of an older layout are never unpickled
 # into the new one, or whenever resolution reads the same facts differently (2: MethodFacts keeps
-# the method's text, not libcst's printing; 3: the last star import wins, not the first; 4: records
-# say where the architecture cannot be imported, DrafterRecord.unavailable_on).
-CACHE_SCHEMA = 4
+# the method's text, not libcst's printing; 3: the last star import wins, not the first; 4: shape
+# kinds are enums and a LogitsShape names its rule's id; 5: records say where the architecture
+# cannot be imported, DrafterRecord.unavailable_on).
+CACHE_SCHEMA = 5
 
 
 def default_cache_dir() -> Path:

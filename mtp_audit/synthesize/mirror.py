@@ -58,6 +58,9 @@ def mirror_function(compute_logits: cst.FunctionDef) -> cst.FunctionDef:
     if index is None:
         raise MirrorError("no head call")
     head_statement = statements[index]
+    if isinstance(head_statement, cst.If):
+        body = cst.IndentedBlock(body=[*statements[:index], _mirror_arms(head_statement)])
+        return _method(compute_logits, body)
     returned = m.SimpleStatementLine(body=[m.Return(value=LOGITS_CALL)])
     assigned = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name())], value=LOGITS_CALL)])
     if m.matches(head_statement, returned):
@@ -66,15 +69,43 @@ def mirror_function(compute_logits: cst.FunctionDef) -> cst.FunctionDef:
         call = head_statement.body[0].value  # type: ignore[attr-defined]
     else:
         raise MirrorError("head call is not `return CALL` or `NAME = CALL`")
-    new_return = parse_template_statement(template("return_call.py.tmpl"), call=_top_tokens_call(call))
-    assert isinstance(new_return, cst.SimpleStatementLine)
-    new_return = new_return.with_changes(leading_lines=head_statement.leading_lines)
-    body = cst.IndentedBlock(body=[*statements[:index], new_return])
+    body = cst.IndentedBlock(body=[*statements[:index], _returning(head_statement, call)])
+    return _method(compute_logits, body)
+
+
+def _method(compute_logits: cst.FunctionDef, body: cst.IndentedBlock) -> cst.FunctionDef:
     method = parse_template_statement(
         template("get_top_tokens.py.tmpl"), params=compute_logits.params, body=body
     )
     assert isinstance(method, cst.FunctionDef)
     return method
+
+
+def _returning(head_statement: cst.BaseStatement, call: cst.Call) -> cst.SimpleStatementLine:
+    """``return <the get_top_tokens call>`` in place of the head statement."""
+    new_return = parse_template_statement(template("return_call.py.tmpl"), call=_top_tokens_call(call))
+    assert isinstance(new_return, cst.SimpleStatementLine)
+    return new_return.with_changes(leading_lines=head_statement.leading_lines)
+
+
+def _mirror_arms(statement: cst.If) -> cst.If:
+    """The ``if`` with each arm's final head statement (``return CALL`` or ``NAME = CALL``, which
+    the shape rules checked) returning the get_top_tokens call instead."""
+
+    def arm(block: cst.BaseSuite) -> cst.BaseSuite:
+        assert isinstance(block, cst.IndentedBlock)
+        *before, last = block.body
+        call = last.body[0].value  # type: ignore[attr-defined]
+        return block.with_changes(body=[*before, _returning(last, call)])
+
+    orelse = statement.orelse
+    if isinstance(orelse, cst.If):
+        orelse = _mirror_arms(orelse)
+    elif isinstance(orelse, cst.Else):
+        orelse = orelse.with_changes(body=arm(orelse.body))
+    else:
+        raise MirrorError("an `if` without `else` has no arm for every path")
+    return statement.with_changes(body=arm(statement.body), orelse=orelse)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -1,0 +1,133 @@
+"""Stage 4c: judge a drafter by how its speculators call it (the call contract).
+
+A ``get_top_tokens`` is right when it selects the tokens of
+``compute_logits(...).argmax(-1)`` *as each caller calls both*. This module
+takes the call forms that ``resolve.callers`` read and answers three questions
+for one drafter: does any speculator that can hold it reach
+``get_top_tokens`` at all; would a caller pass the two methods different
+arguments that ``compute_logits`` depends on; would a call raise ``TypeError``.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from dataclasses import dataclass
+
+from ..model import CallerRecord
+from ..resolve.callers import CallPair, ModelCall, Reach
+from .shape_types import Param
+
+
+@dataclass(frozen=True)
+class Contract:
+    """The speculators that can hold one drafter, each with what its drafting path calls."""
+
+    reaches: tuple[Reach, ...]
+
+    @property
+    def known(self) -> bool:
+        return bool(self.reaches)
+
+    @property
+    def uncalled(self) -> bool:
+        """No speculator that can hold the drafter ever calls get_top_tokens."""
+        return self.known and not any(r.reaches for r in self.reaches)
+
+    def pairs(self) -> list[tuple[Reach, CallPair]]:
+        return [(r, p) for r in self.reaches for p in r.pairs]
+
+    def viable_pairs(self, logits_params: list[Param]) -> list[tuple[Reach, CallPair]]:
+        """The pairs whose compute_logits calls bind to ``logits_params``: a speculator that calls
+        compute_logits with arguments it does not take cannot hold the drafter (it fails before
+        any token is chosen), so its get_top_tokens call decides nothing."""
+        return [(r, p) for r, p in self.pairs() if not any(bind(logits_params, c)[1] for c in p.logits)]
+
+    def records(self) -> list[CallerRecord]:
+        out = []
+        for reach in self.reaches:
+            for pair in reach.pairs:
+                first = pair.logits[0] if pair.logits else None
+                out.append(CallerRecord(reach.speculator, pair.top_tokens.file, pair.top_tokens.line,
+                                        pair.top_tokens.args, first.args if first else None,
+                                        first.line if first else None))
+            if not reach.pairs:
+                first = reach.logits[0] if reach.logits else None
+                out.append(CallerRecord(reach.speculator, reach.file, None, None,
+                                        first.args if first else None, first.line if first else None))
+        return out
+
+    def unreached_reason(self) -> str:
+        parts = []
+        for reach in self.reaches:
+            uses = [*(["compute_logits"] if reach.logits else []), *reach.other]
+            drafts = f"drafts with {', '.join(uses)}" if uses else "calls no logits method of the drafter"
+            parts.append(f"{reach.speculator} ({reach.file}:{reach.line}) {drafts}")
+        return "no speculator that can hold it calls get_top_tokens: " + "; ".join(parts)
+
+
+def where(call: ModelCall) -> str:
+    return f"{call.file}:{call.line}"
+
+
+def form(call: ModelCall) -> str:
+    return f"{call.method}({', '.join(call.args)})"
+
+
+def bind(params: list[Param], call: ModelCall) -> tuple[set[str], list[str]]:
+    """The parameters ``call`` binds, and why it would raise TypeError (empty: it would not)."""
+    positional = [p for p in params if p.kind in ("posonly", "pos")]
+    star = any(p.kind == "star" for p in params)
+    starstar = any(p.kind == "starstar" for p in params)
+    bound = {p.name for p in positional[: call.positional]}
+    errors = []
+    if call.positional > len(positional) and not star:
+        errors.append(f"{call.positional} positional arguments")
+    names = {p.name for p in params if p.kind in ("pos", "kwonly")}
+    for keyword in call.keywords:
+        if keyword in names:
+            bound.add(keyword)
+        elif not starstar:
+            errors.append(f"{keyword}=")
+    return bound, errors
+
+
+def reads(text: str, name: str) -> bool:
+    """Whether a method's body reads parameter ``name`` (unparsable text: assume it does)."""
+    try:
+        func = ast.parse(textwrap.dedent(text)).body[0]
+    except (SyntaxError, IndexError):
+        return True
+    body = getattr(func, "body", [])
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+               for statement in body for n in ast.walk(statement))
+
+
+def dropped_by_caller(reach: Reach, pair: CallPair, logits_params: list[Param], logits_text: str,
+                      top_params: list[Param]) -> str | None:
+    """Why the tokens differ when a caller passes ``compute_logits`` an argument it reads but
+    does not pass it to ``get_top_tokens`` on the same path (None: it does not)."""
+    top_bound, _ = bind(top_params, pair.top_tokens)
+    for logits in pair.logits:
+        bound, _ = bind(logits_params, logits)
+        for name in sorted(bound - top_bound):
+            if reads(logits_text, name):
+                return (f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)} but "
+                        f"{form(logits)} ({where(logits)}) on the same path, and compute_logits reads {name}")
+    return None
+
+
+def type_error(reach: Reach, pair: CallPair, top_params: list[Param], method: str) -> str | None:
+    _, errors = bind(top_params, pair.top_tokens)
+    if errors:
+        return (f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)}; {method} "
+                f"does not accept {', '.join(errors)} (TypeError)")
+    return None
+
+
+def passed_to_top_tokens(contract: Contract, params: list[Param]) -> set[str]:
+    """The parameters of a ``get_top_tokens`` with ``params`` that some caller binds."""
+    out: set[str] = set()
+    for _, pair in contract.pairs():
+        out |= bind(params, pair.top_tokens)[0]
+    return out

@@ -1,0 +1,798 @@
+"""Stage 3b: the code that calls a drafter's ``get_top_tokens``, read statically.
+
+Two generations of callers: V2 speculators (``vllm/v1/worker/gpu/spec_decode/**``)
+and V1 proposers (``vllm/v1/spec_decode/**``). For a drafter this module finds
+every speculator that can hold it, then follows each speculator's drafting
+path through its own MRO (overrides of ``propose`` / ``_generate_draft`` count)
+to the calls it makes on the drafter, with their arguments.
+
+Which speculator holds a drafter is decided by code that differs by release:
+an ``if``/``elif`` chain on the speculative config (``method ==``,
+``use_*()`` predicates, architecture names; read from
+``config/speculative.py``), or, from 0.34, a ``SpeculatorConfig`` class that
+names its speculator (``speculator_class``), declared by the drafter
+(``speculator_config_class``) or chosen by method and refined by
+``specialize()``. Conditions are evaluated three-valued against what is known
+of the drafter (its architecture, the Hugging Face model types that map to
+it, the speculative methods it can be loaded under); a condition that depends
+on run-time configuration (layer counts, ``num_speculative_tokens``) is
+unknown, and every speculator it may select is a candidate.
+
+Nothing is imported or run: CPython's ``ast`` reads the files.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..index.modules import ModuleIndex
+from .model_types import model_type_map
+
+V2_DIR = ("v1", "worker", "gpu", "spec_decode")
+V1_DIR = ("v1", "spec_decode")
+V1_RUNNER = ("v1", "worker", "gpu_model_runner.py")
+SPEC_CONFIG = ("config", "speculative.py")
+ENTRY_POINTS = ("propose",)
+DRAFTER_ATTRS = ("model", "draft_model")  # self.<attr> holds the drafter in a speculator
+WATCHED = ("get_top_tokens", "compute_logits")
+METHODS_BY_NAME = (  # name fragment -> speculative methods a drafter of that name is loaded under
+    ("eagle3", ("eagle3",)),
+    ("eagle", ("eagle", "eagle3")),
+    ("dflash", ("dflash",)),
+    ("lilicorr", ("dflash",)),
+    ("xpress", ("dflash",)),
+    ("dspark", ("dspark",)),
+    ("medusa", ("medusa",)),
+    ("mlpspeculator", ("mlp_speculator",)),
+    ("mtp", ("mtp",)),
+)
+# Files worth parsing: they define or construct speculators, or name their classes.
+CALLER_FILE = re.compile(rb"Speculator|Proposer|speculator_class|def propose")
+CONSTRUCTION_HINT = re.compile(r"(Speculator|Proposer)\(")
+DEF_LINE = re.compile(r"^(\s*)(?:async\s+)?def\s")
+DECLARED_CONFIG = re.compile(r"^(\s+)speculator_config_class\s*(?::[^=]*)?=\s*([A-Za-z_][\w.]*)", re.M)
+
+
+class Unknown:
+    """The third truth value: depends on run-time configuration."""
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN = Unknown()
+Truth = bool | Unknown
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """A call on the drafter: ``self.model.<method>(<args>)``."""
+
+    method: str
+    args: tuple[str, ...]  # source text; keywords as name=value
+    keywords: tuple[str, ...]
+    positional: int
+    file: str
+    line: int
+
+
+@dataclass(frozen=True)
+class CallPair:
+    """A ``get_top_tokens`` call and the ``compute_logits`` calls on the same path."""
+
+    top_tokens: ModelCall
+    logits: tuple[ModelCall, ...]
+
+
+@dataclass
+class Reach:
+    """What a speculator's drafting path calls on its drafter."""
+
+    speculator: str
+    file: str
+    line: int
+    pairs: list[CallPair] = field(default_factory=list)
+    logits: list[ModelCall] = field(default_factory=list)  # every compute_logits call reached
+    other: list[str] = field(default_factory=list)  # other drafter methods it drafts with
+
+    @property
+    def reaches(self) -> bool:
+        return bool(self.pairs)
+
+
+@dataclass(frozen=True)
+class Drafter:
+    """What is known of a drafter when selecting its speculators."""
+
+    arch: str | None
+    cls: str
+    methods: frozenset[str] | None  # None: any
+    model_types: frozenset[str]
+    declared_config: str | None  # qualified name of its speculator_config_class
+
+
+@dataclass
+class _Class:
+    name: str
+    module: str
+    file: str
+    line: int
+    bases: list[str]  # qualified names where resolvable, else the base's code
+    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
+    assigns: dict[str, ast.expr]
+
+    @property
+    def qualname(self) -> str:
+        return f"{self.module}.{self.name}"
+
+
+@dataclass
+class _Module:
+    name: str
+    file: str
+    tree: ast.Module
+    imports: dict[str, str]  # local name -> qualified name
+    source: str
+
+
+class CallerIndex:
+    """The speculators and proposers of one vLLM tree, their selection and their drafting paths."""
+
+    def __init__(self, index: ModuleIndex):
+        self.index = index
+        package = index.tree.package_dir
+        self.package = package
+        self.modules: dict[str, _Module] = {}
+        self.classes: dict[str, _Class] = {}
+        self.by_name: dict[str, list[_Class]] = {}
+        self._reach: dict[str, Reach] = {}
+        self._predicates: dict[str, Truth] = {}
+        self._predicate_defs: dict[str, ast.FunctionDef] = {}
+        self._literals: dict[str, tuple[str, ...]] = {}
+        self._types_of_arch: dict[str, set[str]] | None = None
+        self._selector_functions: list | None = None
+        self._archs_of_type: dict[str, set[str]] = {}
+        self._mros: dict[str, list[str]] = {}
+        self._config_classes: list[_Class] | None = None
+        if package is None:
+            return
+        for folder in (V2_DIR, V1_DIR):
+            root = package.joinpath(*folder)
+            if root.is_dir():
+                for path in sorted(root.rglob("*.py")):
+                    self._load(path)
+        runner = package.joinpath(*V1_RUNNER)
+        if runner.is_file():
+            self._load(runner, only_constructing=True)
+        self._read_spec_config()
+
+    @property
+    def present(self) -> bool:
+        """Whether this tree has callers at all (a plugin directory has none)."""
+        return bool(self.classes)
+
+    # -- reading ------------------------------------------------------------------
+
+    def _module_name(self, path: Path) -> str:
+        rel = path.relative_to(self.index.tree.root).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        return ".".join(parts)
+
+    def _load(self, path: Path, only_constructing: bool = False) -> None:
+        """Parse a caller file; a model runner (thousands of lines) only for its imports and the
+        functions that construct speculators."""
+        data = self.index.read_bytes(path)
+        if not CALLER_FILE.search(data):
+            return
+        try:
+            tree = ast.parse(_constructing_parts(data.decode("utf-8", "replace")) if only_constructing else data)
+        except (SyntaxError, ValueError) as error:
+            self.index.read_errors.setdefault(self.index.relative(path), f"syntax error, {error}")
+            return
+        name = self._module_name(path)
+        module = _Module(name, self.index.relative(path), tree, _imports(tree, name, path.name == "__init__.py"),
+                         data.decode("utf-8", "replace"))
+        self.modules[name] = module
+        local_classes = {c.name for c in tree.body if isinstance(c, ast.ClassDef)}
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                bases = [_dotted(b) or ast.unparse(b) for b in node.bases]
+                cls = _Class(
+                    node.name, name, module.file, node.lineno,
+                    [f"{name}.{b}" if b in local_classes else module.imports.get(b, b) for b in bases],
+                    {f.name: f for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))},
+                    {t.id: s.value for s in node.body if isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value
+                     for t in (s.targets if isinstance(s, ast.Assign) else [s.target]) if isinstance(t, ast.Name)},
+                )
+                self.classes[cls.qualname] = cls
+                self.by_name.setdefault(cls.name, []).append(cls)
+
+    def _read_spec_config(self) -> None:
+        assert self.package is not None
+        path = self.package.joinpath(*SPEC_CONFIG)
+        if not path.is_file():
+            return
+        try:
+            tree = ast.parse(self.index.read_bytes(path))
+        except (SyntaxError, ValueError):
+            return
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                self._literals[node.targets[0].id] = tuple(self._literal_strings(node.value))
+            if isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if isinstance(item, ast.FunctionDef):
+                        self._read_type_rewrites(item)
+                for item in node.body:
+                    if isinstance(item, ast.FunctionDef) and (item.name.startswith("use_")
+                                                              or item.name.startswith("uses_")):
+                        self._predicate_defs[item.name] = item
+
+    def _read_type_rewrites(self, function: ast.FunctionDef) -> None:
+        """``hf_config.model_type = "T"`` and an ``"architectures": [...]`` in the same block:
+        a drafter of model type T is one of those architectures."""
+        for block in ast.walk(function):
+            if not isinstance(block, ast.If):
+                continue
+            types, archs = [], []
+            for statement in block.body:
+                if isinstance(statement, ast.Assign) and any(_attr(t) == "model_type" for t in statement.targets) \
+                        and isinstance(statement.value, ast.Constant) and isinstance(statement.value.value, str):
+                    types.append(statement.value.value)
+                for node in ast.walk(statement):
+                    if isinstance(node, ast.Dict):
+                        for key, value in zip(node.keys, node.values):
+                            if isinstance(key, ast.Constant) and key.value == "architectures" \
+                                    and isinstance(value, ast.List):
+                                archs += [e.value for e in value.elts if isinstance(e, ast.Constant)]
+            for model_type in types:
+                if archs:
+                    self._archs_of_type.setdefault(model_type, set()).update(archs)
+
+    def _literal_strings(self, node: ast.expr) -> Iterator[str]:
+        """The strings of ``Literal["a", "b", OtherLiteral]`` (other literals expanded)."""
+        if isinstance(node, ast.Subscript) and _dotted(node.value) in ("Literal", "typing.Literal"):
+            items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            for item in items:
+                yield from self._literal_strings(item)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield node.value
+        elif isinstance(node, ast.Name):
+            yield from self._literals.get(node.id, ())
+
+    # -- drafter facts ------------------------------------------------------------------
+
+    def drafter(self, arch: str | None, cls: str, declared_config: str | None) -> Drafter:
+        if self._types_of_arch is None:
+            self._types_of_arch = {}
+            if self.package is not None:
+                for model_type, archs in model_type_map(self.package).items():
+                    for name in archs:
+                        self._types_of_arch.setdefault(name, set()).add(model_type)
+        types = frozenset(self._types_of_arch.get(arch or "", set()))
+        methods: set[str] = set()
+        mtp_types = set(self._literals.get("MTPModelTypes", ()))
+        if types & mtp_types:
+            methods.add("mtp")
+        lowered = f"{arch or ''} {cls}".lower()
+        for fragment, names in METHODS_BY_NAME:
+            if fragment in lowered:
+                methods.update(names)
+                break
+        return Drafter(arch, cls, frozenset(methods) or None, types, declared_config)
+
+    # -- selection ----------------------------------------------------------------------
+
+    def candidates(self, drafter: Drafter) -> list[tuple[str, str]]:
+        """(speculator qualname, how it is chosen) for every speculator that can hold ``drafter``."""
+        found: dict[str, str] = {}
+        for module, function, compact in self._selectors():
+            for qualname in self._select(compact, drafter)[0]:
+                    found.setdefault(qualname, f"{module.file}:{function.name}")
+        for qualname, how in self._by_config(drafter):
+            found.setdefault(qualname, how)
+        return sorted(found.items())
+
+    def _constructed(self, local: dict[str, str], module: _Module, node: ast.AST) -> list[str]:
+        out = []
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call):
+                name = _dotted(sub.func)
+                qualname = self._class_named(local, module, name) if name else None
+                if qualname is not None and qualname not in out:
+                    out.append(qualname)
+        return out
+
+    def _class_named(self, local: dict[str, str], module: _Module, name: str) -> str | None:
+        qualname = local.get(name, f"{module.name}.{name}")
+        if qualname in self.classes and self._is_caller(qualname):
+            return qualname
+        return None
+
+    def _is_caller(self, qualname: str) -> bool:
+        """A speculator or proposer: a class with a drafting entry point in its MRO."""
+        return any(entry in self.classes[c].methods for c in self._mro(qualname) for entry in ENTRY_POINTS)
+
+    def _selectors(self) -> list[tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef]]:
+        """The functions that construct speculators: where the choice among them is made."""
+        if self._selector_functions is None:
+            self._selector_functions = []
+            for module in self.modules.values():
+                if not CONSTRUCTION_HINT.search(module.source):
+                    continue
+                for function in _functions(module.tree):
+                    local = {**module.imports, **_local_imports(function)}
+                    if self._constructed(local, module, function):
+                        self._selector_functions.append((module, function,
+                                                         self._compact(local, module, function.body)))
+        return self._selector_functions
+
+    def _compact(self, local: dict[str, str], module: _Module, body: list[ast.stmt]) -> list[tuple]:
+        """The statements of ``body`` that matter for selection: ``if``s around constructions or
+        exits, exits (``return``, ``raise``) with what they construct, and constructions."""
+        out: list[tuple] = []
+        for statement in body:
+            if isinstance(statement, ast.If):
+                then = self._compact(local, module, statement.body)
+                orelse = self._compact(local, module, statement.orelse)
+                if then or orelse:
+                    out.append(("if", statement.test, then, orelse))
+            elif isinstance(statement, (ast.Return, ast.Raise)):
+                out.append(("exit", self._constructed(local, module, statement)))
+            elif not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                built = self._constructed(local, module, statement)
+                if built:
+                    out.append(("do", built))
+        return out
+
+    def _select(self, body: list[tuple], drafter: Drafter) -> tuple[list[str], bool]:
+        """Speculators constructed on the paths that ``drafter`` can take through a compacted
+        body, and whether every such path leaves it (returns or raises)."""
+        out: list[str] = []
+        for kind, *rest in body:
+            if kind == "if":
+                test, then, orelse = rest
+                truth = self.truth(test, drafter)
+                body_exits = else_exits = False
+                if truth is not False:
+                    found, body_exits = self._select(then, drafter)
+                    out += [q for q in found if q not in out]
+                if truth is not True:
+                    found, else_exits = self._select(orelse, drafter)
+                    out += [q for q in found if q not in out]
+                if (truth is True and body_exits) or (truth is False and else_exits) or (body_exits and else_exits):
+                    return out, True
+            else:
+                out += [q for q in rest[0] if q not in out]
+                if kind == "exit":
+                    return out, True
+        return out, False
+
+    def truth(self, node: ast.expr, drafter: Drafter) -> Truth:
+        """Three-valued truth of a selection condition for ``drafter``."""
+        if isinstance(node, ast.BoolOp):
+            values = [self.truth(v, drafter) for v in node.values]
+            if isinstance(node.op, ast.And):
+                return False if False in values else (True if all(v is True for v in values) else UNKNOWN)
+            return True if True in values else (False if all(v is False for v in values) else UNKNOWN)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            value = self.truth(node.operand, drafter)
+            return UNKNOWN if value is UNKNOWN else not value
+        if isinstance(node, ast.Constant) and isinstance(node.value, bool):
+            return node.value
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args \
+                and node.func.attr in self._predicate_defs:
+            return self._predicate(node.func.attr, drafter)
+        if isinstance(node, ast.Compare) and len(node.ops) == 1:
+            return self._compare(node.left, node.ops[0], node.comparators[0], drafter)
+        return UNKNOWN
+
+    def _predicate(self, name: str, drafter: Drafter) -> Truth:
+        key = f"{name}\0{drafter}"
+        if key not in self._predicates:
+            self._predicates[key] = UNKNOWN  # a recursive predicate stays unknown
+            self._predicates[key] = self._block_truth(self._predicate_defs[name].body, drafter)
+        return self._predicates[key]
+
+    def _block_truth(self, body: list[ast.stmt], drafter: Drafter) -> Truth:
+        for index, statement in enumerate(body):
+            if isinstance(statement, ast.Return):
+                return self.truth(statement.value, drafter) if statement.value is not None else False
+            if isinstance(statement, ast.If) and statement.body and isinstance(statement.body[-1], ast.Return) \
+                    and not statement.orelse:
+                condition = self.truth(statement.test, drafter)
+                if condition is False:
+                    continue
+                early = self._block_truth(statement.body, drafter)
+                if condition is True:
+                    return early
+                rest = self._block_truth(body[index + 1:], drafter)
+                return early if early == rest and early is not UNKNOWN else UNKNOWN
+            if isinstance(statement, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
+                return UNKNOWN
+        return UNKNOWN
+
+    def _compare(self, left: ast.expr, op: ast.cmpop, right: ast.expr, drafter: Drafter) -> Truth:
+        negate = isinstance(op, (ast.NotEq, ast.NotIn, ast.IsNot))
+        if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(right, ast.Constant) and right.value is None:
+            if _attr(left) == "draft_model_config":
+                return negate  # a drafter being analysed has a draft model config
+            return UNKNOWN
+        if isinstance(op, (ast.Eq, ast.NotEq)):
+            values = self._strings(right)
+        elif isinstance(op, (ast.In, ast.NotIn)):
+            values = self._strings(right)
+            if values is None and isinstance(left, ast.Constant) and isinstance(left.value, str) \
+                    and _attr(right) == "architectures":
+                if drafter.arch is None:
+                    return UNKNOWN
+                return (left.value == drafter.arch) != negate
+        else:
+            return UNKNOWN
+        if values is None:
+            return UNKNOWN
+        subject = _attr(left)
+        if subject == "method":
+            truth = _member(drafter.methods, values)
+        elif subject == "model_type" or _getattr_name(left) == "model_type":
+            truth = self._of_type(drafter, values)
+        else:
+            return UNKNOWN
+        return UNKNOWN if truth is UNKNOWN else truth != negate
+
+    def _of_type(self, drafter: Drafter, values: tuple[str, ...]) -> Truth:
+        """Whether the drafter's model type is among ``values``: known where the speculative
+        config writes the architectures of that type, else from the types that map to it."""
+        answers = []
+        for value in values:
+            if value in self._archs_of_type and drafter.arch is not None:
+                answers.append(drafter.arch in self._archs_of_type[value])
+            elif drafter.model_types:
+                answers.append(value in drafter.model_types)
+            else:
+                answers.append(UNKNOWN)
+        if True in answers:
+            return True
+        return False if all(a is False for a in answers) else UNKNOWN
+
+    def _strings(self, node: ast.expr) -> tuple[str, ...] | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return (node.value,)
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            items = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            return tuple(items) if len(items) == len(node.elts) else None
+        if isinstance(node, ast.Call) and _dotted(node.func) in ("get_args", "typing.get_args") and node.args \
+                and isinstance(node.args[0], ast.Name) and node.args[0].id in self._literals:
+            return self._literals[node.args[0].id]
+        return None
+
+    # -- 0.34-style SpeculatorConfig classes ------------------------------------------------
+
+    def _configs(self) -> list[_Class]:
+        if self._config_classes is None:
+            self._config_classes = [c for c in self.classes.values()
+                                    if self._config_attr(c.qualname, "speculator_class") is not None]
+        return self._config_classes
+
+    def _config_attr(self, qualname: str, attr: str) -> str | None:
+        for name in self._mro(qualname):
+            value = self.classes[name].assigns.get(attr)
+            if value is not None:
+                return value.value if isinstance(value, ast.Constant) and isinstance(value.value, str) else None
+        return None
+
+    def _by_config(self, drafter: Drafter) -> list[tuple[str, str]]:
+        configs = self._configs()
+        if not configs:
+            return []
+        if drafter.declared_config and drafter.declared_config in self.classes:
+            # vLLM uses the declared config as it is: specialize() is for undeclared drafters.
+            chosen = [drafter.declared_config]
+            how = f"declared by the drafter ({self.classes[drafter.declared_config].name})"
+        else:
+            chosen = self._specialized(
+                c.qualname for c in configs
+                if "base_method" in c.assigns
+                and (drafter.methods is None or self._config_attr(c.qualname, "base_method") in drafter.methods))
+            how = "by speculative method"
+        out = []
+        for config in chosen:
+            speculator = self._config_attr(config, "speculator_class")
+            if speculator in self.classes:
+                out.append((speculator, f"{how}: {self.classes[config].name}"))
+        return out
+
+    def _specialized(self, configs: Iterable[str]) -> list[str]:
+        """Configs and every config their ``specialize()`` may return (run-time: all count)."""
+        out: list[str] = []
+        todo = list(configs)
+        while todo:
+            config = todo.pop()
+            if config in out:
+                continue
+            out.append(config)
+            for name in self._mro(config):
+                cls = self.classes[name]
+                method = cls.methods.get("specialize")
+                if method is None:
+                    continue
+                module = self.modules[cls.module]
+                local = {**module.imports, **_local_imports(method)}
+                for sub in ast.walk(method):
+                    if isinstance(sub, ast.Return) and sub.value is not None:
+                        name_ = _dotted(sub.value)
+                        target = local.get(name_ or "", f"{module.name}.{name_}")
+                        if target in self.classes:
+                            todo.append(target)
+                break
+        return out
+
+    # -- drafting paths ---------------------------------------------------------------------
+
+    def _mro(self, qualname: str, _seen: frozenset = frozenset()) -> list[str]:
+        """C3 over the classes of the caller files; bases outside them end the walk."""
+        if qualname in self._mros:
+            return self._mros[qualname]
+        if qualname not in self.classes or qualname in _seen:
+            return []
+        self._mros[qualname] = self._linearize(qualname, _seen)
+        return self._mros[qualname]
+
+    def _linearize(self, qualname: str, _seen: frozenset) -> list[str]:
+        seen = _seen | {qualname}
+        sequences = [self._mro(b, seen) for b in self.classes[qualname].bases if b in self.classes]
+        sequences = [s for s in sequences if s] + [[b for b in self.classes[qualname].bases if b in self.classes]]
+        out = [qualname]
+        while any(sequences):
+            for sequence in sequences:
+                if not sequence:
+                    continue
+                head = sequence[0]
+                if not any(head in s[1:] for s in sequences):
+                    break
+            else:
+                return out + [c for s in sequences for c in s if c not in out]  # inconsistent: best effort
+            out.append(head)
+            sequences = [s[1:] if s and s[0] == head else s for s in sequences]
+        return out
+
+    def reach(self, qualname: str) -> Reach:
+        if qualname not in self._reach:
+            self._reach[qualname] = self._walk(qualname)
+        return self._reach[qualname]
+
+    def _find(self, mro: list[str], name: str, start: int = 0) -> tuple[int, _Class] | None:
+        for index in range(start, len(mro)):
+            cls = self.classes[mro[index]]
+            if name in cls.methods:
+                return index, cls
+        return None
+
+    def _walk(self, qualname: str) -> Reach:
+        cls = self.classes[qualname]
+        mro = self._mro(qualname)
+        reach = Reach(cls.name, cls.file, cls.line)
+        calls: dict[tuple[str, str], list[ModelCall]] = {}  # (owner, method) -> drafter calls inside it
+        edges: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        todo = []
+        for entry in ENTRY_POINTS:
+            hit = self._find(mro, entry)
+            if hit:
+                todo.append((hit[0], hit[1].qualname, entry))
+        seen = set()
+        while todo:
+            position, owner, name = todo.pop()
+            if (owner, name) in seen:
+                continue
+            seen.add((owner, name))
+            function = self.classes[owner].methods[name]
+            found, called = self._calls_in(function, self.classes[owner].file)
+            calls[(owner, name)] = found
+            edges[(owner, name)] = []
+            for is_super, callee in called:
+                hit = self._find(mro, callee, position + 1 if is_super else 0)
+                if hit is None:
+                    continue
+                edges[(owner, name)].append((hit[1].qualname, callee))
+                todo.append((hit[0], hit[1].qualname, callee))
+        below: dict[tuple[str, str], list[ModelCall]] = {}
+
+        def reachable(node: tuple[str, str], stack: frozenset = frozenset()) -> list[ModelCall]:
+            if node in below:
+                return below[node]
+            if node in stack:
+                return []
+            out = list(calls.get(node, []))
+            for nxt in edges.get(node, []):
+                out += [c for c in reachable(nxt, stack | {node}) if c not in out]
+            below[node] = out
+            return out
+
+        callers_of: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for node, targets in edges.items():
+            for target in targets:
+                callers_of.setdefault(target, []).append(node)
+        for node, found in calls.items():
+            for call in found:
+                if call.method == "get_top_tokens":
+                    reach.pairs.append(CallPair(call, tuple(self._paired(node, callers_of, reachable))))
+                elif call.method == "compute_logits":
+                    reach.logits.append(call)
+                elif call.method not in reach.other:
+                    reach.other.append(call.method)
+        reach.pairs.sort(key=lambda p: (p.top_tokens.file, p.top_tokens.line))
+        reach.logits.sort(key=lambda c: (c.file, c.line))
+        return reach
+
+    @staticmethod
+    def _paired(node, callers_of, reachable) -> list[ModelCall]:
+        """compute_logits calls on the same path: reachable from the nearest function, going up
+        from the get_top_tokens call, from which any is reachable."""
+        frontier, seen = [node], set()
+        while frontier:
+            found: list[ModelCall] = []
+            for item in frontier:
+                found += [c for c in reachable(item) if c.method == "compute_logits" and c not in found]
+            if found:
+                return found
+            seen.update(frontier)
+            frontier = [c for item in frontier for c in callers_of.get(item, []) if c not in seen]
+        return []
+
+    def _calls_in(self, function: ast.AST, file: str) -> tuple[list[ModelCall], list[tuple[bool, str]]]:
+        """Calls on the drafter, and calls of methods of self (``super()`` ones flagged)."""
+        aliases = {t.id for node in ast.walk(function) if isinstance(node, ast.Assign)
+                   and _is_drafter(node.value, set()) for t in node.targets if isinstance(t, ast.Name)}
+        model_calls, self_calls = [], []
+        for node in ast.walk(function):
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+                continue
+            receiver, method = node.func.value, node.func.attr
+            if _is_drafter(receiver, aliases):
+                args = tuple([ast.unparse(a) for a in node.args]
+                             + [f"{k.arg}={ast.unparse(k.value)}" if k.arg else f"**{ast.unparse(k.value)}"
+                                for k in node.keywords])
+                keywords = tuple(k.arg for k in node.keywords if k.arg)
+                model_calls.append(ModelCall(method, args, keywords, len(node.args), file, node.lineno))
+            elif isinstance(receiver, ast.Name) and receiver.id == "self":
+                self_calls.append((False, method))
+            elif isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) and receiver.func.id == "super":
+                self_calls.append((True, method))
+        model_calls.sort(key=lambda c: c.line)
+        return model_calls, self_calls
+
+
+def _is_drafter(node: ast.expr, aliases: set[str]) -> bool:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr in DRAFTER_ATTRS
+    return isinstance(node, ast.Name) and node.id in aliases
+
+
+def _member(known: frozenset[str] | None, values: tuple[str, ...]) -> Truth:
+    if known is None:
+        return UNKNOWN
+    hits = known & set(values)
+    if not hits:
+        return False
+    return True if hits == known else UNKNOWN
+
+
+def _attr(node: ast.expr) -> str | None:
+    return node.attr if isinstance(node, ast.Attribute) else None
+
+
+def _getattr_name(node: ast.expr) -> str | None:
+    """``getattr(x, "name", default)`` -> ``name``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
+            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
+        return node.args[1].value if isinstance(node.args[1].value, str) else None
+    return None
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _dotted(node.value)
+        return f"{inner}.{node.attr}" if inner else None
+    if isinstance(node, ast.Subscript):
+        return _dotted(node.value)
+    return None
+
+
+def _imports(tree: ast.Module, module: str, is_package: bool) -> dict[str, str]:
+    """Names bound by the module's top-level imports (under ``if`` too) -> qualified names."""
+    out: dict[str, str] = {}
+    package = module if is_package else module.rpartition(".")[0]
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.If, ast.Try)):
+            todo += node.body + node.orelse + getattr(node, "finalbody", []) \
+                + [s for h in getattr(node, "handlers", []) for s in h.body]
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            for alias in node.names:
+                out[alias.asname or alias.name] = f"{base}.{alias.name}"
+    return out
+
+
+def _constructing_parts(source: str) -> str:
+    """The top-level imports of ``source`` and, dedented to module level, every function whose
+    text constructs a speculator: all that selection reads, at a fraction of the parse."""
+    lines = source.splitlines()
+    keep: list[str] = []
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        match = DEF_LINE.match(line)
+        if line.startswith(("import ", "from ")):
+            end = _statement_end(lines, index)
+            keep += lines[index:end]
+            index = end
+        elif match:
+            indent = len(match.group(1))
+            end = index + 1
+            while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > indent
+                                        or lines[end].lstrip().startswith(")")):
+                end += 1
+            block = lines[index:end]
+            if CONSTRUCTION_HINT.search("\n".join(block)):
+                keep += [b[indent:] for b in block]
+            index = end
+        else:
+            index += 1
+    return "\n".join(keep) + "\n"
+
+
+def _statement_end(lines: list[str], start: int) -> int:
+    depth, index = 0, start
+    while index < len(lines):
+        depth += lines[index].count("(") - lines[index].count(")")
+        index += 1
+        if depth <= 0 and not lines[index - 1].rstrip().endswith("\\"):
+            break
+    return index
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _local_imports(function: ast.AST) -> dict[str, str]:
+    """Names bound by ``from X import Y`` anywhere in a function (vLLM imports speculators lazily)."""
+    return {alias.asname or alias.name: f"{node.module}.{alias.name}" for node in ast.walk(function)
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level for alias in node.names}
+
+
+def _functions(tree: ast.Module) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Module-level functions and methods of module-level classes."""
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+        elif isinstance(node, ast.ClassDef):
+            yield from (f for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+
+def declared_config(source: str, class_name: str, class_line: int) -> str | None:
+    """The name a class assigns to ``speculator_config_class`` in its body, read from its text."""
+    lines = source.splitlines()
+    start = class_line - 1
+    if start >= len(lines):
+        return None
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    end = start + 1
+    while end < len(lines) and (not lines[end].strip() or len(lines[end]) - len(lines[end].lstrip()) > indent):
+        end += 1
+    match = DECLARED_CONFIG.search("\n".join(lines[start + 1:end]))
+    return match.group(2) if match else None
