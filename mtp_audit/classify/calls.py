@@ -103,8 +103,24 @@ def reads(text: str, name: str) -> bool:
                for statement in body for n in ast.walk(statement))
 
 
+def first_read(text: str, name: str, def_line: int) -> str | None:
+    """``(line N: `statement`)`` for the first statement of a method that reads ``name``;
+    ``def_line`` is the line of its ``def``."""
+    try:
+        func = ast.parse(textwrap.dedent(text)).body[0]
+    except (SyntaxError, IndexError):
+        return None
+    found = [s for s in ast.walk(func) if isinstance(s, ast.stmt) and s is not func
+             and not isinstance(s, (ast.If, ast.For, ast.While, ast.With, ast.Try))  # the statement, not its block
+             and any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(s))]
+    if not found:
+        return None
+    statement = min(found, key=lambda s: (s.lineno, s.col_offset))
+    return f"(line {def_line + statement.lineno - func.lineno}: `{ast.unparse(statement).splitlines()[0]}`)"
+
+
 def dropped_by_caller(reach: Reach, pair: CallPair, logits_params: list[Param], logits_text: str,
-                      top_params: list[Param]) -> str | None:
+                      top_params: list[Param], def_line: int | None = None) -> str | None:
     """Why the tokens differ when a caller passes ``compute_logits`` an argument it reads but
     does not pass it to ``get_top_tokens`` on the same path (None: it does not)."""
     top_bound, _ = bind(top_params, pair.top_tokens)
@@ -112,8 +128,10 @@ def dropped_by_caller(reach: Reach, pair: CallPair, logits_params: list[Param], 
         bound, _ = bind(logits_params, logits)
         for name in sorted(bound - top_bound):
             if reads(logits_text, name):
+                read = first_read(logits_text, name, def_line) if def_line is not None else None
                 return (f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)} but "
-                        f"{form(logits)} ({where(logits)}) on the same path, and compute_logits reads {name}")
+                        f"{form(logits)} ({where(logits)}) on the same path, and compute_logits reads {name}"
+                        + (f" {read}" if read else ""))
     return None
 
 
