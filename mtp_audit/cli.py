@@ -18,8 +18,8 @@ from typing import Annotated, Optional
 import typer
 
 from . import __version__
+from .cache import ResultCache, default_cache_dir
 from .errors import InternalError, UsageError
-from .index.results import ResultCache, default_cache_dir
 from .locate import locate
 from .model import ScanResult, SourceTree, Status
 from .report.json_report import render_json
@@ -64,11 +64,32 @@ VersionOpt = Annotated[
                                         "are downloaded once with pip --no-deps and cached, never installed."),
 ]
 
+RunsWithOpt = Annotated[Optional[str], typer.Option(
+    "--vllm", help="For a plugin directory: the vLLM it runs with, a path or a released version "
+                   "(default: the installed vllm). It decides what a fix may call.")]
+NoPluginsOpt = Annotated[bool, typer.Option(
+    "--no-plugins", help="Leave out the installed plugins' registrations (vllm.general_plugins / "
+                         "vllm.platform_plugins entry points): vLLM's own registry only.")]
+PluginPathOpt = Annotated[Optional[list[Path]], typer.Option(
+    "--plugin-path", help="Another directory where plugins are installed (e.g. a pip --target dir; repeatable).")]
 
-def resolve_tree(path: Optional[Path], vllm_version: Optional[str], quiet: bool = False):
+
+def resolve_tree(path: Optional[Path], vllm_version: Optional[str], quiet: bool = False, *,
+                 runs_with: Optional[str] = None, plugins: bool = False, plugin_paths: Optional[list[Path]] = None):
+    """The tree to audit; a vLLM with its installed plugins, a plugin directory with its vLLM."""
+    from .locate import runs_with as with_vllm
+    from .locate import with_plugins
+
     if path is not None and vllm_version:
         raise UsageError("give PATH or --vllm-version, not both")
-    return locate(release(vllm_version, quiet) if vllm_version else path)
+    tree = locate(release(vllm_version, quiet) if vllm_version else path)
+    if not tree.is_vllm:
+        if plugin_paths:
+            raise UsageError("--plugin-path goes with a vLLM tree; PATH is a plugin directory")
+        return with_vllm(tree, runs_with, lambda version: release(version, quiet))
+    if runs_with is not None:
+        raise UsageError("--vllm names the vLLM a plugin directory runs with; this PATH is a vLLM tree itself")
+    return with_plugins(tree, plugin_paths or []) if plugins else tree
 
 
 def release(version: str, quiet: bool = False) -> Path:
@@ -119,9 +140,8 @@ def run_scan(tree: SourceTree, no_cache: bool, jobs: int = 0) -> ScanResult:
     cached = results.load(tree) if results else None
     if cached is not None:
         return cached
+    from .cache import FactsCache, Observed
     from .fanout import resolve_jobs
-    from .index.cache import FactsCache
-    from .index.results import Observed
     from .scan import scan
 
     result, scanner, _ = scan(tree, None if no_cache else FactsCache(), resolve_jobs(jobs))
@@ -163,6 +183,9 @@ def scan_command(
         "--by-model-type", help="Print the Hugging Face model_type -> drafter mapping of the speculative config.")] = False,
     no_cache: NoCacheOpt = False,
     jobs: JobsOpt = 0,
+    runs_with: RunsWithOpt = None,
+    no_plugins: NoPluginsOpt = False,
+    plugin_path: PluginPathOpt = None,
 ) -> None:
     """Report every registered drafter on every platform: supported, fixable, manual or not applicable."""
     if compare:
@@ -172,11 +195,17 @@ def scan_command(
         changes = compare_releases(old, new)
         render_compare(changes, compare, format.value, console())
         raise typer.Exit(0)
-    tree = resolve_tree(path, vllm_version, quiet)
+    tree = resolve_tree(path, vllm_version, quiet, runs_with=runs_with, plugins=not no_plugins,
+                        plugin_paths=plugin_path)
     if not tree.is_vllm:
-        print(f"note: {tree.root} has no vllm/ registry; scanning it as a plugin directory: drafter-named classes "
-              "in drafter-named files (see README), reported with arch null", file=sys.stderr)
+        with_vllm = (f"running with vLLM {tree.vllm_version or '(version unknown)'} at {tree.runs_with.root}"
+                     if tree.runs_with else "no vLLM found to run with (--vllm names one)")
+        print(f"note: {tree.root} has no vllm/ registry; scanning it as a plugin directory ({with_vllm}): "
+              "architectures from its register_model calls, then drafter-named classes in drafter-named files "
+              "that no registration names (see README), reported with arch null", file=sys.stderr)
     result = run_scan(tree, no_cache, jobs)
+    for note in result.notes:
+        print(f"warning: plugin registration not read: {note}", file=sys.stderr)
     if by_model_type:
         _print_model_types(tree, result)
         raise typer.Exit(0)
@@ -210,6 +239,9 @@ def fix_command(
     vllm_version: VersionOpt = None,
     no_cache: NoCacheOpt = False,
     jobs: JobsOpt = 0,
+    runs_with: RunsWithOpt = None,
+    no_plugins: NoPluginsOpt = False,
+    plugin_path: PluginPathOpt = None,
 ) -> None:
     """Write the mirrored get_top_tokens into missing_fixable drafters (safe fixes only)."""
     if verify_report is not None and pr_body is None:
@@ -219,14 +251,17 @@ def fix_command(
     if vllm_version and not (diff or check):
         raise UsageError("fix --vllm-version needs --diff or --check: the cached release sources stay untouched")
     from .apply.write import unified_diff
+    from .cache import FactsCache
     from .fanout import resolve_jobs
     from .fix import plan_fix, write_fix
-    from .index.cache import FactsCache
     from .report.fix_summary import render_fix_summary
 
     workers = resolve_jobs(jobs)
-    tree = resolve_tree(path, vllm_version, quiet)
+    tree = resolve_tree(path, vllm_version, quiet, runs_with=runs_with, plugins=not no_plugins,
+                        plugin_paths=plugin_path)
     result = plan_fix(tree, model, sweep_all, None if no_cache else FactsCache(), _model_types(tree), workers)
+    if result.refusal and not quiet:
+        print(f"mtp-audit: no fix written into this plugin: {result.refusal}", file=sys.stderr)
     if diff:
         for rewrite in result.rewrites:
             sys.stdout.write(unified_diff(rewrite))
@@ -316,8 +351,8 @@ def pre_commit_command(
         print(f"{record.file}:{record.line}: {record.arch or record.cls} ({record.cls}) has no get_top_tokens; "
               f"`mtp-audit fix --model {record.arch or record.cls}` writes it ({record.reason})", file=sys.stderr)
     if fix:
+        from .cache import FactsCache
         from .fix import plan_fix, write_fix
-        from .index.cache import FactsCache
 
         result = plan_fix(tree, [r.arch or r.cls for r in records], False, FactsCache())
         write_fix(result)

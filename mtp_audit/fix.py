@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from .apply.changes import FileJob, Rewrite, UnsafeRewrite
 from .apply.plan import Plan, make_plan
 from .apply.write import write_all
+from .cache import FactsCache
 from .classify import memo
 from .classify.analysis import Insertion
 from .fanout import WarmWorker, warm_worker
-from .index.cache import FactsCache
 from .index.facts import ModuleFacts
+from .locate import local_argmax_in
 from .model import SourceTree, Status
 from .scan import Scanner, scan
 from .select import select
@@ -28,6 +29,7 @@ class FixResult:
     tree: SourceTree
     plan: Plan
     rewrites: list[Rewrite]
+    refusal: str | None = None  # why nothing may be written at all (a plugin's vLLM lacks get_top_tokens)
 
 
 def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
@@ -43,16 +45,62 @@ def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
         else:
             records = select(result.records, models or [], single_module=True, model_types=model_types)
         plan = make_plan(scanner, resolutions, records)
+        refusal = _without_local_argmax(tree)
+        if refusal and not _refuse_all(plan, refusal):
+            refusal = None  # nothing to write anyway
+        _keep_plugin_fixes_in_plugins(tree, plan)
         while True:
             rewrites, failures = _rewrites(scanner, plan.insertions, worker, jobs)
             if not failures:
-                return FixResult(tree, plan, rewrites)
+                return FixResult(tree, plan, rewrites, refusal)
             for outcome in plan.outcomes:  # a drafter is fixed whole or not at all
                 failed = [failures[i.target] for i in outcome.insertions if i.target in failures]
                 if outcome.action == "fix" and failed:
                     outcome.action, outcome.reason = "refused", failed[0]
             kept = {i.target for o in plan.outcomes if o.action == "fix" for i in o.insertions}
             plan.insertions = [i for i in plan.insertions if i.target in kept]
+
+
+def _without_local_argmax(tree: SourceTree) -> str | None:
+    """Why nothing may be written into a plugin directory: the vLLM it runs with decides what a
+    ``get_top_tokens`` may call. None when it may (a vLLM tree was checked when it was scanned)."""
+    if tree.is_vllm:
+        return None
+    if tree.runs_with is None:
+        return ("no vLLM found that this plugin runs with (none installed): pass --vllm PATH|VERSION; a "
+                "get_top_tokens calls its LogitsProcessor.get_top_tokens")
+    if not local_argmax_in(tree.runs_with):
+        return (f"this plugin runs with vLLM {tree.runs_with.vllm_version or '(version unknown)'} "
+                f"({tree.runs_with.root}), whose LogitsProcessor has no get_top_tokens (vLLM 0.20 and later): "
+                "the method would call what that vLLM does not have")
+    return None
+
+
+def _refuse_all(plan: Plan, reason: str) -> int:
+    """Refuse every planned fix; how many there were."""
+    refused = [o for o in plan.outcomes if o.action == "fix"]
+    for outcome in refused:
+        outcome.action, outcome.reason, outcome.insertions = "refused", reason, []
+    plan.insertions = []
+    return len(refused)
+
+
+def _keep_plugin_fixes_in_plugins(tree: SourceTree, plan: Plan) -> None:
+    """A plugin's drafter is fixed in the plugin: a mirror that would go into a vLLM class (its
+    ``compute_logits`` inherited from vLLM) changes every in-tree drafter built on that class,
+    on deployments without the plugin too; that is a change to vLLM, not to the plugin."""
+    for outcome in plan.outcomes:
+        if outcome.action != "fix" or (tree.is_vllm and outcome.record.source == "vllm"):
+            continue
+        into_vllm = [i.target for i in outcome.insertions if i.target.module.split(".")[0] == "vllm"]
+        if into_vllm:
+            where = ", ".join(f"{k.name} ({k.module})" for k in into_vllm)
+            outcome.action, outcome.insertions = "refused", []
+            outcome.reason = (f"the mirror would go into vLLM's {where}, where compute_logits is defined; a fix of "
+                              f"{outcome.record.source}'s drafter writes only into the plugin: give "
+                              f"{outcome.record.cls} its own get_top_tokens by hand, or fix vLLM")
+    kept = {i.target for o in plan.outcomes if o.action == "fix" for i in o.insertions}
+    plan.insertions = [i for i in plan.insertions if i.target in kept]
 
 
 def _load_rewriter() -> None:

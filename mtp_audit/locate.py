@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from .errors import UsageError
@@ -96,3 +97,45 @@ def has_local_argmax(logits_processor_source: str) -> bool:
         )
         for node in module.body
     )
+
+
+def with_plugins(tree: SourceTree, plugin_paths: list[Path]) -> SourceTree:
+    """``tree`` with the plugins installed beside it: in its own directory and, when that
+    directory is on ``sys.path`` (the installed vLLM), in the rest of that environment; then in
+    ``plugin_paths``. Their directories become extra roots for finding their modules."""
+    import sys
+
+    from .resolve.plugins import discover
+
+    search = [tree.root]
+    on_path = [Path(p or ".").resolve() for p in sys.path]
+    if tree.root in on_path:
+        search += on_path
+    search += [p.expanduser().resolve() for p in plugin_paths]
+    plugins = tuple(discover(list(dict.fromkeys(search))))
+    extra = tuple(dict.fromkeys(p.location for p in plugins if p.location != tree.root))
+    return replace(tree, extra_roots=extra, plugins=plugins)
+
+
+def runs_with(plugin_tree: SourceTree, vllm: str | None, release=None) -> SourceTree:
+    """A plugin directory with the vLLM it runs with: ``vllm`` (a path, or a version number that
+    ``release`` turns into a cached release tree), else the installed one, else none."""
+    if vllm is None:
+        try:
+            base = _installed_vllm()
+        except UsageError:
+            return plugin_tree
+    elif Path(vllm).expanduser().exists() or release is None:
+        base = locate(Path(vllm))
+        if not base.is_vllm:
+            raise UsageError(f"--vllm {vllm}: not a vLLM tree (no vllm/{REGISTRY})")
+    else:
+        base = locate(release(vllm))
+    return replace(plugin_tree, vllm_version=base.vllm_version, extra_roots=(base.root,), runs_with=base)
+
+
+def local_argmax_in(tree: SourceTree) -> bool:
+    """Whether the vLLM tree's ``LogitsProcessor`` has ``get_top_tokens``."""
+    assert tree.package_dir is not None
+    path = tree.package_dir / LOGITS_PROCESSOR
+    return path.is_file() and has_local_argmax(path.read_text(encoding="utf-8", errors="replace"))

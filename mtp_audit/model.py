@@ -24,12 +24,32 @@ class Consistency(str, Enum):
 
 
 @dataclass(frozen=True)
+class PluginDist:
+    """An installed distribution with ``vllm.general_plugins`` / ``vllm.platform_plugins`` entry
+    points, read from its ``entry_points.txt`` (nothing of it is imported)."""
+
+    name: str
+    version: str
+    location: Path  # the directory holding its packages (the dist-info's parent)
+    entry_points: tuple[tuple[str, str, str], ...]  # (group, name, "module:function")
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.version}"
+
+
+@dataclass(frozen=True)
 class SourceTree:
     """Where the code lives: ``root`` holds the ``vllm`` package (or is a plugin dir)."""
 
     root: Path
     package_dir: Path | None  # root/vllm for a vLLM tree, None for a plugin directory
     vllm_version: str | None
+    # Where else modules are found, after root: installed plugins' directories; for a plugin
+    # directory, the root of the vLLM it runs with.
+    extra_roots: tuple[Path, ...] = ()
+    plugins: tuple[PluginDist, ...] = ()  # installed plugins whose registrations join the registry
+    runs_with: SourceTree | None = None  # for a plugin directory: the vLLM it runs with
 
     @property
     def is_vllm(self) -> bool:
@@ -60,7 +80,12 @@ class RegistryEntry:
     arch: str | None
     module: str  # absolute module path
     cls: str
-    registry: str  # the dict it came from, or "heuristic"
+    registry: str  # the dict it came from, "register_model", or "heuristic"
+    source: str = "vllm"  # "vllm", or the plugin's "<dist-name> <version>"
+    replaces: tuple[str, str] | None = None  # the in-tree (module, class) this registration replaces
+    # Where it applies: None for every in-tree platform; a plugin's registration lists in-tree
+    # platforms and plugin platforms' device names.
+    scope: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +148,10 @@ class DrafterRecord:
     key: ClassKey | None = None
     callers: list[CallerRecord] = field(default_factory=list)
     uncalled: bool = False  # not_applicable because no speculator that can hold it calls get_top_tokens
+    rule: str | None = None  # id of the compute_logits shape rule that decided the status (docs/rules.md)
+    source: str = "vllm"
+    replaces: tuple[str, str] | None = None  # (module, class) of the in-tree entry replaced
+    resolved_on: list[str] = field(default_factory=list)  # in-tree platforms whose analysis this is
     unavailable_on: list[Unavailable] = field(default_factory=list)  # the arch's platforms without a class
 
     def to_json(self) -> dict:
@@ -139,8 +168,11 @@ class DrafterRecord:
             "delegates": [d.to_json() for d in self.delegates],
             "consistency": self.consistency.value if self.consistency else None,
             "reason": self.reason,
+            "rule": self.rule,
             "registry": self.registry,
             "callers": [c.to_json() for c in self.callers],
+            "source": self.source,
+            "replaces": {"module": self.replaces[0], "class": self.replaces[1]} if self.replaces else None,
             "unavailable_on": [u.to_json() for u in self.unavailable_on],
         }
 
@@ -162,3 +194,4 @@ class ScanResult:
     records: list[DrafterRecord]
     unresolved: list[Unresolved]
     parse_errors: list[tuple[str, str]]  # (file, message)
+    notes: list[str] = field(default_factory=list)  # plugin registrations that could not be read

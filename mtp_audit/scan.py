@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .cache import FactsCache
 from .classify import memo
 from .classify.analysis import Analysis, Analyzer
 from .errors import UsageError
 from .fanout import MIN_ENTRIES, resolve_in_workers
-from .index.cache import FactsCache
 from .index.modules import ModuleIndex
 from .locate import LOGITS_PROCESSOR, has_local_argmax
 from .model import (
@@ -26,6 +26,7 @@ from .classify.calls import Contract
 from .resolve.callers import CallerIndex, declared_config
 from .resolve.mro import Hierarchy
 from .resolve.names import Missing, resolve_name
+from .resolve.plugins import effective_registry, plugin_tree_entries, read_plugin
 from .resolve.registry import heuristic_entries, read_registry
 
 
@@ -41,6 +42,8 @@ class Resolution:
     key: ClassKey
     analyses: dict[str, Analysis] = field(default_factory=dict)
     contract: Contract = field(default_factory=lambda: Contract(()))
+    labels: tuple[str, ...] = ()  # plugin platforms (device names) where it applies too
+    proxy: bool = False  # only on plugin platforms: analysed on every in-tree one, none of them listed
     unavailable: dict[str, str] = field(default_factory=dict)  # platform -> why the arch has no class there
 
 
@@ -50,6 +53,7 @@ class Scanner:
         self.index = ModuleIndex(tree, cache)
         self.hierarchies = {p: Hierarchy(self.index, p) for p in PLATFORMS}
         self.analyzers = {p: Analyzer(h) for p, h in self.hierarchies.items()}
+        self.plugin_notes: list[str] = []  # plugin code that could not be read (registrations skipped)
         self._callers: CallerIndex | None = None
 
     @property
@@ -73,6 +77,8 @@ class Scanner:
             if not isinstance(item, ClassKey):
                 continue
             source = self.index.read_bytes(self.tree.root / self.hierarchies[platform].file_of(item))
+            if b"speculator_config_class" not in source:
+                continue
             name = declared_config(source.decode("utf-8", "replace"), item.name, item.line)
             if name is None:
                 continue
@@ -94,15 +100,27 @@ class Scanner:
                     f"{version} has no LogitsProcessor.get_top_tokens, so there is nothing for drafters "
                     "to opt into; it ships with vLLM 0.20 and later"
                 )
-            return read_registry(self.index)
-        return heuristic_entries(self.index)
+            entries = read_registry(self.index)
+            if self.tree.plugins:
+                readings = [read_plugin(self.index, plugin) for plugin in self.tree.plugins]
+                self.plugin_notes = [note for reading in readings for note in reading.skipped]
+                entries = effective_registry(entries, readings)
+            return entries
+        in_tree = read_registry(ModuleIndex(self.tree.runs_with)) if self.tree.runs_with else []
+        entries, self.plugin_notes = plugin_tree_entries(self.index, in_tree, heuristic_entries(self.index))
+        return entries
 
     def resolve(self, entries: list[RegistryEntry]) -> tuple[list[Resolution], list[Unresolved]]:
         resolutions: dict[tuple, Resolution] = {}
         unresolved: list[Unresolved] = []
         for entry in entries:
             missing: dict[str, list[str]] = {}
-            for platform in PLATFORMS:
+            scope = entry.scope or PLATFORMS
+            in_tree = [p for p in PLATFORMS if p in scope]
+            labels = tuple(sorted(p for p in scope if p not in PLATFORMS))
+            # On a plugin's platform alone, current_platform checks cannot be decided: every
+            # in-tree platform's resolution is an alternative.
+            for platform in in_tree or PLATFORMS:
                 found = resolve_name(self.index, entry.module, entry.cls, platform)
                 keys = [f for f in found if isinstance(f, ClassKey)]
                 failures = [self.import_failure(entry, key, platform) for key in keys]
@@ -116,18 +134,20 @@ class Scanner:
                         continue
                     res = resolutions.get((entry, key))
                     if res is None:
-                        res = resolutions[(entry, key)] = Resolution(entry, key,
-                                                                     contract=self.contract(entry, key, platform))
+                        res = resolutions[(entry, key)] = Resolution(
+                            entry, key, labels=labels, proxy=not in_tree,
+                            contract=self.contract(entry, key, platform))
                     res.analyses[platform] = self.analyzers[platform].analyze(key, contract=res.contract)
             mine = [r for r in resolutions.values() if r.entry == entry]
-            for res in mine:
-                res.unavailable = {p: why for why, platforms in missing.items() for p in platforms}
+            for res in mine:  # a record of plugin platforms alone lists no in-tree ones
+                res.unavailable = {} if res.proxy else {p: why for why, platforms in missing.items() for p in platforms}
             if len(missing) and not mine:
                 for why, platforms in missing.items():
                     unresolved.append(Unresolved(entry.arch, entry.module, entry.cls, platforms, why))
         out = list(resolutions.values())
         if not self.tree.is_vllm:  # heuristic finds: keep those with a logits method somewhere
-            out = [r for r in out if any(a.compute_logits or a.get_top_tokens for a in r.analyses.values())]
+            out = [r for r in out if r.entry.registry != "heuristic"
+                   or any(a.compute_logits or a.get_top_tokens for a in r.analyses.values())]
         return out, unresolved
 
     def import_failure(self, entry: RegistryEntry, key: ClassKey, platform: str) -> str | None:
@@ -135,8 +155,9 @@ class Scanner:
         anything it imports; None when both import."""
         return self.index.chain_error(entry.module, platform) or self.index.chain_error(key.module, platform)
 
-    def record(self, res: Resolution, platforms: list[str], analysis: Analysis) -> DrafterRecord:
-        h = self.hierarchies[platforms[0]]
+    def record(self, res: Resolution, resolved_on: list[str], analysis: Analysis) -> DrafterRecord:
+        h = self.hierarchies[resolved_on[0]]
+        platforms = sorted(set(res.labels) | (set() if res.proxy else set(resolved_on)))
 
         def location(key: ClassKey, line: int) -> Location:
             return Location(key.name, h.file_of(key), line)
@@ -156,11 +177,15 @@ class Scanner:
             if analysis.get_top_tokens else None,
             delegates=[location(d, d.line) for d in analysis.delegates],
             consistency=analysis.consistency,
+            rule=analysis.rule,
             registry=res.entry.registry,
             entry_module=res.entry.module,
             key=res.key,
             callers=res.contract.records(),
             uncalled=analysis.uncalled,
+            source=res.entry.source,
+            replaces=res.entry.replaces,
+            resolved_on=resolved_on,
             unavailable_on=[Unavailable(p, why) for p, why in sorted(res.unavailable.items())],
         )
 
@@ -170,12 +195,12 @@ class Scanner:
             groups: dict[tuple, list[str]] = {}
             first: dict[tuple, Analysis] = {}
             for platform, analysis in res.analyses.items():
-                signature = (analysis.status, analysis.reason, analysis.consistency)
+                signature = (analysis.status, analysis.reason, analysis.consistency, analysis.rule)
                 groups.setdefault(signature, []).append(platform)
                 first.setdefault(signature, analysis)
             for signature, platforms in groups.items():
                 records.append(self.record(res, sorted(platforms), first[signature]))
-        records.sort(key=lambda r: (r.arch or "", r.file, r.cls, r.platforms))
+        records.sort(key=lambda r: (r.arch or "", r.file, r.cls, r.platforms, r.source))
         return records
 
 
@@ -197,5 +222,6 @@ def scan(tree: SourceTree, cache: FactsCache | None = None,
         records=scanner.records(resolutions),
         unresolved=unresolved,
         parse_errors=sorted(scanner.index.read_errors.items()),
+        notes=scanner.plugin_notes,
     )
     return result, scanner, resolutions

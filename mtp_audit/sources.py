@@ -69,3 +69,32 @@ def _download(version: str, into: Path) -> Path:
         detail = (result.stderr or result.stdout).strip().splitlines()
         raise UsageError(f"could not download vllm=={version} with pip: {detail[-1] if detail else 'no wheel'}")
     return wheels[0]
+
+
+def released_wheel(name: str, version: str, *, progress: Progress | None = None) -> Path:
+    """The wheel of a released distribution (a vLLM plugin), downloaded once with
+    ``pip download --no-deps`` into the cache beside the vLLM sources; offline afterwards."""
+    if not VERSION.match(version):
+        raise UsageError(f"{version!r} is not a version number")
+    target = sources_dir() / "wheels" / f"{name}-{version}"
+    stem = re.sub(r"[-_.]+", "_", name).lower()
+    found = sorted(target.glob(f"{stem}-{version}-*.whl"))
+    if found:
+        return found[0]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+        with (progress or nullcontext)(f"downloading the {name}=={version} wheel with pip, once, into {target}"):
+            command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                       "--disable-pip-version-check", "--quiet", "-d", scratch, f"{name}=={version}"]
+            result = subprocess.run(command, capture_output=True, text=True, check=False)
+        wheels = sorted(Path(scratch).glob("*.whl"))
+        if result.returncode != 0 or not wheels:
+            detail = (result.stderr or result.stdout).strip().splitlines()
+            raise UsageError(f"could not download {name}=={version} with pip: {detail[-1] if detail else 'no wheel'}")
+        staging = Path(scratch) / "entry"
+        staging.mkdir()
+        shutil.move(str(wheels[0]), staging / wheels[0].name)
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)  # the cache entry appears whole or not at all
+    return min(target.glob("*.whl"))

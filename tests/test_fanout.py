@@ -31,7 +31,8 @@ def test_scan_is_identical_at_any_job_count_with_and_without_cache(vllm_release,
         assert _scan(tree, "--no-cache", "--jobs", jobs) == serial, f"--jobs {jobs}"
     env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
     assert _scan(tree, "--jobs", "2", env=env) == serial  # cold: workers fill the facts cache
-    shutil.rmtree(tmp_path / "cache" / "results")  # keep the facts, drop the whole-result cache
+    [results] = (tmp_path / "cache").glob("*/results")
+    shutil.rmtree(results)  # keep the facts, drop the whole-result cache
     assert _scan(tree, "--jobs", "1", env=env) == serial  # facts written by workers, read serially
     assert _scan(tree, "--jobs", "2", env=env) == serial  # warm: the result cache answers
 
@@ -126,7 +127,7 @@ def test_fix_from_cached_analyses_leaves_libcst_to_the_workers(vllm_release, tmp
         "from pathlib import Path\n"
         "from mtp_audit.apply.write import unified_diff\n"
         "from mtp_audit.fix import plan_fix\n"
-        "from mtp_audit.index.cache import FactsCache\n"
+        "from mtp_audit.cache import FactsCache\n"
         "from mtp_audit.locate import locate\n"
         "result = plan_fix(locate(Path(sys.argv[1])), None, True, FactsCache(), None, 2)\n"
         "sys.stdout.write(''.join(unified_diff(r) for r in result.rewrites))\n"

@@ -75,3 +75,9 @@ def test_every_overlap_between_rules_is_declared(rule: type[ShapeRule]):
             if other is not rule and _objects(other, example):
                 assert rule.name in _before(other), (
                     f"{other.name} also objects to an example of {rule.name} but does not run after it")
+
+
+def test_rules_doc_is_current():
+    from mtp_audit.report.rules_doc import DOC, render
+
+    assert DOC.read_text() == render(), "docs/rules.md drifted: run `python -m mtp_audit.report.rules_doc`"

@@ -34,8 +34,8 @@ class Plan:
 
 def _analyses(resolutions: list[Resolution], record: DrafterRecord) -> list[Analysis]:
     for res in resolutions:
-        if res.entry.arch == record.arch and res.key == record.key:
-            return [res.analyses[p] for p in record.platforms]
+        if res.entry.arch == record.arch and res.key == record.key and res.entry.source == record.source:
+            return [res.analyses[p] for p in record.resolved_on]
     raise KeyError(record.cls)
 
 

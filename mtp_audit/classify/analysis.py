@@ -10,6 +10,7 @@ before anything is written.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import textwrap
 
@@ -20,7 +21,8 @@ from ..index.facts import MethodFacts
 from ..model import ClassKey, Consistency, Status
 from ..resolve.mro import Hierarchy, MethodHit, Mro
 from ..resolve.names import resolve_expression
-from .calls import Contract, dropped_by_caller, first_read, passed_to_top_tokens, reads, type_error
+from .calls import Contract, first_read, passed_to_top_tokens, reads
+from .contract_rules import CallSiteArguments, CallTypeError, Uncalled
 from .memo import (
     fingerprint,
     logits_shape,
@@ -58,6 +60,7 @@ class Analysis:
     consistency: Consistency | None = None
     insertions: list[Insertion] = field(default_factory=list)
     uncalled: bool = False  # no speculator that can hold the drafter calls get_top_tokens
+    rule: str | None = None  # id of the shape rule that decided the status (shapes.RULES), if one did
 
 
 def synthetic_mirror(hit: MethodHit) -> MethodFacts:
@@ -78,22 +81,42 @@ class Analyzer:
                 contract: Contract | None = None) -> Analysis:
         """``contract``: how the speculators that can hold the drafter call it (top level only)."""
         analysis = self._analyze(key, overlay, _depth, contract)
-        if contract is None or not contract.known or analysis.status == Status.SUPPORTED:
+        if contract is None or not contract.known:
             return analysis
-        if contract.uncalled and analysis.status != Status.NOT_APPLICABLE:
-            return Analysis(Status.NOT_APPLICABLE, contract.unreached_reason(), analysis.compute_logits,
-                            delegates=analysis.delegates, uncalled=True)
+        if analysis.status == Status.SUPPORTED:
+            analysis.rule = self._contract_rule(analysis, contract) or analysis.rule
+            return analysis
+        uncalled = Uncalled.check(contract)
+        if uncalled and analysis.status != Status.NOT_APPLICABLE:
+            return Analysis(Status.NOT_APPLICABLE, uncalled, analysis.compute_logits,
+                            delegates=analysis.delegates, uncalled=True, rule=Uncalled.id)
         if analysis.status == Status.MISSING_FIXABLE and analysis.compute_logits is not None:
             cl = analysis.compute_logits
             params = logits_shape(cl.method.text, cl.method.line).params
             for reach, pair in contract.viable_pairs(params):
-                why = type_error(reach, pair, params, "a mirror of compute_logits") or dropped_by_caller(
-                    reach, pair, params, cl.method.text, params, cl.method.line)
-                if why:
-                    return Analysis(Status.MISSING_MANUAL, f"{why}: a mirror would draft with the default instead; "
-                                    "the call site must pass the same arguments to both methods",
-                                    cl, delegates=analysis.delegates)
+                for rule, why in ((CallTypeError, CallTypeError.check(reach, pair, params, "a mirror of compute_logits")),
+                                  (CallSiteArguments, CallSiteArguments.check(reach, pair, params, cl.method.text,
+                                                                              params, cl.method.line))):
+                    if why:
+                        return Analysis(Status.MISSING_MANUAL,
+                                        f"{why}: a mirror would draft with the default instead; the call site "
+                                        "must pass the same arguments to both methods",
+                                        cl, delegates=analysis.delegates, rule=rule.id)
         return analysis
+
+    def _contract_rule(self, analysis: Analysis, contract: Contract) -> str | None:
+        """The call-contract rule behind a divergent verdict, if one decided it."""
+        cl, gtt = analysis.compute_logits, analysis.get_top_tokens
+        if analysis.consistency != Consistency.DIVERGENT or cl is None or gtt is None:
+            return None
+        cparams = logits_shape(cl.method.text, cl.method.line).params
+        gparams = top_tokens_shape(gtt.method.text, gtt.method.line).params
+        for reach, pair in contract.viable_pairs(cparams):
+            if CallTypeError.check(reach, pair, gparams, f"get_top_tokens of {self.where(gtt)}"):
+                return CallTypeError.id
+            if CallSiteArguments.check(reach, pair, cparams, cl.method.text, gparams):
+                return CallSiteArguments.id
+        return None
 
     def _analyze(self, key: ClassKey, overlay: Overlay | None, _depth: int,
                  contract: Contract | None) -> Analysis:
@@ -115,9 +138,9 @@ class Analyzer:
         shape = logits_shape(cl.method.text, cl.method.line)
         inherited = "" if cl.owner == key else f" (inherited from {self.where(cl)})"
         if shape.kind == LogitsKind.STUB:
-            return Analysis(Status.NOT_APPLICABLE, shape.reason + inherited, cl)
+            return Analysis(Status.NOT_APPLICABLE, shape.reason + inherited, cl, rule=shape.rule_id)
         if shape.kind == LogitsKind.MANUAL:
-            return Analysis(Status.MISSING_MANUAL, shape.reason + inherited, cl)
+            return Analysis(Status.MISSING_MANUAL, shape.reason + inherited, cl, rule=shape.rule_id)
         if shape.kind == LogitsKind.HEAD:
             return Analysis(Status.MISSING_FIXABLE, shape.reason + inherited, cl,
                             insertions=[Insertion(self._placement(key, cl), cl)])
@@ -175,10 +198,11 @@ class Analyzer:
             inner = self.analyze(target, overlay, depth + 1)
         via = f"{target.name}" if shape.kind == LogitsKind.DELEGATE else f"super() ({target.name})"
         if inner.status == Status.MISSING_MANUAL:
-            return Analysis(Status.MISSING_MANUAL, f"delegate {via}: {inner.reason}", cl, delegates=[target, *inner.delegates])
+            return Analysis(Status.MISSING_MANUAL, f"delegate {via}: {inner.reason}", cl, delegates=[target, *inner.delegates],
+                            rule=inner.rule)
         if inner.status == Status.NOT_APPLICABLE:
             return Analysis(Status.MISSING_MANUAL, f"delegate {via} has no usable compute_logits: {inner.reason}", cl,
-                            delegates=[target, *inner.delegates])
+                            delegates=[target, *inner.delegates], rule=inner.rule)
         if inner.status == Status.SUPPORTED and inner.consistency in (Consistency.DIVERGENT, Consistency.UNPROVEN):
             return Analysis(Status.MISSING_MANUAL,
                             f"delegate {via} has a {inner.consistency.value} get_top_tokens: {inner.reason}", cl,
@@ -200,7 +224,7 @@ class Analyzer:
         shape = logits_shape(cl.method.text, cl.method.line)
         if shape.kind in (LogitsKind.STUB, LogitsKind.MANUAL):
             status = Status.NOT_APPLICABLE if shape.kind == LogitsKind.STUB else Status.MISSING_MANUAL
-            return Analysis(status, f"{shape.reason} in {self.where(cl)}", cl)
+            return Analysis(status, f"{shape.reason} in {self.where(cl)}", cl, rule=shape.rule_id)
         if shape.kind == LogitsKind.HEAD:
             return Analysis(Status.MISSING_FIXABLE, f"{shape.reason} in {self.where(cl)}", cl,
                             insertions=[Insertion(cl.owner, cl)])
@@ -237,17 +261,18 @@ class Analyzer:
         if by_calls:
             assert contract is not None
             for reach, pair in contract.viable_pairs(cshape.params):
-                why = type_error(reach, pair, gshape.params, f"get_top_tokens of {self.where(gtt)}") \
-                    or dropped_by_caller(reach, pair, cshape.params, cl.method.text, gshape.params, cl.method.line)
+                why = CallTypeError.check(reach, pair, gshape.params, f"get_top_tokens of {self.where(gtt)}") \
+                    or CallSiteArguments.check(reach, pair, cshape.params, cl.method.text, gshape.params,
+                                               cl.method.line)
                 if why:
                     return Consistency.DIVERGENT, f"{statement[1]}; also, {why}" if statement else why
             missing: list[str] = []
         else:
             missing = [] if entry else _unaccepted(cshape, gshape)
         if missing:
-            reads_at = " ".join(filter(None, (first_read(cl.method.text, n, cl.method.line) for n in missing[:1])))
+            read = first_read(cl.method.text, missing[0], cl.method.line)
             why = (f"compute_logits of {self.where(cl)} takes {', '.join(missing)}"
-                   f"{f', which it reads {reads_at}' if reads_at else ''}; "
+                   f"{f', which it reads {read}' if read else ''}; "
                    f"get_top_tokens of {self.where(gtt)} does not accept it")
             return Consistency.DIVERGENT, f"{statement[1]}; also, {why}" if statement else why
         mirrored = mirror_fingerprint(cl.method.text)
@@ -373,35 +398,54 @@ def _tested_attr(test: ast.AST) -> str | None:
 
 
 def _method_tree(hit: MethodHit) -> tuple[ast.AST, int] | None:
+    func = _parsed_method(hit.method.text)
+    return None if func is None else (func, hit.method.line - func.lineno)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed_method(text: str) -> ast.AST | None:
     try:
-        func = ast.parse(textwrap.dedent(hit.method.text)).body[0]
+        return ast.parse(textwrap.dedent(text)).body[0]
     except (SyntaxError, IndexError):
         return None
-    return func, hit.method.line - func.lineno
 
 
 def asserted_optional(cl: MethodHit, gtt: MethodHit) -> str | None:
-    """get_top_tokens asserts ``self.X`` (is not None) where compute_logits tests it and falls back:
-    with X unset, compute_logits still selects tokens and get_top_tokens fails."""
+    """get_top_tokens asserts or dereferences ``self.X`` where compute_logits tests it and falls
+    back: with X unset, compute_logits still selects tokens and get_top_tokens fails."""
     parsed_cl, parsed_gtt = _method_tree(cl), _method_tree(gtt)
     if parsed_cl is None or parsed_gtt is None:
         return None
-    optional: dict[str, int] = {}
-    for node in ast.walk(parsed_cl[0]):
-        if isinstance(node, (ast.If, ast.IfExp)):
-            for part in (node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]):
-                name = _tested_attr(part)
-                if name is not None:
-                    optional.setdefault(name, node.lineno + parsed_cl[1])
+    optional = _tested_attrs(parsed_cl)
+    guarded = _tested_attrs(parsed_gtt)
+    uses: list[tuple[int, str, str]] = []
     for node in ast.walk(parsed_gtt[0]):
         if isinstance(node, ast.Assert):
             name = _tested_attr(node.test)
             if name in optional:
-                return (f"get_top_tokens of {gtt.owner.name} asserts self.{name} (line "
-                        f"{node.lineno + parsed_gtt[1]}), which compute_logits of {cl.owner.name} treats as "
-                        f"optional (line {optional[name]}): without it compute_logits falls back, "
-                        "get_top_tokens fails")
-    return None
+                uses.append((node.lineno + parsed_gtt[1], name, "asserts"))
+        elif isinstance(node, (ast.Attribute, ast.Call)):
+            name = _self_attr(node.value if isinstance(node, ast.Attribute) else node.func)
+            if name in optional and name not in guarded:
+                uses.append((node.lineno + parsed_gtt[1], name, "uses"))
+    if not uses:
+        return None
+    line, name, how = min(uses)
+    return (f"get_top_tokens of {gtt.owner.name} {how} self.{name} (line {line}), which compute_logits of "
+            f"{cl.owner.name} treats as optional (line {optional[name]}): without it compute_logits falls back, "
+            "get_top_tokens fails")
+
+
+def _tested_attrs(parsed: tuple[ast.AST, int]) -> dict[str, int]:
+    """``self.X`` tested by an ``if`` (or a conditional expression) -> the line of the first test."""
+    out: dict[str, int] = {}
+    for node in ast.walk(parsed[0]):
+        if isinstance(node, (ast.If, ast.IfExp)):
+            for part in (node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]):
+                name = _tested_attr(part)
+                if name is not None:
+                    out.setdefault(name, node.lineno + parsed[1])
+    return out
 
 
 def _unaccepted(cshape: LogitsShape, gshape: TopTokensShape) -> list[str]:

@@ -11,6 +11,7 @@ arguments that ``compute_logits`` depends on; would a call raise ``TypeError``.
 from __future__ import annotations
 
 import ast
+import functools
 import textwrap
 from dataclasses import dataclass
 
@@ -92,6 +93,7 @@ def bind(params: list[Param], call: ModelCall) -> tuple[set[str], list[str]]:
     return bound, errors
 
 
+@functools.lru_cache(maxsize=4096)
 def reads(text: str, name: str) -> bool:
     """Whether a method's body reads parameter ``name`` (unparsable text: assume it does)."""
     try:
@@ -117,30 +119,6 @@ def first_read(text: str, name: str, def_line: int) -> str | None:
         return None
     statement = min(found, key=lambda s: (s.lineno, s.col_offset))
     return f"(line {def_line + statement.lineno - func.lineno}: `{ast.unparse(statement).splitlines()[0]}`)"
-
-
-def dropped_by_caller(reach: Reach, pair: CallPair, logits_params: list[Param], logits_text: str,
-                      top_params: list[Param], def_line: int | None = None) -> str | None:
-    """Why the tokens differ when a caller passes ``compute_logits`` an argument it reads but
-    does not pass it to ``get_top_tokens`` on the same path (None: it does not)."""
-    top_bound, _ = bind(top_params, pair.top_tokens)
-    for logits in pair.logits:
-        bound, _ = bind(logits_params, logits)
-        for name in sorted(bound - top_bound):
-            if reads(logits_text, name):
-                read = first_read(logits_text, name, def_line) if def_line is not None else None
-                return (f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)} but "
-                        f"{form(logits)} ({where(logits)}) on the same path, and compute_logits reads {name}"
-                        + (f" {read}" if read else ""))
-    return None
-
-
-def type_error(reach: Reach, pair: CallPair, top_params: list[Param], method: str) -> str | None:
-    _, errors = bind(top_params, pair.top_tokens)
-    if errors:
-        return (f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)}; {method} "
-                f"does not accept {', '.join(errors)} (TypeError)")
-    return None
 
 
 def passed_to_top_tokens(contract: Contract, params: list[Param]) -> set[str]:

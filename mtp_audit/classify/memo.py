@@ -3,10 +3,11 @@
 Each rule reads one method's text (``MethodFacts.text``) and nothing else, so
 its answer is a pure function of that text (and the line it starts on, which
 messages quote).
-Stored beside the facts cache, keyed by tool version and cache schema, one
-small pickle per answer: a scan whose facts are cached then classifies
-without parsing, or even importing, libcst. The rules themselves live in
-``shapes`` and ``synthesize.mirror``, imported on the first miss.
+Stored beside the facts cache (``cache.AnswerStore``, keyed like every cache
+entry by the tool's source hash), one small entry per answer: a scan whose
+facts are cached then classifies without parsing, or even importing, libcst.
+The rules themselves live in ``shapes`` and ``synthesize.mirror``, imported on
+the first miss.
 """
 
 from __future__ import annotations
@@ -14,30 +15,26 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import hashlib
 import inspect
 import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from .. import __version__
-from ..index.cache import MISSING, load_entry, store_entry
+from ..cache import MISSING, AnswerStore
 from ..index.facts import libcst_code
-from ..index.results import CACHE_SCHEMA
+from .shape_types import LogitsShape, TopTokensShape
 
 if TYPE_CHECKING:
-    from ..index.cache import FactsCache
-    from .shape_types import LogitsShape, TopTokensShape
+    from ..cache import FactsCache
 
-_store: Path | None = None  # None: answers are memoised in this process only
+_store: AnswerStore | None = None  # None: answers are memoised in this process only
 Rule = TypeVar("Rule", bound=Callable)
 
 
 def use_cache(cache: FactsCache | None) -> None:
     """Keep answers beside ``cache``'s facts from now on (None: in this process only)."""
     global _store
-    _store = cache.directory / "shapes" if cache is not None else None
+    _store = cache.answers() if cache is not None else None
 
 
 def load_rules() -> None:
@@ -49,6 +46,14 @@ def load_rules() -> None:
 
 
 _RULES = "mtp_audit.classify.shapes"
+
+
+def shape_rules() -> tuple:
+    """The compute_logits shape rules (``shapes.RULES``), importing libcst the fast way if need be."""
+    load_rules()
+    from .shapes import RULES
+
+    return RULES
 
 
 @contextlib.contextmanager
@@ -95,54 +100,52 @@ def _no_signature_docstrings() -> Iterator[None]:
         inspect.signature = signature
 
 
-def _path(name: str, args: tuple) -> Path:
-    assert _store is not None
-    key = hashlib.sha256(repr((__version__, CACHE_SCHEMA, name, args)).encode()).hexdigest()
-    return _store / key[:2] / f"{key}.pickle"
+def _stored(kind: type | tuple[type, ...]) -> Callable[[Rule], Rule]:
+    """Memoise a rule answering a ``kind`` in this process and, when a store is set, on disk."""
+
+    def wrap(rule: Rule) -> Rule:
+        @functools.lru_cache(maxsize=4096)
+        @functools.wraps(rule)
+        def answer(*args):
+            store = _store
+            path = store.path(rule.__name__, args) if store is not None else None
+            if path is not None:
+                value = store.load(path, kind)
+                if value is not MISSING:
+                    return value
+            load_rules()
+            value = rule(*args)
+            if path is not None:
+                store.save(path, value)
+            return value
+
+        return answer  # type: ignore[return-value]
+
+    return wrap
 
 
-def _stored(rule: Rule) -> Rule:
-    """Memoise ``rule`` in this process and, when a store is set, on disk."""
-
-    @functools.lru_cache(maxsize=4096)
-    @functools.wraps(rule)
-    def answer(*args):
-        path = _path(rule.__name__, args) if _store is not None else None
-        if path is not None:
-            value = load_entry(path)
-            if value is not MISSING:
-                return value
-        load_rules()
-        value = rule(*args)
-        if path is not None:
-            store_entry(path, value)
-        return value
-
-    return answer  # type: ignore[return-value]
-
-
-@_stored
+@_stored(LogitsShape)
 def logits_shape(text: str, line: int) -> LogitsShape:
     from .shapes import analyze_compute_logits
 
     return analyze_compute_logits(libcst_code(text), line)
 
 
-@_stored
+@_stored(TopTokensShape)
 def top_tokens_shape(text: str, line: int) -> TopTokensShape:
     from .shapes import analyze_get_top_tokens
 
     return analyze_get_top_tokens(libcst_code(text), line)
 
 
-@_stored
+@_stored(str)
 def fingerprint(text: str) -> str:
     from .shapes import normalize
 
     return normalize(libcst_code(text))
 
 
-@_stored
+@_stored(str)
 def mirror_text(text: str) -> str:
     """The mirror a fix would write, unformatted; raises MirrorError when there is none."""
     from ..synthesize.mirror import mirror_code
@@ -150,7 +153,7 @@ def mirror_text(text: str) -> str:
     return mirror_code(libcst_code(text))
 
 
-@_stored
+@_stored((str, type(None)))
 def mirror_fingerprint(text: str) -> str | None:
     from ..synthesize.mirror import MirrorError, mirror_code
     from .shapes import normalize
@@ -161,7 +164,7 @@ def mirror_fingerprint(text: str) -> str | None:
         return None
 
 
-@_stored
+@_stored((str, type(None)))
 def mirror_fingerprint_without(text: str, params: tuple[str, ...]) -> str | None:
     """The fingerprint of the mirror with ``params`` dropped from its signature."""
     import ast
@@ -189,14 +192,14 @@ def mirror_fingerprint_without(text: str, params: tuple[str, ...]) -> str | None
     return normalize(ast.unparse(func))
 
 
-@_stored
+@_stored(bool)
 def self_contained(text: str) -> bool:
     from .shapes import self_contained as rule
 
     return rule(libcst_code(text))
 
 
-@_stored
+@_stored(bool)
 def returns_plain_head(text: str, hidden: str) -> bool:
     from .shapes import returns_plain_head as rule
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..cache import ABSENT, EXISTS, MISSING, FactsCache, digest
 from ..errors import InternalError
 from ..model import SourceTree
-from .cache import FactsCache
 from .facts import ModuleFacts, extract_facts
 from .imports import ImportChains, ImportFacts, extract_imports
-from .results import ABSENT, EXISTS, digest
 
 
 class ModuleIndex:
@@ -24,7 +23,7 @@ class ModuleIndex:
         self._facts: dict[str, ModuleFacts | None] = {}
         self.located: dict[str, tuple[Path, bool] | None] = {}  # module -> locate's answer
         self.read_errors: dict[str, str] = {}
-        self.observed: dict[str, str] = {}  # what the result depends on (see results.Observed)
+        self.observed: dict[str, str] = {}  # what the result depends on (see cache.Observed)
         self._imports: dict[str, ImportFacts | None] = {}
         self.chains = ImportChains(self)
 
@@ -39,15 +38,16 @@ class ModuleIndex:
         if not all(parts):
             return None
         base = "/".join(parts)  # strings, not pathlib: import chains locate thousands of modules
-        if self._probe(f"{base}/__init__.py"):
-            return self.tree.root / base / "__init__.py", True
-        if self._probe(f"{base}.py"):
-            return self.tree.root / f"{base}.py", False
+        for position, root in enumerate((self.tree.root, *self.tree.extra_roots)):  # in order, as on sys.path
+            for name, is_package in ((f"{base}/__init__.py", True), (f"{base}.py", False)):
+                if self._probe(root, name, extra=position > 0):
+                    return root / name, is_package
         return None
 
-    def _probe(self, relative: str) -> bool:
-        found = os.path.isfile(os.path.join(self.tree.root, relative))
-        self.observed.setdefault(relative, EXISTS if found else ABSENT)
+    def _probe(self, root: Path, name: str, extra: bool) -> bool:
+        path = os.path.join(root, name)
+        found = os.path.isfile(path)
+        self.observed.setdefault(Path(path).as_posix() if extra else name, EXISTS if found else ABSENT)
         return found
 
     def read_bytes(self, path: Path) -> bytes:
@@ -60,8 +60,14 @@ class ModuleIndex:
         return self.locate(module) is not None
 
     def relative(self, path: Path) -> str:
+        """Relative to the root; absolute for a file under an extra root (another directory)."""
         text, root = path.as_posix(), self.tree.root.as_posix().rstrip("/") + "/"
-        return text[len(root):] if text.startswith(root) else path.relative_to(self.tree.root).as_posix()
+        if text.startswith(root):
+            return text[len(root):]
+        try:
+            return path.relative_to(self.tree.root).as_posix()
+        except ValueError:
+            return path.as_posix()
 
     def facts(self, module: str) -> ModuleFacts | None:
         if module in self._facts:
@@ -85,8 +91,9 @@ class ModuleIndex:
             facts.parse_error = self.read_errors[rel]
             return facts
         if self.cache is not None:
-            cached = self.cache.load(data, module, is_package, rel)
-            if cached is not None:
+            cached = self.cache.load(data, module, is_package, ModuleFacts)
+            if cached is not MISSING:
+                cached.path = rel  # the same content may live at another path
                 return cached
         try:
             facts = extract_facts(source, module, rel, is_package)
@@ -95,7 +102,7 @@ class ModuleIndex:
         if facts.parse_error:
             self.read_errors[rel] = f"syntax error, {facts.parse_error}"
         elif self.cache is not None:
-            self.cache.store(data, facts)
+            self.cache.store(data, module, is_package, facts)
         return facts
 
     def loaded(self) -> dict[str, ModuleFacts | None]:

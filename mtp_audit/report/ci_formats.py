@@ -1,10 +1,16 @@
-"""Machine formats for CI: GitHub workflow annotations and SARIF 2.1.0."""
+"""Machine formats for CI: GitHub workflow annotations and SARIF 2.1.0.
+
+A finding's rule is the compute_logits shape rule that decided it (MTP1xx,
+docs/rules.md) when one did, else the rule of its level (MTPA00x).
+"""
 
 from __future__ import annotations
 
 import json
 
 from .. import __version__
+from ..classify.contract_rules import CONTRACT_RULES
+from ..classify.memo import shape_rules
 from ..model import DrafterRecord, ScanResult
 from .severity import level_of
 
@@ -33,7 +39,7 @@ def _findings(result: ScanResult):
         level = level_of(record)
         if level is not None:
             rule, _, severity = RULES[level]
-            yield record, level, rule, severity
+            yield record, level, record.rule or rule, severity
 
 
 def render_github(result: ScanResult) -> str:
@@ -54,6 +60,12 @@ def render_sarif(result: ScanResult) -> str:
             "region": {"startLine": record.line},
         }}],
     } for record, _, rule, severity in _findings(result)]
+    used = {r["ruleId"] for r in results}
+    shapes = [{"id": rule.id, "name": rule.name, "shortDescription": {"text": rule.message},
+               "fullDescription": {"text": " ".join(rule.__doc__.split())}}
+              for rule in (*(shape_rules() if used - {rid for rid, _, _ in RULES.values()} else ()),
+                           *CONTRACT_RULES)
+              if rule.id in used]
     document = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
@@ -64,7 +76,7 @@ def render_sarif(result: ScanResult) -> str:
                 "informationUri": "https://github.com/vllm-project/vllm",
                 "rules": [{"id": rid, "name": name, "shortDescription": {"text": text},
                            "defaultConfiguration": {"level": severity}}
-                          for name, (rid, text, severity) in RULES.items()],
+                          for name, (rid, text, severity) in RULES.items()] + shapes,
             }},
             "originalUriBaseIds": {"SRCROOT": {"uri": result.tree.root.as_uri() + "/"}},
             "results": results,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..model import ScanResult
+from .origin import origin
 from .table import STATUS_ORDER, location
 
 
@@ -23,7 +24,7 @@ def render_markdown(result: ScanResult) -> str:
             lines.append(
                 "| " + " | ".join(_cell(x) for x in (
                     r.status.value, r.consistency.value if r.consistency else "", r.arch or "(unregistered)",
-                    f"`{r.cls}`", ", ".join(r.platforms), f"`{location(r)}`", r.reason,
+                    f"`{r.cls}`{origin(r)}", ", ".join(r.platforms), f"`{location(r)}`", r.reason,
                 )) + " |"
             )
     for u in result.unresolved:

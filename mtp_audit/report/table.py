@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..model import Consistency, DrafterRecord, ScanResult, Status
+from .origin import origin
 
 STATUS_ORDER = (Status.MISSING_FIXABLE, Status.MISSING_MANUAL, Status.SUPPORTED, Status.NOT_APPLICABLE)
 STYLE = {
@@ -45,7 +46,7 @@ def render_table(result: ScanResult, console: Console) -> None:
             table.add_column("consistency")
         table.add_column("reason", overflow="fold", ratio=2, min_width=30)
         for r in rows:
-            cells = [r.arch or "(unregistered)", r.cls, ",".join(r.platforms), location(r)]
+            cells = [r.arch or "(unregistered)", r.cls + origin(r), ",".join(r.platforms), location(r)]
             if status == Status.SUPPORTED:
                 c = r.consistency
                 cells.append(f"[{CONSISTENCY_STYLE[c]}]{c.value}[/]" if c else "")

@@ -52,7 +52,7 @@ METHODS_BY_NAME = (  # name fragment -> speculative methods a drafter of that na
 )
 # Files worth parsing: they define or construct speculators, or name their classes.
 CALLER_FILE = re.compile(rb"Speculator|Proposer|speculator_class|def propose")
-CONSTRUCTION_HINT = re.compile(r"(Speculator|Proposer)\(")
+CONSTRUCTION_HINT = re.compile(r"^(?!\s*class\s).*(Speculator|Proposer)\(", re.M)
 DEF_LINE = re.compile(r"^(\s*)(?:async\s+)?def\s")
 DECLARED_CONFIG = re.compile(r"^(\s+)speculator_config_class\s*(?::[^=]*)?=\s*([A-Za-z_][\w.]*)", re.M)
 
@@ -327,7 +327,11 @@ class CallerIndex:
                 if not CONSTRUCTION_HINT.search(module.source):
                     continue
                 for function in _functions(module.tree):
-                    local = {**module.imports, **_local_imports(function)}
+                    nodes = list(ast.walk(function))
+                    called = {(_dotted(n.func) or "").rpartition(".")[2] for n in nodes if isinstance(n, ast.Call)}
+                    if not called & self.by_name.keys():
+                        continue
+                    local = {**module.imports, **_local_imports(nodes)}
                     if self._constructed(local, module, function):
                         self._selector_functions.append((module, function,
                                                          self._compact(local, module, function.body)))
@@ -523,7 +527,7 @@ class CallerIndex:
                 if method is None:
                     continue
                 module = self.modules[cls.module]
-                local = {**module.imports, **_local_imports(method)}
+                local = {**module.imports, **_local_imports(ast.walk(method))}
                 for sub in ast.walk(method):
                     if isinstance(sub, ast.Return) and sub.value is not None:
                         name_ = _dotted(sub.value)
@@ -647,10 +651,11 @@ class CallerIndex:
 
     def _calls_in(self, function: ast.AST, file: str) -> tuple[list[ModelCall], list[tuple[bool, str]]]:
         """Calls on the drafter, and calls of methods of self (``super()`` ones flagged)."""
-        aliases = {t.id for node in ast.walk(function) if isinstance(node, ast.Assign)
-                   and _is_drafter(node.value, set()) for t in node.targets if isinstance(t, ast.Name)}
+        nodes = list(ast.walk(function))
+        aliases = {t.id for node in nodes if isinstance(node, ast.Assign) and _is_drafter(node.value, set())
+                   for t in node.targets if isinstance(t, ast.Name)}
         model_calls, self_calls = [], []
-        for node in ast.walk(function):
+        for node in nodes:
             if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
                 continue
             receiver, method = node.func.value, node.func.attr
@@ -769,9 +774,9 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
-def _local_imports(function: ast.AST) -> dict[str, str]:
-    """Names bound by ``from X import Y`` anywhere in a function (vLLM imports speculators lazily)."""
-    return {alias.asname or alias.name: f"{node.module}.{alias.name}" for node in ast.walk(function)
+def _local_imports(nodes: Iterable[ast.AST]) -> dict[str, str]:
+    """Names bound by ``from X import Y`` among a function's nodes (vLLM imports speculators lazily)."""
+    return {alias.asname or alias.name: f"{node.module}.{alias.name}" for node in nodes
             if isinstance(node, ast.ImportFrom) and node.module and not node.level for alias in node.names}
 
 

@@ -1,0 +1,128 @@
+"""Every on-disk cache of the tool, in one place.
+
+Three namespaces under one root (``MTP_AUDIT_CACHE_DIR``, else the user cache dir):
+``facts`` (a module's facts, by its bytes and name), ``shapes`` (a classification
+answer, by the method text it reads) and ``results`` (a whole scan, valid while every
+file it looked at is unchanged). Every key includes the hash of the tool's own source
+(``source.source_hash``), so a code change never meets an answer of other code, and
+entries are data-only JSON (``codec``): reading one never runs anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..model import ScanResult, SourceTree
+from .store import MISSING, Store, atomic_write, default_cache_dir
+
+__all__ = ["ABSENT", "EXISTS", "MISSING", "AnswerStore", "FactsCache", "Observed", "ResultCache", "atomic_write",
+           "default_cache_dir", "digest"]
+
+EXISTS = "exists"
+ABSENT = "absent"
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class FactsCache:
+    """A module's facts by its bytes, module name and kind; the same bytes elsewhere share them."""
+
+    def __init__(self, directory: Path | None = None):
+        self.directory = directory or default_cache_dir()
+        self._store = Store(self.directory, "facts")
+
+    def _path(self, data: bytes, module: str, is_package: bool) -> Path:
+        return self._store.path(module, is_package, digest(data))
+
+    def load(self, data: bytes, module: str, is_package: bool, kind: type) -> object:
+        """The ``kind`` facts stored for these bytes, or MISSING."""
+        return self._store.load(self._path(data, module, is_package), kind)
+
+    def store(self, data: bytes, module: str, is_package: bool, facts: object) -> None:
+        self._store.save(self._path(data, module, is_package), facts)
+
+    def answers(self) -> AnswerStore:
+        return AnswerStore(self.directory)
+
+
+class AnswerStore:
+    """Classification answers (classify.memo) by the name of the question and its arguments."""
+
+    def __init__(self, directory: Path):
+        self._store = Store(directory, "shapes")
+
+    def path(self, question: str, args: tuple) -> Path:
+        return self._store.path(question, args)
+
+    def load(self, path: Path, kind: type | tuple[type, ...]) -> object:
+        return self._store.load(path, kind)
+
+    def save(self, path: Path, value: object) -> None:
+        self._store.save(path, value)
+
+
+@dataclass
+class Observed:
+    """What a scan looked at, relative to the tree root: path -> sha256, EXISTS or ABSENT."""
+
+    files: dict[str, str]
+
+    def still_true(self, root: Path) -> bool:
+        for rel, expected in self.files.items():
+            path = root / rel
+            if expected == ABSENT:
+                if path.exists():
+                    return False
+            elif expected == EXISTS:
+                if not path.is_file():
+                    return False
+            else:
+                try:
+                    if digest(path.read_bytes()) != expected:
+                        return False
+                except OSError:
+                    return False
+        return True
+
+
+class ResultCache:
+    """A whole scan's result, valid only while every file the scan looked at is unchanged.
+
+    A scan's result depends on the bytes of the files it read and on which module paths
+    existed when it probed them; nothing else. The entry records exactly that and is used
+    only if all of it still holds, so a warm scan never parses and never imports libcst.
+    """
+
+    def __init__(self, directory: Path | None = None):
+        self._store = Store(directory or default_cache_dir(), "results")
+
+    def load(self, tree: SourceTree) -> ScanResult | None:
+        path = self._path(tree)
+        entry = self._store.load(path, _ResultEntry)
+        if entry is MISSING:
+            return None
+        if not (isinstance(entry.observed, Observed) and isinstance(entry.observed.files, dict)
+                and isinstance(entry.result, ScanResult)):
+            self._store.reject(path, "not a scan result")
+            return None
+        if not entry.observed.still_true(tree.root):
+            return None
+        entry.result.tree = tree  # the version file is read afresh every time
+        return entry.result
+
+    def store(self, tree: SourceTree, observed: Observed, result: ScanResult) -> None:
+        self._store.save(self._path(tree), _ResultEntry(observed, result))
+
+    def _path(self, tree: SourceTree) -> Path:
+        plugins = [(p.name, p.version, str(p.location)) for p in tree.plugins]  # installing one changes the result
+        return self._store.path(str(tree.root), [str(r) for r in tree.extra_roots], plugins)
+
+
+@dataclass
+class _ResultEntry:
+    observed: Observed
+    result: ScanResult

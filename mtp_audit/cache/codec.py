@@ -1,0 +1,141 @@
+"""Cache entries as data-only JSON: reading one can build our own plain data and nothing else.
+
+Every JSON object is a tag: ``{"d": [keys, values]}`` a dict with string keys,
+``{"m": [[k, v], ...]}`` any other dict, ``{"t": [...]}`` a tuple, ``{"s": [...]}`` a set,
+``{"f": [...]}`` a frozenset, ``{"p": "..."}`` a path, ``{"e": "module:Name", "v": value}``
+an enum member, ``{"c": "module:Name", "v": [field values]}`` a dataclass. JSON's parser
+hands each object to ``_tag`` as it completes, innermost first (no second walk).
+
+A class is only looked up among the dataclasses and enums of mtp_audit modules already
+imported: nothing is imported, and no constructor or ``__post_init__`` runs (fields are set
+as pickle would set them), so a hostile file can at worst describe wrong data, which the
+caller's type check and the key written into every entry then reject.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import sys
+from pathlib import Path, PurePath
+
+_SCALARS = (str, int, float, bool, type(None))
+_PACKAGE = __name__.split(".", 1)[0] + "."
+
+
+class UnreadableEntry(ValueError):
+    """Bytes that are not an entry this codec wrote."""
+
+
+_NAMES: dict[type, str] = {}
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_CLASSES: dict[str, tuple[type, tuple[str, ...] | None]] = {}  # name -> (class, field names; None: an enum)
+
+
+def _name(cls: type) -> str:
+    name = _NAMES.get(cls)
+    if name is None:
+        name = _NAMES[cls] = f"{cls.__module__}:{cls.__qualname__}"
+    return name
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+def _encode(value: object) -> object:
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is list:
+        return [v if type(v) is str else _encode(v) for v in value]
+    if kind is dict:
+        if all(type(k) is str for k in value):
+            return {"d": [list(value), [v if type(v) is str else _encode(v) for v in value.values()]]}
+        return {"m": [[_encode(k), _encode(v)] for k, v in value.items()]}
+    if kind is tuple:
+        return {"t": [v if type(v) is str else _encode(v) for v in value]}
+    if kind in (set, frozenset):
+        return {"s" if kind is set else "f": [_encode(v) for v in sorted(value, key=repr)]}
+    if isinstance(value, enum.Enum):
+        return {"e": _name(kind), "v": value.value}
+    if isinstance(value, PurePath):
+        return {"p": str(value)}
+    if dataclasses.is_dataclass(value):
+        items = [getattr(value, name) for name in _field_names(kind)]
+        return {"c": _name(kind), "v": [v if type(v) is str else _encode(v) for v in items]}
+    raise TypeError(f"cannot keep a {kind.__name__} in the cache")
+
+
+def dumps(value: object) -> bytes:
+    return json.dumps(_encode(value), separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _class(name: object) -> tuple[type, tuple[str, ...] | None]:
+    """One of our own dataclasses or enums, by name, from modules already imported; its fields."""
+    if type(name) is str and name in _CLASSES:
+        return _CLASSES[name]
+    if not isinstance(name, str) or ":" not in name:
+        raise UnreadableEntry(f"bad class reference {name!r}")
+    module_name, _, qualname = name.partition(":")
+    module = sys.modules.get(module_name) if module_name.startswith(_PACKAGE) else None
+    cls: object = module
+    for part in qualname.split(".") if module is not None else ():
+        cls = getattr(cls, part, None)
+    if not isinstance(cls, type) or cls.__module__ != module_name or f"{module_name}:{cls.__qualname__}" != name:
+        raise UnreadableEntry(f"{name} is not data this tool keeps")
+    if issubclass(cls, enum.Enum):
+        found: tuple[type, tuple[str, ...] | None] = (cls, None)
+    elif dataclasses.is_dataclass(cls):
+        found = (cls, _field_names(cls))
+    else:
+        raise UnreadableEntry(f"{name} is not data this tool keeps")
+    _CLASSES[name] = found
+    return found
+
+
+def _tag(value: dict) -> object:
+    if len(value) == 1:
+        (tag, body), = value.items()
+        if tag == "d" and type(body) is list and len(body) == 2 and type(body[0]) is list \
+                and type(body[1]) is list and len(body[0]) == len(body[1]):
+            return dict(zip(body[0], body[1]))
+        if tag == "t" and type(body) is list:
+            return tuple(body)
+        if tag == "m" and type(body) is list and all(type(i) is list and len(i) == 2 for i in body):
+            return dict(body)
+        if tag == "s" and type(body) is list:
+            return set(body)
+        if tag == "f" and type(body) is list:
+            return frozenset(body)
+        if tag == "p" and type(body) is str:
+            return Path(body)
+    elif len(value) == 2 and "v" in value:
+        if "c" in value and type(value["v"]) is list:
+            cls, names = _class(value["c"])
+            if names is None or len(names) != len(value["v"]):
+                raise UnreadableEntry(f"{value['c']} has another layout")
+            obj = object.__new__(cls)
+            for name, item in zip(names, value["v"]):
+                object.__setattr__(obj, name, item)
+            return obj
+        if "e" in value:
+            cls, names = _class(value["e"])
+            if names is not None:
+                raise UnreadableEntry(f"{value['e']} is not an enum")
+            return cls(value["v"])
+    raise UnreadableEntry(f"unknown object {str(value)[:60]}")
+
+
+def loads(data: bytes) -> object:
+    """The value ``dumps`` wrote; UnreadableEntry for anything else."""
+    try:
+        return json.loads(data, object_hook=_tag)
+    except UnreadableEntry:
+        raise
+    except (ValueError, TypeError, RecursionError) as error:  # torn, garbage, unhashable keys, too deep
+        raise UnreadableEntry(f"{type(error).__name__}: {str(error)[:80]}") from None

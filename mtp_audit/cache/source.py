@@ -1,0 +1,41 @@
+"""The hash of the tool's own code: part of every cache key, so any change to it invalidates.
+
+Hashes the content of every ``mtp_audit/**/*.py`` and template, once per process (about
+70 small files, ~2 ms). Content, not mtimes: an editable install that is edited, a
+reinstall with the same version number, or a CI checkout with fresh mtimes all get the
+right answer.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent
+# Shipped in the wheel under the package; in a checkout, the top-level folder.
+TEMPLATE_DIRS = (PACKAGE / "templates", PACKAGE.parent / "templates")
+
+
+def _files(top: Path, suffix: str) -> list[Path]:
+    found = []
+    for folder, dirs, names in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        found.extend(Path(folder, n) for n in sorted(names) if n.endswith(suffix))
+    return found
+
+
+def source_files() -> list[Path]:
+    templates = next((d for d in TEMPLATE_DIRS if d.is_dir()), None)
+    return _files(PACKAGE, ".py") + (_files(templates, "") if templates else [])
+
+
+@functools.cache
+def source_hash() -> str:
+    """sha256 over the relative path and bytes of each source file, in a fixed order."""
+    digest = hashlib.sha256()
+    for path in source_files():
+        digest.update(path.relative_to(PACKAGE.parent).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()

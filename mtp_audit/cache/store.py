@@ -1,0 +1,125 @@
+"""Where cache entries live, how they are written and how a bad one is refused.
+
+``<root>/<generation>/<namespace>/<aa>/<key>.json``: the generation is the hash of the
+tool's source (``source.source_hash``), so entries of other code are never read; a new
+generation prunes all but the most recent few. Writes are atomic (a temporary file in
+the same folder, then ``os.replace``). A missing entry is a plain miss; one that cannot
+be read, parsed or is not what was asked for is reported in one line on stderr, ignored
+and rewritten by the caller.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from . import codec, source
+
+MISSING = object()
+FORMAT = "mtp-audit-cache/1"
+GENERATIONS_KEPT = 3
+_WARNINGS_SHOWN = 5
+_GENERATION = re.compile("[0-9a-f]{24}")
+
+
+def default_cache_dir() -> Path:
+    override = os.environ.get("MTP_AUDIT_CACHE_DIR")
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("mtp-audit")) / "facts"
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """``path`` holds ``data`` whole, or is unchanged; a read-only cache folder only costs speed."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        pass
+
+
+class _Warnings:
+    shown = 0
+
+    @classmethod
+    def bad_entry(cls, path: Path, why: str) -> None:
+        cls.shown += 1
+        if cls.shown <= _WARNINGS_SHOWN:
+            print(f"warning: ignoring cache entry {path} ({why}); it will be rebuilt", file=sys.stderr)
+        elif cls.shown == _WARNINGS_SHOWN + 1:
+            print("warning: more bad cache entries; not listing them", file=sys.stderr)
+
+
+class Store:
+    """One namespace of the cache (facts, shapes, results) for the running tool's code."""
+
+    def __init__(self, root: Path, namespace: str):
+        self.root = root
+        self.namespace = namespace
+        self._generation: Path | None = None
+
+    @property
+    def directory(self) -> Path:
+        if self._generation is None:
+            self._generation = self.root / source.source_hash()[:24]
+        return self._generation / self.namespace
+
+    def path(self, *key: object) -> Path:
+        name = hashlib.sha256(repr(key).encode()).hexdigest()
+        return self.directory / name[:2] / f"{name}.json"
+
+    def load(self, path: Path, kind: type | tuple[type, ...]) -> object:
+        """The ``kind`` value stored at ``path``; MISSING when absent or bad (bad: one warning)."""
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return MISSING
+        except OSError as error:
+            _Warnings.bad_entry(path, f"unreadable: {error.strerror or error}")
+            return MISSING
+        try:
+            entry = codec.loads(data)
+        except codec.UnreadableEntry as error:
+            self.reject(path, f"not a cache entry: {error}")
+            return MISSING
+        if not (isinstance(entry, tuple) and len(entry) == 3 and entry[0] == FORMAT and entry[1] == path.stem
+                and isinstance(entry[2], kind)):
+            self.reject(path, "written by other code or for another key")
+            return MISSING
+        return entry[2]
+
+    @staticmethod
+    def reject(path: Path, why: str) -> None:
+        """Say (once a line, a few times a run) that the entry at ``path`` is ignored and rebuilt."""
+        _Warnings.bad_entry(path, why)
+
+    def save(self, path: Path, value: object) -> None:
+        new = not self.directory.parent.is_dir()
+        atomic_write(path, codec.dumps((FORMAT, path.stem, value)))
+        if new:
+            prune(self.root, keep=self.directory.parent)
+
+
+def prune(root: Path, keep: Path, kept: int = GENERATIONS_KEPT) -> None:
+    """Remove the cache generations of other code, all but the ``kept`` most recently made."""
+    try:
+        generations = [p for p in root.iterdir() if p != keep and _GENERATION.fullmatch(p.name) and p.is_dir()]
+        generations.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return
+    for old in generations[kept - 1:]:
+        shutil.rmtree(old, ignore_errors=True)

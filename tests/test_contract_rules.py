@@ -1,0 +1,56 @@
+"""The call-contract rules, each against its own VALID / INVALID examples, through the analyzer.
+
+Each example is a drafter class built in a small tree and analysed with the one
+caller the example describes; an INVALID example must get the rule's verdict and
+its id, a VALID one must not be decided by the rule.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import BASE, build_tree
+from mtp_audit.classify.contract_rules import CONTRACT_RULES, CallExample, ContractRule, example_contract
+from mtp_audit.locate import locate
+from mtp_audit.model import ClassKey
+from mtp_audit.resolve.names import resolve_name
+from mtp_audit.scan import Scanner
+
+CASES = [pytest.param(rule, valid, example, id=f"{rule.id}-{rule.name}-{'valid' if valid else 'invalid'}{i}")
+         for rule in CONTRACT_RULES
+         for valid, examples in ((True, rule.VALID), (False, rule.INVALID))
+         for i, example in enumerate(examples)]
+
+
+def _analyse(example: CallExample, tmp_path: Path):
+    root = build_tree(BASE, tmp_path / "tree")
+    models = root / "vllm" / "model_executor" / "models"
+    methods = example.compute_logits + (example.get_top_tokens or "")
+    body = textwrap.indent(methods.replace("\n\n", "\n"), "    ")
+    (models / "example_mtp.py").write_text(f"class ExampleMTP:\n{body}")
+    (models / "registry.py").write_text('_SPECULATIVE_DECODING_MODELS = {"ExampleMTPModel": ("example_mtp", "ExampleMTP")}\n')
+    scanner = Scanner(locate(root))
+    key = next(k for k in resolve_name(scanner.index, "vllm.model_executor.models.example_mtp", "ExampleMTP", "cuda")
+               if isinstance(k, ClassKey))
+    return scanner.analyzers["cuda"].analyze(key, contract=example_contract(example))
+
+
+@pytest.mark.parametrize(("rule", "valid", "example"), CASES)
+def test_contract_rule_examples(rule: type[ContractRule], valid: bool, example: CallExample, tmp_path: Path):
+    analysis = _analyse(example, tmp_path)
+    if valid:
+        assert analysis.rule != rule.id, analysis.reason
+    else:
+        assert (analysis.status, analysis.consistency) == example.expected, analysis.reason
+        assert analysis.rule == rule.id, analysis.reason
+        assert "ExampleSpeculator" in analysis.reason  # the reason names the caller
+
+
+def test_every_contract_rule_is_described_and_unique():
+    for rule in CONTRACT_RULES:
+        assert rule.id.startswith("MTP2") and rule.name and rule.message and rule.__doc__, rule
+        assert rule.VALID and rule.INVALID
+    assert len({r.id for r in CONTRACT_RULES}) == len(CONTRACT_RULES)

@@ -1,0 +1,278 @@
+"""Out-of-tree plugins: discovery from entry points, the effective registry, plugin source trees,
+and the vLLM a plugin runs with. Fixture plugins of our own (tests/fixtures/plugins/site), then
+a released one (vllm-ascend 0.9.1, whose general plugin re-registers DeepSeekMTPModel)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import BASE, FIXTURES, run_cli
+
+PLUGINS = FIXTURES / "plugins"
+SITE = PLUGINS / "site"
+TOY = ("vllm.model_executor.models.toy_mtp", "ToyMTP")
+OTHER = {"module": "vllm.model_executor.models.other_mtp", "class": "OtherMTP"}
+
+
+def vllm_tree(into: Path, *, local_argmax: bool = True) -> Path:
+    """The fixture vLLM (two drafters) the plugins register over."""
+    shutil.copytree(BASE, into)
+    shutil.copytree(PLUGINS / "vllm", into / "vllm", dirs_exist_ok=True)
+    if not local_argmax:  # a vLLM before 0.20
+        (into / "vllm/model_executor/layers/logits_processor.py").write_text(
+            "class LogitsProcessor:\n    def __call__(self, lm_head, hidden_states, embedding_bias=None):\n"
+            "        raise NotImplementedError\n")
+    return into
+
+
+def rows(stdout: str) -> list[tuple]:
+    return sorted((r["arch"], r["class"], tuple(r["platforms"]), r["status"], r["consistency"], r["source"],
+                   r["replaces"] and (r["replaces"]["module"], r["replaces"]["class"]))
+                  for r in json.loads(stdout)["drafters"])
+
+
+def test_discovery_reads_entry_points_without_importing():
+    from mtp_audit.resolve.plugins import GENERAL, PLATFORM, discover
+
+    found = discover([SITE])
+    assert [(d.name, d.version) for d in found] == [("acme-npu", "0.3.0"), ("acme-vllm-plugin", "1.2.0")]
+    assert found[0].entry_points == ((PLATFORM, "acme_npu", "acme_npu:register"),)
+    assert found[1].entry_points == ((GENERAL, "acme", "acme_vllm:register"),)  # console_scripts left out
+    assert found[1].location == SITE.resolve()
+    assert not {"acme_vllm", "acme_npu"} & set(sys.modules)
+
+
+def test_registrations_are_followed_through_helpers(tmp_path):
+    from mtp_audit.index.modules import ModuleIndex
+    from mtp_audit.locate import locate, with_plugins
+    from mtp_audit.resolve.plugins import read_plugin
+
+    tree = with_plugins(locate(vllm_tree(tmp_path / "v")), [SITE])
+    npu, acme = tree.plugins
+    index = ModuleIndex(tree)
+    general = read_plugin(index, acme)
+    # register -> registration.register_all -> _register_drafters (same module) and helpers.register_new
+    # (another module, the class object imported inside the function); never_called is not reached
+    assert [(r.arch, r.module, r.cls, r.file.rsplit("/", 1)[-1]) for r in general.registrations] == [
+        ("OtherMTPModel", "acme_vllm.models.other_mtp", "AcmeOtherMTP", "registration.py"),
+        ("AcmeForCausalLM", "acme_vllm.models.target", "AcmeForCausalLM", "registration.py"),
+        ("AcmeNewMTPModel", "acme_vllm.models.new_mtp", "AcmeNewMTP", "helpers.py"),
+    ]
+    assert general.platforms == [] and general.skipped == []
+    platform = read_plugin(index, npu)
+    assert platform.platforms == ["acme"]  # device_name of the class its function returns
+    assert [(r.arch, r.module, r.cls) for r in platform.registrations] == [
+        ("ToyMTPModel", "acme_npu.models.mtp", "NpuToyMTP")]
+
+
+def test_effective_registry_with_installed_plugins(tmp_path):
+    tree = vllm_tree(tmp_path / "v")
+    result = run_cli("scan", str(tree), "--plugin-path", str(SITE), "--format", "json", "--fail-on", "never")
+    assert result.returncode == 0, result.stderr
+    every = ("acme", "cpu", "cuda", "rocm", "tpu", "xpu")
+    assert rows(result.stdout) == [
+        # a new drafter architecture, from a helper of the general plugin, on every platform it loads on
+        ("AcmeNewMTPModel", "AcmeNewMTP", every, "supported", "mirror", "acme-vllm-plugin 1.2.0", None),
+        # the general plugin replaces OtherMTP everywhere: its subclass overrides compute_logits with
+        # another head and inherits vLLM's get_top_tokens
+        ("OtherMTPModel", "AcmeOtherMTP", every, "supported", "unproven", "acme-vllm-plugin 1.2.0",
+         tuple(OTHER.values())),
+        # the platform plugin replaces ToyMTP on its own platform only
+        ("ToyMTPModel", "NpuToyMTP", ("acme",), "missing_fixable", None, "acme-npu 0.3.0", TOY),
+        ("ToyMTPModel", "ToyMTP", every[1:], "missing_fixable", None, "vllm", None),
+    ]
+    drafters = json.loads(result.stdout)["drafters"]
+    plugin_file = next(r["file"] for r in drafters if r["class"] == "AcmeNewMTP")
+    assert plugin_file == str(SITE.resolve() / "acme_vllm/models/new_mtp.py")  # outside the root: absolute
+
+
+def test_no_plugins_is_vllm_alone(tmp_path):
+    tree = vllm_tree(tmp_path / "v")
+    result = run_cli("scan", str(tree), "--plugin-path", str(SITE), "--no-plugins", "--format", "json",
+                     "--fail-on", "never")
+    assert [(r[0], r[1], r[5]) for r in rows(result.stdout)] == [
+        ("OtherMTPModel", "OtherMTP", "vllm"), ("ToyMTPModel", "ToyMTP", "vllm")]
+
+
+def plugin_source(into: Path) -> Path:
+    """The general plugin as a source tree (an sdist's layout): pyproject, no dist-info."""
+    shutil.copytree(SITE / "acme_vllm", into / "acme_vllm")
+    (into / "pyproject.toml").write_text('[project]\nname = "acme-vllm-plugin"\nversion = "1.2.0"\n')
+    (into / "acme_vllm/models/spare_mtp.py").write_text(
+        "from torch import nn\n\n\nclass SpareMTP(nn.Module):\n    def compute_logits(self, hidden_states):\n"
+        "        return self.logits_processor(self.lm_head, hidden_states)\n")
+    return into
+
+
+def test_scan_of_a_plugin_source_tree_names_architectures(tmp_path):
+    vllm = vllm_tree(tmp_path / "v")
+    source = plugin_source(tmp_path / "src")
+    result = run_cli("scan", str(source), "--vllm", str(vllm), "--format", "json", "--fail-on", "never")
+    assert result.returncode == 0, result.stderr
+    assert f"running with vLLM 0.99.0 at {vllm}" in result.stderr
+    found = {(r["arch"], r["class"], r["source"], r["replaces"] and r["replaces"]["class"])
+             for r in json.loads(result.stdout)["drafters"]}
+    assert found == {
+        ("OtherMTPModel", "AcmeOtherMTP", "acme-vllm-plugin 1.2.0", "OtherMTP"),
+        ("AcmeNewMTPModel", "AcmeNewMTP", "acme-vllm-plugin 1.2.0", None),
+        # every register_model call of a source tree counts, reached from an entry point or not
+        ("UnreachedMTPModel", "UnreachedMTP", "acme-vllm-plugin 1.2.0", None),
+        # a drafter-named class in a file no registration names: the name heuristics
+        (None, "SpareMTP", "vllm", None),
+    }
+
+
+def test_fix_into_a_plugin_follows_the_vllm_it_runs_with(tmp_path):
+    source = plugin_source(tmp_path / "src")
+    with_argmax = vllm_tree(tmp_path / "new")
+    result = run_cli("fix", str(source), "--vllm", str(with_argmax), "--model", "UnreachedMTPModel", "--diff")
+    assert result.returncode == 0, result.stderr
+    assert "+        return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)" in result.stdout
+    old = vllm_tree(tmp_path / "old", local_argmax=False)
+    result = run_cli("fix", str(source), "--vllm", str(old), "--model", "UnreachedMTPModel")
+    assert result.returncode == 1
+    assert "whose LogitsProcessor has no get_top_tokens" in result.stderr
+    assert "def get_top_tokens" not in (source / "acme_vllm/models/unreached_mtp.py").read_text()
+
+
+def test_vllm_option_is_for_plugin_directories(tmp_path):
+    result = run_cli("scan", str(vllm_tree(tmp_path / "v")), "--vllm", "0.34.0")
+    assert result.returncode == 2 and "plugin directory" in result.stderr
+
+
+# A released plugin: vllm-ascend 0.9.1 registers its own DeepSeekMTPModel from the function of its
+# vllm.general_plugins entry point, through vllm_ascend.models.register_model; its platform plugin
+# names NPUPlatform, device name "npu".
+ASCEND = ("vllm-ascend", "0.9.1")
+ASCEND_MTP = ("DeepSeekMTPModel", "CustomDeepSeekMTP", "vllm-ascend 0.9.1")
+
+
+@pytest.fixture(scope="module")
+def ascend_wheel() -> Path:
+    """The released wheel, downloaded once with pip --no-deps and cached beside vLLM's sources."""
+    from mtp_audit.errors import UsageError
+    from mtp_audit.sources import released_wheel
+
+    try:
+        return released_wheel(*ASCEND)
+    except UsageError as error:  # no network and no cache: say so, do not pass silently
+        pytest.fail(f"could not get {ASCEND[0]} {ASCEND[1]}: {error}")
+
+
+@pytest.fixture(scope="module")
+def ascend_installed(ascend_wheel, tmp_path_factory) -> Path:
+    """vllm-ascend 0.9.1 installed without dependencies into a --target directory."""
+    target = tmp_path_factory.mktemp("ascend-target")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check",
+                    "--no-index", "--target", str(target), str(ascend_wheel)], check=True)
+    return target
+
+
+def released_rows(stdout: str, arch: str) -> list[tuple]:
+    return [(r["arch"], r["class"], r["source"], r["replaces"], r["platforms"])
+            for r in json.loads(stdout)["drafters"] if r["arch"] == arch]
+
+
+def test_released_plugin_replaces_an_in_tree_drafter(ascend_installed, vllm_release):
+    release = vllm_release("0.34.0")
+    result = run_cli("scan", "--vllm-version", "0.34.0", "--plugin-path", str(ascend_installed), "--format", "json",
+                     "--fail-on", "never")
+    assert result.returncode == 0, result.stderr
+    replaced = {"module": "vllm.model_executor.models.deepseek_mtp", "class": "DeepSeekMTP"}
+    assert released_rows(result.stdout, "DeepSeekMTPModel") == [
+        (*ASCEND_MTP, replaced, ["cpu", "cuda", "npu", "rocm", "tpu", "xpu"])]
+    alone = run_cli("scan", str(release), "--format", "json", "--fail-on", "never")
+    in_tree = {r["arch"] for r in json.loads(alone.stdout)["drafters"]}
+    with_plugin = json.loads(result.stdout)["drafters"]
+    assert {r["arch"] for r in with_plugin} == in_tree  # next to every in-tree record
+    assert [r["class"] for r in json.loads(alone.stdout)["drafters"] if r["arch"] == "DeepSeekMTPModel"] == [
+        "DeepSeekMTP"]
+
+
+def test_released_plugin_in_the_installed_environment(ascend_installed):
+    import importlib.metadata
+
+    try:
+        installed = importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("no vllm installed in this environment (pip install --no-deps vllm==0.34.0)")
+    root = Path(__file__).resolve().parent.parent
+    env = {"PYTHONPATH": f"{root}:{ascend_installed}"}  # the plugin's --target dir on sys.path
+    result = run_cli("scan", "--format", "json", "--fail-on", "never", "--no-cache", env=env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["vllm_version"] == installed
+    [row] = released_rows(result.stdout, "DeepSeekMTPModel")
+    assert row[:3] == ASCEND_MTP and row[3]["class"] == "DeepSeekMTP"
+    result = run_cli("scan", "--format", "json", "--fail-on", "never", "--no-cache", "--no-plugins", env=env)
+    assert [r[1] for r in released_rows(result.stdout, "DeepSeekMTPModel")] == ["DeepSeekMTP"]
+
+
+@pytest.fixture(scope="module")
+def ascend_source(ascend_wheel, tmp_path_factory) -> Path:
+    """The released plugin's source tree (its wheel unpacked: the Python files and the dist-info)."""
+    import zipfile
+
+    into = tmp_path_factory.mktemp("ascend-src")
+    with zipfile.ZipFile(ascend_wheel) as archive:
+        archive.extractall(into, [n for n in archive.namelist() if n.endswith((".py", ".txt", "METADATA"))])
+    return into
+
+
+def test_scan_of_a_released_plugin_tree_names_its_drafter(ascend_source, vllm_release):
+    vllm_release("0.34.0")
+    result = run_cli("scan", str(ascend_source), "--vllm", "0.34.0", "--format", "json", "--fail-on", "never")
+    assert result.returncode == 0, result.stderr
+    drafters = json.loads(result.stdout)["drafters"]
+    assert [(r["arch"], r["class"], r["file"]) for r in drafters if r["arch"]] == [
+        ("DeepSeekMTPModel", "CustomDeepSeekMTP", "vllm_ascend/models/deepseek_mtp.py")]
+    assert not [r for r in drafters if r["arch"] is None]  # its one MTP file is registered
+
+
+def test_fix_into_a_released_plugin_whose_vllm_lacks_get_top_tokens(ascend_source, vllm_release):
+    vllm_release("0.11.0")  # before 0.20: no LogitsProcessor.get_top_tokens
+    result = run_cli("fix", str(ascend_source), "--vllm", "0.11.0", "--model", "DeepSeekMTPModel")
+    assert result.returncode == 1
+    assert "runs with vLLM 0.11.0" in result.stderr and "has no get_top_tokens" in result.stderr
+    assert "def get_top_tokens" not in (ascend_source / "vllm_ascend/models/deepseek_mtp.py").read_text()
+
+
+def test_fix_of_an_installed_plugin_writes_into_the_plugin(tmp_path):
+    site = tmp_path / "site"
+    shutil.copytree(SITE, site)
+    tree = vllm_tree(tmp_path / "v")
+    result = run_cli("fix", str(tree), "--plugin-path", str(site), "--model", "NpuToyMTP")
+    assert result.returncode == 0, result.stderr
+    # the inherited compute_logits uses only self: the mirror goes into the plugin's class
+    assert "def get_top_tokens" in (site / "acme_npu/models/mtp.py").read_text()
+    assert "def get_top_tokens" not in (tree / "vllm/model_executor/models/toy_mtp.py").read_text()
+    rescan = run_cli("scan", str(tree), "--plugin-path", str(site), "--format", "json", "--model", "NpuToyMTP")
+    [record] = json.loads(rescan.stdout)["drafters"]
+    assert (record["status"], record["consistency"], record["source"]) == ("supported", "mirror", "acme-npu 0.3.0")
+
+
+def test_fix_of_a_released_plugin_stays_out_of_vllm(ascend_source, vllm_release):
+    vllm_release("0.34.0")
+    # CustomDeepSeekMTP inherits compute_logits (a delegation) from vLLM's DeepSeekMTP
+    result = run_cli("fix", str(ascend_source), "--vllm", "0.34.0", "--model", "DeepSeekMTPModel", "--diff")
+    assert result.returncode == 1
+    assert "drafter writes only into the plugin" in " ".join(result.stderr.replace("│", " ").split())
+    assert result.stdout == ""
+
+
+def test_result_cache_follows_the_plugins(tmp_path):
+    site = tmp_path / "site"
+    shutil.copytree(SITE, site)
+    tree = vllm_tree(tmp_path / "v")
+    scan = ("scan", str(tree), "--format", "json", "--fail-on", "never")
+    with_plugins = rows(run_cli(*scan, "--plugin-path", str(site)).stdout)
+    assert rows(run_cli(*scan).stdout) != with_plugins  # not the cached answer of the other set
+    assert rows(run_cli(*scan, "--plugin-path", str(site)).stdout) == with_plugins
+    helpers = site / "acme_vllm/helpers.py"  # a plugin file the result depends on
+    helpers.write_text(helpers.read_text().replace('"AcmeNewMTPModel"', '"AcmeRenamedMTPModel"'))
+    archs = [r[0] for r in rows(run_cli(*scan, "--plugin-path", str(site)).stdout)]
+    assert "AcmeRenamedMTPModel" in archs and "AcmeNewMTPModel" not in archs
