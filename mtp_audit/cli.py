@@ -11,6 +11,7 @@ import os
 import sys
 import traceback
 from contextlib import nullcontext
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -20,10 +21,13 @@ import typer
 from . import __version__
 from .cache import ResultCache, default_cache_dir
 from .errors import InternalError, UsageError
-from .locate import locate
+from .locate import REGISTRY, locate
 from .model import ScanResult, SourceTree, Status
+from .report import exit_codes
 from .report.json_report import render_json
+from .report.options import check_scan_options
 from .report.severity import DEFAULT_FAIL_ON, LEVELS, NEVER, findings
+from .report.terminal import console, output_width
 from .select import select
 from .sources import release_tree
 
@@ -37,6 +41,7 @@ app = typer.Typer(
 
 
 class Format(str, Enum):
+    concise = "concise"
     table = "table"
     json = "json"
     markdown = "markdown"
@@ -48,21 +53,24 @@ FailOn = Enum("FailOn", {name: name for name in (*LEVELS, NEVER)}, type=str)  # 
 
 PathArg = Annotated[
     Optional[Path],
-    typer.Argument(help="A vLLM checkout, a vllm package directory or a directory of model files. "
+    typer.Argument(metavar="PATH", help="A vLLM checkout, a vllm package directory or a directory of model files. "
                         "Default: the current directory if it is a vLLM checkout, else the installed vllm."),
 ]
 ModelOpt = Annotated[
     Optional[list[str]],
-    typer.Option("--model", "-m", help="Module stem (nemotron_h, nemotron_h_mtp), architecture or class name."),
+    typer.Option("--model", "-m", metavar="NAME", help="A drafter, case-insensitive: module stem (nemotron_h, "
+                 "nemotron_h_mtp), architecture (NemotronHMTPModel), class (NemotronHMTP) or Hugging Face "
+                 "model_type (deepseek_v3; see scan --by-model-type). Repeatable."),
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the facts cache.")]
 JobsOpt = Annotated[int, typer.Option(
-    "--jobs", "-j", min=0, help="Worker processes for a scan that is not cached: 0 = one per CPU (at most 8), 1 = none.")]
-VersionOpt = Annotated[
-    Optional[str],
-    typer.Option("--vllm-version", help="Audit a released vLLM by number (e.g. 0.34.0): its wheel's sources "
-                                        "are downloaded once with pip --no-deps and cached, never installed."),
-]
+    "--jobs", "-j", min=0, metavar="N", help="Worker processes for a scan that is not cached: 0 = one per CPU (at most 8), 1 = none.")]
+VERSION_HELP = ("Audit a released vLLM by number (e.g. 0.34.0) instead of PATH: its wheel's sources are "
+                "downloaded once with pip --no-deps and cached, never installed.")
+VersionOpt = Annotated[Optional[str], typer.Option("--vllm-version", metavar="X.Y.Z", help=VERSION_HELP)]
+FixVersionOpt = Annotated[Optional[str], typer.Option(
+    "--vllm-version", metavar="X.Y.Z", help=VERSION_HELP + " Only with --diff or --check: the cached sources "
+                                                           "are never written.")]
 
 RunsWithOpt = Annotated[Optional[str], typer.Option(
     "--vllm", help="For a plugin directory: the vLLM it runs with, a path or a released version "
@@ -73,16 +81,23 @@ NoPluginsOpt = Annotated[bool, typer.Option(
 PluginPathOpt = Annotated[Optional[list[Path]], typer.Option(
     "--plugin-path", help="Another directory where plugins are installed (e.g. a pip --target dir; repeatable).")]
 
+FollowOpt = Annotated[bool, typer.Option(
+    "--follow-symlinks", help="Read model files that symlinks in the tree lead to outside it (never written).")]
+
 
 def resolve_tree(path: Optional[Path], vllm_version: Optional[str], quiet: bool = False, *,
-                 runs_with: Optional[str] = None, plugins: bool = False, plugin_paths: Optional[list[Path]] = None):
-    """The tree to audit; a vLLM with its installed plugins, a plugin directory with its vLLM."""
+                 runs_with: Optional[str] = None, plugins: bool = False, plugin_paths: Optional[list[Path]] = None,
+                 follow_symlinks: bool = False):
+    """The tree to audit (once an interrupted fix in it is completed or undone); a vLLM with its
+    installed plugins, a plugin directory with its vLLM."""
     from .locate import runs_with as with_vllm
     from .locate import with_plugins
 
     if path is not None and vllm_version:
         raise UsageError("give PATH or --vllm-version, not both")
-    tree = locate(release(vllm_version, quiet) if vllm_version else path)
+    tree = recovered(locate(release(vllm_version, quiet) if vllm_version else path))
+    if follow_symlinks:
+        tree = replace(tree, follow_symlinks=True)
     if not tree.is_vllm:
         if plugin_paths:
             raise UsageError("--plugin-path goes with a vLLM tree; PATH is a plugin directory")
@@ -90,6 +105,14 @@ def resolve_tree(path: Optional[Path], vllm_version: Optional[str], quiet: bool 
     if runs_with is not None:
         raise UsageError("--vllm names the vLLM a plugin directory runs with; this PATH is a vLLM tree itself")
     return with_plugins(tree, plugin_paths or []) if plugins else tree
+
+
+def recovered(tree: SourceTree) -> SourceTree:
+    """``tree``, once a fix that was interrupted in it (kill -9) is completed or undone."""
+    from .apply.write import recover
+
+    recover(tree.root)
+    return tree
 
 
 def release(version: str, quiet: bool = False) -> Path:
@@ -105,15 +128,6 @@ def _download_progress(message: str):
     return nullcontext()
 
 
-def console(stderr: bool = False):
-    """Pipes and CI logs get a wide table: wrapping a reason into a 1-char column helps nobody."""
-    from rich.console import Console
-
-    stream = sys.stderr if stderr else sys.stdout
-    width = None if stream.isatty() else 200
-    return Console(stderr=stderr, no_color=bool(os.environ.get("NO_COLOR")) or None, width=width)
-
-
 def _model_types(tree: SourceTree) -> dict[str, list[str]]:
     if not tree.is_vllm:
         return {}
@@ -123,20 +137,9 @@ def _model_types(tree: SourceTree) -> dict[str, list[str]]:
     return model_type_map(tree.package_dir)
 
 
-def _print_model_types(tree: SourceTree, result: ScanResult) -> None:
-    status: dict[str, set[str]] = {}
-    for record in result.records:
-        if record.arch:
-            label = record.status.value + (f"/{record.consistency.value}" if record.consistency else "")
-            status.setdefault(record.arch, set()).add(label)
-    for model_type, archs in _model_types(tree).items():
-        described = ", ".join(f"{a} ({', '.join(sorted(status.get(a, {'unregistered'})))})" for a in archs)
-        print(f"{model_type}: {described}")
-
-
 def run_scan(tree: SourceTree, no_cache: bool, jobs: int = 0) -> ScanResult:
     """The scan result: from the result cache when nothing it depends on changed."""
-    results = None if no_cache or not tree.is_vllm else ResultCache(default_cache_dir())
+    results = None if no_cache or not tree.is_vllm or tree.follow_symlinks else ResultCache(default_cache_dir())
     cached = results.load(tree) if results else None
     if cached is not None:
         return cached
@@ -150,8 +153,12 @@ def run_scan(tree: SourceTree, no_cache: bool, jobs: int = 0) -> ScanResult:
     return result
 
 
-def _render_scan(result: ScanResult, format: Format) -> None:
-    if format == Format.json:
+def _render_scan(result: ScanResult, format: Format, verbose: bool, show_all: bool) -> None:
+    if format == Format.concise:
+        from .report.concise import print_concise, render_concise
+
+        print_concise(render_concise(result, output_width(), verbose, show_all), console())
+    elif format == Format.json:
         sys.stdout.write(render_json(result) + "\n")
     elif format == Format.markdown:
         from .report.markdown import render_markdown
@@ -167,61 +174,91 @@ def _render_scan(result: ScanResult, format: Format) -> None:
         render_table(result, console())
 
 
-@app.command("scan")
+SCAN_EXAMPLES = """Examples:
+
+  mtp-audit scan --vllm-version 0.34.0
+
+  mtp-audit scan ~/vllm --model nemotron_h --verbose
+
+  mtp-audit scan --compare 0.33.0 0.34.0 --format markdown
+"""
+
+
+@app.command("scan", epilog=SCAN_EXAMPLES)
 def scan_command(
     path: PathArg = None,
-    format: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.table,
+    format: Annotated[Format, typer.Option(
+        "--format", "-f", metavar="FORMAT", help="concise (one line per finding), table, json, markdown, "
+                                                 "github (workflow annotations) or sarif.")] = Format.concise,
     fail_on: Annotated[FailOn, typer.Option(  # type: ignore[valid-type]
-        "--fail-on", help="Exit 1 when a finding at or above this level exists "
-                          f"({' < '.join(LEVELS)}; '{NEVER}' never fails).")] = DEFAULT_FAIL_ON,
+        "--fail-on", metavar="LEVEL", help="Exit 1 when a finding at or above LEVEL exists: "
+                                           f"{', '.join(LEVELS)} (low to high) or {NEVER}.")] = DEFAULT_FAIL_ON,
     model: ModelOpt = None,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="concise: every reason, and the speculators that call each drafter.")] = False,
+    show_all: Annotated[bool, typer.Option(
+        "--show-all", help="concise: list the mirror and equivalent records too, not only their count.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the exit code, and errors.")] = False,
     vllm_version: VersionOpt = None,
     compare: Annotated[Optional[tuple[str, str]], typer.Option(
-        "--compare", help="Two released versions (e.g. 0.33.0 0.34.0): which drafters changed status.")] = None,
+        "--compare", metavar="OLD NEW", help="Two released versions (e.g. 0.33.0 0.34.0): which drafters "
+                                             "changed status. Takes no PATH or --vllm-version.")] = None,
     by_model_type: Annotated[bool, typer.Option(
-        "--by-model-type", help="Print the Hugging Face model_type -> drafter mapping of the speculative config.")] = False,
+        "--by-model-type", help="Print the Hugging Face model_type -> drafter mapping of the speculative "
+                                "config, with each drafter's status.")] = False,
     no_cache: NoCacheOpt = False,
     jobs: JobsOpt = 0,
     runs_with: RunsWithOpt = None,
     no_plugins: NoPluginsOpt = False,
     plugin_path: PluginPathOpt = None,
+    follow_symlinks: FollowOpt = False,
 ) -> None:
     """Report every registered drafter on every platform: supported, fixable, manual or not applicable."""
+    check_scan_options(format.value, compare is not None, by_model_type, path is not None or bool(vllm_version),
+                       bool(model), verbose, show_all)
     if compare:
         from .report.compare import compare_releases, render_compare
 
         old, new = (run_scan(locate(release(v, quiet)), no_cache, jobs) for v in compare)
         changes = compare_releases(old, new)
-        render_compare(changes, compare, format.value, console())
-        raise typer.Exit(0)
+        if not quiet:
+            render_compare(changes, compare, format.value, console(), output_width())
+        raise typer.Exit(exit_codes.OK)
     tree = resolve_tree(path, vllm_version, quiet, runs_with=runs_with, plugins=not no_plugins,
-                        plugin_paths=plugin_path)
+                        plugin_paths=plugin_path,
+                        follow_symlinks=follow_symlinks)
     if not tree.is_vllm:
+        from .resolve.registry import PLUGIN_HEURISTIC
+
         with_vllm = (f"running with vLLM {tree.vllm_version or '(version unknown)'} at {tree.runs_with.root}"
                      if tree.runs_with else "no vLLM found to run with (--vllm names one)")
         print(f"note: {tree.root} has no vllm/ registry; scanning it as a plugin directory ({with_vllm}): "
-              "architectures from its register_model calls, then drafter-named classes in drafter-named files "
-              "that no registration names (see README), reported with arch null", file=sys.stderr)
+              f"architectures from its register_model calls, then {PLUGIN_HEURISTIC} that no registration "
+              "names, reported with arch null", file=sys.stderr)
     result = run_scan(tree, no_cache, jobs)
     for note in result.notes:
         print(f"warning: plugin registration not read: {note}", file=sys.stderr)
+    if not tree.is_vllm and not result.records and not result.parse_errors:
+        raise UsageError(f"{tree.root}: no drafter found: no vllm/model_executor/models/registry.py, no "
+                         f"register_model call and no {PLUGIN_HEURISTIC}; give a vLLM checkout, a vllm package "
+                         "or a plugin's model directory")
     if by_model_type:
-        _print_model_types(tree, result)
-        raise typer.Exit(0)
+        from .report.model_types import model_type_rows, render_model_types
+
+        if not quiet:
+            sys.stdout.write(render_model_types(model_type_rows(_model_types(tree), result), format.value))
+        raise typer.Exit(exit_codes.OK)
     if model:
         result.records = select(result.records, model, single_module=False, model_types=_model_types(tree))
     for file, message in result.parse_errors:
         print(f"error: {file}: {message}; this file was skipped, fix it and scan again", file=sys.stderr)
     if not quiet:
-        _render_scan(result, format)
+        _render_scan(result, format, verbose, show_all)
     for u in result.unresolved:
         print(f"warning: {u.arch} -> {u.module}.{u.cls} does not resolve on {','.join(u.platforms)}: {u.reason}",
               file=sys.stderr)
-    if result.parse_errors:
-        raise typer.Exit(2)
-    unresolved = bool(result.unresolved) and fail_on.value != NEVER
-    raise typer.Exit(1 if findings(result.records, fail_on.value) or unresolved else 0)
+    raise typer.Exit(exit_codes.scan_exit(len(findings(result.records, fail_on.value)), bool(result.unresolved),
+                                          bool(result.parse_errors), fail_on.value == NEVER))
 
 
 @app.command("fix")
@@ -234,57 +271,89 @@ def fix_command(
     pr_body: Annotated[Optional[Path], typer.Option(
         "--pr-body", help="Write a pull-request description (Purpose / Test Plan / Test Result) to this file.")] = None,
     verify_report: Annotated[Optional[Path], typer.Option(
-        "--verify-report", help="With --pr-body: a `verify --json` file whose results go under Test Result.")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary table on stderr.")] = False,
-    vllm_version: VersionOpt = None,
+        "--verify-report", help="With --pr-body or --patches: a `verify --json` file whose results go under "
+                                "Test Result.")] = None,
+    patches: Annotated[Optional[Path], typer.Option(
+        "--patches", help="Write nothing into the tree: a `git am` series into this folder, one patch per model "
+                          "family (the change, its PR description, a test), and an index README.md.")] = None,
+    factor_pre_head: Annotated[bool, typer.Option(
+        "--factor-pre-head", help="Move a pre-head block of more than 3 statements into one private helper "
+                                  "(_pre_head) that compute_logits and get_top_tokens both call; compute_logits "
+                                  "changes, and must equal its old self with the helper inlined.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stderr.")] = False,
+    vllm_version: FixVersionOpt = None,
     no_cache: NoCacheOpt = False,
     jobs: JobsOpt = 0,
     runs_with: RunsWithOpt = None,
     no_plugins: NoPluginsOpt = False,
     plugin_path: PluginPathOpt = None,
+    follow_symlinks: FollowOpt = False,
 ) -> None:
-    """Write the mirrored get_top_tokens into missing_fixable drafters (safe fixes only)."""
-    if verify_report is not None and pr_body is None:
-        raise UsageError("--verify-report goes with --pr-body")
-    if bool(model) == sweep_all:
-        raise UsageError("fix needs --model NAME (repeatable) or --all, not both")
-    if vllm_version and not (diff or check):
-        raise UsageError("fix --vllm-version needs --diff or --check: the cached release sources stay untouched")
+    """Write the mirrored get_top_tokens into missing_fixable drafters (safe fixes only).
+
+    Needs --model NAME (repeatable) or --all. Ends with a total: methods, files, refused (why), skipped.
+    With --patches, writes a git am series instead, one patch per model family.
+    """
+    if verify_report is not None and pr_body is None and patches is None:
+        raise UsageError("--verify-report goes with --pr-body or --patches")
+    if patches is not None and (diff or check):
+        raise UsageError("--patches writes a patch series; it does not go with --diff or --check")
+    if not model and not sweep_all:
+        raise UsageError("fix needs a target: --model NAME (repeatable) or --all (every missing_fixable drafter)")
+    if model and sweep_all:
+        raise UsageError("give --model NAME or --all, not both")
+    if vllm_version and not (diff or check or patches):
+        raise UsageError("fix --vllm-version needs --diff, --check or --patches: the cached release sources stay "
+                         "untouched")
     from .apply.write import unified_diff
     from .cache import FactsCache
     from .fanout import resolve_jobs
     from .fix import plan_fix, write_fix
+    from .outputs import check_output
     from .report.fix_summary import render_fix_summary
 
+    if pr_body is not None:
+        check_output(pr_body, "--pr-body")
     workers = resolve_jobs(jobs)
     tree = resolve_tree(path, vllm_version, quiet, runs_with=runs_with, plugins=not no_plugins,
-                        plugin_paths=plugin_path)
-    result = plan_fix(tree, model, sweep_all, None if no_cache else FactsCache(), _model_types(tree), workers)
+                        plugin_paths=plugin_path, follow_symlinks=follow_symlinks)
+    result = plan_fix(tree, model, sweep_all, None if no_cache else FactsCache(), _model_types(tree), workers,
+                      factor_pre_head)
     if result.refusal and not quiet:
         print(f"mtp-audit: no fix written into this plugin: {result.refusal}", file=sys.stderr)
+    targets = "--all" if sweep_all else " ".join(f"--model {name}" for name in model or [])
+    mode = " --factor-pre-head" if factor_pre_head else ""
+    body = None
+    if pr_body is not None:  # rendered (and --verify-report read) before anything is written
+        from .report.pr_body import render_pr_body
+
+        body = render_pr_body(result, f"mtp-audit fix{mode} {targets}", verify_report)
     if diff:
         for rewrite in result.rewrites:
             sys.stdout.write(unified_diff(rewrite))
+    elif patches is not None:
+        from .apply.patches import write_patches
+
+        series = write_patches(result, patches, f"mtp-audit fix{mode}", verify_report)
+        print(f"wrote {len(series)} patches and {patches / 'README.md'}", file=sys.stderr)
     elif not check:
         write_fix(result)
     if not quiet:
-        render_fix_summary(result, console(stderr=True), written=not (diff or check))
-    if pr_body is not None:
+        render_fix_summary(result, console(stderr=True), not (diff or check or patches), output_width(stderr=True))
+    if pr_body is not None and body is not None:
         from .report.pr_body import write_pr_body
 
-        targets = "--all" if sweep_all else " ".join(f"--model {name}" for name in model or [])
-        write_pr_body(pr_body, result, f"mtp-audit fix {targets}", verify_report)
-    refused = [o for o in result.plan.outcomes if o.action == "refused"]
-    blocked_fixable = [o for o in refused if o.record.status == Status.MISSING_FIXABLE]
-    if check:
-        raise typer.Exit(1 if result.rewrites else 0)
-    raise typer.Exit(1 if (blocked_fixable or (refused and not sweep_all)) else 0)
+        write_pr_body(pr_body, body)
+    fix_mode = "check" if check else "diff" if diff else "write"
+    raise typer.Exit(exit_codes.fix_exit((o.action for o in result.plan.outcomes), len(result.rewrites), fix_mode))
 
 
 @app.command("verify")
 def verify_command(
     path: PathArg = None,
-    model: Annotated[list[str], typer.Option("--model", "-m", help="The drafter to verify (repeatable).")] = ...,
+    model: Annotated[list[str], typer.Option(
+        "--model", "-m", metavar="NAME", help="The drafter to verify, named as for scan --model (module stem, "
+                                              "architecture, class or model_type). Repeatable.")] = ...,
     tp: Annotated[str, typer.Option("--tp", help="Tensor-parallel sizes to run, comma-separated.")] = "1,2",
     emit_test: Annotated[Optional[Path], typer.Option(
         "--emit-test", help="Write a standalone pytest doing the same check for the (first) drafter.")] = None,
@@ -304,6 +373,11 @@ def verify_command(
         raise UsageError(f"--tp takes sizes like 1,2, not {tp!r}") from None
     if not sizes or min(sizes) < 1:
         raise UsageError("--tp needs at least one size of 1 or more")
+    from .outputs import check_output, write_output
+
+    for output, option in ((emit_test, "--emit-test"), (json_out, "--json")):
+        if output is not None:
+            check_output(output, option)
     tree = resolve_tree(path, vllm_version)
     records = select(run_scan(tree, no_cache).records, model, single_module=True, model_types=_model_types(tree))
     outcomes = verify(tree, records, sizes)
@@ -313,8 +387,8 @@ def verify_command(
 
         from .verify.run import outcomes_json
 
-        json_out.write_text(json.dumps({"vllm_version": tree.vllm_version, "results": outcomes_json(outcomes)},
-                                       indent=2) + "\n")
+        write_output(json_out, json.dumps({"vllm_version": tree.vllm_version, "results": outcomes_json(outcomes)},
+                                          indent=2) + "\n", "--json")
     mismatches = [o for o in outcomes if o.verdict == "MISMATCH"]
     for outcome in mismatches:
         print(f"MISMATCH {outcome.record.arch} {outcome.record.cls} TP {outcome.tp}: {outcome.detail}", file=sys.stderr)
@@ -327,9 +401,7 @@ def verify_command(
             raise UsageError("--emit-test needs a passing drafter to write a test for")
         write_test(emit_test, passing[0])
         print(f"wrote {emit_test}", file=sys.stderr)
-    if mismatches:
-        raise typer.Exit(1)
-    raise typer.Exit(2 if unverified else 0)
+    raise typer.Exit(exit_codes.verify_exit(o.verdict for o in outcomes))
 
 
 @app.command("pre-commit")
@@ -338,15 +410,15 @@ def pre_commit_command(
     fix: Annotated[bool, typer.Option("--fix", help="Write the mirrors; exit 1 when a file changed.")] = False,
 ) -> None:
     """For pre-commit in a vLLM checkout: missing_fixable drafters in the changed files fail the hook."""
-    tree = locate(None)
-    if not tree.is_vllm:
+    tree = recovered(locate(Path.cwd())) if (Path.cwd() / "vllm" / REGISTRY).is_file() else None  # never the installed vllm
+    if tree is None or not tree.is_vllm:
         raise UsageError("the pre-commit hook runs in a vLLM checkout (no vllm/ registry in the current directory)")
     changed = {(Path.cwd() / f).resolve().relative_to(tree.root).as_posix() for f in files or []}
     records = [r for r in run_scan(tree, False).records
                if r.status == Status.MISSING_FIXABLE and ({r.file, r.compute_logits.file if r.compute_logits else ""}
                                                            | {d.file for d in r.delegates}) & changed]
     if not records:
-        raise typer.Exit(0)
+        raise typer.Exit(exit_codes.pre_commit_exit(0))
     for record in records:
         print(f"{record.file}:{record.line}: {record.arch or record.cls} ({record.cls}) has no get_top_tokens; "
               f"`mtp-audit fix --model {record.arch or record.cls}` writes it ({record.reason})", file=sys.stderr)
@@ -361,12 +433,17 @@ def pre_commit_command(
         for outcome in result.plan.outcomes:
             if outcome.action == "refused":
                 print(f"refused {outcome.record.arch}: {outcome.reason}", file=sys.stderr)
-    raise typer.Exit(1)
+    raise typer.Exit(exit_codes.pre_commit_exit(len(records)))
 
 
 def main() -> None:
+    from .lifecycle import Interrupted, handle_ctrl_c, on_big_stack
+    from .outputs import OutputFailed, guard_stdout, silence_stdout
+
+    handle_ctrl_c()
+    guard_stdout()
     try:
-        app()
+        on_big_stack(app)
     except UsageError as error:
         print(f"mtp-audit: {error}", file=sys.stderr)
         sys.exit(2)
@@ -375,8 +452,18 @@ def main() -> None:
         if os.environ.get("MTP_AUDIT_DEBUG"):
             traceback.print_exception(error.cause)
         sys.exit(2)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    except (KeyboardInterrupt, Interrupted):
+        from .lifecycle import interrupted
+
+        interrupted()
+    except OutputFailed as error:
+        silence_stdout()
+        print(f"mtp-audit: {error}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as error:  # input we could not read, a directory we could not list: named, not a bug
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"mtp-audit: {where}{error.strerror or error}", file=sys.stderr)
+        sys.exit(2)
     except Exception as error:  # a bug of ours: one line, exit 2; MTP_AUDIT_DEBUG=1 shows the traceback
         print(f"mtp-audit: internal error: {type(error).__name__}: {error} (set MTP_AUDIT_DEBUG=1 for the "
               "traceback, and please report it)", file=sys.stderr)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from .classify.memo import load_rules
 from .errors import UsageError
+from .lifecycle import die_with_parent
 from .model import PLATFORMS, ClassKey, RegistryEntry, Unresolved
 from .resolve.names import resolve_name
 
@@ -135,12 +136,28 @@ def _classify_chunk(positions: list[int]) -> tuple[list[tuple[int, Resolution]],
     return resolutions, unresolved, _harvest(scanner)
 
 
-def _fork_pool(scanner: Scanner, entries: list[RegistryEntry], workers: int) -> ProcessPoolExecutor:
+def _fork_pool(scanner: Scanner, entries: list[RegistryEntry], workers: int):
     """A pool whose workers fork (at the first submit) from the parent as it is now."""
     global _SCANNER, _ENTRIES, _KNOWN, _KNOWN_LOCATED
     _SCANNER, _ENTRIES = scanner, entries
     _KNOWN, _KNOWN_LOCATED = frozenset(scanner.index.loaded()), frozenset(scanner.index.located)
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    return forked_pool(workers)
+
+
+@contextmanager
+def forked_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
+    """A fork pool whose workers die with this process; on an exception (Ctrl-C) they are
+    killed at once instead of being waited for."""
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                               initializer=die_with_parent, initargs=(os.getpid(),))
+    try:
+        yield pool
+    except BaseException:
+        for process in list((pool._processes or {}).values()):  # no public way to stop busy workers
+            process.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
 
 
 def resolve_in_workers(scanner: Scanner, entries: list[RegistryEntry],
@@ -201,7 +218,7 @@ class WarmWorker:
         context = multiprocessing.get_context("fork")
         self._connection, theirs = context.Pipe()
         # Not a daemon: daemons may not fork; close() (warm_worker's exit) always stops it.
-        self._process = context.Process(target=_serve, args=(theirs, jobs, warm_up))
+        self._process = context.Process(target=_serve, args=(theirs, jobs, warm_up, os.getpid()))
         self._process.start()
         theirs.close()
         self._used = False
@@ -215,6 +232,12 @@ class WarmWorker:
             raise value
         return value
 
+    def kill(self) -> None:
+        """Stop the worker now, busy or not (its own forks die with it)."""
+        self._process.kill()
+        self._process.join()
+        self._connection.close()
+
     def close(self) -> None:
         """Stop the worker; one that was never given work is not waited for."""
         if self._used:
@@ -226,14 +249,14 @@ class WarmWorker:
         self._connection.close()
 
 
-def _serve(connection, jobs: int, warm_up: Callable[[], None]) -> None:
+def _serve(connection, jobs: int, warm_up: Callable[[], None], parent: int) -> None:
+    die_with_parent(parent)
     warm_up()
     gc.freeze()  # this process only forks from now on (see frozen_heap)
     while (request := connection.recv()) is not None:
         task, chunks = request
         try:
-            with ProcessPoolExecutor(min(jobs, len(chunks)) or 1,
-                                     mp_context=multiprocessing.get_context("fork")) as pool:
+            with forked_pool(min(jobs, len(chunks)) or 1) as pool:
                 reply = (False, list(pool.map(task, chunks)))
         except Exception as error:  # sent back to be raised in the caller
             reply = (True, error)
@@ -252,5 +275,7 @@ def warm_worker(jobs: int, warm_up: Callable[[], None]) -> Iterator[WarmWorker |
     worker = WarmWorker(jobs, warm_up)
     try:
         yield worker
-    finally:
-        worker.close()
+    except BaseException:  # Ctrl-C or an error: the worker may be busy; do not wait for it
+        worker.kill()
+        raise
+    worker.close()

@@ -8,15 +8,19 @@ and plans.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .apply.changes import FileJob, Rewrite, UnsafeRewrite
+from .apply.inheritors import Inheritor, find_inheritors
+from .apply.placement import Moved, prefer_drafter_only
 from .apply.plan import Plan, make_plan
 from .apply.write import write_all
 from .cache import FactsCache
 from .classify import memo
 from .classify.analysis import Insertion
+from .errors import UsageError
 from .fanout import WarmWorker, warm_worker
+from .index.encoding import NotDecodable, decode_source
 from .index.facts import ModuleFacts
 from .locate import local_argmax_in
 from .model import SourceTree, Status
@@ -30,16 +34,21 @@ class FixResult:
     plan: Plan
     rewrites: list[Rewrite]
     refusal: str | None = None  # why nothing may be written at all (a plugin's vLLM lacks get_top_tokens)
+    inheritors: list[Inheritor] = field(default_factory=list)  # every class the written methods reach
+    placement_notes: list[Moved] = field(default_factory=list)  # methods moved off bases non-drafters inherit
 
 
 def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
              cache: FactsCache | None, model_types: dict[str, list[str]] | None = None,
-             jobs: int = 1) -> FixResult:
+             jobs: int = 1, factor_pre_head: bool = False) -> FixResult:
     """``jobs`` workers rewrite the files; the scan stays in this process, whose analyses the
-    blast-radius check reuses."""
+    blast-radius check reuses. ``factor_pre_head``: long pre-head blocks go into a shared helper."""
     memo.use_cache(cache)  # before forking: the workers read cached mirrors too
     with warm_worker(jobs, _load_rewriter) as worker:
         result, scanner, resolutions = scan(tree, cache)
+        if result.parse_errors:  # as scan: an input error, exit 2, and nothing is written
+            named = "; ".join(f"{file}: {message}" for file, message in result.parse_errors)
+            raise UsageError(f"{named}; nothing written, fix the file(s) and run fix again")
         if sweep_all:
             records = [r for r in result.records if r.status == Status.MISSING_FIXABLE]
         else:
@@ -49,10 +58,16 @@ def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
         if refusal and not _refuse_all(plan, refusal):
             refusal = None  # nothing to write anyway
         _keep_plugin_fixes_in_plugins(tree, plan)
+        inheritors = find_inheritors(scanner, resolutions, plan.insertions)
+        notes = prefer_drafter_only(scanner, resolutions, plan, inheritors)
+        if notes:  # methods moved: they reach other classes now
+            inheritors = find_inheritors(scanner, resolutions, plan.insertions)
         while True:
-            rewrites, failures = _rewrites(scanner, plan.insertions, worker, jobs)
+            rewrites, failures = _rewrites(scanner, plan.insertions, worker, jobs, factor_pre_head)
             if not failures:
-                return FixResult(tree, plan, rewrites, refusal)
+                kept = [i.target for i in plan.insertions]
+                return FixResult(tree, plan, rewrites, refusal, [i for i in inheritors if i.base in kept],
+                                 [n for n in notes if all(k in kept for k in n.into)])
             for outcome in plan.outcomes:  # a drafter is fixed whole or not at all
                 failed = [failures[i.target] for i in outcome.insertions if i.target in failures]
                 if outcome.action == "fix" and failed:
@@ -110,7 +125,22 @@ def _load_rewriter() -> None:
 def _rewrite_chunk(jobs: list[FileJob]) -> list[Rewrite | UnsafeRewrite]:
     from .apply.rewrite import rewrite_files
 
-    return rewrite_files(jobs)
+    if not any(job.factor_pre_head for job in jobs):
+        return rewrite_files(jobs)
+    from .apply.factoring import factors, rewrite_factored
+
+    factored = [job.factor_pre_head and any(factors(i) for i in job.insertions) for job in jobs]
+    plain = iter(rewrite_files([job for job, f in zip(jobs, factored) if not f]))
+    outcomes: list[Rewrite | UnsafeRewrite] = []
+    for job, factor in zip(jobs, factored):
+        if not factor:
+            outcomes.append(next(plain))
+            continue
+        try:
+            outcomes.append(rewrite_factored(job.path, job.source, job.insertions, job.binds_torch))
+        except UnsafeRewrite as error:
+            outcomes.append(error)
+    return outcomes
 
 
 def _binds_torch(facts: ModuleFacts) -> bool:
@@ -133,17 +163,24 @@ def _chunks(jobs: list[FileJob], count: int) -> list[list[FileJob]]:
     return [chunk for chunk in chunks if chunk]
 
 
-def _rewrites(scanner: Scanner, insertions: list[Insertion], worker: WarmWorker | None, jobs: int) -> tuple[list[Rewrite], dict]:
+def _rewrites(scanner: Scanner, insertions: list[Insertion], worker: WarmWorker | None, jobs: int,
+              factor_pre_head: bool = False) -> tuple[list[Rewrite], dict]:
     """Rewrite every touched file, in the worker's forks when there is one (one ruff run per chunk)."""
     by_module: dict[str, list[Insertion]] = {}
     for insertion in insertions:
         by_module.setdefault(insertion.target.module, []).append(insertion)
     files = []
+    encodings = {}
     for module, group in sorted(by_module.items()):
         facts = scanner.index.facts(module)
         assert facts is not None
-        source = (scanner.tree.root / facts.path).read_bytes().decode("utf-8")
-        files.append(FileJob(facts.path, source, group, _binds_torch(facts)))
+        path = scanner.tree.root / facts.path
+        try:
+            source, encodings[facts.path] = decode_source(path.read_bytes())
+        except (OSError, NotDecodable) as error:
+            raise UsageError(f"{facts.path}: cannot be read ({getattr(error, 'strerror', None) or error}); "
+                             "nothing written") from None
+        files.append(FileJob(facts.path, source, group, _binds_torch(facts), factor_pre_head))
     if not files:
         return [], {}
     if worker is None:
@@ -158,9 +195,10 @@ def _rewrites(scanner: Scanner, insertions: list[Insertion], worker: WarmWorker 
         if isinstance(outcome, UnsafeRewrite):
             failures.update({i.target: f"unsafe rewrite refused: {outcome}" for i in job.insertions})
         else:
+            outcome.encoding = encodings[job.path]
             rewrites.append(outcome)
     return rewrites, failures
 
 
 def write_fix(result: FixResult) -> None:
-    write_all(result.tree.root, result.rewrites)
+    write_all(result.tree.root, result.rewrites, result.tree.extra_roots)

@@ -50,6 +50,7 @@ class SourceTree:
     extra_roots: tuple[Path, ...] = ()
     plugins: tuple[PluginDist, ...] = ()  # installed plugins whose registrations join the registry
     runs_with: SourceTree | None = None  # for a plugin directory: the vLLM it runs with
+    follow_symlinks: bool = False  # read model files that symlinks lead to outside root
 
     @property
     def is_vllm(self) -> bool:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from .cache import FactsCache
 from .classify import memo
 from .classify.analysis import Analysis, Analyzer
+from .classify.calls import Contract
 from .errors import UsageError
 from .fanout import MIN_ENTRIES, resolve_in_workers
 from .index.modules import ModuleIndex
@@ -22,7 +23,6 @@ from .model import (
     Unavailable,
     Unresolved,
 )
-from .classify.calls import Contract
 from .resolve.callers import CallerIndex, declared_config
 from .resolve.mro import Hierarchy
 from .resolve.names import Missing, resolve_name
@@ -93,7 +93,10 @@ class Scanner:
         if self.tree.is_vllm:
             assert self.tree.package_dir is not None
             path = self.tree.package_dir / LOGITS_PROCESSOR
-            source = self.index.read_bytes(path).decode("utf-8", "replace") if path.is_file() else ""
+            try:
+                source = self.index.read_bytes(path).decode("utf-8", "replace") if path.is_file() else ""
+            except OSError as error:
+                raise UsageError(f"{self.index.relative(path)}: cannot be read ({error.strerror or error})") from None
             if not has_local_argmax(source):
                 version = f"vLLM {self.tree.vllm_version}" if self.tree.vllm_version else "this vLLM"
                 raise PreLocalArgmaxRelease(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import shutil
 import subprocess
@@ -28,10 +30,32 @@ def build_tree(case: Path, into: Path, subdir: str = "") -> Path:
     return into
 
 
+SCAN_SCHEMA = Path(__file__).resolve().parents[1] / "docs" / "schema" / "scan.schema.json"
+
+
+def check_scan_json(text: str) -> dict:
+    """The document, after validating it against docs/schema/scan.schema.json (every scan JSON the
+    suite produces goes through here)."""
+    import jsonschema
+
+    document = json.loads(text)
+    jsonschema.validate(document, json.loads(SCAN_SCHEMA.read_text()), cls=jsonschema.Draft202012Validator)
+    return document
+
+
+def _is_scan_json(args: tuple[str, ...]) -> bool:
+    words = " ".join(args).replace("=", " ").split()
+    json_format = any(a in ("--format", "-f") and b == "json" for a, b in itertools.pairwise(words))
+    return bool(words) and words[0] == "scan" and json_format and not {"--compare", "--by-model-type"} & set(words)
+
+
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "mtp_audit", *args], capture_output=True, text=True,
-                          cwd=cwd, env=full_env, check=False)
+    result = subprocess.run([sys.executable, "-m", "mtp_audit", *args], capture_output=True, text=True,
+                            cwd=cwd, env=full_env, check=False)
+    if _is_scan_json(args) and result.stdout:
+        check_scan_json(result.stdout)
+    return result
 
 
 @pytest.fixture(autouse=True)

@@ -132,3 +132,112 @@ def test_a_first_download_says_so_unless_quiet(tmp_path):
     quiet = run_cli("scan", "--vllm-version", "0.99.0", "--quiet",
                     env={**env, "MTP_AUDIT_SOURCES_DIR": str(tmp_path / "quiet")})
     assert quiet.returncode == loud.returncode and quiet.stderr == ""
+
+
+def test_a_directory_with_no_drafter_is_an_input_error(tmp_path):
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    (plugin / "layers.py").write_text("class Linear:\n    pass\n")
+    result = run_cli("scan", str(plugin))
+    assert result.returncode == 2 and result.stdout == ""
+    assert "no drafter found" in result.stderr and "registry.py" in result.stderr and "*_mtp*" in result.stderr
+
+
+def test_by_model_type_in_every_format(tmp_path):
+    tree = tree_of("model_types", tmp_path)
+    doc = json.loads(run_cli("scan", str(tree), "--by-model-type", "--format", "json").stdout)
+    assert doc["model_types"] and all({"arch", "status"} <= set(row) for rows in doc["model_types"].values()
+                                      for row in rows)
+    markdown = run_cli("scan", str(tree), "--by-model-type", "--format", "markdown").stdout
+    assert markdown.startswith("| model_type | arch | status |")
+    text = run_cli("scan", str(tree), "--by-model-type").stdout
+    model_type = next(iter(doc["model_types"]))
+    assert text.startswith(f"{model_type}: ") and f"`{model_type}`" in markdown
+    for fmt in ("github", "sarif"):
+        rejected = run_cli("scan", str(tree), "--by-model-type", "--format", fmt)
+        assert rejected.returncode == 2 and "--by-model-type prints" in rejected.stderr
+
+
+def test_options_that_would_be_ignored_are_usage_errors(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    for args, message in [
+        (["--compare", "0.33.0", "0.34.0", str(tree)], "give no PATH or --vllm-version"),
+        (["--compare", "0.33.0", "0.34.0", "--vllm-version", "0.34.0"], "give no PATH or --vllm-version"),
+        (["--compare", "0.33.0", "0.34.0", "--format", "sarif"], "--compare prints"),
+        (["--compare", "0.33.0", "0.34.0", "--model", "toy"], "--model"),
+        ([str(tree), "--format", "json", "--verbose"], "--verbose goes with the concise report"),
+        ([str(tree), "--format", "table", "--show-all"], "--show-all goes with the concise report"),
+        ([str(tree), "--by-model-type", "--model", "toy"], "--model does not apply"),
+    ]:
+        result = run_cli("scan", *args)
+        assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
+        assert result.stdout == ""
+
+
+def test_compare_in_every_format_it_takes(tmp_path):
+    before = tree_of("direct_head", tmp_path / "a")
+    after = tree_of("direct_head", tmp_path / "b")
+    assert run_cli("fix", str(after), "--model", "toy").returncode == 0
+    wheels = tmp_path / "wheels"
+    _local_vllm_wheel(before, "0.97.0", wheels)
+    _local_vllm_wheel(after, "0.98.0", wheels)
+    env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels), "MTP_AUDIT_SOURCES_DIR": str(tmp_path / "src"),
+           "COLUMNS": "80"}
+    compare = ("scan", "--compare", "0.97.0", "0.98.0")
+    doc = json.loads(run_cli(*compare, "--format", "json", env=env).stdout)
+    assert doc == {"from": "0.97.0", "to": "0.98.0", "changes": [
+        {"arch": "ToyMTPModel", "platforms": ["cpu", "cuda", "rocm", "tpu", "xpu"],
+         "before": "missing_fixable", "after": "supported/mirror"}]}
+    concise = run_cli(*compare, env=env).stdout
+    assert concise == ("ToyMTPModel [all]: missing_fixable -> supported/mirror\n"
+                       "1 change from vLLM 0.97.0 to 0.98.0.\n")
+    markdown = run_cli(*compare, "--format", "markdown", env=env).stdout
+    assert "| ToyMTPModel | cpu, cuda, rocm, tpu, xpu | missing_fixable | supported/mirror |" in markdown
+    table = run_cli(*compare, "--format", "table", env=env).stdout
+    assert "ToyMTPModel" in table and max(len(line) for line in table.splitlines()) <= 80
+
+
+def test_concise_report_fits_the_width_and_verbose_shows_every_reason(tmp_path):
+    tree = tree_of("manual_shapes", tmp_path)
+    doc = json.loads(run_cli("scan", str(tree), "--format", "json").stdout)
+    short = run_cli("scan", str(tree), env={"COLUMNS": "60"}).stdout
+    assert max(len(line) for line in short.splitlines()) <= 60
+    assert short.splitlines()[-1].endswith(".") and "8 records" in short
+    verbose = " ".join(run_cli("scan", str(tree), "--verbose", env={"COLUMNS": "60"}).stdout.split())
+    for record in doc["drafters"]:
+        assert f"{record['file']}:{record['line']}: {record['status']}" in verbose
+        assert " ".join(record["reason"].split()) in verbose
+    piped = run_cli("scan", str(tree)).stdout  # no COLUMNS, not a terminal: one line per record, unwrapped
+    assert sum(line.startswith("vllm/") for line in piped.splitlines()) == len(doc["drafters"])
+
+
+def test_supported_mirror_and_equivalent_are_counted_unless_show_all(tmp_path):
+    tree = tree_of("consistency", tmp_path)
+    default = run_cli("scan", str(tree)).stdout
+    assert "MirrorMTP" not in default and "PlainEagle" not in default
+    assert "1 mirror, 2 equivalent" in default and "--show-all" in default
+    everything = run_cli("scan", str(tree), "--show-all").stdout
+    assert ": mirror MirrorMTP [all]" in everything and ": equivalent PlainEagle [all]" in everything
+
+
+def test_help_reads_well_at_80_columns():
+    for command in ("scan", "fix", "verify", "pre-commit"):
+        text = run_cli(command, "--help", env={"COLUMNS": "80"}).stdout
+        assert max(len(line) for line in text.splitlines()) <= 80
+        for word in ("missing_fixable", "missing_manual", "github", "divergent"):
+            for line in text.splitlines():  # a choice is never broken across lines
+                assert not (line.rstrip(" │").endswith(word[:5]) and word not in line), line
+    scan_help = run_cli("scan", "--help", env={"COLUMNS": "80"}).stdout
+    assert "model_type" in scan_help and scan_help.count("mtp-audit scan ") >= 3
+    fix_help = " ".join(run_cli("fix", "--help", env={"COLUMNS": "80"}).stdout.replace("│", " ").split())
+    assert "Only with --diff or --check" in fix_help
+
+
+def test_fix_says_what_it_needs(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    neither = run_cli("fix", str(tree))
+    assert neither.returncode == 2 and "fix needs a target: --model NAME (repeatable) or --all" in neither.stderr
+    both = run_cli("fix", str(tree), "--model", "toy", "--all")
+    assert both.returncode == 2 and "not both" in both.stderr
+    done = run_cli("fix", str(tree), "--model", "toy")
+    assert done.stderr.splitlines()[-1] == "fix: wrote 1 method into 1 file; 0 refused."

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -84,11 +87,45 @@ def test_file_changed_between_analysis_and_write(tmp_path, monkeypatch):
     assert path.read_bytes() == edited
 
 
-def test_symlinked_model_file_is_fixed_where_it_lives(tmp_path):
-    tree = tree_of("direct_head", tmp_path)
+def _symlink_out(tree: Path, tmp_path: Path) -> Path:
+    """Move toy_mtp.py out of the tree, leaving a symlink to it; the real file."""
     link = tree / MODELS / "toy_mtp.py"
     real = tmp_path / "elsewhere" / "toy_mtp.py"
     real.parent.mkdir()
+    real.write_bytes(link.read_bytes())
+    link.unlink()
+    link.symlink_to(real)
+    return real
+
+
+def test_symlink_out_of_the_tree_is_not_read_unless_asked_and_never_written(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    real = _symlink_out(tree, tmp_path)
+    before = real.read_bytes()
+    scanned = run_cli("scan", str(tree), "--format", "json")
+    assert_clean_failure(scanned, 2, "toy_mtp.py", "outside the tree", "--follow-symlinks")
+    assert '"file": "vllm/model_executor/models/toy_mtp.py"' in scanned.stdout  # named in errors
+    assert run_cli("scan", str(tree), "--follow-symlinks").returncode == 1  # read when asked
+    assert_clean_failure(run_cli("fix", str(tree), "--model", "toy"), 2, "outside the tree")
+    assert_clean_failure(run_cli("fix", str(tree), "--all", "--follow-symlinks"), 2, "outside", "nothing written")
+    assert real.read_bytes() == before
+
+
+def test_symlinked_directory_out_of_the_tree_is_never_written(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    models = tree / MODELS
+    real = tmp_path / "elsewhere-models"
+    models.rename(real)
+    models.symlink_to(real, target_is_directory=True)
+    before = snapshot(real)
+    assert_clean_failure(run_cli("fix", str(tree), "--all", "--follow-symlinks"), 2, "outside", "nothing written")
+    assert snapshot(real) == before
+
+
+def test_symlink_inside_the_tree_is_fixed_where_it_lives(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    link = tree / MODELS / "toy_mtp.py"
+    real = tree / "vllm" / "real_toy.py"
     real.write_bytes(link.read_bytes())
     link.unlink()
     link.symlink_to(real)
@@ -134,3 +171,173 @@ def test_read_only_respected_even_as_root(tmp_path):
     target = tree / MODELS / "toy_mtp.py"
     target.chmod(0o444)
     assert_clean_failure(run_cli("fix", str(tree), "--model", "toy"), 2, "read-only")
+
+
+def _edit_toy(tree: Path, edit) -> Path:
+    path = tree / MODELS / "toy_mtp.py"
+    path.write_text(edit(path.read_text()))
+    return path
+
+
+HEAD_CALL = "return self.logits_processor(self.lm_head, hidden_states)"
+
+
+@pytest.mark.parametrize("expression", ["hidden_states" + ".t()" * 300, " + ".join(["hidden_states"] * 900)],
+                         ids=["300-chained-calls", "900-term-sum"])
+def test_deep_expressions_that_cpython_compiles_are_scanned_and_fixed(tmp_path, expression):
+    tree = tree_of("direct_head", tmp_path)
+    path = _edit_toy(tree, lambda s: s.replace(HEAD_CALL, f"x = {expression}\n        {HEAD_CALL}"))
+    compile(path.read_text(), str(path), "exec")  # CPython takes it
+    assert_clean_failure(run_cli("scan", str(tree)), 1)
+    assert_clean_failure(run_cli("fix", str(tree), "--all"), 0)
+    assert "def get_top_tokens" in path.read_text()
+
+
+def test_a_1200_deep_inheritance_chain_resolves_in_linear_time(tmp_path):
+    from mtp_audit.index.facts import extract_facts
+    from mtp_audit.lifecycle import on_big_stack
+    from mtp_audit.locate import locate
+    from mtp_audit.scan import scan
+
+    def chain(source: str, depth: int = 1200) -> str:
+        out = source.replace("class ToyMTP(nn.Module):", "class Base0(nn.Module):")
+        out += "".join(f"\n\nclass Base{i}(Base{i - 1}):\n    pass\n" for i in range(1, depth))
+        return out + f"\n\nclass ToyMTP(Base{depth - 1}):\n    pass\n"
+
+    tree = tree_of("direct_head", tmp_path)
+    _edit_toy(tree, chain)
+    extract_facts("x = 1\n", "m", "m.py", False)  # imports done before the clock starts
+    began = time.perf_counter()
+    results = []
+    on_big_stack(lambda: results.append(scan(locate(tree))[0]))  # as the CLI runs it
+    assert time.perf_counter() - began < 20  # was 194 s at 700 deep (cubic C3)
+    [record] = results[0].records
+    assert record.status.value == "missing_fixable" and record.compute_logits.cls == "Base0"
+    assert_clean_failure(run_cli("scan", str(tree)), 1)  # the CLI's recursion limit copes too
+
+
+def test_a_file_cpython_cannot_compile_is_named_and_the_rest_reported(tmp_path):
+    tree = tree_of("call_contract", tmp_path)
+    (tree / MODELS / "toy_dspark.py").write_text((tree / MODELS / "toy_dspark.py").read_text()
+                                               + "\nX = " + "-" * 50000 + "1\n")
+    result = run_cli("scan", str(tree), "--format", "json")
+    assert_clean_failure(result, 2, "toy_dspark.py", "too deeply nested")
+    assert '"errors"' in result.stdout and '"status"' in result.stdout
+
+
+def test_a_syntax_error_outside_any_class_is_named_by_scan_and_fix(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    _edit_toy(tree, lambda s: s + "\n\ndef broken(:\n    pass\n")
+    before = snapshot(tree)
+    scanned = run_cli("scan", str(tree), "--format", "json")
+    assert_clean_failure(scanned, 2, "toy_mtp.py", "syntax error")
+    assert "toy_mtp.py" in scanned.stdout.split('"errors"')[1]
+    fixed = run_cli("fix", str(tree), "--all")
+    assert_clean_failure(fixed, 2, "toy_mtp.py", "syntax error", "nothing written")
+    assert "internal error" not in fixed.stderr
+    assert snapshot(tree) == before
+
+
+@pytest.mark.parametrize("module", ["..secrets", ".", "/etc/passwd", "models..toy", ""])
+def test_registry_module_names_that_leave_the_package_are_refused(tmp_path, module):
+    tree = tree_of("direct_head", tmp_path)
+    (tree / MODELS / "registry.py").write_text(f'_SPECULATIVE_DECODING_MODELS = {{"X": ({module!r}, "ToyMTP")}}\n')
+    result = run_cli("scan", str(tree))
+    assert_clean_failure(result, 2, "registry.py", "not a dotted module name")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_unreadable_model_file_is_named_and_the_rest_reported(tmp_path, monkeypatch):
+    from mtp_audit.index import modules
+    from mtp_audit.locate import locate
+    from mtp_audit.scan import scan
+
+    tree = tree_of("delegation_cross_file", tmp_path)
+    read_bytes = modules.ModuleIndex.read_bytes
+
+    def refuse(self, path):  # as a file with mode 000 for a user who is not root
+        if path.name == "split_predictor.py":
+            raise PermissionError(13, "Permission denied", str(path))
+        return read_bytes(self, path)
+
+    monkeypatch.setattr(modules.ModuleIndex, "read_bytes", refuse)
+    result, _, _ = scan(locate(tree))
+    assert ("vllm/model_executor/models/split_predictor.py", "cannot be read (Permission denied)") in result.parse_errors
+    assert result.records or result.unresolved  # the rest is reported
+
+
+def test_unreadable_registry_is_one_line_exit_2(tmp_path, monkeypatch):
+    from mtp_audit.errors import UsageError
+    from mtp_audit.index import modules
+    from mtp_audit.locate import locate
+    from mtp_audit.scan import scan
+
+    read_bytes = modules.ModuleIndex.read_bytes
+
+    def refuse(self, path):
+        if path.name == "registry.py":
+            raise PermissionError(13, "Permission denied", str(path))
+        return read_bytes(self, path)
+
+    monkeypatch.setattr(modules.ModuleIndex, "read_bytes", refuse)
+    with pytest.raises(UsageError, match="registry.py: cannot be read"):
+        scan(locate(tree_of("direct_head", tmp_path)))
+
+
+def test_an_os_error_reaching_the_cli_is_named_not_internal(tmp_path):
+    """An unreadable directory on the way (EACCES from stat): the CLI names the path."""
+    tree = tree_of("direct_head", tmp_path)
+    script = ("import pathlib, sys\n"
+              "real = pathlib.Path.is_file\n"
+              "def is_file(self):\n"
+              "    if self.name == 'toy_mtp.py':\n"
+              "        raise PermissionError(13, 'Permission denied', str(self))\n"
+              "    return real(self)\n"
+              "pathlib.Path.is_file = is_file\n"
+              "from mtp_audit.cli import main\n"
+              f"sys.argv = ['mtp-audit', 'scan', {str(tree)!r}]\n"
+              "main()\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert_clean_failure(result, 2, "toy_mtp.py", "Permission denied")
+    assert "internal error" not in result.stderr
+
+
+@pytest.mark.parametrize("prefix, name", [(b"\xef\xbb\xbf", "bom"), (b"# -*- coding: latin-1 -*-\n# caf\xe9\n", "latin-1")])
+def test_encodings_read_like_cpython_and_written_back_the_same(tmp_path, prefix, name):
+    tree = tree_of("direct_head", tmp_path)
+    path = tree / MODELS / "toy_mtp.py"
+    path.write_bytes(prefix + path.read_bytes())
+    assert_clean_failure(run_cli("scan", str(tree)), 1)
+    assert_clean_failure(run_cli("fix", str(tree), "--all"), 0)
+    data = path.read_bytes()
+    assert data.startswith(prefix) and b"def get_top_tokens" in data
+    compile(data, str(path), "exec")
+
+
+def test_closed_stdout_is_one_line_exit_2(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    command = [sys.executable, "-m", "mtp_audit", "scan", str(tree), "--format", "json"]
+    result = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
+                            preexec_fn=lambda: os.close(1))
+    assert_clean_failure(result, 2, "standard output is closed")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_full_disk_on_stdout_is_one_line_exit_2(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-m", "mtp_audit", "scan", str(tree), "--format", "json"],
+                                stdout=full, stderr=subprocess.PIPE, text=True, check=False)
+    assert_clean_failure(result, 2, "No space left on device")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_broken_pipe_is_one_line_exit_2(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    process = subprocess.Popen([sys.executable, "-m", "mtp_audit", "scan", str(tree), "--format", "json"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process.stdout.close()  # the reader went away before the output
+    err = process.stderr.read()
+    assert process.wait() == 2, err
+    assert "Broken pipe" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from conftest import BASE, FIXTURES, run_cli
 
 PLUGINS = FIXTURES / "plugins"

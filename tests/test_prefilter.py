@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from mtp_audit.index import facts as facts_module

@@ -78,9 +78,16 @@ def test_known_statuses_034(scanned_034):
 
     [transcribe] = records(doc, "Nemotron3_5TranscribeMTPModel")
     assert transcribe["status"] == "missing_manual" and "masked" in transcribe["reason"]
-    [gemma] = records(doc, "Gemma4MTPModel")
-    # The reason names the statement that makes the tokens differ: the mask after the head call.
-    assert gemma["consistency"] == "divergent" and "`logits.index_fill_(" in gemma["reason"]
+    [gemma] = records(doc, "Gemma4MTPModel")  # the mask after the head, and masked_embedding asserted
+    assert gemma["consistency"] == "divergent" and "index_fill_" in gemma["reason"]
+    assert "asserts self.masked_embedding" in gemma["reason"]
+    assert {c["speculator"] for c in gemma["callers"]} == {"Gemma4Speculator"}
+    for arch in ("DSparkDraftModel", "K3DSparkModel", "DFlash2BeamDraftModel"):  # DSpark/DFlash2 draft otherwise
+        assert {r["status"] for r in records(doc, arch)} == {"not_applicable"}, arch
+        assert all(r["rule"] in ("MTP201", None) and not any(c["line"] for c in r["callers"])
+                   for r in records(doc, arch))
+    [cohere] = records(doc, "EagleCohereForCausalLM")  # a LoRA and a plain head, mirrored arm by arm
+    assert cohere["status"] == "missing_fixable" and "each of 2 arms" in cohere["reason"]
     for inkling in records(doc, "InklingMTPModel"):  # logits by hand, cut to the configured vocabulary
         assert inkling["consistency"] == "divergent", inkling
         assert "torch.addmm" in inkling["reason"] and "org_vocab_size entries of the vocabulary" in inkling["reason"]
@@ -170,6 +177,7 @@ def test_fix_all_034(vllm_release, tmp_path):
     for r in after["drafters"]:
         if (r["arch"], r["file"]) in fixable - still:
             assert r["status"] == "supported" and r["consistency"] == "mirror", r
+            assert any(c["line"] for c in r["callers"]), f"{r['arch']}: written, but no speculator calls it"
     # No fix makes a drafter divergent: the divergent ones (Gemma4's mask, Inkling's cut vocabulary) were so before.
     divergent = {(r["arch"], r["file"]) for r in before["drafters"] if r["consistency"] == "divergent"}
     assert divergent == {(a, f) for a, f in divergent if a in ("Gemma4MTPModel", "InklingMTPModel")}
@@ -182,4 +190,22 @@ def test_fix_all_034(vllm_release, tmp_path):
     assert ruff.returncode == 0, ruff.stdout
     for path in touched:
         compile(Path(path).read_text(), path, "exec")
-    assert run_cli("fix", str(tree), "--all", "--check").returncode == 0
+    again = run_cli("fix", str(tree), "--all", "--check")  # nothing left to write, NemotronHMTP still refused
+    assert again.returncode == 1 and "would write 0 methods into 0 files; 1 refused (NemotronHMTPModel: blast " \
+        "radius)" in " ".join(again.stderr.split())
+
+
+def test_step3p5_031_refused_naming_the_call_site(vllm_release, tmp_path):
+    """0.31.0's Step3p5MTPProposer calls get_top_tokens(hidden_states) but compute_logits(...,
+    spec_step_idx=...): a drafter-only mirror would draft every step with layer 0's head."""
+    tree = _copy(vllm_release("0.31.0"), tmp_path)
+    [step] = records(scan_json(tree), "Step3p5MTP")
+    assert step["status"] == "missing_manual" and step["rule"] == "MTP203"
+    assert "Step3p5MTPProposer (vllm/v1/spec_decode/step3p5.py:266)" in step["reason"]
+    proposer = [c for c in step["callers"] if c["speculator"] == "Step3p5MTPProposer"]
+    assert proposer and proposer[0]["get_top_tokens_args"] == ["hidden_states"]
+    assert proposer[0]["compute_logits_args"] == ["hidden_states", "spec_step_idx=spec_step_idx"]
+    before = {p: p.read_bytes() for p in (tree / "vllm").rglob("*.py")}
+    result = run_cli("fix", str(tree), "--model", "step3p5")
+    assert result.returncode == 1 and "Step3p5MTPProposer" in " ".join(result.stderr.split())
+    assert {p: p.read_bytes() for p in (tree / "vllm").rglob("*.py")} == before

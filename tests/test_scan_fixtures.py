@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, UPDATE, build_tree
+from conftest import FIXTURES, UPDATE, build_tree, check_scan_json
 from mtp_audit.errors import UsageError
 from mtp_audit.locate import locate
 from mtp_audit.scan import scan
@@ -42,7 +42,7 @@ def test_scan_fixture(case: Path, tmp_path: Path) -> None:
     assert not result.unresolved, result.unresolved
     from mtp_audit.report.json_report import render_json
 
-    actual = [project(r) for r in json.loads(render_json(result))["drafters"]]
+    actual = [project(r) for r in check_scan_json(render_json(result))["drafters"]]
     expected_file = case / "expected.json"
     if UPDATE:
         expected_file.write_text(json.dumps(actual, indent=2) + "\n")

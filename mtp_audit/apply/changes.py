@@ -6,7 +6,7 @@ The fix pipeline hands ``FileJob``s to the rewriting workers and reads back
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..classify.analysis import Insertion
 
@@ -23,6 +23,7 @@ class FileJob:
     source: str
     insertions: list[Insertion]
     binds_torch: bool  # ``torch`` is bound at run time on every platform: no import to add
+    factor_pre_head: bool = False  # share a long pre-head block through a helper (fix --factor-pre-head)
 
 
 @dataclass
@@ -33,3 +34,5 @@ class Rewrite:
     classes: list[str]  # classes that received get_top_tokens
     added_import: bool
     targets: list[tuple[str, int]]  # (name, line in the old file) of the planned classes
+    encoding: str = "utf-8"  # the file's own (a BOM, a PEP 263 cookie): written back in it
+    factored: list[str] = field(default_factory=list)  # classes whose pre-head block went into a helper

@@ -21,7 +21,7 @@ SAFE = (Consistency.MIRROR, Consistency.EQUIVALENT)
 @dataclass
 class Outcome:
     record: DrafterRecord
-    action: str  # "fix", "supported", "refused"
+    action: str  # "fix", "supported", "skipped" (not_applicable), "refused"
     reason: str
     insertions: list[Insertion] = field(default_factory=list)
 
@@ -44,6 +44,10 @@ def make_plan(scanner: Scanner, resolutions: list[Resolution], records: list[Dra
     for record in records:
         if record.status == Status.SUPPORTED:
             outcomes.append(Outcome(record, "supported", f"already supported ({record.consistency.value if record.consistency else 'unknown'})"))
+        elif record.status == Status.NOT_APPLICABLE and record.uncalled:  # asked for, but no speculator calls it
+            outcomes.append(Outcome(record, "refused", f"not_applicable: {record.reason}"))
+        elif record.status == Status.NOT_APPLICABLE:  # a placeholder or no compute_logits: nothing to refuse
+            outcomes.append(Outcome(record, "skipped", f"not_applicable: {record.reason}"))
         elif record.status != Status.MISSING_FIXABLE:
             outcomes.append(Outcome(record, "refused", f"{record.status.value}: {record.reason}"))
         else:

@@ -18,6 +18,7 @@ from ..classify.analysis import Insertion
 from ..classify.memo import mirror_text
 from ..cstnodes import nodes_of, parse_method
 from ..index.prefilter import physical_lines
+from ..synthesize.conventions import follow_annotation_style
 from ..synthesize.layout import format_methods
 from .changes import FileJob, Rewrite, UnsafeRewrite
 
@@ -90,6 +91,7 @@ def mirror_requests(source: str, insertions: list[Insertion]) -> list[tuple[cst.
     requests = []
     for insertion in insertions:
         _, method = parse_method(mirror_text(insertion.source.method.text))  # the cached mirror, as a node
+        method = follow_annotation_style(method, insertion.source.method.text)
         requests.append((method, _class_depth(lines[insertion.target.line - 1])))
     return requests
 
@@ -118,6 +120,7 @@ def rewrite_file(path: str, source: str, insertions: list[Insertion], binds_torc
     and regenerating a whole model file for one method costs ten times more.
     A class nested in a block is done through the whole module instead.
     """
+    original, source = source, with_final_newline(source)
     lines = physical_lines(source)
     old_tree = ast.parse(source)
     classes = {(node.name, node.lineno): node for node in _module_classes(old_tree)}
@@ -130,7 +133,7 @@ def rewrite_file(path: str, source: str, insertions: list[Insertion], binds_torc
     mirrors = {insertion.target: method for insertion, method in zip(insertions, methods)}
     nested = any(lines[i.target.line - 1][:1].isspace() for i in insertions)
     new_source, inserted = (_through_module if nested else _by_class)(source, lines, classes, insertions, mirrors)
-    added_import = not binds_torch
+    added_import = not binds_torch and any(_uses_torch(method, source) for method in methods)
     if added_import:  # rare (vLLM's model files import torch): the codemod machinery is imported here
         from libcst.codemod import CodemodContext
         from libcst.codemod.visitors import AddImportsVisitor
@@ -139,9 +142,32 @@ def rewrite_file(path: str, source: str, insertions: list[Insertion], binds_torc
         AddImportsVisitor.add_needed_import(context, "torch")
         new_source = AddImportsVisitor(context).transform_module(cst.parse_module(new_source)).code
     targets = [(i.target.name, i.target.line) for i in insertions]
-    rewrite = Rewrite(path, source, new_source, inserted, added_import, targets)
+    rewrite = Rewrite(path, original, new_source, inserted, added_import, targets)
     check_rewrite(rewrite, old_tree)
     return rewrite
+
+
+def with_final_newline(source: str) -> str:
+    """``source`` ending its last line: a method appended after it needs one (the only byte a fix
+    adds outside the method, and what ruff's formatting asks for anyway)."""
+    if not source or source.endswith(("\n", "\r")):
+        return source
+    first = physical_lines(source)[0]
+    return source + (first[len(first.rstrip("\r\n")):] or "\n")
+
+
+def _uses_torch(method: cst.FunctionDef, source: str) -> bool:
+    """Whether the method evaluates ``torch`` when run or defined: a quoted annotation does not,
+    nor does any annotation under ``from __future__ import annotations``."""
+    tree = ast.parse(cst.Module(body=[method]).code).body[0]
+    assert isinstance(tree, ast.FunctionDef)
+    postponed = any(isinstance(s, ast.ImportFrom) and s.module == "__future__"
+                    and any(a.name == "annotations" for a in s.names) for s in ast.parse(source).body)
+    arguments = [*tree.args.posonlyargs, *tree.args.args, *tree.args.kwonlyargs, tree.args.vararg, tree.args.kwarg]
+    annotations = [a.annotation for a in arguments if a is not None and a.annotation is not None]
+    annotations += [tree.returns] if tree.returns is not None else []
+    skipped = {id(n) for a in annotations if postponed for n in ast.walk(a)}
+    return any(isinstance(n, ast.Name) and n.id == "torch" and id(n) not in skipped for n in ast.walk(tree))
 
 
 def _first_line(node: ast.stmt) -> int:
@@ -213,7 +239,7 @@ def check_rewrite(rewrite: Rewrite, old_tree: ast.Module | None = None) -> None:
         new_tree = compile(rewrite.new, rewrite.path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:
         raise UnsafeRewrite(f"{rewrite.path}: the rewrite does not parse ({error.msg}, line {error.lineno})") from None
-    inserted = _inserted_lines(physical_lines(rewrite.old), physical_lines(rewrite.new))
+    inserted = _inserted_lines(physical_lines(with_final_newline(rewrite.old)), physical_lines(rewrite.new))
     if inserted is None:
         raise UnsafeRewrite(f"{rewrite.path}: the rewrite edits existing lines")
     old_all, new_all = _module_classes(old_tree or ast.parse(rewrite.old)), _module_classes(new_tree)
@@ -223,9 +249,10 @@ def check_rewrite(rewrite: Rewrite, old_tree: ast.Module | None = None) -> None:
     touched = [(old, new) for old, new in zip(old_all, new_all) if (old.name, old.lineno) in planned]
     allowed: set[int] = set()
     blank_ok: set[int] = set()  # a blank line may be matched on either side of a new method
-    if rewrite.added_import:
-        allowed |= {s.lineno for s in new_tree.body
-                    if isinstance(s, ast.Import) and [a.name for a in s.names] == ["torch"]}
+    if rewrite.added_import:  # the import, and the blank line the codemod may put after it
+        imports = {s.lineno for s in new_tree.body if isinstance(s, ast.Import) and [a.name for a in s.names] == ["torch"]}
+        allowed |= imports
+        blank_ok |= {n + 1 for n in imports}
     added = 0
     for old, new in touched:
         methods = [s for s in new.body if isinstance(s, ast.FunctionDef) and s.name == "get_top_tokens"]

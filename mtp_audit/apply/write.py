@@ -1,16 +1,43 @@
-"""Stage 6c: write rewrites atomically, all or nothing, and only over the bytes we read."""
+"""Stage 6c: write rewrites all or nothing, only over the bytes we read, never outside the tree.
+
+The protocol, for ``fix`` and ``pre-commit --fix``:
+
+1. every target is checked first: inside the tree once symlinks are resolved,
+   no other hard link (it would keep the old content), writable, and its
+   bytes still the ones analysed (content hash);
+2. a journal (``.mtp-audit-journal`` in the tree's root) records every
+   target's old and new text, flushed to disk, before any target is touched;
+   it is locked while the run writes;
+3. each target is re-checked by hash immediately before it is replaced (an
+   editor may have saved it meanwhile: then every file already replaced is
+   put back and the run refused), then replaced through a temporary file
+   beside it that carries the old file's owner, mode and extended attributes;
+4. the journal is removed.
+
+A run killed in between leaves the journal; the next command in that tree
+(``recover``, called before anything else) completes the run when every
+target still holds either its old or its new text, else puts back the old
+text where it is safe to, and removes the temporary files either way.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import fcntl
 import hashlib
+import json
 import os
 import stat
-import tempfile
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import UsageError
 from .changes import Rewrite
+
+JOURNAL = ".mtp-audit-journal"
+_TEMP_SUFFIX = ".mtp-audit-tmp"
 
 
 def unified_diff(rewrite: Rewrite) -> str:
@@ -24,27 +51,238 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def write_all(root: Path, rewrites: list[Rewrite]) -> None:
-    """Check every file first (unchanged since it was read, writable), then replace each atomically."""
+def target_path(root: Path, relative: str, also: tuple[Path, ...] = ()) -> Path:
+    """Where ``relative`` really lives; refused when that is outside ``root`` and the other roots
+    the scan read (installed plugins' directories): a symlink out."""
+    path = root / relative
+    real = path.resolve()
+    if not any(real.is_relative_to(r.resolve()) for r in (root, *also)):
+        raise UsageError(f"{relative} resolves to {real}, outside {root}; nothing written "
+                         "(mtp-audit never writes through a symlink out of the tree)")
+    return real
+
+
+def _temp_of(path: Path) -> Path:
+    return path.with_name(f".{path.name}{_TEMP_SUFFIX}")
+
+
+def check_targets(root: Path, rewrites: list[Rewrite], also: tuple[Path, ...] = ()) -> list[Path]:
+    """Every target's real path, once each passes step 1; the first that fails is refused."""
+    paths = []
     for rewrite in rewrites:
-        path = root / rewrite.path
-        current = path.read_bytes()
-        if _digest(current) != _digest(rewrite.old.encode("utf-8")):
+        path = target_path(root, rewrite.path, also)
+        try:
+            info = path.stat()
+            current = path.read_bytes()
+        except OSError as error:
+            raise UsageError(f"{rewrite.path}: cannot be read ({error.strerror}); nothing written") from None
+        if info.st_nlink > 1:
+            raise UsageError(f"{rewrite.path} has {info.st_nlink - 1} other hard link(s), which would keep the old "
+                             "content; nothing written (break the link, e.g. cp then mv, and run fix again)")
+        if _digest(current) != _digest(_encoded(rewrite, rewrite.old)):
             raise UsageError(f"{rewrite.path} changed since it was analysed; nothing written, run fix again")
-        mode = path.stat().st_mode
+        _encoded(rewrite, rewrite.new)
+        mode = info.st_mode
         if not mode & stat.S_IWUSR or not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
             raise UsageError(f"{rewrite.path} is read-only (mode {stat.S_IMODE(mode):04o}); nothing written, "
                              "make it writable and run fix again")
-    for rewrite in rewrites:
-        path = (root / rewrite.path).resolve()  # a symlinked file is rewritten where it lives
-        mode = path.stat().st_mode
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".mtp-audit")
+        paths.append(path)
+    if not os.access(root, os.W_OK):
+        raise UsageError(f"{root} is not writable: the write journal goes there; nothing written")
+    return paths
+
+
+def write_all(root: Path, rewrites: list[Rewrite], also: tuple[Path, ...] = ()) -> None:
+    """Write every rewrite, or none (see the module docstring); ``also``: other roots whose files
+    the scan read (installed plugins), writable too, under the journal in ``root``."""
+    if not rewrites:
+        return
+    with tree_lock(root):
+        _recover_locked(root)
+        paths = check_targets(root, rewrites, also)
+        entries = [{"path": str(path), "old": r.old, "new": r.new, "encoding": r.encoding}
+                   for path, r in zip(paths, rewrites)]
+        _write_journaled(root, paths, rewrites, entries)
+
+
+def _write_journaled(root: Path, paths: list[Path], rewrites: list[Rewrite], entries: list[dict]) -> None:
+    with _journal(root, entries):
+        done: list[int] = []
+        for position, (path, rewrite) in enumerate(zip(paths, rewrites)):
+            if _digest(path.read_bytes()) != _digest(_encoded(rewrite, rewrite.old)):
+                put_back = _roll_back([entries[i] for i in done])
+                raise UsageError(f"{rewrite.path} changed while fix was writing; nothing written"
+                                 f"{put_back}, run fix again")
+            _replace(path, _encoded(rewrite, rewrite.new))
+            done.append(position)
+
+
+def _encoded(rewrite: Rewrite, text: str) -> bytes:
+    try:
+        return text.encode(rewrite.encoding)
+    except UnicodeEncodeError as error:
+        raise UsageError(f"{rewrite.path}: the new method has text that {rewrite.encoding} (the file's encoding) "
+                         f"cannot hold ({error.reason}); nothing written") from None
+
+
+def _entry_bytes(entry: dict, key: str) -> bytes:
+    return entry[key].encode(entry.get("encoding", "utf-8"))
+
+
+@contextlib.contextmanager
+def tree_lock(root: Path) -> Iterator[None]:
+    """An exclusive lock on the tree's root directory: one writer, or one recovery, at a time.
+
+    A lock on the directory itself leaves no file behind, and dies with its process.
+    """
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _journal(root: Path, entries: list[dict]) -> Iterator[None]:
+    """The journal on disk while the body writes; removed when it is done or undone."""
+    journal = root / JOURNAL
+    temp = _temp_of(journal)
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump({"tool": "mtp-audit", "files": entries}, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, journal)
+        _sync_dir(root)
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(rewrite.new.encode("utf-8"))
-            os.chmod(tmp, mode & 0o7777)
-            os.replace(tmp, path)
+            yield
         except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+            # A refusal or an interrupt we see: undo what was replaced, then drop the journal.
+            _roll_back(entries)
             raise
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(journal)
+            _sync_dir(root)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Replace ``path`` atomically, keeping its owner, mode and extended attributes."""
+    info = path.stat()
+    temp = _temp_of(path)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            _copy_metadata(path, handle.fileno(), info)
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+
+
+def _copy_metadata(source: Path, fd: int, info: os.stat_result) -> None:
+    if hasattr(os, "listxattr"):
+        try:
+            names = os.listxattr(source)
+        except OSError:  # a file system without extended attributes
+            names = []
+        for name in names:
+            os.setxattr(fd, name, os.getxattr(source, name))
+    if (info.st_uid, info.st_gid) != (os.geteuid(), os.getegid()):
+        try:
+            os.fchown(fd, info.st_uid, info.st_gid)
+        except PermissionError:
+            raise UsageError(f"{source} belongs to uid {info.st_uid}, gid {info.st_gid}, which this user cannot "
+                             "give the rewritten file; nothing written") from None
+    os.fchmod(fd, stat.S_IMODE(info.st_mode))  # after chown, which clears set-id bits
+
+
+def _sync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _roll_back(entries: list[dict]) -> str:
+    """Put back the old text of every entry that holds exactly its new text; says what was put back."""
+    restored = []
+    for entry in entries:
+        path = Path(entry["path"])
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_temp_of(path))
+        try:
+            if path.read_bytes() == _entry_bytes(entry, "new"):
+                _replace(path, _entry_bytes(entry, "old"))
+                restored.append(path.name)
+        except FileNotFoundError:
+            continue
+    return f" (put back: {', '.join(restored)})" if restored else ""
+
+
+def recover(root: Path) -> None:
+    """Finish or undo a write that was interrupted in ``root`` (kill -9, power loss), before anything else.
+
+    Waits while another live run writes in the tree. Completed when every file holds its
+    old or its new text; otherwise every file holding its new text gets its old text back,
+    and files edited since are left as they are and named.
+    """
+    journal = root / JOURNAL
+    if not journal.exists() and not _temp_of(journal).exists():
+        return
+    try:
+        with tree_lock(root):
+            _recover_locked(root)
+    except PermissionError:
+        raise UsageError(f"{journal}: an interrupted fix left this journal, and this user cannot finish it "
+                         "(no write access to the tree)") from None
+
+
+def _recover_locked(root: Path) -> None:
+    journal = root / JOURNAL
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(_temp_of(journal))  # a journal never committed: nothing was written
+    try:
+        entries = json.loads(journal.read_text(encoding="utf-8"))["files"]
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UsageError(f"{journal}: an interrupted fix left this journal and it cannot be read ({error}); "
+                         "check the files it names with your version control, then delete it") from None
+    _settle(root, entries)
+    os.unlink(journal)
+    _sync_dir(root)
+
+
+def _settle(root: Path, entries: list[dict]) -> None:
+    states = []
+    for entry in entries:
+        path = Path(entry["path"])
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_temp_of(path))
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            data = None
+        states.append("old" if data == _entry_bytes(entry, "old")
+                      else "new" if data == _entry_bytes(entry, "new") else "edited")
+    edited = [Path(e["path"]) for e, state in zip(entries, states) if state == "edited"]
+    if not edited:
+        for entry, state in zip(entries, states):
+            if state == "old":
+                _replace(Path(entry["path"]), _entry_bytes(entry, "new"))
+        print(f"mtp-audit: completed a fix that was interrupted in {root} ({len(entries)} file(s))", file=sys.stderr)
+        return
+    put_back = _roll_back(entries)
+    print(f"mtp-audit: undid a fix that was interrupted in {root}{put_back}; "
+          f"{', '.join(map(str, edited))} changed since, left as they are", file=sys.stderr)

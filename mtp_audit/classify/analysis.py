@@ -13,7 +13,6 @@ import ast
 import functools
 import re
 import textwrap
-
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -25,6 +24,7 @@ from .calls import Contract, first_read, passed_to_top_tokens, reads
 from .contract_rules import CallSiteArguments, CallTypeError, Uncalled
 from .memo import (
     fingerprint,
+    inlined_super,
     logits_shape,
     mirror_fingerprint,
     mirror_fingerprint_without,
@@ -124,7 +124,11 @@ class Analyzer:
         cl = self.h.find(mro, "compute_logits", overlay=overlay)
         gtt = self.h.find(mro, "get_top_tokens", overlay=overlay)
         unresolved = f"; bases not followed: {', '.join(mro.unresolved)}" if mro.unresolved else ""
-        if gtt is not None:
+        if gtt is not None and gtt.method.how == "none" and cl is not None:
+            return Analysis(Status.MISSING_MANUAL, (
+                f"{gtt.method.where} in {gtt.owner.name}: hasattr() finds get_top_tokens, calling it fails; "
+                "a method cannot be added under that binding (remove it first)"), cl)
+        if gtt is not None and gtt.method.how != "none":
             consistency, why = self.consistency(key, mro, cl, gtt, overlay, _depth, contract=contract)
             origin = "defined" if gtt.owner == key else f"inherited from {gtt.owner.name}"
             delegates = self._delegate_chain(key, mro, cl, overlay, _depth) if cl else []
@@ -135,15 +139,29 @@ class Analyzer:
             placeholder = self.h.class_facts(key).init_raises
             note = f"; a placeholder: its {placeholder}" if placeholder else ""
             return Analysis(Status.NOT_APPLICABLE, f"no compute_logits in the MRO of {key.name}{note}{unresolved}")
-        shape = logits_shape(cl.method.text, cl.method.line)
         inherited = "" if cl.owner == key else f" (inherited from {self.where(cl)})"
+        if cl.method.how == "async":
+            return Analysis(Status.MISSING_MANUAL, (
+                f"compute_logits of {cl.owner.name} is {cl.method.where}: a coroutine, and the speculators call "
+                f"get_top_tokens synchronously; no synchronous mirror of it{inherited}"), cl)
+        if cl.method.how in ("conditional", "outside"):
+            return Analysis(Status.MISSING_MANUAL, (
+                f"compute_logits of {cl.owner.name} is {cl.method.where}; a mirror written into the class body "
+                f"would not follow it{inherited}"), cl)
+        shape = logits_shape(cl.method.text, cl.method.line)
         if shape.kind == LogitsKind.STUB:
             return Analysis(Status.NOT_APPLICABLE, shape.reason + inherited, cl, rule=shape.rule_id)
         if shape.kind == LogitsKind.MANUAL:
             return Analysis(Status.MISSING_MANUAL, shape.reason + inherited, cl, rule=shape.rule_id)
         if shape.kind == LogitsKind.HEAD:
+            target = self._placement(key, cl)
+            deleted = self.h.class_facts(target).methods.get("get_top_tokens")
+            if deleted is not None and deleted.how == "deleted":
+                return Analysis(Status.MISSING_MANUAL, (
+                    f"the class body of {target.name} has {deleted.where}: a get_top_tokens written into it "
+                    "before that line would be deleted too"), cl)
             return Analysis(Status.MISSING_FIXABLE, shape.reason + inherited, cl,
-                            insertions=[Insertion(self._placement(key, cl), cl)])
+                            insertions=[Insertion(target, cl)])
         return self._delegating(key, mro, cl, shape, overlay, _depth, inherited)
 
     def _placement(self, key: ClassKey, cl: MethodHit) -> ClassKey:
@@ -249,6 +267,12 @@ class Analyzer:
                     entry: MethodHit | None = None, contract: Contract | None = None) -> tuple[Consistency, str]:
         """``entry``: the get_top_tokens callers reach, when ``gtt`` is what its super() reaches.
         ``contract``: the real call forms; without it, every parameter of compute_logits counts."""
+        if gtt.method.how == "async":
+            return Consistency.DIVERGENT, (f"get_top_tokens of {self.where(gtt)} is {gtt.method.where}: "
+                                           "a call returns a coroutine, not token ids")
+        if gtt.method.how in ("conditional", "outside"):
+            return Consistency.UNPROVEN, (f"get_top_tokens of {gtt.owner.name} is {gtt.method.where}; "
+                                          "run `mtp-audit verify`")
         if cl is None:
             return Consistency.UNPROVEN, "no compute_logits to compare with"
         cshape = logits_shape(cl.method.text, cl.method.line)
@@ -289,6 +313,11 @@ class Analyzer:
             return Consistency.MIRROR, f"mirror of compute_logits of {self.where(cl)}"
         if same and cshape.kind in (LogitsKind.DELEGATE, LogitsKind.SUPER):
             return self._delegated_consistency(key, mro, cl, cshape, overlay, depth)
+        if cshape.kind == LogitsKind.SUPER and gtt.owner == cl.owner:
+            inlined = self._super_inlined(mro, cl)
+            if inlined is not None and mirror_fingerprint(inlined[0]) == fingerprint(gtt.method.text):
+                return Consistency.MIRROR, (f"mirror of compute_logits of {self.where(cl)} with the "
+                                            f"super().compute_logits of {self.where(inlined[1])} inlined")
         if gshape.kind == TopTokensKind.SUPER:
             nxt = self.h.find(mro, "get_top_tokens", start=gtt.index + 1, overlay=overlay)
             if nxt is None:
@@ -333,6 +362,14 @@ class Analyzer:
                 "does not change the vocabulary, so it can select ids compute_logits never produces")
         return Consistency.DIVERGENT, (
             f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} ignores it")
+
+    def _super_inlined(self, mro: Mro, cl: MethodHit) -> tuple[str, MethodHit] | None:
+        """``cl`` with the head-calling compute_logits its super() reaches inlined, if that is plain."""
+        nxt = self.h.find(mro, "compute_logits", start=cl.index + 1)
+        if nxt is None or logits_shape(nxt.method.text, nxt.method.line).kind != "head":
+            return None
+        inlined = inlined_super(cl.method.text, nxt.method.text)
+        return (inlined, nxt) if inlined is not None else None
 
     def _delegated_consistency(self, key: ClassKey, mro: Mro, cl: MethodHit, cshape: LogitsShape,
                                overlay: Overlay | None, depth: int) -> tuple[Consistency, str]:

@@ -84,8 +84,13 @@ def _no_signature_docstrings() -> Iterator[None]:
     scan, measured with callgrind: 2.5 G instructions without this, 1.9 G
     with it). Nothing reads those docstrings; a signature that cannot be had
     is dataclasses' own fallback (the docstring is then the class name).
-    Signatures of everything else are untouched.
+    Signatures of everything else are untouched. Older dataclasses (3.10,
+    3.11 before 3.11.7: Debian's 3.11.2) have no such fallback; there the
+    import runs unchanged.
     """
+    if not _dataclasses_tolerate_unsigned():
+        yield
+        return
     signature = inspect.signature
 
     def libcst_classes_unsigned(obj, *args, **kwargs):
@@ -122,6 +127,36 @@ def _stored(kind: type | tuple[type, ...]) -> Callable[[Rule], Rule]:
         return answer  # type: ignore[return-value]
 
     return wrap
+
+
+@functools.cache
+def _dataclasses_tolerate_unsigned() -> bool:
+    """Does ``dataclasses`` fall back to a bare name when a class's signature raises?
+
+    Asked of the running interpreter's ``dataclasses`` itself, on a throwaway
+    class, rather than guessed from its version number (distributions
+    backport fixes).
+    """
+    import dataclasses
+
+    class Probe:
+        pass
+
+    signature = inspect.signature
+
+    def unsigned(obj, *args, **kwargs):
+        if obj is Probe:
+            raise ValueError("probe")
+        return signature(obj, *args, **kwargs)
+
+    inspect.signature = unsigned
+    try:
+        dataclasses.dataclass(Probe)
+    except ValueError:
+        return False
+    finally:
+        inspect.signature = signature
+    return Probe.__doc__ == "Probe"
 
 
 @_stored(LogitsShape)
@@ -190,6 +225,18 @@ def mirror_fingerprint_without(text: str, params: tuple[str, ...]) -> str | None
                                      if a.arg not in params]
         setattr(arguments, name, kept)
     return normalize(ast.unparse(func))
+
+
+@_stored((str, type(None)))
+def inlined_super(caller: str, callee: str) -> str | None:
+    """``caller`` (a ``return super().compute_logits(...)``) with ``callee``'s body inlined, or None
+    when the plain inlining rule does not apply (see synthesize.inline)."""
+    from ..synthesize.inline import InlineError, inline_super
+
+    try:
+        return inline_super(libcst_code(caller), libcst_code(callee))
+    except InlineError:
+        return None
 
 
 @_stored(bool)

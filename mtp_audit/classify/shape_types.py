@@ -3,8 +3,8 @@ cache (classify.memo) load without importing the parser."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import sys
+from dataclasses import dataclass
 from enum import Enum
 
 if sys.version_info >= (3, 11):

@@ -15,6 +15,7 @@ classification asks for ``MethodFacts.code``.
 from __future__ import annotations
 
 import ast
+import bisect
 import functools
 from dataclasses import dataclass, field
 
@@ -42,6 +43,12 @@ class MethodFacts:
     name: str
     line: int
     text: str  # the ``def`` with its decorators, as it stands in the file (indented)
+    # How the name is bound, when not by a plain ``def`` in the class body: "async" (async def),
+    # "conditional" (a def under ``if``/``try`` in the class body), "none" (``= None``),
+    # "deleted" (``del`` in the class body: lookup goes on to the bases), "outside" (setattr
+    # or an attribute assignment after the class). ``where`` says it in words, for reasons.
+    how: str = "def"
+    where: str = ""
 
     @property
     def code(self) -> str:
@@ -86,6 +93,11 @@ class ModuleFacts:
     parse_error: str | None = None
 
     def class_at(self, line: int) -> ClassFacts | None:
+        """Classes are collected in source order: a binary search finds one among thousands
+        (a 1200-deep chain in one file); the scan is for an order that is not."""
+        at = bisect.bisect_left(self.classes, line, key=lambda cls: cls.line)
+        if at < len(self.classes) and self.classes[at].line == line:
+            return self.classes[at]
         for cls in self.classes:
             if cls.line == line:
                 return cls
@@ -147,24 +159,36 @@ class _Source:
         return "".join(self.lines[first:end])
 
 
-def _parse(source: str) -> tuple[ast.Module, _Source]:
-    """Parse the pre-filtered source; if the cut misread the file, all of it."""
+def _parse(source: str, path: str) -> tuple[ast.Module, _Source]:
+    """Parse the pre-filtered source; if the cut misread the file, all of it.
+
+    What the cut drops (other methods, module-level functions) must compile too: a
+    syntax error anywhere is the file's error, as it is for Python importing it.
+    ``compile`` checks that without building the Python AST objects of the whole file.
+    """
+    reduced = reduce_source(source)
     try:
-        reduced = reduce_source(source)
-        return ast.parse(reduced.source), _Source(reduced)
+        tree = ast.parse(reduced.source)
     except SyntaxError:
         return ast.parse(source), _Source(whole(source))
+    if reduced.source != source:
+        compile(source, path, "exec", dont_inherit=True)
+    return tree, _Source(reduced)
 
 
 def extract_facts(source: str, module: str, path: str, is_package: bool) -> ModuleFacts:
     facts = ModuleFacts(module=module, path=path, is_package=is_package)
     try:
-        tree, text = _parse(source)
+        tree, text = _parse(source, path)
     except (SyntaxError, ValueError) as error:  # ValueError: a null byte in the source
         line = getattr(error, "lineno", None)
         facts.parse_error = f"line {line}: {error.msg}" if line else str(error)
         return facts
+    except (RecursionError, MemoryError) as error:  # nesting beyond what CPython's parser takes
+        facts.parse_error = f"too deeply nested for CPython to compile ({type(error).__name__})"
+        return facts
     facts.classes = _collect_classes(tree, text)
+    _assigned_after(tree, facts.classes, text)
     getattr_def = next((s for s in tree.body if isinstance(s, FUNCTIONS) and s.name == "__getattr__"), None)
     per_platform = _reads_platform(tree, getattr_def)
     for platform in PLATFORMS if per_platform else PLATFORMS[:1]:
@@ -242,28 +266,77 @@ def _collect_classes(tree: ast.Module, text: _Source) -> list[ClassFacts]:
             line=text.line(node),
             bases=[text.segment(b.value if isinstance(b, ast.Starred) else b) for b in node.bases],
         )
-        for statement in node.body:
-            if isinstance(statement, FUNCTIONS):
-                if statement.name in WATCHED_METHODS:
-                    cls.methods[statement.name] = MethodFacts(
-                        statement.name, text.line(statement), text.method_text(statement))
-                elif statement.name == "__init__":  # only when the file was parsed whole
-                    cls.init_attrs = _init_attributes(statement)
-                    cls.init_raises = _only_raises(statement)
-            elif (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-                  and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id in WATCHED_METHODS):
-                name = statement.targets[0].id  # rebound in the class body: a wrapper the mirror rule cannot see into
-                value = text.segment(statement.value)
-                cls.methods[name] = MethodFacts(name, cls.line, (
-                    f"@rebound_in_class_body({value})\ndef {name}(self, *args, **kwargs):\n    ...\n"))
-            elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
-                cls.annotations[statement.target.id] = text.segment(statement.annotation)
+        _collect_members(cls, node.body, text, None)
         init = text.reduced.inits.get(cls.line)
         if init is not None:  # __init__ was cut out by the pre-filter, which read it
             cls.init_attrs = init.attrs
             cls.init_raises = f"__init__ raises {init.raises}" if init.raises else None
         classes.append(cls)
     return classes
+
+
+def _collect_members(cls: ClassFacts, body: list[ast.stmt], text: _Source, under: str | None) -> None:
+    """The class body's statements in order, later bindings replacing earlier ones, as Python
+    runs them; ``under``: the ``if``/``try`` a nested definition depends on."""
+    for statement in body:
+        if isinstance(statement, FUNCTIONS):
+            if statement.name in WATCHED_METHODS:
+                method = MethodFacts(statement.name, text.line(statement), text.method_text(statement))
+                if isinstance(statement, ast.AsyncFunctionDef):
+                    method.how, method.where = "async", f"async def (line {method.line})"
+                elif under is not None:
+                    method.how, method.where = "conditional", f"defined only {under}"
+                cls.methods[statement.name] = method
+            elif statement.name == "__init__" and under is None:  # only when the file was parsed whole
+                cls.init_attrs = _init_attributes(statement)
+                cls.init_raises = _only_raises(statement)
+        elif (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+              and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id in WATCHED_METHODS):
+            name = statement.targets[0].id  # rebound in the class body: a wrapper the mirror rule cannot see into
+            value = text.segment(statement.value)
+            line = text.line(statement)
+            cls.methods[name] = MethodFacts(name, cls.line, (
+                f"@rebound_in_class_body({value})\ndef {name}(self, *args, **kwargs):\n    ...\n"))
+            if isinstance(statement.value, ast.Constant) and statement.value.value is None:
+                cls.methods[name].how, cls.methods[name].where = "none", f"{name} = None (line {line})"
+        elif isinstance(statement, ast.Delete):
+            for target in statement.targets:
+                if isinstance(target, ast.Name) and target.id in WATCHED_METHODS:
+                    line = text.line(statement)
+                    cls.methods[target.id] = MethodFacts(target.id, line, "", "deleted", f"del {target.id} (line {line})")
+        elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+            cls.annotations[statement.target.id] = text.segment(statement.annotation)
+        elif isinstance(statement, (ast.If, ast.Try)):
+            test = f"if {text.segment(statement.test)}" if isinstance(statement, ast.If) else "in a try"
+            condition = f"under `{test}:` in the class body (line {text.line(statement)})"
+            for block in _blocks(statement):
+                _collect_members(cls, block, text, under or condition)
+
+
+def _assigned_after(tree: ast.Module, classes: list[ClassFacts], text: _Source) -> None:
+    """``setattr(Cls, "get_top_tokens", f)`` or ``Cls.get_top_tokens = f`` at module level, after
+    the class: the class has the method from then on, whatever its body says."""
+    by_name = {cls.name: cls for cls in classes}
+    for statement in walk_statements(tree.body):
+        target = value = None
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+            call = statement.value
+            if (isinstance(call.func, ast.Name) and call.func.id == "setattr" and len(call.args) == 3
+                    and isinstance(call.args[0], ast.Name) and isinstance(call.args[1], ast.Constant)):
+                target, value = (call.args[0].id, call.args[1].value), call.args[2]
+        elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                and isinstance(statement.targets[0], ast.Attribute) and isinstance(statement.targets[0].value, ast.Name):
+            attribute = statement.targets[0]
+            target, value = (attribute.value.id, attribute.attr), statement.value
+        if target is None or target[1] not in WATCHED_METHODS or target[0] not in by_name:
+            continue
+        cls, name, line = by_name[target[0]], target[1], text.line(statement)
+        if line < cls.line:
+            continue
+        code = text.segment(value)
+        cls.methods[name] = MethodFacts(
+            name, line, f"@assigned_after_class({code})\ndef {name}(self, *args, **kwargs):\n    ...\n",
+            "outside", f"set after the class to {code} (line {line})")
 
 
 def _strings(node: ast.AST) -> list[str]:

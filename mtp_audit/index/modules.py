@@ -12,6 +12,7 @@ from pathlib import Path
 from ..cache import ABSENT, EXISTS, MISSING, FactsCache, digest
 from ..errors import InternalError
 from ..model import SourceTree
+from .encoding import NotDecodable, decode_source
 from .facts import ModuleFacts, extract_facts
 from .imports import ImportChains, ImportFacts, extract_imports
 
@@ -35,8 +36,8 @@ class ModuleIndex:
 
     def _find(self, module: str) -> tuple[Path, bool] | None:
         parts = module.split(".")
-        if not all(parts):
-            return None
+        if not module or not all(part.isidentifier() for part in parts):
+            return None  # not a module name: nothing in the tree (and no path outside it)
         base = "/".join(parts)  # strings, not pathlib: import chains locate thousands of modules
         for position, root in enumerate((self.tree.root, *self.tree.extra_roots)):  # in order, as on sys.path
             for name, is_package in ((f"{base}/__init__.py", True), (f"{base}.py", False)):
@@ -80,16 +81,27 @@ class ModuleIndex:
         self._facts[module] = result
         return result
 
+    def _unreadable(self, module: str, rel: str, is_package: bool, why: str) -> ModuleFacts:
+        """Facts of a file that is named in the errors and otherwise left out."""
+        self.read_errors[rel] = why
+        facts = ModuleFacts(module=module, path=rel, is_package=is_package)
+        facts.parse_error = why
+        return facts
+
     def _read(self, module: str, path: Path, is_package: bool) -> ModuleFacts:
         rel = self.relative(path)
-        data = self.read_bytes(path)
+        if not self.tree.follow_symlinks and not any(path.resolve().is_relative_to(root.resolve())
+                                                     for root in (self.tree.root, *self.tree.extra_roots)):
+            return self._unreadable(module, rel, is_package, f"a symlink to {path.resolve()}, outside the tree; "
+                                    "not read (--follow-symlinks reads it)")
         try:
-            source = data.decode("utf-8")
-        except UnicodeDecodeError as error:
-            self.read_errors[rel] = f"not UTF-8 ({error.reason} at byte {error.start})"
-            facts = ModuleFacts(module=module, path=rel, is_package=is_package)
-            facts.parse_error = self.read_errors[rel]
-            return facts
+            data = self.read_bytes(path)
+        except OSError as error:
+            return self._unreadable(module, rel, is_package, f"cannot be read ({error.strerror or error})")
+        try:
+            source, _ = decode_source(data)
+        except NotDecodable as error:
+            return self._unreadable(module, rel, is_package, str(error))
         if self.cache is not None:
             cached = self.cache.load(data, module, is_package, ModuleFacts)
             if cached is not MISSING:
@@ -137,16 +149,16 @@ class ModuleIndex:
         return None
 
     def import_facts(self, module: str) -> ImportFacts | None:
-        """What importing ``module`` runs (see ``imports``); None when it is not in the tree, not
-        UTF-8 or does not parse."""
+        """What importing ``module`` runs (see ``imports``); None when it is not in the tree, cannot
+        be decoded or does not parse."""
         if module not in self._imports:
             found = self.locate(module)
             result = None
             if found is not None:
                 path, is_package = found
                 try:
-                    source = self.read_bytes(path).decode("utf-8")
-                except UnicodeDecodeError:
+                    source, _ = decode_source(self.read_bytes(path))
+                except NotDecodable:
                     source = None
                 if source is not None:
                     result = extract_imports(source, module, is_package)

@@ -1,32 +1,57 @@
-"""The table printed at the end of ``fix``: fixed, already supported, refused (with reasons)."""
+"""What ``fix`` did, on stderr: one line per drafter (the detail wrapped below it), the files, a total."""
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.table import Table
-
 from ..fix import FixResult
+from .concise import INDENT, Line, _wrap, platforms_text, print_concise
 
-ACTION_STYLE = {"fix": "green", "supported": "dim", "refused": "red"}
+LABEL = {"fix": ("fixed", "would fix"), "supported": ("already supported",) * 2,
+         "skipped": ("skipped",) * 2, "refused": ("refused",) * 2}
+STYLE = {"fixed": "green", "would fix": "green", "already supported": "dim", "skipped": "dim", "refused": "red"}
 
 
-def render_fix_summary(result: FixResult, console: Console, written: bool) -> None:
-    fixed_label = "fixed" if written else "would fix"
-    table = Table(title="mtp-audit fix", title_justify="left", expand=True)
-    table.add_column("outcome")
-    table.add_column("arch", overflow="fold")
-    table.add_column("class", overflow="fold")
-    table.add_column("platforms", overflow="fold")
-    table.add_column("detail", overflow="fold", ratio=2)
+def fix_summary_lines(result: FixResult, written: bool, width: int | None) -> list[Line]:
+    lines: list[Line] = []
     for outcome in result.plan.outcomes:
-        label = {"fix": fixed_label, "supported": "already supported", "refused": "refused"}[outcome.action]
+        label = LABEL[outcome.action][0 if written else 1]
         r = outcome.record
-        table.add_row(f"[{ACTION_STYLE[outcome.action]}]{label}[/]", r.arch or "(unregistered)", r.cls,
-                      ",".join(r.platforms), outcome.reason)
-    console.print(table)
+        name = (r.arch or "(unregistered)") + (f" ({r.cls})" if r.cls != r.arch else "")
+        first, *rest = _wrap(f"{label}: {name} [{platforms_text(r.platforms)}]", width)
+        lines.append(Line(first, label))
+        lines += [Line(t) for t in rest]
+        if outcome.action != "supported":
+            lines += [Line(t) for t in _wrap(outcome.reason, width, INDENT)]
+    verb = "wrote" if written else "would write"
     for rewrite in result.rewrites:
-        verb = "wrote" if written else "would write"
         extra = " and `import torch`" if rewrite.added_import else ""
-        console.print(f"{verb} {rewrite.path}: get_top_tokens in {', '.join(rewrite.classes)}{extra}")
-    if not result.rewrites:
-        console.print("no file needs a change")
+        lines += [Line(t) for t in _wrap(f"{verb} {rewrite.path}: get_top_tokens in "
+                                         f"{', '.join(rewrite.classes)}{extra}", width)]
+    for note in result.placement_notes:
+        lines += [Line(t) for t in _wrap(f"placement: {note}", width)]
+    for inheritor in result.inheritors:
+        role = f"drafter {inheritor.drafter}" if inheritor.drafter else "not a drafter"
+        lines += [Line(t) for t in _wrap(
+            f"blast radius: {inheritor.cls.name} ({inheritor.file}:{inheritor.cls.line}, {role}) inherits "
+            f"get_top_tokens from {inheritor.base.name} on {','.join(inheritor.platforms)}: {inheritor.result}",
+            width)]
+    return lines + [Line(t) for t in _wrap(fix_total(result, written), width, hanging="")]
+
+
+def fix_total(result: FixResult, written: bool) -> str:
+    """``fix: wrote 57 methods into 41 files; 1 refused (NemotronHMTPModel: blast radius); ...``."""
+    methods = sum(len(rewrite.classes) for rewrite in result.rewrites)
+    files = len(result.rewrites)
+    verb = "wrote" if written else "would write"
+    parts = [f"{verb} {methods} method{'s' * (methods != 1)} into {files} file{'s' * (files != 1)}"]
+    refused = [o for o in result.plan.outcomes if o.action == "refused"]
+    why = ", ".join(f"{o.record.arch or o.record.cls}: {o.reason.split(':', 1)[0]}" for o in refused)
+    parts.append(f"{len(refused)} refused" + (f" ({why})" if refused else ""))
+    for action, label in (("skipped", "skipped (not_applicable)"), ("supported", "already supported")):
+        count = sum(o.action == action for o in result.plan.outcomes)
+        if count:
+            parts.append(f"{count} {label}")
+    return "fix: " + "; ".join(parts) + "."
+
+
+def render_fix_summary(result: FixResult, console, written: bool, width: int | None) -> None:
+    print_concise(fix_summary_lines(result, written, width), console, STYLE)

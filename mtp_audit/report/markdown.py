@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..model import ScanResult
+from .callers import describe_caller
 from .origin import origin
 from .table import STATUS_ORDER, location
 
@@ -24,7 +25,8 @@ def render_markdown(result: ScanResult) -> str:
             lines.append(
                 "| " + " | ".join(_cell(x) for x in (
                     r.status.value, r.consistency.value if r.consistency else "", r.arch or "(unregistered)",
-                    f"`{r.cls}`{origin(r)}", ", ".join(r.platforms), f"`{location(r)}`", r.reason,
+                    f"`{r.cls}`{origin(r)}", ", ".join(r.platforms), f"`{location(r)}`",
+                    "; ".join([r.reason, *(describe_caller(c) for c in r.callers)]),
                 )) + " |"
             )
     for u in result.unresolved:

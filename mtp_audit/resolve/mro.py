@@ -7,6 +7,7 @@ Classes outside the tree (``nn.Module``, ``Protocol``) are terminal.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from ..index.facts import ClassFacts, MethodFacts
@@ -38,6 +39,7 @@ class Hierarchy:
         self.index = index
         self.platform = platform
         self._mro: dict[ClassKey, Mro] = {}
+        self._active: set[ClassKey] = set()  # classes whose MRO is being computed (cycle check)
 
     def memoised(self) -> dict[ClassKey, Mro]:
         return self._mro
@@ -72,22 +74,38 @@ class Hierarchy:
                 unresolved.append(f"{code} ({reasons})" if reasons else code)
         return items, unresolved
 
-    def mro(self, key: ClassKey, _stack: tuple = ()) -> Mro:
+    def mro(self, key: ClassKey) -> Mro:
         if key in self._mro:
             return self._mro[key]
-        if key in _stack:
+        if key in self._active:
             return Mro([key], [f"{CYCLE} {key.name}"])
+        self._active.add(key)
+        try:
+            return self._linearize(key)
+        finally:
+            self._active.discard(key)
+
+    def _linearize(self, key: ClassKey) -> Mro:
         bases, unresolved = self.bases(key)
+        if len(bases) == 1:  # single inheritance, by far the most common: C3 gives the base's MRO
+            base = bases[0]
+            if not isinstance(base, ClassKey):
+                return self._memo(key, Mro([key, base], unresolved))
+            sub = self.mro(base)
+            unresolved.extend(u for u in sub.unresolved if u not in unresolved)
+            return self._memo(key, Mro([key, *sub.classes], unresolved))
         parents = []
         for base in bases:
             if isinstance(base, ClassKey):
-                sub = self.mro(base, (*_stack, key))
+                sub = self.mro(base)
                 parents.append(list(sub.classes))
                 unresolved.extend(u for u in sub.unresolved if u not in unresolved)
             else:
                 parents.append([base])
-        result = Mro([key, *_c3([*parents, list(bases)])], unresolved)
-        if not any(u.startswith(CYCLE) for u in unresolved):  # a cycle reads differently from each class on it
+        return self._memo(key, Mro([key, *_c3([*parents, list(bases)])], unresolved))
+
+    def _memo(self, key: ClassKey, result: Mro) -> Mro:
+        if not any(u.startswith(CYCLE) for u in result.unresolved):  # a cycle reads differently from each class on it
             self._mro[key] = result
         return result
 
@@ -98,27 +116,41 @@ class Hierarchy:
                 continue
             extra = (overlay or {}).get(item, {})
             method = extra.get(name) or self.class_facts(item).methods.get(name)
-            if method is not None:
+            if method is not None and method.how != "deleted":  # ``del`` in a class body: on to the bases
                 return MethodHit(item, method, position)
         return None
 
 
 def _c3(sequences: list[list[MroItem]]) -> list[MroItem]:
-    """C3 merge; falls back to depth-first order for an inconsistent hierarchy."""
-    seqs = [list(s) for s in sequences if s]
+    """C3 merge; falls back to depth-first order for an inconsistent hierarchy.
+
+    Each sequence is read through a cursor, and how many sequences hold an item in their
+    tail is counted, so a merge costs the total length times the number of sequences
+    (a 1200-deep chain: 0.4 s for every MRO along it, not hours).
+    """
+    seqs = [s for s in sequences if s]
+    cursors = [0] * len(seqs)
+    in_tails = Counter(item for s in seqs for item in s[1:])
     out: list[MroItem] = []
-    while seqs:
-        for seq in seqs:
-            head = seq[0]
-            if not any(head in s[1:] for s in seqs):
+    while True:
+        live = [i for i, s in enumerate(seqs) if cursors[i] < len(s)]
+        if not live:
+            return out
+        for i in live:
+            head = seqs[i][cursors[i]]
+            if not in_tails[head]:
                 break
-        else:
-            for seq in seqs:  # Python would raise TypeError; keep a usable order
-                for item in seq:
-                    if item not in out:
+        else:  # Python would raise TypeError; keep a usable order
+            placed = set(out)
+            for i in live:
+                for item in seqs[i][cursors[i]:]:
+                    if item not in placed:
+                        placed.add(item)
                         out.append(item)
             return out
         out.append(head)
-        seqs = [[x for x in s if x != head] for s in seqs]
-        seqs = [s for s in seqs if s]
-    return out
+        for i in live:
+            if seqs[i][cursors[i]] == head:
+                cursors[i] += 1
+                if cursors[i] < len(seqs[i]):
+                    in_tails[seqs[i][cursors[i]]] -= 1

@@ -18,6 +18,10 @@ DRAFTER_NAME = re.compile(r"(MTP|Eagle|DFlash|DSpark|Draft|Medusa|MLPSpeculator)
 # Outside _SPECULATIVE_DECODING_MODELS "Eagle" also names target models (Eagle2.5-VL).
 OTHER_DICT_DRAFTER = re.compile(r"(MTP|DFlash|DSpark|DraftModel|Medusa|MLPSpeculator)")
 DRAFTER_FILE = re.compile(r"(_mtp|eagle|dflash|dspark|draft|medusa)", re.IGNORECASE)
+# What a plugin scan looks for, in the words the CLI reports it with.
+PLUGIN_HEURISTIC = ("drafter-named classes (MTP, Eagle, DFlash, DSpark, Draft, Medusa, MLPSpeculator) with "
+                    "compute_logits or get_top_tokens, in drafter-named files (*_mtp*, *eagle*, *dflash*, "
+                    "*dspark*, *draft*, *medusa*)")
 
 
 def read_registry(index: ModuleIndex) -> list[RegistryEntry]:
@@ -26,8 +30,11 @@ def read_registry(index: ModuleIndex) -> list[RegistryEntry]:
     rel = index.relative(path)
     try:
         module = ast.parse(index.read_bytes(path))
+    except OSError as error:
+        raise UsageError(f"{rel}: cannot be read ({error.strerror or error}); cannot read the registry") from None
     except (SyntaxError, ValueError) as error:
-        where = f"syntax error at line {error.lineno}" if isinstance(error, SyntaxError) else str(error)
+        # a null byte: a SyntaxError without a line, or a ValueError on older Pythons
+        where = f"syntax error at line {error.lineno}" if getattr(error, "lineno", None) else str(error)
         raise UsageError(f"{rel}: {where}; cannot read the registry") from None
     dicts: dict[str, ast.expr] = {}
     for statement in module.body:
@@ -64,6 +71,10 @@ def _entries(value: ast.expr, rel: str, name: str, strict: bool = True):
                 raise UsageError(f"{rel}: an entry of {name} is not a (module, class) string pair")
             continue
         module_name, cls = pair
+        if not all(part.isidentifier() for part in module_name.split(".")):
+            # "..x", "." or "/etc/x" would name files outside the package (or nothing at all)
+            raise UsageError(f"{rel}: {name}[{arch!r}] names module {module_name!r}, which is not a dotted "
+                             "module name; mtp-audit reads only modules inside the tree")
         full = module_name if "." in module_name else f"{MODELS_PACKAGE}.{module_name}"
         yield arch, full, cls
 
@@ -78,7 +89,11 @@ def heuristic_entries(index: ModuleIndex) -> list[RegistryEntry]:
     """
     root = index.tree.root
     entries = []
-    for path in sorted(root.rglob("*.py")):
+    try:
+        paths = sorted(root.rglob("*.py"))
+    except OSError as error:
+        raise UsageError(f"{error.filename or root}: cannot be read ({error.strerror or error})") from None
+    for path in paths:
         rel = path.relative_to(root)
         if any(part.startswith(".") or part in {"__pycache__", "tests", "test"} for part in rel.parts):
             continue

@@ -12,6 +12,8 @@ from ..synthesize.mirror import template
 from .constants import HIDDEN, NUM_STEPS, START_LAYER, VOCAB
 from .run import TargetOutcome
 
+TEST_PORT = 29517
+
 
 def _line_formats() -> dict[str, Template]:
     formats = {}
@@ -46,6 +48,19 @@ def emit_test(target: Path, outcome: TargetOutcome) -> None:
     text = Template(template("verify_test.py.tmpl")).substitute(
         cls=record.cls, tool_version=__version__, model=record.arch or record.cls,
         imports="\n".join(sorted(imports)), vocab=VOCAB, hidden=HIDDEN, start_layer=START_LAYER,
-        port=29517, build="\n".join(lines), steps=steps,
+        port=TEST_PORT, build="\n".join(lines), steps=steps,
     )
     target.write_text(ruff_format(text))
+
+
+def render_family_test(title: str, drafters: list[tuple[str, str, bool]]) -> str:
+    """A standalone pytest for the drafters of one patch, written without importing vLLM.
+
+    ``drafters``: (module, class, whether compute_logits takes ``spec_step_idx``). No
+    recipe from a verify run is needed: the test builds what the methods read when it runs.
+    """
+    text = Template(template("verify_test_family.py.tmpl")).substitute(
+        title=title, tool_version=__version__, vocab=VOCAB, hidden=HIDDEN, num_steps=NUM_STEPS,
+        start_layer=START_LAYER, port=TEST_PORT, drafters=repr(sorted(set(drafters))),
+    )
+    return ruff_format(text)

@@ -7,6 +7,7 @@ first on ``PYTHONPATH``.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
+from ..lifecycle import die_with_parent
 from ..model import DrafterRecord, SourceTree, Status
 
 WORKER_TIMEOUT_S = 600
@@ -59,7 +61,8 @@ def run_workers(tree: SourceTree, targets: list[dict], tp: int, scratch: Path) -
         out = scratch / f"rank{rank}.json"
         log = (scratch / f"rank{rank}.log").open("w")
         command = [sys.executable, "-m", "mtp_audit.verify.worker", str(plan), str(rank), str(tp), str(port), str(out)]
-        processes.append((subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT), out, log))
+        processes.append((subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                            preexec_fn=functools.partial(die_with_parent, os.getpid())), out, log))
     outputs = []
     for process, out, log in processes:
         try:

@@ -1,0 +1,184 @@
+"""Faults at random moments: kill -9, Ctrl-C and a user's edit during ``fix`` and ``scan``.
+
+Each trial runs the real command on a copy of a vLLM release and strikes at a
+random moment of its run (the run's length is measured first):
+
+- kill -9 of ``fix --all``: after the next command in the tree (a ``scan``),
+  the tree is byte for byte the old one or the fully fixed one, with no
+  temporary file or journal left; no process of ours outlives it by 2 s;
+- Ctrl-C (SIGINT to the process group) of ``fix --all --diff`` and of a cold
+  ``scan``: exit 130 within a second, one line on stderr, no traceback, no
+  survivor;
+- an edit saved to a target file while ``fix --all`` runs: never lost.
+
+    python benchmarks/fault_checks.py [--trials 20] [--vllm-version 0.34.0] [--seed N]
+
+Exits 1 if any trial fails (CI runs it with a few trials).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mtp_audit.sources import release_tree
+
+ORPHAN_GRACE_S = 2.0
+SIGINT_GRACE_S = 1.0
+
+
+def command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "mtp_audit", *args]
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def leftovers(root: Path) -> list[str]:
+    return [p.relative_to(root).as_posix() for p in root.rglob("*") if "mtp-audit" in p.name]
+
+
+def alive(group: int) -> list[str]:
+    """Running (not zombie: some init processes never reap) processes of the group."""
+    out = subprocess.run(["ps", "-o", "pid=,stat=", "-g", str(group)], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if line.split() and not line.split()[1].startswith("Z")]
+
+
+def wait_gone(group: int, grace: float) -> list[str]:
+    deadline = time.monotonic() + grace
+    while (left := alive(group)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def start(args: list[str], env: dict) -> subprocess.Popen:
+    return subprocess.Popen(command(*args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                            start_new_session=True)
+
+
+def timed(args: list[str], env: dict) -> float:
+    began = time.monotonic()
+    subprocess.run(command(*args), capture_output=True, env=env, check=False)
+    return time.monotonic() - began
+
+
+class Checks:
+    def __init__(self, release: Path, work: Path, rng: random.Random):
+        self.release, self.work, self.rng = release, work, rng
+        self.failures: list[str] = []
+        self.count = 0
+        self.kills = {"old": 0, "fixed": 0, "mixed": 0}  # the tree after each kill -9 and the next command
+        self.old = snapshot(release)
+        fixed = self.copy("reference")
+        subprocess.run(command("fix", str(fixed), "--all", "--quiet"), env=self.env("reference"), check=False)
+        self.fixed = snapshot(fixed)
+        self.fix_s = timed(["fix", str(self.copy("timing")), "--all", "--quiet"], self.env("timing"))
+        self.scan_s = timed(["scan", str(release), "--no-cache", "--quiet"], self.env("timing-scan"))
+
+    def env(self, name: str) -> dict:
+        return {**os.environ, "NO_COLOR": "1", "MTP_AUDIT_CACHE_DIR": str(self.work / f"cache-{name}")}
+
+    def copy(self, name: str) -> Path:
+        target = self.work / name
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(self.release, target)
+        return target
+
+    def fail(self, what: str) -> None:
+        self.failures.append(what)
+        print(f"FAIL {what}", flush=True)
+
+    def kill_during_fix(self, trial: int) -> None:
+        tree, env = self.copy(f"kill{trial}"), self.env(f"kill{trial}")
+        delay = self.rng.uniform(0, self.fix_s * 1.1)
+        process = start(["fix", str(tree), "--all", "--quiet"], env)
+        time.sleep(delay)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        left = wait_gone(process.pid, ORPHAN_GRACE_S)
+        if left:
+            self.fail(f"kill -9 at {delay:.2f}s: {len(left)} process(es) outlived fix by {ORPHAN_GRACE_S}s")
+        subprocess.run(command("scan", str(tree), "--quiet"), env=env, capture_output=True, check=False)
+        state = snapshot(tree)
+        self.kills[("old" if state == self.old else "fixed" if state == self.fixed else "mixed")] += 1
+        if state not in (self.old, self.fixed):
+            self.fail(f"kill -9 at {delay:.2f}s: the tree is neither the old nor the fixed one "
+                      f"({sum(state.get(k) != v for k, v in self.fixed.items())} files differ from fixed)")
+        if leftovers(tree):
+            self.fail(f"kill -9 at {delay:.2f}s: left {leftovers(tree)}")
+        self.count += 1
+
+    def interrupt(self, trial: int, args: list[str], length: float) -> None:
+        env = self.env(f"int{trial}")
+        delay = self.rng.uniform(0.1, length)
+        process = start(args, env)
+        time.sleep(delay)
+        os.killpg(process.pid, signal.SIGINT)
+        struck = time.monotonic()
+        try:
+            _, err = process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            _, err = process.communicate()
+            self.fail(f"SIGINT at {delay:.2f}s of {' '.join(args[:2])}: hung")
+            return
+        took = time.monotonic() - struck
+        lines = err.decode(errors="replace").strip().splitlines()
+        finished = process.returncode in (0, 1) and not lines  # the run ended before the signal
+        if not finished and (process.returncode != 130 or len(lines) != 1 or took > SIGINT_GRACE_S):
+            self.fail(f"SIGINT at {delay:.2f}s of {' '.join(args[:2])}: exit {process.returncode} after "
+                      f"{took:.2f}s, stderr {lines[:3]}{' ...' if len(lines) > 3 else ''}")
+        left = wait_gone(process.pid, ORPHAN_GRACE_S)
+        if left:
+            self.fail(f"SIGINT at {delay:.2f}s of {' '.join(args[:2])}: {len(left)} process(es) left")
+        self.count += 1
+
+    def edit_during_fix(self, trial: int) -> None:
+        tree, env = self.copy(f"edit{trial}"), self.env(f"edit{trial}")
+        changed = sorted(k for k in self.fixed if self.fixed[k] != self.old[k])
+        target = tree / self.rng.choice(changed)
+        delay = self.rng.uniform(0, self.fix_s * 1.1)
+        marker = f"# saved by the user during trial {trial}\n"
+        process = start(["fix", str(tree), "--all", "--quiet"], env)
+        time.sleep(delay)
+        with target.open("a") as handle:  # as an editor that appends and saves
+            handle.write(marker)
+        process.communicate()
+        if not target.read_text().endswith(marker):
+            self.fail(f"edit at {delay:.2f}s of fix: lost ({target.relative_to(tree)}, exit {process.returncode})")
+        if leftovers(tree):
+            self.fail(f"edit at {delay:.2f}s of fix: left {leftovers(tree)}")
+        self.count += 1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=20, help="trials of each kind")
+    parser.add_argument("--vllm-version", default="0.34.0")
+    parser.add_argument("--seed", type=int, default=None)
+    options = parser.parse_args()
+    seed = options.seed if options.seed is not None else random.randrange(1 << 30)
+    print(f"fault checks: {options.trials} trial(s) of each kind, seed {seed}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="mtp-audit-faults-") as work:
+        checks = Checks(release_tree(options.vllm_version), Path(work), random.Random(seed))
+        print(f"fix --all {checks.fix_s:.2f}s, cold scan {checks.scan_s:.2f}s", flush=True)
+        for trial in range(options.trials):
+            checks.kill_during_fix(trial)
+            checks.interrupt(trial, ["fix", str(checks.release), "--all", "--diff", "--jobs", "2"], checks.fix_s)
+            checks.interrupt(trial, ["scan", str(checks.release), "--no-cache", "--jobs", "2"], checks.scan_s)
+            checks.edit_during_fix(trial)
+        print(f"{checks.count} trials, {len(checks.failures)} failure(s); after kill -9: {checks.kills}")
+    sys.exit(1 if checks.failures else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""``fix --factor-pre-head``: rewrite a file with the pre-head block shared through a helper.
+
+Unlike the default insertion, this changes ``compute_logits``, so it has its
+own gate (``check_factored``): with each helper call inlined and the added
+methods removed, the new module's AST is the old module's, and every old
+line outside the changed ``compute_logits`` bodies is still there, in order.
+A class whose pre-head block is short, or not a plain chain, gets the plain
+mirror, under the same gate.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+import libcst as cst
+from libcst.metadata import PositionProvider
+
+from ..classify.analysis import Insertion
+from ..classify.memo import mirror_text
+from ..cstnodes import nodes_of, parse_method
+from ..index.prefilter import physical_lines
+from ..synthesize.conventions import follow_annotation_style
+from ..synthesize.factor import HELPER, factor_pre_head
+from ..synthesize.layout import format_methods
+from ..synthesize.mirror import mirror_function
+from .changes import Rewrite, UnsafeRewrite
+from .rewrite import _class_depth, _inserted_lines, _module_classes, _uses_torch
+
+
+def factors(insertion: Insertion) -> bool:
+    """Whether the class's own compute_logits has a pre-head block the helper would take (the class's
+    other method names are checked when its file is rewritten)."""
+    if insertion.source.owner != insertion.target:
+        return False
+    _, compute_logits = parse_method(insertion.source.method.code)
+    return factor_pre_head(compute_logits, set()) is not None
+
+
+def _class_nodes(module: cst.MetadataWrapper, insertions: list[Insertion]) -> dict[tuple[str, int], cst.ClassDef]:
+    """(name, line) of each planned class -> its node (a class is known by the line of its name)."""
+    positions = module.resolve(PositionProvider)
+    wanted = {(i.target.name, i.target.line) for i in insertions}
+    return {key: node for node in nodes_of(module.module, cst.ClassDef)
+            if (key := (node.name.value, positions[node.name].start.line)) in wanted}
+
+
+def _own_compute_logits(node: cst.ClassDef) -> cst.FunctionDef | None:
+    return next((s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "compute_logits"),
+                None)
+
+
+class _Replace(cst.CSTTransformer):
+    """Swap each planned class's compute_logits and add the new methods right after it."""
+
+    def __init__(self, plans: dict[int, tuple[cst.FunctionDef | None, list[cst.FunctionDef]]]):
+        super().__init__()
+        self.plans = plans  # id(original ClassDef) -> (new compute_logits or None, methods to add)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
+        plan = self.plans.get(id(original_node))
+        if plan is None:
+            return updated_node
+        replacement, added = plan
+        if not isinstance(updated_node.body, cst.IndentedBlock):
+            raise UnsafeRewrite(f"class {updated_node.name.value} has a one-line body; add the method by hand")
+        body = list(updated_node.body.body)
+        anchor = next((i for i, s in enumerate(body) if isinstance(s, cst.FunctionDef)
+                       and s.name.value == "compute_logits"), len(body) - 1)
+        if replacement is not None:
+            body[anchor] = replacement.with_changes(leading_lines=body[anchor].leading_lines)
+        body[anchor + 1:anchor + 1] = [m.with_changes(leading_lines=[cst.EmptyLine(indent=False)]) for m in added]
+        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
+
+
+def rewrite_factored(path: str, source: str, insertions: list[Insertion], binds_torch: bool) -> Rewrite:
+    """The file with each planned class's mirror, and its pre-head block in a helper where it is long."""
+    wrapper = cst.MetadataWrapper(cst.parse_module(source))
+    nodes = _class_nodes(wrapper, insertions)
+    missing = [i for i in insertions if (i.target.name, i.target.line) not in nodes]
+    if missing:
+        raise UnsafeRewrite(f"{path}: the file no longer has the classes planned for: "
+                            f"{', '.join(i.target.name for i in missing)}; scan again")
+    lines = physical_lines(source)
+    requests: list[tuple[cst.FunctionDef, int]] = []
+    shapes: list[tuple[cst.ClassDef, bool]] = []
+    for insertion in insertions:
+        node = nodes[(insertion.target.name, insertion.target.line)]
+        depth = _class_depth(lines[insertion.target.line - 1])
+        own = _own_compute_logits(node) if insertion.source.owner == insertion.target else None
+        taken = {s.name.value for s in node.body.body if isinstance(s, cst.FunctionDef)}
+        factored = factor_pre_head(own, taken) if own is not None else None
+        if factored is None:
+            _, mirror = parse_method(mirror_text(insertion.source.method.text))
+            requests.append((follow_annotation_style(mirror, insertion.source.method.text), depth))
+        else:
+            mirror = follow_annotation_style(mirror_function(factored.compute_logits), insertion.source.method.text)
+            requests += [(factored.compute_logits, depth), (mirror, depth), (factored.helper, depth)]
+        shapes.append((node, factored is not None))
+    formatted = iter(format_methods(requests))
+    plans, helpers, methods = {}, [], []
+    for node, is_factored in shapes:
+        if is_factored:
+            new_cl, mirror, helper = next(formatted), next(formatted), next(formatted)
+            plans[id(node)] = (new_cl, [mirror, helper])
+            helpers.append(node.name.value)
+            methods += [mirror, helper]
+        else:
+            mirror = next(formatted)
+            plans[id(node)] = (None, [mirror])
+            methods.append(mirror)
+    transformer = _Replace(plans)
+    new_source = wrapper.module.visit(transformer).code
+    added_import = not binds_torch and any(_uses_torch(method, source) for method in methods)
+    if added_import:
+        from libcst.codemod import CodemodContext
+        from libcst.codemod.visitors import AddImportsVisitor
+
+        context = CodemodContext()
+        AddImportsVisitor.add_needed_import(context, "torch")
+        new_source = AddImportsVisitor(context).transform_module(cst.parse_module(new_source)).code
+    targets = [(i.target.name, i.target.line) for i in insertions]
+    rewrite = Rewrite(path, source, new_source, [i.target.name for i in insertions], added_import, targets, helpers)
+    check_factored(rewrite, set(helpers))
+    return rewrite
+
+
+def _inline_helper(method: ast.FunctionDef, helper: ast.FunctionDef) -> None:
+    """Replace ``x = self._pre_head(a, b)`` in ``method`` by the helper's body, its return as ``x = ...``."""
+    params = [a.arg for a in helper.args.args[1:]]
+    for index, statement in enumerate(method.body):
+        value = statement.value if isinstance(statement, ast.Assign) else None
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == HELPER \
+                and isinstance(value.func.value, ast.Name) and value.func.value.id == "self":
+            if [a.id if isinstance(a, ast.Name) else None for a in value.args] != params or value.keywords:
+                raise UnsafeRewrite(f"{HELPER} is not called with its own parameter names")
+            body = copy.deepcopy(helper.body)
+            if not isinstance(body[-1], ast.Return) or body[-1].value is None:
+                raise UnsafeRewrite(f"{HELPER} does not end in a return")
+            body[-1] = ast.Assign(targets=statement.targets, value=body[-1].value, type_comment=None, lineno=0)
+            method.body[index:index + 1] = body
+            return
+    raise UnsafeRewrite(f"compute_logits does not call {HELPER}")
+
+
+def check_factored(rewrite: Rewrite, factored: set[str]) -> None:
+    """Raise UnsafeRewrite unless ``new`` is ``old`` once each helper is inlined and the new methods removed.
+
+    ``factored``: the classes whose compute_logits now calls the helper.
+    """
+    try:
+        new_tree = compile(rewrite.new, rewrite.path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as error:
+        raise UnsafeRewrite(f"{rewrite.path}: the rewrite does not parse ({error.msg}, line {error.lineno})") from None
+    old_tree = ast.parse(rewrite.old)
+    planned = set(rewrite.targets)
+    spans_old, spans_new = [], []
+    for old, new in zip(_module_classes(old_tree), _module_classes(new_tree)):
+        if (old.name, old.lineno) not in planned:
+            continue
+        if any(isinstance(s, ast.FunctionDef) and s.name in ("get_top_tokens", HELPER) for s in old.body):
+            raise UnsafeRewrite(f"{rewrite.path}: class {old.name} already defines get_top_tokens or {HELPER}")
+        added = [s for s in new.body if isinstance(s, ast.FunctionDef) and s.name in ("get_top_tokens", HELPER)]
+        helper = next((s for s in added if s.name == HELPER), None)
+        if (helper is not None) != (old.name in factored):
+            raise UnsafeRewrite(f"{rewrite.path}: class {old.name} has a {HELPER} the plan did not make")
+        new.body = [s for s in new.body if s not in added]
+        compute_logits = [s for s in new.body if isinstance(s, ast.FunctionDef) and s.name == "compute_logits"]
+        if helper is not None:
+            spans_old += [_span(s) for s in old.body if isinstance(s, ast.FunctionDef) and s.name == "compute_logits"]
+            spans_new += [_span(s) for s in compute_logits]
+            _inline_helper(compute_logits[0], helper)
+        spans_new += [_span(s) for s in added]
+    if rewrite.added_import:
+        new_tree.body = [s for s in new_tree.body
+                         if not (isinstance(s, ast.Import) and [a.name for a in s.names] == ["torch"])]
+    if ast.dump(new_tree) != ast.dump(old_tree):
+        raise UnsafeRewrite(f"{rewrite.path}: with {HELPER} inlined, the file is not the old one plus the new methods")
+    old_kept = _outside(physical_lines(rewrite.old), spans_old)
+    new_kept = _outside(physical_lines(rewrite.new), spans_new)
+    extra = _inserted_lines(old_kept, new_kept)
+    if extra is None or any(new_kept[n - 1].strip() and new_kept[n - 1].strip() != "import torch" for n in extra):
+        raise UnsafeRewrite(f"{rewrite.path}: the rewrite changes lines outside compute_logits and the new methods")
+
+
+def _span(node: ast.FunctionDef) -> tuple[int, int]:
+    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    return first, node.end_lineno or node.lineno
+
+
+def _outside(lines: list[str], spans: list[tuple[int, int]]) -> list[str]:
+    return [line for number, line in enumerate(lines, 1) if not any(a <= number <= b for a, b in spans)]

@@ -1,0 +1,121 @@
+"""Every class in the tree that would inherit a planned ``get_top_tokens``, drafter or not.
+
+The plan's safety check analyses registered drafters only; a method written
+into a shared base also reaches model classes that no speculator holds (the
+Transformers backend's ``CausalMixin`` is the base of ``TransformersForCausalLM``
+and its variants). A reviewer wants those named. Subclasses are found by
+name: a module can only subclass a class whose name (or the name of a
+subclass of it) appears in its text, so only those modules are indexed,
+round after round, until no new subclass turns up.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..classify.analysis import Insertion, Overlay, synthetic_mirror
+from ..model import PLATFORMS, ClassKey
+from ..scan import Resolution, Scanner
+from .families import module_of
+from .plan import SAFE
+
+
+@dataclass(frozen=True)
+class Inheritor:
+    """``cls`` inherits the ``get_top_tokens`` written into ``base``, with ``result`` on ``platforms``."""
+
+    base: ClassKey
+    cls: ClassKey
+    file: str
+    platforms: tuple[str, ...]
+    drafter: str | None  # its architecture (class name when unregistered) if it is a drafter or a delegate
+    result: str  # what it ends up with: "supported/mirror", "supported/divergent: why", ...
+
+
+class _Texts:
+    """The tree's Python files, read once, by module name."""
+
+    def __init__(self, tree_root: Path, package: Path):
+        self.root = tree_root
+        self.paths = {module_of(p.relative_to(tree_root).as_posix()): p for p in sorted(package.rglob("*.py"))}
+        self._text: dict[str, str] = {}
+
+    def mentioning(self, names: set[str]) -> list[str]:
+        """Modules whose text has one of ``names`` as a word (substrings first: a regex is slow)."""
+        pattern = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, names))) + r")\b")
+        return [module for module in self.paths
+                if any(name in self.text(module) for name in names) and pattern.search(self.text(module))]
+
+    def text(self, module: str) -> str:
+        if module not in self._text:
+            self._text[module] = self.paths[module].read_bytes().decode("utf-8", "replace")
+        return self._text[module]
+
+
+def find_inheritors(scanner: Scanner, resolutions: list[Resolution],
+                    insertions: list[Insertion]) -> list[Inheritor]:
+    """Every subclass (on any platform) of a class the plan writes into, with what it gets."""
+    if not insertions:
+        return []
+    tree = scanner.tree
+    texts = _Texts(tree.root, tree.package_dir or tree.root)
+    overlay: Overlay = {i.target: {"get_top_tokens": synthetic_mirror(i.source)} for i in insertions}
+    drafters = {res.key: res.entry.arch or res.key.name for res in resolutions}
+    for res in resolutions:  # a drafter's delegates serve it: they are part of the drafter
+        for analysis in res.analyses.values():
+            for delegate in analysis.delegates:
+                drafters.setdefault(delegate, f"{res.entry.arch or res.key.name} (its delegate)")
+    found: list[Inheritor] = []
+    for key, reached in _subclasses(scanner, texts, set(overlay)).items():
+        for base, platforms in reached.items():
+            found.append(Inheritor(base, key, scanner.hierarchies[platforms[0]].file_of(key), tuple(platforms),
+                                   drafters.get(key), _result(scanner, key, platforms, overlay)))
+    return sorted(found, key=lambda i: (i.base.module, i.base.name, i.file, i.cls.line))
+
+
+def _subclasses(scanner: Scanner, texts: _Texts,
+                bases: set[ClassKey]) -> dict[ClassKey, dict[ClassKey, list[str]]]:
+    """Subclass -> the first of ``bases`` in its MRO (whose method it gets) -> on which platforms.
+
+    Only classes whose base list names a known class or subclass get an MRO computed.
+    """
+    found: dict[ClassKey, dict[ClassKey, list[str]]] = {}
+    names, searched = {b.name for b in bases}, set()
+    while names - searched:
+        fresh = names - searched
+        searched |= fresh
+        word = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, fresh))) + r")\b")
+        for module in texts.mentioning(fresh):
+            facts = scanner.index.facts(module)
+            if facts is None or facts.parse_error:
+                continue
+            for cls in facts.classes:
+                key = ClassKey(module, cls.name, cls.line)
+                if key in bases or key in found or not any(word.search(b) for b in cls.bases):
+                    continue
+                reached: dict[ClassKey, list[str]] = {}
+                for platform in PLATFORMS:
+                    if platform in facts.import_errors:
+                        continue
+                    mro = scanner.hierarchies[platform].mro(key).classes
+                    nearest = next((c for c in mro if c in bases), None)  # the method it really gets
+                    if nearest is not None:
+                        reached.setdefault(nearest, []).append(platform)
+                if reached:
+                    found[key] = reached
+                    names.add(cls.name)
+    return found
+
+
+def _result(scanner: Scanner, key: ClassKey, platforms: list[str], overlay: Overlay) -> str:
+    results = []
+    for platform in platforms:
+        after = scanner.analyzers[platform].analyze(key, overlay)
+        label = after.status.value + (f"/{after.consistency.value}" if after.consistency else "")
+        if after.consistency not in SAFE:
+            label += f": {after.reason}"
+        if label not in results:
+            results.append(label)
+    return "; ".join(results)

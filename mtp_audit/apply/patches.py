@@ -1,0 +1,208 @@
+"""``fix --patches DIR``: the fix as a numbered series of ``git format-patch`` files, one per family.
+
+Nothing is written into the tree. Each patch holds one family's rewrites,
+the pull-request description as its message, and a generated pytest under
+``tests/v1/spec_decode/``; ``git am`` applies the series in order onto a git
+checkout of the scanned tree (``--keep-non-patch`` keeps the ``[Spec Decode]``
+tag in the subject, as ``git am`` drops every leading ``[...]`` otherwise).
+``DIR/README.md`` indexes the series, the blast radius and the refusals.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import hashlib
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+from .. import __version__
+from ..classify.memo import logits_shape
+from ..errors import UsageError
+from ..fix import FixResult
+from ..report.pr_body import render_pr_body
+from ..synthesize.mirror import template
+from ..verify.emit import render_family_test
+from .families import Family, module_of, split_families
+from .plan import Plan
+
+TEST_DIR = "tests/v1/spec_decode"
+AUTHOR = "mtp-audit <mtp-audit@users.noreply.github.com>"
+DATE = "Thu, 1 Jan 1970 00:00:00 +0000"  # the series depends on the tree alone, not on when it was made
+
+
+@dataclass
+class FileChange:
+    path: str
+    old: str | None  # None: a new file
+    new: str
+    mode: str  # git's file mode, "100644" or "100755"
+
+    @property
+    def added(self) -> int:
+        return sum(1 for line in self.diff_lines if line.startswith("+") and not line.startswith("+++"))
+
+    @property
+    def removed(self) -> int:
+        return sum(1 for line in self.diff_lines if line.startswith("-") and not line.startswith("---"))
+
+    @functools.cached_property
+    def diff_lines(self) -> list[str]:
+        """Unified diff lines, each ending in a newline, as git writes them."""
+        old = (self.old or "").splitlines(keepends=True)
+        new = self.new.splitlines(keepends=True)
+        lines = []
+        for line in difflib.unified_diff(old, new, fromfile="/dev/null" if self.old is None else f"a/{self.path}",
+                                         tofile=f"b/{self.path}", n=3):
+            lines.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+        return lines
+
+    def git_diff(self) -> str:
+        header = [f"diff --git a/{self.path} b/{self.path}\n"]
+        if self.old is None:
+            header += [f"new file mode {self.mode}\n", f"index 0000000..{_blob(self.new)[:7]}\n"]
+        else:
+            header += [f"index {_blob(self.old)[:7]}..{_blob(self.new)[:7]} {self.mode}\n"]
+        return "".join(header + self.diff_lines)
+
+
+def _blob(text: str) -> str:
+    """The git object id of a file with this text."""
+    data = text.encode("utf-8")
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _mode(path: Path) -> str:
+    return "100755" if path.stat().st_mode & stat.S_IXUSR else "100644"
+
+
+def subject(family: Family) -> str:
+    return f"[Spec Decode] {family.name}: implement get_top_tokens()"
+
+
+def _file_name(number: int, text: str) -> str:
+    """``git format-patch``'s name: the subject with runs of other characters as one dash."""
+    slug = re.sub(r"[^A-Za-z0-9_.]+", "-", text).strip("-.")[:52].rstrip("-.")
+    return f"{number:04d}-{slug}.patch"
+
+
+def _stepped(family: Family) -> list[tuple[str, str, bool]]:
+    """(module, class, compute_logits takes spec_step_idx) of each drafter the family fixes."""
+    drafters = []
+    for outcome in family.outcomes:
+        own = outcome.insertions[0].source  # the drafter's own compute_logits comes first
+        params = logits_shape(own.method.text, own.method.line).params
+        drafters.append((outcome.record.module, outcome.record.cls, any(p.name == "spec_step_idx" for p in params)))
+    return drafters
+
+
+def _family_result(result: FixResult, family: Family) -> FixResult:
+    """The part of the fix one family makes, as a FixResult the PR body renders."""
+    written = {module_of(r.path) for r in family.rewrites}
+    inheritors = [i for i in result.inheritors if i.base.module in written]
+    insertions = [i for o in family.outcomes for i in o.insertions if i in result.plan.insertions]
+    notes = [n for n in result.placement_notes if any(k.module in written for k in n.into)]
+    return FixResult(result.tree, Plan(family.outcomes, insertions), family.rewrites, inheritors, notes)
+
+
+@dataclass
+class Patch:
+    number: int
+    family: Family
+    subject: str
+    file_name: str
+    changes: list[FileChange]
+    test_path: str
+
+    def render(self, total: int, body: str) -> str:
+        stat_lines = [f" {c.path} | {c.added + c.removed} {'+' * min(c.added, 60)}{'-' * min(c.removed, 60)}\n"
+                      for c in self.changes]
+        added = sum(c.added for c in self.changes)
+        removed = sum(c.removed for c in self.changes)
+        summary = f" {len(self.changes)} file{'s' if len(self.changes) > 1 else ''} changed"
+        summary += f", {added} insertion{'s' if added != 1 else ''}(+)" if added else ""
+        summary += f", {removed} deletion{'s' if removed != 1 else ''}(-)" if removed else ""
+        number = f"{self.number}/{total}" if total > 1 else ""
+        return "".join([
+            f"From {'0' * 40} Mon Sep 17 00:00:00 2001\n",
+            f"From: {AUTHOR}\n",
+            f"Date: {DATE}\n",
+            f"Subject: [PATCH{' ' + number if number else ''}] {self.subject}\n",
+            "\n",
+            body.rstrip("\n") + "\n",
+            "---\n",
+            *stat_lines,
+            summary + "\n",
+            "\n",
+            *(c.git_diff() for c in self.changes),
+            "-- \n",
+            f"mtp-audit {__version__}\n",
+            "\n",
+        ])
+
+
+def build_patches(result: FixResult) -> list[Patch]:
+    root = result.tree.root
+    patches = []
+    seen_tests: set[str] = set()
+    for number, family in enumerate(split_families(result.plan, result.rewrites), 1):
+        test_path = f"{TEST_DIR}/test_{family.slug}_get_top_tokens.py"
+        if test_path in seen_tests or (root / test_path).exists():
+            raise UsageError(f"{test_path} would be written twice or exists already in {root}")
+        seen_tests.add(test_path)
+        changes = [FileChange(r.path, r.old, r.new, _mode(root / r.path)) for r in family.rewrites]
+        changes.append(FileChange(test_path, None, render_family_test(family.name, _stepped(family)), "100644"))
+        patches.append(Patch(number, family, subject(family), _file_name(number, subject(family)),
+                             changes, test_path))
+    return patches
+
+
+def write_patches(result: FixResult, folder: Path, command: str, verify_report: Path | None) -> list[Path]:
+    """Write the series and its index into ``folder`` (created if needed; one holding a series is refused).
+
+    ``command``: the fix command without its drafter selection; each patch names its own drafters.
+    """
+    patches = build_patches(result)
+    folder.mkdir(parents=True, exist_ok=True)
+    stale = sorted(folder.glob("[0-9][0-9][0-9][0-9]-*.patch"))
+    if stale:
+        raise UsageError(f"{folder} already holds a patch series ({stale[0].name}, ...); give an empty folder")
+    written = []
+    for patch in patches:
+        sub = _family_result(result, patch.family)
+        names = sorted({o.record.arch or o.record.cls for o in patch.family.outcomes})
+        body = render_pr_body(sub, f"{command} {' '.join(f'--model {n}' for n in names)}", verify_report,
+                              tests=[patch.test_path], own_rows_only=True)
+        path = folder / patch.file_name
+        path.write_text(patch.render(len(patches), body), encoding="utf-8", newline="")
+        written.append(path)
+    (folder / "README.md").write_text(render_index(result, patches), encoding="utf-8")
+    return written
+
+
+def render_index(result: FixResult, patches: list[Patch]) -> str:
+    rows = []
+    for patch in patches:
+        drafters = "<br>".join(sorted({f"`{o.record.arch or '(unregistered)'}` ({o.record.cls})"
+                                        for o in patch.family.outcomes}))
+        files = "<br>".join(f"`{c.path}` +{c.added}" + (f" -{c.removed}" if c.removed else "")
+                            for c in patch.changes)
+        rows.append(f"| {patch.number} | [{patch.file_name}]({patch.file_name}) | {drafters} | "
+                    f"{', '.join(patch.family.platforms)} | {files} |")
+    outsiders = [i for i in result.inheritors if not i.drafter]
+    reach = "\n".join(f"- `{i.cls.name}` ({i.file}:{i.cls.line}) inherits the method written into "
+                      f"`{i.base.name}` on {', '.join(i.platforms)}: {i.result}" for i in outsiders) \
+        or "- none: every class that inherits a written method is a drafter or a drafter's delegate"
+    placement = "\n".join(f"- {note}" for note in result.placement_notes) or "- none moved"
+    refused = "\n".join(f"- `{o.record.arch or '(unregistered)'}` ({o.record.cls}, {o.record.file}, "
+                        f"{', '.join(o.record.platforms)}): {o.reason}"
+                        for o in result.plan.outcomes if o.action == "refused") or "- none"
+    crlf = any("\r\n" in (c.old or "") for p in patches for c in p.changes)
+    return Template(template("patch_index.md.tmpl")).substitute(
+        am_flags="--keep-non-patch --keep-cr" if crlf else "--keep-non-patch",
+        count=len(patches), rows="\n".join(rows) or "| - | - | - | - | - |", inheritors=reach, placement=placement, refused=refused,
+        version=result.tree.vllm_version or "(unknown version)",
+    )

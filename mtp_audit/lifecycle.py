@@ -1,0 +1,128 @@
+"""Processes we start die with the process that started them, and leave Ctrl-C to it.
+
+A forked worker of a ``scan`` or ``fix`` holds the caller's stdout: one that
+outlived a killed parent (kill -9, a closed terminal) kept a pipeline open
+and went on computing for nobody. On Linux the kernel sends the child
+SIGKILL when its parent dies (``PR_SET_PDEATHSIG``); elsewhere a watchdog
+thread notices the parent's pid change and exits.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+_PR_SET_PDEATHSIG = 1
+WATCHDOG_PERIOD_S = 0.25
+
+
+def die_with_parent(parent: int) -> None:
+    """In a child of ``parent``, right after the fork (a pool initializer, a process target)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent answers it
+    if not _kernel_kills_orphans():
+        threading.Thread(target=_watch, args=(parent,), name="mtp-audit-watchdog", daemon=True).start()
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def _kernel_kills_orphans() -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        return libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(WATCHDOG_PERIOD_S)
+    os._exit(1)
+
+
+class Interrupted(BaseException):
+    """Ctrl-C, raised by our handler: not a KeyboardInterrupt, which click turns into "Aborted!"
+    and exit 1; a BaseException, so that only ``finally`` and rollbacks see it on the way up."""
+
+
+def _raise_interrupted(signum, frame) -> None:
+    raise Interrupted
+
+
+def handle_ctrl_c() -> None:
+    """From now on Ctrl-C raises Interrupted (unless SIGINT was ignored when we started)."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _raise_interrupted)
+
+
+def interrupted() -> None:
+    """Ctrl-C: one line, exit 130 now; workers die with us, nothing waits for them.
+
+    Exit handlers are skipped on purpose: they join worker pools that may be mid-task.
+    Writes in progress have already been undone (``apply.write`` rolls back on the way up).
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    try:
+        os.write(2, b"mtp-audit: interrupted\n")
+    except OSError:
+        pass
+    os._exit(130)
+
+
+# Deep code that CPython compiles (300 chained calls, a 900-term sum, a 1200-deep class
+# chain) is walked recursively by libcst and by our resolution: the command runs on a
+# thread with a big stack and a recursion limit to match.
+BIG_STACK_BYTES = 512 * 1024 * 1024  # reserved address space; pages are touched only when used
+DEEP_RECURSION_LIMIT = 200_000
+
+
+def on_big_stack(run: Callable[[], None]) -> None:
+    """``run()`` on a thread with a big stack; its exceptions (SystemExit too) are raised here.
+
+    Ctrl-C arrives in this (main) thread: it is passed on to the worker thread, so that
+    rollbacks and worker pools unwind there, and then ends the command either way.
+    """
+    outcome: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            run()
+        except BaseException as error:  # noqa: BLE001 - re-raised in the main thread
+            outcome.append(error)
+
+    limit = sys.getrecursionlimit()
+    previous = threading.stack_size(BIG_STACK_BYTES)
+    try:
+        worker = threading.Thread(target=target, name="mtp-audit")
+        worker.start()
+    finally:
+        threading.stack_size(previous)
+    sys.setrecursionlimit(max(limit, DEEP_RECURSION_LIMIT))
+    try:
+        worker.join()
+    except (Interrupted, KeyboardInterrupt):
+        _raise_in(worker, Interrupted)
+        worker.join(timeout=0.5)
+        raise
+    finally:
+        sys.setrecursionlimit(limit)
+    if outcome:
+        raise outcome[0]
+
+
+def _raise_in(thread: threading.Thread, error: type[BaseException]) -> None:
+    import ctypes
+
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(error))

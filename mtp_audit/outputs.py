@@ -1,0 +1,86 @@
+"""Files the user names for output (``--pr-body``, ``--json``, ``--emit-test``): checked before
+anything is written, written whole or reported in one line."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+from .errors import UsageError
+
+
+def check_output(path: Path, option: str) -> None:
+    """Refuse now, before the first write of the run, an output path that cannot be written."""
+    if path.is_dir():
+        raise UsageError(f"{option} {path}: is a directory; nothing written")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"{option} {path}: no directory {parent}; nothing written")
+    if path.exists() and not os.access(path, os.W_OK) or not os.access(parent, os.W_OK):
+        raise UsageError(f"{option} {path}: not writable; nothing written")
+
+
+def write_output(path: Path, text: str, option: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file: whole, or not at all."""
+    temp = path.with_name(f".{path.name}.mtp-audit-tmp")
+    try:
+        temp.write_text(text, encoding="utf-8")
+        os.replace(temp, path)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise UsageError(f"{option} {path}: cannot be written ({error.strerror or error})") from None
+
+
+class OutputFailed(Exception):
+    """Standard output is closed, a closed pipe or a full disk. Not an OSError: click would
+    take a broken pipe for a normal end and exit 1 in silence."""
+
+
+class _GuardedStdout:
+    """``sys.stdout`` whose write errors are ``OutputFailed``; everything else is the stream's."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        if self._stream is None:
+            raise OutputFailed("standard output is closed")
+        try:
+            return self._stream.write(text)
+        except OSError as error:
+            raise OutputFailed(f"writing to standard output failed: {error.strerror or error}") from None
+
+    def flush(self) -> None:
+        if self._stream is None:
+            return
+        try:
+            self._stream.flush()
+        except OSError as error:
+            raise OutputFailed(f"writing to standard output failed: {error.strerror or error}") from None
+
+    def isatty(self) -> bool:
+        return self._stream is not None and self._stream.isatty()
+
+    def __getattr__(self, name: str):
+        if self._stream is None:
+            raise AttributeError(name)
+        return getattr(self._stream, name)
+
+
+def guard_stdout() -> None:
+    """From now on, output that cannot be written ends the command with one line (see cli.main)."""
+    sys.stdout = _GuardedStdout(sys.stdout)  # type: ignore[assignment]
+
+
+def silence_stdout() -> None:
+    """After an output failure: nothing more to flush at exit (no 'Exception ignored' noise)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
+    sys.stdout = None  # type: ignore[assignment]

@@ -1,0 +1,106 @@
+"""The exit-code policy as a matrix: every command and mode, on fixture trees, against POLICY.
+
+Each case names the POLICY rule it exercises, so the table in docs/exit-codes.md
+(printed from POLICY) and the behaviour cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, build_tree, run_cli
+from mtp_audit.report import exit_codes
+from mtp_audit.report.exit_codes import ACTION, ERROR, OK, POLICY
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+TOY = "vllm/model_executor/models/toy_mtp.py"
+
+
+def tree_of(kind: str, case: str, tmp_path: Path) -> Path:
+    return build_tree(FIXTURES / kind / case, tmp_path / case, "input" if kind == "fix" else "")
+
+
+def plugin_without_drafters(tmp_path: Path) -> Path:
+    (tmp_path / "plugin").mkdir()
+    (tmp_path / "plugin" / "layers.py").write_text("class Linear:\n    pass\n")
+    return tmp_path / "plugin"
+
+
+# (rule command, expected code, tree: (fixture kind, case) or a builder, arguments after the tree)
+MATRIX = [
+    ("scan", OK, ("scan", "consistency"), ["scan", "--fail-on", "never"]),
+    ("scan", OK, ("scan", "consistency"), ["scan", "--model", "PlainEagle"]),
+    ("scan", ACTION, ("scan", "consistency"), ["scan"]),
+    ("scan", ACTION, ("scan", "direct_head"), ["scan", "--format", "json"]),
+    ("scan", ACTION, ("scan", "direct_head"), ["scan", "--format", "sarif"]),
+    ("scan", ERROR, plugin_without_drafters, ["scan"]),
+    ("fix", OK, ("scan", "direct_head"), ["fix", "--model", "toy"]),
+    ("fix --diff", OK, ("scan", "direct_head"), ["fix", "--model", "toy", "--diff"]),
+    ("fix --check", ACTION, ("scan", "direct_head"), ["fix", "--model", "toy", "--check"]),
+    ("fix", ACTION, ("scan", "manual_shapes"), ["fix", "--model", "MaskMTP"]),
+    ("fix --diff", ACTION, ("scan", "manual_shapes"), ["fix", "--model", "MaskMTP", "--diff"]),
+    ("fix --check", ACTION, ("scan", "manual_shapes"), ["fix", "--model", "MaskMTP", "--check"]),
+    ("fix", ACTION, ("fix", "refusals"), ["fix", "--all"]),
+    ("fix --diff", ACTION, ("fix", "refusals"), ["fix", "--all", "--diff"]),
+    ("fix --check", ACTION, ("fix", "refusals"), ["fix", "--all", "--check"]),
+    # a not_applicable drafter (a stub, no compute_logits) is skipped, never refused
+    ("fix", OK, ("scan", "manual_shapes"), ["fix", "--model", "NoLogitsMTP"]),
+    ("fix --diff", OK, ("scan", "manual_shapes"), ["fix", "--model", "StubMTP", "--diff"]),
+    ("fix --check", OK, ("scan", "manual_shapes"), ["fix", "--model", "StubMTP", "--check"]),
+    ("every command", ERROR, ("scan", "direct_head"), ["scan", "--model", "nothing_like_it"]),
+    ("every command", ERROR, ("scan", "direct_head"), ["scan", "--format", "yaml"]),
+    ("every command", ERROR, ("scan", "direct_head"), ["fix"]),
+    ("every command", ERROR, ("scan", "direct_head"), ["fix", "--model", "toy", "--all"]),
+    ("every command", ERROR, ("scan", "direct_head"), ["verify", "--model", "toy", "--tp", "two"]),
+]
+
+
+@pytest.mark.parametrize("rule, code, source, args", MATRIX,
+                         ids=[f"{' '.join(a)}->{c}" for _, c, _, a in MATRIX])
+def test_exit_code(rule, code, source, args, tmp_path):
+    assert any(r.command == rule and r.code == code for r in POLICY), f"no POLICY rule for {rule} -> {code}"
+    tree = source(tmp_path) if callable(source) else tree_of(*source, tmp_path)
+    command, *rest = args
+    result = run_cli(command, str(tree), *rest)
+    assert result.returncode == code, result.stderr
+    if code == ERROR:
+        assert result.stderr.strip(), "an error exit says why on stderr"
+    refused = re.search(r"^refused: ", result.stderr, re.MULTILINE)
+    if refused:
+        assert code == ACTION
+    if "NoLogitsMTP" in args or "StubMTP" in args:
+        assert re.search(r"^skipped: ", result.stderr, re.MULTILINE) and not refused
+
+
+def test_fix_check_after_a_fix_is_clean(tmp_path):
+    tree = tree_of("scan", "direct_head", tmp_path)
+    assert run_cli("fix", str(tree), "--model", "toy").returncode == OK
+    assert run_cli("fix", str(tree), "--model", "toy", "--check").returncode == OK
+
+
+@pytest.mark.parametrize("files, code", [([TOY], ACTION), (["vllm/model_executor/models/registry.py"], OK)])
+def test_pre_commit(files, code, tmp_path):
+    tree = tree_of("scan", "direct_head", tmp_path)
+    assert any(r.command == "pre-commit" and r.code == code for r in POLICY)
+    assert run_cli("pre-commit", *files, cwd=tree).returncode == code
+
+
+def test_pre_commit_outside_a_checkout_is_an_input_error(tmp_path):
+    result = run_cli("pre-commit", "x.py", cwd=plugin_without_drafters(tmp_path))
+    assert result.returncode == ERROR and "vLLM checkout" in result.stderr
+
+
+@pytest.mark.parametrize("verdicts, code", [
+    (["pass", "pass"], OK), (["pass", "MISMATCH"], ACTION), (["pass", "not verified"], ERROR),
+    (["MISMATCH", "not verified"], ACTION), ([], OK),
+])
+def test_verify_policy(verdicts, code):
+    assert exit_codes.verify_exit(verdicts) == code
+    assert any(r.command == "verify" and r.code == code for r in POLICY)
+
+
+def test_docs_print_the_policy():
+    assert exit_codes.markdown_table() in (DOCS / "exit-codes.md").read_text()

@@ -1,0 +1,275 @@
+"""The fix pipeline in process (plan, blast radius, rewrite, write), on the fix fixture trees.
+
+``test_fix_fixtures.py`` runs the same cases through the CLI in a subprocess;
+here the public functions are called directly, so that a change to the
+planning or writing code is seen by tests that run in the same process
+(the mutation run measures exactly those).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, build_tree
+from mtp_audit.apply.changes import Rewrite
+from mtp_audit.apply.write import unified_diff, write_all
+from mtp_audit.errors import UsageError
+from mtp_audit.fix import plan_fix, write_fix
+from mtp_audit.locate import locate
+from mtp_audit.resolve.model_types import model_type_map
+
+CASES = sorted(p for p in (FIXTURES / "fix").iterdir() if p.is_dir())
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*.py"))}
+
+
+def _fix(tree: Path, args: list[str]):
+    source = locate(tree)
+    models = [args[i + 1] for i, a in enumerate(args) if a == "--model"]
+    types = model_type_map(source.package_dir) if source.package_dir else {}
+    return plan_fix(source, models or None, "--all" in args, None, types,
+                    factor_pre_head="--factor-pre-head" in args)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_fix_in_process(case: Path, tmp_path: Path) -> None:
+    tree = build_tree(case, tmp_path / "tree", "input")
+    before = _files(tree)
+    args = (case / "args.txt").read_text().split()
+    result = _fix(tree, args)
+    write_fix(result)
+    after = _files(tree)
+    changed = {path for path in after if after[path] != before.get(path)}
+    expected = _files(case / "expected") if (case / "expected").is_dir() else {}
+    assert changed == set(expected)
+    for path in changed:
+        assert after[path] == expected[path], path
+    assert sorted(r.path for r in result.rewrites) == sorted(changed)
+
+    refused = [o for o in result.plan.outcomes if o.action == "refused"]
+    if (case / "expected_stderr.txt").exists():
+        needle = (case / "expected_stderr.txt").read_text().strip()
+        assert any(needle in " ".join(o.reason.split()) for o in refused), [o.reason for o in refused]
+    fixed = [o for o in result.plan.outcomes if o.action == "fix"]
+    assert all(o.insertions and o.reason.startswith(("get_top_tokens added to", "inherited from")) for o in fixed)
+
+    again = _fix(tree, args)
+    assert again.rewrites == [] and again.plan.insertions == []
+
+
+def test_blast_radius_names_the_victim_and_writes_nothing(tmp_path: Path) -> None:
+    """A method added to a base would be inherited by a subclass whose compute_logits masks the
+    logits: the fix is refused, with the subclass named, and no file changes."""
+    case = FIXTURES / "fix" / "refusals"
+    tree = build_tree(case, tmp_path / "tree", "input")
+    before = _files(tree)
+    result = _fix(tree, (case / "args.txt").read_text().split())
+    write_fix(result)
+    assert _files(tree) == before
+    blocked = [o for o in result.plan.outcomes if o.reason.startswith("blast radius: ")]
+    assert blocked and all(o.action == "refused" and not result.plan.insertions for o in blocked)
+    assert all("would make MaskedMTPModel" in o.reason and "divergent" in o.reason for o in blocked)
+
+
+def _rewrite(root: Path, name: str, old: str, new: str) -> Rewrite:
+    (root / name).write_text(old)
+    return Rewrite(name, old, new, ["Drafter"], False, [("Drafter", 1)])
+
+
+def test_write_all_replaces_each_file_and_keeps_its_mode(tmp_path: Path) -> None:
+    first = _rewrite(tmp_path, "a.py", "x = 1\n", "x = 1\ny = 2\n")
+    second = _rewrite(tmp_path, "b.py", "z = 1\n", "z = 1\nw = 2\n")
+    os.chmod(tmp_path / "b.py", 0o640)
+    write_all(tmp_path, [first, second])
+    assert (tmp_path / "a.py").read_text() == first.new and (tmp_path / "b.py").read_text() == second.new
+    assert stat.S_IMODE((tmp_path / "b.py").stat().st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py"]  # no temporary file left
+
+
+def test_write_all_writes_nothing_when_one_file_changed_since_it_was_read(tmp_path: Path) -> None:
+    first = _rewrite(tmp_path, "a.py", "x = 1\n", "x = 1\ny = 2\n")
+    second = _rewrite(tmp_path, "b.py", "z = 1\n", "z = 1\nw = 2\n")
+    (tmp_path / "b.py").write_text("z = 2\n")
+    with pytest.raises(UsageError, match="b.py changed since it was analysed"):
+        write_all(tmp_path, [first, second])
+    assert (tmp_path / "a.py").read_text() == "x = 1\n"
+
+
+def test_write_all_writes_nothing_when_one_file_is_read_only(tmp_path: Path) -> None:
+    first = _rewrite(tmp_path, "a.py", "x = 1\n", "x = 1\ny = 2\n")
+    second = _rewrite(tmp_path, "b.py", "z = 1\n", "z = 1\nw = 2\n")
+    os.chmod(tmp_path / "b.py", 0o444)  # refused even for root, who could write it
+    with pytest.raises(UsageError, match=r"b.py is read-only \(mode 0444\); nothing written, "
+                                         "make it writable and run fix again"):
+        write_all(tmp_path, [first, second])
+    assert (tmp_path / "a.py").read_text() == "x = 1\n" and (tmp_path / "b.py").read_text() == "z = 1\n"
+
+
+def test_write_all_rewrites_a_symlinked_file_where_it_lives(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "drafter.py"
+    target.write_text("x = 1\n")
+    (tmp_path / "link.py").symlink_to(target)
+    write_all(tmp_path, [Rewrite("link.py", "x = 1\n", "x = 1\ny = 2\n", [], False, [])])
+    assert (tmp_path / "link.py").is_symlink() and target.read_text() == "x = 1\ny = 2\n"
+
+
+def test_unified_diff_shows_only_the_insertion() -> None:
+    diff = unified_diff(Rewrite("pkg/m.py", "a\nb\n", "a\nnew\nb\n", [], False, []))
+    assert diff.startswith("--- a/pkg/m.py\n+++ b/pkg/m.py\n")
+    assert [line for line in diff.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")] == ["+new"]
+
+
+MODELS = "vllm/model_executor/models"
+FAMILY = {
+    "registry.py": '_SPECULATIVE_DECODING_MODELS = {\n    "ParentModel": ("parent_lm", "ParentLM"),\n'
+                   '    "ChildModel": ("child_eagle", "ChildEagle"),\n    "DoneModel": ("done_mtp", "DoneMTP"),\n'
+                   '    "CappedModel": ("capped_mtp", "CappedMTP"),\n}\n',
+    "child_eagle.py": "from .parent_lm import ParentLM\n\n\nclass ChildEagle(ParentLM):\n    pass\n",
+    "done_mtp.py": (FIXTURES / "fix" / "inherited" / "input" / MODELS / "parent_lm.py").read_text().replace(
+        "ParentLM", "DoneMTP") + "\n    def get_top_tokens(self, hidden_states: torch.Tensor) -> torch.Tensor:\n"
+        "        return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n",
+    "capped_mtp.py": "import torch\nfrom torch import nn\n\n\nclass CappedMTP(nn.Module):\n"
+                     "    def compute_logits(self, hidden_states):\n"
+                     "        logits = self.logits_processor(self.lm_head, hidden_states)\n"
+                     "        return 30.0 * torch.tanh(logits / 30.0)\n",
+}
+
+
+def test_each_selected_drafter_gets_an_outcome_that_says_what_happens(tmp_path: Path) -> None:
+    """Fixed, fixed through a base fixed in the same run, already supported, refused: one each."""
+    tree = build_tree(FIXTURES / "fix" / "inherited", tmp_path / "tree", "input")
+    for name, text in FAMILY.items():
+        (tree / MODELS / name).write_text(text)
+    result = _fix(tree, ["--model", "ParentModel", "--model", "ChildModel", "--model", "DoneModel",
+                         "--model", "CappedModel"])
+    outcomes = {o.record.arch: (o.action, o.reason) for o in result.plan.outcomes}
+    assert outcomes == {
+        "ParentModel": ("fix", "get_top_tokens added to ParentLM"),
+        "ChildModel": ("fix", "inherited from ParentLM (fixed in the same run)"),
+        "DoneModel": ("supported", "already supported (mirror)"),
+        "CappedModel": ("refused", "missing_manual: logits soft-capped after the head call (line 8)"),
+    }
+    assert [(i.target.name, i.source.owner.name) for i in result.plan.insertions] == [("ParentLM", "ParentLM")]
+    assert [r.path for r in result.rewrites] == [f"{MODELS}/parent_lm.py"]
+    assert {o.record.arch: o.record.cls for o in result.plan.outcomes} == {
+        "ParentModel": "ParentLM", "ChildModel": "ChildEagle", "DoneModel": "DoneMTP", "CappedModel": "CappedMTP"}
+
+
+@pytest.mark.parametrize("case, written", [
+    ("dispatch_if_elif", ["vllm/models/fork/nvidia/mtp.py", "vllm/models/fork/xpu/mtp.py"]),
+    ("dispatch_raise", ["vllm/models/gated/nvidia/mtp.py", "vllm/models/lazyraise/nvidia/mtp.py",
+                        "vllm/models/maybe/mtp.py"]),
+])
+def test_fix_all_writes_each_platform_class_and_no_unreachable_one(case: str, written: list[str],
+                                                                   tmp_path: Path) -> None:
+    """One architecture, a different class per platform: each missing one is fixed, on its own
+    analyses; a class only a raising branch imports (maybe/legacy.py) is never touched."""
+    tree = build_tree(FIXTURES / "scan" / case, tmp_path / "tree")
+    result = _fix(tree, ["--all"])
+    assert sorted(r.path for r in result.rewrites) == written
+    assert all(o.action == "fix" for o in result.plan.outcomes)
+
+
+def test_a_refused_drafter_listed_first_does_not_hide_the_blast_radius(tmp_path: Path) -> None:
+    tree = build_tree(FIXTURES / "fix" / "refusals", tmp_path / "tree", "input")
+    result = _fix(tree, ["--model", "MaskedMTPModel", "--model", "BaseMTPModel"])
+    assert [(o.record.arch, o.action) for o in result.plan.outcomes] == [
+        ("MaskedMTPModel", "refused"), ("BaseMTPModel", "refused")]
+    assert result.plan.outcomes[1].reason.startswith("blast radius: ") and result.rewrites == []
+
+
+def test_blast_radius_names_every_victim_with_its_place_and_platforms(tmp_path: Path) -> None:
+    case = FIXTURES / "fix" / "refusals"
+    tree = build_tree(case, tmp_path / "tree", "input")
+    masked = (tree / MODELS / "masked_mtp.py").read_text()
+    cuda_only = 'from vllm.platforms import current_platform\n\nif not current_platform.is_cuda():\n' \
+                '    raise ImportError("CappedTwo needs CUDA")\n'
+    (tree / MODELS / "capped_two.py").write_text(cuda_only + masked.replace("MaskedMTP", "CappedTwo").replace(
+        "logits[..., self.limit :] = -torch.inf", "logits = logits.clamp(max=self.cap)"))
+    registry = tree / MODELS / "registry.py"
+    registry.write_text(registry.read_text().replace("}", '    "CappedTwoModel": ("capped_two", "CappedTwo"),\n}'))
+    result = _fix(tree, ["--model", "BaseMTPModel"])
+    [outcome] = result.plan.outcomes
+    assert outcome.action == "refused" and result.rewrites == []
+    parts = re.split(r"; (?=adding get_top_tokens to )", outcome.reason.removeprefix("blast radius: "))
+    found = [re.match(r"(.+\)) (\w+) on ([a-z,]+): .+", p).groups() for p in parts]
+    everywhere = "cpu,cuda,rocm,tpu,xpu"
+    assert found == [
+        (f"adding get_top_tokens to BaseMTP would make MaskedMTPModel (MaskedMTP, {MODELS}/masked_mtp.py:6)",
+         "divergent", everywhere),
+        (f"adding get_top_tokens to BaseMTP would make CappedTwoModel (CappedTwo, {MODELS}/capped_two.py:10)",
+         "unproven", "cuda")]
+
+
+def test_blast_radius_blames_only_the_classes_a_victim_inherits_from(tmp_path: Path) -> None:
+    """An unrelated drafter fixed in the same run is not refused with the blocked one."""
+    tree = build_tree(FIXTURES / "fix" / "refusals", tmp_path / "tree", "input")
+    base = (tree / MODELS / "base_mtp.py").read_text()
+    (tree / MODELS / "other_mtp.py").write_text(base.replace("BaseMTP", "OtherMTP"))
+    registry = tree / MODELS / "registry.py"
+    registry.write_text(registry.read_text().replace("}", '    "OtherMTPModel": ("other_mtp", "OtherMTP"),\n}'))
+    result = _fix(tree, ["--model", "BaseMTPModel", "--model", "OtherMTPModel"])
+    assert [(o.record.arch, o.action) for o in result.plan.outcomes] == [
+        ("BaseMTPModel", "refused"), ("OtherMTPModel", "fix")]
+    assert [r.path for r in result.rewrites] == [f"{MODELS}/other_mtp.py"]
+
+
+def test_a_drafter_already_inconsistent_before_the_fix_does_not_block_it(tmp_path: Path) -> None:
+    """OwnTop masks its logits and has its own (divergent) get_top_tokens: adding one to its base
+    changes nothing for it, so the base is fixed."""
+    tree = build_tree(FIXTURES / "fix" / "refusals", tmp_path / "tree", "input")
+    masked = (tree / MODELS / "masked_mtp.py").read_text().replace("MaskedMTP", "OwnTop")
+    (tree / MODELS / "masked_mtp.py").unlink()
+    (tree / MODELS / "own_top.py").write_text(
+        masked + "\n    def get_top_tokens(self, hidden_states: torch.Tensor) -> torch.Tensor:\n"
+                 "        return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n")
+    (tree / MODELS / "registry.py").write_text('_SPECULATIVE_DECODING_MODELS = {\n'
+                                               '    "BaseMTPModel": ("base_mtp", "BaseMTP"),\n'
+                                               '    "OwnTopModel": ("own_top", "OwnTop"),\n}\n')
+    result = _fix(tree, ["--all"])
+    assert [(o.record.arch, o.action) for o in result.plan.outcomes] == [("BaseMTPModel", "fix")]
+    assert [r.path for r in result.rewrites] == [f"{MODELS}/base_mtp.py"]
+
+
+def test_write_all_replaces_through_a_hidden_file_beside_the_target(tmp_path: Path, monkeypatch) -> None:
+    """Written next to the file (the same file system, so the replace is atomic), under a name
+    that says whose it is should a crash leave it behind."""
+    first = _rewrite(tmp_path, "a.py", "x = 1\n", "x = 1\ny = 2\n")
+    replaced = []
+    real_replace = os.replace
+
+    def spy(source, target):
+        replaced.append((Path(source), Path(target), Path(source).read_text()))
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", spy)
+    write_all(tmp_path, [first])
+    [(source, target, text)] = [r for r in replaced if r[1].name == "a.py"]  # the journal is replaced too
+    assert source.parent == target.parent == tmp_path.resolve() and text == first.new
+    assert source.name.startswith(".a.py.") and "mtp-audit" in source.name
+
+
+def test_write_all_removes_its_temporary_file_when_the_replace_fails(tmp_path: Path, monkeypatch) -> None:
+    first = _rewrite(tmp_path, "a.py", "x = 1\n", "x = 1\ny = 2\n")
+
+    def fail(source, target):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(OSError, match="disk full"):
+        write_all(tmp_path, [first])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py"] and (tmp_path / "a.py").read_text() == "x = 1\n"
+
+
+def test_a_fix_that_writes_two_classes_names_both(tmp_path: Path) -> None:
+    tree = build_tree(FIXTURES / "fix" / "cross_file", tmp_path / "tree", "input")
+    result = _fix(tree, (FIXTURES / "fix" / "cross_file" / "args.txt").read_text().split())
+    assert [o.reason for o in result.plan.outcomes] == ["get_top_tokens added to SplitMTP, SplitPredictor"]

@@ -1,0 +1,226 @@
+"""The method resolution order the scanner computes is the one Python computes.
+
+Each hierarchy is written as source files (read by the scanner's index) and
+built as real classes in the test; the two orders must agree. A hierarchy
+Python rejects (no C3 order exists) must still give each class once.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mtp_audit.index.modules import ModuleIndex
+from mtp_audit.model import ClassKey, SourceTree
+from mtp_audit.resolve.mro import CYCLE, Hierarchy
+from mtp_audit.resolve.names import External
+
+Bases = dict[str, list[str]]  # class name -> base names, in definition order
+EXTERNAL = "nn.Module"  # ``from torch import nn``: not in the scanned tree
+
+
+def python_mro(bases: Bases, name: str) -> list[str]:
+    """Names in ``type.mro()`` of the classes built from ``bases`` (``object`` left out)."""
+    built: dict[str, type] = {EXTERNAL: type(EXTERNAL, (), {})}  # outside the tree: a terminal base
+    for cls, parents in bases.items():  # definition order: a base is defined before its subclasses
+        built[cls] = type(cls, tuple(built[p] for p in parents) or (object,), {})
+        if cls == name:
+            break
+    return [c.__name__ for c in built[name].mro() if c is not object]
+
+
+def write_module(root: Path, module: str, bases: Bases, imports: str = "") -> dict[str, int]:
+    """Write ``bases`` as class statements of ``module``; the line of each class."""
+    lines = imports.splitlines() if imports else []
+    where = {}
+    for cls, parents in bases.items():
+        lines.append("")
+        where[cls] = len(lines) + 1
+        lines.append(f"class {cls}({', '.join(parents)}):" if parents else f"class {cls}:")
+        lines.append("    pass")
+    path = root.joinpath(*module.split(".")).with_suffix(".py")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return where
+
+
+def scanner_mro(root: Path, module: str, name: str, line: int, platform: str = "cuda") -> list[str]:
+    hierarchy = Hierarchy(ModuleIndex(SourceTree(root, None, None)), platform)
+    mro = hierarchy.mro(ClassKey(module, name, line))
+    assert not mro.unresolved, mro.unresolved
+    return [item.name.removeprefix("torch.") if isinstance(item, External) else item.name for item in mro.classes]
+
+
+def assert_same_mro(tmp_path: Path, bases: Bases) -> None:
+    where = write_module(tmp_path, "pkg.classes", bases)
+    for cls in bases:
+        assert scanner_mro(tmp_path, "pkg.classes", cls, where[cls]) == python_mro(bases, cls), cls
+
+
+SHAPES = {
+    "diamond": {"A": [], "B": ["A"], "C": ["A"], "D": ["B", "C"]},
+    "diamond, bases swapped": {"A": [], "B": ["A"], "C": ["A"], "D": ["C", "B"]},
+    "shared base listed late": {"A": [], "B": ["A"], "C": ["B"], "D": ["C", "A"]},
+    # Python's own example of C3 (the 2.3 MRO paper): O, F, E, D, C, B, A
+    "c3 paper": {"F": [], "E": [], "D": [], "C": ["D", "F"], "B": ["D", "E"], "A": ["B", "C"]},
+    "mixins before the base": {"Base": [], "MixA": [], "MixB": ["MixA"], "Leaf": ["MixB", "MixA", "Base"]},
+    "two diamonds": {"A": [], "B": ["A"], "C": ["A"], "D": ["B", "C"], "E": ["C"], "F": ["D", "E"]},
+    "deep chain": {"A": [], "B": ["A"], "C": ["B"], "D": ["C"], "E": ["D"]},
+}
+
+
+@pytest.mark.parametrize("bases", SHAPES.values(), ids=SHAPES.keys())
+def test_mro_is_pythons(bases: Bases, tmp_path: Path) -> None:
+    assert_same_mro(tmp_path, bases)
+
+
+def test_mro_across_files_and_an_external_base(tmp_path: Path) -> None:
+    """Bases imported from another module, and ``nn.Module`` (outside the tree) as a terminal."""
+    base_lines = write_module(tmp_path, "pkg.base", {"Base": ["nn.Module"], "Mixin": []},
+                              "from torch import nn")
+    leaf_lines = write_module(tmp_path, "pkg.leaf", {"Middle": ["Base"], "Leaf": ["Mixin", "Middle", "Base"]},
+                              "from .base import Base, Mixin")
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    hierarchy = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), "cuda")
+    mro = hierarchy.mro(ClassKey("pkg.leaf", "Leaf", leaf_lines["Leaf"]))
+    assert not mro.unresolved
+    expected_python = python_mro({"Module": [], "Base": ["Module"], "Mixin": [], "Middle": ["Base"],
+                                  "Leaf": ["Mixin", "Middle", "Base"]}, "Leaf")
+    assert [item.name for item in mro.classes] == [
+        "Leaf", "Mixin", "Middle", "Base", "torch.nn.Module"] == [*expected_python[:-1], "torch.nn.Module"]
+    assert mro.classes[3] == ClassKey("pkg.base", "Base", base_lines["Base"])
+    assert isinstance(mro.classes[-1], External)
+
+
+def test_inconsistent_hierarchy_still_lists_each_class_once(tmp_path: Path) -> None:
+    """Python refuses ``class C(A, B)`` where A's order and B's disagree; the scan keeps going."""
+    bases = {"X": [], "Y": [], "A": ["X", "Y"], "B": ["Y", "X"], "C": ["A", "B"]}
+    with pytest.raises(TypeError, match="consistent method resolution"):
+        python_mro(bases, "C")
+    where = write_module(tmp_path, "pkg.classes", bases)
+    order = scanner_mro(tmp_path, "pkg.classes", "C", where["C"])
+    assert order[0] == "C"
+    assert sorted(order) == sorted(bases)  # every class, once
+    assert order[:3] == ["C", "A", "B"]  # the part C3 can order before it gets stuck
+    for cls in ("A", "B"):  # its consistent bases keep Python's order
+        assert scanner_mro(tmp_path, "pkg.classes", cls, where[cls]) == python_mro(bases, cls)
+
+
+def test_inheritance_cycle_is_reported_not_followed(tmp_path: Path) -> None:
+    where = write_module(tmp_path, "pkg.classes", {"A": ["B"], "B": ["A"]})
+    hierarchy = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), "cuda")
+    mro = hierarchy.mro(ClassKey("pkg.classes", "A", where["A"]))
+    assert any(u.startswith(CYCLE) for u in mro.unresolved)
+    assert [item.name for item in mro.classes][:2] == ["A", "B"]
+
+
+@st.composite
+def hierarchies(draw) -> Bases:
+    """Up to eight classes, each with up to three earlier classes (or ``nn.Module``) as bases, in any order."""
+    count = draw(st.integers(2, 8))
+    bases: Bases = {}
+    for number in range(count):
+        earlier = [EXTERNAL, *bases]
+        parents = draw(st.lists(st.sampled_from(earlier), max_size=3, unique=True))
+        bases[f"C{number}"] = parents
+    return bases
+
+
+@settings(max_examples=int(os.environ.get("MTP_AUDIT_FUZZ_EXAMPLES", "150")), deadline=None, suppress_health_check=list(HealthCheck))
+@given(hierarchies())
+def test_any_hierarchy_python_accepts_gets_pythons_mro(bases: Bases) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        where = write_module(Path(tmp), "pkg.classes", bases, "from torch import nn")
+        for cls in bases:
+            try:
+                expected = python_mro(bases, cls)
+            except TypeError:  # Python rejects it (so does every subclass)
+                order = scanner_mro(Path(tmp), "pkg.classes", cls, where[cls])
+                assert order[0] == cls and len(order) == len(set(order))
+                break
+            assert scanner_mro(Path(tmp), "pkg.classes", cls, where[cls]) == expected, (cls, bases)
+
+
+def test_each_class_on_a_three_cycle_reads_from_itself(tmp_path: Path) -> None:
+    """Whatever class is asked first, each one's order starts at itself and takes in the whole
+    cycle (a result met half-way round the cycle is not kept for later)."""
+    where = write_module(tmp_path, "pkg.classes", {"A": ["B"], "B": ["C"], "C": ["A"]})
+    for first in "ABC":
+        hierarchy = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), "cuda")
+        hierarchy.mro(ClassKey("pkg.classes", first, where[first]))
+        for cls in "ABC":
+            mro = hierarchy.mro(ClassKey("pkg.classes", cls, where[cls]))
+            names = [item.name for item in mro.classes]
+            assert names[0] == cls and set(names) == set("ABC"), (first, cls, mro)
+            assert any(u.startswith(CYCLE) for u in mro.unresolved)
+
+
+def test_bases_that_cannot_be_followed_say_why(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "other.py").write_text("")
+    source = ("from pkg import other\n\n\nclass D(Undefined):\n    pass\n\n\nclass F(other):\n    pass\n\n\n"
+              "class G(D, make_base()):\n    pass\n")
+    (tmp_path / "pkg" / "m.py").write_text(source)
+    hierarchy = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), "cuda")
+    lines = {n: i + 1 for i, text in enumerate(source.splitlines()) for n in "DFG" if text.startswith(f"class {n}(")}
+    d = hierarchy.mro(ClassKey("pkg.m", "D", lines["D"]))
+    assert d.unresolved == ["Undefined (pkg/m.py: Undefined is not defined on cuda)"]
+    f = hierarchy.mro(ClassKey("pkg.m", "F", lines["F"]))
+    assert f.unresolved == ["other"] and [c.name for c in f.classes] == ["F"]
+    g = hierarchy.mro(ClassKey("pkg.m", "G", lines["G"]))
+    assert g.unresolved == ["make_base() (cannot follow base make_base())",
+                            "Undefined (pkg/m.py: Undefined is not defined on cuda)"]
+    assert [c.name for c in g.classes] == ["G", "D"]
+
+
+HEADS = '''\
+class A:
+    def compute_logits(self, hidden_states):
+        return self.logits_processor(self.lm_head, hidden_states)
+
+
+class B(A):
+    def compute_logits(self, hidden_states):
+        return self.logits_processor(self.head, hidden_states)
+
+
+class C(B):
+    pass
+'''
+
+
+def test_find_gives_the_owner_and_its_place_in_the_whole_mro(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(HEADS)
+    hierarchy = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), "cuda")
+    lines = {name: HEADS.splitlines().index(text) + 1 for name, text in
+             (("A", "class A:"), ("B", "class B(A):"), ("C", "class C(B):"))}
+    mro = hierarchy.mro(ClassKey("m", "C", lines["C"]))
+    hit = hierarchy.find(mro, "compute_logits")
+    assert (hit.owner.name, hit.index) == ("B", 1)
+    hit = hierarchy.find(mro, "compute_logits", start=2)
+    assert (hit.owner.name, hit.index, hit.method.line) == ("A", 2, 2)
+    assert hierarchy.find(mro, "get_top_tokens") is None
+    overlay = {ClassKey("m", "C", lines["C"]): {"compute_logits": hit.method}}
+    found = hierarchy.find(mro, "compute_logits", overlay=overlay)
+    assert (found.owner.name, found.index) == ("C", 0)
+
+
+def test_absorbed_orders_are_used_and_never_replace_computed_ones(tmp_path: Path) -> None:
+    bases = SHAPES["two diamonds"]
+    where = write_module(tmp_path, "pkg.classes", bases)
+    keys = [ClassKey("pkg.classes", cls, where[cls]) for cls in bases]
+    worker = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), "cuda")
+    for key in keys:
+        worker.mro(key)
+    parent = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), "cuda")
+    own = parent.mro(keys[0])
+    parent.absorb(worker.memoised())
+    assert parent.memoised() == worker.memoised()
+    assert parent.memoised()[keys[0]] is own
+    assert all(parent.mro(key) is worker.memoised()[key] for key in keys[1:])

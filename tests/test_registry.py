@@ -1,0 +1,90 @@
+"""Which classes are drafters: the registry dicts of a vLLM tree, or names in a plugin directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mtp_audit.errors import UsageError
+from mtp_audit.index.modules import ModuleIndex
+from mtp_audit.model import RegistryEntry, SourceTree
+from mtp_audit.resolve.registry import heuristic_entries, read_registry
+
+REGISTRY = "vllm/model_executor/models/registry.py"
+
+
+def registry_of(tmp_path: Path, text: str | bytes) -> list[RegistryEntry]:
+    path = tmp_path / REGISTRY
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return read_registry(ModuleIndex(SourceTree(tmp_path, tmp_path / "vllm", None)))
+
+
+def test_registry_entries_from_every_dict(tmp_path: Path) -> None:
+    entries = registry_of(tmp_path, '''\
+_TEXT_GENERATION_MODELS = {
+    "DeepseekV3ForCausalLM": ("deepseek_v2", "DeepseekV3ForCausalLM"),
+    "Eagle2_5_VLForConditionalGeneration": ("eagle2_5_vl", "Eagle2_5_VLForConditionalGeneration"),
+    "MiMoMTPModel": ("mimo_mtp", "MiMoMTP"),
+    "Broken": ("only_one",),
+    **_OTHER,
+}
+_TRANSFORMERS_BACKEND_MODELS: dict[str, tuple[str, str]] = {
+    "TransformersMTP": ("transformers", "TransformersMTPModel"),
+}
+_SPECULATIVE_DECODING_MODELS = {
+    "EagleLlamaForCausalLM": ("llama_eagle", "EagleLlamaForCausalLM"),
+    "DeepSeekV4MTPModel": ("vllm.models.deepseek_v4", "DeepSeekV4MTP"),
+    **_TRANSFORMERS_BACKEND_MODELS,
+}
+NOT_A_DICT = list()
+''')
+    assert entries == [
+        RegistryEntry("EagleLlamaForCausalLM", "vllm.model_executor.models.llama_eagle", "EagleLlamaForCausalLM",
+                      "_SPECULATIVE_DECODING_MODELS"),
+        RegistryEntry("DeepSeekV4MTPModel", "vllm.models.deepseek_v4", "DeepSeekV4MTP",
+                      "_SPECULATIVE_DECODING_MODELS"),
+        RegistryEntry("MiMoMTPModel", "vllm.model_executor.models.mimo_mtp", "MiMoMTP", "_TEXT_GENERATION_MODELS"),
+        RegistryEntry("TransformersMTP", "vllm.model_executor.models.transformers", "TransformersMTPModel",
+                      "_TRANSFORMERS_BACKEND_MODELS"),
+    ]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("_SPECULATIVE_DECODING_MODELS = {\n", f"{REGISTRY}: syntax error at line 1; cannot read the registry"),
+    (b"_SPECULATIVE_DECODING_MODELS = {}\x00\n", f"{REGISTRY}: source code string cannot contain null bytes"),
+    ("_MODELS = {}\n", f"{REGISTRY}: no _SPECULATIVE_DECODING_MODELS dict; is this a vLLM tree?"),
+    ("_SPECULATIVE_DECODING_MODELS = dict(a=1)\n",
+     f"{REGISTRY}: _SPECULATIVE_DECODING_MODELS is not a dict literal; mtp-audit reads it statically"),
+    ('_SPECULATIVE_DECODING_MODELS = {"A": ("a", CLASS)}\n',
+     f"{REGISTRY}: an entry of _SPECULATIVE_DECODING_MODELS is not a (module, class) string pair"),
+    ("_SPECULATIVE_DECODING_MODELS = {NAME: ('a', 'A')}\n",
+     f"{REGISTRY}: an entry of _SPECULATIVE_DECODING_MODELS is not a (module, class) string pair"),
+])
+def test_an_unreadable_registry_says_why(tmp_path: Path, text: str | bytes, message: str) -> None:
+    with pytest.raises(UsageError) as info:
+        registry_of(tmp_path, text)
+    assert str(info.value).startswith(message)
+
+
+def test_plugin_drafters_are_found_by_file_and_class_name(tmp_path: Path) -> None:
+    files = {
+        "my_mtp.py": "class MyMTP:\n    pass\n\n\nclass _PrivateMTP:\n    pass\n\n\nclass Helper:\n    pass\n",
+        "models/eagle_head.py": "class EagleHead:\n    pass\n",
+        "models/__init__.py": "class TopMTP:\n    pass\n",  # not a drafter-named file
+        "helpers.py": "class HelperMTP:\n    pass\n",  # not a drafter-named file
+        "tests/test_mtp.py": "class FakeMTP:\n    pass\n",
+        "test/x_mtp.py": "class FakeMTP:\n    pass\n",
+        ".hidden/y_mtp.py": "class HiddenMTP:\n    pass\n",
+        "__pycache__/z_mtp.py": "class CachedMTP:\n    pass\n",
+        "broken_mtp.py": "class BrokenMTP(\n",
+        "zz_medusa.py": "class LastMedusa:\n    pass\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    entries = heuristic_entries(ModuleIndex(SourceTree(tmp_path, None, None)))
+    assert entries == [RegistryEntry(None, "models.eagle_head", "EagleHead", "heuristic"),
+                       RegistryEntry(None, "my_mtp", "MyMTP", "heuristic"),
+                       RegistryEntry(None, "zz_medusa", "LastMedusa", "heuristic")]

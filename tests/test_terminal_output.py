@@ -1,0 +1,58 @@
+"""What a person sees at the terminal: the reports of a real release fit 80 columns."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from conftest import FIXTURES, build_tree, run_cli
+
+COLOUR = re.compile(r"\x1b\[(?:\d+;)*(?:3[0-8]|9[0-7])(?:;\d+)*m")  # a foreground colour
+
+
+@pytest.mark.integration
+def test_default_report_of_034_at_80_columns(vllm_release):
+    vllm_release("0.34.0")
+    env = {"COLUMNS": "80"}
+    doc = json.loads(run_cli("scan", "--vllm-version", "0.34.0", "--format", "json").stdout)
+    default = run_cli("scan", "--vllm-version", "0.34.0", env=env)
+    verbose = run_cli("scan", "--vllm-version", "0.34.0", "--verbose", env=env)
+    assert default.returncode == verbose.returncode == 1
+    lines = default.stdout.splitlines()
+    assert len(lines) < 150 and max(map(len, lines)) <= 80
+    assert max(map(len, verbose.stdout.splitlines())) <= 80
+    flat = " ".join(verbose.stdout.split())
+    for record in doc["drafters"]:
+        if record["status"] != "supported" or record["consistency"] in ("unproven", "divergent"):
+            where = f"{record['file']}:{record['line']}:"
+            assert where in default.stdout, where  # every finding has its line by default
+            assert " ".join(record["reason"].split()) in flat, where  # and its reason, at least with --verbose
+    assert lines[-1].endswith(".") and "89 records" in " ".join(lines[-4:])
+
+
+@pytest.mark.integration
+def test_table_of_034_at_80_columns(vllm_release):
+    vllm_release("0.34.0")
+    table = run_cli("scan", "--vllm-version", "0.34.0", "--format", "table", env={"COLUMNS": "80"}).stdout
+    lines = table.splitlines()
+    assert max(map(len, lines)) <= 80
+    for line in lines:
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if len(cells) >= 2 and cells[0]:
+            first = cells[0]  # the stacked column: a path piece ends at a "/" or is a whole file:line
+            if "/" in first:
+                assert first.endswith("/") or re.search(r"\.py:\d+$", first), line
+    reason_widths = [len(line.split("│")[2]) for line in lines if line.count("│") == 3]
+    assert reason_widths and min(reason_widths) >= 30  # the reason column keeps room to be read
+
+
+def test_no_color_is_respected(tmp_path):
+    tree = build_tree(FIXTURES / "scan" / "consistency", tmp_path / "tree")
+    coloured = run_cli("scan", str(tree), env={"NO_COLOR": "", "FORCE_COLOR": "1"}).stdout
+    assert COLOUR.search(coloured)
+    plain = run_cli("scan", str(tree), env={"NO_COLOR": "1", "FORCE_COLOR": "1"}).stdout
+    assert not COLOUR.search(plain)
+    table = run_cli("scan", str(tree), "--format", "table", env={"NO_COLOR": "1", "FORCE_COLOR": "1"}).stdout
+    assert not COLOUR.search(table)

@@ -1,0 +1,155 @@
+"""fix's write protocol: all files or none, only over the bytes analysed, metadata kept,
+never through a hard link or out of the tree, and an interrupted run settled by the next command."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, build_tree, run_cli
+from mtp_audit.apply import write
+from mtp_audit.errors import UsageError
+from mtp_audit.fix import plan_fix, write_fix
+from mtp_audit.locate import locate
+
+MODELS = "vllm/model_executor/models"
+
+
+def tree_of(case: str, tmp_path: Path) -> Path:
+    return build_tree(FIXTURES / "scan" / case, tmp_path / case)
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def no_temp_files(root: Path) -> bool:
+    return not [p for p in root.rglob("*") if "mtp-audit" in p.name]
+
+
+def test_owner_mode_and_extended_attributes_are_kept(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    path = tree / MODELS / "toy_mtp.py"
+    path.chmod(0o640)
+    try:
+        os.setxattr(path, "user.origin", b"review-42")
+    except OSError:
+        pytest.skip("no user extended attributes on this file system")
+    if os.geteuid() == 0:
+        os.chown(path, 1234, 5678)
+    before = path.stat()
+    assert run_cli("fix", str(tree), "--model", "toy").returncode == 0
+    after = path.stat()
+    assert "def get_top_tokens" in path.read_text()
+    assert (after.st_mode, after.st_uid, after.st_gid) == (before.st_mode, before.st_uid, before.st_gid)
+    assert os.getxattr(path, "user.origin") == b"review-42"
+    assert no_temp_files(tree)
+
+
+def test_a_file_with_other_hard_links_is_refused(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    path = tree / MODELS / "toy_mtp.py"
+    os.link(path, tmp_path / "another-name.py")
+    before = snapshot(tree)
+    result = run_cli("fix", str(tree), "--model", "toy")
+    assert result.returncode == 2 and "hard link" in result.stderr and "Traceback" not in result.stderr
+    assert snapshot(tree) == before
+
+
+def test_an_edit_during_the_write_phase_refuses_the_run_and_puts_back_what_was_written(tmp_path, monkeypatch):
+    tree = tree_of("delegation_cross_file", tmp_path)
+    result = plan_fix(locate(tree), None, True, None)
+    assert len(result.rewrites) == 2
+    first, second = (tree / r.path for r in result.rewrites)
+    original = first.read_bytes()
+    replace = write._replace
+
+    def replace_then_edit(path, data):  # the user saves the second file right after the first is written
+        replace(path, data)
+        if path == first.resolve():
+            second.write_text(second.read_text() + "# saved by the user\n")
+
+    monkeypatch.setattr(write, "_replace", replace_then_edit)
+    with pytest.raises(UsageError, match="changed while fix was writing"):
+        write_fix(result)
+    assert first.read_bytes() == original
+    assert second.read_text().endswith("# saved by the user\n")
+    assert no_temp_files(tree)
+
+
+_KILLED_WRITE = textwrap.dedent("""
+    import os, sys
+    from mtp_audit.apply import write
+    from mtp_audit.fix import plan_fix, write_fix
+    from mtp_audit.locate import locate
+
+    result = plan_fix(locate(__import__("pathlib").Path(sys.argv[1])), None, True, None)
+    stop_after = int(sys.argv[2])
+    replace, count = write._replace, [0]
+
+    def replace_then_die(path, data):
+        if count[0] == stop_after:
+            os._exit(9)  # as kill -9: no cleanup of any kind
+        count[0] += 1
+        replace(path, data)
+
+    write._replace = replace_then_die
+    write_fix(result)
+""")
+
+
+@pytest.mark.parametrize("stop_after", [0, 1])
+def test_a_killed_write_is_completed_by_the_next_command(tmp_path, stop_after):
+    tree = tree_of("delegation_cross_file", tmp_path)
+    fixed = tree_of("delegation_cross_file", tmp_path / "reference")
+    assert run_cli("fix", str(fixed), "--all").returncode == 0
+    died = subprocess.run([sys.executable, "-c", _KILLED_WRITE, str(tree), str(stop_after)], check=False,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert died.returncode == 9
+    assert (tree / write.JOURNAL).exists()
+    scanned = run_cli("scan", str(tree))
+    assert "completed a fix that was interrupted" in scanned.stderr
+    assert scanned.returncode == 0  # the fixed tree has no findings left
+    assert snapshot(tree) == snapshot(fixed)
+    assert no_temp_files(tree)
+
+
+def test_an_interrupted_write_whose_file_was_edited_since_is_undone(tmp_path):
+    tree = tree_of("delegation_cross_file", tmp_path)
+    before = snapshot(tree)
+    result = plan_fix(locate(tree), None, True, None)
+    first, second = (tree / r.path for r in result.rewrites)
+    entries = [{"path": str((tree / r.path).resolve()), "old": r.old, "new": r.new} for r in result.rewrites]
+    (tree / write.JOURNAL).write_text(__import__("json").dumps({"tool": "mtp-audit", "files": entries}))
+    first.write_text(result.rewrites[0].new)  # the run had written the first file
+    second.write_text(second.read_text() + "# edited after the crash\n")
+    scanned = run_cli("scan", str(tree))
+    assert "undid a fix that was interrupted" in scanned.stderr and second.name in scanned.stderr
+    assert first.read_bytes() == before[first.relative_to(tree).as_posix()]
+    assert not (tree / write.JOURNAL).exists()
+
+
+def test_pr_body_path_is_checked_before_anything_is_written(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    before = snapshot(tree)
+    result = run_cli("fix", str(tree), "--model", "toy", "--pr-body", str(tmp_path / "missing" / "body.md"))
+    assert result.returncode == 2 and "--pr-body" in result.stderr and "Traceback" not in result.stderr
+    assert snapshot(tree) == before
+
+
+@pytest.mark.parametrize("content", ["not json", "[]", '{"results": [{"arch": 1}]}', '{"results": 3}'])
+def test_malformed_verify_report_is_refused_before_anything_is_written(tmp_path, content):
+    tree = tree_of("direct_head", tmp_path)
+    report = tmp_path / "verify.json"
+    report.write_text(content)
+    before = snapshot(tree)
+    result = run_cli("fix", str(tree), "--model", "toy", "--pr-body", str(tmp_path / "body.md"),
+                     "--verify-report", str(report))
+    assert result.returncode == 2 and "--verify-report" in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert snapshot(tree) == before and not (tmp_path / "body.md").exists()
