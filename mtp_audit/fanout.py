@@ -38,6 +38,7 @@ from .resolve.names import resolve_name
 
 if TYPE_CHECKING:
     from .index.facts import ModuleFacts
+    from .index.imports import ImportChains
     from .resolve.mro import Mro
     from .scan import Resolution, Scanner
 
@@ -78,6 +79,7 @@ class Harvest:
     observed: dict[str, str]
     read_errors: dict[str, str]
     mros: dict[str, dict[ClassKey, Mro]]
+    chains: ImportChains
 
 
 def _harvest(scanner: Scanner, with_mros: bool = False) -> Harvest:
@@ -88,6 +90,7 @@ def _harvest(scanner: Scanner, with_mros: bool = False) -> Harvest:
         observed=dict(index.observed),
         read_errors=dict(index.read_errors),
         mros={p: h.memoised() for p, h in scanner.hierarchies.items()} if with_mros else {},
+        chains=index.chains,
     )
 
 
@@ -116,6 +119,7 @@ def _index_chunk(positions: list[int]) -> Harvest:
         for platform in PLATFORMS:
             for found in resolve_name(scanner.index, entry.module, entry.cls, platform):
                 if isinstance(found, ClassKey):
+                    scanner.import_failure(entry, found, platform)
                     scanner.hierarchies[platform].mro(found)
     return _harvest(scanner, with_mros=True)
 

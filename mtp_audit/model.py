@@ -116,6 +116,18 @@ class CallerRecord:
         }
 
 
+@dataclass(frozen=True)
+class Unavailable:
+    """A platform where an architecture has no class: its module cannot be imported there, or
+    the name does not resolve to a class."""
+
+    platform: str
+    reason: str
+
+    def to_json(self) -> dict:
+        return {"platform": self.platform, "reason": self.reason}
+
+
 @dataclass
 class DrafterRecord:
     """One row of the report: an architecture and the class definition it uses."""
@@ -141,6 +153,7 @@ class DrafterRecord:
     source: str = "vllm"
     replaces: tuple[str, str] | None = None  # (module, class) of the in-tree entry replaced
     resolved_on: list[str] = field(default_factory=list)  # in-tree platforms whose analysis this is
+    unavailable_on: list[Unavailable] = field(default_factory=list)  # the arch's platforms without a class
 
     def to_json(self) -> dict:
         return {
@@ -161,6 +174,7 @@ class DrafterRecord:
             "callers": [c.to_json() for c in self.callers],
             "source": self.source,
             "replaces": {"module": self.replaces[0], "class": self.replaces[1]} if self.replaces else None,
+            "unavailable_on": [u.to_json() for u in self.unavailable_on],
         }
 
 

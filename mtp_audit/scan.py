@@ -20,6 +20,7 @@ from .model import (
     RegistryEntry,
     ScanResult,
     SourceTree,
+    Unavailable,
     Unresolved,
 )
 from .resolve.callers import CallerIndex, declared_config
@@ -43,6 +44,7 @@ class Resolution:
     contract: Contract = field(default_factory=lambda: Contract(()))
     labels: tuple[str, ...] = ()  # plugin platforms (device names) where it applies too
     proxy: bool = False  # only on plugin platforms: analysed on every in-tree one, none of them listed
+    unavailable: dict[str, str] = field(default_factory=dict)  # platform -> why the arch has no class there
 
 
 class Scanner:
@@ -124,17 +126,25 @@ class Scanner:
             for platform in in_tree or PLATFORMS:
                 found = resolve_name(self.index, entry.module, entry.cls, platform)
                 keys = [f for f in found if isinstance(f, ClassKey)]
+                failures = [self.import_failure(entry, key, platform) for key in keys]
                 if not keys:
                     why = "; ".join(f.reason for f in found if isinstance(f, Missing)) or "not a class"
                     missing.setdefault(why, []).append(platform)
-                for key in keys:
+                elif all(failures):
+                    missing.setdefault(str(failures[0]), []).append(platform)
+                for key, failure in zip(keys, failures):
+                    if failure is not None:
+                        continue
                     res = resolutions.get((entry, key))
                     if res is None:
                         res = resolutions[(entry, key)] = Resolution(
                             entry, key, labels=labels, proxy=not in_tree,
                             contract=self.contract(entry, key, platform))
                     res.analyses[platform] = self.analyzers[platform].analyze(key, contract=res.contract)
-            if len(missing) and not any(r.entry == entry for r in resolutions.values()):
+            mine = [r for r in resolutions.values() if r.entry == entry]
+            for res in mine:  # a record of plugin platforms alone lists no in-tree ones
+                res.unavailable = {} if res.proxy else {p: why for why, platforms in missing.items() for p in platforms}
+            if len(missing) and not mine:
                 for why, platforms in missing.items():
                     unresolved.append(Unresolved(entry.arch, entry.module, entry.cls, platforms, why))
         out = list(resolutions.values())
@@ -142,6 +152,11 @@ class Scanner:
             out = [r for r in out if r.entry.registry != "heuristic"
                    or any(a.compute_logits or a.get_top_tokens for a in r.analyses.values())]
         return out, unresolved
+
+    def import_failure(self, entry: RegistryEntry, key: ClassKey, platform: str) -> str | None:
+        """Why the registry's module or the class's module fails to import on ``platform``, through
+        anything it imports; None when both import."""
+        return self.index.chain_error(entry.module, platform) or self.index.chain_error(key.module, platform)
 
     def record(self, res: Resolution, resolved_on: list[str], analysis: Analysis) -> DrafterRecord:
         h = self.hierarchies[resolved_on[0]]
@@ -174,6 +189,7 @@ class Scanner:
             source=res.entry.source,
             replaces=res.entry.replaces,
             resolved_on=resolved_on,
+            unavailable_on=[Unavailable(p, why) for p, why in sorted(res.unavailable.items())],
         )
 
     def records(self, resolutions: list[Resolution]) -> list[DrafterRecord]:

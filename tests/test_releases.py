@@ -26,9 +26,30 @@ def test_release_scans_cleanly(version, vllm_release):
     assert doc["vllm_version"] == version
     assert not doc["errors"] and not doc["unresolved"]
     assert registered_archs(root) <= {r["arch"] for r in doc["drafters"]}
+    seen: dict[str, set[str]] = {}
     for record in doc["drafters"]:
         assert record["reason"], record
         assert record["platforms"], record
+        platforms = set(record["platforms"])
+        assert not platforms & seen.get(record["arch"], set()), record  # one class per platform
+        seen.setdefault(record["arch"], set()).update(platforms)
+        assert not platforms & {u["platform"] for u in record["unavailable_on"]}, record
+        if record["status"] == "not_applicable":  # a module that cannot be imported is no verdict
+            assert "import raises" not in record["reason"], record
+
+
+def test_drafter_whose_import_chain_raises_on_xpu_028(vllm_release):
+    """Dots3 Note's MTP module imports deepseek_v32, whose package raises on XPU: no drafter there."""
+    result = run_cli("scan", str(vllm_release("0.28.0")), "--format", "json", "--model", "Dots3NoteMTPModel")
+    records = [r for r in json.loads(result.stdout)["drafters"] if r["arch"] == "Dots3NoteMTPModel"]
+    assert len(records) == 1
+    (record,) = records
+    assert record["platforms"] == ["cpu", "cuda", "rocm", "tpu"]
+    assert record["status"] != "not_applicable" and "no compute_logits" not in record["reason"]
+    (unavailable,) = record["unavailable_on"]
+    assert unavailable["platform"] == "xpu"
+    assert "vllm/models/dots3_note/nvidia/mtp.py:" in unavailable["reason"]
+    assert unavailable["reason"].endswith("deepseek_v32 does not yet support XPU.")
 
 
 def test_release_without_local_argmax_is_refused(vllm_release):

@@ -23,6 +23,8 @@ def project(record: dict) -> dict:
     out["delegates"] = [d["class"] for d in record["delegates"]]
     if record["callers"]:
         out["callers"] = record["callers"]
+    if record["unavailable_on"]:
+        out["unavailable_on"] = record["unavailable_on"]
     return out
 
 

@@ -20,7 +20,7 @@ from ..index.facts import MethodFacts
 from ..model import ClassKey, Consistency, Status
 from ..resolve.mro import Hierarchy, MethodHit, Mro
 from ..resolve.names import resolve_expression
-from .calls import Contract, passed_to_top_tokens, reads
+from .calls import Contract, first_read, passed_to_top_tokens, reads
 from .contract_rules import CallSiteArguments, CallTypeError, Uncalled
 from .memo import (
     fingerprint,
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from .shape_types import LogitsShape, TopTokensShape
 
 Overlay = dict[ClassKey, dict[str, MethodFacts]]
-DIVERGENT_POST = {PostKind.MASK, PostKind.D2T_SCATTER}
+DIVERGENT_POST = {PostKind.MASK, PostKind.D2T_SCATTER, PostKind.VOCAB}
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class Analyzer:
             for reach, pair in contract.viable_pairs(params):
                 for rule, why in ((CallTypeError, CallTypeError.check(reach, pair, params, "a mirror of compute_logits")),
                                   (CallSiteArguments, CallSiteArguments.check(reach, pair, params, cl.method.text,
-                                                                              params))):
+                                                                              params, cl.method.line))):
                     if why:
                         return Analysis(Status.MISSING_MANUAL,
                                         f"{why}: a mirror would draft with the default instead; the call site "
@@ -278,20 +278,27 @@ class Analyzer:
         cshape = logits_shape(cl.method.text, cl.method.line)
         gshape = top_tokens_shape(gtt.method.text, gtt.method.line)
         by_calls = contract is not None and contract.known and entry is None
+        # Named first, before any signature difference: it decides the tokens. (A super() call or the
+        # mixin is judged below against what it reaches.)
+        statement = None if gshape.kind in (TopTokensKind.SUPER, TopTokensKind.LOCAL_ARGMAX_MIXIN) \
+            else self._statement_difference(cl, cshape, gtt)
         if by_calls:
             assert contract is not None
             for reach, pair in contract.viable_pairs(cshape.params):
                 why = CallTypeError.check(reach, pair, gshape.params, f"get_top_tokens of {self.where(gtt)}") \
-                    or CallSiteArguments.check(reach, pair, cshape.params, cl.method.text, gshape.params)
+                    or CallSiteArguments.check(reach, pair, cshape.params, cl.method.text, gshape.params,
+                                               cl.method.line)
                 if why:
-                    return Consistency.DIVERGENT, why
+                    return Consistency.DIVERGENT, f"{statement[1]}; also, {why}" if statement else why
             missing: list[str] = []
         else:
             missing = [] if entry else _unaccepted(cshape, gshape)
         if missing:
-            return Consistency.DIVERGENT, (
-                f"compute_logits of {self.where(cl)} takes {', '.join(missing)}; "
-                f"get_top_tokens of {self.where(gtt)} does not accept it")
+            read = first_read(cl.method.text, missing[0], cl.method.line)
+            why = (f"compute_logits of {self.where(cl)} takes {', '.join(missing)}"
+                   f"{f', which it reads {read}' if read else ''}; "
+                   f"get_top_tokens of {self.where(gtt)} does not accept it")
+            return Consistency.DIVERGENT, f"{statement[1]}; also, {why}" if statement else why
         mirrored = mirror_fingerprint(cl.method.text)
         same = mirrored is not None and mirrored == fingerprint(gtt.method.text)
         if not same and by_calls and mirrored is not None and cshape.kind == LogitsKind.HEAD:
@@ -322,14 +329,8 @@ class Analyzer:
             return Consistency.UNPROVEN, f"compute_logits of {self.where(cl)} is a stub"
         optional = asserted_optional(cl, gtt)
         also = f"; also, {optional}" if optional else ""
-        if cshape.kind == LogitsKind.MANUAL and cshape.post in DIVERGENT_POST:
-            if cshape.post == PostKind.MASK and MASKING.search(gtt.method.text):
-                return Consistency.UNPROVEN, (
-                    f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} "
-                    "masks too; run `mtp-audit verify`")
-            return Consistency.DIVERGENT, (
-                f"compute_logits of {self.where(cl)}: {cshape.reason}; "
-                f"get_top_tokens of {self.where(gtt)} ignores it{also}")
+        if statement is not None:
+            return statement[0], statement[1] + also
         if optional:
             return Consistency.DIVERGENT, optional
         if cshape.kind == LogitsKind.HEAD and cshape.pre_transform and bool(gshape.params) \
@@ -337,9 +338,30 @@ class Analyzer:
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)} transforms the hidden states before the head "
                 f"({cshape.hidden}); get_top_tokens of {self.where(gtt)} does not")
+        if cshape.kind == LogitsKind.MANUAL:  # name what compute_logits does that no mirror rule covers
+            return Consistency.UNPROVEN, (
+                f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} is "
+                "written differently; run `mtp-audit verify`")
         return Consistency.UNPROVEN, (
             f"get_top_tokens of {self.where(gtt)} is written differently from compute_logits of "
             f"{self.where(cl)}; run `mtp-audit verify`")
+
+    def _statement_difference(self, cl: MethodHit, cshape: LogitsShape,
+                              gtt: MethodHit) -> tuple[Consistency, str] | None:
+        """What compute_logits does to the logits after computing them (a mask, a scatter, a cut or
+        padded vocabulary) that get_top_tokens does not: the statement that makes the tokens differ."""
+        if cshape.kind != LogitsKind.MANUAL or cshape.post not in DIVERGENT_POST:
+            return None
+        if cshape.post == PostKind.MASK and MASKING.search(gtt.method.text):
+            return Consistency.UNPROVEN, (
+                f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} "
+                "masks too; run `mtp-audit verify`")
+        if cshape.post == PostKind.VOCAB:
+            return Consistency.DIVERGENT, (
+                f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} "
+                "does not change the vocabulary, so it can select ids compute_logits never produces")
+        return Consistency.DIVERGENT, (
+            f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} ignores it")
 
     def _super_inlined(self, mro: Mro, cl: MethodHit) -> tuple[str, MethodHit] | None:
         """``cl`` with the head-calling compute_logits its super() reaches inlined, if that is plain."""

@@ -105,6 +105,22 @@ def reads(text: str, name: str) -> bool:
                for statement in body for n in ast.walk(statement))
 
 
+def first_read(text: str, name: str, def_line: int) -> str | None:
+    """``(line N: `statement`)`` for the first statement of a method that reads ``name``;
+    ``def_line`` is the line of its ``def``."""
+    try:
+        func = ast.parse(textwrap.dedent(text)).body[0]
+    except (SyntaxError, IndexError):
+        return None
+    found = [s for s in ast.walk(func) if isinstance(s, ast.stmt) and s is not func
+             and not isinstance(s, (ast.If, ast.For, ast.While, ast.With, ast.Try))  # the statement, not its block
+             and any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(s))]
+    if not found:
+        return None
+    statement = min(found, key=lambda s: (s.lineno, s.col_offset))
+    return f"(line {def_line + statement.lineno - func.lineno}: `{ast.unparse(statement).splitlines()[0]}`)"
+
+
 def passed_to_top_tokens(contract: Contract, params: list[Param]) -> set[str]:
     """The parameters of a ``get_top_tokens`` with ``params`` that some caller binds."""
     out: set[str] = set()

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from ..model import Consistency, Status
 from ..resolve.callers import CallPair, ModelCall, Reach
-from .calls import Contract, bind, form, reads, where
+from .calls import Contract, bind, first_read, form, reads, where
 from .shape_types import Param, ParamKind
 
 
@@ -125,14 +125,17 @@ class CallSiteArguments(ContractRule):
 
     @staticmethod
     def check(reach: Reach, pair: CallPair, logits_params: list[Param], logits_text: str,
-              top_params: list[Param]) -> str | None:
+              top_params: list[Param], def_line: int | None = None) -> str | None:
+        """``def_line``: the line of compute_logits's ``def``, to name the statement that reads the argument."""
         top_bound, _ = bind(top_params, pair.top_tokens)
         for logits in pair.logits:
             bound, _ = bind(logits_params, logits)
             for name in sorted(bound - top_bound):
                 if reads(logits_text, name):
+                    read = first_read(logits_text, name, def_line) if def_line is not None else None
                     return (f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)} but "
-                            f"{form(logits)} ({where(logits)}) on the same path, and compute_logits reads {name}")
+                            f"{form(logits)} ({where(logits)}) on the same path, and compute_logits reads {name}"
+                            + (f" {read}" if read else ""))
         return None
 
 

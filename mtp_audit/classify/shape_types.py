@@ -44,6 +44,7 @@ class PostKind(StrEnum):
 
     D2T_SCATTER = "d2t_scatter"
     MASK = "mask"
+    VOCAB = "vocab"  # the vocabulary cut or padded (``logits[..., :n]``, ``F.pad``)
     SOFTCAP = "softcap"
     OTHER = "other"
 

@@ -47,7 +47,7 @@ TOP_TOKENS_KEYWORDS = {"lm_head", "hidden_states", "embedding_bias"}
 
 # Sub-statement nodes the rules look at, with their CPython ast counterparts.
 _KINDS = ((cst.Call, ast.Call), (cst.Return, ast.Return), (cst.Yield, ast.Yield), (cst.Raise, ast.Raise),
-          (cst.BinaryOperation, ast.BinOp))
+          (cst.BinaryOperation, ast.BinOp), (cst.Assign, ast.Assign), (cst.For, ast.For))
 _INTERESTING = tuple(kind for kind, _ in _KINDS)
 
 
@@ -267,16 +267,54 @@ class ByHand(ShapeRule):
                 logits = self.logits_processor(self.lm_head, hidden_states)
                 return logits + hidden_states @ self.bias
         """), LogitsKind.MANUAL, "by-hand"),
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                logits = torch.addmm(self.zero, hidden_states, self.lm_head.weight.t(), alpha=1.0 / self.mup)
+                return logits[..., : self.logits_processor.org_vocab_size]
+        """), LogitsKind.MANUAL, "by-hand"),
     )
 
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
-        for statement in body.statements:
+        for index, statement in enumerate(body.statements):
             for node in body.find(statement, BY_HAND):
                 what = body.code(node.func) if isinstance(node, cst.Call) else "@"
-                return LogitsShape(LogitsKind.MANUAL, "by-hand",
-                                   f"logits computed by hand ({what}, line {body.line(node)})",
-                                   body.line(node), params)
+                reason = f"logits computed by hand ({what}, line {body.line(node)})"
+                vocabulary = _vocabulary_change(body, body.statements[index:])
+                if vocabulary is not None:
+                    reason += f", then {vocabulary}"
+                return LogitsShape(LogitsKind.MANUAL, "by-hand", reason, body.line(node), params,
+                                   post=PostKind.VOCAB if vocabulary else None)
         return None
+
+
+VOCAB_SLICE = m.Subscript(value=m.Name(), slice=[m.AtLeastN(n=1), m.SubscriptElement(
+    slice=m.Slice(lower=None, upper=m.MatchIfTrue(lambda upper: upper is not None), step=None))])
+VOCAB_PAD = m.Call(func=m.Attribute(attr=m.Name("pad")) | m.Name("pad"))
+
+
+def _vocabulary_change(body: _Body, statements: list[cst.BaseStatement]) -> str | None:
+    """``truncated ...`` / ``padded ...`` with the line and code of the first statement in
+    ``statements`` that cuts the last (vocabulary) dimension of a tensor or pads it: a
+    different vocabulary from the one get_top_tokens reduces over."""
+    found = _vocabulary_node(body, statements)
+    if found is None:
+        return None
+    node, line = found
+    if m.matches(node, VOCAB_SLICE):
+        upper = node.slice[-1].slice.upper  # type: ignore[attr-defined]
+        return f"truncated to {body.code(upper)} entries of the vocabulary (line {line}: `{body.code(node)}`)"
+    return f"padded (line {line}: `{body.code(node)}`)"
+
+
+def _vocabulary_node(body: _Body, statements: list[cst.BaseStatement]) -> tuple[cst.CSTNode, int] | None:
+    """The first vocabulary cut or pad in ``statements``, with the line of the assignment,
+    return or call that holds it."""
+    for statement in statements:
+        for holder in body.find(statement, m.Assign() | m.Return() | m.Call()):
+            for node in [holder, *nodes_of(holder, (cst.Subscript, cst.Call))]:
+                if m.matches(node, VOCAB_SLICE | VOCAB_PAD):
+                    return node, body.line(holder)
+    return None
 
 
 class NoHead(ShapeRule):
@@ -329,6 +367,70 @@ class NoHead(ShapeRule):
                                    f"(line {body.line(call)})", body.line(call), params)
         return LogitsShape(LogitsKind.MANUAL, "no-head", "no self.logits_processor call in compute_logits", None,
                            params)
+
+
+class HeadLoop(ShapeRule):
+    """A head call inside a loop runs once per head (Medusa): compute_logits returns one set of
+    logits per head, which a single get_top_tokens call cannot mirror; the reason names what the
+    loop does with each set (scatters it, collects it into a list)."""
+
+    id = "MTP111"
+    name = "head-loop"
+    message = "the head is called in a loop over several heads"
+    after = ("no-head",)
+    VALID = (Example(_PLAIN, LogitsKind.HEAD, "head"), Example(_BRANCHED, LogitsKind.HEAD, "head"))
+    INVALID = (
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                logits_lst = []
+                for hs, lm_head in zip(hidden_states, self.lm_heads):
+                    logits_lst.append(self.logits_processor(lm_head, hs))
+                return logits_lst
+        """), LogitsKind.MANUAL, "head-loop"),
+        Example(_method("""
+            def compute_logits(self, hidden_states):
+                out = []
+                for hs, lm_head in zip(hidden_states, self.lm_heads):
+                    logits = self.logits_processor(lm_head, hs)
+                    full = logits.new_full((logits.shape[0], self.vocab_size), float("-inf"))
+                    full[..., self.token_map] = logits
+                    out.append(full)
+                return out
+        """), LogitsKind.MANUAL, "head-loop"),
+    )
+
+    def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
+        index = _head_index(body)
+        loop = next((n for n in nodes_of(body.statements[index], (cst.For, cst.While))
+                     if any(m.matches(c, LOGITS_CALL) for c in nodes_of(n.body, cst.Call))), None)
+        if loop is None:
+            return None
+        header = body.code(loop).splitlines()[0].rstrip(":")
+        line = body.line(loop) if isinstance(loop, cst.For) else body.line(body.statements[index])
+        what = [f"the head is called once per iteration of a loop (line {line}: `{header}`)"]
+        for node in body.find(body.statements[index], m.Assign()):
+            if m.matches(node, SUBSCRIPT_STORE):
+                what.append(f"each result is scattered into a new tensor (line {body.line(node)}: `{body.code(node)}`)")
+                break
+        returned = [r for s in body.statements[index:] for r in body.find(s, m.Return(value=m.Name() | m.List()))]
+        if returned and self._collects(body, returned[-1]):
+            what.append(f"a list of logits is returned (line {body.line(returned[-1])}: `{body.code(returned[-1])}`)")
+        return LogitsShape(LogitsKind.MANUAL, "head-loop", "; ".join(what), line, params)
+
+    @staticmethod
+    def _collects(body: _Body, returned: cst.Return) -> bool:
+        """``return [...]`` or ``return NAME`` where NAME starts as a list."""
+        if isinstance(returned.value, cst.List):
+            return True
+        name = returned.value.value  # type: ignore[union-attr]
+        for statement in body.statements:
+            for assign in body.find(statement, m.Assign(targets=[m.AssignTarget(target=m.Name(name))])):
+                if isinstance(assign.value, (cst.List, cst.ListComp)) or m.matches(assign.value, m.Call(func=m.Name("list"))):
+                    return True
+            for annotated in nodes_of(statement, cst.AnnAssign):
+                if m.matches(annotated.target, m.Name(name)) and isinstance(annotated.value, (cst.List, cst.ListComp)):
+                    return True
+        return False
 
 
 class SeveralHeads(ShapeRule):
@@ -449,7 +551,7 @@ class MaskInBranch(ShapeRule):
     id = "MTP110"
     name = "mask-in-branch"
     message = "logits from a head call inside a block are masked in place afterwards"
-    after = ("no-head",)
+    after = ("no-head", "head-loop")
     VALID = (Example(_BRANCHED, LogitsKind.HEAD, "head"),)
     INVALID = (
         Example(_method("""
@@ -498,7 +600,7 @@ class ConditionalHead(ShapeRule):
     id = "MTP106"
     name = "conditional-head"
     message = "the head call is not a plain `return` or assignment"
-    after = ("several-heads",)
+    after = ("several-heads", "head-loop")
     VALID = (
         Example(_PLAIN, LogitsKind.HEAD, "head"),
         Example(_method("""
@@ -581,6 +683,8 @@ def _post_kind(body: _Body, statements: list[cst.BaseStatement], name: str) -> P
     subscript_store = m.Assign(targets=[m.AssignTarget(target=m.Subscript(value=m.Name(name)))])
     if any(m.matches(n, mask | subscript_store) for s in statements for n in nodes_of(s, (cst.Call, cst.Assign))):
         return PostKind.MASK
+    if "draft_id_to_target_id" not in text and _vocabulary_change(body, statements) is not None:
+        return PostKind.VOCAB
     if "tanh" in text or "soft_cap" in text or "softcap" in text:
         return PostKind.SOFTCAP
     if "draft_id_to_target_id" in text:
@@ -588,9 +692,37 @@ def _post_kind(body: _Body, statements: list[cst.BaseStatement], name: str) -> P
     return PostKind.OTHER
 
 
+SCATTER = m.Call(func=m.Attribute(attr=m.Name("scatter") | m.Name("scatter_") | m.Name("index_copy")
+                                  | m.Name("index_copy_") | m.Name("index_put") | m.Name("index_put_")))
+SUBSCRIPT_STORE = m.Assign(targets=[m.ZeroOrMore(), m.AssignTarget(target=m.Subscript()), m.ZeroOrMore()])
+TANH = m.Call(func=m.Attribute(attr=m.Name("tanh")) | m.Name("tanh"))
+
+
+def _deciding(body: _Body, tail: list[cst.BaseStatement], kind: PostKind) -> tuple[int, str]:
+    """Line and code of the statement after the head call that does what ``kind`` says (the mask,
+    the scatter, the soft-cap), not of an ``if`` that guards it; else the first effective statement."""
+    for statement in tail:
+        for node in body.find(statement, m.Call() | m.Assign()) + nodes_of(statement, cst.Subscript):
+            if kind == PostKind.MASK and m.matches(node, MASK_CALL):
+                return body.line(node), body.code(node)
+            if kind in (PostKind.MASK, PostKind.D2T_SCATTER) and m.matches(node, SUBSCRIPT_STORE):
+                return body.line(node), body.code(node)
+            if kind == PostKind.D2T_SCATTER and m.matches(node, SCATTER):
+                return body.line(node), body.code(node)
+            if kind == PostKind.SOFTCAP and m.matches(node, TANH):
+                return body.line(node), body.code(node)
+            if kind == PostKind.VOCAB:
+                found = _vocabulary_node(body, [statement])
+                if found is not None:
+                    return found[1], body.code(found[0])
+    effective = [s for s in tail if not m.matches(s, RETURN_NAME)] or tail
+    return body.line(effective[0]), body.code(effective[0]).splitlines()[0]
+
+
 POST_REASONS = {
     PostKind.D2T_SCATTER: "logits scattered to the target vocabulary after the head call",
     PostKind.MASK: "logits masked after the head call",
+    PostKind.VOCAB: "the vocabulary of the logits changed after the head call",
     PostKind.SOFTCAP: "logits soft-capped after the head call",
     PostKind.OTHER: "logits post-processed after the head call",
 }
@@ -667,12 +799,12 @@ class PostProcessing(ShapeRule):
             return LogitsShape(LogitsKind.MANUAL, "unreachable-tail",
                                f"statements after the returning head call (line {body.line(tail[0])})",
                                body.line(tail[0]), params)
-        effective = [s for s in tail if not m.matches(s, RETURN_NAME)] or tail
         kind = _post_kind(body, tail, name)
+        line, code = _deciding(body, tail, kind)
         shape = _head_shape(body, params, call, manual=True)
         shape.rule = f"post-{kind.replace('_', '-')}"
-        shape.reason = f"{POST_REASONS[kind]} (line {body.line(effective[0])})"
-        shape.line = body.line(effective[0])
+        shape.reason = f"{POST_REASONS[kind]} (line {line}: `{code}`)"
+        shape.line = line
         shape.post = kind
         return shape
 
@@ -731,6 +863,7 @@ RULES: tuple[ShapeRule, ...] = (
     Stub(),
     ByHand(),
     NoHead(),
+    HeadLoop(),
     MaskInBranch(),
     SeveralHeads(),
     ConditionalHead(),

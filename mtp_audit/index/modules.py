@@ -6,6 +6,7 @@ run and, when a cache is given, stored by content hash across runs.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..cache import ABSENT, EXISTS, MISSING, FactsCache, digest
@@ -13,6 +14,7 @@ from ..errors import InternalError
 from ..model import SourceTree
 from .encoding import NotDecodable, decode_source
 from .facts import ModuleFacts, extract_facts
+from .imports import ImportChains, ImportFacts, extract_imports
 
 
 class ModuleIndex:
@@ -23,6 +25,8 @@ class ModuleIndex:
         self.located: dict[str, tuple[Path, bool] | None] = {}  # module -> locate's answer
         self.read_errors: dict[str, str] = {}
         self.observed: dict[str, str] = {}  # what the result depends on (see cache.Observed)
+        self._imports: dict[str, ImportFacts | None] = {}
+        self.chains = ImportChains(self)
 
     def locate(self, module: str) -> tuple[Path, bool] | None:
         """The file of ``module`` and whether it is a package, or None if not in the tree."""
@@ -31,21 +35,20 @@ class ModuleIndex:
         return self.located[module]
 
     def _find(self, module: str) -> tuple[Path, bool] | None:
-        if not module or not all(part.isidentifier() for part in module.split(".")):
+        parts = module.split(".")
+        if not module or not all(part.isidentifier() for part in parts):
             return None  # not a module name: nothing in the tree (and no path outside it)
-        for root in (self.tree.root, *self.tree.extra_roots):  # in order, as on sys.path
-            base = root.joinpath(*module.split("."))
-            init = base / "__init__.py"
-            if self._probe(init):
-                return init, True
-            file = base.with_name(base.name + ".py")
-            if self._probe(file):
-                return file, False
+        base = "/".join(parts)  # strings, not pathlib: import chains locate thousands of modules
+        for position, root in enumerate((self.tree.root, *self.tree.extra_roots)):  # in order, as on sys.path
+            for name, is_package in ((f"{base}/__init__.py", True), (f"{base}.py", False)):
+                if self._probe(root, name, extra=position > 0):
+                    return root / name, is_package
         return None
 
-    def _probe(self, path: Path) -> bool:
-        found = path.is_file()
-        self.observed.setdefault(self.relative(path), EXISTS if found else ABSENT)
+    def _probe(self, root: Path, name: str, extra: bool) -> bool:
+        path = os.path.join(root, name)
+        found = os.path.isfile(path)
+        self.observed.setdefault(Path(path).as_posix() if extra else name, EXISTS if found else ABSENT)
         return found
 
     def read_bytes(self, path: Path) -> bytes:
@@ -59,6 +62,9 @@ class ModuleIndex:
 
     def relative(self, path: Path) -> str:
         """Relative to the root; absolute for a file under an extra root (another directory)."""
+        text, root = path.as_posix(), self.tree.root.as_posix().rstrip("/") + "/"
+        if text.startswith(root):
+            return text[len(root):]
         try:
             return path.relative_to(self.tree.root).as_posix()
         except ValueError:
@@ -126,6 +132,7 @@ class ModuleIndex:
             if path not in self.observed or seen not in (EXISTS, ABSENT):  # a content hash says more
                 self.observed[path] = seen
         self.read_errors.update(harvest.read_errors)
+        self.chains.absorb(harvest.chains)
 
     def import_error(self, module: str, platform: str) -> str | None:
         """Why importing ``module`` fails on ``platform`` (itself or a parent package)."""
@@ -140,3 +147,24 @@ class ModuleIndex:
             if platform in facts.import_errors:
                 return f"{facts.path}: {facts.import_errors[platform]}"
         return None
+
+    def import_facts(self, module: str) -> ImportFacts | None:
+        """What importing ``module`` runs (see ``imports``); None when it is not in the tree, cannot
+        be decoded or does not parse."""
+        if module not in self._imports:
+            found = self.locate(module)
+            result = None
+            if found is not None:
+                path, is_package = found
+                try:
+                    source, _ = decode_source(self.read_bytes(path))
+                except NotDecodable:
+                    source = None
+                if source is not None:
+                    result = extract_imports(source, module, is_package)
+            self._imports[module] = result
+        return self._imports[module]
+
+    def chain_error(self, module: str, platform: str) -> str | None:
+        """Why importing ``module`` fails on ``platform``, through anything it imports at top level."""
+        return self.chains.error(module, platform)

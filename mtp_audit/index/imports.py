@@ -1,0 +1,395 @@
+"""Does importing a module fail on a platform, through everything it imports at top level?
+
+A drafter whose module imports, directly or through a chain of imports, a
+package that raises on a platform (``raise NotImplementedError`` in a
+per-platform ``__init__``) cannot be imported there: that platform has no
+drafter, as when the drafter's own package raises.
+
+Only top-level code runs at import, and an import chain reaches hundreds of
+modules, so their import facts are read cheaply. Most modules import at
+column 0 only (plus ``if TYPE_CHECKING:`` and ``try`` blocks) and raise
+nothing at top level: a line scanner reads their imports. The others are
+cut to their imports, raises and top-level blocks (line numbers kept),
+parsed with CPython's ``ast`` and run per platform for imports and raises
+alone, conditions evaluated as ``platforms.evaluate`` does; if the cut does
+not parse (a column-0 line inside a multi-line string), the whole file is.
+
+Conservative where Python's behaviour is not known statically: an import or
+raise under a condition that cannot be evaluated, in a loop, or inside a
+``try`` with handlers or a ``with`` (which may catch it) does not count;
+nor does a dependency that does not parse (its own error is reported when it
+is a drafter's module or package).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..model import PLATFORMS
+from .facts import _raise_reason, absolute_module, walk_statements
+from .platforms import evaluate
+
+if TYPE_CHECKING:
+    from .modules import ModuleIndex
+
+_STATEMENT = re.compile(r"\n[^ \t\r\n\f#)\]}]")  # a line that starts a top-level statement
+_SIMPLE_KEPT = re.compile(r"(?:import|from|raise)\b")
+_BLOCK = re.compile(r"(?:if|try|for|while|with|async|match)\b")
+_CONTINUATION = re.compile(r"(?:elif|else|except|finally|case)\b")
+_TOP_LEVEL = re.compile(  # a column-0 import with its names, or a column-0 block or raise
+    r"\n(?:(?:from[ \t]+(?P<origin>\.*[\w.]*)[ \t]+)?import\b[ \t]*"
+    r"(?P<names>\((?:[^)#]|#[^\n]*)*\)|(?:[^\n\\]|\\[\s\S])*)"
+    r"|(?P<block>(?:if|elif|else|try|except|finally|for|while|with|async|match|raise)\b[^\n]*))"
+)
+_COMMENT = re.compile(r"#[^\n]*")
+_NOT_RUN = re.compile(r"(?:if[ \t]+TYPE_CHECKING[ \t]*:[ \t]*(?:#.*)?$|try[ \t]*:|except\b)")  # blocks whose imports never raise out
+
+
+@dataclass(frozen=True)
+class ImportStatement:
+    """One top-level import as it runs: ``import a.b`` (``module`` empty, ``names`` the modules)
+    imports ``a.b``; ``from m import x, y`` imports ``m`` and, where ``m`` is a package with
+    such submodules, ``m.x`` and ``m.y``."""
+
+    module: str
+    names: tuple[str, ...]
+    line: int
+    text: str = ""  # the names as written, when the line scanner read the statement: parsed on demand
+
+    def imported(self) -> tuple[str, ...]:
+        """The names after ``import`` (``as`` aliases dropped)."""
+        return self.names or _names(self.text)
+
+
+@dataclass
+class ImportFacts:
+    """What running a module's top level does, per platform: the imports it runs, in order, and
+    why it raises (absent: it does not)."""
+
+    imports: dict[str, list[ImportStatement]] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+def _statement_starts(source: str) -> list[int]:
+    """Offsets of the lines that start top-level statements (by indentation, as a line scanner can)."""
+    starts = [m.start() + 1 for m in _STATEMENT.finditer(source)]
+    if source[:1] and source[0] not in " \t\r\n\f#)]}":
+        starts.insert(0, 0)
+    return starts
+
+
+def top_level_code(source: str) -> str:
+    """``source`` with only what can import or raise at top level: imports, ``raise`` and the blocks
+    (``if``/``elif``/``else``, ``try``, ...) that contain one; the rest is blanked, line numbers kept."""
+    starts = _statement_starts(source)
+    if not starts:
+        return source
+    segments = [source[b:e] for b, e in zip(starts, [*starts[1:], len(source)])]
+    out = [source[:starts[0]]]
+    group: list[str] = []  # a block and its continuations
+
+    def flush() -> None:
+        keep = any("import" in g or "raise" in g for g in group)
+        out.extend(g if keep else "\n" * g.count("\n") for g in group)
+        group.clear()
+
+    for segment in segments:
+        if group and _CONTINUATION.match(segment):
+            group.append(segment)
+            continue
+        flush()
+        if _BLOCK.match(segment):
+            group.append(segment)
+        else:
+            out.append(segment if _SIMPLE_KEPT.match(segment) else "\n" * segment.count("\n"))
+    flush()
+    return "".join(out)
+
+
+def extract_imports(source: str, module: str, is_package: bool) -> ImportFacts | None:
+    """The import facts of one module; None when it does not parse."""
+    plain = _plain_imports(source, module, is_package)
+    if plain is not None:
+        return ImportFacts({platform: plain for platform in PLATFORMS}, {})
+    return _interpreted_imports(source, module, is_package)
+
+
+def _plain_imports(source: str, module: str, is_package: bool) -> list[ImportStatement] | None:
+    """The top-level imports, when every one runs on every platform and nothing at top level
+    raises; None when a condition, a loop, a ``with`` or a top-level ``raise`` needs the interpreter.
+
+    By indentation: a statement at column 0 is top-level; an indented one belongs to the column-0
+    statement above it. So if no column-0 statement is a block other than a definition, ``if
+    TYPE_CHECKING:`` (never run) or ``try``/``except`` (whose imports may be caught), every import
+    that runs is at column 0 and nothing raises.
+    """
+    statements = []
+    shift = source[:1] != "\n"  # the scan starts at a newline
+    line_number, counted = 1, 0
+    for match in _TOP_LEVEL.finditer("\n" + source if shift else source):
+        origin, text, block = match.group("origin", "names", "block")
+        if block is not None:
+            if not _NOT_RUN.match(block):
+                return None
+            continue
+        offset = match.start() + 1 - shift  # the statement's line, in ``source``
+        line_number += source.count("\n", counted, offset)
+        counted = offset
+        if origin is None:
+            names = _names(text)
+            if names:  # none: prose at column 0 in a docstring
+                statements.append(ImportStatement("", names, line_number))
+            continue
+        dots = len(origin) - len(origin.lstrip("."))
+        target = absolute_module(module, is_package, dots, origin[dots:] or None)
+        statements.append(ImportStatement(target, (), line_number, text))
+    return statements
+
+
+def _names(text: str) -> tuple[str, ...]:
+    """The names of ``import`` as written (a parenthesised list, or a line that may be continued):
+    ``as`` aliases, comments and ``*`` dropped; dotted for ``import a.b``."""
+    if "#" in text:
+        text = _COMMENT.sub("", text)
+    names = []
+    for part in text.strip(" \t()").replace("\\", " ").split(","):
+        words = part.split()
+        if words and all(piece.isidentifier() for piece in words[0].split(".")):
+            names.append(words[0])
+    return tuple(names)
+
+
+def _interpreted_imports(source: str, module: str, is_package: bool) -> ImportFacts | None:
+    try:
+        tree = ast.parse(top_level_code(source))
+    except (SyntaxError, ValueError):
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            return None
+    result = ImportFacts()
+    per_platform = any(isinstance(s, ast.If) for s in walk_statements(tree.body))
+    for platform in PLATFORMS if per_platform else PLATFORMS[:1]:
+        imports, error = _TopLevel(module, is_package, platform).run(tree.body, guarded=False)
+        result.imports[platform] = next((i for i in result.imports.values() if i == imports), imports)
+        if error:
+            result.errors[platform] = error
+    for platform in PLATFORMS[1:] if not per_platform else ():
+        result.imports[platform] = result.imports[PLATFORMS[0]]
+        if PLATFORMS[0] in result.errors:
+            result.errors[platform] = result.errors[PLATFORMS[0]]
+    return result
+
+
+class _Lines:
+    """Real line numbers for ``facts._raise_reason``: the cut keeps them."""
+
+    @staticmethod
+    def line(node: ast.stmt) -> int:
+        return node.lineno
+
+
+class _TopLevel:
+    """Runs top-level statements on one platform for their imports and raises only."""
+
+    def __init__(self, module: str, is_package: bool, platform: str):
+        self.module, self.is_package, self.platform = module, is_package, platform
+
+    def run(self, statements: list[ast.stmt], guarded: bool) -> tuple[list[ImportStatement], str | None]:
+        """The imports that surely run, in order, and why the block raises (None: it does not)."""
+        imports: list[ImportStatement] = []
+        for node in statements:
+            error = None
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                if not guarded:
+                    imports.append(self.statement(node))
+            elif isinstance(node, ast.If):
+                sub, error = self.branch(node, guarded)
+                imports.extend(sub)
+            elif isinstance(node, ast.Try):
+                sub, error = self.run(node.body, guarded or bool(node.handlers))
+                imports.extend(sub)
+                if error and node.handlers:
+                    error = None  # a handler may catch it
+                elif not error:
+                    for block in (node.orelse, node.finalbody):
+                        sub, error = self.run(block, guarded)
+                        imports.extend(sub)
+                        if error:
+                            break
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                sub, error = self.run(node.body, True)  # a context manager may swallow what it raises
+                error = None
+            elif isinstance(node, ast.Raise) and not guarded:
+                error = _raise_reason(node, _Lines())  # type: ignore[arg-type]
+            if error:
+                return imports, error
+        return imports, None
+
+    def branch(self, node: ast.If, guarded: bool) -> tuple[list[ImportStatement], str | None]:
+        truth = evaluate(node.test, self.platform)
+        if truth is not None:
+            return self.run(node.body if truth else node.orelse, guarded)
+        taken, taken_error = self.run(node.body, guarded)
+        skipped, skipped_error = self.run(node.orelse, guarded)
+        if taken_error and skipped_error:
+            return [], taken_error
+        if taken_error or skipped_error:  # undecidable: assume Python takes the branch that does not raise
+            return (skipped if taken_error else taken), None
+        return [i for i in taken if i in skipped], None  # only what runs either way
+
+    def statement(self, node: ast.Import | ast.ImportFrom) -> ImportStatement:
+        if isinstance(node, ast.Import):
+            return ImportStatement("", tuple(alias.name for alias in node.names), node.lineno)
+        origin = absolute_module(self.module, self.is_package, node.level, node.module)
+        return ImportStatement(origin, tuple(a.name for a in node.names if a.name != "*"), node.lineno)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One edge of an import chain: ``module`` imports ``target`` at ``line`` (None: ``target`` is
+    the package that holds ``module``, imported first)."""
+
+    module: str
+    target: str
+    line: int | None
+
+
+class ImportChains:
+    """Per platform, the first raising module each module's import reaches, memoised.
+
+    A depth-first walk in import order (parent packages first, then the
+    top-level imports as they run). Every module a walk visits without finding
+    a raise is importable, whatever the walk started from; a raise found is
+    remembered, with the chain to it, for each module on that chain.
+    """
+
+    def __init__(self, index: ModuleIndex):
+        self.index = index
+        self.importable: dict[str, set[str]] = {p: set() for p in PLATFORMS}
+        self.failing: dict[str, dict[str, tuple[Step, ...]]] = {p: {} for p in PLATFORMS}
+        self.described: dict[tuple[str, str], str | None] = {}
+        self._edges_of: dict[tuple[str, int], tuple[list[ImportStatement], list[Step]]] = {}
+
+    def error(self, module: str, platform: str) -> str | None:
+        """Why importing ``module`` on ``platform`` raises, itself or through what it imports; None
+        when it does not."""
+        key = (module, platform)
+        if key not in self.described:
+            chain = self._walk(module, platform)
+            self.described[key] = None if chain is None else self._describe(module, chain, platform)
+        return self.described[key]
+
+    def absorb(self, other: ImportChains) -> None:
+        """Take in what another process's walks found, from the same files."""
+        for platform in PLATFORMS:
+            self.importable[platform] |= other.importable[platform]
+            for module, chain in other.failing[platform].items():
+                self.failing[platform].setdefault(module, chain)
+        for key, reason in other.described.items():
+            self.described.setdefault(key, reason)
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("index", "_edges_of")}  # handed between processes
+
+    def _edges(self, module: str, platform: str) -> list[Step]:
+        facts = self.index.import_facts(module)
+        statements = facts.imports.get(platform, []) if facts else []
+        key = (module, id(statements))  # platforms that run the same imports share one list
+        if key not in self._edges_of:
+            self._edges_of[key] = (statements, self._steps(module, statements))
+        return self._edges_of[key][1]
+
+    def _steps(self, module: str, statements: list[ImportStatement]) -> list[Step]:
+        steps = []
+        if "." in module:
+            steps.append(Step(module, module.rsplit(".", 1)[0], None))
+        for statement in statements:
+            if not statement.module:  # import a, b.c
+                steps.extend(Step(module, name, statement.line) for name in statement.names)
+                continue
+            steps.append(Step(module, statement.module, statement.line))
+            found = self.index.locate(statement.module)
+            if found is not None and found[1]:  # a package: ``from pkg import sub`` imports pkg.sub
+                steps.extend(Step(module, f"{statement.module}.{name}", statement.line)
+                             for name in statement.imported() if self.index.is_module(f"{statement.module}.{name}"))
+        return steps
+
+    def _in_tree(self, module: str) -> bool:
+        """Is ``module`` in the scanned tree? (``torch.nn`` is not: ``torch`` is not, and is not probed
+        further.)"""
+        head = module.split(".", 1)[0]
+        return self.index.is_module(head) and (head == module or self.index.is_module(module))
+
+    def _raises(self, module: str, platform: str) -> bool:
+        facts = self.index.import_facts(module)
+        return facts is not None and platform in facts.errors
+
+    def _walk(self, start: str, platform: str) -> tuple[Step, ...] | None:
+        """The chain from ``start`` to the first module that raises (empty: ``start`` raises)."""
+        importable, failing = self.importable[platform], self.failing[platform]
+        if start in importable:
+            return None
+        if start in failing:
+            return failing[start]
+        if self._raises(start, platform):
+            return ()
+        visited = {start}
+        path: list[Step] = []  # the steps to the module whose edges are on top of ``stack``
+        stack = [iter(self._edges(start, platform))]
+        chain: tuple[Step, ...] | None = None
+        while stack:
+            step = next(stack[-1], None)
+            if step is None:
+                stack.pop()
+                if path:
+                    path.pop()
+                continue
+            target = step.target
+            if target in visited or target in importable or not self._in_tree(target):
+                continue
+            if target in failing:
+                chain = (*path, step, *failing[target])
+                break
+            visited.add(target)
+            if self._raises(target, platform):
+                chain = (*path, step)
+                break
+            path.append(step)
+            stack.append(iter(self._edges(target, platform)))
+        if chain is None:
+            importable.update(visited)  # nothing any of them imports raises
+            return None
+        for position, step in enumerate(chain):  # every module on the chain reaches the same raise
+            failing.setdefault(step.module, chain[position:])
+        return chain
+
+    def _describe(self, start: str, chain: tuple[Step, ...], platform: str) -> str:
+        raiser = chain[-1].target if chain else start
+        facts = self.index.import_facts(raiser)
+        assert facts is not None
+        own = f"{self._path(raiser)}: {facts.errors[platform]}"
+        if not chain:
+            return own
+        parts = []
+        position = 0
+        while position < len(chain):
+            step = chain[position]
+            if step.line is not None:
+                parts.append(f"{self._path(step.module)}:{step.line} imports {step.target}")
+                position += 1
+                continue
+            end = position  # a run of parent packages: name the outermost
+            while end + 1 < len(chain) and chain[end + 1].line is None:
+                end += 1
+            parts.append(f"{step.module} is in package {chain[end].target}")
+            position = end + 1
+        return f"import chain: {'; '.join(parts)}; {own}"
+
+    def _path(self, module: str) -> str:
+        found = self.index.locate(module)
+        assert found is not None
+        return self.index.relative(found[0])

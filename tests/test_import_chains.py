@@ -1,0 +1,123 @@
+"""Import facts read by the line scanner agree with the interpreter; chains stop where Python would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+from mtp_audit.index.imports import ImportStatement, _interpreted_imports, _plain_imports, extract_imports
+
+
+def _lines(statements: list[ImportStatement]) -> list[tuple[str, tuple[str, ...], int]]:
+    return [(s.module, s.imported(), s.line) for s in statements]
+
+
+def _module_name(path: Path, root: Path) -> tuple[str, bool]:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    is_package = parts[-1] == "__init__"
+    return ".".join(parts[:-1] if is_package else parts), is_package
+
+
+FIXTURE_FILES = sorted(FIXTURES.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", FIXTURE_FILES, ids=[str(p.relative_to(FIXTURES)) for p in FIXTURE_FILES])
+def test_line_scanner_agrees_with_interpreter(path: Path) -> None:
+    root = next(parent for parent in path.parents if (parent / "vllm").is_dir() or parent == FIXTURES)
+    module, is_package = _module_name(path, root)
+    source = path.read_text()
+    plain = _plain_imports(source, module, is_package)
+    interpreted = _interpreted_imports(source, module, is_package)
+    if plain is None or interpreted is None:
+        return  # the interpreter's turn, or not Python we parse
+    for platform in interpreted.imports:
+        assert _lines(plain) == _lines(interpreted.imports[platform])
+    assert not interpreted.errors
+
+
+SCANNED = '''"""Docstring."""
+
+
+from __future__ import annotations
+
+import os.path, sys as system
+from . import sibling
+from ..pkg import (  # noqa: F401 (re-exported)
+    first,  # a comment (with parentheses)
+    second as other,
+)
+from .mod import \\
+    third
+
+if TYPE_CHECKING:
+    from heavy import Never
+
+try:
+    import optional
+except ImportError:
+    optional = None
+
+
+def lazy():
+    import inside
+
+
+class Holder:
+    import in_class
+'''
+
+
+def test_line_scanner_reads_every_form() -> None:
+    statements = _plain_imports(SCANNED, "vllm.a.b", False)
+    assert statements is not None
+    assert _lines(statements) == [
+        ("__future__", ("annotations",), 4),
+        ("", ("os.path", "sys"), 6),
+        ("vllm.a", ("sibling",), 7),
+        ("vllm.pkg", ("first", "second"), 8),
+        ("vllm.a.mod", ("third",), 12),
+    ]
+
+
+@pytest.mark.parametrize("block", [
+    "if current_platform.is_rocm():\n    import amd\n",
+    "if TYPE_CHECKING:\n    pass\nelse:\n    import runtime\n",
+    "with suppress(ImportError):\n    import maybe\n",
+    "raise ImportError('never importable')\n",
+])
+def test_line_scanner_leaves_blocks_to_the_interpreter(block: str) -> None:
+    assert _plain_imports("import torch\n" + block, "vllm.x", False) is None
+
+
+DISPATCH = '''from vllm.platforms import current_platform
+
+if current_platform.is_rocm():
+    from .amd import Model
+elif current_platform.is_xpu():
+    raise NotImplementedError("not on XPU")
+else:
+    from .nvidia import Model
+
+if has_feature():
+    import optional_feature
+else:
+    raise ImportError("unknown at scan time")
+
+try:
+    if current_platform.is_cpu():
+        raise RuntimeError("caught below")
+except RuntimeError:
+    pass
+'''
+
+
+def test_interpreter_runs_imports_and_raises_per_platform() -> None:
+    facts = extract_imports(DISPATCH, "vllm.models.fam", True)
+    assert facts is not None
+    assert facts.errors == {"xpu": "import raises NotImplementedError (line 6): not on XPU"}
+    assert [s.module for s in facts.imports["rocm"]] == ["vllm.platforms", "vllm.models.fam.amd", ""]
+    assert [s.module for s in facts.imports["cuda"]] == ["vllm.platforms", "vllm.models.fam.nvidia", ""]
+    assert facts.imports["cuda"][2].names == ("optional_feature",)  # the branch that does not raise
+    assert [s.module for s in facts.imports["xpu"]] == ["vllm.platforms"]
