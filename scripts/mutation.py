@@ -81,7 +81,9 @@ def report(groups: list[str]) -> float | None:
         equiv = sum(1 for n in names if n in equivalent and results[n] not in KILLED)
         run = len(names) - counts["not run"]
         counted = run - equiv
-        unexplained += [(n, results[n]) for n in names if results[n] not in (*KILLED, "not run") and n not in equivalent]
+        unexplained += [
+            (n, results[n]) for n in names if results[n] not in (*KILLED, "not run") and n not in equivalent
+        ]
         score = f"{100 * killed / counted:.1f}%" if counted else "-"
         print(f"{group:<10} {len(names):>7} {killed:>7} {counts['survived']:>8} {counts['no tests']:>8} {equiv:>6} "
               f"{counts['not run']:>7} {score:>7}")

@@ -31,7 +31,9 @@ def test_github_annotations(tmp_path):
     tree = build_tree(FIXTURES / "scan" / "manual_shapes", tmp_path / "tree")
     lines = run_cli("scan", str(tree), "--format", "github").stdout.splitlines()
     assert len(lines) == 6  # the six missing_manual drafters; not_applicable ones are no finding
-    assert all(line.startswith("::warning file=vllm/model_executor/models/manual_shapes_mtp.py,line=") for line in lines)
+    assert all(
+        line.startswith("::warning file=vllm/model_executor/models/manual_shapes_mtp.py,line=") for line in lines
+    )
     assert any("logits masked after the head call" in line for line in lines)
 
 

@@ -31,7 +31,9 @@ def _analyse(example: CallExample, tmp_path: Path):
     methods = example.compute_logits + (example.get_top_tokens or "")
     body = textwrap.indent(methods.replace("\n\n", "\n"), "    ")
     (models / "example_mtp.py").write_text(f"class ExampleMTP:\n{body}")
-    (models / "registry.py").write_text('_SPECULATIVE_DECODING_MODELS = {"ExampleMTPModel": ("example_mtp", "ExampleMTP")}\n')
+    (models / "registry.py").write_text(
+        '_SPECULATIVE_DECODING_MODELS = {"ExampleMTPModel": ("example_mtp", "ExampleMTP")}\n'
+    )
     scanner = Scanner(locate(root))
     key = next(k for k in resolve_name(scanner.index, "vllm.model_executor.models.example_mtp", "ExampleMTP", "cuda")
                if isinstance(k, ClassKey))

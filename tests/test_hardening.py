@@ -262,7 +262,10 @@ def test_unreadable_model_file_is_named_and_the_rest_reported(tmp_path, monkeypa
 
     monkeypatch.setattr(modules.ModuleIndex, "read_bytes", refuse)
     result, _, _ = scan(locate(tree))
-    assert ("vllm/model_executor/models/split_predictor.py", "cannot be read (Permission denied)") in result.parse_errors
+    assert (
+        "vllm/model_executor/models/split_predictor.py",
+        "cannot be read (Permission denied)",
+    ) in result.parse_errors
     assert result.records or result.unresolved  # the rest is reported
 
 
@@ -302,7 +305,9 @@ def test_an_os_error_reaching_the_cli_is_named_not_internal(tmp_path):
     assert "internal error" not in result.stderr
 
 
-@pytest.mark.parametrize("prefix, name", [(b"\xef\xbb\xbf", "bom"), (b"# -*- coding: latin-1 -*-\n# caf\xe9\n", "latin-1")])
+@pytest.mark.parametrize(
+    "prefix, name", [(b"\xef\xbb\xbf", "bom"), (b"# -*- coding: latin-1 -*-\n# caf\xe9\n", "latin-1")]
+)
 def test_encodings_read_like_cpython_and_written_back_the_same(tmp_path, prefix, name):
     tree = tree_of("direct_head", tmp_path)
     path = tree / MODELS / "toy_mtp.py"

@@ -131,7 +131,11 @@ def hierarchies(draw) -> Bases:
     return bases
 
 
-@settings(max_examples=int(os.environ.get("MTP_AUDIT_FUZZ_EXAMPLES", "150")), deadline=None, suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=int(os.environ.get("MTP_AUDIT_FUZZ_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
 @given(hierarchies())
 def test_any_hierarchy_python_accepts_gets_pythons_mro(bases: Bases) -> None:
     with tempfile.TemporaryDirectory() as tmp:

@@ -33,8 +33,15 @@ def vllm_repo(tmp_path: Path) -> Path:
 
 def try_repo(hook: str, repo: Path, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"), "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-m", "pre_commit", "try-repo", str(REPO), hook, "--files", MODEL, "--verbose"],
-                          cwd=repo, env=env, capture_output=True, text=True, check=False, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "pre_commit", "try-repo", str(REPO), hook, "--files", MODEL, "--verbose"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+    )
 
 
 def test_hook_fails_on_a_missing_fixable_drafter_and_fix_hook_writes_it(vllm_repo, tmp_path):

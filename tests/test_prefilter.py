@@ -80,7 +80,9 @@ def _same(cut, full) -> None:
     assert [c.name for c in cut.classes] == [c.name for c in full.classes]
     for a, b in zip(cut.classes, full.classes):
         assert (a.line, a.bases, a.annotations, a.init_raises) == (b.line, b.bases, b.annotations, b.init_raises)
-        assert {k: (v.line, v.code) for k, v in a.methods.items()} == {k: (v.line, v.code) for k, v in b.methods.items()}
+        assert {k: (v.line, v.code) for k, v in a.methods.items()} == {
+            k: (v.line, v.code) for k, v in b.methods.items()
+        }
         assert a.init_attrs == b.init_attrs, a.name
     for platform in cut.bindings:
         for name in set(cut.bindings[platform]) | set(full.bindings[platform]):

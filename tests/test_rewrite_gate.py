@@ -205,8 +205,12 @@ def test_rewrite_file_names_every_class_that_moved() -> None:
 
 def test_rewrite_file_refuses_a_class_that_moved() -> None:
     moved = "\n\n" + OLD
-    with pytest.raises(UnsafeRewrite, match=re.escape(
-            f"pkg/drafter.py: the file no longer has the classes planned for: Drafter (line {DRAFTER_LINE}); scan again")):
+    with pytest.raises(
+        UnsafeRewrite,
+        match=re.escape(
+            f"pkg/drafter.py: the file no longer has the classes planned for: Drafter (line {DRAFTER_LINE}); scan again"
+        ),
+    ):
         rewrite_file("pkg/drafter.py", moved, [_insertion(OLD)], binds_torch=True)
 
 
@@ -365,8 +369,10 @@ def test_a_class_in_a_block_without_compute_logits_gets_the_method_at_its_end() 
               "        def reset(self):\n            pass\n")
     result = rewrite_file("pkg/drafter.py", source, [_retarget(_insertion(source, "Base"), "Child", 12)],
                           binds_torch=True)
-    assert result.new == source + ("\n        def get_top_tokens(self, hidden_states) -> torch.Tensor:\n"
-                                   "            return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n")
+    assert result.new == source + (
+        "\n        def get_top_tokens(self, hidden_states) -> torch.Tensor:\n"
+        "            return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n"
+    )
     assert result.classes == ["Child"]
 
 

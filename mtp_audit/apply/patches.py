@@ -203,6 +203,10 @@ def render_index(result: FixResult, patches: list[Patch]) -> str:
     crlf = any("\r\n" in (c.old or "") for p in patches for c in p.changes)
     return Template(template("patch_index.md.tmpl")).substitute(
         am_flags="--keep-non-patch --keep-cr" if crlf else "--keep-non-patch",
-        count=len(patches), rows="\n".join(rows) or "| - | - | - | - | - |", inheritors=reach, placement=placement, refused=refused,
+        count=len(patches),
+        rows="\n".join(rows) or "| - | - | - | - | - |",
+        inheritors=reach,
+        placement=placement,
+        refused=refused,
         version=result.tree.vllm_version or "(unknown version)",
     )

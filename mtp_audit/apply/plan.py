@@ -43,7 +43,13 @@ def make_plan(scanner: Scanner, resolutions: list[Resolution], records: list[Dra
     outcomes: list[Outcome] = []
     for record in records:
         if record.status == Status.SUPPORTED:
-            outcomes.append(Outcome(record, "supported", f"already supported ({record.consistency.value if record.consistency else 'unknown'})"))
+            outcomes.append(
+                Outcome(
+                    record,
+                    "supported",
+                    f"already supported ({record.consistency.value if record.consistency else 'unknown'})",
+                )
+            )
         elif record.status == Status.NOT_APPLICABLE and record.uncalled:  # asked for, but no speculator calls it
             outcomes.append(Outcome(record, "refused", f"not_applicable: {record.reason}"))
         elif record.status == Status.NOT_APPLICABLE:  # a placeholder or no compute_logits: nothing to refuse

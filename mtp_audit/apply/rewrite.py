@@ -250,7 +250,9 @@ def check_rewrite(rewrite: Rewrite, old_tree: ast.Module | None = None) -> None:
     allowed: set[int] = set()
     blank_ok: set[int] = set()  # a blank line may be matched on either side of a new method
     if rewrite.added_import:  # the import, and the blank line the codemod may put after it
-        imports = {s.lineno for s in new_tree.body if isinstance(s, ast.Import) and [a.name for a in s.names] == ["torch"]}
+        imports = {
+            s.lineno for s in new_tree.body if isinstance(s, ast.Import) and [a.name for a in s.names] == ["torch"]
+        }
         allowed |= imports
         blank_ok |= {n + 1 for n in imports}
     added = 0

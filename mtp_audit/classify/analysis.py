@@ -94,9 +94,13 @@ class Analyzer:
             cl = analysis.compute_logits
             params = logits_shape(cl.method.text, cl.method.line).params
             for reach, pair in contract.viable_pairs(params):
-                for rule, why in ((CallTypeError, CallTypeError.check(reach, pair, params, "a mirror of compute_logits")),
-                                  (CallSiteArguments, CallSiteArguments.check(reach, pair, params, cl.method.text,
-                                                                              params, cl.method.line))):
+                for rule, why in (
+                    (CallTypeError, CallTypeError.check(reach, pair, params, "a mirror of compute_logits")),
+                    (
+                        CallSiteArguments,
+                        CallSiteArguments.check(reach, pair, params, cl.method.text, params, cl.method.line),
+                    ),
+                ):
                     if why:
                         return Analysis(Status.MISSING_MANUAL,
                                         f"{why}: a mirror would draft with the default instead; the call site "
@@ -216,8 +220,13 @@ class Analyzer:
             inner = self.analyze(target, overlay, depth + 1)
         via = f"{target.name}" if shape.kind == LogitsKind.DELEGATE else f"super() ({target.name})"
         if inner.status == Status.MISSING_MANUAL:
-            return Analysis(Status.MISSING_MANUAL, f"delegate {via}: {inner.reason}", cl, delegates=[target, *inner.delegates],
-                            rule=inner.rule)
+            return Analysis(
+                Status.MISSING_MANUAL,
+                f"delegate {via}: {inner.reason}",
+                cl,
+                delegates=[target, *inner.delegates],
+                rule=inner.rule,
+            )
         if inner.status == Status.NOT_APPLICABLE:
             return Analysis(Status.MISSING_MANUAL, f"delegate {via} has no usable compute_logits: {inner.reason}", cl,
                             delegates=[target, *inner.delegates], rule=inner.rule)

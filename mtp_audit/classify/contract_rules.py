@@ -69,12 +69,16 @@ class CallTypeError(ContractRule):
     id = "MTP202"
     name = "call-type-error"
     message = "a caller passes get_top_tokens an argument it does not accept"
-    VALID = (CallExample("def compute_logits(self, hidden_states, spec_step_idx=0):\n"
-                         "    return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n",
-                         ("hidden_states", "spec_step_idx=spec_step_idx"),
-                         ("hidden_states", "spec_step_idx=spec_step_idx"),
-                         "def get_top_tokens(self, hidden_states, spec_step_idx=0):\n"
-                         "    return self.logits_processor.get_top_tokens(self.heads[spec_step_idx], hidden_states)\n"),)
+    VALID = (
+        CallExample(
+            "def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+            "    return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n",
+            ("hidden_states", "spec_step_idx=spec_step_idx"),
+            ("hidden_states", "spec_step_idx=spec_step_idx"),
+            "def get_top_tokens(self, hidden_states, spec_step_idx=0):\n"
+            "    return self.logits_processor.get_top_tokens(self.heads[spec_step_idx], hidden_states)\n",
+        ),
+    )
     INVALID = (CallExample("def compute_logits(self, hidden_states, spec_step_idx=0):\n"
                            "    return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n",
                            ("hidden_states", "spec_step_idx=spec_step_idx"),

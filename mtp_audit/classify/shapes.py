@@ -425,7 +425,9 @@ class HeadLoop(ShapeRule):
         name = returned.value.value  # type: ignore[union-attr]
         for statement in body.statements:
             for assign in body.find(statement, m.Assign(targets=[m.AssignTarget(target=m.Name(name))])):
-                if isinstance(assign.value, (cst.List, cst.ListComp)) or m.matches(assign.value, m.Call(func=m.Name("list"))):
+                if isinstance(assign.value, (cst.List, cst.ListComp)) or m.matches(
+                    assign.value, m.Call(func=m.Name("list"))
+                ):
                     return True
             for annotated in nodes_of(statement, cst.AnnAssign):
                 if m.matches(annotated.target, m.Name(name)) and isinstance(annotated.value, (cst.List, cst.ListComp)):
@@ -883,15 +885,36 @@ def _head_shape(body: _Body, params: list[Param], call: cst.Call, manual: bool =
         head = body.code(args[0].value) if args else None
         hidden = body.code(args[1].value) if len(args) > 1 else None
         first = params[0].name if params else None
-        return LogitsShape(LogitsKind.MANUAL if manual else LogitsKind.HEAD, "head", f"compute_logits returns self.logits_processor({', '.join(body.code(a.value) for a in call.args)})",
-                           line, params, head=head, hidden=hidden,
-                           pre_transform=not assert_only or hidden != first, extra_args=len(call.args) > 2)
+        return LogitsShape(
+            LogitsKind.MANUAL if manual else LogitsKind.HEAD,
+            "head",
+            f"compute_logits returns self.logits_processor({', '.join(body.code(a.value) for a in call.args)})",
+            line,
+            params,
+            head=head,
+            hidden=hidden,
+            pre_transform=not assert_only or hidden != first,
+            extra_args=len(call.args) > 2,
+        )
     if m.matches(call, SUPER_CALL):
-        return LogitsShape(LogitsKind.MANUAL if manual else LogitsKind.SUPER, "super", "compute_logits delegates to super().compute_logits", line, params,
-                           pre_transform=not assert_only)
+        return LogitsShape(
+            LogitsKind.MANUAL if manual else LogitsKind.SUPER,
+            "super",
+            "compute_logits delegates to super().compute_logits",
+            line,
+            params,
+            pre_transform=not assert_only,
+        )
     attr = call.func.value.attr.value  # type: ignore[attr-defined]
-    return LogitsShape(LogitsKind.MANUAL if manual else LogitsKind.DELEGATE, "delegate", f"compute_logits delegates to self.{attr}.compute_logits", line, params,
-                       delegate_attr=attr, pre_transform=not assert_only)
+    return LogitsShape(
+        LogitsKind.MANUAL if manual else LogitsKind.DELEGATE,
+        "delegate",
+        f"compute_logits delegates to self.{attr}.compute_logits",
+        line,
+        params,
+        delegate_attr=attr,
+        pre_transform=not assert_only,
+    )
 
 
 def analyze_compute_logits(code: str, first_line: int) -> LogitsShape:
@@ -943,7 +966,9 @@ def analyze_get_top_tokens(code: str, first_line: int) -> TopTokensShape:
         return TopTokensShape(TopTokensKind.SUPER, params)  # forwards its own parameters, unchanged
     delegate = m.Call(func=m.Attribute(value=m.Attribute(value=SELF, attr=m.Name()), attr=m.Name("get_top_tokens")))
     if len(statements) == 1 and m.matches(statements[0], m.SimpleStatementLine(body=[m.Return(value=delegate)])):
-        return TopTokensShape(TopTokensKind.DELEGATE, params, delegate_attr=statements[0].body[0].value.func.value.attr.value)  # type: ignore[attr-defined]
+        return TopTokensShape(
+            TopTokensKind.DELEGATE, params, delegate_attr=statements[0].body[0].value.func.value.attr.value
+        )  # type: ignore[attr-defined]
     head = m.Call(func=m.Attribute(value=m.Attribute(value=SELF, attr=m.Name("logits_processor")),
                                    attr=m.Name("get_top_tokens")),
                   args=[m.Arg(value=m.Attribute(value=SELF, attr=m.Name("lm_head"))),

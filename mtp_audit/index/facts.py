@@ -303,7 +303,9 @@ def _collect_members(cls: ClassFacts, body: list[ast.stmt], text: _Source, under
             for target in statement.targets:
                 if isinstance(target, ast.Name) and target.id in WATCHED_METHODS:
                     line = text.line(statement)
-                    cls.methods[target.id] = MethodFacts(target.id, line, "", "deleted", f"del {target.id} (line {line})")
+                    cls.methods[target.id] = MethodFacts(
+                        target.id, line, "", "deleted", f"del {target.id} (line {line})"
+                    )
         elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
             cls.annotations[statement.target.id] = text.segment(statement.annotation)
         elif isinstance(statement, (ast.If, ast.Try)):
@@ -324,8 +326,12 @@ def _assigned_after(tree: ast.Module, classes: list[ClassFacts], text: _Source) 
             if (isinstance(call.func, ast.Name) and call.func.id == "setattr" and len(call.args) == 3
                     and isinstance(call.args[0], ast.Name) and isinstance(call.args[1], ast.Constant)):
                 target, value = (call.args[0].id, call.args[1].value), call.args[2]
-        elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
-                and isinstance(statement.targets[0], ast.Attribute) and isinstance(statement.targets[0].value, ast.Name):
+        elif (
+            isinstance(statement, ast.Assign)
+            and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Attribute)
+            and isinstance(statement.targets[0].value, ast.Name)
+        ):
             attribute = statement.targets[0]
             target, value = (attribute.value.id, attribute.attr), statement.value
         if target is None or target[1] not in WATCHED_METHODS or target[0] not in by_name:

@@ -45,7 +45,9 @@ _TOP_LEVEL = re.compile(  # a column-0 import with its names, or a column-0 bloc
     r"|(?P<block>(?:if|elif|else|try|except|finally|for|while|with|async|match|raise)\b[^\n]*))"
 )
 _COMMENT = re.compile(r"#[^\n]*")
-_NOT_RUN = re.compile(r"(?:if[ \t]+TYPE_CHECKING[ \t]*:[ \t]*(?:#.*)?$|try[ \t]*:|except\b)")  # blocks whose imports never raise out
+_NOT_RUN = re.compile(
+    r"(?:if[ \t]+TYPE_CHECKING[ \t]*:[ \t]*(?:#.*)?$|try[ \t]*:|except\b)"
+)  # blocks whose imports never raise out
 
 
 @dataclass(frozen=True)

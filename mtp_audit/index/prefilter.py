@@ -133,7 +133,9 @@ def _init_facts(lines: list[str]) -> InitFacts:
     """``self.X = Callee(...)`` of an ``__init__``; any other value of X counts as ``<other>``."""
     facts = InitFacts()
     for index, line in enumerate(lines[1:], 1):
-        joined = line.rstrip() + (lines[index + 1].strip() if line.rstrip().endswith("(") and index + 1 < len(lines) else "")
+        joined = line.rstrip() + (
+            lines[index + 1].strip() if line.rstrip().endswith("(") and index + 1 < len(lines) else ""
+        )
         registered = _REGISTER.match(joined)
         if registered:  # self.register_buffer("x", ...) sets self.x to something we cannot name
             bucket = facts.attrs.setdefault(registered.group(1), [])

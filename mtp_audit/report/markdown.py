@@ -30,5 +30,8 @@ def render_markdown(result: ScanResult) -> str:
                 )) + " |"
             )
     for u in result.unresolved:
-        lines.append(f"| unresolved | | {u.arch or ''} | `{u.cls}` | {', '.join(u.platforms)} | `{u.module}` | {_cell(u.reason)} |")
+        lines.append(
+            f"| unresolved | | {u.arch or ''} | `{u.cls}` | {', '.join(u.platforms)} | `{u.module}` | "
+            f"{_cell(u.reason)} |"
+        )
     return "\n".join(lines) + "\n"

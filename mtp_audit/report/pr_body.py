@@ -76,9 +76,11 @@ def render_pr_body(result: FixResult, command: str, verify_report: Path | None =
     commands += [f"mtp-audit verify --model {name} --tp 1,2" for name in models]
     commands += [f"pytest -q {test}" for test in tests or []]
     classes = {o.record.cls for o in fixed} if own_rows_only else None
-    results = _verify_results(verify_report, classes) or ("`mtp-audit scan` after the change reports every drafter above `supported`, consistency "
-               "`mirror`. Paste the `mtp-audit verify` tables here (get_top_tokens against "
-               "compute_logits(...).argmax(-1), float32 and bfloat16, TP 1 and 2, ties and vocabulary padding).")
+    results = _verify_results(verify_report, classes) or (
+        "`mtp-audit scan` after the change reports every drafter above `supported`, consistency "
+        "`mirror`. Paste the `mtp-audit verify` tables here (get_top_tokens against "
+        "compute_logits(...).argmax(-1), float32 and bfloat16, TP 1 and 2, ties and vocabulary padding)."
+    )
     return Template(template("pr_body.md.tmpl")).substitute(
         count=len(fixed), drafters=drafters or "| - | - | - | - |",
         files=", ".join(f"`{r.path}`" for r in result.rewrites) or "none", refused=refused_text,

@@ -370,7 +370,11 @@ def tree_plugin(root: Path) -> PluginDist:
     PKG-INFO (an sdist) or its pyproject.toml; the directory's name when it has none."""
     for dist in discover([root]):
         return dist
-    for metadata in [root / "PKG-INFO", *sorted(root.glob("*.egg-info/PKG-INFO")), *sorted(root.glob("*.dist-info/METADATA"))]:
+    for metadata in [
+        root / "PKG-INFO",
+        *sorted(root.glob("*.egg-info/PKG-INFO")),
+        *sorted(root.glob("*.dist-info/METADATA")),
+    ]:
         if metadata.is_file():
             text = metadata.read_text(encoding="utf-8", errors="replace")
             name = re.search(r"^Name:\s*(\S+)", text, re.MULTILINE)

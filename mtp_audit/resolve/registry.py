@@ -46,7 +46,9 @@ def read_registry(index: ModuleIndex) -> list[RegistryEntry]:
             dicts[statement.target.id] = statement.value
     if SPECULATIVE not in dicts:
         raise UsageError(f"{rel}: no {SPECULATIVE} dict; is this a vLLM tree?")
-    entries = [RegistryEntry(arch, mod, cls, SPECULATIVE) for arch, mod, cls in _entries(dicts[SPECULATIVE], rel, SPECULATIVE)]
+    entries = [
+        RegistryEntry(arch, mod, cls, SPECULATIVE) for arch, mod, cls in _entries(dicts[SPECULATIVE], rel, SPECULATIVE)
+    ]
     for name, value in dicts.items():
         if name == SPECULATIVE or not isinstance(value, ast.Dict):
             continue
