@@ -63,8 +63,16 @@ ModelOpt = Annotated[
                  "model_type (deepseek_v3; see scan --by-model-type). Repeatable."),
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the facts cache.")]
-JobsOpt = Annotated[int, typer.Option(
-    "--jobs", "-j", min=0, metavar="N", help="Worker processes for a scan that is not cached: 0 = one per CPU (at most 8), 1 = none.")]
+JobsOpt = Annotated[
+    int,
+    typer.Option(
+        "--jobs",
+        "-j",
+        min=0,
+        metavar="N",
+        help="Worker processes for a scan that is not cached: 0 = one per CPU (at most 8), 1 = none.",
+    ),
+]
 VERSION_HELP = ("Audit a released vLLM by number (e.g. 0.34.0) instead of PATH: its wheel's sources are "
                 "downloaded once with pip --no-deps and cached, never installed.")
 VersionOpt = Annotated[Optional[str], typer.Option("--vllm-version", metavar="X.Y.Z", help=VERSION_HELP)]
@@ -410,7 +418,8 @@ def pre_commit_command(
     fix: Annotated[bool, typer.Option("--fix", help="Write the mirrors; exit 1 when a file changed.")] = False,
 ) -> None:
     """For pre-commit in a vLLM checkout: missing_fixable drafters in the changed files fail the hook."""
-    tree = recovered(locate(Path.cwd())) if (Path.cwd() / "vllm" / REGISTRY).is_file() else None  # never the installed vllm
+    checkout = (Path.cwd() / "vllm" / REGISTRY).is_file()
+    tree = recovered(locate(Path.cwd())) if checkout else None  # never the installed vllm
     if tree is None or not tree.is_vllm:
         raise UsageError("the pre-commit hook runs in a vLLM checkout (no vllm/ registry in the current directory)")
     changed = {(Path.cwd() / f).resolve().relative_to(tree.root).as_posix() for f in files or []}
