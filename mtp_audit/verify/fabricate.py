@@ -25,6 +25,7 @@ recorded as a recipe, which ``--emit-test`` turns back into code.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import re
 import sys
@@ -351,6 +352,7 @@ class StepLayers(nn.Module):
 _ASSIGN = r"self\.{name}\s*(?::[^=\n]+)?=\s*(.*)"
 
 
+@functools.cache  # inspect.getsource re-parses the whole module: once per class
 def _init_sources(cls: type) -> list[tuple[str, dict]]:
     """Source text and module namespace of each class in the MRO (decorators may wrap ``__init__``)."""
     out = []
@@ -365,6 +367,7 @@ def _init_sources(cls: type) -> list[tuple[str, dict]]:
     return out
 
 
+@functools.cache
 def _class_sources(cls: type) -> list[str]:
     """Source text of every class in the MRO below ``nn.Module`` (any method may set an attribute)."""
     out = []

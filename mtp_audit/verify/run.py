@@ -38,6 +38,8 @@ class TargetOutcome:
     recipe: list[dict] | None = None
     variants: list[dict] = field(default_factory=list)  # {"variant", "verdict", "detail", "rows"}
     forms: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # rank 0's time on this drafter's class (shared by records of one class)
+    set_up_s: float = 0.0  # rank 0's vLLM import and distributed set-up, once per TP size
 
 
 def check_environment() -> None:
@@ -124,7 +126,8 @@ def _advance(progress: Path, done: int, advance: Callable[[int], None] | None) -
 
 def judge(record: DrafterRecord, tp: int, ranks: list[dict], index: int) -> TargetOutcome:
     """Every variant on every rank: a mismatch anywhere is a mismatch; a pass needs compared tensors."""
-    outcome = TargetOutcome(record, tp)
+    outcome = TargetOutcome(record, tp, seconds=ranks[0]["results"][index].get("seconds", 0.0),
+                            set_up_s=ranks[0].get("set_up_s", 0.0))
     results = [r["results"][index] for r in ranks]
     reasons = [r["not_verified"] for r in results if r["not_verified"]]
     if reasons:
@@ -234,10 +237,10 @@ def verify(tree: SourceTree, records: list[DrafterRecord], tps: list[int],
 def reason_kind(outcome: TargetOutcome) -> str:
     """A short, countable name for why an outcome is not verified (the summary line groups by it)."""
     detail = outcome.detail
-    match = re.match(r"importing \S+ failed: (\w+): (.*)", detail)
+    match = re.match(r"importing \S+ failed: (\w+): (.*?)(?: \((at [^)]*)\))?$", detail, re.DOTALL)
     if match:
-        message = re.sub(r"\s+", " ", match.group(2))
-        return f"import {match.group(1)}: {message[:70]}"
+        message = re.sub(r"\s+", " ", match.group(2))[:70]
+        return f"import {match.group(1)}: {message}" + (f" ({match.group(3)})" if match.group(3) else "")
     match = re.search(r"cannot build (\S+)", detail)
     if match:
         return f"cannot build {match.group(1)}"
@@ -264,4 +267,5 @@ def outcomes_json(outcomes: list[TargetOutcome]) -> list[dict]:
         "tp": o.tp, "verdict": o.verdict, "detail": o.detail, "cases": len(o.cases),
         "rows": sum(c["batch"] for c in o.cases), "forms": o.forms, "variants": o.variants,
         "reason": reason_kind(o) if o.verdict == "not verified" else None,
+        "seconds": round(o.seconds, 3), "set_up_s": round(o.set_up_s, 3),
     } for o in outcomes]

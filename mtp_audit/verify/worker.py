@@ -10,6 +10,7 @@ For every target class and case it calls ``compute_logits`` and
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import json
 import os
@@ -18,6 +19,7 @@ import sys
 import time
 import traceback
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
@@ -30,6 +32,31 @@ if not torch.cuda.is_available() and os.environ["VLLM_TARGET_DEVICE"] == "cpu":
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 from .constants import HIDDEN, MAX_VARIANTS, NUM_STEPS, VOCAB  # noqa: E402
+
+
+def torchvision_without_its_ops():
+    """Let torchvision's Python parts import where its C++ ops cannot load.
+
+    PyPI has no CPU build of torchvision for a given torch: its Linux wheel's ops link
+    the CUDA torch libraries, so under a CPU torch they fail to load, and importing
+    torchvision then fails registering fake kernels for ``torchvision::nms`` and
+    ``qnms``, which do not exist (transformers' image processors import it). Declaring
+    those two schemas, with no kernel, lets it import; calling them fails naming the op.
+    The returned library must stay alive while torchvision is in use.
+    """
+    spec = importlib.util.find_spec("torchvision")
+    if spec is None or spec.origin is None:
+        return None
+    for library in Path(spec.origin).parent.glob("_C*.so"):
+        try:
+            torch.ops.load_library(str(library))
+            return None
+        except OSError:
+            break
+    declared = torch.library.Library("torchvision", "DEF")
+    for op in ("nms", "qnms"):
+        declared.define(f"{op}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    return declared
 
 BATCHES = (1, 7, 65)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -90,7 +117,8 @@ def verify_target(target: dict, rank: int, world: int) -> dict:
         module = importlib.import_module(target["module"])
         cls = getattr(module, target["cls"])
     except Exception as error:  # any import failure means: cannot run it here
-        result["not_verified"] = f"importing {target['module']} failed: {type(error).__name__}: {error}"
+        result["not_verified"] = (f"importing {target['module']} failed: {type(error).__name__}: {error} "
+                                  f"({_where(error, inside='vllm')})")
         return result
     for name in ("compute_logits", "get_top_tokens"):
         if not hasattr(cls, name):
@@ -130,9 +158,13 @@ class CallForm:
         gtt, cl = data["get_top_tokens"], data["compute_logits"]
         return cls(data["label"], tuple(gtt), tuple(cl if cl is not None else gtt))
 
+    @staticmethod
+    def passes_step(args: tuple[str, ...]) -> bool:
+        return any(_is_step(text.partition("=")[2] or text) for text in args[1:])
+
     @property
     def per_step(self) -> bool:
-        return any(_is_step(text.partition("=")[2] or text) for text in (*self.get_top_tokens, *self.compute_logits))
+        return self.passes_step(self.get_top_tokens) or self.passes_step(self.compute_logits)
 
     def text(self) -> str:
         return f"get_top_tokens({', '.join(self.get_top_tokens)}) / compute_logits({', '.join(self.compute_logits)})"
@@ -202,7 +234,9 @@ def run_variant(cls: type, choices: dict, forms: list[CallForm]) -> dict:
                         if record["kind"] == "compute_logits raised":
                             _note(variant, record["detail"])
                             continue
-                        record.update(dtype=dtype_name, case=case, batch=batch, step=step, form=form.label)
+                        record.update(dtype=dtype_name, case=case, batch=batch, step=step, form=form.label,
+                                      step_in=[form.passes_step(form.compute_logits),
+                                               form.passes_step(form.get_top_tokens)])
                         variant["cases"].append(record)
                         variant["compared"] += record["has_logits"] and record["kind"] == "tokens"
                         variant["raised"] = variant["raised"] or record["kind"] != "tokens"
@@ -262,8 +296,14 @@ def _guarded(target: dict, rank: int, world: int) -> dict:
                 "not_verified": f"the harness failed: {type(error).__name__}: {error} ({_where(error)})"}
 
 
-def _where(error: BaseException) -> str:
+def _where(error: BaseException, inside: str | None = None) -> str:
+    """The raising line; with ``inside``, the deepest line in that package (``vllm/platforms/rocm.py:215``)."""
     frames = traceback.extract_tb(error.__traceback__)
+    if inside is not None:
+        marker = f"{os.sep}{inside}{os.sep}"
+        ours = [f for f in frames if marker in f.filename]
+        if ours:
+            return f"at {inside}{os.sep}{ours[-1].filename.rsplit(marker, 1)[1]}:{ours[-1].lineno}"
     return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
 
 
@@ -289,6 +329,7 @@ def main(argv: list[str]) -> int:
         plan = json.load(handle)
     progress_path = plan.get("progress")
     started = time.perf_counter()
+    torchvision_schemas = torchvision_without_its_ops()  # noqa: F841  (kept alive while vLLM runs)
     from vllm.config import set_current_vllm_config
 
     torch.manual_seed(0)
