@@ -41,9 +41,11 @@ from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead
 from .constants import NUM_STEPS, START_LAYER, TARGET_VOCAB
 
 CONTAINERS = ("layers", "mtp_layers", "_mtp_layers")
+STEP_BOOKKEEPING = ("num_mtp_layers", "mtp_start_layer_idx")
 HEADS = ("lm_head", "head")
 NORM = re.compile(r"(^|_)(norm|layernorm|ln)$|norm$")
 INDEX = re.compile(r"(idx|ids|index|indices)$")
+CONFIG_READ = re.compile(r"""(?:self\.)?\w*config\.(\w+)|getattr\((?:self\.)?\w*config,\s*["'](\w+)["'].*\)""")
 
 
 class CannotBuild(Exception):
@@ -122,6 +124,10 @@ class Fabricator:
         annotation = _annotation(cls, name)
         if values and set(values) <= {"True", "False"}:
             return [(flag, self._constant(path, name, flag == "True")) for flag in ("True", "False")]
+        read = [CONFIG_READ.fullmatch(value) for value in values]
+        if read and all(read) and name not in STEP_BOOKKEEPING:  # ``self.x = config.x``: the config's value, a configuration point of its own
+            key = read[0].group(1) or read[0].group(2)
+            return [("config", lambda: self.config_value(path, key))]
         optional = "None" in values or bool(annotation and re.search(r"\bNone\b|Optional\[", annotation))
         built = self._value(owner, name, path, annotation, optional)
         out = [built] if built is not None else []
@@ -146,7 +152,7 @@ class Fabricator:
             return ("LogitsProcessor", lambda: self._logits_processor_step(path, name))
         if NORM.search(name) or (declared is not None and issubclass(declared, RMSNorm)):
             return ("norm", lambda: self._norm_step(path, name))
-        if name in ("num_mtp_layers", "mtp_start_layer_idx"):
+        if name in STEP_BOOKKEEPING:
             value = NUM_STEPS if name == "num_mtp_layers" else START_LAYER
             return (str(value), lambda: self._int_step(path, name, value))
         if name == "draft_id_to_target_id":
@@ -219,6 +225,10 @@ class Fabricator:
             return self.vocab
         if name == "hidden_size":
             return self.hidden
+        if name == "num_hidden_layers":  # where MTP layers start
+            return START_LAYER
+        if name.startswith("num_") and name.endswith("_layers"):  # num_nextn_predict_layers
+            return NUM_STEPS
         alternatives = [("None", None), ("2", 2.0)]
         self.points[key] = [label for label, _ in alternatives]
         value = alternatives[self.choices.get(key, 0)][1]
@@ -433,6 +443,9 @@ def _container_element(cls: type, name: str) -> type | None:
         start = re.search(_ASSIGN.format(name=re.escape(name)), source)
         if not start:
             continue
+        alias = re.match(r"list\(self\.(\w+)\.values\(\)\)|self\.(\w+)$", start.group(1).strip())
+        if alias:  # ``self._mtp_layers = list(self.layers.values())``: the other container's layers
+            return _container_element(cls, alias.group(1) or alias.group(2))
         text = source[start.start(1):start.start(1) + 800]
         for callee in re.findall(r"([A-Z][\w.]*)\s*\(", text):
             found = _lookup(callee, namespace)
