@@ -10,7 +10,7 @@ from .. import __version__
 from ..errors import UsageError
 from ..synthesize.layout import ruff_format
 from ..synthesize.mirror import template
-from .constants import HIDDEN, NUM_STEPS, START_LAYER, VOCAB
+from .constants import HIDDEN, START_LAYER, VOCAB
 from .run import TargetOutcome
 
 

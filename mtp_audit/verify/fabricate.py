@@ -229,7 +229,7 @@ class Fabricator:
             return START_LAYER
         if name.startswith("num_") and name.endswith("_layers"):  # num_nextn_predict_layers
             return NUM_STEPS
-        alternatives = [("None", None), ("2", 2.0)]
+        alternatives = [("None", None), ("2", 2)]  # falsy and truthy; 2 also serves as a small size
         self.points[key] = [label for label, _ in alternatives]
         value = alternatives[self.choices.get(key, 0)][1]
         self.config_values[key] = value

@@ -136,8 +136,12 @@ def judge(record: DrafterRecord, tp: int, ranks: list[dict], index: int) -> Targ
     outcome.recipe = results[0]["recipe"]
     mismatches = []
     for position, variant in enumerate(results[0]["variants"]):
-        others = [r["variants"][position] for r in results[1:]]
-        summary = _judge_variant(variant, others)
+        others = [r["variants"][position] for r in results[1:] if position < len(r["variants"])]
+        if len(others) != len(results) - 1 or any(len(o["cases"]) != len(variant["cases"]) for o in others):
+            summary = {"variant": variant["variant"], "verdict": "MISMATCH", "kind": "ranks", "rows": 0,
+                       "detail": "TP ranks ran different cases (one rank failed where another did not)"}
+        else:
+            summary = _judge_variant(variant, others)
         outcome.variants.append(summary)
         outcome.forms = sorted({c["form"] for c in variant["cases"]} | set(outcome.forms))
         if summary["verdict"] == "MISMATCH":
@@ -152,7 +156,10 @@ def judge(record: DrafterRecord, tp: int, ranks: list[dict], index: int) -> Targ
         outcome.detail = "; ".join(f"[{m['variant']}] {m['detail']}" for m in mismatches)
         return outcome
     if not ran:
-        outcome.detail = "; ".join(f"[{v['variant']}] {v['detail']}" for v in unbuilt) or "no variant ran"
+        ops = results[0].get("ops") or []
+        outcome.detail = (f"custom op(s) {', '.join(ops)} in compute_logits, with no PyTorch path the harness "
+                          "can feed; " if ops else "")
+        outcome.detail += "; ".join(f"[{v['variant']}] {v['detail']}" for v in unbuilt) or "no variant ran"
         return outcome
     outcome.verdict = "pass"
     outcome.detail = (f"{sum(c['batch'] for c in outcome.cases)} rows in {len(outcome.cases)} cases; "
@@ -241,6 +248,9 @@ def reason_kind(outcome: TargetOutcome) -> str:
     if match:
         message = re.sub(r"\s+", " ", match.group(2))[:70]
         return f"import {match.group(1)}: {message}" + (f" ({match.group(3)})" if match.group(3) else "")
+    match = re.match(r"custom op\(s\) (.*?) in compute_logits", detail)
+    if match:
+        return f"custom op {match.group(1)}"
     match = re.search(r"cannot build (\S+)", detail)
     if match:
         return f"cannot build {match.group(1)}"

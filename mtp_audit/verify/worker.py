@@ -142,7 +142,27 @@ def verify_target(target: dict, rank: int, world: int) -> dict:
                 candidate = {**variant["choices"], point: index}
                 if frozenset(candidate.items()) not in seen and candidate not in pending:
                     pending.append(candidate)
+    if not any(v["compared"] for v in result["variants"]):
+        result["ops"] = custom_ops(module)
     return result
+
+
+KERNEL_CALL = re.compile(r"\b([A-Za-z_][\w.]*(?:kernel|KERNEL|tilelang|triton|_C\.|ops\.)[\w.]*)\s*\(")
+
+
+def custom_ops(module) -> list[str]:
+    """Kernels that the module's compute_logits methods call: named when no configuration could run."""
+    found: list[str] = []
+    for value in vars(module).values():
+        method = getattr(value, "__dict__", {}).get("compute_logits") if isinstance(value, type) else None
+        if method is None or getattr(value, "__module__", None) != module.__name__:
+            continue
+        try:
+            source = inspect.getsource(method)
+        except (OSError, TypeError):
+            continue
+        found += [name for name in KERNEL_CALL.findall(source) if name not in found]
+    return found
 
 
 @dataclass(frozen=True)
@@ -154,7 +174,7 @@ class CallForm:
     compute_logits: tuple[str, ...]
 
     @classmethod
-    def parse(cls, data: dict) -> "CallForm":
+    def parse(cls, data: dict) -> CallForm:
         gtt, cl = data["get_top_tokens"], data["compute_logits"]
         return cls(data["label"], tuple(gtt), tuple(cl if cl is not None else gtt))
 
