@@ -359,22 +359,45 @@ def fix_command(
 @app.command("verify")
 def verify_command(
     path: PathArg = None,
-    model: Annotated[list[str], typer.Option(
-        "--model", "-m", metavar="NAME", help="The drafter to verify, named as for scan --model (module stem, "
-                                              "architecture, class or model_type). Repeatable.")] = ...,
+    model: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--model",
+            "-m",
+            metavar="NAME",
+            help="The drafter to verify, named as for scan --model (module stem, "
+            "architecture, class or model_type). Repeatable.",
+        ),
+    ] = None,
+    sweep_all: Annotated[
+        bool,
+        typer.Option("--all", help="Every drafter record that has a get_top_tokens (upstream's or one fix wrote)."),
+    ] = False,
     tp: Annotated[str, typer.Option("--tp", help="Tensor-parallel sizes to run, comma-separated.")] = "1,2",
-    emit_test: Annotated[Optional[Path], typer.Option(
-        "--emit-test", help="Write a standalone pytest doing the same check for the (first) drafter.")] = None,
-    json_out: Annotated[Optional[Path], typer.Option(
-        "--json", help="Also write the results as JSON (fix --pr-body --verify-report reads it).")] = None,
+    emit_test: Annotated[
+        Optional[Path],
+        typer.Option("--emit-test", help="Write a standalone pytest doing the same check for the (first) drafter."),
+    ] = None,
+    json_out: Annotated[
+        Optional[Path],
+        typer.Option("--json", help="Also write the results as JSON (fix --pr-body --verify-report reads it)."),
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress, table or summary; only the exit code.")
+    ] = False,
     vllm_version: VersionOpt = None,
     no_cache: NoCacheOpt = False,
 ) -> None:
-    """Import the real vLLM code and prove get_top_tokens selects compute_logits(...).argmax(-1)."""
-    from .report.verify_report import render_verify
-    from .verify.emit import emit_test as write_test
-    from .verify.run import verify
+    """Import the real vLLM code and prove get_top_tokens selects compute_logits(...).argmax(-1).
 
+    Exit 0: no mismatch; 1: a mismatch; 2: usage error, or (with --model) a drafter that could not be verified.
+    """
+    from .report.verify_report import render_verify, verify_progress
+    from .verify.emit import emit_test as write_test
+    from .verify.run import outcomes_json, summary_line, verify
+
+    if sweep_all == bool(model):
+        raise UsageError("verify needs --model NAME ... or --all (not both)")
     try:
         sizes = sorted({int(x) for x in tp.split(",") if x.strip()})
     except ValueError:
@@ -386,30 +409,39 @@ def verify_command(
     for output, option in ((emit_test, "--emit-test"), (json_out, "--json")):
         if output is not None:
             check_output(output, option)
-    tree = resolve_tree(path, vllm_version)
-    records = select(run_scan(tree, no_cache).records, model, single_module=True, model_types=_model_types(tree))
-    outcomes = verify(tree, records, sizes)
-    render_verify(outcomes, console())
+    tree = resolve_tree(path, vllm_version, quiet)
+    records = run_scan(tree, no_cache).records
+    if sweep_all:
+        records = [r for r in records if r.status == Status.SUPPORTED]
+    else:
+        records = select(records, model, single_module=True, model_types=_model_types(tree))
+    with verify_progress(console(stderr=True), quiet) as progress:
+        outcomes = verify(tree, records, sizes, progress)
+    if not quiet:
+        render_verify(outcomes, console(), detailed=not sweep_all)
     if json_out is not None:
         import json
 
-        from .verify.run import outcomes_json
-
-        write_output(json_out, json.dumps({"vllm_version": tree.vllm_version, "results": outcomes_json(outcomes)},
-                                          indent=2) + "\n", "--json")
+        write_output(json_out, json.dumps({"vllm_version": tree.vllm_version, "summary": summary_line(outcomes),
+                                           "results": outcomes_json(outcomes)}, indent=2) + "\n", "--json")
     mismatches = [o for o in outcomes if o.verdict == "MISMATCH"]
-    for outcome in mismatches:
-        print(f"MISMATCH {outcome.record.arch} {outcome.record.cls} TP {outcome.tp}: {outcome.detail}", file=sys.stderr)
     unverified = [o for o in outcomes if o.verdict == "not verified"]
-    for outcome in unverified:
-        print(f"not verified: {outcome.record.arch} {outcome.record.cls}: {outcome.detail}", file=sys.stderr)
+    if not quiet:
+        for outcome in mismatches:
+            print(f"MISMATCH {outcome.record.arch} {outcome.record.cls} TP {outcome.tp}: {outcome.detail}",
+                  file=sys.stderr)
+        for outcome in unverified:
+            print(f"not verified: {outcome.record.arch} {outcome.record.cls} TP {outcome.tp or '-'}: {outcome.detail}",
+                  file=sys.stderr)
+        print(f"mtp-audit verify: {summary_line(outcomes)}", file=sys.stderr)
     if emit_test is not None:
         passing = [o for o in outcomes if o.verdict == "pass" and o.recipe is not None]
         if not passing:
             raise UsageError("--emit-test needs a passing drafter to write a test for")
         write_test(emit_test, passing[0])
-        print(f"wrote {emit_test}", file=sys.stderr)
-    raise typer.Exit(exit_codes.verify_exit(o.verdict for o in outcomes))
+        if not quiet:
+            print(f"wrote {emit_test}", file=sys.stderr)
+    raise typer.Exit(exit_codes.verify_exit((o.verdict for o in outcomes), sweep_all))
 
 
 @app.command("pre-commit")

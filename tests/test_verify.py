@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -26,54 +28,136 @@ def _fixed_copy(vllm_release, version: str, model: str, tmp_path: Path) -> Path:
     return tree
 
 
+def _results(path: Path) -> list[dict]:
+    return json.loads(path.read_text())["results"]
+
+
 def test_nemotron_033_passes_at_tp_1_and_2_and_emits_a_test(vllm_release, tmp_path):
     tree = _fixed_copy(vllm_release, "0.33.0", "nemotron_h", tmp_path)
-    emitted = tmp_path / "test_nemotron_h_mtp_top_tokens.py"
+    emitted = tree / "tests" / "test_nemotron_h_mtp_top_tokens.py"
+    emitted.parent.mkdir()
     report = tmp_path / "verify.json"
     result = run_cli("verify", str(tree), "--model", "nemotron_h", "--tp", "1,2", "--emit-test", str(emitted),
                      "--json", str(report))
     assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 results: 2 passed, 0 mismatched, 0 not verified" in result.stderr
     body = tmp_path / "pr.md"
     preview = run_cli("fix", str(vllm_release("0.33.0")), "--model", "nemotron_h", "--diff", "--pr-body", str(body),
                       "--verify-report", str(report))
     assert preview.returncode == 0, preview.stderr
     assert "| `NemotronHMTPModel` | `NemotronHMTP` | cpu, cuda, rocm, tpu, xpu | 2 | pass | 584 |" in body.read_text()
-    rows = [line for line in result.stdout.splitlines() if "NemotronHMTP" in line]
+    rows = [line for line in result.stdout.splitlines() if line.startswith("│ NemotronHMTPModel")]
     assert len(rows) == 16 and all(" pass " in row for row in rows)  # 2 TP x 2 dtypes x 4 cases
     for case in ("random", "ties", "padding", "large"):
         assert any(case in row for row in rows)
     text = emitted.read_text()
     assert text.startswith("# SPDX-License-Identifier: Apache-2.0\n")
     assert "from vllm.model_executor.models.nemotron_h_mtp import NemotronHMTP" in text
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(emitted)],
-                         capture_output=True, text=True, env={"PYTHONPATH": str(tree), "VLLM_TARGET_DEVICE": "cpu",
-                                                              "PATH": "/usr/bin:/bin"}, check=False)
-    assert run.returncode == 0, run.stdout[-2000:]
+    assert "plain ``pytest THIS_FILE``" in text
+
+
+def test_emitted_deepseek_test_passes_with_plain_pytest(vllm_release, tmp_path):
+    """Nothing set: no PYTHONPATH, no VLLM_TARGET_DEVICE; pytest run from the checkout."""
+    tree = _fixed_copy(vllm_release, "0.34.0", "deepseek_mtp", tmp_path)
+    emitted = tree / "test_deepseek_mtp_top_tokens.py"
+    result = run_cli("verify", str(tree), "--model", "DeepSeekMTPModel", "--tp", "1", "--emit-test", str(emitted))
+    assert result.returncode == 0, result.stdout + result.stderr
+    calls = "".join(emitted.read_text().split())
+    assert "in[[None,None],[0,0],[1,1],[2,2],]:" in calls  # both call forms, every step
+    env = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", emitted.name],
+                         capture_output=True, text=True, cwd=tree, env=env, check=False)
+    assert run.returncode == 0, run.stdout[-3000:]
     assert "6 passed" in run.stdout
 
 
-def test_deepseek_passes_and_a_planted_wrong_mirror_is_caught(vllm_release, tmp_path):
+def test_deepseek_passes_and_planted_wrong_mirrors_are_caught(vllm_release, tmp_path):
     tree = _fixed_copy(vllm_release, "0.34.0", "deepseek_mtp", tmp_path)
     good = run_cli("verify", str(tree), "--model", "DeepSeekMTPModel", "--tp", "1,2")
     assert good.returncode == 0, good.stdout + good.stderr
     assert "steps [0, 1, 2]" in good.stdout
 
     path = tree / "vllm/model_executor/models/deepseek_mtp.py"
-    head, mirror = path.read_text().split("    def get_top_tokens(", 1)
-    planted = mirror.replace("mtp_layer.shared_head.head, mtp_layer.shared_head(hidden_states)",
-                             "mtp_layer.shared_head.head, hidden_states", 1)
-    assert planted != mirror
-    path.write_text(head + "    def get_top_tokens(" + planted)  # skips the shared head's RMSNorm
+    fixed = path.read_text()
+    head, mirror = fixed.split("    def get_top_tokens(", 1)
+    skips_norm = mirror.replace("mtp_layer.shared_head.head, mtp_layer.shared_head(hidden_states)",
+                                "mtp_layer.shared_head.head, hidden_states", 1)
+    assert skips_norm != mirror
+    path.write_text(head + "    def get_top_tokens(" + skips_norm)  # skips the shared head's RMSNorm
     bad = run_cli("verify", str(tree), "--model", "DeepSeekMTPModel", "--tp", "1")
     assert bad.returncode == 1
     assert "MISMATCH" in bad.stderr and "compute_logits(...).argmax(-1) = " in bad.stderr
     assert "get_top_tokens = " in bad.stderr and "logit " in bad.stderr
+
+    # Right at step 0, wrong at every later step: the first layer's head for every step.
+    first_layer_only = mirror.replace("current_step_idx = spec_step_idx % self.num_mtp_layers",
+                                      "current_step_idx = 0 * spec_step_idx", 1)
+    assert first_layer_only != mirror
+    path.write_text(head + "    def get_top_tokens(" + first_layer_only)
+    report = tmp_path / "steps.json"
+    late = run_cli("verify", str(tree), "--model", "DeepSeekMTPModel", "--tp", "1", "--json", str(report))
+    assert late.returncode == 1, late.stdout + late.stderr
+    detail = _results(report)[0]["detail"]
+    assert "spec_step_idx=1" in detail and "spec_step_idx=0)" not in detail
+    assert "row " in detail and "get_top_tokens = " in detail
+
+
+def test_a_caller_that_passes_the_step_to_compute_logits_only_is_compared_as_it_calls(vllm_release, tmp_path):
+    """A drafter-only mirror under such a caller selects step 0's tokens at every step: a mismatch."""
+    from mtp_audit.cli import run_scan
+    from mtp_audit.locate import locate
+    from mtp_audit.model import CallerRecord
+    from mtp_audit.verify.run import verify
+
+    tree = locate(_fixed_copy(vllm_release, "0.34.0", "deepseek_mtp", tmp_path))
+    record = next(r for r in run_scan(tree, True).records if r.arch == "DeepSeekMTPModel")
+    record.callers = [CallerRecord("StepOnlyToLogits", "vllm/v1/spec_decode/x.py", 10, ("hidden_states",),
+                                   ("hidden_states", "spec_step_idx=spec_step_idx"))]
+    [outcome] = verify(tree, [record], [1])
+    assert outcome.verdict == "MISMATCH", outcome.detail
+    assert outcome.forms == ["StepOnlyToLogits (x.py:10)"]
+    assert "spec_step_idx=1" in outcome.detail and "spec_step_idx=0 " not in outcome.detail
+
+
+def test_gemma4_upstream_divergence_is_found_with_its_configuration(vllm_release, tmp_path):
+    report = tmp_path / "gemma.json"
+    result = run_cli("verify", str(vllm_release("0.34.0")), "--model", "Gemma4MTPModel", "--tp", "1",
+                     "--json", str(report))
+    assert result.returncode == 1, result.stdout + result.stderr
+    [row] = _results(report)
+    assert row["verdict"] == "MISMATCH"
+    variants = {v["variant"]: v for v in row["variants"]}
+    masked = variants["Gemma4MTP._suppress_idx=ids, Gemma4MTP.masked_embedding=Gemma4MTPMaskedEmbedder"]
+    assert masked["verdict"] == "MISMATCH"
+    assert "(positional): row " in masked["detail"] and "(logit -inf)" in masked["detail"]  # a suppressed token
+    assert "TypeError" in masked["detail"] and masked["rows"] > 0  # the spec_step_idx= form, tensors still compared
+    plain = variants["Gemma4MTP._suppress_idx=None, Gemma4MTP.masked_embedding=None"]
+    assert plain["verdict"] == "MISMATCH" and "get_top_tokens raised AssertionError" in plain["detail"]
 
 
 def test_unfixed_drafter_is_not_verified(vllm_release):
     result = run_cli("verify", str(vllm_release("0.34.0")), "--model", "nemotron_h", "--tp", "1")
     assert result.returncode == 2
     assert "not verified" in result.stderr and "run `mtp-audit fix` first" in result.stderr
+
+
+def test_all_and_model_together_is_a_usage_error(vllm_release):
+    result = run_cli("verify", str(vllm_release("0.34.0")), "--all", "--model", "nemotron_h")
+    assert result.returncode == 2 and "--model NAME ... or --all" in result.stderr
+
+
+def test_summary_line_counts_by_reason():
+    from mtp_audit.model import DrafterRecord, Status
+    from mtp_audit.verify.run import TargetOutcome, summary_line
+
+    record = DrafterRecord("A", "A", "m", "f.py", 1, ["cpu"], Status.SUPPORTED, "")
+    outcomes = [TargetOutcome(record, 1, "pass"), TargetOutcome(record, 1, "MISMATCH"),
+                TargetOutcome(record, 1, detail="importing m failed: ModuleNotFoundError: No module named 'x'"),
+                TargetOutcome(record, 2, detail="importing m failed: ModuleNotFoundError: No module named 'x'"),
+                TargetOutcome(record, 1, detail="[default] not built: cannot build A.b (read at model.b)")]
+    assert summary_line(outcomes) == (
+        "5 results: 1 passed, 1 mismatched, 3 not verified (2 import ModuleNotFoundError: No module named 'x'; "
+        "1 cannot build A.b)")
 
 
 def test_missing_torch_is_a_clear_usage_error(monkeypatch):

@@ -1,6 +1,8 @@
 """Sizes shared by the verify worker (which imports torch) and the test emitter (which does not)."""
 
-VOCAB = 1037  # not a multiple of 64 * TP: the last shard keeps padding rows
+VOCAB = 1040  # not a multiple of 64 * TP: the last shard keeps padding rows; 16 | VOCAB for clustered vocabularies
+TARGET_VOCAB = 2 * VOCAB + 13  # the target's vocabulary when a draft-to-target map is built
 HIDDEN = 64
 NUM_STEPS = 3  # fabricated MTP steps
 START_LAYER = 5  # fabricated mtp_start_layer_idx
+MAX_VARIANTS = 8  # configurations built per drafter, at most

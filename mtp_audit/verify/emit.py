@@ -7,6 +7,7 @@ from pathlib import Path
 from string import Template
 
 from .. import __version__
+from ..errors import UsageError
 from ..synthesize.layout import ruff_format
 from ..synthesize.mirror import template
 from .constants import HIDDEN, NUM_STEPS, START_LAYER, VOCAB
@@ -33,6 +34,10 @@ def emit_test(target: Path, outcome: TargetOutcome) -> None:
     record = outcome.record
     assert outcome.recipe is not None
     formats = _line_formats()
+    unsupported = sorted({step["kind"] for step in outcome.recipe} - set(formats))
+    if unsupported:
+        raise UsageError(f"--emit-test cannot yet write the {', '.join(unsupported)} attribute(s) that "
+                         f"{record.cls} needs; its verify run stands on its own")
     imports = {f"from {record.module} import {record.cls}"}
     lines = []
     for step in outcome.recipe:
@@ -44,11 +49,14 @@ def emit_test(target: Path, outcome: TargetOutcome) -> None:
         lines.append("    " + formats[step["kind"]].substitute(
             target=_expression(f"{step['path']}.{step['attr']}"), owner=_expression(step["path"]),
             attr=step["attr"], name=name or "", **{k: v for k, v in args.items() if k != "cls"}))
-    steps = [None] if all(c["step"] is None for c in outcome.cases) else list(range(NUM_STEPS))
+    calls = sorted({(c["step"] if c["step_in"][0] else None, c["step"] if c["step_in"][1] else None)
+                    for c in outcome.cases}, key=lambda pair: tuple(-1 if s is None else s for s in pair))
+    passing = [v["variant"] for v in outcome.variants if v["verdict"] == "pass"]
     text = Template(template("verify_test.py.tmpl")).substitute(
         cls=record.cls, tool_version=__version__, model=record.arch or record.cls,
         imports="\n".join(sorted(imports)), vocab=VOCAB, hidden=HIDDEN, start_layer=START_LAYER,
-        port=TEST_PORT, build="\n".join(lines), steps=steps,
+        port=TEST_PORT, build="\n".join(lines), calls=[list(pair) for pair in calls],
+        variant=passing[0] if passing else "default",
     )
     target.write_text(ruff_format(text))
 

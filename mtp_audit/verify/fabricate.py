@@ -25,6 +25,7 @@ recorded as a recipe, which ``--emit-test`` turns back into code.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import re
 import sys
@@ -37,11 +38,14 @@ from vllm.model_executor.layers.layernorm import RMSNorm
 from vllm.model_executor.layers.logits_processor import LogitsProcessor
 from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead
 
-from .constants import NUM_STEPS, START_LAYER
+from .constants import NUM_STEPS, START_LAYER, TARGET_VOCAB
 
 CONTAINERS = ("layers", "mtp_layers", "_mtp_layers")
+STEP_BOOKKEEPING = ("num_mtp_layers", "mtp_start_layer_idx")
 HEADS = ("lm_head", "head")
 NORM = re.compile(r"(^|_)(norm|layernorm|ln)$|norm$")
+INDEX = re.compile(r"(idx|ids|index|indices)$")
+CONFIG_READ = re.compile(r"""(?:self\.)?\w*config\.(\w+)|getattr\((?:self\.)?\w*config,\s*["'](\w+)["'].*\)""")
 
 
 class CannotBuild(Exception):
@@ -68,6 +72,13 @@ class Fabricator:
     paths: dict[int, str] = field(default_factory=dict)  # id(object we built) -> its path
     counter: int = 0
     head_override: "HeadRows | None" = None
+    choices: dict[str, int] = field(default_factory=dict)  # configuration point -> alternative to build
+    points: dict[str, list[str]] = field(default_factory=dict)  # points met: point -> labels of its alternatives
+    target_vocab: int = 0  # the vocabulary compute_logits returns (the target's, under a draft-to-target map)
+    config_values: dict[str, object] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.target_vocab = self.target_vocab or self.vocab
 
     def instance(self, cls: type, path: str = "model") -> nn.Module:
         obj = object.__new__(cls)  # not cls.__new__: mixins (SupportsQuant) run config lookups there
@@ -81,8 +92,8 @@ class Fabricator:
                 return getattr(obj, method)(*args, **kwargs)
             except AttributeError as error:
                 owner, name = getattr(error, "obj", None), getattr(error, "name", None)
-                if owner is None or name is None or id(owner) not in self.paths:
-                    raise CannotBuild(f"{method} raised AttributeError: {error}") from None
+                if name is None or id(owner) not in self.paths:
+                    raise  # the method's own failure (``None.x``), not an attribute we have yet to build
                 setattr(owner, name, self.make(owner, name))
         raise CannotBuild(f"{method} still needs more attributes after 64 were built")
 
@@ -90,34 +101,170 @@ class Fabricator:
         self.counter += 1
         return self.seed * 1000 + self.counter
 
+    def variant(self) -> str:
+        """The configuration built, as ``point=label`` for every point that had alternatives."""
+        chosen = [f"{point}={labels[self.choices.get(point, 0)]}"
+                  for point, labels in sorted(self.points.items())]
+        return ", ".join(chosen) or "default"
+
     def make(self, owner: object, name: str):
+        """Build ``owner.name`` as the owner's class can set it; where it can set it several ways
+        (a module or None, a flag), that is a configuration point and ``choices`` picks one."""
         path = self.paths[id(owner)]
+        alternatives = self._alternatives(owner, name, path)
+        if len(alternatives) == 1:
+            return alternatives[0][1]()
+        point = f"{type(owner).__name__}.{name}"  # one choice for every instance: a config is model-wide
+        self.points[point] = [label for label, _ in alternatives]
+        return alternatives[self.choices.get(point, 0)][1]()
+
+    def _alternatives(self, owner: object, name: str, path: str) -> list[tuple[str, object]]:
+        cls = type(owner)
+        values = _assigned_values(cls, name)
+        annotation = _annotation(cls, name)
+        if values and set(values) <= {"True", "False"}:
+            return [(flag, self._constant(path, name, flag == "True")) for flag in ("True", "False")]
+        read = [CONFIG_READ.fullmatch(value) for value in values]
+        if (
+            read and all(read) and name not in STEP_BOOKKEEPING
+        ):  # ``self.x = config.x``: the config's value, a configuration point of its own
+            key = read[0].group(1) or read[0].group(2)
+            return [("config", lambda: self.config_value(path, key))]
+        optional = "None" in values or bool(annotation and re.search(r"\bNone\b|Optional\[", annotation))
+        built = self._value(owner, name, path, annotation, optional)
+        out = [built] if built is not None else []
+        if optional:
+            out.append(("None", self._constant(path, name, None)))
+        if not out:
+            raise CannotBuild(f"cannot build {cls.__name__}.{name} (read at {path}.{name})")
+        return out
+
+    def _constant(self, path: str, name: str, value):
+        def build():
+            self.recipe.append(Step(path, name, "constant", {"value": repr(value)}))
+            return value
+        return build
+
+    def _value(self, owner: object, name: str, path: str, annotation: str | None, optional: bool):
+        """(label, builder) for the non-None value of ``owner.name``, or None when only None can be built."""
         declared = _declared_class(type(owner), name)
         if name in HEADS or (declared is not None and issubclass(declared, ParallelLMHead)):
-            seed = self._next_seed()
-            self.recipe.append(Step(path, name, "head", {"seed": seed}))
-            return self.head(seed)
+            return ("head", lambda: self._head_step(path, name))
         if name == "logits_processor" or (declared is not None and issubclass(declared, LogitsProcessor)):
-            self.recipe.append(Step(path, name, "logits_processor"))
-            return LogitsProcessor(self.vocab)
+            return ("LogitsProcessor", lambda: self._logits_processor_step(path, name))
         if NORM.search(name) or (declared is not None and issubclass(declared, RMSNorm)):
-            seed = self._next_seed()
-            self.recipe.append(Step(path, name, "norm", {"seed": seed}))
-            return self.norm(seed)
-        if name == "num_mtp_layers":
-            self.recipe.append(Step(path, name, "int", {"value": NUM_STEPS}))
-            return NUM_STEPS
-        if name == "mtp_start_layer_idx":
-            self.recipe.append(Step(path, name, "int", {"value": START_LAYER}))
-            return START_LAYER
+            return ("norm", lambda: self._norm_step(path, name))
+        if name in STEP_BOOKKEEPING:
+            value = NUM_STEPS if name == "num_mtp_layers" else START_LAYER
+            return (str(value), lambda: self._int_step(path, name, value))
+        if name == "draft_id_to_target_id":
+            return ("map", lambda: self.draft_to_target(path, name))
+        if name == "config" or name.endswith("_config"):
+            return ("config", lambda: self._config_step(path, name))
         if name in CONTAINERS:
             element = _container_element(type(owner), name)
-            self.recipe.append(Step(path, name, "steps", {"cls": _qualname(element) if element else None}))
-            return StepLayers(self, f"{path}.{name}", element)
+            return ("layers", lambda: self._steps_step(path, name, element))
         if declared is not None and issubclass(declared, nn.Module):
-            self.recipe.append(Step(path, name, "instance", {"cls": _qualname(declared)}))
-            return self.instance(declared, f"{path}.{name}")
-        raise CannotBuild(f"cannot build {type(owner).__name__}.{name} (read at {path}.{name})")
+            if _scalar_init(declared):
+                return (declared.__name__, lambda: self.constructed(declared, path, name))
+            return (declared.__name__, lambda: self._instance_step(declared, path, name))
+        if annotation and "Tensor" in annotation and INDEX.search(name):
+            return ("ids", lambda: self.token_ids(path, name))
+        return None
+
+    def _head_step(self, path, name):
+        seed = self._next_seed()
+        self.recipe.append(Step(path, name, "head", {"seed": seed}))
+        return self.head(seed)
+
+    def _logits_processor_step(self, path, name):
+        self.recipe.append(Step(path, name, "logits_processor"))
+        return LogitsProcessor(self.vocab)
+
+    def _norm_step(self, path, name):
+        seed = self._next_seed()
+        self.recipe.append(Step(path, name, "norm", {"seed": seed}))
+        return self.norm(seed)
+
+    def _int_step(self, path, name, value):
+        self.recipe.append(Step(path, name, "int", {"value": value}))
+        return value
+
+    def _steps_step(self, path, name, element):
+        self.recipe.append(Step(path, name, "steps", {"cls": _qualname(element) if element else None}))
+        return StepLayers(self, f"{path}.{name}", element)
+
+    def _instance_step(self, declared, path, name):
+        self.recipe.append(Step(path, name, "instance", {"cls": _qualname(declared)}))
+        return self.instance(declared, f"{path}.{name}")
+
+    def _config_step(self, path, name):
+        self.recipe.append(Step(path, name, "config"))
+        return FabricatedConfig(self, f"{path}.{name}")
+
+    def draft_to_target(self, path: str, name: str) -> nn.Parameter:
+        """``draft_id_to_target_id``: per draft id, the offset to its target id (``target = k + d2t[k]``),
+        a sorted random subset of a larger target vocabulary, as EAGLE-3 checkpoints ship it."""
+        generator = torch.Generator().manual_seed(self._next_seed())
+        targets = torch.randperm(TARGET_VOCAB, generator=generator)[: self.vocab].sort().values
+        self.target_vocab = TARGET_VOCAB
+        self.recipe.append(Step(path, name, "draft_to_target"))
+        return nn.Parameter(targets - torch.arange(self.vocab), requires_grad=False)
+
+    def token_ids(self, path: str, name: str) -> torch.Tensor:
+        """An optional tensor of token ids (``_suppress_idx``): every other id, so it hits argmaxes."""
+        self.recipe.append(Step(path, name, "token_ids"))
+        return torch.arange(0, self.vocab, 2)
+
+    def config_value(self, path: str, name: str):
+        """A config attribute the methods read: sizes are ours; any other value is a configuration point."""
+        key = f"config.{name}"  # model-wide, whichever module's config reads it
+        if key in self.config_values:
+            return self.config_values[key]
+        if name == "vocab_size":
+            return self.target_vocab
+        if name.endswith("vocab_size"):
+            return self.vocab
+        if name == "hidden_size":
+            return self.hidden
+        if name == "num_hidden_layers":  # where MTP layers start
+            return START_LAYER
+        if name.startswith("num_") and name.endswith("_layers"):  # num_nextn_predict_layers
+            return NUM_STEPS
+        alternatives = [("None", None), ("2", 2)]  # falsy and truthy; 2 also serves as a small size
+        self.points[key] = [label for label, _ in alternatives]
+        value = alternatives[self.choices.get(key, 0)][1]
+        self.config_values[key] = value
+        return value
+
+    def constructed(self, cls: type, path: str, name: str) -> nn.Module:
+        """A module whose ``__init__`` takes only sizes: built by it, with our sizes, then every
+        weight drawn from the seed and every integer buffer made a permutation (an ordering)."""
+        kwargs = {param: self._size(param, kind) for param, kind in _scalar_init(cls).items()}
+        seed = self._next_seed()
+        self.recipe.append(Step(path, name, "constructed", {"cls": _qualname(cls), "kwargs": kwargs, "seed": seed}))
+        module = cls(**kwargs)
+        generator = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for tensor in [*module.parameters(), *module.buffers()]:
+                if tensor.is_floating_point():
+                    tensor.copy_(torch.randn(tensor.shape, generator=generator) / self.hidden**0.5)
+                else:
+                    tensor.copy_(torch.randperm(tensor.numel(), generator=generator).view(tensor.shape))
+        self.paths[id(module)] = f"{path}.{name}"
+        return module.to(self.dtype) if self.dtype.is_floating_point else module
+
+    def _size(self, param: str, kind: type):
+        if kind is bool:
+            return False
+        if kind is float:
+            return 1e-6
+        if param.endswith("hidden_size"):
+            return self.hidden
+        if param.endswith("vocab_size"):
+            return self.vocab
+        return 16 if param.startswith("num_") else 4  # 16 divides VOCAB: clusters of equal size
+
 
     def head(self, seed: int) -> ParallelLMHead:
         head = ParallelLMHead(self.vocab, self.hidden, params_dtype=self.dtype)
@@ -135,6 +282,19 @@ class Fabricator:
         with torch.no_grad():
             norm.weight.copy_(0.5 + torch.rand(self.hidden, generator=generator))
         return norm
+
+
+class FabricatedConfig:
+    """A model config whose attributes are answered by the fabricator when read."""
+
+    def __init__(self, fabricator: Fabricator, path: str):
+        self._fabricator = fabricator
+        self._path = path
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._fabricator.config_value(self._path, name)
 
 
 @contextlib.contextmanager
@@ -204,6 +364,7 @@ class StepLayers(nn.Module):
 _ASSIGN = r"self\.{name}\s*(?::[^=\n]+)?=\s*(.*)"
 
 
+@functools.cache  # inspect.getsource re-parses the whole module: once per class
 def _init_sources(cls: type) -> list[tuple[str, dict]]:
     """Source text and module namespace of each class in the MRO (decorators may wrap ``__init__``)."""
     out = []
@@ -215,6 +376,55 @@ def _init_sources(cls: type) -> list[tuple[str, dict]]:
             out.append((inspect.getsource(klass), vars(module) if module else {}))
         except (OSError, TypeError):
             continue
+    return out
+
+
+@functools.cache
+def _class_sources(cls: type) -> list[str]:
+    """Source text of every class in the MRO below ``nn.Module`` (any method may set an attribute)."""
+    out = []
+    for klass in cls.__mro__:
+        if klass in (nn.Module, object) or klass.__module__.startswith("torch."):
+            continue
+        try:
+            out.append(inspect.getsource(klass))
+        except (OSError, TypeError):
+            continue
+    return out
+
+
+def _assigned_values(cls: type, name: str) -> list[str]:
+    """The right-hand sides of ``self.<name> = ...`` in the class and its bases, first line each."""
+    pattern = re.compile(_ASSIGN.format(name=re.escape(name)))
+    return [match.group(1).strip() for source in _class_sources(cls) for match in pattern.finditer(source)]
+
+
+def _annotation(cls: type, name: str) -> str | None:
+    """``self.<name>: T = ...`` or a class-level ``<name>: T``, as text."""
+    pattern = re.compile(rf"(?:self\.|^\s+){re.escape(name)}\s*:\s*([^=\n]+)", re.MULTILINE)
+    for source in _class_sources(cls):
+        match = pattern.search(source)
+        if match:
+            return match.group(1).strip()
+    return None
+
+
+def _scalar_init(cls: type) -> dict[str, type]:
+    """``__init__``'s parameters when every one is an int, float or bool (a module built from sizes), else {}."""
+    init = cls.__dict__.get("__init__")
+    if init is None:
+        return {}
+    try:
+        hints = inspect.signature(init).parameters
+    except (TypeError, ValueError):
+        return {}
+    kinds = {"int": int, "float": float, "bool": bool, int: int, float: float, bool: bool}
+    out = {}
+    for param in list(hints.values())[1:]:
+        kind = kinds.get(param.annotation)
+        if kind is None or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            return {}
+        out[param.name] = kind
     return out
 
 
@@ -235,6 +445,9 @@ def _container_element(cls: type, name: str) -> type | None:
         start = re.search(_ASSIGN.format(name=re.escape(name)), source)
         if not start:
             continue
+        alias = re.match(r"list\(self\.(\w+)\.values\(\)\)|self\.(\w+)$", start.group(1).strip())
+        if alias:  # ``self._mtp_layers = list(self.layers.values())``: the other container's layers
+            return _container_element(cls, alias.group(1) or alias.group(2))
         text = source[start.start(1):start.start(1) + 800]
         for callee in re.findall(r"([A-Z][\w.]*)\s*\(", text):
             found = _lookup(callee, namespace)

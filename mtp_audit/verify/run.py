@@ -2,7 +2,8 @@
 
 This side never imports torch or vLLM; the workers do, one process per TP
 rank (gloo on CPU, NCCL when CUDA is there), with the vLLM tree under test
-first on ``PYTHONPATH``.
+first on ``PYTHONPATH``. Each worker imports vLLM once and runs every target;
+records that use the same class definition share one target.
 """
 
 from __future__ import annotations
@@ -11,10 +12,14 @@ import functools
 import importlib.util
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +27,7 @@ from ..errors import UsageError
 from ..lifecycle import die_with_parent
 from ..model import DrafterRecord, SourceTree, Status
 
-WORKER_TIMEOUT_S = 600
+WORKER_TIMEOUT_S = 1200
 
 
 @dataclass
@@ -31,8 +36,12 @@ class TargetOutcome:
     tp: int | None = None
     verdict: str = "not verified"  # "pass", "MISMATCH", "not verified"
     detail: str = ""
-    cases: list[dict] = field(default_factory=list)  # rank 0's case records
+    cases: list[dict] = field(default_factory=list)  # rank 0's compared cases, every variant
     recipe: list[dict] | None = None
+    variants: list[dict] = field(default_factory=list)  # {"variant", "verdict", "detail", "rows"}
+    forms: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # rank 0's time on this drafter's class (shared by records of one class)
+    set_up_s: float = 0.0  # rank 0's vLLM import and distributed set-up, once per TP size
 
 
 def check_environment() -> None:
@@ -50,9 +59,31 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def run_workers(tree: SourceTree, targets: list[dict], tp: int, scratch: Path) -> list[dict]:
+def call_forms(records: list[DrafterRecord]) -> list[dict]:
+    """The call forms of every caller of these records (one class definition); [] lets the
+    worker use the default forms. A caller that never calls get_top_tokens adds none."""
+    forms: dict[tuple, dict] = {}
+    for record in records:
+        for caller in record.callers:
+            if caller.get_top_tokens_args is None:
+                continue
+            key = (tuple(caller.get_top_tokens_args), tuple(caller.compute_logits_args or ()))
+            label = f"{caller.speculator} ({Path(caller.file).name}:{caller.line})"
+            if key in forms:
+                if label not in forms[key]["label"]:
+                    forms[key]["label"] += f", {label}"
+                continue
+            forms[key] = {"label": label, "get_top_tokens": list(caller.get_top_tokens_args),
+                          "compute_logits": list(caller.compute_logits_args)
+                          if caller.compute_logits_args is not None else None}
+    return list(forms.values())
+
+
+def run_workers(tree: SourceTree, targets: list[dict], tp: int, scratch: Path,
+                advance: Callable[[int], None] | None = None) -> list[dict]:
     plan = scratch / "plan.json"
-    plan.write_text(json.dumps({"targets": targets}))
+    progress = scratch / "progress"
+    plan.write_text(json.dumps({"targets": targets, "progress": str(progress)}))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree.root), os.environ.get("PYTHONPATH", "")]),
            "VLLM_TARGET_DEVICE": os.environ.get("VLLM_TARGET_DEVICE", "cpu"), "PYTHONUNBUFFERED": "1"}
     port = _free_port()
@@ -63,53 +94,110 @@ def run_workers(tree: SourceTree, targets: list[dict], tp: int, scratch: Path) -
         command = [sys.executable, "-m", "mtp_audit.verify.worker", str(plan), str(rank), str(tp), str(port), str(out)]
         processes.append((subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                             preexec_fn=functools.partial(die_with_parent, os.getpid())), out, log))
-    outputs = []
-    for process, out, log in processes:
-        try:
-            code = process.wait(timeout=WORKER_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
+    deadline = time.monotonic() + WORKER_TIMEOUT_S
+    done = 0
+    while any(process.poll() is None for process, _, _ in processes):
+        if time.monotonic() > deadline:
             for other, _, _ in processes:
                 other.kill()
-            raise UsageError(f"verify workers did not finish in {WORKER_TIMEOUT_S} s (TP {tp})") from None
+            raise UsageError(f"verify workers did not finish in {WORKER_TIMEOUT_S} s (TP {tp})")
+        done = _advance(progress, done, advance)
+        time.sleep(0.1)
+    _advance(progress, done, advance)
+    outputs = []
+    for process, out, log in processes:
         log.close()
-        if code != 0 or not out.exists():
+        if process.returncode != 0 or not out.exists():
             text = (scratch / out.name.replace(".json", ".log")).read_text(errors="replace").strip().splitlines()
             tail = " | ".join(text[-3:]) if text else "no output"
-            raise UsageError(f"the verify worker could not run vLLM here (TP {tp}, exit {code}): {tail}. "
-                             "Install the verify extra (pip install 'mtp-audit[verify]') or fix the import error.")
+            raise UsageError(f"the verify worker could not run vLLM here (TP {tp}, exit {process.returncode}): "
+                             f"{tail}. Install the verify extra (pip install 'mtp-audit[verify]') or fix the "
+                             "import error.")
         outputs.append(json.loads(out.read_text()))
     return outputs
 
 
+def _advance(progress: Path, done: int, advance: Callable[[int], None] | None) -> int:
+    """Report targets that rank 0 finished since the last look."""
+    if advance is None or not progress.exists():
+        return done
+    now = len(progress.read_text().split())
+    if now > done:
+        advance(now - done)
+    return now
+
+
 def judge(record: DrafterRecord, tp: int, ranks: list[dict], index: int) -> TargetOutcome:
-    outcome = TargetOutcome(record, tp)
+    """Every variant on every rank: a mismatch anywhere is a mismatch; a pass needs compared tensors."""
+    outcome = TargetOutcome(record, tp, seconds=ranks[0]["results"][index].get("seconds", 0.0),
+                            set_up_s=ranks[0].get("set_up_s", 0.0))
     results = [r["results"][index] for r in ranks]
     reasons = [r["not_verified"] for r in results if r["not_verified"]]
     if reasons:
         outcome.detail = reasons[0]
         return outcome
-    outcome.cases = results[0]["cases"]
     outcome.recipe = results[0]["recipe"]
-    for position, case in enumerate(outcome.cases):
-        if case["mismatch"]:
-            outcome.verdict, outcome.detail = "MISMATCH", _describe(case)
-            return outcome
-        ids = [r["cases"][position]["ids"] for r in results]
-        if any(other != ids[0] for other in ids[1:]):
-            outcome.verdict = "MISMATCH"
-            outcome.detail = f"{_label(case)}: TP ranks returned different ids ({ids[0][:4]} vs {ids[1][:4]} ...)"
-            return outcome
-    if not outcome.cases or not all(c["has_logits"] for c in outcome.cases):
-        outcome.detail = "rank 0 got no logits to compare with"
+    mismatches = []
+    for position, variant in enumerate(results[0]["variants"]):
+        others = [r["variants"][position] for r in results[1:] if position < len(r["variants"])]
+        if len(others) != len(results) - 1 or any(len(o["cases"]) != len(variant["cases"]) for o in others):
+            summary = {"variant": variant["variant"], "verdict": "MISMATCH", "kind": "ranks", "rows": 0,
+                       "detail": "TP ranks ran different cases (one rank failed where another did not)"}
+        else:
+            summary = _judge_variant(variant, others)
+        outcome.variants.append(summary)
+        outcome.forms = sorted({c["form"] for c in variant["cases"]} | set(outcome.forms))
+        if summary["verdict"] == "MISMATCH":
+            mismatches.append(summary)
+        elif summary["verdict"] == "pass":
+            outcome.cases.extend(c for c in variant["cases"] if c["kind"] == "tokens")
+    ran = [v for v in outcome.variants if v["verdict"] != "not verified"]
+    unbuilt = [v for v in outcome.variants if v["verdict"] == "not verified"]
+    tail = "".join(f"; not run: {v['variant']}: {v['detail']}" for v in unbuilt)
+    if mismatches:
+        outcome.verdict = "MISMATCH"
+        outcome.detail = "; ".join(f"[{m['variant']}] {m['detail']}" for m in mismatches)
+        return outcome
+    if not ran:
+        ops = results[0].get("ops") or []
+        outcome.detail = (f"custom op(s) {', '.join(ops)} in compute_logits, with no PyTorch path the harness "
+                          "can feed; " if ops else "")
+        outcome.detail += "; ".join(f"[{v['variant']}] {v['detail']}" for v in unbuilt) or "no variant ran"
         return outcome
     outcome.verdict = "pass"
-    outcome.detail = f"{sum(c['batch'] for c in outcome.cases)} rows in {len(outcome.cases)} cases"
+    outcome.detail = (f"{sum(c['batch'] for c in outcome.cases)} rows in {len(outcome.cases)} cases; "
+                      f"{len(ran)} configuration(s): " + " | ".join(v["variant"] for v in ran) + tail)
     return outcome
+
+
+def _judge_variant(variant: dict, others: list[dict]) -> dict:
+    """The first mismatch of each call form (a TypeError in one form does not hide the tensors of another)."""
+    summary = {"variant": variant["variant"], "verdict": "not verified", "rows": 0,
+               "detail": "; ".join(variant["notes"]) or "no case ran"}
+    found: dict[str, str] = {}
+    for position, case in enumerate(variant["cases"]):
+        ids = [case["ids"], *(o["cases"][position]["ids"] for o in others)]
+        if case["mismatch"]:
+            found.setdefault(case["form"], _describe(case))
+        elif any(other != ids[0] for other in ids[1:]):
+            found.setdefault(case["form"], f"{_label(case)}: TP ranks returned different ids "
+                                           f"({ids[0][:4]} vs {ids[1][:4]} ...)")
+    compared = [c for c in variant["cases"] if c["kind"] == "tokens" and c["has_logits"]]
+    rows = sum(c["batch"] for c in compared)
+    if found:
+        return {**summary, "verdict": "MISMATCH", "rows": rows,
+                "detail": "; ".join(found.values()) + f" ({len(compared)} cases compared tensors)"}
+    if compared and len(compared) == len([c for c in variant["cases"] if c["kind"] == "tokens"]):
+        notes = f"; {summary['detail']}" if variant["notes"] else ""
+        return {**summary, "verdict": "pass", "rows": rows, "detail": f"{len(compared)} cases{notes}"}
+    if variant["cases"] and not compared:
+        summary["detail"] = "rank 0 got no logits to compare with"
+    return summary
 
 
 def _label(case: dict) -> str:
     step = "" if case["step"] is None else f", spec_step_idx={case['step']}"
-    return f"{case['dtype']} {case['case']} batch={case['batch']}{step}"
+    return f"{case['dtype']} {case['case']} batch={case['batch']}{step} ({case['form']})"
 
 
 def _describe(case: dict) -> str:
@@ -121,32 +209,78 @@ def _describe(case: dict) -> str:
             f"(logit {found['get_top_tokens_logit']:.6g}); {found['rows']} row(s) differ")
 
 
-def verify(tree: SourceTree, records: list[DrafterRecord], tps: list[int]) -> list[TargetOutcome]:
+@dataclass
+class Progress:
+    """What the caller shows while workers run: ``start(tp, total)``, then ``advance(n)``."""
+
+    start: Callable[[int, int], None]
+    advance: Callable[[int], None]
+
+
+def verify(tree: SourceTree, records: list[DrafterRecord], tps: list[int],
+           progress: Progress | None = None) -> list[TargetOutcome]:
     check_environment()
     outcomes: list[TargetOutcome] = []
-    runnable: list[DrafterRecord] = []
+    groups: dict[tuple[str, str], list[DrafterRecord]] = {}
     for record in records:
         if record.status != Status.SUPPORTED:
             outcomes.append(TargetOutcome(record, detail=f"no get_top_tokens to verify ({record.status.value}: "
                                                         f"{record.reason}); run `mtp-audit fix` first"))
         else:
-            runnable.append(record)
-    targets = [{"module": r.module, "cls": r.cls, "arch": r.arch} for r in runnable]
+            groups.setdefault((record.module, record.cls), []).append(record)
+    targets = [
+        {"module": module, "cls": cls, "forms": call_forms(members)} for (module, cls), members in groups.items()
+    ]
     if not targets:
         return outcomes
     with tempfile.TemporaryDirectory(prefix="mtp-audit-verify-") as scratch:
         for tp in tps:
             folder = Path(scratch) / f"tp{tp}"
             folder.mkdir()
-            ranks = run_workers(tree, targets, tp, folder)
-            outcomes.extend(judge(record, tp, ranks, index) for index, record in enumerate(runnable))
-    return outcomes
+            if progress is not None:
+                progress.start(tp, len(targets))
+            ranks = run_workers(tree, targets, tp, folder, progress.advance if progress else None)
+            for index, members in enumerate(groups.values()):
+                outcomes.extend(judge(record, tp, ranks, index) for record in members)
+    order = {id(r): i for i, r in enumerate(records)}
+    return sorted(outcomes, key=lambda o: (order[id(o.record)], o.tp or 0))
+
+
+def reason_kind(outcome: TargetOutcome) -> str:
+    """A short, countable name for why an outcome is not verified (the summary line groups by it)."""
+    detail = outcome.detail
+    match = re.match(r"importing \S+ failed: (\w+): (.*?)(?: \((at [^)]*)\))?$", detail, re.DOTALL)
+    if match:
+        message = re.sub(r"\s+", " ", match.group(2))[:70]
+        return f"import {match.group(1)}: {message}" + (f" ({match.group(3)})" if match.group(3) else "")
+    match = re.match(r"custom op\(s\) (.*?) in compute_logits", detail)
+    if match:
+        return f"custom op {match.group(1)}"
+    match = re.search(r"cannot build (\S+)", detail)
+    if match:
+        return f"cannot build {match.group(1)}"
+    if detail.startswith("no get_top_tokens"):
+        return "no get_top_tokens"
+    return re.sub(r"\s+", " ", detail)[:80]
+
+
+def summary_line(outcomes: list[TargetOutcome]) -> str:
+    """passed / mismatched / not verified (by reason), counted per record and TP size."""
+    verdicts = Counter(o.verdict for o in outcomes)
+    reasons = Counter(reason_kind(o) for o in outcomes if o.verdict == "not verified")
+    line = (f"{len(outcomes)} results: {verdicts['pass']} passed, {verdicts['MISMATCH']} mismatched, "
+            f"{verdicts['not verified']} not verified")
+    if reasons:
+        line += " (" + "; ".join(f"{count} {reason}" for reason, count in reasons.most_common()) + ")"
+    return line
 
 
 def outcomes_json(outcomes: list[TargetOutcome]) -> list[dict]:
     """The verify results as plain data (``verify --json``, read back by ``fix --pr-body``)."""
     return [{
-        "arch": o.record.arch, "class": o.record.cls, "platforms": o.record.platforms, "tp": o.tp,
-        "verdict": o.verdict, "detail": o.detail, "cases": len(o.cases),
-        "rows": sum(c["batch"] for c in o.cases),
+        "arch": o.record.arch, "class": o.record.cls, "module": o.record.module, "platforms": o.record.platforms,
+        "tp": o.tp, "verdict": o.verdict, "detail": o.detail, "cases": len(o.cases),
+        "rows": sum(c["batch"] for c in o.cases), "forms": o.forms, "variants": o.variants,
+        "reason": reason_kind(o) if o.verdict == "not verified" else None,
+        "seconds": round(o.seconds, 3), "set_up_s": round(o.set_up_s, 3),
     } for o in outcomes]

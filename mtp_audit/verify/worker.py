@@ -10,18 +10,53 @@ For every target class and case it calls ``compute_logits`` and
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import json
 import os
+import re
 import sys
+import time
 import traceback
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
 import torch  # noqa: E402
 
-from .constants import HIDDEN, NUM_STEPS, VOCAB  # noqa: E402
+if not torch.cuda.is_available() and os.environ["VLLM_TARGET_DEVICE"] == "cpu":
+    # vLLM keeps the real Triton only with exactly one active GPU driver, or with none in a
+    # distributed worker (CUDA_VISIBLE_DEVICES empty); otherwise it installs a placeholder, and
+    # modules that read triton.runtime at import fail. Kernels are compiled only when launched.
+    os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+from .constants import HIDDEN, MAX_VARIANTS, NUM_STEPS, VOCAB  # noqa: E402
+
+
+def torchvision_without_its_ops():
+    """Let torchvision's Python parts import where its C++ ops cannot load.
+
+    PyPI has no CPU build of torchvision for a given torch: its Linux wheel's ops link
+    the CUDA torch libraries, so under a CPU torch they fail to load, and importing
+    torchvision then fails registering fake kernels for ``torchvision::nms`` and
+    ``qnms``, which do not exist (transformers' image processors import it). Declaring
+    those two schemas, with no kernel, lets it import; calling them fails naming the op.
+    The returned library must stay alive while torchvision is in use.
+    """
+    spec = importlib.util.find_spec("torchvision")
+    if spec is None or spec.origin is None:
+        return None
+    for library in Path(spec.origin).parent.glob("_C*.so"):
+        try:
+            torch.ops.load_library(str(library))
+            return None
+        except OSError:
+            break
+    declared = torch.library.Library("torchvision", "DEF")
+    for op in ("nms", "qnms"):
+        declared.define(f"{op}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    return declared
 
 BATCHES = (1, 7, 65)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -76,49 +111,200 @@ def _vllm_config():
 
 
 def verify_target(target: dict, rank: int, world: int) -> dict:
-    from .fabricate import CannotBuild, Fabricator
-
-    result = {"target": target, "cases": [], "not_verified": None, "recipe": None}
+    """Every configuration the owner can build (at most MAX_VARIANTS), each under every call form."""
+    result = {"target": target, "variants": [], "not_verified": None, "recipe": None}
     try:
         module = importlib.import_module(target["module"])
         cls = getattr(module, target["cls"])
     except Exception as error:  # any import failure means: cannot run it here
-        result["not_verified"] = f"importing {target['module']} failed: {type(error).__name__}: {error}"
+        result["not_verified"] = (f"importing {target['module']} failed: {type(error).__name__}: {error} "
+                                  f"({_where(error, inside='vllm')})")
         return result
     for name in ("compute_logits", "get_top_tokens"):
         if not hasattr(cls, name):
             result["not_verified"] = f"{target['cls']} has no {name}"
             return result
-    takes_step = "spec_step_idx" in inspect.signature(cls.compute_logits).parameters
-    if takes_step and "spec_step_idx" not in inspect.signature(cls.get_top_tokens).parameters:
-        result["cases"].append({"dtype": "-", "case": "signature", "batch": 0, "step": None, "ids": [],
-                                "has_logits": True, "mismatch": {"detail": "compute_logits takes spec_step_idx, "
-                                                                 "get_top_tokens does not accept it"}})
-        return result
-    steps = list(range(NUM_STEPS)) if takes_step else [None]
+    forms = [CallForm.parse(f) for f in target.get("forms") or []] or default_forms(cls)
+    pending: list[dict] = [{}]
+    seen: set[frozenset] = set()
+    while pending and len(result["variants"]) < MAX_VARIANTS:
+        choices = pending.pop(0)
+        if frozenset(choices.items()) in seen:
+            continue
+        seen.add(frozenset(choices.items()))
+        variant = run_variant(cls, choices, forms)
+        result["variants"].append(variant)
+        seen.add(frozenset(variant["choices"].items()))
+        if result["recipe"] is None and variant["compared"] and not variant["raised"]:
+            result["recipe"] = variant["recipe"]
+        for point, labels in variant["points"].items():
+            for index in range(len(labels)):
+                candidate = {**variant["choices"], point: index}
+                if frozenset(candidate.items()) not in seen and candidate not in pending:
+                    pending.append(candidate)
+    if not any(v["compared"] for v in result["variants"]):
+        result["ops"] = custom_ops(module)
+    return result
+
+
+KERNEL_CALL = re.compile(r"\b([A-Za-z_][\w.]*(?:kernel|KERNEL|tilelang|triton|_C\.|ops\.)[\w.]*)\s*\(")
+
+
+def custom_ops(module) -> list[str]:
+    """Kernels that the module's compute_logits methods call: named when no configuration could run."""
+    found: list[str] = []
+    for value in vars(module).values():
+        method = getattr(value, "__dict__", {}).get("compute_logits") if isinstance(value, type) else None
+        if method is None or getattr(value, "__module__", None) != module.__name__:
+            continue
+        try:
+            source = inspect.getsource(method)
+        except (OSError, TypeError):
+            continue
+        found += [name for name in KERNEL_CALL.findall(source) if name not in found]
+    return found
+
+
+@dataclass(frozen=True)
+class CallForm:
+    """How one caller calls both methods: argument source texts, keywords as ``name=value``."""
+
+    label: str
+    get_top_tokens: tuple[str, ...]
+    compute_logits: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, data: dict) -> CallForm:
+        gtt, cl = data["get_top_tokens"], data["compute_logits"]
+        return cls(data["label"], tuple(gtt), tuple(cl if cl is not None else gtt))
+
+    @staticmethod
+    def passes_step(args: tuple[str, ...]) -> bool:
+        return any(_is_step(text.partition("=")[2] or text) for text in args[1:])
+
+    @property
+    def per_step(self) -> bool:
+        return self.passes_step(self.get_top_tokens) or self.passes_step(self.compute_logits)
+
+    def text(self) -> str:
+        return f"get_top_tokens({', '.join(self.get_top_tokens)}) / compute_logits({', '.join(self.compute_logits)})"
+
+
+def default_forms(cls: type) -> list[CallForm]:
+    """No callers recorded: the base speculator's form, and the MTP speculator's where compute_logits takes a step."""
+    forms = [CallForm("positional", ("hidden_states",), ("hidden_states",))]
+    if "spec_step_idx" in inspect.signature(cls.compute_logits).parameters:
+        step = ("hidden_states", "spec_step_idx=spec_step_idx")
+        forms.append(CallForm("spec_step_idx=", step, step))
+    return forms
+
+
+def _is_step(text: str) -> bool:
+    return bool(re.search(r"step|idx", text.strip()))
+
+
+def bind(args: tuple[str, ...], hidden: torch.Tensor, step: int | None) -> tuple[list, dict]:
+    """Evaluate a caller's arguments: the first is the hidden states, a step index is ``step``, an int is itself."""
+    positional, keywords = [], {}
+    for position, text in enumerate(args):
+        key, _, value = text.partition("=") if re.match(r"^\w+=(?!=)", text) else ("", "", text)
+        value = value.strip()
+        if position == 0 and not key or key == "hidden_states":
+            evaluated = hidden
+        elif _is_step(value):
+            evaluated = step or 0
+        elif re.fullmatch(r"-?\d+", value):
+            evaluated = int(value)
+        else:
+            raise CallArgument(f"cannot evaluate the argument {text!r} outside its caller")
+        if key:
+            keywords[key] = evaluated
+        else:
+            positional.append(evaluated)
+    return positional, keywords
+
+
+class CallArgument(Exception):
+    """A caller passes an argument whose value only exists inside that caller."""
+
+
+def run_variant(cls: type, choices: dict, forms: list[CallForm]) -> dict:
+    """One configuration: every dtype, case, batch, call form and step. The configuration is what
+    the first fabricator met; later fabricators are given the same choices."""
+    from .fabricate import CannotBuild, Fabricator
+
+    variant = {"variant": "default", "choices": dict(choices), "points": {}, "cases": [], "notes": [],
+               "compared": 0, "raised": False, "recipe": None}
     for dtype_name, dtype in DTYPES.items():
         for case, override, scale in _cases():
-            fabricator = Fabricator(VOCAB, HIDDEN, dtype, seed=7, head_override=override)
+            fabricator = Fabricator(VOCAB, HIDDEN, dtype, seed=7, head_override=override, choices=dict(choices))
             model = fabricator.instance(cls)
             for batch in BATCHES:
-                for step in steps:
-                    kwargs = {} if step is None else {"spec_step_idx": step}
-                    h = _hidden(case, batch, scale, dtype, seed=batch * 31 + (step or 0))
-                    try:
-                        with torch.no_grad():
-                            logits = fabricator.call(model, "compute_logits", h, **kwargs)
-                            ids = fabricator.call(model, "get_top_tokens", h, **kwargs)
-                    except CannotBuild as error:
-                        result["not_verified"] = str(error)
-                        return result
-                    except Exception as error:
-                        result["not_verified"] = (f"the methods raised {type(error).__name__}: {error} "
-                                                  f"({_where(error)})")
-                        return result
-                    result["cases"].append(_compare(dtype_name, case, batch, step, logits, ids))
-            if result["recipe"] is None:
-                result["recipe"] = [asdict(s) for s in fabricator.recipe]
-    return result
+                for form in forms:
+                    for step in (range(NUM_STEPS) if form.per_step else [None]):
+                        h = _hidden(case, batch, scale, dtype, seed=batch * 31 + (step or 0))
+                        try:
+                            record = _run_case(fabricator, model, form, h, step)
+                        except CannotBuild as error:
+                            _note(variant, f"not built: {error}")
+                            return _finish(variant, fabricator)
+                        except CallArgument as error:
+                            _note(variant, f"{form.label}: {error}")
+                            continue
+                        if record["kind"] == "compute_logits raised":
+                            _note(variant, record["detail"])
+                            continue
+                        record.update(dtype=dtype_name, case=case, batch=batch, step=step, form=form.label,
+                                      step_in=[form.passes_step(form.compute_logits),
+                                               form.passes_step(form.get_top_tokens)])
+                        variant["cases"].append(record)
+                        variant["compared"] += record["has_logits"] and record["kind"] == "tokens"
+                        variant["raised"] = variant["raised"] or record["kind"] != "tokens"
+            _finish(variant, fabricator)
+    return variant
+
+
+def _finish(variant: dict, fabricator) -> dict:
+    variant["points"].update(fabricator.points)
+    variant["choices"] = {point: fabricator.choices.get(point, 0) for point in variant["points"]}
+    variant["variant"] = fabricator.variant()
+    if variant["recipe"] is None:
+        variant["recipe"] = [asdict(s) for s in fabricator.recipe]
+    return variant
+
+
+def _note(variant: dict, text: str) -> None:
+    if text not in variant["notes"]:
+        variant["notes"].append(text)
+
+
+def _run_case(fabricator, model, form: CallForm, h: torch.Tensor, step: int | None) -> dict:
+    """Both methods as the caller calls them. compute_logits failing means this configuration cannot
+    be run here (noted by the caller); get_top_tokens failing where it ran is a mismatch."""
+    cl_args, cl_kwargs = bind(form.compute_logits, h, step)
+    gtt_args, gtt_kwargs = bind(form.get_top_tokens, h, step)
+    with torch.no_grad():
+        try:
+            logits = fabricator.call(model, "compute_logits", *cl_args, **cl_kwargs)
+        except Exception as error:
+            if type(error).__name__ == "CannotBuild":
+                raise
+            return {"kind": "compute_logits raised", "has_logits": False, "ids": [], "mismatch": None,
+                    "detail": f"compute_logits raised {type(error).__name__}: {error} ({_where(error)})"}
+        try:
+            inspect.signature(model.get_top_tokens).bind(*gtt_args, **gtt_kwargs)
+        except TypeError as error:
+            return {"kind": "TypeError", "has_logits": True, "ids": [], "mismatch": {
+                "detail": f"get_top_tokens rejects the call {form.text()}: TypeError: {error}"}}
+        try:
+            ids = fabricator.call(model, "get_top_tokens", *gtt_args, **gtt_kwargs)
+        except Exception as error:
+            if type(error).__name__ == "CannotBuild":
+                raise
+            return {"kind": "get_top_tokens raised", "has_logits": True, "ids": [], "mismatch": {
+                "detail": f"get_top_tokens raised {type(error).__name__}: {error} ({_where(error)}) "
+                          "where compute_logits returned logits"}}
+    return _compare(logits, ids)
 
 
 def _guarded(target: dict, rank: int, world: int) -> dict:
@@ -126,24 +312,26 @@ def _guarded(target: dict, rank: int, world: int) -> dict:
     try:
         return verify_target(target, rank, world)
     except Exception as error:
-        return {"target": target, "cases": [], "recipe": None,
+        return {"target": target, "variants": [], "recipe": None,
                 "not_verified": f"the harness failed: {type(error).__name__}: {error} ({_where(error)})"}
 
 
-def _where(error: BaseException) -> str:
+def _where(error: BaseException, inside: str | None = None) -> str:
+    """The raising line; with ``inside``, the deepest line in that package (``vllm/platforms/rocm.py:215``)."""
     frames = traceback.extract_tb(error.__traceback__)
+    if inside is not None:
+        marker = f"{os.sep}{inside}{os.sep}"
+        ours = [f for f in frames if marker in f.filename]
+        if ours:
+            return f"at {inside}{os.sep}{ours[-1].filename.rsplit(marker, 1)[1]}:{ours[-1].lineno}"
     return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
 
 
-def _compare(dtype: str, case: str, batch: int, step, logits, ids) -> dict:
-    record = {"dtype": dtype, "case": case, "batch": batch, "step": step,
-              "ids": ids.tolist(), "mismatch": None, "has_logits": logits is not None}
+def _compare(logits, ids) -> dict:
+    record = {"kind": "tokens", "ids": ids.tolist(), "mismatch": None, "has_logits": logits is not None}
     if logits is None:  # ranks other than 0 get no logits under TP: their ids are compared across ranks
         return record
     expected = logits.argmax(-1)
-    if logits.shape[-1] != VOCAB:
-        record["mismatch"] = {"detail": f"compute_logits returned {logits.shape[-1]} columns for a vocabulary of {VOCAB}"}
-        return record
     wrong = (expected != ids.to(expected.device)).nonzero().flatten().tolist()
     if wrong:
         row = wrong[0]
@@ -159,14 +347,25 @@ def main(argv: list[str]) -> int:
     plan_path, rank, world, port, out_path = argv[0], int(argv[1]), int(argv[2]), int(argv[3]), argv[4]
     with open(plan_path, encoding="utf-8") as handle:
         plan = json.load(handle)
+    progress_path = plan.get("progress")
+    started = time.perf_counter()
+    torchvision_schemas = torchvision_without_its_ops()  # noqa: F841  (kept alive while vLLM runs)
     from vllm.config import set_current_vllm_config
 
     torch.manual_seed(0)
     with set_current_vllm_config(_vllm_config()):
         _init_distributed(rank, world, port)
-        results = [_guarded(t, rank, world) for t in plan["targets"]]
+        set_up_s = time.perf_counter() - started
+        results = []
+        for target in plan["targets"]:
+            began = time.perf_counter()
+            results.append(_guarded(target, rank, world))
+            results[-1]["seconds"] = time.perf_counter() - began
+            if rank == 0 and progress_path:
+                with open(progress_path, "a", encoding="utf-8") as progress:
+                    progress.write(f"{len(results)}\n")
     with open(out_path, "w", encoding="utf-8") as handle:
-        json.dump({"rank": rank, "world": world, "results": results}, handle)
+        json.dump({"rank": rank, "world": world, "set_up_s": set_up_s, "results": results}, handle)
     return 0
 
 
