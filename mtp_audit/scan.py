@@ -76,7 +76,10 @@ class Scanner:
         for item in self.hierarchies[platform].mro(key).classes:
             if not isinstance(item, ClassKey):
                 continue
-            source = self.index.read_bytes(self.tree.root / self.hierarchies[platform].file_of(item))
+            try:
+                source = self.index.read_bytes(self.tree.root / self.hierarchies[platform].file_of(item))
+            except OSError:  # named where its facts were read; nothing declared that can be seen
+                continue
             if b"speculator_config_class" not in source:
                 continue
             name = declared_config(source.decode("utf-8", "replace"), item.name, item.line)

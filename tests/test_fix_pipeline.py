@@ -155,7 +155,8 @@ def test_each_selected_drafter_gets_an_outcome_that_says_what_happens(tmp_path: 
         "ParentModel": ("fix", "get_top_tokens added to ParentLM"),
         "ChildModel": ("fix", "inherited from ParentLM (fixed in the same run)"),
         "DoneModel": ("supported", "already supported (mirror)"),
-        "CappedModel": ("refused", "missing_manual: logits soft-capped after the head call (line 8)"),
+        "CappedModel": ("refused",
+                        "missing_manual: logits soft-capped after the head call (line 8: `torch.tanh(logits / 30.0)`)"),
     }
     assert [(i.target.name, i.source.owner.name) for i in result.plan.insertions] == [("ParentLM", "ParentLM")]
     assert [r.path for r in result.rewrites] == [f"{MODELS}/parent_lm.py"]

@@ -291,12 +291,12 @@ def test_an_os_error_reaching_the_cli_is_named_not_internal(tmp_path):
     """An unreadable directory on the way (EACCES from stat): the CLI names the path."""
     tree = tree_of("direct_head", tmp_path)
     script = ("import pathlib, sys\n"
-              "real = pathlib.Path.is_file\n"
-              "def is_file(self):\n"
+              "real = pathlib.Path.resolve\n"
+              "def resolve(self, *args, **kwargs):\n"
               "    if self.name == 'toy_mtp.py':\n"
               "        raise PermissionError(13, 'Permission denied', str(self))\n"
-              "    return real(self)\n"
-              "pathlib.Path.is_file = is_file\n"
+              "    return real(self, *args, **kwargs)\n"
+              "pathlib.Path.resolve = resolve\n"
               "from mtp_audit.cli import main\n"
               f"sys.argv = ['mtp-audit', 'scan', {str(tree)!r}]\n"
               "main()\n")

@@ -35,13 +35,13 @@ def test_fields_other_helpers_add_are_allowed(document):
     doc = copy.deepcopy(document)
     doc["drafters"][0].update(rule="delegation", source="cache", replaces=None)
     check_scan_json(json.dumps(doc))
-    doc["drafters"][0]["replaces"] = {"arch": "OldMTPModel"}
+    doc["drafters"][0]["replaces"] = {"module": "vllm.model_executor.models.old_mtp", "class": "OldMTP"}
     check_scan_json(json.dumps(doc))
 
 
 @pytest.mark.parametrize("break_it", [
     lambda d: d["drafters"][0].update(status="fixable"),
-    lambda d: d["drafters"][0].update(platforms=["gpu"]),
+    lambda d: d["drafters"][0].update(platforms=["gpu, cuda"]),
     lambda d: d["drafters"][0].update(consistency="same"),
     lambda d: d["drafters"][0].update(surprise=1),
     lambda d: d["drafters"][0].pop("callers"),

@@ -105,7 +105,8 @@ def _family_result(result: FixResult, family: Family) -> FixResult:
     inheritors = [i for i in result.inheritors if i.base.module in written]
     insertions = [i for o in family.outcomes for i in o.insertions if i in result.plan.insertions]
     notes = [n for n in result.placement_notes if any(k.module in written for k in n.into)]
-    return FixResult(result.tree, Plan(family.outcomes, insertions), family.rewrites, inheritors, notes)
+    return FixResult(result.tree, Plan(family.outcomes, insertions), family.rewrites, result.refusal,
+                     inheritors=inheritors, placement_notes=notes)
 
 
 @dataclass

@@ -158,7 +158,7 @@ class ModuleIndex:
                 path, is_package = found
                 try:
                     source, _ = decode_source(self.read_bytes(path))
-                except NotDecodable:
+                except (NotDecodable, OSError):  # named where its facts are read
                     source = None
                 if source is not None:
                     result = extract_imports(source, module, is_package)

@@ -187,7 +187,11 @@ class CallerIndex:
     def _load(self, path: Path, only_constructing: bool = False) -> None:
         """Parse a caller file; a model runner (thousands of lines) only for its imports and the
         functions that construct speculators."""
-        data = self.index.read_bytes(path)
+        try:
+            data = self.index.read_bytes(path)
+        except OSError as error:
+            self.index.read_errors.setdefault(self.index.relative(path), f"cannot be read ({error.strerror or error})")
+            return
         if not CALLER_FILE.search(data):
             return
         try:
@@ -220,7 +224,7 @@ class CallerIndex:
             return
         try:
             tree = ast.parse(self.index.read_bytes(path))
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, OSError):
             return
         for node in tree.body:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
