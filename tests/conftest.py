@@ -22,6 +22,9 @@ def build_tree(case: Path, into: Path, subdir: str = "") -> Path:
     """Copy the shared base (when the case is a vLLM tree), then the case's own files over it."""
     into.mkdir(parents=True, exist_ok=True)
     source = case / subdir if subdir else case
+    borrowed = case / f"{subdir}_from.txt"  # e.g. a fix case whose input is a scan fixture's tree
+    if subdir and borrowed.is_file():
+        source = FIXTURES / borrowed.read_text().strip()
     if (source / "vllm").is_dir():
         shutil.copytree(BASE, into, dirs_exist_ok=True)
     for item in source.iterdir():
