@@ -92,7 +92,8 @@ def main() -> None:
         shutil.rmtree(cache, ignore_errors=True)
 
     base = statistics.median(times["baseline (ast.parse)"])
-    print(f"vLLM {args.vllm_version}: {files} files; {args.repeat} interleaved repetitions; {os.cpu_count()} CPUs")
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"vLLM {args.vllm_version}: {files} files; {args.repeat} interleaved repetitions; {cpus} usable CPUs")
     print(f"{'measure':22} {'min':>7} {'median':>7} {'max':>7} {'ratio':>7} {'target':>7} {'peak RSS':>9}")
     for name, values in times.items():
         median = statistics.median(values)

@@ -2,8 +2,9 @@
 
 Round one (index) is forked before libcst is imported: one worker resolves
 each entry's class and MRO on every platform, which reads, parses and
-interprets every module those reach, while the parent imports libcst for
-classification.
+interprets every module those reach, and another walks the registry
+modules' imports, while the parent imports libcst for classification and
+reads the speculators.
 Round two (classify) is forked after that import, so its workers inherit
 libcst and every fact read so far; they classify chunks of registry entries,
 taking the next as they finish one.
@@ -60,10 +61,17 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (a container's or ``taskset``'s set), not the machine's."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
 def resolve_jobs(jobs: int) -> int:
     """``jobs`` as asked (0: one per CPU, at most 8); more than one needs ``fork``."""
     if jobs == 0:
-        return min(os.cpu_count() or 1, 8) if can_fork() else 1
+        return min(usable_cpus(), 8) if can_fork() else 1
     if jobs > 1 and not can_fork():
         raise UsageError("--jobs above 1 needs the fork start method, which this platform lacks")
     return jobs
@@ -119,9 +127,25 @@ def _index_chunk(positions: list[int]) -> Harvest:
         for platform in PLATFORMS:
             for found in resolve_name(scanner.index, entry.module, entry.cls, platform):
                 if isinstance(found, ClassKey):
-                    scanner.import_failure(entry, found, platform)
                     scanner.hierarchies[platform].mro(found)
     return _harvest(scanner, with_mros=True)
+
+
+def _chain_entries() -> Harvest:
+    scanner = _SCANNER
+    assert scanner is not None
+    scanner.walk_import_chains(_ENTRIES)
+    return _harvest(scanner)
+
+
+def _walk_class_chains(scanner: Scanner, entries: list[RegistryEntry]) -> None:
+    """The import chains of the classes' own modules, walked in the order ``Scanner.resolve``
+    walks them, so that every chain is described as a one-process scan describes it."""
+    for entry in entries:
+        for platform in scanner.platforms_of(entry):
+            for found in resolve_name(scanner.index, entry.module, entry.cls, platform):
+                if isinstance(found, ClassKey):
+                    scanner.import_failure(entry, found, platform)
 
 
 def _classify_chunk(positions: list[int]) -> tuple[list[tuple[int, Resolution]], list[tuple[int, Unresolved]], Harvest]:
@@ -166,13 +190,17 @@ def resolve_in_workers(scanner: Scanner, entries: list[RegistryEntry],
     global _SCANNER
     chunks = chunk_entries(entries, jobs * CHUNKS_PER_WORKER)
     try:
-        # One indexing worker: it is done before the import is, and every more process
-        # slows the import down (forked pages are copied on the parent's writes, too).
-        with _fork_pool(scanner, entries, 1) as pool:
+        # Two indexing workers, one reading the modules that resolution reaches, one walking
+        # the registry modules' imports, while this process imports libcst and reads the
+        # speculators (classification workers inherit all three).
+        with _fork_pool(scanner, entries, 2) as pool:
+            chaining = pool.submit(_chain_entries)
             indexing = pool.submit(_index_chunk, list(range(len(entries))))
-            load_rules()  # import libcst while the worker parses
-            scanner.prepare_callers()  # and read the speculators: classification workers inherit them
+            load_rules()
+            scanner.prepare_callers()
+            _absorb(scanner, chaining.result())
             _absorb(scanner, indexing.result())
+        _walk_class_chains(scanner, entries)
         with frozen_heap(), _fork_pool(scanner, entries, min(jobs, len(chunks))) as pool:
             parts = list(pool.map(_classify_chunk, chunks))
     finally:

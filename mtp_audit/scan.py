@@ -116,6 +116,24 @@ class Scanner:
         entries, self.plugin_notes = plugin_tree_entries(self.index, in_tree, heuristic_entries(self.index))
         return entries
 
+    def walk_import_chains(self, entries: list[RegistryEntry]) -> None:
+        """Find, in registry order, whether each registry module imports on each of its platforms.
+
+        Done before resolution, in one process, at any job count: a failing chain is
+        described by the walk that found it first, so the walks run in the same order
+        whether a worker does them (beside the facts worker) or the scan does.
+        """
+        for entry in entries:
+            for platform in self.platforms_of(entry):
+                self.index.chain_error(entry.module, platform)
+
+    @staticmethod
+    def platforms_of(entry: RegistryEntry) -> list[str]:
+        """The in-tree platforms an entry resolves on: its scope's, or (on a plugin's platform
+        alone, where current_platform checks cannot be decided) every one, as alternatives."""
+        scope = entry.scope or PLATFORMS
+        return [p for p in PLATFORMS if p in scope] or list(PLATFORMS)
+
     def resolve(self, entries: list[RegistryEntry]) -> tuple[list[Resolution], list[Unresolved]]:
         resolutions: dict[tuple, Resolution] = {}
         unresolved: list[Unresolved] = []
@@ -124,9 +142,7 @@ class Scanner:
             scope = entry.scope or PLATFORMS
             in_tree = [p for p in PLATFORMS if p in scope]
             labels = tuple(sorted(p for p in scope if p not in PLATFORMS))
-            # On a plugin's platform alone, current_platform checks cannot be decided: every
-            # in-tree platform's resolution is an alternative.
-            for platform in in_tree or PLATFORMS:
+            for platform in self.platforms_of(entry):
                 found = resolve_name(self.index, entry.module, entry.cls, platform)
                 keys = [f for f in found if isinstance(f, ClassKey)]
                 failures = [self.import_failure(entry, key, platform) for key in keys]
@@ -222,6 +238,7 @@ def scan(tree: SourceTree, cache: FactsCache | None = None,
     if jobs > 1 and len(entries) >= MIN_ENTRIES:
         resolutions, unresolved = resolve_in_workers(scanner, entries, jobs)
     else:
+        scanner.walk_import_chains(entries)
         resolutions, unresolved = scanner.resolve(entries)
     result = ScanResult(
         tree=tree,

@@ -36,11 +36,13 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("mtp-audit")) / "facts"
 
 
+_MADE: set[Path] = set()  # folders this process made or found (a scan writes hundreds of entries)
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """``path`` holds ``data`` whole, or is unchanged; a read-only cache folder only costs speed."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        fd, tmp = _temporary_in(path.parent)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
@@ -50,6 +52,17 @@ def atomic_write(path: Path, data: bytes) -> None:
             raise
     except OSError:
         pass
+
+
+def _temporary_in(folder: Path) -> tuple[int, str]:
+    if folder in _MADE:
+        try:
+            return tempfile.mkstemp(dir=folder, suffix=".tmp")
+        except FileNotFoundError:  # removed since (the cache cleared while this process runs)
+            _MADE.discard(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    _MADE.add(folder)
+    return tempfile.mkstemp(dir=folder, suffix=".tmp")
 
 
 class _Warnings:
@@ -108,10 +121,11 @@ class Store:
         _Warnings.bad_entry(path, why)
 
     def save(self, path: Path, value: object) -> None:
-        new = not self.directory.parent.is_dir()
+        new = self.directory.parent not in _MADE and not self.directory.parent.is_dir()
         atomic_write(path, codec.dumps((FORMAT, path.stem, value)))
         if new:
             prune(self.root, keep=self.directory.parent)
+            _MADE.add(self.directory.parent)
 
 
 def prune(root: Path, keep: Path, kept: int = GENERATIONS_KEPT) -> None:
