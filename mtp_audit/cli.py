@@ -152,10 +152,10 @@ def run_scan(tree: SourceTree, no_cache: bool, jobs: int = 0) -> ScanResult:
     if cached is not None:
         return cached
     from .cache import FactsCache, Observed
-    from .fanout import resolve_jobs
+    from .fanout import forked, resolve_jobs
     from .scan import scan
 
-    result, scanner, _ = scan(tree, None if no_cache else FactsCache(), resolve_jobs(jobs))
+    result, scanner, _ = scan(tree, None if no_cache else FactsCache(), forked(resolve_jobs(jobs)))
     if results and not result.parse_errors:
         results.store(tree, Observed(dict(scanner.index.observed)), result)
     return result
@@ -340,7 +340,7 @@ def fix_command(
         for rewrite in result.rewrites:
             sys.stdout.write(unified_diff(rewrite))
     elif patches is not None:
-        from .apply.patches import write_patches
+        from .report.patches import write_patches
 
         series = write_patches(result, patches, f"mtp-audit fix{mode}", verify_report)
         print(f"wrote {len(series)} patches and {patches / 'README.md'}", file=sys.stderr)

@@ -8,12 +8,11 @@ and plans.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from .apply.changes import FileJob, Rewrite, UnsafeRewrite
-from .apply.inheritors import Inheritor, find_inheritors
-from .apply.placement import Moved, prefer_drafter_only
+from .apply.inheritors import find_inheritors
+from .apply.placement import prefer_drafter_only
 from .apply.plan import Plan, make_plan
+from .apply.result import FixResult
 from .apply.write import write_all
 from .cache import FactsCache
 from .classify import memo
@@ -26,16 +25,6 @@ from .locate import local_argmax_in
 from .model import SourceTree, Status
 from .scan import Scanner, scan
 from .select import select
-
-
-@dataclass
-class FixResult:
-    tree: SourceTree
-    plan: Plan
-    rewrites: list[Rewrite]
-    refusal: str | None = None  # why nothing may be written at all (a plugin's vLLM lacks get_top_tokens)
-    inheritors: list[Inheritor] = field(default_factory=list)  # every class the written methods reach
-    placement_notes: list[Moved] = field(default_factory=list)  # methods moved off bases non-drafters inherit
 
 
 def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,

@@ -15,10 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..classify.analysis import Insertion
-from ..classify.memo import inlined_super, logits_shape
+from ..classify.memo import logits_shape
 from ..model import PLATFORMS, ClassKey
 from ..resolve.mro import MethodHit
 from ..scan import Resolution, Scanner
+from ..synthesize.answers import inlined_super
 from .inheritors import Inheritor, find_inheritors
 from .plan import Plan, _blast_radius, _describe
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..classify.analysis import Analysis, Insertion, Overlay, synthetic_mirror
+from ..classify.analysis import Analysis, Insertion, Overlay
 from ..model import ClassKey, Consistency, DrafterRecord, Status
 from ..scan import Resolution, Scanner
+from ..synthesize.answers import synthetic_mirror
 
 SAFE = (Consistency.MIRROR, Consistency.EQUIVALENT)
 

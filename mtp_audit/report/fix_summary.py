@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..fix import FixResult
+from ..apply.result import FixResult
 from .concise import INDENT, Line, _wrap, platforms_text, print_concise
 
 LABEL = {"fix": ("fixed", "would fix"), "supported": ("already supported",) * 2,

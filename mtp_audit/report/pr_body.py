@@ -8,11 +8,11 @@ from string import Template
 
 from ..apply.inheritors import Inheritor
 from ..apply.placement import Moved
+from ..apply.result import FixResult
 from ..errors import UsageError
-from ..fix import FixResult
 from ..outputs import write_output
 from ..synthesize.factor import HELPER
-from ..synthesize.mirror import template
+from ..templating import template
 
 
 def _verify_results(report: Path | None, classes: set[str] | None = None) -> str | None:

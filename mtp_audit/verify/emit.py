@@ -9,7 +9,7 @@ from string import Template
 from .. import __version__
 from ..errors import UsageError
 from ..synthesize.layout import ruff_format
-from ..synthesize.mirror import template
+from ..templating import template
 from .constants import HIDDEN, NUM_STEPS, START_LAYER, VOCAB
 from .run import TargetOutcome
 

@@ -20,14 +20,14 @@ from pathlib import Path
 from string import Template
 
 from .. import __version__
+from ..apply.families import Family, module_of, split_families
+from ..apply.plan import Plan
+from ..apply.result import FixResult
 from ..classify.memo import logits_shape
 from ..errors import UsageError
-from ..fix import FixResult
-from ..report.pr_body import render_pr_body
-from ..synthesize.mirror import template
+from ..templating import template
 from ..verify.emit import render_family_test
-from .families import Family, module_of, split_families
-from .plan import Plan
+from .pr_body import render_pr_body
 
 TEST_DIR = "tests/v1/spec_decode"
 AUTHOR = "mtp-audit <mtp-audit@users.noreply.github.com>"
