@@ -382,7 +382,7 @@ class Analyzer:
     def _super_inlined(self, mro: Mro, cl: MethodHit) -> tuple[str, MethodHit] | None:
         """``cl`` with the head-calling compute_logits its super() reaches inlined, if that is plain."""
         nxt = self.h.find(mro, "compute_logits", start=cl.index + 1)
-        if nxt is None or logits_shape(nxt.method.text, nxt.method.line).kind != "head":
+        if nxt is None or logits_shape(nxt.method.text, nxt.method.line).kind != LogitsKind.HEAD:
             return None
         inlined = self.mirror.inlined_super(cl.method.text, nxt.method.text)
         return (inlined, nxt) if inlined is not None else None

@@ -21,7 +21,7 @@ from string import Template
 
 from .. import __version__
 from ..apply.families import Family, module_of, split_families
-from ..apply.plan import Plan
+from ..apply.plan import Action, Plan
 from ..apply.result import FixResult
 from ..classify.memo import logits_shape
 from ..errors import UsageError
@@ -200,7 +200,7 @@ def render_index(result: FixResult, patches: list[Patch]) -> str:
     placement = "\n".join(f"- {note}" for note in result.placement_notes) or "- none moved"
     refused = "\n".join(f"- `{o.record.arch or '(unregistered)'}` ({o.record.cls}, {o.record.file}, "
                         f"{', '.join(o.record.platforms)}): {o.reason}"
-                        for o in result.plan.outcomes if o.action == "refused") or "- none"
+                        for o in result.plan.outcomes if o.action == Action.REFUSED) or "- none"
     crlf = any("\r\n" in (c.old or "") for p in patches for c in p.changes)
     return Template(template("patch_index.md.tmpl")).substitute(
         am_flags="--keep-non-patch --keep-cr" if crlf else "--keep-non-patch",
