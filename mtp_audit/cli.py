@@ -152,10 +152,10 @@ def run_scan(tree: SourceTree, no_cache: bool, jobs: int = 0) -> ScanResult:
     if cached is not None:
         return cached
     from .cache import FactsCache, Observed
-    from .fanout import resolve_jobs
+    from .fanout import forked, resolve_jobs
     from .scan import scan
 
-    result, scanner, _ = scan(tree, None if no_cache else FactsCache(), resolve_jobs(jobs))
+    result, scanner, _ = scan(tree, None if no_cache else FactsCache(), forked(resolve_jobs(jobs)))
     if results and not result.parse_errors:
         results.store(tree, Observed(dict(scanner.index.observed)), result)
     return result
@@ -340,7 +340,7 @@ def fix_command(
         for rewrite in result.rewrites:
             sys.stdout.write(unified_diff(rewrite))
     elif patches is not None:
-        from .apply.patches import write_patches
+        from .report.patches import write_patches
 
         series = write_patches(result, patches, f"mtp-audit fix{mode}", verify_report)
         print(f"wrote {len(series)} patches and {patches / 'README.md'}", file=sys.stderr)
@@ -394,7 +394,7 @@ def verify_command(
     """
     from .report.verify_report import render_verify, verify_progress
     from .verify.emit import emit_test as write_test
-    from .verify.run import outcomes_json, summary_line, verify
+    from .verify.run import Verdict, outcomes_json, summary_line, verify
 
     if sweep_all == bool(model):
         raise UsageError("verify needs --model NAME ... or --all (not both)")
@@ -424,8 +424,8 @@ def verify_command(
 
         write_output(json_out, json.dumps({"vllm_version": tree.vllm_version, "summary": summary_line(outcomes),
                                            "results": outcomes_json(outcomes)}, indent=2) + "\n", "--json")
-    mismatches = [o for o in outcomes if o.verdict == "MISMATCH"]
-    unverified = [o for o in outcomes if o.verdict == "not verified"]
+    mismatches = [o for o in outcomes if o.verdict == Verdict.MISMATCH]
+    unverified = [o for o in outcomes if o.verdict == Verdict.NOT_VERIFIED]
     if not quiet:
         for outcome in mismatches:
             print(f"MISMATCH {outcome.record.arch} {outcome.record.cls} TP {outcome.tp}: {outcome.detail}",
@@ -435,7 +435,7 @@ def verify_command(
                   file=sys.stderr)
         print(f"mtp-audit verify: {summary_line(outcomes)}", file=sys.stderr)
     if emit_test is not None:
-        passing = [o for o in outcomes if o.verdict == "pass" and o.recipe is not None]
+        passing = [o for o in outcomes if o.verdict == Verdict.PASS and o.recipe is not None]
         if not passing:
             raise UsageError("--emit-test needs a passing drafter to write a test for")
         write_test(emit_test, passing[0])
@@ -464,6 +464,7 @@ def pre_commit_command(
         print(f"{record.file}:{record.line}: {record.arch or record.cls} ({record.cls}) has no get_top_tokens; "
               f"`mtp-audit fix --model {record.arch or record.cls}` writes it ({record.reason})", file=sys.stderr)
     if fix:
+        from .apply.plan import Action
         from .cache import FactsCache
         from .fix import plan_fix, write_fix
 
@@ -472,7 +473,7 @@ def pre_commit_command(
         for rewrite in result.rewrites:
             print(f"mtp-audit wrote get_top_tokens into {rewrite.path} ({', '.join(rewrite.classes)})", file=sys.stderr)
         for outcome in result.plan.outcomes:
-            if outcome.action == "refused":
+            if outcome.action == Action.REFUSED:
                 print(f"refused {outcome.record.arch}: {outcome.reason}", file=sys.stderr)
     raise typer.Exit(exit_codes.pre_commit_exit(len(records)))
 

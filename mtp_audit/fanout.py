@@ -16,7 +16,9 @@ of itself.
 Workers compute exactly what the serial scan computes, from the same bytes,
 and the parent puts their answers back in registry order, so the result is
 the same at any job count (tests/test_fanout.py checks it). Needs ``fork``
-(Linux, macOS); elsewhere the scan runs in one process.
+(Linux, macOS); elsewhere the scan runs in one process. The caller hands
+``forked(jobs)`` to ``scan.scan``; workers receive the parent's state through
+their pool's initializer (inherited by the fork, not pickled).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
     from .index.facts import ModuleFacts
     from .index.imports import ImportChains
     from .resolve.mro import Mro
-    from .scan import Resolution, Scanner
+    from .scan import Resolution, Resolve, Scanner
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -51,10 +53,30 @@ MIN_ENTRIES = 16
 # Classification chunks per worker, handed out as workers free up: drafters differ in cost.
 CHUNKS_PER_WORKER = 4
 
-_SCANNER: Scanner | None = None  # the parent's scanner, inherited by forked workers
-_ENTRIES: list[RegistryEntry] = []
-_KNOWN: frozenset[str] = frozenset()  # modules the parent had read when it forked
-_KNOWN_LOCATED: frozenset[str] = frozenset()  # modules the parent had located when it forked
+
+
+@dataclass
+class Inherited:
+    """What a forked scan worker gets from the parent: its scanner, the entries, what it had read."""
+
+    scanner: Scanner
+    entries: list[RegistryEntry]
+    known: frozenset[str]  # modules the parent had read when it forked
+    known_located: frozenset[str]  # modules the parent had located when it forked
+
+
+_inherited: Inherited | None = None  # set in each scan worker by its pool's initializer; never in the parent
+
+
+def _start_worker(parent: int, state: Inherited | None) -> None:
+    die_with_parent(parent)
+    global _inherited
+    _inherited = state
+
+
+def _state() -> Inherited:
+    assert _inherited is not None, "a scan task ran outside a forked scan worker"
+    return _inherited
 
 
 def can_fork() -> bool:
@@ -90,11 +112,12 @@ class Harvest:
     chains: ImportChains
 
 
-def _harvest(scanner: Scanner, with_mros: bool = False) -> Harvest:
+def _harvest(state: Inherited, with_mros: bool = False) -> Harvest:
+    scanner = state.scanner
     index = scanner.index
     return Harvest(
-        facts={m: f for m, f in index.loaded().items() if m not in _KNOWN},
-        located={m: found for m, found in index.located.items() if m not in _KNOWN_LOCATED},
+        facts={m: f for m, f in index.loaded().items() if m not in state.known},
+        located={m: found for m, found in index.located.items() if m not in state.known_located},
         observed=dict(index.observed),
         read_errors=dict(index.read_errors),
         mros={p: h.memoised() for p, h in scanner.hierarchies.items()} if with_mros else {},
@@ -120,22 +143,21 @@ def chunk_entries(entries: list[RegistryEntry], jobs: int) -> list[list[int]]:
 
 
 def _index_chunk(positions: list[int]) -> Harvest:
-    scanner = _SCANNER
-    assert scanner is not None
+    state = _state()
+    scanner = state.scanner
     for position in positions:
-        entry = _ENTRIES[position]
+        entry = state.entries[position]
         for platform in PLATFORMS:
             for found in resolve_name(scanner.index, entry.module, entry.cls, platform):
                 if isinstance(found, ClassKey):
                     scanner.hierarchies[platform].mro(found)
-    return _harvest(scanner, with_mros=True)
+    return _harvest(state, with_mros=True)
 
 
 def _chain_entries() -> Harvest:
-    scanner = _SCANNER
-    assert scanner is not None
-    scanner.walk_import_chains(_ENTRIES)
-    return _harvest(scanner)
+    state = _state()
+    state.scanner.walk_import_chains(state.entries)
+    return _harvest(state)
 
 
 def _walk_class_chains(scanner: Scanner, entries: list[RegistryEntry]) -> None:
@@ -149,31 +171,29 @@ def _walk_class_chains(scanner: Scanner, entries: list[RegistryEntry]) -> None:
 
 
 def _classify_chunk(positions: list[int]) -> tuple[list[tuple[int, Resolution]], list[tuple[int, Unresolved]], Harvest]:
-    scanner = _SCANNER
-    assert scanner is not None
+    state = _state()
     resolutions: list[tuple[int, Resolution]] = []
     unresolved: list[tuple[int, Unresolved]] = []
     for position in positions:
-        found, missing = scanner.resolve([_ENTRIES[position]])
+        found, missing = state.scanner.resolve([state.entries[position]])
         resolutions.extend((position, r) for r in found)
         unresolved.extend((position, u) for u in missing)
-    return resolutions, unresolved, _harvest(scanner)
+    return resolutions, unresolved, _harvest(state)
 
 
 def _fork_pool(scanner: Scanner, entries: list[RegistryEntry], workers: int):
     """A pool whose workers fork (at the first submit) from the parent as it is now."""
-    global _SCANNER, _ENTRIES, _KNOWN, _KNOWN_LOCATED
-    _SCANNER, _ENTRIES = scanner, entries
-    _KNOWN, _KNOWN_LOCATED = frozenset(scanner.index.loaded()), frozenset(scanner.index.located)
-    return forked_pool(workers)
+    state = Inherited(scanner, entries, frozenset(scanner.index.loaded()), frozenset(scanner.index.located))
+    return forked_pool(workers, state)
 
 
 @contextmanager
-def forked_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
-    """A fork pool whose workers die with this process; on an exception (Ctrl-C) they are
-    killed at once instead of being waited for."""
+def forked_pool(workers: int, state: Inherited | None = None) -> Iterator[ProcessPoolExecutor]:
+    """A fork pool whose workers die with this process and hold ``state`` (a scan's; inherited
+    by the fork, not pickled); on an exception (Ctrl-C) they are killed at once instead of
+    being waited for."""
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
-                               initializer=die_with_parent, initargs=(os.getpid(),))
+                               initializer=_start_worker, initargs=(os.getpid(), state))
     try:
         yield pool
     except BaseException:
@@ -184,27 +204,36 @@ def forked_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     pool.shutdown(wait=True)
 
 
+def forked(jobs: int) -> Resolve | None:
+    """A ``scan.Resolve`` that spreads the work over ``jobs`` forked workers; None for one job."""
+    if jobs <= 1:
+        return None
+
+    def resolve(scanner: Scanner, entries: list[RegistryEntry]) -> tuple[list[Resolution], list[Unresolved]]:
+        if len(entries) < MIN_ENTRIES:
+            return scanner.resolve_here(entries)
+        return resolve_in_workers(scanner, entries, jobs)
+
+    return resolve
+
+
 def resolve_in_workers(scanner: Scanner, entries: list[RegistryEntry],
                        jobs: int) -> tuple[list[Resolution], list[Unresolved]]:
-    """``scanner.resolve(entries)``, computed by ``jobs`` forked workers."""
-    global _SCANNER
+    """``scanner.resolve_here(entries)``, computed by ``jobs`` forked workers."""
     chunks = chunk_entries(entries, jobs * CHUNKS_PER_WORKER)
-    try:
-        # Two indexing workers, one reading the modules that resolution reaches, one walking
-        # the registry modules' imports, while this process imports libcst and reads the
-        # speculators (classification workers inherit all three).
-        with _fork_pool(scanner, entries, 2) as pool:
-            chaining = pool.submit(_chain_entries)
-            indexing = pool.submit(_index_chunk, list(range(len(entries))))
-            load_rules()
-            scanner.prepare_callers()
-            _absorb(scanner, chaining.result())
-            _absorb(scanner, indexing.result())
-        _walk_class_chains(scanner, entries)
-        with frozen_heap(), _fork_pool(scanner, entries, min(jobs, len(chunks))) as pool:
-            parts = list(pool.map(_classify_chunk, chunks))
-    finally:
-        _SCANNER = None
+    # Two indexing workers, one reading the modules that resolution reaches, one walking
+    # the registry modules' imports, while this process imports libcst and reads the
+    # speculators (classification workers inherit all three).
+    with _fork_pool(scanner, entries, 2) as pool:
+        chaining = pool.submit(_chain_entries)
+        indexing = pool.submit(_index_chunk, list(range(len(entries))))
+        load_rules()
+        scanner.prepare_callers()
+        _absorb(scanner, chaining.result())
+        _absorb(scanner, indexing.result())
+    _walk_class_chains(scanner, entries)
+    with frozen_heap(), _fork_pool(scanner, entries, min(jobs, len(chunks))) as pool:
+        parts = list(pool.map(_classify_chunk, chunks))
     resolutions: dict[tuple, tuple[int, Resolution]] = {}
     unresolved: list[tuple[int, Unresolved]] = []
     for found, missing, harvest in parts:

@@ -8,12 +8,11 @@ and plans.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from .apply.changes import FileJob, Rewrite, UnsafeRewrite
-from .apply.inheritors import Inheritor, find_inheritors
-from .apply.placement import Moved, prefer_drafter_only
-from .apply.plan import Plan, make_plan
+from .apply.inheritors import find_inheritors
+from .apply.placement import prefer_drafter_only
+from .apply.plan import Action, Plan, make_plan
+from .apply.result import FixResult
 from .apply.write import write_all
 from .cache import FactsCache
 from .classify import memo
@@ -26,16 +25,6 @@ from .locate import local_argmax_in
 from .model import SourceTree, Status
 from .scan import Scanner, scan
 from .select import select
-
-
-@dataclass
-class FixResult:
-    tree: SourceTree
-    plan: Plan
-    rewrites: list[Rewrite]
-    refusal: str | None = None  # why nothing may be written at all (a plugin's vLLM lacks get_top_tokens)
-    inheritors: list[Inheritor] = field(default_factory=list)  # every class the written methods reach
-    placement_notes: list[Moved] = field(default_factory=list)  # methods moved off bases non-drafters inherit
 
 
 def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
@@ -70,9 +59,9 @@ def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
                                  [n for n in notes if all(k in kept for k in n.into)])
             for outcome in plan.outcomes:  # a drafter is fixed whole or not at all
                 failed = [failures[i.target] for i in outcome.insertions if i.target in failures]
-                if outcome.action == "fix" and failed:
-                    outcome.action, outcome.reason = "refused", failed[0]
-            kept = {i.target for o in plan.outcomes if o.action == "fix" for i in o.insertions}
+                if outcome.action == Action.FIX and failed:
+                    outcome.action, outcome.reason = Action.REFUSED, failed[0]
+            kept = {i.target for o in plan.outcomes if o.action == Action.FIX for i in o.insertions}
             plan.insertions = [i for i in plan.insertions if i.target in kept]
 
 
@@ -93,9 +82,9 @@ def _without_local_argmax(tree: SourceTree) -> str | None:
 
 def _refuse_all(plan: Plan, reason: str) -> int:
     """Refuse every planned fix; how many there were."""
-    refused = [o for o in plan.outcomes if o.action == "fix"]
+    refused = [o for o in plan.outcomes if o.action == Action.FIX]
     for outcome in refused:
-        outcome.action, outcome.reason, outcome.insertions = "refused", reason, []
+        outcome.action, outcome.reason, outcome.insertions = Action.REFUSED, reason, []
     plan.insertions = []
     return len(refused)
 
@@ -105,16 +94,16 @@ def _keep_plugin_fixes_in_plugins(tree: SourceTree, plan: Plan) -> None:
     ``compute_logits`` inherited from vLLM) changes every in-tree drafter built on that class,
     on deployments without the plugin too; that is a change to vLLM, not to the plugin."""
     for outcome in plan.outcomes:
-        if outcome.action != "fix" or (tree.is_vllm and outcome.record.source == "vllm"):
+        if outcome.action != Action.FIX or (tree.is_vllm and outcome.record.source == "vllm"):
             continue
         into_vllm = [i.target for i in outcome.insertions if i.target.module.split(".")[0] == "vllm"]
         if into_vllm:
             where = ", ".join(f"{k.name} ({k.module})" for k in into_vllm)
-            outcome.action, outcome.insertions = "refused", []
+            outcome.action, outcome.insertions = Action.REFUSED, []
             outcome.reason = (f"the mirror would go into vLLM's {where}, where compute_logits is defined; a fix of "
                               f"{outcome.record.source}'s drafter writes only into the plugin: give "
                               f"{outcome.record.cls} its own get_top_tokens by hand, or fix vLLM")
-    kept = {i.target for o in plan.outcomes if o.action == "fix" for i in o.insertions}
+    kept = {i.target for o in plan.outcomes if o.action == Action.FIX for i in o.insertions}
     plan.insertions = [i for i in plan.insertions if i.target in kept]
 
 

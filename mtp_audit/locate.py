@@ -9,10 +9,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from .errors import UsageError
-from .model import SourceTree
+from .model import PluginDist, SourceTree
 
 REGISTRY = Path("model_executor/models/registry.py")
 LOGITS_PROCESSOR = Path("model_executor/layers/logits_processor.py")
+# The entry-point groups vLLM loads plugins from (see resolve/plugins.py).
+GENERAL = "vllm.general_plugins"
+PLATFORM = "vllm.platform_plugins"
+GROUPS = (GENERAL, PLATFORM)
 
 
 def locate(path: Path | None) -> SourceTree:
@@ -105,8 +109,6 @@ def with_plugins(tree: SourceTree, plugin_paths: list[Path]) -> SourceTree:
     ``plugin_paths``. Their directories become extra roots for finding their modules."""
     import sys
 
-    from .resolve.plugins import discover
-
     search = [tree.root]
     on_path = [Path(p or ".").resolve() for p in sys.path]
     if tree.root in on_path:
@@ -139,3 +141,26 @@ def local_argmax_in(tree: SourceTree) -> bool:
     assert tree.package_dir is not None
     path = tree.package_dir / LOGITS_PROCESSOR
     return path.is_file() and has_local_argmax(path.read_text(encoding="utf-8", errors="replace"))
+
+
+def discover(search_paths: list[Path] | None = None) -> list[PluginDist]:
+    """Distributions with vLLM plugin entry points, in ``search_paths`` (default: ``sys.path``).
+
+    A name found twice is the first one, as ``importlib.metadata`` and so vLLM see it."""
+    import importlib.metadata
+
+    paths = None if search_paths is None else [str(p) for p in search_paths]
+    found: dict[str, PluginDist] = {}
+    for dist in importlib.metadata.distributions(**({} if paths is None else {"path": paths})):
+        name = dist.metadata["Name"]
+        if not name or _normal(name) in found or _normal(name) == "vllm":  # vLLM's own entry points are in-tree
+            continue
+        points = tuple(sorted((ep.group, ep.name, ep.value) for ep in dist.entry_points if ep.group in GROUPS))
+        if points:
+            location = Path(str(dist.locate_file(""))).resolve()
+            found[_normal(name)] = PluginDist(name, dist.version, location, points)
+    return sorted(found.values(), key=lambda d: _normal(d.name))
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()

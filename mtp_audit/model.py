@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
 PLATFORMS: tuple[str, ...] = ("cpu", "cuda", "rocm", "tpu", "xpu")
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # Python 3.10: the same behaviour, spelled out
+
+    class StrEnum(str, Enum):
+        """Members are their values: in f-strings, ``str()``, JSON and comparisons with strings."""
+
+        def __str__(self) -> str:
+            return str(self.value)
+
+        def __format__(self, spec: str) -> str:
+            return format(str(self.value), spec)
 
 
 class Status(str, Enum):

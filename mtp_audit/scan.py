@@ -1,15 +1,20 @@
-"""The scan pipeline: locate -> index -> resolve -> classify, returning plain records."""
+"""The scan pipeline: locate -> index -> resolve -> classify, returning plain records.
+
+Classification asks the mirror rule (``synthesize.answers``) whether an existing
+get_top_tokens is what a fix would write; the work can be spread over processes by a
+``Resolve`` hook the caller hands in (``fanout.forked``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from .cache import FactsCache
 from .classify import memo
 from .classify.analysis import Analysis, Analyzer
 from .classify.calls import Contract
 from .errors import UsageError
-from .fanout import MIN_ENTRIES, resolve_in_workers
 from .index.modules import ModuleIndex
 from .locate import LOGITS_PROCESSOR, has_local_argmax
 from .model import (
@@ -28,6 +33,7 @@ from .resolve.mro import Hierarchy
 from .resolve.names import Missing, resolve_name
 from .resolve.plugins import effective_registry, plugin_tree_entries, read_plugin
 from .resolve.registry import heuristic_entries, read_registry
+from .synthesize.answers import MIRROR_RULE
 
 
 class PreLocalArgmaxRelease(UsageError):
@@ -52,7 +58,7 @@ class Scanner:
         self.tree = tree
         self.index = ModuleIndex(tree, cache)
         self.hierarchies = {p: Hierarchy(self.index, p) for p in PLATFORMS}
-        self.analyzers = {p: Analyzer(h) for p, h in self.hierarchies.items()}
+        self.analyzers = {p: Analyzer(h, MIRROR_RULE) for p, h in self.hierarchies.items()}
         self.plugin_notes: list[str] = []  # plugin code that could not be read (registrations skipped)
         self._callers: CallerIndex | None = None
 
@@ -126,6 +132,11 @@ class Scanner:
         for entry in entries:
             for platform in self.platforms_of(entry):
                 self.index.chain_error(entry.module, platform)
+
+    def resolve_here(self, entries: list[RegistryEntry]) -> tuple[list[Resolution], list[Unresolved]]:
+        """The whole resolution in this process: import chains first, then ``resolve``."""
+        self.walk_import_chains(entries)
+        return self.resolve(entries)
 
     @staticmethod
     def platforms_of(entry: RegistryEntry) -> list[str]:
@@ -226,20 +237,26 @@ class Scanner:
         return records
 
 
+class Resolve(Protocol):
+    """``scanner.resolve_here(entries)``, computed some other way (``fanout.forked``: in worker processes)."""
+
+    def __call__(self, scanner: Scanner,
+                 entries: list[RegistryEntry]) -> tuple[list[Resolution], list[Unresolved]]: ...
+
+
 def scan(tree: SourceTree, cache: FactsCache | None = None,
-         jobs: int = 1) -> tuple[ScanResult, Scanner, list[Resolution]]:
+         resolve: Resolve | None = None) -> tuple[ScanResult, Scanner, list[Resolution]]:
     """Run the pipeline; ``scanner.index.observed`` then says what the result depends on.
 
-    With ``jobs`` above 1 and enough drafters, forked workers do the work (see fanout).
+    ``resolve``, when given, does the resolving and classifying (see fanout.forked).
     """
     memo.use_cache(cache)
     scanner = Scanner(tree, cache)
     entries = scanner.entries()
-    if jobs > 1 and len(entries) >= MIN_ENTRIES:
-        resolutions, unresolved = resolve_in_workers(scanner, entries, jobs)
+    if resolve is not None:
+        resolutions, unresolved = resolve(scanner, entries)
     else:
-        scanner.walk_import_chains(entries)
-        resolutions, unresolved = scanner.resolve(entries)
+        resolutions, unresolved = scanner.resolve_here(entries)
     result = ScanResult(
         tree=tree,
         records=scanner.records(resolutions),

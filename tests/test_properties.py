@@ -12,11 +12,12 @@ import os
 from hypothesis import HealthCheck, event, given, settings
 
 from mtp_audit.apply.rewrite import rewrite_file
-from mtp_audit.classify.analysis import Insertion, fingerprint, mirror_fingerprint
+from mtp_audit.classify.analysis import Insertion, fingerprint
 from mtp_audit.classify.shapes import analyze_compute_logits
 from mtp_audit.index.facts import MethodFacts, extract_facts
 from mtp_audit.model import ClassKey
 from mtp_audit.resolve.mro import MethodHit
+from mtp_audit.synthesize.answers import mirror_fingerprint
 from shape_strategies import Case, compute_logits_cases
 
 EXAMPLES = int(os.environ.get("MTP_AUDIT_FUZZ_EXAMPLES", "150"))

@@ -17,9 +17,9 @@ import libcst as cst
 from libcst.metadata import PositionProvider
 
 from ..classify.analysis import Insertion
-from ..classify.memo import mirror_text
 from ..cstnodes import nodes_of, parse_method
 from ..index.prefilter import physical_lines
+from ..synthesize.answers import mirror_text
 from ..synthesize.conventions import follow_annotation_style
 from ..synthesize.factor import HELPER, factor_pre_head
 from ..synthesize.layout import format_methods

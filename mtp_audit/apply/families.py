@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from .changes import Rewrite
-from .plan import Outcome, Plan
+from .plan import Action, Outcome, Plan
 
 
 @dataclass
@@ -103,7 +103,7 @@ def split_families(plan: Plan, rewrites: list[Rewrite]) -> list[Family]:
     """The fix as families, each with its fixed drafters and rewritten files, sorted by name."""
     by_module = {module_of(r.path): r for r in rewrites}
     groups = _Groups(list(by_module))
-    fixed = [o for o in plan.outcomes if o.action == "fix"]
+    fixed = [o for o in plan.outcomes if o.action == Action.FIX]
     by_arch: dict[str, list[str]] = {}
     for outcome in fixed:
         modules = _modules(outcome)

@@ -15,9 +15,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..classify.analysis import Insertion, Overlay, synthetic_mirror
+from ..classify.analysis import Insertion, Overlay
 from ..model import PLATFORMS, ClassKey
 from ..scan import Resolution, Scanner
+from ..synthesize.answers import synthetic_mirror
 from .families import module_of
 from .plan import SAFE
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..classify.analysis import Insertion
-from ..classify.memo import inlined_super, logits_shape
+from ..classify.memo import logits_shape
+from ..classify.shape_types import LogitsKind
 from ..model import PLATFORMS, ClassKey
 from ..resolve.mro import MethodHit
 from ..scan import Resolution, Scanner
+from ..synthesize.answers import inlined_super
 from .inheritors import Inheritor, find_inheritors
-from .plan import Plan, _blast_radius, _describe
+from .plan import Action, Plan, _blast_radius, _describe
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ def _super_callers(scanner: Scanner, plan: Plan, base: Insertion) -> list[Insert
     """Planned insertions whose compute_logits is ``super().compute_logits`` reaching ``base``'s."""
     found = []
     for insertion in plan.insertions:
-        if logits_shape(insertion.source.method.text, insertion.source.method.line).kind != "super":
+        if logits_shape(insertion.source.method.text, insertion.source.method.line).kind != LogitsKind.SUPER:
             continue
         for platform in PLATFORMS:
             hierarchy = scanner.hierarchies[platform]
@@ -73,7 +75,7 @@ def prefer_drafter_only(scanner: Scanner, resolutions: list[Resolution], plan: P
     reaching = {i.base for i in inheritors if not i.drafter}
     for base in [i for i in plan.insertions if i.target in reaching]:
         callers = _super_callers(scanner, plan, base)
-        fixed = [o for o in plan.outcomes if o.action == "fix" and any(_same(base, i) for i in o.insertions)]
+        fixed = [o for o in plan.outcomes if o.action == Action.FIX and any(_same(base, i) for i in o.insertions)]
         if not callers or any(not any(_same(c, i) for c in callers for i in o.insertions) for o in fixed):
             continue  # some drafter needs the base's own method
         texts = [inlined_super(c.source.method.text, base.source.method.text) for c in callers]
@@ -89,7 +91,7 @@ def prefer_drafter_only(scanner: Scanner, resolutions: list[Resolution], plan: P
         plan.insertions = candidate
         for outcome in plan.outcomes:
             outcome.insertions = _swap(outcome.insertions, base, callers, inlined)
-            if outcome.action == "fix":
+            if outcome.action == Action.FIX:
                 outcome.reason = _describe(outcome.insertions, plan.insertions)
         others = sorted({i.cls.name for i in inheritors if i.base == base.target and not i.drafter})
         notes.append(Moved(tuple(c.target for c in callers), base.target, tuple(others)))

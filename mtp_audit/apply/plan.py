@@ -11,17 +11,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..classify.analysis import Analysis, Insertion, Overlay, synthetic_mirror
-from ..model import ClassKey, Consistency, DrafterRecord, Status
+from ..classify.analysis import Analysis, Insertion, Overlay
+from ..model import ClassKey, Consistency, DrafterRecord, Status, StrEnum
 from ..scan import Resolution, Scanner
+from ..synthesize.answers import synthetic_mirror
 
 SAFE = (Consistency.MIRROR, Consistency.EQUIVALENT)
+
+
+class Action(StrEnum):
+    """What ``fix`` does for one requested drafter."""
+
+    FIX = "fix"
+    SUPPORTED = "supported"
+    SKIPPED = "skipped"  # not_applicable: nothing to write and nothing to refuse
+    REFUSED = "refused"
 
 
 @dataclass
 class Outcome:
     record: DrafterRecord
-    action: str  # "fix", "supported", "skipped" (not_applicable), "refused"
+    action: Action
     reason: str
     insertions: list[Insertion] = field(default_factory=list)
 
@@ -46,35 +56,35 @@ def make_plan(scanner: Scanner, resolutions: list[Resolution], records: list[Dra
             outcomes.append(
                 Outcome(
                     record,
-                    "supported",
+                    Action.SUPPORTED,
                     f"already supported ({record.consistency.value if record.consistency else 'unknown'})",
                 )
             )
         elif record.status == Status.NOT_APPLICABLE and record.uncalled:  # asked for, but no speculator calls it
-            outcomes.append(Outcome(record, "refused", f"not_applicable: {record.reason}"))
+            outcomes.append(Outcome(record, Action.REFUSED, f"not_applicable: {record.reason}"))
         elif record.status == Status.NOT_APPLICABLE:  # a placeholder or no compute_logits: nothing to refuse
-            outcomes.append(Outcome(record, "skipped", f"not_applicable: {record.reason}"))
+            outcomes.append(Outcome(record, Action.SKIPPED, f"not_applicable: {record.reason}"))
         elif record.status != Status.MISSING_FIXABLE:
-            outcomes.append(Outcome(record, "refused", f"{record.status.value}: {record.reason}"))
+            outcomes.append(Outcome(record, Action.REFUSED, f"{record.status.value}: {record.reason}"))
         else:
             insertions: list[Insertion] = []
             for analysis in _analyses(resolutions, record):
                 insertions.extend(i for i in analysis.insertions if i not in insertions)
-            outcomes.append(Outcome(record, "fix", "", insertions))
+            outcomes.append(Outcome(record, Action.FIX, "", insertions))
     while True:
-        active = _deduplicate([i for o in outcomes if o.action == "fix" for i in o.insertions])
+        active = _deduplicate([i for o in outcomes if o.action == Action.FIX for i in o.insertions])
         conflicts = _blast_radius(scanner, resolutions, active)
         if not conflicts:
             break
         for outcome in outcomes:
-            if outcome.action != "fix":
+            if outcome.action != Action.FIX:
                 continue
             blamed = [conflicts[i.target] for i in outcome.insertions if i.target in conflicts]
             if blamed:
-                outcome.action = "refused"
+                outcome.action = Action.REFUSED
                 outcome.reason = "blast radius: " + "; ".join(dict.fromkeys(blamed))
     for outcome in outcomes:
-        if outcome.action == "fix":
+        if outcome.action == Action.FIX:
             outcome.reason = _describe(outcome.insertions, active)
     return Plan(outcomes, active)
 

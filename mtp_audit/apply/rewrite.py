@@ -15,9 +15,9 @@ import libcst as cst
 from libcst.metadata import PositionProvider
 
 from ..classify.analysis import Insertion
-from ..classify.memo import mirror_text
 from ..cstnodes import nodes_of, parse_method
 from ..index.prefilter import physical_lines
+from ..synthesize.answers import mirror_text
 from ..synthesize.conventions import follow_annotation_style
 from ..synthesize.layout import format_methods
 from .changes import FileJob, Rewrite, UnsafeRewrite

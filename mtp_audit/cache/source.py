@@ -13,9 +13,9 @@ import hashlib
 import os
 from pathlib import Path
 
+from ..templating import TEMPLATE_DIRS
+
 PACKAGE = Path(__file__).resolve().parent.parent
-# Shipped in the wheel under the package; in a checkout, the top-level folder.
-TEMPLATE_DIRS = (PACKAGE / "templates", PACKAGE.parent / "templates")
 
 
 def _files(top: Path, suffix: str) -> list[Path]:

@@ -13,6 +13,7 @@ import ast
 import functools
 import re
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -24,11 +25,7 @@ from .calls import Contract, first_read, passed_to_top_tokens, reads
 from .contract_rules import CallSiteArguments, CallTypeError, Uncalled
 from .memo import (
     fingerprint,
-    inlined_super,
     logits_shape,
-    mirror_fingerprint,
-    mirror_fingerprint_without,
-    mirror_text,
     returns_plain_head,
     self_contained,
     top_tokens_shape,
@@ -63,14 +60,23 @@ class Analysis:
     rule: str | None = None  # id of the shape rule that decided the status (shapes.RULES), if one did
 
 
-def synthetic_mirror(hit: MethodHit) -> MethodFacts:
-    """The method a fix would write, as facts (for blast-radius checks)."""
-    return MethodFacts("get_top_tokens", hit.method.line, mirror_text(hit.method.text))
+@dataclass(frozen=True)
+class MirrorRule:
+    """What classification asks of the mirror rule, by method text; the answers come from the
+    stage that writes mirrors (``synthesize.answers.MIRROR_RULE``), handed in by the caller."""
+
+    # memo.fingerprint of the get_top_tokens a fix would write for a compute_logits; None: none
+    fingerprint: Callable[[str], str | None]
+    # the same, with these parameters dropped from its signature
+    fingerprint_without: Callable[[str, tuple[str, ...]], str | None]
+    # a ``return super().compute_logits(...)`` with the callee's body inlined; None: not plainly
+    inlined_super: Callable[[str, str], str | None]
 
 
 class Analyzer:
-    def __init__(self, hierarchy: Hierarchy):
+    def __init__(self, hierarchy: Hierarchy, mirror: MirrorRule):
         self.h = hierarchy
+        self.mirror = mirror
 
     def where(self, hit: MethodHit) -> str:
         return f"{hit.owner.name} ({self.h.file_of(hit.owner)}:{hit.method.line})"
@@ -308,13 +314,14 @@ class Analyzer:
                    f"{f', which it reads {read}' if read else ''}; "
                    f"get_top_tokens of {self.where(gtt)} does not accept it")
             return Consistency.DIVERGENT, f"{statement[1]}; also, {why}" if statement else why
-        mirrored = mirror_fingerprint(cl.method.text)
+        mirrored = self.mirror.fingerprint(cl.method.text)
         same = mirrored is not None and mirrored == fingerprint(gtt.method.text)
         if not same and by_calls and mirrored is not None and cshape.kind == LogitsKind.HEAD:
             assert contract is not None
             unused = [n for n in _unaccepted(cshape, gshape) if not reads(cl.method.text, n)
                       and n not in passed_to_top_tokens(contract, cshape.params)]
-            if unused and mirror_fingerprint_without(cl.method.text, tuple(unused)) == fingerprint(gtt.method.text):
+            without = self.mirror.fingerprint_without(cl.method.text, tuple(unused)) if unused else None
+            if without is not None and without == fingerprint(gtt.method.text):
                 return Consistency.EQUIVALENT, (
                     f"the mirror of compute_logits of {self.where(cl)} but for {', '.join(unused)}, which "
                     "compute_logits does not read and no caller passes")
@@ -324,7 +331,7 @@ class Analyzer:
             return self._delegated_consistency(key, mro, cl, cshape, overlay, depth)
         if cshape.kind == LogitsKind.SUPER and gtt.owner == cl.owner:
             inlined = self._super_inlined(mro, cl)
-            if inlined is not None and mirror_fingerprint(inlined[0]) == fingerprint(gtt.method.text):
+            if inlined is not None and self.mirror.fingerprint(inlined[0]) == fingerprint(gtt.method.text):
                 return Consistency.MIRROR, (f"mirror of compute_logits of {self.where(cl)} with the "
                                             f"super().compute_logits of {self.where(inlined[1])} inlined")
         if gshape.kind == TopTokensKind.SUPER:
@@ -375,9 +382,9 @@ class Analyzer:
     def _super_inlined(self, mro: Mro, cl: MethodHit) -> tuple[str, MethodHit] | None:
         """``cl`` with the head-calling compute_logits its super() reaches inlined, if that is plain."""
         nxt = self.h.find(mro, "compute_logits", start=cl.index + 1)
-        if nxt is None or logits_shape(nxt.method.text, nxt.method.line).kind != "head":
+        if nxt is None or logits_shape(nxt.method.text, nxt.method.line).kind != LogitsKind.HEAD:
             return None
-        inlined = inlined_super(cl.method.text, nxt.method.text)
+        inlined = self.mirror.inlined_super(cl.method.text, nxt.method.text)
         return (inlined, nxt) if inlined is not None else None
 
     def _delegated_consistency(self, key: ClassKey, mro: Mro, cl: MethodHit, cshape: LogitsShape,

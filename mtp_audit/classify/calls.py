@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..model import CallerRecord
 from ..resolve.callers import CallPair, ModelCall, Reach
-from .shape_types import Param
+from .shape_types import Param, ParamKind
 
 
 @dataclass(frozen=True)
@@ -77,14 +77,14 @@ def form(call: ModelCall) -> str:
 
 def bind(params: list[Param], call: ModelCall) -> tuple[set[str], list[str]]:
     """The parameters ``call`` binds, and why it would raise TypeError (empty: it would not)."""
-    positional = [p for p in params if p.kind in ("posonly", "pos")]
-    star = any(p.kind == "star" for p in params)
-    starstar = any(p.kind == "starstar" for p in params)
+    positional = [p for p in params if p.kind in (ParamKind.POSONLY, ParamKind.POS)]
+    star = any(p.kind == ParamKind.STAR for p in params)
+    starstar = any(p.kind == ParamKind.STARSTAR for p in params)
     bound = {p.name for p in positional[: call.positional]}
     errors = []
     if call.positional > len(positional) and not star:
         errors.append(f"{call.positional} positional arguments")
-    names = {p.name for p in params if p.kind in ("pos", "kwonly")}
+    names = {p.name for p in params if p.kind in (ParamKind.POS, ParamKind.KWONLY)}
     for keyword in call.keywords:
         if keyword in names:
             bound.add(keyword)

@@ -6,8 +6,8 @@ messages quote).
 Stored beside the facts cache (``cache.AnswerStore``, keyed like every cache
 entry by the tool's source hash), one small entry per answer: a scan whose
 facts are cached then classifies without parsing, or even importing, libcst.
-The rules themselves live in ``shapes`` and ``synthesize.mirror``, imported on
-the first miss.
+The rules themselves live in ``shapes``, imported on the first miss; the mirror
+rule's answers (``synthesize.answers``) are kept the same way, through ``stored``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def load_rules() -> None:
     """Import the rules (libcst) now, e.g. while forked workers parse; every rule calls it first."""
     if _RULES not in sys.modules:
         with _no_signature_docstrings(), _collector_paused():
-            from ..synthesize import mirror  # noqa: F401
+            from .. import patterns  # noqa: F401  (libcst.matchers: the bulk of the import)
             from . import shapes  # noqa: F401
 
 
@@ -105,7 +105,7 @@ def _no_signature_docstrings() -> Iterator[None]:
         inspect.signature = signature
 
 
-def _stored(kind: type | tuple[type, ...]) -> Callable[[Rule], Rule]:
+def stored(kind: type | tuple[type, ...]) -> Callable[[Rule], Rule]:
     """Memoise a rule answering a ``kind`` in this process and, when a store is set, on disk."""
 
     def wrap(rule: Rule) -> Rule:
@@ -159,94 +159,35 @@ def _dataclasses_tolerate_unsigned() -> bool:
     return Probe.__doc__ == "Probe"
 
 
-@_stored(LogitsShape)
+@stored(LogitsShape)
 def logits_shape(text: str, line: int) -> LogitsShape:
     from .shapes import analyze_compute_logits
 
     return analyze_compute_logits(libcst_code(text), line)
 
 
-@_stored(TopTokensShape)
+@stored(TopTokensShape)
 def top_tokens_shape(text: str, line: int) -> TopTokensShape:
     from .shapes import analyze_get_top_tokens
 
     return analyze_get_top_tokens(libcst_code(text), line)
 
 
-@_stored(str)
+@stored(str)
 def fingerprint(text: str) -> str:
     from .shapes import normalize
 
     return normalize(libcst_code(text))
 
 
-@_stored(str)
-def mirror_text(text: str) -> str:
-    """The mirror a fix would write, unformatted; raises MirrorError when there is none."""
-    from ..synthesize.mirror import mirror_code
-
-    return mirror_code(libcst_code(text))
-
-
-@_stored((str, type(None)))
-def mirror_fingerprint(text: str) -> str | None:
-    from ..synthesize.mirror import MirrorError, mirror_code
-    from .shapes import normalize
-
-    try:
-        return normalize(mirror_code(libcst_code(text)))
-    except MirrorError:
-        return None
-
-
-@_stored((str, type(None)))
-def mirror_fingerprint_without(text: str, params: tuple[str, ...]) -> str | None:
-    """The fingerprint of the mirror with ``params`` dropped from its signature."""
-    import ast
-
-    from ..synthesize.mirror import MirrorError, mirror_code
-    from .shapes import normalize
-
-    try:
-        func = ast.parse(mirror_code(libcst_code(text))).body[0]
-    except MirrorError:
-        return None
-    assert isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
-    arguments = func.args
-    for name in ("posonlyargs", "args", "kwonlyargs"):
-        kept = [a for a in getattr(arguments, name) if a.arg not in params]
-        dropped = len(getattr(arguments, name)) - len(kept)
-        if name == "args" and dropped:
-            positions = [i for i, a in enumerate(arguments.args) if a.arg in params]
-            first_default = len(arguments.args) - len(arguments.defaults)
-            arguments.defaults = [d for i, d in enumerate(arguments.defaults) if first_default + i not in positions]
-        if name == "kwonlyargs" and dropped:
-            arguments.kw_defaults = [d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults)
-                                     if a.arg not in params]
-        setattr(arguments, name, kept)
-    return normalize(ast.unparse(func))
-
-
-@_stored((str, type(None)))
-def inlined_super(caller: str, callee: str) -> str | None:
-    """``caller`` (a ``return super().compute_logits(...)``) with ``callee``'s body inlined, or None
-    when the plain inlining rule does not apply (see synthesize.inline)."""
-    from ..synthesize.inline import InlineError, inline_super
-
-    try:
-        return inline_super(libcst_code(caller), libcst_code(callee))
-    except InlineError:
-        return None
-
-
-@_stored(bool)
+@stored(bool)
 def self_contained(text: str) -> bool:
     from .shapes import self_contained as rule
 
     return rule(libcst_code(text))
 
 
-@_stored(bool)
+@stored(bool)
 def returns_plain_head(text: str, hidden: str) -> bool:
     from .shapes import returns_plain_head as rule
 

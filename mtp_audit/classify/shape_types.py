@@ -3,22 +3,9 @@ cache (classify.memo) load without importing the parser."""
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
-from enum import Enum
 
-if sys.version_info >= (3, 11):
-    from enum import StrEnum
-else:  # Python 3.10: the same behaviour, spelled out
-
-    class StrEnum(str, Enum):
-        """Members are their values: in f-strings, ``str()`` and comparisons with strings."""
-
-        def __str__(self) -> str:
-            return str(self.value)
-
-        def __format__(self, spec: str) -> str:
-            return format(str(self.value), spec)
+from ..model import StrEnum
 
 
 class ParamKind(StrEnum):

@@ -19,19 +19,10 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..cstnodes import nodes_of, parse_method
+from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL, SELF, SUPER_CALL
 from .shape_types import LogitsKind, LogitsShape, Param, ParamKind, PostKind, TopTokensKind, TopTokensShape
 
-SELF = m.Name("self")
-HEAD_CALL = m.Call(func=m.Attribute(value=SELF, attr=m.Name("logits_processor")))
-SELF_DELEGATE_CALL = m.Call(
-    func=m.Attribute(value=m.Attribute(value=SELF, attr=m.Name()), attr=m.Name("compute_logits"))
-)
-SUPER_CALL = m.Call(
-    func=m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("compute_logits"))
-)
 ANY_COMPUTE_LOGITS_CALL = m.Call(func=m.Attribute(attr=m.Name("compute_logits")))
-LOGITS_CALL = HEAD_CALL | SELF_DELEGATE_CALL | SUPER_CALL
-DOCSTRING = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString() | m.ConcatenatedString())])
 STUB_STATEMENT = m.SimpleStatementLine(
     body=[m.OneOf(m.Raise(), m.Pass(), m.Expr(value=m.Ellipsis()))]
 )

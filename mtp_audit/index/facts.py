@@ -18,10 +18,15 @@ import ast
 import bisect
 import functools
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ..model import PLATFORMS
 from .platforms import evaluate, literal_string, string_values
 from .prefilter import WATCHED_METHODS, Reduced, physical_lines, reduce_source, whole
+
+# A Literal, not an Enum: facts are cached, and a plain string keeps their entries small and fast to load.
+TargetKind = Literal["class", "import", "module", "unknown", "unavailable"]
+MethodHow = Literal["def", "async", "conditional", "none", "deleted", "outside"]
 
 
 @dataclass(frozen=True)
@@ -30,10 +35,11 @@ class Target:
 
     kind: ``class`` (a = line of the local class), ``import`` (a = module,
     b = name; ``a.b`` may be a submodule), ``module`` (a = module),
-    ``unknown`` (a = code that could not be followed).
+    ``unknown`` (a = code that could not be followed), ``unavailable`` (a = why the name
+    cannot be had: its import raises).
     """
 
-    kind: str
+    kind: TargetKind
     a: str = ""
     b: str = ""
 
@@ -47,7 +53,7 @@ class MethodFacts:
     # "conditional" (a def under ``if``/``try`` in the class body), "none" (``= None``),
     # "deleted" (``del`` in the class body: lookup goes on to the bases), "outside" (setattr
     # or an attribute assignment after the class). ``where`` says it in words, for reasons.
-    how: str = "def"
+    how: MethodHow = "def"
     where: str = ""
 
     @property

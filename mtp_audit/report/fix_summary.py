@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from ..fix import FixResult
+from ..apply.plan import Action
+from ..apply.result import FixResult
 from .concise import INDENT, Line, _wrap, platforms_text, print_concise
 
-LABEL = {"fix": ("fixed", "would fix"), "supported": ("already supported",) * 2,
-         "skipped": ("skipped",) * 2, "refused": ("refused",) * 2}
+LABEL = {Action.FIX: ("fixed", "would fix"), Action.SUPPORTED: ("already supported",) * 2,
+         Action.SKIPPED: ("skipped",) * 2, Action.REFUSED: ("refused",) * 2}
 STYLE = {"fixed": "green", "would fix": "green", "already supported": "dim", "skipped": "dim", "refused": "red"}
 
 
@@ -19,7 +20,7 @@ def fix_summary_lines(result: FixResult, written: bool, width: int | None) -> li
         first, *rest = _wrap(f"{label}: {name} [{platforms_text(r.platforms)}]", width)
         lines.append(Line(first, label))
         lines += [Line(t) for t in rest]
-        if outcome.action != "supported":
+        if outcome.action != Action.SUPPORTED:
             lines += [Line(t) for t in _wrap(outcome.reason, width, INDENT)]
     verb = "wrote" if written else "would write"
     for rewrite in result.rewrites:
@@ -43,10 +44,10 @@ def fix_total(result: FixResult, written: bool) -> str:
     files = len(result.rewrites)
     verb = "wrote" if written else "would write"
     parts = [f"{verb} {methods} method{'s' * (methods != 1)} into {files} file{'s' * (files != 1)}"]
-    refused = [o for o in result.plan.outcomes if o.action == "refused"]
+    refused = [o for o in result.plan.outcomes if o.action == Action.REFUSED]
     why = ", ".join(f"{o.record.arch or o.record.cls}: {o.reason.split(':', 1)[0]}" for o in refused)
     parts.append(f"{len(refused)} refused" + (f" ({why})" if refused else ""))
-    for action, label in (("skipped", "skipped (not_applicable)"), ("supported", "already supported")):
+    for action, label in ((Action.SKIPPED, "skipped (not_applicable)"), (Action.SUPPORTED, "already supported")):
         count = sum(o.action == action for o in result.plan.outcomes)
         if count:
             parts.append(f"{count} {label}")

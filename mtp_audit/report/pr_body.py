@@ -8,11 +8,12 @@ from string import Template
 
 from ..apply.inheritors import Inheritor
 from ..apply.placement import Moved
+from ..apply.plan import Action
+from ..apply.result import FixResult
 from ..errors import UsageError
-from ..fix import FixResult
 from ..outputs import write_output
 from ..synthesize.factor import HELPER
-from ..synthesize.mirror import template
+from ..templating import template
 
 
 def _verify_results(report: Path | None, classes: set[str] | None = None) -> str | None:
@@ -63,8 +64,8 @@ def render_pr_body(result: FixResult, command: str, verify_report: Path | None =
                    tests: list[str] | None = None, own_rows_only: bool = False) -> str:
     """``tests``: test files the change adds, run in the Test Plan; ``own_rows_only``: the verify
     report's rows of this change's drafters only (one patch of a series)."""
-    fixed = [o for o in result.plan.outcomes if o.action == "fix"]
-    refused = [o for o in result.plan.outcomes if o.action == "refused"]
+    fixed = [o for o in result.plan.outcomes if o.action == Action.FIX]
+    refused = [o for o in result.plan.outcomes if o.action == Action.REFUSED]
     drafters = "\n".join(
         f"| `{o.record.arch or '(unregistered)'}` | `{o.record.cls}` | {', '.join(o.record.platforms)} | {o.reason} |"
         for o in fixed

@@ -10,9 +10,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, SpinnerColumn, TextColu
 from rich.progress import Progress as RichProgress
 from rich.table import Table
 
-from ..verify.run import Progress, TargetOutcome
+from ..verify.run import Progress, TargetOutcome, Verdict
 
-STYLE = {"pass": "green", "MISMATCH": "bold red", "not verified": "yellow"}
+STYLE = {Verdict.PASS: "green", Verdict.MISMATCH: "bold red", Verdict.NOT_VERIFIED: "yellow"}
 
 
 def render_verify(outcomes: list[TargetOutcome], console, detailed: bool = True) -> None:
@@ -29,10 +29,11 @@ def render_verify(outcomes: list[TargetOutcome], console, detailed: bool = True)
         for case in outcome.cases:
             groups[(case["dtype"], case["case"])].append(case)
         style = STYLE[outcome.verdict]
-        if outcome.verdict != "pass" or not groups or not detailed:
+        if outcome.verdict != Verdict.PASS or not groups or not detailed:
             rows = str(sum(c["batch"] for c in outcome.cases)) if outcome.cases else "-"
             table.add_row(*head, "-", "-", rows, f"[{style}]{outcome.verdict}[/]", outcome.detail)
             continue
+        passing = " | ".join(v["variant"] for v in outcome.variants if v["verdict"] == Verdict.PASS)
         for (dtype, case), cases in groups.items():
             rows = sum(c["batch"] for c in cases)
             table.add_row(
@@ -47,7 +48,7 @@ def render_verify(outcomes: list[TargetOutcome], console, detailed: bool = True)
                     if any(c["step"] is not None for c in cases)
                     else ""
                 )
-                + f"; configurations: {' | '.join(v['variant'] for v in outcome.variants if v['verdict'] == 'pass')}",
+                + f"; configurations: {passing}",
             )
     console.print(table)
 

@@ -12,44 +12,20 @@ entry points from ``entry_points.txt`` with ``importlib.metadata``, functions wi
 from __future__ import annotations
 
 import ast
-import importlib.metadata
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..index.modules import ModuleIndex
 from ..index.platforms import literal_string
+from ..locate import GENERAL, PLATFORM, discover
 from ..model import PLATFORMS, PluginDist, RegistryEntry
 from .registry import OTHER_DICT_DRAFTER, SPECULATIVE
 
-GENERAL = "vllm.general_plugins"
-PLATFORM = "vllm.platform_plugins"
-GROUPS = (GENERAL, PLATFORM)
 REGISTERED = "register_model"  # the registry name of a plugin's entries
 MAX_CALL_DEPTH = 8  # helpers calling helpers: deeper chains are not followed
 # Outside the speculative dict "Eagle" also names target models; an EAGLE drafter's arch starts with it.
 EAGLE_ARCH = re.compile(r"^Eagle|Eagle3")
-
-
-def discover(search_paths: list[Path] | None = None) -> list[PluginDist]:
-    """Distributions with vLLM plugin entry points, in ``search_paths`` (default: ``sys.path``).
-
-    A name found twice is the first one, as ``importlib.metadata`` and so vLLM see it."""
-    paths = None if search_paths is None else [str(p) for p in search_paths]
-    found: dict[str, PluginDist] = {}
-    for dist in importlib.metadata.distributions(**({} if paths is None else {"path": paths})):
-        name = dist.metadata["Name"]
-        if not name or _normal(name) in found or _normal(name) == "vllm":  # vLLM's own entry points are in-tree
-            continue
-        points = tuple(sorted((ep.group, ep.name, ep.value) for ep in dist.entry_points if ep.group in GROUPS))
-        if points:
-            location = Path(str(dist.locate_file(""))).resolve()
-            found[_normal(name)] = PluginDist(name, dist.version, location, points)
-    return sorted(found.values(), key=lambda d: _normal(d.name))
-
-
-def _normal(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 @dataclass(frozen=True)

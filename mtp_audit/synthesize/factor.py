@@ -18,9 +18,9 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import parse_template_statement
 
-from ..classify.shapes import DOCSTRING, LOGITS_CALL
 from ..cstnodes import nodes_of
-from .mirror import template
+from ..patterns import DOCSTRING, LOGITS_CALL
+from ..templating import template
 
 HELPER = "_pre_head"
 MIN_STATEMENTS = 3  # factor only blocks longer than this: a two-line pre-head reads better copied

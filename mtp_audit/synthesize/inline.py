@@ -16,8 +16,8 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ..classify.shapes import DOCSTRING
 from ..cstnodes import nodes_of, parse_method
+from ..patterns import DOCSTRING
 
 
 class InlineError(Exception):

@@ -8,27 +8,14 @@ itself changes, as CONTRACT.md's mirror rule says.
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import parse_template_statement
 
-from ..classify.shapes import DOCSTRING, HEAD_CALL, LOGITS_CALL
 from ..cstnodes import nodes_of, parse_method
-
-_PACKAGE_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
-_SOURCE_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
-
-
-@functools.cache
-def template(name: str) -> str:
-    """Text of ``templates/<name>``: shipped in the wheel, or the checkout's top-level folder."""
-    for folder in (_PACKAGE_TEMPLATES, _SOURCE_TEMPLATES):
-        path = folder / name
-        if path.is_file():
-            return path.read_text(encoding="utf-8")
-    raise FileNotFoundError(f"mtp-audit template {name} is missing from the installation")
+from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL
+from ..templating import template
 
 
 class MirrorError(Exception):

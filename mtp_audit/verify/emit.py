@@ -9,9 +9,9 @@ from string import Template
 from .. import __version__
 from ..errors import UsageError
 from ..synthesize.layout import ruff_format
-from ..synthesize.mirror import template
+from ..templating import template
 from .constants import HIDDEN, NUM_STEPS, START_LAYER, VOCAB
-from .run import TargetOutcome
+from .run import TargetOutcome, Verdict
 
 TEST_PORT = 29517
 
@@ -51,7 +51,7 @@ def emit_test(target: Path, outcome: TargetOutcome) -> None:
             attr=step["attr"], name=name or "", **{k: v for k, v in args.items() if k != "cls"}))
     calls = sorted({(c["step"] if c["step_in"][0] else None, c["step"] if c["step_in"][1] else None)
                     for c in outcome.cases}, key=lambda pair: tuple(-1 if s is None else s for s in pair))
-    passing = [v["variant"] for v in outcome.variants if v["verdict"] == "pass"]
+    passing = [v["variant"] for v in outcome.variants if v["verdict"] == Verdict.PASS]
     text = Template(template("verify_test.py.tmpl")).substitute(
         cls=record.cls, tool_version=__version__, model=record.arch or record.cls,
         imports="\n".join(sorted(imports)), vocab=VOCAB, hidden=HIDDEN, start_layer=START_LAYER,

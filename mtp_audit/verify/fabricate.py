@@ -30,6 +30,7 @@ import inspect
 import re
 import sys
 from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 from torch import nn
@@ -52,13 +53,18 @@ class CannotBuild(Exception):
     """The harness cannot make something a method needs: not verified."""
 
 
+# What a recipe line makes (verify/emit.py writes each one back as code).
+StepKind = Literal["constant", "head", "logits_processor", "norm", "int", "steps", "instance", "config",
+                   "draft_to_target", "token_ids", "constructed", "element"]
+
+
 @dataclass
 class Step:
     """One recipe line: ``path.attr = kind(args)``."""
 
     path: str
     attr: str
-    kind: str  # "head", "norm", "logits_processor", "int", "instance", "steps", "element"
+    kind: StepKind
     args: dict = field(default_factory=dict)
 
 
@@ -317,7 +323,7 @@ def portable_cpu_gemm():
 class HeadRows:
     """An adversarial head: ``ties`` makes two rows equal and dominant; ``negative`` makes every real logit < 0."""
 
-    kind: str
+    kind: Literal["ties", "negative"]
 
 
 def head_weight(vocab: int, hidden: int, seed: int, dtype: torch.dtype, override: HeadRows | None) -> torch.Tensor:

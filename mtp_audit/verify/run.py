@@ -25,16 +25,24 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..lifecycle import die_with_parent
-from ..model import DrafterRecord, SourceTree, Status
+from ..model import DrafterRecord, SourceTree, Status, StrEnum
 
 WORKER_TIMEOUT_S = 1200
+
+
+class Verdict(StrEnum):
+    """What verify concludes of one drafter at one TP size (and of each configuration it built)."""
+
+    PASS = "pass"
+    MISMATCH = "MISMATCH"
+    NOT_VERIFIED = "not verified"
 
 
 @dataclass
 class TargetOutcome:
     record: DrafterRecord
     tp: int | None = None
-    verdict: str = "not verified"  # "pass", "MISMATCH", "not verified"
+    verdict: Verdict = Verdict.NOT_VERIFIED
     detail: str = ""
     cases: list[dict] = field(default_factory=list)  # rank 0's compared cases, every variant
     recipe: list[dict] | None = None
@@ -141,21 +149,21 @@ def judge(record: DrafterRecord, tp: int, ranks: list[dict], index: int) -> Targ
     for position, variant in enumerate(results[0]["variants"]):
         others = [r["variants"][position] for r in results[1:] if position < len(r["variants"])]
         if len(others) != len(results) - 1 or any(len(o["cases"]) != len(variant["cases"]) for o in others):
-            summary = {"variant": variant["variant"], "verdict": "MISMATCH", "kind": "ranks", "rows": 0,
+            summary = {"variant": variant["variant"], "verdict": Verdict.MISMATCH, "kind": "ranks", "rows": 0,
                        "detail": "TP ranks ran different cases (one rank failed where another did not)"}
         else:
             summary = _judge_variant(variant, others)
         outcome.variants.append(summary)
         outcome.forms = sorted({c["form"] for c in variant["cases"]} | set(outcome.forms))
-        if summary["verdict"] == "MISMATCH":
+        if summary["verdict"] == Verdict.MISMATCH:
             mismatches.append(summary)
-        elif summary["verdict"] == "pass":
+        elif summary["verdict"] == Verdict.PASS:
             outcome.cases.extend(c for c in variant["cases"] if c["kind"] == "tokens")
-    ran = [v for v in outcome.variants if v["verdict"] != "not verified"]
-    unbuilt = [v for v in outcome.variants if v["verdict"] == "not verified"]
+    ran = [v for v in outcome.variants if v["verdict"] != Verdict.NOT_VERIFIED]
+    unbuilt = [v for v in outcome.variants if v["verdict"] == Verdict.NOT_VERIFIED]
     tail = "".join(f"; not run: {v['variant']}: {v['detail']}" for v in unbuilt)
     if mismatches:
-        outcome.verdict = "MISMATCH"
+        outcome.verdict = Verdict.MISMATCH
         outcome.detail = "; ".join(f"[{m['variant']}] {m['detail']}" for m in mismatches)
         return outcome
     if not ran:
@@ -164,7 +172,7 @@ def judge(record: DrafterRecord, tp: int, ranks: list[dict], index: int) -> Targ
                           "can feed; " if ops else "")
         outcome.detail += "; ".join(f"[{v['variant']}] {v['detail']}" for v in unbuilt) or "no variant ran"
         return outcome
-    outcome.verdict = "pass"
+    outcome.verdict = Verdict.PASS
     outcome.detail = (f"{sum(c['batch'] for c in outcome.cases)} rows in {len(outcome.cases)} cases; "
                       f"{len(ran)} configuration(s): " + " | ".join(v["variant"] for v in ran) + tail)
     return outcome
@@ -172,7 +180,7 @@ def judge(record: DrafterRecord, tp: int, ranks: list[dict], index: int) -> Targ
 
 def _judge_variant(variant: dict, others: list[dict]) -> dict:
     """The first mismatch of each call form (a TypeError in one form does not hide the tensors of another)."""
-    summary = {"variant": variant["variant"], "verdict": "not verified", "rows": 0,
+    summary = {"variant": variant["variant"], "verdict": Verdict.NOT_VERIFIED, "rows": 0,
                "detail": "; ".join(variant["notes"]) or "no case ran"}
     found: dict[str, str] = {}
     for position, case in enumerate(variant["cases"]):
@@ -185,11 +193,11 @@ def _judge_variant(variant: dict, others: list[dict]) -> dict:
     compared = [c for c in variant["cases"] if c["kind"] == "tokens" and c["has_logits"]]
     rows = sum(c["batch"] for c in compared)
     if found:
-        return {**summary, "verdict": "MISMATCH", "rows": rows,
+        return {**summary, "verdict": Verdict.MISMATCH, "rows": rows,
                 "detail": "; ".join(found.values()) + f" ({len(compared)} cases compared tensors)"}
     if compared and len(compared) == len([c for c in variant["cases"] if c["kind"] == "tokens"]):
         notes = f"; {summary['detail']}" if variant["notes"] else ""
-        return {**summary, "verdict": "pass", "rows": rows, "detail": f"{len(compared)} cases{notes}"}
+        return {**summary, "verdict": Verdict.PASS, "rows": rows, "detail": f"{len(compared)} cases{notes}"}
     if variant["cases"] and not compared:
         summary["detail"] = "rank 0 got no logits to compare with"
     return summary
@@ -267,9 +275,9 @@ def reason_kind(outcome: TargetOutcome) -> str:
 def summary_line(outcomes: list[TargetOutcome]) -> str:
     """passed / mismatched / not verified (by reason), counted per record and TP size."""
     verdicts = Counter(o.verdict for o in outcomes)
-    reasons = Counter(reason_kind(o) for o in outcomes if o.verdict == "not verified")
-    line = (f"{len(outcomes)} results: {verdicts['pass']} passed, {verdicts['MISMATCH']} mismatched, "
-            f"{verdicts['not verified']} not verified")
+    reasons = Counter(reason_kind(o) for o in outcomes if o.verdict == Verdict.NOT_VERIFIED)
+    line = (f"{len(outcomes)} results: {verdicts[Verdict.PASS]} passed, {verdicts[Verdict.MISMATCH]} mismatched, "
+            f"{verdicts[Verdict.NOT_VERIFIED]} not verified")
     if reasons:
         line += " (" + "; ".join(f"{count} {reason}" for reason, count in reasons.most_common()) + ")"
     return line
@@ -281,6 +289,6 @@ def outcomes_json(outcomes: list[TargetOutcome]) -> list[dict]:
         "arch": o.record.arch, "class": o.record.cls, "module": o.record.module, "platforms": o.record.platforms,
         "tp": o.tp, "verdict": o.verdict, "detail": o.detail, "cases": len(o.cases),
         "rows": sum(c["batch"] for c in o.cases), "forms": o.forms, "variants": o.variants,
-        "reason": reason_kind(o) if o.verdict == "not verified" else None,
+        "reason": reason_kind(o) if o.verdict == Verdict.NOT_VERIFIED else None,
         "seconds": round(o.seconds, 3), "set_up_s": round(o.set_up_s, 3),
     } for o in outcomes]

@@ -20,14 +20,14 @@ from pathlib import Path
 from string import Template
 
 from .. import __version__
+from ..apply.families import Family, module_of, split_families
+from ..apply.plan import Action, Plan
+from ..apply.result import FixResult
 from ..classify.memo import logits_shape
 from ..errors import UsageError
-from ..fix import FixResult
-from ..report.pr_body import render_pr_body
-from ..synthesize.mirror import template
+from ..templating import template
 from ..verify.emit import render_family_test
-from .families import Family, module_of, split_families
-from .plan import Plan
+from .pr_body import render_pr_body
 
 TEST_DIR = "tests/v1/spec_decode"
 AUTHOR = "mtp-audit <mtp-audit@users.noreply.github.com>"
@@ -200,7 +200,7 @@ def render_index(result: FixResult, patches: list[Patch]) -> str:
     placement = "\n".join(f"- {note}" for note in result.placement_notes) or "- none moved"
     refused = "\n".join(f"- `{o.record.arch or '(unregistered)'}` ({o.record.cls}, {o.record.file}, "
                         f"{', '.join(o.record.platforms)}): {o.reason}"
-                        for o in result.plan.outcomes if o.action == "refused") or "- none"
+                        for o in result.plan.outcomes if o.action == Action.REFUSED) or "- none"
     crlf = any("\r\n" in (c.old or "") for p in patches for c in p.changes)
     return Template(template("patch_index.md.tmpl")).substitute(
         am_flags="--keep-non-patch --keep-cr" if crlf else "--keep-non-patch",

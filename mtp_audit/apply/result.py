@@ -1,0 +1,24 @@
+"""What ``fix`` decided and would write: the data the writer and the reports read.
+
+Here, not in ``fix``, so that rendering a fix (``report/``) imports data, not the pipeline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..model import SourceTree
+from .changes import Rewrite
+from .inheritors import Inheritor
+from .placement import Moved
+from .plan import Plan
+
+
+@dataclass
+class FixResult:
+    tree: SourceTree
+    plan: Plan
+    rewrites: list[Rewrite]
+    refusal: str | None = None  # why nothing may be written at all (a plugin's vLLM lacks get_top_tokens)
+    inheritors: list[Inheritor] = field(default_factory=list)  # every class the written methods reach
+    placement_notes: list[Moved] = field(default_factory=list)  # methods moved off bases non-drafters inherit

@@ -1,0 +1,82 @@
+"""The mirror rule's answers by method text, kept like every classification answer
+(``classify.memo.stored``): reading a cached one needs no libcst, computing one imports
+``mirror`` or ``inline``.
+
+Classification asks them through ``MIRROR_RULE`` (handed to ``classify.analysis.Analyzer``
+by the scan): whether an existing get_top_tokens is what a fix would write is a question
+for the stage that writes it.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ..classify.analysis import MirrorRule
+from ..classify.memo import stored
+from ..index.facts import MethodFacts, libcst_code
+from ..resolve.mro import MethodHit
+
+
+@stored(str)
+def mirror_text(text: str) -> str:
+    """The mirror a fix would write, unformatted; raises MirrorError when there is none."""
+    from .mirror import mirror_code
+
+    return mirror_code(libcst_code(text))
+
+
+@stored((str, type(None)))
+def mirror_fingerprint(text: str) -> str | None:
+    from ..classify.shapes import normalize
+    from .mirror import MirrorError, mirror_code
+
+    try:
+        return normalize(mirror_code(libcst_code(text)))
+    except MirrorError:
+        return None
+
+
+@stored((str, type(None)))
+def mirror_fingerprint_without(text: str, params: tuple[str, ...]) -> str | None:
+    """The fingerprint of the mirror with ``params`` dropped from its signature."""
+    from ..classify.shapes import normalize
+    from .mirror import MirrorError, mirror_code
+
+    try:
+        func = ast.parse(mirror_code(libcst_code(text))).body[0]
+    except MirrorError:
+        return None
+    assert isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
+    arguments = func.args
+    for name in ("posonlyargs", "args", "kwonlyargs"):
+        kept = [a for a in getattr(arguments, name) if a.arg not in params]
+        dropped = len(getattr(arguments, name)) - len(kept)
+        if name == "args" and dropped:
+            positions = [i for i, a in enumerate(arguments.args) if a.arg in params]
+            first_default = len(arguments.args) - len(arguments.defaults)
+            arguments.defaults = [d for i, d in enumerate(arguments.defaults) if first_default + i not in positions]
+        if name == "kwonlyargs" and dropped:
+            arguments.kw_defaults = [d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults)
+                                     if a.arg not in params]
+        setattr(arguments, name, kept)
+    return normalize(ast.unparse(func))
+
+
+@stored((str, type(None)))
+def inlined_super(caller: str, callee: str) -> str | None:
+    """``caller`` (a ``return super().compute_logits(...)``) with ``callee``'s body inlined, or None
+    when the plain inlining rule does not apply (see synthesize.inline)."""
+    from .inline import InlineError, inline_super
+
+    try:
+        return inline_super(libcst_code(caller), libcst_code(callee))
+    except InlineError:
+        return None
+
+
+def synthetic_mirror(hit: MethodHit) -> MethodFacts:
+    """The method a fix would write, as facts (for blast-radius checks)."""
+    return MethodFacts("get_top_tokens", hit.method.line, mirror_text(hit.method.text))
+
+
+MIRROR_RULE = MirrorRule(mirror_fingerprint, mirror_fingerprint_without, inlined_super)
