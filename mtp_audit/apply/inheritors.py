@@ -5,8 +5,8 @@ into a shared base also reaches model classes that no speculator holds (the
 Transformers backend's ``CausalMixin`` is the base of ``TransformersForCausalLM``
 and its variants). A reviewer wants those named. Subclasses are found by
 name: a module can only subclass a class whose name (or the name of a
-subclass of it) appears in its text, so only those modules are indexed,
-round after round, until no new subclass turns up.
+subclass of it) appears in a class statement's base list, so only those
+modules are indexed, round after round, until no new subclass turns up.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from weakref import WeakKeyDictionary
 
 from ..classify.analysis import Insertion, Overlay
 from ..model import PLATFORMS, ClassKey
@@ -35,24 +36,54 @@ class Inheritor:
     result: str  # what it ends up with: "supported/mirror", "supported/divergent: why", ...
 
 
-class _Texts:
-    """The tree's Python files, read once, by module name."""
+_CLASS_HEAD = re.compile(rb"^[ \t]*class[ \t]+[A-Za-z_]\w*[ \t]*\(", re.MULTILINE)
+_WORD = re.compile(rb"[A-Za-z_]\w*")
+_BASES_SPAN = 4000  # bytes of a base list read at most (they are a line or a few)
+_BASE_NAMES: WeakKeyDictionary[Scanner, BaseNames] = WeakKeyDictionary()
+
+
+class BaseNames:
+    """Which modules of the tree name a word in a class statement's base list, read once.
+
+    A module can only subclass a class whose name (or the name of a subclass of it)
+    appears in the base list of one of its class statements: only those modules need
+    their facts read. Found by text, generously (a base list runs to the parenthesis
+    that closes it; a comment or string in it only adds words), and the facts decide.
+    """
 
     def __init__(self, tree_root: Path, package: Path):
-        self.root = tree_root
-        self.paths = {module_of(p.relative_to(tree_root).as_posix()): p for p in sorted(package.rglob("*.py"))}
-        self._text: dict[str, str] = {}
+        self.modules: dict[bytes, set[str]] = {}
+        for path in sorted(package.rglob("*.py")):
+            try:
+                data = path.read_bytes()
+            except OSError:  # unreadable: it cannot be indexed, and its facts say why elsewhere
+                continue
+            if b"class" not in data:
+                continue
+            module = module_of(path.relative_to(tree_root).as_posix())
+            for word in _base_words(data):
+                self.modules.setdefault(word, set()).add(module)
 
     def mentioning(self, names: set[str]) -> list[str]:
-        """Modules whose text has one of ``names`` as a word (substrings first: a regex is slow)."""
-        pattern = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, names))) + r")\b")
-        return [module for module in self.paths
-                if any(name in self.text(module) for name in names) and pattern.search(self.text(module))]
+        """Modules with a class statement that names one of ``names`` among its bases."""
+        found: set[str] = set()
+        for name in names:
+            found |= self.modules.get(name.encode(), set())
+        return sorted(found)
 
-    def text(self, module: str) -> str:
-        if module not in self._text:
-            self._text[module] = self.paths[module].read_bytes().decode("utf-8", "replace")
-        return self._text[module]
+
+def _base_words(data: bytes) -> set[bytes]:
+    words: set[bytes] = set()
+    for head in _CLASS_HEAD.finditer(data):
+        start, depth = head.end(), 1
+        end = min(len(data), start + _BASES_SPAN)
+        position = start
+        while position < end and depth:
+            char = data[position]
+            depth += (char == 40) - (char == 41)  # ( and )
+            position += 1
+        words.update(_WORD.findall(data, start, position))
+    return words
 
 
 def find_inheritors(scanner: Scanner, resolutions: list[Resolution],
@@ -61,7 +92,9 @@ def find_inheritors(scanner: Scanner, resolutions: list[Resolution],
     if not insertions:
         return []
     tree = scanner.tree
-    texts = _Texts(tree.root, tree.package_dir or tree.root)
+    texts = _BASE_NAMES.get(scanner)
+    if texts is None:  # one reading per scan: placement and the plan ask several times
+        texts = _BASE_NAMES[scanner] = BaseNames(tree.root, tree.package_dir or tree.root)
     overlay: Overlay = {i.target: {"get_top_tokens": synthetic_mirror(i.source)} for i in insertions}
     drafters = {res.key: res.entry.arch or res.key.name for res in resolutions}
     for res in resolutions:  # a drafter's delegates serve it: they are part of the drafter
@@ -76,7 +109,7 @@ def find_inheritors(scanner: Scanner, resolutions: list[Resolution],
     return sorted(found, key=lambda i: (i.base.module, i.base.name, i.file, i.cls.line))
 
 
-def _subclasses(scanner: Scanner, texts: _Texts,
+def _subclasses(scanner: Scanner, texts: BaseNames,
                 bases: set[ClassKey]) -> dict[ClassKey, dict[ClassKey, list[str]]]:
     """Subclass -> the first of ``bases`` in its MRO (whose method it gets) -> on which platforms.
 
