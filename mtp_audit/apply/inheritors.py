@@ -36,7 +36,8 @@ class Inheritor:
     result: str  # what it ends up with: "supported/mirror", "supported/divergent: why", ...
 
 
-_CLASS_HEAD = re.compile(rb"^[ \t]*class[ \t]+[A-Za-z_]\w*[ \t]*\(", re.MULTILINE)
+_CLASS_HEAD = re.compile(rb"class[ \t]+[A-Za-z_]\w*[ \t]*\(")  # a literal start: found fast
+_HEAD_CLOSE = re.compile(rb"\)[ \t]*:")  # the end of a class statement's header
 _WORD = re.compile(rb"[A-Za-z_]\w*")
 _BASES_SPAN = 4000  # bytes of a base list read at most (they are a line or a few)
 _BASE_NAMES: WeakKeyDictionary[Scanner, BaseNames] = WeakKeyDictionary()
@@ -47,8 +48,8 @@ class BaseNames:
 
     A module can only subclass a class whose name (or the name of a subclass of it)
     appears in the base list of one of its class statements: only those modules need
-    their facts read. Found by text, generously (a base list runs to the parenthesis
-    that closes it; a comment or string in it only adds words), and the facts decide.
+    their facts read. Found by text, generously (a base list runs to the ``):`` that
+    ends the header; a comment or string in it only adds words), and the facts decide.
     """
 
     def __init__(self, tree_root: Path, package: Path):
@@ -75,14 +76,11 @@ class BaseNames:
 def _base_words(data: bytes) -> set[bytes]:
     words: set[bytes] = set()
     for head in _CLASS_HEAD.finditer(data):
-        start, depth = head.end(), 1
-        end = min(len(data), start + _BASES_SPAN)
-        position = start
-        while position < end and depth:
-            char = data[position]
-            depth += (char == 40) - (char == 41)  # ( and )
-            position += 1
-        words.update(_WORD.findall(data, start, position))
+        if data[data.rfind(b"\n", 0, head.start()) + 1:head.start()].strip():
+            continue  # not at the start of a line: not a class statement
+        start = head.end()
+        close = _HEAD_CLOSE.search(data, start, start + _BASES_SPAN)  # no such match: every word in reach
+        words.update(_WORD.findall(data, start, close.start() if close else start + _BASES_SPAN))
     return words
 
 
