@@ -6,8 +6,9 @@ interprets every module those reach, and another walks the registry
 modules' imports, while the parent imports libcst for classification and
 reads the speculators.
 Round two (classify) is forked after that import, so its workers inherit
-libcst and every fact read so far; they classify chunks of registry entries,
-taking the next as they finish one.
+libcst and every fact read so far; they classify chunks of registry entries
+from the front, taking the next as they finish one, while the parent, which
+would otherwise wait, classifies chunks from the back (one fork fewer).
 
 ``fix`` uses a WarmWorker instead: forked first, it imports libcst while
 the parent scans and plans from the caches, then rewrites the files in forks
@@ -170,15 +171,44 @@ def _walk_class_chains(scanner: Scanner, entries: list[RegistryEntry]) -> None:
                     scanner.import_failure(entry, found, platform)
 
 
-def _classify_chunk(positions: list[int]) -> tuple[list[tuple[int, Resolution]], list[tuple[int, Unresolved]], Harvest]:
-    state = _state()
+Classified = tuple[list[tuple[int, "Resolution"]], list[tuple[int, Unresolved]]]
+
+
+def _classify(scanner: Scanner, entries: list[RegistryEntry], positions: list[int]) -> Classified:
     resolutions: list[tuple[int, Resolution]] = []
     unresolved: list[tuple[int, Unresolved]] = []
     for position in positions:
-        found, missing = state.scanner.resolve([state.entries[position]])
+        found, missing = scanner.resolve([entries[position]])
         resolutions.extend((position, r) for r in found)
         unresolved.extend((position, u) for u in missing)
-    return resolutions, unresolved, _harvest(state)
+    return resolutions, unresolved
+
+
+def _classify_chunk(positions: list[int]) -> tuple[list[tuple[int, Resolution]], list[tuple[int, Unresolved]], Harvest]:
+    state = _state()
+    return (*_classify(state.scanner, state.entries, positions), _harvest(state))
+
+
+def _classify_with_workers(scanner: Scanner, entries: list[RegistryEntry], chunks: list[list[int]],
+                           jobs: int) -> list[Classified]:
+    """Every chunk classified, by ``jobs - 1`` forked workers taking chunks from the front and this
+    process taking them from the back until it meets a chunk a worker has begun."""
+    with frozen_heap(), _fork_pool(scanner, entries, max(1, min(jobs, len(chunks)) - 1)) as pool:
+        futures = [pool.submit(_classify_chunk, chunk) for chunk in chunks]
+        here: dict[int, Classified] = {}
+        for number in reversed(range(len(chunks))):
+            if not futures[number].cancel():  # begun (or queued for a worker): the rest are theirs
+                break
+            here[number] = _classify(scanner, entries, chunks[number])
+        parts = []
+        for number, future in enumerate(futures):
+            if number in here:
+                parts.append(here[number])
+                continue
+            found, missing, harvest = future.result()
+            _absorb(scanner, harvest)
+            parts.append((found, missing))
+    return parts
 
 
 def _fork_pool(scanner: Scanner, entries: list[RegistryEntry], workers: int):
@@ -232,15 +262,12 @@ def resolve_in_workers(scanner: Scanner, entries: list[RegistryEntry],
         _absorb(scanner, chaining.result())
         _absorb(scanner, indexing.result())
     _walk_class_chains(scanner, entries)
-    with frozen_heap(), _fork_pool(scanner, entries, min(jobs, len(chunks))) as pool:
-        parts = list(pool.map(_classify_chunk, chunks))
     resolutions: dict[tuple, tuple[int, Resolution]] = {}
     unresolved: list[tuple[int, Unresolved]] = []
-    for found, missing, harvest in parts:
+    for found, missing in _classify_with_workers(scanner, entries, chunks, jobs):
         for position, resolution in found:  # an entry listed twice is one resolution, as in one process
             resolutions.setdefault((resolution.entry, resolution.key), (position, resolution))
         unresolved.extend(missing)
-        _absorb(scanner, harvest)
     ordered = sorted(resolutions.values(), key=lambda pair: pair[0])  # stable: an entry's own order is kept
     unresolved.sort(key=lambda pair: pair[0])
     return [r for _, r in ordered], [u for _, u in unresolved]
