@@ -3,8 +3,10 @@
 Round one (index) is forked before libcst is imported: one worker resolves
 each entry's class and MRO on every platform, which reads, parses and
 interprets every module those reach, and another walks the registry
-modules' imports, while the parent imports libcst for classification and
-reads the speculators.
+modules' imports and checks that their files compile (the facts worker,
+the longest of the round, reads them without that check and caches their
+facts only once it has passed), while the parent imports libcst for
+classification and reads the speculators.
 Round two (classify) is forked after that import, so its workers inherit
 libcst and every fact read so far; they classify chunks of registry entries
 from the front, taking the next as they finish one, while the parent, which
@@ -30,7 +32,7 @@ import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -111,6 +113,8 @@ class Harvest:
     read_errors: dict[str, str]
     mros: dict[str, dict[ClassKey, Mro]]
     chains: ImportChains
+    unchecked: list[str] = field(default_factory=list)  # facts read without the whole-file check
+    syntax_errors: dict[str, str] = field(default_factory=dict)  # that check, made for them elsewhere
 
 
 def _harvest(state: Inherited, with_mros: bool = False) -> Harvest:
@@ -146,19 +150,34 @@ def chunk_entries(entries: list[RegistryEntry], jobs: int) -> list[list[int]]:
 def _index_chunk(positions: list[int]) -> Harvest:
     state = _state()
     scanner = state.scanner
+    scanner.index.checked_elsewhere = _registry_modules(state.entries)  # checked by _chain_entries
     for position in positions:
         entry = state.entries[position]
         for platform in PLATFORMS:
             for found in resolve_name(scanner.index, entry.module, entry.cls, platform):
                 if isinstance(found, ClassKey):
                     scanner.hierarchies[platform].mro(found)
-    return _harvest(state, with_mros=True)
+    harvest = _harvest(state, with_mros=True)
+    harvest.unchecked = list(scanner.index.unchecked)
+    return harvest
 
 
 def _chain_entries() -> Harvest:
+    """The registry modules' import chains, then their whole-file syntax check (which the
+    facts worker, the longest of the round, leaves to this one)."""
     state = _state()
     state.scanner.walk_import_chains(state.entries)
-    return _harvest(state)
+    harvest = _harvest(state)
+    harvest.syntax_errors = state.scanner.index.syntax_errors(sorted(_registry_modules(state.entries)))
+    return harvest
+
+
+def _registry_modules(entries: list[RegistryEntry]) -> frozenset[str]:
+    return frozenset(entry.module for entry in entries)
+
+
+def _store_facts(modules: list[str]) -> None:
+    _state().scanner.index.store_facts(modules)
 
 
 def _walk_class_chains(scanner: Scanner, entries: list[RegistryEntry]) -> None:
@@ -190,10 +209,12 @@ def _classify_chunk(positions: list[int]) -> tuple[list[tuple[int, Resolution]],
 
 
 def _classify_with_workers(scanner: Scanner, entries: list[RegistryEntry], chunks: list[list[int]],
-                           jobs: int) -> list[Classified]:
+                           jobs: int, unstored: list[str]) -> list[Classified]:
     """Every chunk classified, by ``jobs - 1`` forked workers taking chunks from the front and this
-    process taking them from the back until it meets a chunk a worker has begun."""
+    process taking them from the back until it meets a chunk a worker has begun; a worker first
+    caches the ``unstored`` facts."""
     with frozen_heap(), _fork_pool(scanner, entries, max(1, min(jobs, len(chunks)) - 1)) as pool:
+        storing = pool.submit(_store_facts, unstored)
         futures = [pool.submit(_classify_chunk, chunk) for chunk in chunks]
         here: dict[int, Classified] = {}
         for number in reversed(range(len(chunks))):
@@ -208,6 +229,7 @@ def _classify_with_workers(scanner: Scanner, entries: list[RegistryEntry], chunk
             found, missing, harvest = future.result()
             _absorb(scanner, harvest)
             parts.append((found, missing))
+        storing.result()
     return parts
 
 
@@ -259,12 +281,18 @@ def resolve_in_workers(scanner: Scanner, entries: list[RegistryEntry],
         indexing = pool.submit(_index_chunk, list(range(len(entries))))
         load_rules()
         scanner.prepare_callers()
-        _absorb(scanner, chaining.result())
-        _absorb(scanner, indexing.result())
+        chained, indexed = chaining.result(), indexing.result()
+    _absorb(scanner, chained)
+    unstored: list[str] = []
+    if not any(module in chained.syntax_errors for module in indexed.unchecked):
+        _absorb(scanner, indexed)
+        unstored = indexed.unchecked
+    # else a registry module does not compile, yet its facts were read as if it did: they are
+    # dropped, and round two reads every module again, checked.
     _walk_class_chains(scanner, entries)
     resolutions: dict[tuple, tuple[int, Resolution]] = {}
     unresolved: list[tuple[int, Unresolved]] = []
-    for found, missing in _classify_with_workers(scanner, entries, chunks, jobs):
+    for found, missing in _classify_with_workers(scanner, entries, chunks, jobs, unstored):
         for position, resolution in found:  # an entry listed twice is one resolution, as in one process
             resolutions.setdefault((resolution.entry, resolution.key), (position, resolution))
         unresolved.extend(missing)

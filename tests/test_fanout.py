@@ -56,6 +56,22 @@ def test_an_error_met_by_a_worker_is_reported_as_without_workers(vllm_release, t
     assert _scan(tree, "--no-cache", "--jobs", "2") == serial
 
 
+def test_a_syntax_error_in_a_part_the_cut_drops_is_found_as_without_workers(vllm_release, tmp_path):
+    """Workers read registry modules' facts before another worker has checked that the whole file
+    compiles; a file that does not must end as the one-process scan ends it."""
+    tree = tmp_path / "vllm-tree"
+    shutil.copytree(vllm_release("0.34.0"), tree)
+    broken = tree / "vllm/model_executor/models/deepseek_mtp.py"
+    broken.write_text(broken.read_text() + "\n\nclass Unwatched:\n    def helper(self):\n        return )\n")
+    serial = _scan(tree, "--no-cache", "--jobs", "1")
+    assert serial[0] == 2
+    assert "deepseek_mtp.py" in serial[2] and "syntax error" in serial[2]
+    assert _scan(tree, "--no-cache", "--jobs", "2") == serial
+    env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
+    assert _scan(tree, "--jobs", "2", env=env) == serial  # nothing unchecked was cached
+    assert _scan(tree, "--jobs", "1", env=env) == serial
+
+
 def test_chunks_keep_a_module_together_and_cover_every_entry():
     entries = [RegistryEntry(f"A{i}", f"m{i % 5}", f"C{i}", "r") for i in range(23)]
     chunks = chunk_entries(entries, 3)

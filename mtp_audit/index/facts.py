@@ -165,33 +165,47 @@ class _Source:
         return "".join(self.lines[first:end])
 
 
-def _parse(source: str, path: str) -> tuple[ast.Module, _Source]:
+def _parse(source: str, path: str, check_whole: bool = True) -> tuple[ast.Module, _Source]:
     """Parse the pre-filtered source; if the cut misread the file, all of it.
 
     What the cut drops (other methods, module-level functions) must compile too: a
     syntax error anywhere is the file's error, as it is for Python importing it.
-    ``compile`` checks that without building the Python AST objects of the whole file.
+    ``compile`` checks that without building the Python AST objects of the whole file;
+    ``check_whole=False`` leaves that check to the caller (``check_syntax``), which must
+    make it before the facts are used for anything that lasts.
     """
     reduced = reduce_source(source)
     try:
         tree = ast.parse(reduced.source)
     except SyntaxError:
         return ast.parse(source), _Source(whole(source))
-    if reduced.source != source:
+    if check_whole and reduced.source != source:
         compile(source, path, "exec", dont_inherit=True)
     return tree, _Source(reduced)
 
 
-def extract_facts(source: str, module: str, path: str, is_package: bool) -> ModuleFacts:
+def check_syntax(source: str, path: str) -> str | None:
+    """The ``parse_error`` the whole file's facts would carry; None when it compiles."""
+    try:
+        compile(source, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        return _parse_error(error)
+    return None
+
+
+def _parse_error(error: Exception) -> str:
+    if isinstance(error, (RecursionError, MemoryError)):  # nesting beyond what CPython's parser takes
+        return f"too deeply nested for CPython to compile ({type(error).__name__})"
+    line = getattr(error, "lineno", None)  # ValueError: a null byte in the source
+    return f"line {line}: {error.msg}" if line else str(error)
+
+
+def extract_facts(source: str, module: str, path: str, is_package: bool, check_whole: bool = True) -> ModuleFacts:
     facts = ModuleFacts(module=module, path=path, is_package=is_package)
     try:
-        tree, text = _parse(source, path)
-    except (SyntaxError, ValueError) as error:  # ValueError: a null byte in the source
-        line = getattr(error, "lineno", None)
-        facts.parse_error = f"line {line}: {error.msg}" if line else str(error)
-        return facts
-    except (RecursionError, MemoryError) as error:  # nesting beyond what CPython's parser takes
-        facts.parse_error = f"too deeply nested for CPython to compile ({type(error).__name__})"
+        tree, text = _parse(source, path, check_whole)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        facts.parse_error = _parse_error(error)
         return facts
     facts.classes = _collect_classes(tree, text)
     _assigned_after(tree, facts.classes, text)

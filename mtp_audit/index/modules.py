@@ -13,7 +13,7 @@ from ..cache import ABSENT, EXISTS, MISSING, FactsCache, digest
 from ..errors import InternalError
 from ..model import SourceTree
 from .encoding import NotDecodable, decode_source
-from .facts import ModuleFacts, extract_facts
+from .facts import ModuleFacts, check_syntax, extract_facts
 from .imports import ImportChains, ImportFacts, extract_imports
 
 
@@ -27,6 +27,10 @@ class ModuleIndex:
         self.observed: dict[str, str] = {}  # what the result depends on (see cache.Observed)
         self._imports: dict[str, ImportFacts | None] = {}
         self.chains = ImportChains(self)
+        # Modules whose whole-file syntax check another process makes (fanout): their facts are
+        # read without it, listed in ``unchecked`` and not cached until that check has passed.
+        self.checked_elsewhere: frozenset[str] = frozenset()
+        self.unchecked: list[str] = []
 
     def locate(self, module: str) -> tuple[Path, bool] | None:
         """The file of ``module`` and whether it is a package, or None if not in the tree."""
@@ -107,15 +111,47 @@ class ModuleIndex:
             if cached is not MISSING:
                 cached.path = rel  # the same content may live at another path
                 return cached
+        deferred = module in self.checked_elsewhere
         try:
-            facts = extract_facts(source, module, rel, is_package)
+            facts = extract_facts(source, module, rel, is_package, check_whole=not deferred)
         except Exception as error:  # a bug of ours: say which file triggered it
             raise InternalError(rel, error) from error
         if facts.parse_error:
             self.read_errors[rel] = f"syntax error, {facts.parse_error}"
+        elif deferred:
+            self.unchecked.append(module)
         elif self.cache is not None:
             self.cache.store(data, module, is_package, facts)
         return facts
+
+    def syntax_errors(self, modules: list[str]) -> dict[str, str]:
+        """The whole-file syntax errors of ``modules`` (their ``parse_error``), by module."""
+        errors = {}
+        for module in modules:
+            found = self.locate(module)
+            if found is None:
+                continue
+            try:
+                source, _ = decode_source(self.read_bytes(found[0]))
+            except (NotDecodable, OSError):  # named where its facts are read
+                continue
+            error = check_syntax(source, self.relative(found[0]))
+            if error is not None:
+                errors[module] = error
+        return errors
+
+    def store_facts(self, modules: list[str]) -> None:
+        """Cache the facts of ``modules`` (read unchecked; their check has passed since)."""
+        if self.cache is None:
+            return
+        for module in modules:
+            found, facts = self.locate(module), self._facts.get(module)
+            if found is None or facts is None:
+                continue
+            try:
+                self.cache.store(self.read_bytes(found[0]), module, found[1], facts)
+            except OSError:
+                continue
 
     def loaded(self) -> dict[str, ModuleFacts | None]:
         """Every module looked up so far (None: not in the tree)."""
