@@ -39,7 +39,7 @@ from .model import PLATFORMS, ClassKey, RegistryEntry, Unresolved
 from .resolve.names import resolve_name
 
 if TYPE_CHECKING:
-    from .index.facts import ModuleFacts
+    from .index.fact_types import ModuleFacts
     from .index.imports import ImportChains
     from .resolve.mro import Mro
     from .scan import Resolution, Resolve, Scanner

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
 from ..cache import MISSING, AnswerStore
-from ..index.facts import libcst_code
+from ..index.fact_types import libcst_code
 from .shape_types import LogitsShape, TopTokensShape
 
 if TYPE_CHECKING:

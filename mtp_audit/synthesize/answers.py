@@ -13,7 +13,7 @@ import ast
 
 from ..classify.analysis import MirrorRule
 from ..classify.memo import stored
-from ..index.facts import MethodFacts, libcst_code
+from ..index.fact_types import MethodFacts, libcst_code
 from ..resolve.mro import MethodHit
 
 
