@@ -53,7 +53,6 @@ MIN_ENTRIES = 16
 CHUNKS_PER_WORKER = 4
 
 
-
 @dataclass
 class Inherited:
     """What a forked scan worker gets from the parent: its scanner, the entries, what it had read."""
