@@ -1,4 +1,4 @@
-"""The ``mtp-audit`` command line: parse options, run a pipeline, render, exit.
+"""The ``mtp-audit`` command line: parse options, call ``commands`` and the pipeline, render, exit.
 
 The pipeline modules (libcst costs 0.3 s to import) and rich are imported
 where they are used: a warm scan answers from the result cache without them.
@@ -11,7 +11,6 @@ import os
 import sys
 import traceback
 from contextlib import nullcontext
-from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -19,13 +18,13 @@ from typing import Annotated, Optional
 import typer
 
 from . import __version__
-from .cache import ResultCache, default_cache_dir
+from .commands.trees import model_types, resolve_tree, run_scan
 from .errors import InternalError, UsageError
-from .locate import REGISTRY, locate
-from .model import ScanResult, SourceTree, Status
+from .locate import locate
+from .model import ScanResult, Status
 from .report import exit_codes
 from .report.json_report import render_json
-from .report.options import check_scan_options
+from .report.options import check_fix_options, check_scan_options, check_verify_options, tp_sizes
 from .report.severity import DEFAULT_FAIL_ON, LEVELS, NEVER, findings
 from .report.terminal import console, output_width
 from .select import select
@@ -93,39 +92,13 @@ FollowOpt = Annotated[bool, typer.Option(
     "--follow-symlinks", help="Read model files that symlinks in the tree lead to outside it (never written).")]
 
 
-def resolve_tree(path: Optional[Path], vllm_version: Optional[str], quiet: bool = False, *,
-                 runs_with: Optional[str] = None, plugins: bool = False, plugin_paths: Optional[list[Path]] = None,
-                 follow_symlinks: bool = False):
-    """The tree to audit (once an interrupted fix in it is completed or undone); a vLLM with its
-    installed plugins, a plugin directory with its vLLM."""
-    from .locate import runs_with as with_vllm
-    from .locate import with_plugins
-
-    if path is not None and vllm_version:
-        raise UsageError("give PATH or --vllm-version, not both")
-    tree = recovered(locate(release(vllm_version, quiet) if vllm_version else path))
-    if follow_symlinks:
-        tree = replace(tree, follow_symlinks=True)
-    if not tree.is_vllm:
-        if plugin_paths:
-            raise UsageError("--plugin-path goes with a vLLM tree; PATH is a plugin directory")
-        return with_vllm(tree, runs_with, lambda version: release(version, quiet))
-    if runs_with is not None:
-        raise UsageError("--vllm names the vLLM a plugin directory runs with; this PATH is a vLLM tree itself")
-    return with_plugins(tree, plugin_paths or []) if plugins else tree
-
-
-def recovered(tree: SourceTree) -> SourceTree:
-    """``tree``, once a fix that was interrupted in it (kill -9) is completed or undone."""
-    from .apply.write import recover
-
-    recover(tree.root)
-    return tree
-
-
 def release(version: str, quiet: bool = False) -> Path:
     """``release_tree``, saying on stderr (unless quiet) while a first download runs."""
-    return release_tree(version, progress=None if quiet else _download_progress)
+    return release_tree(version, progress=_progress(quiet))
+
+
+def _progress(quiet: bool):
+    return None if quiet else _download_progress
 
 
 def _download_progress(message: str):
@@ -134,31 +107,6 @@ def _download_progress(message: str):
         return console(stderr=True).status(message)
     print(f"mtp-audit: {message}", file=sys.stderr)
     return nullcontext()
-
-
-def _model_types(tree: SourceTree) -> dict[str, list[str]]:
-    if not tree.is_vllm:
-        return {}
-    from .resolve.model_types import model_type_map
-
-    assert tree.package_dir is not None
-    return model_type_map(tree.package_dir)
-
-
-def run_scan(tree: SourceTree, no_cache: bool, jobs: int = 0) -> ScanResult:
-    """The scan result: from the result cache when nothing it depends on changed."""
-    results = None if no_cache or not tree.is_vllm or tree.follow_symlinks else ResultCache(default_cache_dir())
-    cached = results.load(tree) if results else None
-    if cached is not None:
-        return cached
-    from .cache import FactsCache, Observed
-    from .fanout import forked, resolve_jobs
-    from .scan import scan
-
-    result, scanner, _ = scan(tree, None if no_cache else FactsCache(), forked(resolve_jobs(jobs)))
-    if results and not result.parse_errors:
-        results.store(tree, Observed(dict(scanner.index.observed)), result)
-    return result
 
 
 def _render_scan(result: ScanResult, format: Format, verbose: bool, show_all: bool) -> None:
@@ -232,7 +180,7 @@ def scan_command(
         if not quiet:
             render_compare(changes, compare, format.value, console(), output_width())
         raise typer.Exit(exit_codes.OK)
-    tree = resolve_tree(path, vllm_version, quiet, runs_with=runs_with, plugins=not no_plugins,
+    tree = resolve_tree(path, vllm_version, _progress(quiet), runs_with=runs_with, plugins=not no_plugins,
                         plugin_paths=plugin_path,
                         follow_symlinks=follow_symlinks)
     if not tree.is_vllm:
@@ -254,10 +202,10 @@ def scan_command(
         from .report.model_types import model_type_rows, render_model_types
 
         if not quiet:
-            sys.stdout.write(render_model_types(model_type_rows(_model_types(tree), result), format.value))
+            sys.stdout.write(render_model_types(model_type_rows(model_types(tree), result), format.value))
         raise typer.Exit(exit_codes.OK)
     if model:
-        result.records = select(result.records, model, single_module=False, model_types=_model_types(tree))
+        result.records = select(result.records, model, single_module=False, model_types=model_types(tree))
     for file, message in result.parse_errors:
         print(f"error: {file}: {message}; this file was skipped, fix it and scan again", file=sys.stderr)
     if not quiet:
@@ -302,17 +250,8 @@ def fix_command(
     Needs --model NAME (repeatable) or --all. Ends with a total: methods, files, refused (why), skipped.
     With --patches, writes a git am series instead, one patch per model family.
     """
-    if verify_report is not None and pr_body is None and patches is None:
-        raise UsageError("--verify-report goes with --pr-body or --patches")
-    if patches is not None and (diff or check):
-        raise UsageError("--patches writes a patch series; it does not go with --diff or --check")
-    if not model and not sweep_all:
-        raise UsageError("fix needs a target: --model NAME (repeatable) or --all (every missing_fixable drafter)")
-    if model and sweep_all:
-        raise UsageError("give --model NAME or --all, not both")
-    if vllm_version and not (diff or check or patches):
-        raise UsageError("fix --vllm-version needs --diff, --check or --patches: the cached release sources stay "
-                         "untouched")
+    check_fix_options(bool(model), sweep_all, diff, check, pr_body is not None, patches is not None,
+                      verify_report is not None, bool(vllm_version))
     from .apply.write import unified_diff
     from .cache import FactsCache
     from .fanout import resolve_jobs
@@ -323,9 +262,9 @@ def fix_command(
     if pr_body is not None:
         check_output(pr_body, "--pr-body")
     workers = resolve_jobs(jobs)
-    tree = resolve_tree(path, vllm_version, quiet, runs_with=runs_with, plugins=not no_plugins,
+    tree = resolve_tree(path, vllm_version, _progress(quiet), runs_with=runs_with, plugins=not no_plugins,
                         plugin_paths=plugin_path, follow_symlinks=follow_symlinks)
-    result = plan_fix(tree, model, sweep_all, None if no_cache else FactsCache(), _model_types(tree), workers,
+    result = plan_fix(tree, model, sweep_all, None if no_cache else FactsCache(), model_types(tree), workers,
                       factor_pre_head)
     if result.refusal and not quiet:
         print(f"mtp-audit: no fix written into this plugin: {result.refusal}", file=sys.stderr)
@@ -396,25 +335,19 @@ def verify_command(
     from .verify.emit import emit_test as write_test
     from .verify.run import Verdict, outcomes_json, summary_line, verify
 
-    if sweep_all == bool(model):
-        raise UsageError("verify needs --model NAME ... or --all (not both)")
-    try:
-        sizes = sorted({int(x) for x in tp.split(",") if x.strip()})
-    except ValueError:
-        raise UsageError(f"--tp takes sizes like 1,2, not {tp!r}") from None
-    if not sizes or min(sizes) < 1:
-        raise UsageError("--tp needs at least one size of 1 or more")
+    check_verify_options(bool(model), sweep_all)
+    sizes = tp_sizes(tp)
     from .outputs import check_output, write_output
 
     for output, option in ((emit_test, "--emit-test"), (json_out, "--json")):
         if output is not None:
             check_output(output, option)
-    tree = resolve_tree(path, vllm_version, quiet)
+    tree = resolve_tree(path, vllm_version, _progress(quiet))
     records = run_scan(tree, no_cache).records
     if sweep_all:
         records = [r for r in records if r.status == Status.SUPPORTED]
     else:
-        records = select(records, model, single_module=True, model_types=_model_types(tree))
+        records = select(records, model, single_module=True, model_types=model_types(tree))
     with verify_progress(console(stderr=True), quiet) as progress:
         outcomes = verify(tree, records, sizes, progress)
     if not quiet:
@@ -450,26 +383,17 @@ def pre_commit_command(
     fix: Annotated[bool, typer.Option("--fix", help="Write the mirrors; exit 1 when a file changed.")] = False,
 ) -> None:
     """For pre-commit in a vLLM checkout: missing_fixable drafters in the changed files fail the hook."""
-    checkout = (Path.cwd() / "vllm" / REGISTRY).is_file()
-    tree = recovered(locate(Path.cwd())) if checkout else None  # never the installed vllm
-    if tree is None or not tree.is_vllm:
-        raise UsageError("the pre-commit hook runs in a vLLM checkout (no vllm/ registry in the current directory)")
-    changed = {(Path.cwd() / f).resolve().relative_to(tree.root).as_posix() for f in files or []}
-    records = [r for r in run_scan(tree, False).records
-               if r.status == Status.MISSING_FIXABLE and ({r.file, r.compute_logits.file if r.compute_logits else ""}
-                                                           | {d.file for d in r.delegates}) & changed]
-    if not records:
-        raise typer.Exit(exit_codes.pre_commit_exit(0))
+    from .commands.pre_commit import checkout, fix_drafters, touched_drafters
+
+    tree = checkout(Path.cwd())
+    records = touched_drafters(tree, Path.cwd(), files or [])
     for record in records:
         print(f"{record.file}:{record.line}: {record.arch or record.cls} ({record.cls}) has no get_top_tokens; "
               f"`mtp-audit fix --model {record.arch or record.cls}` writes it ({record.reason})", file=sys.stderr)
-    if fix:
+    if fix and records:
         from .apply.plan import Action
-        from .cache import FactsCache
-        from .fix import plan_fix, write_fix
 
-        result = plan_fix(tree, [r.arch or r.cls for r in records], False, FactsCache())
-        write_fix(result)
+        result = fix_drafters(tree, records)
         for rewrite in result.rewrites:
             print(f"mtp-audit wrote get_top_tokens into {rewrite.path} ({', '.join(rewrite.classes)})", file=sys.stderr)
         for outcome in result.plan.outcomes:

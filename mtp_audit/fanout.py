@@ -43,7 +43,7 @@ from .model import PLATFORMS, ClassKey, RegistryEntry, Unresolved
 from .resolve.names import resolve_name
 
 if TYPE_CHECKING:
-    from .index.facts import ModuleFacts
+    from .index.fact_types import ModuleFacts
     from .index.imports import ImportChains
     from .resolve.mro import Mro
     from .scan import Resolution, Resolve, Scanner
@@ -55,7 +55,6 @@ R = TypeVar("R")
 MIN_ENTRIES = 16
 # Classification chunks per worker, handed out as workers free up: drafters differ in cost.
 CHUNKS_PER_WORKER = 4
-
 
 
 @dataclass

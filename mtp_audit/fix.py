@@ -20,7 +20,7 @@ from .classify.analysis import Insertion
 from .errors import UsageError
 from .fanout import WarmWorker, warm_worker
 from .index.encoding import NotDecodable, decode_source
-from .index.facts import ModuleFacts
+from .index.fact_types import ModuleFacts
 from .locate import local_argmax_in
 from .model import SourceTree, Status
 from .scan import Scanner, scan

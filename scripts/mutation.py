@@ -26,18 +26,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "mutation.md"
 
-_FACTS = "mtp_audit.index.facts."
+_INDEX = "mtp_audit.index."
 # mutmut names a mutant <module>.x_<function>__mutmut_<n> or <module>.xǁ<Class>ǁ<method>__mutmut_<n>
 GROUPS = {
     "apply": ["mtp_audit.apply.*"],
     "resolve": ["mtp_audit.resolve.*"],
     "classify": ["mtp_audit.classify.*"],
     "platforms": ["mtp_audit.index.platforms.*"],
-    # the dispatch interpreter of facts.py: module-level statements and __getattr__, per platform
-    "dispatch": [_FACTS + name for name in (
-        "x_extract_facts__*", "x__reads_platform__*", "x_absolute_module__*", "x_dotted__*", "x__blocks__*",
-        "x_walk_statements__*", "x__is_all__*", "xǁ_Interpreterǁ*", "x__raise_reason__*", "x__lazy_candidates__*",
-        "x__evaluate_getattr__*", "x__run_function_body__*", "x__return_value__*")],
+    # the dispatch interpreter of the facts: module-level statements and __getattr__, per platform
+    "dispatch": [_INDEX + name for name in (
+        "facts.x_extract_facts__*", "facts.x__reads_platform__*", "ast_tools.x_absolute_module__*",
+        "ast_tools.x_dotted__*", "ast_tools.x__blocks__*", "ast_tools.x_walk_statements__*",
+        "interpreter.x__is_all__*", "interpreter.xǁ_Interpreterǁ*", "interpreter.x__raise_reason__*",
+        "module_getattr.x__lazy_candidates__*", "module_getattr.x__evaluate_getattr__*",
+        "module_getattr.x__run_function_body__*", "module_getattr.x__return_value__*")],
 }
 # mutmut's exit codes (mutmut/stats.py); anything else is "suspicious"
 STATUS = {1: "killed", 3: "killed", 36: "timeout", -24: "timeout", 24: "timeout", 152: "timeout", 255: "timeout",

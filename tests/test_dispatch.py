@@ -13,7 +13,8 @@ import ast
 
 import pytest
 
-from mtp_audit.index.facts import Target, extract_facts
+from mtp_audit.index.fact_types import Target
+from mtp_audit.index.facts import extract_facts
 from mtp_audit.index.platforms import evaluate, string_values
 from mtp_audit.model import PLATFORMS
 

@@ -29,6 +29,7 @@ LAYERS = (
     ("verify",),
     ("report",),
     ("fix",),
+    ("commands",),
     ("cli", "__main__"),
 )
 LAYER = {name: level for level, names in enumerate(LAYERS) for name in names}

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, event, given, settings
 from mtp_audit.apply.rewrite import rewrite_file
 from mtp_audit.classify.analysis import Insertion, fingerprint
 from mtp_audit.classify.shapes import analyze_compute_logits
-from mtp_audit.index.facts import MethodFacts, extract_facts
+from mtp_audit.index.fact_types import MethodFacts
+from mtp_audit.index.facts import extract_facts
 from mtp_audit.model import ClassKey
 from mtp_audit.resolve.mro import MethodHit
 from mtp_audit.synthesize.answers import mirror_fingerprint

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..index.facts import MethodFacts
+from ..index.fact_types import MethodFacts
 from ..model import ClassKey, Consistency, Status
 from ..resolve.mro import Hierarchy, MethodHit, Mro
 from ..resolve.names import resolve_expression

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
 from ..cache import MISSING, AnswerStore
-from ..index.facts import libcst_code
+from ..index.fact_types import libcst_code
 from .shape_types import LogitsShape, TopTokensShape
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def load_rules() -> None:
     if _RULES not in sys.modules:
         with _no_signature_docstrings(), _collector_paused():
             from .. import patterns  # noqa: F401  (libcst.matchers: the bulk of the import)
-            from . import shapes  # noqa: F401
+            from . import method_checks, shapes  # noqa: F401
 
 
 _RULES = "mtp_audit.classify.shapes"
@@ -168,27 +168,27 @@ def logits_shape(text: str, line: int) -> LogitsShape:
 
 @stored(TopTokensShape)
 def top_tokens_shape(text: str, line: int) -> TopTokensShape:
-    from .shapes import analyze_get_top_tokens
+    from .method_checks import analyze_get_top_tokens
 
     return analyze_get_top_tokens(libcst_code(text), line)
 
 
 @stored(str)
 def fingerprint(text: str) -> str:
-    from .shapes import normalize
+    from .method_checks import normalize
 
     return normalize(libcst_code(text))
 
 
 @stored(bool)
 def self_contained(text: str) -> bool:
-    from .shapes import self_contained as rule
+    from .method_checks import self_contained as rule
 
     return rule(libcst_code(text))
 
 
 @stored(bool)
 def returns_plain_head(text: str, hidden: str) -> bool:
-    from .shapes import returns_plain_head as rule
+    from .method_checks import returns_plain_head as rule
 
     return rule(libcst_code(text), hidden)

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..model import PLATFORMS
-from .facts import _raise_reason, absolute_module, walk_statements
+from .ast_tools import absolute_module, walk_statements
+from .interpreter import _raise_reason
 from .platforms import evaluate
 
 if TYPE_CHECKING:

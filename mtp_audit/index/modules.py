@@ -13,7 +13,8 @@ from ..cache import ABSENT, EXISTS, MISSING, FactsCache, digest
 from ..errors import InternalError
 from ..model import SourceTree
 from .encoding import NotDecodable, decode_source
-from .facts import ModuleFacts, check_syntax, extract_facts
+from .fact_types import ModuleFacts
+from .facts import check_syntax, extract_facts
 from .imports import ImportChains, ImportFacts, extract_imports
 
 

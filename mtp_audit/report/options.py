@@ -1,4 +1,4 @@
-"""Which ``scan`` options go together: a combination that would be ignored is a usage error."""
+"""Which options of a command go together: a combination that would be ignored is a usage error."""
 
 from __future__ import annotations
 
@@ -27,3 +27,34 @@ def check_scan_options(fmt: str, compare: bool, by_model_type: bool, tree_given:
         flag = "--verbose" if verbose else "--show-all"
         raise UsageError(f"{flag} goes with the concise report (the default format); the other formats show "
                          "every record and reason")
+
+
+def check_fix_options(model: bool, sweep_all: bool, diff: bool, check: bool, pr_body: bool, patches: bool,
+                      verify_report: bool, vllm_version: bool) -> None:
+    if verify_report and not pr_body and not patches:
+        raise UsageError("--verify-report goes with --pr-body or --patches")
+    if patches and (diff or check):
+        raise UsageError("--patches writes a patch series; it does not go with --diff or --check")
+    if not model and not sweep_all:
+        raise UsageError("fix needs a target: --model NAME (repeatable) or --all (every missing_fixable drafter)")
+    if model and sweep_all:
+        raise UsageError("give --model NAME or --all, not both")
+    if vllm_version and not (diff or check or patches):
+        raise UsageError("fix --vllm-version needs --diff, --check or --patches: the cached release sources stay "
+                         "untouched")
+
+
+def check_verify_options(model: bool, sweep_all: bool) -> None:
+    if sweep_all == model:
+        raise UsageError("verify needs --model NAME ... or --all (not both)")
+
+
+def tp_sizes(tp: str) -> list[int]:
+    """``verify --tp``: the sizes, sorted."""
+    try:
+        sizes = sorted({int(x) for x in tp.split(",") if x.strip()})
+    except ValueError:
+        raise UsageError(f"--tp takes sizes like 1,2, not {tp!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise UsageError("--tp needs at least one size of 1 or more")
+    return sizes

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..index.facts import ClassFacts, MethodFacts
+from ..index.fact_types import ClassFacts, MethodFacts
 from ..index.modules import ModuleIndex
 from ..model import ClassKey
 from .names import External, Missing, resolve_expression

@@ -13,7 +13,7 @@ import ast
 
 from ..classify.analysis import MirrorRule
 from ..classify.memo import stored
-from ..index.facts import MethodFacts, libcst_code
+from ..index.fact_types import MethodFacts, libcst_code
 from ..resolve.mro import MethodHit
 
 
@@ -27,7 +27,7 @@ def mirror_text(text: str) -> str:
 
 @stored((str, type(None)))
 def mirror_fingerprint(text: str) -> str | None:
-    from ..classify.shapes import normalize
+    from ..classify.method_checks import normalize
     from .mirror import MirrorError, mirror_code
 
     try:
@@ -39,7 +39,7 @@ def mirror_fingerprint(text: str) -> str | None:
 @stored((str, type(None)))
 def mirror_fingerprint_without(text: str, params: tuple[str, ...]) -> str | None:
     """The fingerprint of the mirror with ``params`` dropped from its signature."""
-    from ..classify.shapes import normalize
+    from ..classify.method_checks import normalize
     from .mirror import MirrorError, mirror_code
 
     try:

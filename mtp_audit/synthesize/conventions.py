@@ -11,7 +11,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..cstnodes import parse_method
-from ..index.facts import libcst_code
+from ..index.fact_types import libcst_code
 
 
 def follow_annotation_style(method: cst.FunctionDef, compute_logits_text: str) -> cst.FunctionDef:

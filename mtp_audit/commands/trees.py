@@ -1,0 +1,72 @@
+"""The tree a command audits, and its scan result (from the result cache when nothing it read changed).
+
+The pipeline modules are imported where they are used: a warm scan answers from the
+result cache without them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from ..cache import ResultCache, default_cache_dir
+from ..errors import UsageError
+from ..locate import locate
+from ..model import ScanResult, SourceTree
+from ..sources import Progress, release_tree
+
+
+def resolve_tree(path: Path | None, vllm_version: str | None, progress: Progress | None = None, *,
+                 runs_with: str | None = None, plugins: bool = False, plugin_paths: list[Path] | None = None,
+                 follow_symlinks: bool = False) -> SourceTree:
+    """The tree to audit (once an interrupted fix in it is completed or undone); a vLLM with its
+    installed plugins, a plugin directory with its vLLM. ``progress`` shows a first download."""
+    from ..locate import runs_with as with_vllm
+    from ..locate import with_plugins
+
+    if path is not None and vllm_version:
+        raise UsageError("give PATH or --vllm-version, not both")
+    tree = recovered(locate(release_tree(vllm_version, progress=progress) if vllm_version else path))
+    if follow_symlinks:
+        tree = replace(tree, follow_symlinks=True)
+    if not tree.is_vllm:
+        if plugin_paths:
+            raise UsageError("--plugin-path goes with a vLLM tree; PATH is a plugin directory")
+        return with_vllm(tree, runs_with, lambda version: release_tree(version, progress=progress))
+    if runs_with is not None:
+        raise UsageError("--vllm names the vLLM a plugin directory runs with; this PATH is a vLLM tree itself")
+    return with_plugins(tree, plugin_paths or []) if plugins else tree
+
+
+def recovered(tree: SourceTree) -> SourceTree:
+    """``tree``, once a fix that was interrupted in it (kill -9) is completed or undone."""
+    from ..apply.write import recover
+
+    recover(tree.root)
+    return tree
+
+
+def model_types(tree: SourceTree) -> dict[str, list[str]]:
+    """The Hugging Face model_type -> drafter names of a vLLM tree's speculative config."""
+    if not tree.is_vllm:
+        return {}
+    from ..resolve.model_types import model_type_map
+
+    assert tree.package_dir is not None
+    return model_type_map(tree.package_dir)
+
+
+def run_scan(tree: SourceTree, no_cache: bool, jobs: int = 0) -> ScanResult:
+    """The scan result: from the result cache when nothing it depends on changed."""
+    results = None if no_cache or not tree.is_vllm or tree.follow_symlinks else ResultCache(default_cache_dir())
+    cached = results.load(tree) if results else None
+    if cached is not None:
+        return cached
+    from ..cache import FactsCache, Observed
+    from ..fanout import forked, resolve_jobs
+    from ..scan import scan
+
+    result, scanner, _ = scan(tree, None if no_cache else FactsCache(), forked(resolve_jobs(jobs)))
+    if results and not result.parse_errors:
+        results.store(tree, Observed(dict(scanner.index.observed)), result)
+    return result

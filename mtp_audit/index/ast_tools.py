@@ -1,0 +1,63 @@
+"""Small helpers over CPython's ``ast`` that reading a module's facts and its imports share."""
+
+from __future__ import annotations
+
+import ast
+
+
+def absolute_module(module: str, is_package: bool, relative: int, name: str | None) -> str:
+    """Resolve ``from ..x import y`` inside ``module``."""
+    if not relative:
+        return name or ""
+    parts = module.split(".")
+    base = parts if is_package else parts[:-1]
+    if relative > 1:
+        base = base[: len(base) - (relative - 1)]
+    return ".".join([*base, name] if name else base)
+
+
+def dotted(node: ast.expr | None) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = dotted(node.value)
+        return f"{inner}.{node.attr}" if inner else None
+    return None
+
+
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _blocks(statement: ast.stmt) -> list[list[ast.stmt]]:
+    blocks = []
+    for attr in ("body", "orelse", "finalbody"):
+        part = getattr(statement, attr, None)
+        if isinstance(part, list) and part:
+            blocks.append(part)
+    for handler in getattr(statement, "handlers", ()):
+        blocks.append(handler.body)
+    return blocks
+
+
+def walk_statements(statements: list[ast.stmt]):
+    """Statements in source order, entering if/try/with/for bodies, never defs or classes."""
+    for statement in statements:
+        yield statement
+        if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
+            continue
+        for block in _blocks(statement):
+            yield from walk_statements(block)
+
+
+def _strings(node: ast.AST) -> list[str]:
+    """String literals inside ``node``, outside f-strings."""
+    if isinstance(node, ast.JoinedStr):
+        return []
+    if isinstance(node, ast.Constant):
+        return [node.value] if isinstance(node.value, str) else []
+    return [s for child in ast.iter_child_nodes(node) for s in _strings(child)]
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) \
+        and isinstance(statement.value.value, str)

@@ -1,0 +1,154 @@
+"""A module's classes as facts: bases, the watched methods as written, class-level
+annotations, and what ``__init__`` sets (read off its text by the pre-filter when it cut the
+method out, else from the tree)."""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from .ast_tools import FUNCTIONS, _blocks, _is_docstring, _strings, dotted, walk_statements
+from .fact_types import ClassFacts, MethodFacts
+from .platforms import literal_string
+from .prefilter import WATCHED_METHODS
+
+if TYPE_CHECKING:
+    from .facts import _Source
+
+
+def _collect_classes(tree: ast.Module, text: _Source) -> list[ClassFacts]:
+    """Module-level classes, including those defined inside module-level ``if``/``try``."""
+    classes = []
+    for node in walk_statements(tree.body):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        cls = ClassFacts(
+            name=node.name,
+            line=text.line(node),
+            bases=[text.segment(b.value if isinstance(b, ast.Starred) else b) for b in node.bases],
+        )
+        _collect_members(cls, node.body, text, None)
+        init = text.reduced.inits.get(cls.line)
+        if init is not None:  # __init__ was cut out by the pre-filter, which read it
+            cls.init_attrs = init.attrs
+            cls.init_raises = f"__init__ raises {init.raises}" if init.raises else None
+        classes.append(cls)
+    return classes
+
+
+def _collect_members(cls: ClassFacts, body: list[ast.stmt], text: _Source, under: str | None) -> None:
+    """The class body's statements in order, later bindings replacing earlier ones, as Python
+    runs them; ``under``: the ``if``/``try`` a nested definition depends on."""
+    for statement in body:
+        if isinstance(statement, FUNCTIONS):
+            if statement.name in WATCHED_METHODS:
+                method = MethodFacts(statement.name, text.line(statement), text.method_text(statement))
+                if isinstance(statement, ast.AsyncFunctionDef):
+                    method.how, method.where = "async", f"async def (line {method.line})"
+                elif under is not None:
+                    method.how, method.where = "conditional", f"defined only {under}"
+                cls.methods[statement.name] = method
+            elif statement.name == "__init__" and under is None:  # only when the file was parsed whole
+                cls.init_attrs = _init_attributes(statement)
+                cls.init_raises = _only_raises(statement)
+        elif (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+              and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id in WATCHED_METHODS):
+            name = statement.targets[0].id  # rebound in the class body: a wrapper the mirror rule cannot see into
+            value = text.segment(statement.value)
+            line = text.line(statement)
+            cls.methods[name] = MethodFacts(name, cls.line, (
+                f"@rebound_in_class_body({value})\ndef {name}(self, *args, **kwargs):\n    ...\n"))
+            if isinstance(statement.value, ast.Constant) and statement.value.value is None:
+                cls.methods[name].how, cls.methods[name].where = "none", f"{name} = None (line {line})"
+        elif isinstance(statement, ast.Delete):
+            for target in statement.targets:
+                if isinstance(target, ast.Name) and target.id in WATCHED_METHODS:
+                    line = text.line(statement)
+                    cls.methods[target.id] = MethodFacts(
+                        target.id, line, "", "deleted", f"del {target.id} (line {line})"
+                    )
+        elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+            cls.annotations[statement.target.id] = text.segment(statement.annotation)
+        elif isinstance(statement, (ast.If, ast.Try)):
+            test = f"if {text.segment(statement.test)}" if isinstance(statement, ast.If) else "in a try"
+            condition = f"under `{test}:` in the class body (line {text.line(statement)})"
+            for block in _blocks(statement):
+                _collect_members(cls, block, text, under or condition)
+
+
+def _assigned_after(tree: ast.Module, classes: list[ClassFacts], text: _Source) -> None:
+    """``setattr(Cls, "get_top_tokens", f)`` or ``Cls.get_top_tokens = f`` at module level, after
+    the class: the class has the method from then on, whatever its body says."""
+    by_name = {cls.name: cls for cls in classes}
+    for statement in walk_statements(tree.body):
+        target = value = None
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+            call = statement.value
+            if (isinstance(call.func, ast.Name) and call.func.id == "setattr" and len(call.args) == 3
+                    and isinstance(call.args[0], ast.Name) and isinstance(call.args[1], ast.Constant)):
+                target, value = (call.args[0].id, call.args[1].value), call.args[2]
+        elif (
+            isinstance(statement, ast.Assign)
+            and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Attribute)
+            and isinstance(statement.targets[0].value, ast.Name)
+        ):
+            attribute = statement.targets[0]
+            target, value = (attribute.value.id, attribute.attr), statement.value
+        if target is None or target[1] not in WATCHED_METHODS or target[0] not in by_name:
+            continue
+        cls, name, line = by_name[target[0]], target[1], text.line(statement)
+        if line < cls.line:
+            continue
+        code = text.segment(value)
+        cls.methods[name] = MethodFacts(
+            name, line, f"@assigned_after_class({code})\ndef {name}(self, *args, **kwargs):\n    ...\n",
+            "outside", f"set after the class to {code} (line {line})")
+
+
+def _only_raises(init: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """``__init__ raises X: message`` when the body is a single raise (a placeholder class)."""
+    body = [s for s in init.body if not _is_docstring(s)]
+    if len(body) != 1 or not isinstance(body[0], ast.Raise):
+        return None
+    exc = body[0].exc
+    name = (dotted(exc.func) if isinstance(exc, ast.Call) else dotted(exc)) or "an exception"
+    strings = _strings(body[0])
+    return f"__init__ raises {name}" + (f": {' '.join(strings)}" if strings else "")
+
+
+def _registered_name(node: ast.stmt) -> str | None:
+    """X of ``self.register_buffer("X", ...)`` / ``self.register_parameter("X", ...)``."""
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+        return None
+    call = node.value
+    if dotted(call.func) not in ("self.register_buffer", "self.register_parameter") or not call.args:
+        return None
+    return literal_string(call.args[0])
+
+
+def _init_attributes(init: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[str]]:
+    """``self.X = Callee(...)`` assignments in ``__init__``, in any nested block."""
+    found: dict[str, list[str]] = {}
+    for node in walk_statements(init.body):
+        registered = _registered_name(node)
+        if registered is not None:
+            bucket = found.setdefault(registered, [])
+            if "<other>" not in bucket:
+                bucket.append("<other>")
+            continue
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign):
+            target, value = node.target, node.value
+        else:
+            continue
+        if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
+            continue
+        callee = dotted(value.func) if isinstance(value, ast.Call) else None
+        bucket = found.setdefault(target.attr, [])
+        if callee and callee not in bucket:
+            bucket.append(callee)
+        elif callee is None and value is not None and "<other>" not in bucket:
+            bucket.append("<other>")
+    return found

@@ -1,0 +1,98 @@
+"""What a module's facts are: plain, cacheable data (the facts cache keeps them as they are).
+
+``extract_facts`` (``facts``) builds them; resolution and classification read them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .prefilter import physical_lines
+
+# A Literal, not an Enum: facts are cached, and a plain string keeps their entries small and fast to load.
+TargetKind = Literal["class", "import", "module", "unknown", "unavailable"]
+MethodHow = Literal["def", "async", "conditional", "none", "deleted", "outside"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a module-level name is bound to.
+
+    kind: ``class`` (a = line of the local class), ``import`` (a = module,
+    b = name; ``a.b`` may be a submodule), ``module`` (a = module),
+    ``unknown`` (a = code that could not be followed), ``unavailable`` (a = why the name
+    cannot be had: its import raises).
+    """
+
+    kind: TargetKind
+    a: str = ""
+    b: str = ""
+
+
+@dataclass
+class MethodFacts:
+    name: str
+    line: int
+    text: str  # the ``def`` with its decorators, as it stands in the file (indented)
+    # How the name is bound, when not by a plain ``def`` in the class body: "async" (async def),
+    # "conditional" (a def under ``if``/``try`` in the class body), "none" (``= None``),
+    # "deleted" (``del`` in the class body: lookup goes on to the bases), "outside" (setattr
+    # or an attribute assignment after the class). ``where`` says it in words, for reasons.
+    how: MethodHow = "def"
+    where: str = ""
+
+    @property
+    def code(self) -> str:
+        """The ``def`` at column 0, as libcst prints it."""
+        return libcst_code(self.text)
+
+
+@functools.cache
+def libcst_code(text: str) -> str:
+    """Parse one method's text with libcst (imported here: scans that classify nothing never pay for it)."""
+    import libcst as cst
+
+    if text[:1] in (" ", "\t"):  # an indented method: give it back a class, ending its line as the file does
+        first = physical_lines(text)[0]
+        module = cst.parse_module("class _:" + (first[len(first.rstrip("\r\n")):] or "\n") + text)
+        function = module.body[0].body.body[0]
+    else:
+        module = cst.parse_module(text)
+        function = module.body[0]
+    return module.code_for_node(function.with_changes(leading_lines=()))
+
+
+@dataclass
+class ClassFacts:
+    name: str
+    line: int
+    bases: list[str]
+    methods: dict[str, MethodFacts] = field(default_factory=dict)
+    init_attrs: dict[str, list[str]] = field(default_factory=dict)  # self.X = Callee(...)
+    annotations: dict[str, str] = field(default_factory=dict)  # class-level X: Type
+    init_raises: str | None = None  # __init__ only raises: a placeholder class
+
+
+@dataclass
+class ModuleFacts:
+    module: str
+    path: str  # relative to the tree root
+    is_package: bool
+    classes: list[ClassFacts] = field(default_factory=list)
+    bindings: dict[str, dict[str, list[Target]]] = field(default_factory=dict)  # platform -> name
+    import_errors: dict[str, str] = field(default_factory=dict)  # platform -> why import fails
+    parse_error: str | None = None
+
+    def class_at(self, line: int) -> ClassFacts | None:
+        """Classes are collected in source order: a binary search finds one among thousands
+        (a 1200-deep chain in one file); the scan is for an order that is not."""
+        at = bisect.bisect_left(self.classes, line, key=lambda cls: cls.line)
+        if at < len(self.classes) and self.classes[at].line == line:
+            return self.classes[at]
+        for cls in self.classes:
+            if cls.line == line:
+                return cls
+        return None

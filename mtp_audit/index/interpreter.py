@@ -1,0 +1,150 @@
+"""The module-level statements of a module, run for one platform: which name is bound to
+what (a local class, an import, a module), and whether importing the module raises."""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from .ast_tools import FUNCTIONS, _strings, absolute_module, dotted
+from .fact_types import ModuleFacts, Target
+from .platforms import evaluate, literal_string, string_values
+
+if TYPE_CHECKING:
+    from .facts import _Source
+
+
+def _is_all(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "__all__"
+
+
+class _Interpreter:
+    """Runs module-level statements for one platform, binding names to targets."""
+
+    def __init__(self, facts: ModuleFacts, platform: str, text: _Source):
+        self.facts = facts
+        self.platform = platform
+        self.text = text
+        self.state: dict[str, list[Target]] = {}
+        self.all_names: list[str] | None = None
+        self.error: str | None = None
+
+    def fork(self) -> _Interpreter:
+        other = _Interpreter(self.facts, self.platform, self.text)
+        other.state = {k: list(v) for k, v in self.state.items()}
+        other.all_names = list(self.all_names) if self.all_names is not None else None
+        return other
+
+    def run(self, statements: list[ast.stmt]) -> None:
+        for statement in statements:
+            if self.error:
+                return
+            self.statement(statement)
+
+    def bind(self, name: str, targets: list[Target]) -> None:
+        self.state[name] = targets
+
+    def statement(self, node: ast.stmt) -> None:
+        if isinstance(node, ast.ClassDef):
+            self.bind(node.name, [Target("class", str(self.text.line(node)))])
+        elif isinstance(node, ast.If):
+            self.conditional(node)
+        elif isinstance(node, ast.Try):
+            self.run(node.body)
+        elif isinstance(node, FUNCTIONS):
+            self.state.pop(node.name, None)
+        else:
+            self.simple(node)
+
+    def conditional(self, node: ast.If) -> None:
+        truth = evaluate(node.test, self.platform, all_names=self.all_names)
+        if truth is True:
+            self.run(node.body)
+        elif truth is False:
+            self.run(node.orelse)  # an ``elif`` is an ``if`` alone in ``orelse``
+        else:  # unknown: both branches may run; keep every binding as an alternative
+            taken, skipped = self.fork(), self.fork()
+            taken.run(node.body)
+            skipped.run(node.orelse)
+            self.merge(taken, skipped)
+
+    def merge(self, first: _Interpreter, second: _Interpreter) -> None:
+        if first.error and second.error:
+            self.error = first.error
+            return
+        branches = [b for b in (first, second) if not b.error]
+        merged: dict[str, list[Target]] = {}
+        for branch in branches:
+            for name, targets in branch.state.items():
+                bucket = merged.setdefault(name, [])
+                bucket.extend(t for t in targets if t not in bucket)
+        self.state = merged
+        self.all_names = branches[0].all_names
+
+    def simple(self, node: ast.stmt) -> None:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    self.bind(alias.asname, [Target("module", alias.name)])
+                else:
+                    head = alias.name.split(".")[0]
+                    self.bind(head, [Target("module", head)])
+        elif isinstance(node, ast.ImportFrom):
+            source = absolute_module(self.facts.module, self.facts.is_package, node.level, node.module)
+            for alias in node.names:
+                if alias.name == "*":
+                    self.bind(f"*{source}", [Target("module", source)])
+                    return
+                self.bind(alias.asname or alias.name, [Target("import", source, alias.name)])
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if node.value is None:
+                return
+            for target in targets:
+                if not isinstance(target, ast.Name):
+                    continue
+                if target.id == "__all__":
+                    self.all_names = string_values(node.value) or []
+                else:
+                    self.bind(target.id, self.expression(node.value))
+        elif isinstance(node, ast.AugAssign) and _is_all(node.target):
+            self.all_names = (self.all_names or []) + (string_values(node.value) or [])
+        elif (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+              and isinstance(node.value.func, ast.Attribute) and _is_all(node.value.func.value)):
+            call = node.value  # __all__.extend([...]) / __all__.append("...")
+            values = string_values(call.args[0]) if call.args else None
+            self.all_names = (self.all_names or []) + (values or [])
+        elif isinstance(node, ast.Raise):
+            self.error = _raise_reason(node, self.text)
+
+    def expression(self, node: ast.expr) -> list[Target]:
+        """What an expression evaluates to, as targets."""
+        if isinstance(node, ast.Name):
+            return list(self.state.get(node.id, [Target("unknown", node.id)]))
+        if isinstance(node, ast.Attribute):
+            out = []
+            for base in self.expression(node.value):
+                if base.kind == "module":
+                    out.append(Target("import", base.a, node.attr))
+                elif base.kind == "import":
+                    out.append(Target("import", f"{base.a}.{base.b}", node.attr))
+                else:
+                    out.append(Target("unknown", dotted(node) or "expression"))
+            return out
+        if isinstance(node, ast.Constant):
+            return [Target("unknown", repr(node.value)[:40])]
+        return [Target("unknown", type(node).__name__)]
+
+
+def _raise_reason(node: ast.Raise, text: _Source) -> str:
+    line = text.line(node)
+    exc = node.exc
+    if isinstance(exc, ast.Call):
+        name = dotted(exc.func) or "an exception"
+        arguments = [*exc.args, *(k.value for k in exc.keywords)]
+        message = next((text for a in arguments if (text := literal_string(a)) is not None), None)
+        if message is None:
+            strings = _strings(exc)
+            message = " ".join(strings) if strings else None
+        return f"import raises {name} (line {line})" + (f": {message}" if message else "")
+    return f"import raises (line {line})"
