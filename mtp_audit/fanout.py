@@ -113,6 +113,7 @@ class Harvest:
     mros: dict[str, dict[ClassKey, Mro]]
     chains: ImportChains
     unchecked: list[str] = field(default_factory=list)  # facts read without the whole-file check
+    unstored: list[str] = field(default_factory=list)  # facts read and not cached
     syntax_errors: dict[str, str] = field(default_factory=dict)  # that check, made for them elsewhere
 
 
@@ -150,6 +151,7 @@ def _index_chunk(positions: list[int]) -> Harvest:
     state = _state()
     scanner = state.scanner
     scanner.index.checked_elsewhere = _registry_modules(state.entries)  # checked by _chain_entries
+    scanner.index.store_later = True  # by a round-two worker: this is the round's longest task
     for position in positions:
         entry = state.entries[position]
         for platform in PLATFORMS:
@@ -157,7 +159,7 @@ def _index_chunk(positions: list[int]) -> Harvest:
                 if isinstance(found, ClassKey):
                     scanner.hierarchies[platform].mro(found)
     harvest = _harvest(state, with_mros=True)
-    harvest.unchecked = list(scanner.index.unchecked)
+    harvest.unchecked, harvest.unstored = list(scanner.index.unchecked), list(scanner.index.unstored)
     return harvest
 
 
@@ -285,7 +287,7 @@ def resolve_in_workers(scanner: Scanner, entries: list[RegistryEntry],
     unstored: list[str] = []
     if not any(module in chained.syntax_errors for module in indexed.unchecked):
         _absorb(scanner, indexed)
-        unstored = indexed.unchecked
+        unstored = indexed.unstored
     # else a registry module does not compile, yet its facts were read as if it did: they are
     # dropped, and round two reads every module again, checked.
     _walk_class_chains(scanner, entries)

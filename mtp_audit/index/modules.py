@@ -32,6 +32,9 @@ class ModuleIndex:
         # read without it, listed in ``unchecked`` and not cached until that check has passed.
         self.checked_elsewhere: frozenset[str] = frozenset()
         self.unchecked: list[str] = []
+        # With ``store_later``, facts read are listed in ``unstored`` for another process to cache.
+        self.store_later = False
+        self.unstored: list[str] = []
 
     def locate(self, module: str) -> tuple[Path, bool] | None:
         """The file of ``module`` and whether it is a package, or None if not in the tree."""
@@ -119,10 +122,12 @@ class ModuleIndex:
             raise InternalError(rel, error) from error
         if facts.parse_error:
             self.read_errors[rel] = f"syntax error, {facts.parse_error}"
-        elif deferred:
-            self.unchecked.append(module)
+        elif self.cache is not None and (deferred or self.store_later):
+            self.unstored.append(module)
         elif self.cache is not None:
             self.cache.store(data, module, is_package, facts)
+        if deferred and not facts.parse_error:
+            self.unchecked.append(module)
         return facts
 
     def syntax_errors(self, modules: list[str]) -> dict[str, str]:
@@ -142,7 +147,7 @@ class ModuleIndex:
         return errors
 
     def store_facts(self, modules: list[str]) -> None:
-        """Cache the facts of ``modules`` (read unchecked; their check has passed since)."""
+        """Cache the facts of ``modules`` (listed in ``unstored``; any check they waited for passed)."""
         if self.cache is None:
             return
         for module in modules:
