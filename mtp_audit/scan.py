@@ -61,6 +61,7 @@ class Scanner:
         self.analyzers = {p: Analyzer(h, MIRROR_RULE) for p, h in self.hierarchies.items()}
         self.plugin_notes: list[str] = []  # plugin code that could not be read (registrations skipped)
         self._callers: CallerIndex | None = None
+        self._config_text: dict[str, str | None] = {}  # file -> its text if it names a speculator config
 
     @property
     def callers(self) -> CallerIndex:
@@ -70,9 +71,10 @@ class Scanner:
         return self._callers
 
     def prepare_callers(self) -> None:
-        """Read the callers now (e.g. while a worker indexes), so forked workers inherit them."""
+        """Read the callers and follow their drafting paths now (e.g. while a worker indexes), so
+        forked workers inherit them."""
         if self.tree.is_vllm:
-            _ = self.callers
+            self.callers.reach_all()
 
     def contract(self, entry: RegistryEntry, key: ClassKey, platform: str) -> Contract:
         """The speculators that can hold this drafter, with what their drafting paths call."""
@@ -82,13 +84,10 @@ class Scanner:
         for item in self.hierarchies[platform].mro(key).classes:
             if not isinstance(item, ClassKey):
                 continue
-            try:
-                source = self.index.read_bytes(self.tree.root / self.hierarchies[platform].file_of(item))
-            except OSError:  # named where its facts were read; nothing declared that can be seen
+            source = self._naming_config(self.hierarchies[platform].file_of(item))
+            if source is None:
                 continue
-            if b"speculator_config_class" not in source:
-                continue
-            name = declared_config(source.decode("utf-8", "replace"), item.name, item.line)
+            name = declared_config(source, item.name, item.line)
             if name is None:
                 continue
             found = [k for k in resolve_name(self.index, item.module, name.split(".")[0], platform)
@@ -97,6 +96,18 @@ class Scanner:
             break
         drafter = self.callers.drafter(entry.arch, key.name, declared)
         return Contract(tuple(self.callers.reach(q) for q, _ in self.callers.candidates(drafter)))
+
+    def _naming_config(self, file: str) -> str | None:
+        """The text of ``file`` when it names ``speculator_config_class`` (read once: the classes
+        of most drafters' MROs live in a few shared files)."""
+        if file not in self._config_text:
+            try:
+                source = self.index.read_bytes(self.tree.root / file)
+            except OSError:  # named where its facts were read; nothing declared that can be seen
+                source = b""
+            self._config_text[file] = (source.decode("utf-8", "replace")
+                                       if b"speculator_config_class" in source else None)
+        return self._config_text[file]
 
     def entries(self) -> list[RegistryEntry]:
         if self.tree.is_vllm:

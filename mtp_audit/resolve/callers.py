@@ -570,6 +570,12 @@ class CallerIndex:
             sequences = [s[1:] if s and s[0] == head else s for s in sequences]
         return out
 
+    def reach_all(self) -> None:
+        """Follow every speculator's and proposer's drafting path now (see ``reach``)."""
+        for qualname in self.classes:
+            if self._is_caller(qualname):
+                self.reach(qualname)
+
     def reach(self, qualname: str) -> Reach:
         if qualname not in self._reach:
             self._reach[qualname] = self._walk(qualname)
