@@ -169,9 +169,22 @@ def ascend_wheel() -> Path:
 def ascend_installed(ascend_wheel, tmp_path_factory) -> Path:
     """vllm-ascend 0.9.1 installed without dependencies into a --target directory."""
     target = tmp_path_factory.mktemp("ascend-target")
+    # Its own interpreter and platform tags: the scan reads the files, never imports them.
+    tags = wheel_tags(ascend_wheel)
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check",
-                    "--no-index", "--target", str(target), str(ascend_wheel)], check=True)
+                    "--no-index", "--only-binary=:all:", *tags, "--target", str(target), str(ascend_wheel)],
+                   check=True)
     return target
+
+
+def wheel_tags(wheel: Path) -> list[str]:
+    """pip options that accept ``wheel`` on any interpreter: its own Python version and platform."""
+    python, _, platforms = wheel.stem.split("-")[-3:]
+    version = python.removeprefix("cp").removeprefix("py")
+    options = ["--python-version", f"{version[0]}.{version[1:]}" if len(version) > 1 else version]
+    for platform in platforms.split("."):
+        options += ["--platform", platform]
+    return options
 
 
 def released_rows(stdout: str, arch: str) -> list[tuple]:
