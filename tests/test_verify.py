@@ -169,3 +169,45 @@ def test_missing_torch_is_a_clear_usage_error(monkeypatch):
     monkeypatch.setattr(run.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(UsageError, match=r"pip install 'mtp-audit\[verify\]'"):
         run.check_environment()
+
+
+def test_deepseek_v4_runs_vllms_own_kernels_and_a_skipped_norm_weight_is_caught(vllm_release, tmp_path):
+    """DeepSeek-V4 MTP takes (T, hc_mult * D) hidden states and collapses them with the hc_head custom op
+    and a Triton RMSNorm kernel: the XPU drafter runs HCHeadOp's Triton implementation and the norm
+    kernel in Triton's interpreter; the CUDA one calls a TileLang kernel that is not here (named)."""
+    tree = tmp_path / "vllm-0.34.0"
+    shutil.copytree(vllm_release("0.34.0") / "vllm", tree / "vllm")
+    assert run_cli("fix", str(tree), "--model", "DeepSeekV4MTPModel").returncode == 0
+    report = tmp_path / "v4.json"
+    good = run_cli("verify", str(tree), "--model", "DeepSeekV4MTPModel", "--tp", "1", "--json", str(report))
+    rows = {row["module"].rsplit(".", 2)[1]: row for row in _results(report)}
+    assert good.returncode == 2, good.stdout + good.stderr  # --model: not verified records are named, exit 2
+    assert rows["xpu"]["verdict"] == "pass" and rows["xpu"]["rows"] > 0, rows["xpu"]["detail"]
+    assert "hidden states of 128 values a row" in rows["xpu"]["detail"]  # hc_mult=2 rows of HIDDEN=64
+    assert "custom op HCHeadOp ran its forward_hip" in rows["xpu"]["detail"]
+    assert rows["nvidia"]["verdict"] == "not verified"
+    assert rows["nvidia"]["reason"] == "custom op hc_head_fused_kernel_tilelang"
+    assert rows["amd"]["verdict"] == "not verified" and "vllm/platforms/rocm.py" in rows["amd"]["detail"]
+
+    path = tree / "vllm/models/deepseek_v4/xpu/mtp.py"
+    head, mirror = path.read_text().split("    def get_top_tokens(", 1)
+    unit_weight = mirror.replace("mtp_layer.shared_head.norm.weight.data,",
+                                 "torch.ones_like(mtp_layer.shared_head.norm.weight.data),", 1)
+    assert unit_weight != mirror
+    path.write_text(head + "    def get_top_tokens(" + unit_weight)  # the norm kernel without its weight
+    bad = run_cli("verify", str(tree), "--model", "DeepSeekV4MTPModel", "--tp", "1", "--json", str(report))
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    xpu = next(row for row in _results(report) if row["module"].endswith(".xpu.mtp"))
+    assert xpu["verdict"] == "MISMATCH" and "get_top_tokens = " in xpu["detail"], xpu["detail"]
+
+
+def test_a_tied_embedding_head_is_built_as_a_head(vllm_release, tmp_path):
+    """EagleCohere's methods use the embedding as the head (hasattr(embed_tokens, "weight") picks the arm)."""
+    tree = tmp_path / "vllm-0.34.0"
+    shutil.copytree(vllm_release("0.34.0") / "vllm", tree / "vllm")
+    assert run_cli("fix", str(tree), "--model", "EagleCohereForCausalLM").returncode == 0
+    report = tmp_path / "cohere.json"
+    result = run_cli("verify", str(tree), "--model", "EagleCohereForCausalLM", "--tp", "1", "--json", str(report))
+    assert result.returncode == 0, result.stdout + result.stderr
+    [row] = _results(report)
+    assert row["verdict"] == "pass" and row["rows"] > 0
