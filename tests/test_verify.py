@@ -179,7 +179,9 @@ def test_deepseek_v4_runs_vllms_own_kernels_and_a_skipped_norm_weight_is_caught(
     shutil.copytree(vllm_release("0.34.0") / "vllm", tree / "vllm")
     assert run_cli("fix", str(tree), "--model", "DeepSeekV4MTPModel").returncode == 0
     report = tmp_path / "v4.json"
-    good = run_cli("verify", str(tree), "--model", "DeepSeekV4MTPModel", "--tp", "1", "--json", str(report))
+    emitted = tree / "test_deepseek_v4_mtp_top_tokens.py"
+    good = run_cli("verify", str(tree), "--model", "DeepSeekV4MTPModel", "--tp", "1", "--json", str(report),
+                   "--emit-test", str(emitted))
     rows = {row["module"].rsplit(".", 2)[1]: row for row in _results(report)}
     assert good.returncode == 2, good.stdout + good.stderr  # --model: not verified records are named, exit 2
     assert rows["xpu"]["verdict"] == "pass" and rows["xpu"]["rows"] > 0, rows["xpu"]["detail"]
@@ -188,6 +190,14 @@ def test_deepseek_v4_runs_vllms_own_kernels_and_a_skipped_norm_weight_is_caught(
     assert rows["nvidia"]["verdict"] == "not verified"
     assert rows["nvidia"]["reason"] == "custom op hc_head_fused_kernel_tilelang"
     assert rows["amd"]["verdict"] == "not verified" and "vllm/platforms/rocm.py" in rows["amd"]["detail"]
+    # The emitted test rebuilds the config, the __init__'s parameters and the custom op; nothing set.
+    text = emitted.read_text()
+    assert "from vllm.models.deepseek_v4.xpu.mtp import DeepSeekV4MTP" in text and "_custom_op(HCHeadOp)" in text
+    env = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", emitted.name],
+                         capture_output=True, text=True, cwd=tree, env=env, check=False)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "3 passed" in run.stdout  # bfloat16 (float32 cannot run: hc_head returns bfloat16) x 3 batches
 
     path = tree / "vllm/models/deepseek_v4/xpu/mtp.py"
     head, mirror = path.read_text().split("    def get_top_tokens(", 1)

@@ -92,6 +92,7 @@ class Fabricator:
     target_vocab: int = 0  # the vocabulary compute_logits returns (the target's, under a draft-to-target map)
     config_values: dict[str, object] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what stood in for what (a custom op's other implementation)
+    config_reads: dict[str, object] = field(default_factory=dict)  # config attribute -> the value read
 
     def __post_init__(self):
         self.target_vocab = self.target_vocab or self.vocab
@@ -155,7 +156,7 @@ class Fabricator:
             read and all(read) and name not in STEP_BOOKKEEPING
         ):  # ``self.x = config.x``: the config's value, a configuration point of its own
             key = read[0].group(1) or read[0].group(2)
-            return [("config", lambda: self.config_value(path, key))]
+            return [("config", lambda: self._config_read_step(path, name, key))]
         optional = "None" in values or bool(annotation and re.search(r"\bNone\b|Optional\[", annotation))
         built = self._value(owner, name, path, annotation, optional)
         out = [built] if built is not None else []
@@ -164,6 +165,11 @@ class Fabricator:
         if not out:
             raise CannotBuild(f"cannot build {cls.__name__}.{name} (read at {path}.{name})")
         return out
+
+    def _config_read_step(self, path: str, name: str, key: str):
+        value = self.config_value(path, key)
+        self.recipe.append(Step(path, name, "constant", {"value": repr(value)}))
+        return value
 
     def _constant(self, path: str, name: str, value):
         def build():
@@ -223,12 +229,21 @@ class Fabricator:
         """``self.<name> = <expression>`` of the owner's ``__init__``, over sizes, config values and
         attributes built here; a tensor it allocates is drawn from the seed."""
         seed = self._next_seed()
-        self.recipe.append(Step(path, name, "computed", {"expression": ast.unparse(node), "seed": seed}))
+        evaluator = _InitEvaluator(self, owner, path, namespace, seed)
         try:
-            return _InitEvaluator(self, owner, path, namespace, seed).evaluate(node)
+            value = evaluator.evaluate(node)
         except (TypeError, ValueError) as error:  # a None size under another configuration point
             raise CannotBuild(f"cannot evaluate {type(owner).__name__}.{name} = {ast.unparse(node)} "
                               f"here: {type(error).__name__}: {error}") from error
+        if isinstance(value, torch.Tensor):
+            self.recipe.append(Step(path, name, "computed_tensor", {
+                "shape": tuple(value.shape), "dtype": evaluator.dtypes[0], "seed": seed,
+                "parameter": isinstance(value, nn.Parameter), "requires_grad": value.requires_grad}))
+        elif value is None or isinstance(value, (int, float, bool, str)):
+            self.recipe.append(Step(path, name, "constant", {"value": repr(value)}))
+        else:
+            self.recipe.append(Step(path, name, "computed", {"expression": ast.unparse(node)}))
+        return value
 
     def _logits_processor_step(self, path, name):
         self.recipe.append(Step(path, name, "logits_processor"))
@@ -252,16 +267,17 @@ class Fabricator:
         return self.instance(declared, f"{path}.{name}")
 
     def _config_step(self, path, name):
-        self.recipe.append(Step(path, name, "config"))
+        self.recipe.append(Step(path, name, "config", {"values": self.config_reads}))  # filled as it is read
         return FabricatedConfig(self, f"{path}.{name}")
 
     def draft_to_target(self, path: str, name: str) -> nn.Parameter:
         """``draft_id_to_target_id``: per draft id, the offset to its target id (``target = k + d2t[k]``),
         a sorted random subset of a larger target vocabulary, as EAGLE-3 checkpoints ship it."""
-        generator = torch.Generator().manual_seed(self._next_seed())
+        seed = self._next_seed()
+        generator = torch.Generator().manual_seed(seed)
         targets = torch.randperm(TARGET_VOCAB, generator=generator)[: self.vocab].sort().values
         self.target_vocab = TARGET_VOCAB
-        self.recipe.append(Step(path, name, "draft_to_target"))
+        self.recipe.append(Step(path, name, "draft_to_target", {"seed": seed}))
         return nn.Parameter(targets - torch.arange(self.vocab), requires_grad=False)
 
     def token_ids(self, path: str, name: str) -> torch.Tensor:
@@ -270,7 +286,13 @@ class Fabricator:
         return torch.arange(0, self.vocab, 2)
 
     def config_value(self, path: str, name: str):
-        """A config attribute the methods read: sizes are ours; any other value is a configuration point."""
+        """A config attribute the methods read: sizes are ours; any other value is a configuration point.
+        Every value read is kept in ``config_reads`` (the config an emitted test builds)."""
+        value = self._config_value(name)
+        self.config_reads[name] = value
+        return value
+
+    def _config_value(self, name: str):
         key = f"config.{name}"  # model-wide, whichever module's config reads it
         if key in self.config_values:
             return self.config_values[key]
@@ -395,6 +417,7 @@ class _InitEvaluator:
     def __init__(self, fabricator: Fabricator, owner: object, path: str, namespace: dict, seed: int):
         self.fabricator, self.owner, self.path, self.namespace = fabricator, owner, path, namespace
         self.generator = torch.Generator().manual_seed(seed)
+        self.dtypes: list[str] = []  # of each tensor made: its dtype as code (``dtype``: the case's)
 
     def evaluate(self, node: ast.expr):
         if isinstance(node, ast.Constant):
@@ -426,6 +449,7 @@ class _InitEvaluator:
         if not all(isinstance(size, int) for size in shape):
             raise TypeError(f"sizes {shape!r} are not all integers")
         dtype = kwargs.get("dtype") or self.fabricator.dtype
+        self.dtypes.append(str(kwargs["dtype"]) if kwargs.get("dtype") else "dtype")
         values = torch.randn(shape, generator=self.generator)
         if not dtype.is_floating_point:
             return torch.randperm(math.prod(shape), generator=self.generator).view(shape).to(dtype)

@@ -169,11 +169,11 @@ def judge(record: DrafterRecord, tp: int, ranks: list[dict], index: int) -> Targ
     outcome.verdict = "pass"
     widths = sorted({c.get("width", HIDDEN) for c in outcome.cases} - {HIDDEN})
     shape = "".join(f"; hidden states of {w} values a row, as compute_logits reshapes them" for w in widths)
-    stand_ins = "".join(dict.fromkeys(f"; {note}" for position, variant in enumerate(results[0]["variants"])
+    scope_notes = "".join(dict.fromkeys(f"; {note}" for position, variant in enumerate(results[0]["variants"])
                                       if outcome.variants[position]["verdict"] == "pass"
-                                      for note in variant.get("stand_ins", [])))
+                                      for note in variant.get("scope", [])))
     outcome.detail = (f"{sum(c['batch'] for c in outcome.cases)} rows in {len(outcome.cases)} cases; "
-                      f"{len(ran)} configuration(s): " + " | ".join(v["variant"] for v in ran) + shape + stand_ins
+                      f"{len(ran)} configuration(s): " + " | ".join(v["variant"] for v in ran) + shape + scope_notes
                       + tail)
     return outcome
 
