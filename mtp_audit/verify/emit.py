@@ -64,7 +64,7 @@ def emit_test(target: Path, outcome: TargetOutcome) -> None:
     text = Template(template("verify_test.py.tmpl")).substitute(
         cls=record.cls, tool_version=__version__, model=record.arch or record.cls,
         imports="\n".join(sorted(imports)), vocab=VOCAB, hidden=HIDDEN, start_layer=START_LAYER,
-        port=TEST_PORT, build="\n".join(lines), calls=[list(pair) for pair in calls],
+        build="\n".join(lines), calls=[list(pair) for pair in calls],
         target_vocab=TARGET_VOCAB,
         width=max((c.get("width", HIDDEN) for c in outcome.cases), default=HIDDEN),
         dtypes="[" + ", ".join(f"torch.{name}" for name in dtypes) + "]", built_from=built_from,

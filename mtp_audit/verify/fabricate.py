@@ -235,7 +235,7 @@ class Fabricator:
         except (TypeError, ValueError) as error:  # a None size under another configuration point
             raise CannotBuild(f"cannot evaluate {type(owner).__name__}.{name} = {ast.unparse(node)} "
                               f"here: {type(error).__name__}: {error}") from error
-        if isinstance(value, torch.Tensor):
+        if isinstance(value, torch.Tensor) and len(evaluator.dtypes) == 1:  # the one tensor it allocated
             self.recipe.append(Step(path, name, "computed_tensor", {
                 "shape": tuple(value.shape), "dtype": evaluator.dtypes[0], "seed": seed,
                 "parameter": isinstance(value, nn.Parameter), "requires_grad": value.requires_grad}))

@@ -228,8 +228,8 @@ KERNEL_CALL = re.compile(r"\b([A-Za-z_][\w.]*(?:kernel|KERNEL|tilelang|triton|_C
 
 
 def failing_kernel(error: BaseException) -> list[str]:
-    """The kernel called on the line of vLLM's model code where compute_logits failed (the deepest
-    frame outside vllm's layers and kernels), if that line calls one."""
+    """The kernel called on the line of model code (``.../models/...``, its deepest frame) where
+    compute_logits failed, if that line calls one."""
     frames = [f for f in traceback.extract_tb(error.__traceback__)
               if f"{os.sep}models{os.sep}" in f.filename and f.line]
     return KERNEL_CALL.findall(frames[-1].line + "(") if frames else []
@@ -325,7 +325,7 @@ def run_variant(cls: type, choices: dict, forms: list[CallForm]) -> dict:
             fabricator = Fabricator(VOCAB, HIDDEN, dtype, seed=7, head_override=override, choices=dict(choices))
             model = fabricator.instance(cls)
             widths: dict[str, int] = {}
-            raised: set[tuple[str, int | None]] = set()  # compute_logits cannot run so here: no larger batch
+            raised: set[tuple[str, int | None]] = set()  # (form, step) where compute_logits raised: not rerun
             launches = InterpretedLaunches.count
             for batch in BATCHES:
                 if (batch == BATCHES[-1] and case not in INTERPRETED_LARGE_BATCH_CASES
