@@ -43,6 +43,7 @@ def main() -> None:
         if fix.returncode not in (0, 1):
             sys.exit(f"fix --all failed: {fix.stderr.strip()}")
         report = Path(scratch) / "verify.json"
+        load_before = os.getloadavg()[0]
         began = time.perf_counter()
         verify = subprocess.run([sys.executable, "-m", "mtp_audit", "verify", str(tree), "--all", "--tp", options.tp,
                                  "--json", str(report), "--quiet"], env={**os.environ, "NO_COLOR": "1"},
@@ -53,7 +54,8 @@ def main() -> None:
         data = json.loads(report.read_text())
     results = data["results"]
     print(f"vLLM {options.vllm_version} after fix --all: verify --all --tp {options.tp}: {total:.1f} s in all "
-          f"(exit {verify.returncode}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f})")
+          f"(exit {verify.returncode}, {os.cpu_count()} CPUs, load average {load_before:.1f} before, "
+          f"{os.getloadavg()[0]:.1f} after)")
     print(data["summary"])
     records = sorted({(r["arch"], r["module"], r["class"]) for r in results})
     compared = {(r["arch"], r["module"], r["class"]) for r in results if r["verdict"] != "not verified"}

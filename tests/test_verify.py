@@ -169,3 +169,55 @@ def test_missing_torch_is_a_clear_usage_error(monkeypatch):
     monkeypatch.setattr(run.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(UsageError, match=r"pip install 'mtp-audit\[verify\]'"):
         run.check_environment()
+
+
+def test_deepseek_v4_runs_vllms_own_kernels_and_a_skipped_norm_weight_is_caught(vllm_release, tmp_path):
+    """DeepSeek-V4 MTP takes (T, hc_mult * D) hidden states and collapses them with the hc_head custom op
+    and a Triton RMSNorm kernel: the XPU drafter runs HCHeadOp's Triton implementation and the norm
+    kernel in Triton's interpreter; the CUDA one calls a TileLang kernel that is not here (named)."""
+    tree = tmp_path / "vllm-0.34.0"
+    shutil.copytree(vllm_release("0.34.0") / "vllm", tree / "vllm")
+    assert run_cli("fix", str(tree), "--model", "DeepSeekV4MTPModel").returncode == 0
+    report = tmp_path / "v4.json"
+    emitted = tree / "test_deepseek_v4_mtp_top_tokens.py"
+    good = run_cli("verify", str(tree), "--model", "DeepSeekV4MTPModel", "--tp", "1", "--json", str(report),
+                   "--emit-test", str(emitted))
+    rows = {row["module"].rsplit(".", 2)[1]: row for row in _results(report)}
+    assert good.returncode == 2, good.stdout + good.stderr  # --model: not verified records are named, exit 2
+    assert rows["xpu"]["verdict"] == "pass" and rows["xpu"]["rows"] > 0, rows["xpu"]["detail"]
+    assert "hidden states of 128 values a row" in rows["xpu"]["detail"]  # hc_mult=2 rows of HIDDEN=64
+    assert "custom op HCHeadOp ran its forward_hip" in rows["xpu"]["detail"]
+    assert rows["nvidia"]["verdict"] == "not verified"
+    assert rows["nvidia"]["reason"] == "custom op hc_head_fused_kernel_tilelang"
+    assert rows["amd"]["verdict"] == "not verified" and "vllm/platforms/rocm.py" in rows["amd"]["detail"]
+    # The emitted test rebuilds the config, the __init__'s parameters and the custom op; nothing set.
+    text = emitted.read_text()
+    assert "from vllm.models.deepseek_v4.xpu.mtp import DeepSeekV4MTP" in text and "_custom_op(HCHeadOp)" in text
+    env = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", emitted.name],
+                         capture_output=True, text=True, cwd=tree, env=env, check=False)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "3 passed" in run.stdout  # bfloat16 (float32 cannot run: hc_head returns bfloat16) x 3 batches
+
+    path = tree / "vllm/models/deepseek_v4/xpu/mtp.py"
+    head, mirror = path.read_text().split("    def get_top_tokens(", 1)
+    unit_weight = mirror.replace("mtp_layer.shared_head.norm.weight.data,",
+                                 "torch.ones_like(mtp_layer.shared_head.norm.weight.data),", 1)
+    assert unit_weight != mirror
+    path.write_text(head + "    def get_top_tokens(" + unit_weight)  # the norm kernel without its weight
+    bad = run_cli("verify", str(tree), "--model", "DeepSeekV4MTPModel", "--tp", "1", "--json", str(report))
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    xpu = next(row for row in _results(report) if row["module"].endswith(".xpu.mtp"))
+    assert xpu["verdict"] == "MISMATCH" and "get_top_tokens = " in xpu["detail"], xpu["detail"]
+
+
+def test_a_tied_embedding_head_is_built_as_a_head(vllm_release, tmp_path):
+    """EagleCohere's methods use the embedding as the head (hasattr(embed_tokens, "weight") picks the arm)."""
+    tree = tmp_path / "vllm-0.34.0"
+    shutil.copytree(vllm_release("0.34.0") / "vllm", tree / "vllm")
+    assert run_cli("fix", str(tree), "--model", "EagleCohereForCausalLM").returncode == 0
+    report = tmp_path / "cohere.json"
+    result = run_cli("verify", str(tree), "--model", "EagleCohereForCausalLM", "--tp", "1", "--json", str(report))
+    assert result.returncode == 0, result.stdout + result.stderr
+    [row] = _results(report)
+    assert row["verdict"] == "pass" and row["rows"] > 0

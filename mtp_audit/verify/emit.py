@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 from string import Template
 
@@ -10,7 +11,7 @@ from .. import __version__
 from ..errors import UsageError
 from ..synthesize.layout import ruff_format
 from ..templating import template
-from .constants import HIDDEN, NUM_STEPS, START_LAYER, VOCAB
+from .constants import HIDDEN, NUM_STEPS, START_LAYER, TARGET_VOCAB, VOCAB
 from .run import TargetOutcome, Verdict
 
 TEST_PORT = 29517
@@ -52,11 +53,21 @@ def emit_test(target: Path, outcome: TargetOutcome) -> None:
     calls = sorted({(c["step"] if c["step_in"][0] else None, c["step"] if c["step_in"][1] else None)
                     for c in outcome.cases}, key=lambda pair: tuple(-1 if s is None else s for s in pair))
     passing = [v["variant"] for v in outcome.variants if v["verdict"] == Verdict.PASS]
+    dtypes = sorted({c["dtype"] for c in outcome.cases}, key=["float32", "bfloat16"].index)
+    ops = sorted({step["args"]["cls"].rpartition(".")[2] for step in outcome.recipe if step["kind"] == "custom_op"})
+    custom = (f", and vLLM's own custom op(s) {', '.join(ops)} (where the implementation vLLM dispatches to "
+              "needs a kernel that is not here, the first of the op's other implementations that runs)" if ops else "")
+    built_from = textwrap.fill(
+        "The drafter is built without its __init__ or weights: only the attributes its two methods read, from "
+        f"vLLM's real ParallelLMHead, LogitsProcessor and RMSNorm (random, non-unit weights){custom}. "
+        f"Configuration: {passing[0] if passing else 'default'}.", width=79)
     text = Template(template("verify_test.py.tmpl")).substitute(
         cls=record.cls, tool_version=__version__, model=record.arch or record.cls,
         imports="\n".join(sorted(imports)), vocab=VOCAB, hidden=HIDDEN, start_layer=START_LAYER,
-        port=TEST_PORT, build="\n".join(lines), calls=[list(pair) for pair in calls],
-        variant=passing[0] if passing else "default",
+        build="\n".join(lines), calls=[list(pair) for pair in calls],
+        target_vocab=TARGET_VOCAB,
+        width=max((c.get("width", HIDDEN) for c in outcome.cases), default=HIDDEN),
+        dtypes="[" + ", ".join(f"torch.{name}" for name in dtypes) + "]", built_from=built_from,
     )
     target.write_text(ruff_format(text))
 

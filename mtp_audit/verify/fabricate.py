@@ -15,7 +15,18 @@ from vLLM's real pieces and the call is retried:
 - per-step layer containers (``self.layers[str(start + step)]``), one
   distinct layer (own head, own norm) per step;
 - the integer bookkeeping MTP modules read (``num_mtp_layers``,
-  ``mtp_start_layer_idx``).
+  ``mtp_start_layer_idx``);
+- a value the owner's ``__init__`` computes from sizes (``self.hc_dim =
+  self.hc_mult * config.hidden_size``) or a parameter it allocates
+  (``nn.Parameter(torch.empty(self.hc_mult, self.hc_dim, dtype=...))``),
+  evaluated with the values built here, the tensor drawn from the seed;
+- a ``VocabParallelEmbedding`` that serves as the head (tied embeddings),
+  built as the head is;
+- a vLLM ``CustomOp`` the ``__init__`` constructs, constructed for real:
+  where the implementation vLLM dispatches to on this platform needs a
+  compiled kernel that is not here, another of the op's own
+  implementations (``forward_native`` first) that runs here is used, and
+  named in the result.
 
 Anything else is refused with the owner and attribute named: the drafter is
 then reported as not verified, never as passing. Every attribute made is
@@ -24,20 +35,24 @@ recorded as a recipe, which ``--emit-test`` turns back into code.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import inspect
+import math
 import re
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
 from torch import nn
 
+from vllm.model_executor.custom_op import CustomOp
 from vllm.model_executor.layers.layernorm import RMSNorm
 from vllm.model_executor.layers.logits_processor import LogitsProcessor
-from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead
+from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
 
 from .constants import NUM_STEPS, START_LAYER, TARGET_VOCAB
 
@@ -82,6 +97,8 @@ class Fabricator:
     points: dict[str, list[str]] = field(default_factory=dict)  # points met: point -> labels of its alternatives
     target_vocab: int = 0  # the vocabulary compute_logits returns (the target's, under a draft-to-target map)
     config_values: dict[str, object] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what stood in for what (a custom op's other implementation)
+    config_reads: dict[str, object] = field(default_factory=dict)  # config attribute -> the value read
 
     def __post_init__(self):
         self.target_vocab = self.target_vocab or self.vocab
@@ -91,6 +108,16 @@ class Fabricator:
         nn.Module.__init__(obj)
         self.paths[id(obj)] = path
         return obj
+
+    def attribute(self, owner: object, name: str):
+        """``owner.name``, built first if it is not there yet."""
+        try:
+            return getattr(owner, name)
+        except AttributeError as error:
+            if getattr(error, "obj", None) is not owner or id(owner) not in self.paths:
+                raise
+        setattr(owner, name, self.make(owner, name))
+        return getattr(owner, name)
 
     def call(self, obj: object, method: str, *args, **kwargs):
         for _ in range(64):
@@ -135,7 +162,7 @@ class Fabricator:
             read and all(read) and name not in STEP_BOOKKEEPING
         ):  # ``self.x = config.x``: the config's value, a configuration point of its own
             key = read[0].group(1) or read[0].group(2)
-            return [("config", lambda: self.config_value(path, key))]
+            return [("config", lambda: self._config_read_step(path, name, key))]
         optional = "None" in values or bool(annotation and re.search(r"\bNone\b|Optional\[", annotation))
         built = self._value(owner, name, path, annotation, optional)
         out = [built] if built is not None else []
@@ -144,6 +171,11 @@ class Fabricator:
         if not out:
             raise CannotBuild(f"cannot build {cls.__name__}.{name} (read at {path}.{name})")
         return out
+
+    def _config_read_step(self, path: str, name: str, key: str):
+        value = self.config_value(path, key)
+        self.recipe.append(Step(path, name, "constant", {"value": repr(value)}))
+        return value
 
     def _constant(self, path: str, name: str, value):
         def build():
@@ -156,6 +188,8 @@ class Fabricator:
         declared = _declared_class(type(owner), name)
         if name in HEADS or (declared is not None and issubclass(declared, ParallelLMHead)):
             return ("head", lambda: self._head_step(path, name))
+        if declared is not None and issubclass(declared, VocabParallelEmbedding):  # a tied head: the embedding
+            return ("embedding", lambda: self._head_step(path, name, declared))
         if name == "logits_processor" or (declared is not None and issubclass(declared, LogitsProcessor)):
             return ("LogitsProcessor", lambda: self._logits_processor_step(path, name))
         if NORM.search(name) or (declared is not None and issubclass(declared, RMSNorm)):
@@ -170,18 +204,52 @@ class Fabricator:
         if name in CONTAINERS:
             element = _container_element(type(owner), name)
             return ("layers", lambda: self._steps_step(path, name, element))
+        if declared is not None and issubclass(declared, CustomOp) and _constructible(declared):
+            return (declared.__name__, lambda: self._custom_op_step(declared, path, name))
         if declared is not None and issubclass(declared, nn.Module):
             if _scalar_init(declared):
                 return (declared.__name__, lambda: self.constructed(declared, path, name))
             return (declared.__name__, lambda: self._instance_step(declared, path, name))
         if annotation and "Tensor" in annotation and INDEX.search(name):
             return ("ids", lambda: self.token_ids(path, name))
+        expression = _init_expression(type(owner), name)
+        if expression is not None and _evaluable(expression[0]) and not _is_none(expression[0]):
+            return ("computed", lambda: self._computed_step(owner, path, name, *expression))
         return None
 
-    def _head_step(self, path, name):
+    def _head_step(self, path, name, cls: type = ParallelLMHead):
         seed = self._next_seed()
-        self.recipe.append(Step(path, name, "head", {"seed": seed}))
-        return self.head(seed)
+        if cls is ParallelLMHead:
+            self.recipe.append(Step(path, name, "head", {"seed": seed}))
+        else:
+            self.recipe.append(Step(path, name, "embedding_head", {"seed": seed, "cls": _qualname(cls)}))
+        return self.head(seed, cls)
+
+    def _custom_op_step(self, cls, path, name):
+        self.recipe.append(Step(path, name, "custom_op", {"cls": _qualname(cls)}))
+        op = cls()
+        op._forward_method = PortableForward(op, self)
+        return op
+
+    def _computed_step(self, owner, path, name, node: ast.expr, namespace: dict):
+        """``self.<name> = <expression>`` of the owner's ``__init__``, over sizes, config values and
+        attributes built here; a tensor it allocates is drawn from the seed."""
+        seed = self._next_seed()
+        evaluator = _InitEvaluator(self, owner, path, namespace, seed)
+        try:
+            value = evaluator.evaluate(node)
+        except (TypeError, ValueError) as error:  # a None size under another configuration point
+            raise CannotBuild(f"cannot evaluate {type(owner).__name__}.{name} = {ast.unparse(node)} "
+                              f"here: {type(error).__name__}: {error}") from error
+        if isinstance(value, torch.Tensor) and len(evaluator.dtypes) == 1:  # the one tensor it allocated
+            self.recipe.append(Step(path, name, "computed_tensor", {
+                "shape": tuple(value.shape), "dtype": evaluator.dtypes[0], "seed": seed,
+                "parameter": isinstance(value, nn.Parameter), "requires_grad": value.requires_grad}))
+        elif value is None or isinstance(value, (int, float, bool, str)):
+            self.recipe.append(Step(path, name, "constant", {"value": repr(value)}))
+        else:
+            self.recipe.append(Step(path, name, "computed", {"expression": ast.unparse(node)}))
+        return value
 
     def _logits_processor_step(self, path, name):
         self.recipe.append(Step(path, name, "logits_processor"))
@@ -205,16 +273,17 @@ class Fabricator:
         return self.instance(declared, f"{path}.{name}")
 
     def _config_step(self, path, name):
-        self.recipe.append(Step(path, name, "config"))
+        self.recipe.append(Step(path, name, "config", {"values": self.config_reads}))  # filled as it is read
         return FabricatedConfig(self, f"{path}.{name}")
 
     def draft_to_target(self, path: str, name: str) -> nn.Parameter:
         """``draft_id_to_target_id``: per draft id, the offset to its target id (``target = k + d2t[k]``),
         a sorted random subset of a larger target vocabulary, as EAGLE-3 checkpoints ship it."""
-        generator = torch.Generator().manual_seed(self._next_seed())
+        seed = self._next_seed()
+        generator = torch.Generator().manual_seed(seed)
         targets = torch.randperm(TARGET_VOCAB, generator=generator)[: self.vocab].sort().values
         self.target_vocab = TARGET_VOCAB
-        self.recipe.append(Step(path, name, "draft_to_target"))
+        self.recipe.append(Step(path, name, "draft_to_target", {"seed": seed}))
         return nn.Parameter(targets - torch.arange(self.vocab), requires_grad=False)
 
     def token_ids(self, path: str, name: str) -> torch.Tensor:
@@ -223,12 +292,20 @@ class Fabricator:
         return torch.arange(0, self.vocab, 2)
 
     def config_value(self, path: str, name: str):
-        """A config attribute the methods read: sizes are ours; any other value is a configuration point."""
+        """A config attribute the methods read: sizes are ours; any other value is a configuration point.
+        Every value read is kept in ``config_reads`` (the config an emitted test builds)."""
+        value = self._config_value(name)
+        self.config_reads[name] = value
+        return value
+
+    def _config_value(self, name: str):
         key = f"config.{name}"  # model-wide, whichever module's config reads it
         if key in self.config_values:
             return self.config_values[key]
         if name == "vocab_size":
             return self.target_vocab
+        if name.endswith(("eps", "epsilon")):  # rms_norm_eps, hc_eps: a small float, not a configuration point
+            return 1e-6
         if name.endswith("vocab_size"):
             return self.vocab
         if name == "hidden_size":
@@ -272,8 +349,8 @@ class Fabricator:
         return 16 if param.startswith("num_") else 4  # 16 divides VOCAB: clusters of equal size
 
 
-    def head(self, seed: int) -> ParallelLMHead:
-        head = ParallelLMHead(self.vocab, self.hidden, params_dtype=self.dtype)
+    def head(self, seed: int, cls: type = ParallelLMHead) -> VocabParallelEmbedding:
+        head = cls(self.vocab, self.hidden, params_dtype=self.dtype)
         weight = head_weight(self.vocab, self.hidden, seed, self.dtype, self.head_override)
         with torch.no_grad():
             head.weight.zero_()  # padding rows stay zero
@@ -288,6 +365,128 @@ class Fabricator:
         with torch.no_grad():
             norm.weight.copy_(0.5 + torch.rand(self.hidden, generator=generator))
         return norm
+
+
+class PortableForward:
+    """A custom op's forward: the implementation vLLM dispatched to here, or, where that one needs a
+    kernel this machine lacks (a compiled op, TileLang), the first of the op's own other
+    implementations that runs (``forward_native`` first; Triton runs in its interpreter on a
+    CPU). The choice is kept, so both methods run the same one; the fabricator notes it."""
+
+    OTHERS = ("forward_native", "forward_cuda", "forward_hip", "forward_xpu", "forward_cpu", "forward_tpu")
+    UNAVAILABLE = (NotImplementedError, ImportError, AttributeError, RuntimeError)
+
+    def __init__(self, op: CustomOp, fabricator: Fabricator):
+        self.op = op
+        self.fabricator = fabricator
+        self.dispatched = op._forward_method
+        self.chosen = None
+
+    def _candidates(self) -> list:
+        out = [self.dispatched]
+        for name in self.OTHERS:
+            defined = next((klass for klass in type(self.op).__mro__ if name in klass.__dict__), None)
+            if defined is not None and defined is not CustomOp:  # CustomOp's own forwards only delegate
+                method = getattr(self.op, name)
+                if getattr(method, "__func__", None) is not getattr(self.dispatched, "__func__", self.dispatched):
+                    out.append(method)
+        return out
+
+    def __call__(self, *args, **kwargs):
+        if self.chosen is not None:
+            return self.chosen(*args, **kwargs)
+        failures = []
+        for implementation in self._candidates():
+            try:
+                out = implementation(*args, **kwargs)
+            except self.UNAVAILABLE as error:
+                message = str(error).strip().splitlines()[0][:120] if str(error).strip() else ""
+                failures.append(f"{_name(implementation)}: {type(error).__name__}: {message}")
+                continue
+            self.chosen = implementation
+            if implementation is not self.dispatched:
+                note = (f"custom op {type(self.op).__name__} ran its {_name(implementation)} "
+                        f"({'; '.join(failures)})")
+                if note not in self.fabricator.notes:
+                    self.fabricator.notes.append(note)
+            return out
+        raise CannotBuild(f"custom op {type(self.op).__name__}: no implementation runs here ({'; '.join(failures)})")
+
+
+def _name(implementation) -> str:
+    return getattr(implementation, "__name__", type(implementation).__name__)
+
+
+class _InitEvaluator:
+    """Evaluates one right-hand side of an ``__init__`` (see ``_evaluable`` for what it may hold)."""
+
+    def __init__(self, fabricator: Fabricator, owner: object, path: str, namespace: dict, seed: int):
+        self.fabricator, self.owner, self.path, self.namespace = fabricator, owner, path, namespace
+        self.generator = torch.Generator().manual_seed(seed)
+        self.dtypes: list[str] = []  # of each tensor made: its dtype as code (``dtype``: the case's)
+
+    def evaluate(self, node: ast.expr):
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return tuple(self.evaluate(element) for element in node.elts)
+        if isinstance(node, ast.BinOp):
+            return _BINARY[type(node.op)](self.evaluate(node.left), self.evaluate(node.right))
+        if isinstance(node, ast.Name):
+            if CONFIG_NAME.fullmatch(node.id):  # ``config = vllm_config...hf_config`` in the __init__
+                return FabricatedConfig(self.fabricator, f"{self.path}.{node.id}")
+            return self.namespace[node.id]
+        if isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and node.value.id == "self":
+                return self.fabricator.attribute(self.owner, node.attr)
+            return getattr(self.evaluate(node.value), node.attr)
+        if isinstance(node, ast.Call):
+            function = self.evaluate(node.func)
+            args = [self.evaluate(arg) for arg in node.args]
+            kwargs = {keyword.arg: self.evaluate(keyword.value) for keyword in node.keywords}
+            if function is nn.Parameter:
+                return nn.Parameter(*args, **kwargs)
+            return self.tensor(args, kwargs)
+        raise TypeError(f"cannot evaluate {ast.unparse(node)}")
+
+    def tensor(self, args: list, kwargs: dict) -> torch.Tensor:
+        """``torch.empty(sizes..., dtype=...)`` and its kin: the shape asked for, values from the seed."""
+        shape = tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else tuple(args)
+        if not all(isinstance(size, int) for size in shape):
+            raise TypeError(f"sizes {shape!r} are not all integers")
+        dtype = kwargs.get("dtype") or self.fabricator.dtype
+        self.dtypes.append(str(kwargs["dtype"]) if kwargs.get("dtype") else "dtype")
+        values = torch.randn(shape, generator=self.generator)
+        if not dtype.is_floating_point:
+            return torch.randperm(math.prod(shape), generator=self.generator).view(shape).to(dtype)
+        return values.to(dtype)
+
+
+_BINARY = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+           ast.FloorDiv: lambda a, b: a // b}
+TENSOR_CALLS = {"nn.Parameter", "torch.nn.Parameter", "Parameter", "torch.empty", "torch.zeros", "torch.ones"}
+CONFIG_NAME = re.compile(r"\w*config")
+
+
+def _is_none(node: ast.expr) -> bool:
+    """``self.x = None``: the optional alternative already builds it."""
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _evaluable(node: ast.expr) -> bool:
+    """Sizes, config values, ``self`` attributes, arithmetic, and allocating a tensor: nothing that runs
+    the model's own code."""
+    for child in ast.walk(node):
+        if isinstance(child, ast.Call):
+            if ast.unparse(child.func) not in TENSOR_CALLS:
+                return False
+        elif isinstance(child, ast.BinOp):
+            if type(child.op) not in _BINARY:
+                return False
+        elif not isinstance(child, (ast.Constant, ast.Name, ast.Attribute, ast.Tuple, ast.List, ast.keyword,
+                                    ast.Load, ast.operator)):
+            return False
+    return True
 
 
 class FabricatedConfig:
@@ -413,6 +612,37 @@ def _annotation(cls: type, name: str) -> str | None:
         if match:
             return match.group(1).strip()
     return None
+
+
+def _init_expression(cls: type, name: str) -> tuple[ast.expr, dict] | None:
+    """The whole right-hand side of ``self.<name> = ...`` in an ``__init__`` of the MRO, and its module namespace."""
+    for source, namespace in _init_sources(cls):
+        for node in ast.walk(_parsed(source)):
+            if not isinstance(node, ast.FunctionDef) or node.name != "__init__":
+                continue
+            for statement in ast.walk(node):
+                targets = (statement.targets if isinstance(statement, ast.Assign)
+                           else [statement.target] if isinstance(statement, ast.AnnAssign) and statement.value
+                           else [])
+                for target in targets:
+                    if (isinstance(target, ast.Attribute) and target.attr == name
+                            and isinstance(target.value, ast.Name) and target.value.id == "self"):
+                        return statement.value, namespace
+    return None
+
+
+@functools.cache
+def _parsed(source: str) -> ast.Module:
+    return ast.parse(textwrap.dedent(source))
+
+
+def _constructible(cls: type) -> bool:
+    """Its ``__init__`` needs no argument (a custom op built from nothing but the current config)."""
+    try:
+        parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return False
+    return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters)
 
 
 def _scalar_init(cls: type) -> dict[str, type]:

@@ -26,6 +26,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..lifecycle import die_with_parent
 from ..model import DrafterRecord, SourceTree, Status, StrEnum
+from .constants import HIDDEN
 
 WORKER_TIMEOUT_S = 1200
 
@@ -161,20 +162,27 @@ def judge(record: DrafterRecord, tp: int, ranks: list[dict], index: int) -> Targ
             outcome.cases.extend(c for c in variant["cases"] if c["kind"] == "tokens")
     ran = [v for v in outcome.variants if v["verdict"] != Verdict.NOT_VERIFIED]
     unbuilt = [v for v in outcome.variants if v["verdict"] == Verdict.NOT_VERIFIED]
-    tail = "".join(f"; not run: {v['variant']}: {v['detail']}" for v in unbuilt)
+    tail = "".join(dict.fromkeys(f"; not run: {v['variant']}: {v['detail']}" for v in unbuilt))
     if mismatches:
         outcome.verdict = Verdict.MISMATCH
         outcome.detail = "; ".join(f"[{m['variant']}] {m['detail']}" for m in mismatches)
         return outcome
     if not ran:
         ops = results[0].get("ops") or []
-        outcome.detail = (f"custom op(s) {', '.join(ops)} in compute_logits, with no PyTorch path the harness "
-                          "can feed; " if ops else "")
-        outcome.detail += "; ".join(f"[{v['variant']}] {v['detail']}" for v in unbuilt) or "no variant ran"
+        outcome.detail = (f"custom op(s) {', '.join(ops)} in compute_logits, with no implementation that runs "
+                          "on this machine; " if ops else "")
+        blocked = dict.fromkeys(f"[{v['variant']}] {v['detail']}" for v in unbuilt)
+        outcome.detail += "; ".join(blocked) or "no variant ran"
         return outcome
     outcome.verdict = Verdict.PASS
+    widths = sorted({c.get("width", HIDDEN) for c in outcome.cases} - {HIDDEN})
+    shape = "".join(f"; hidden states of {w} values a row, as compute_logits reshapes them" for w in widths)
+    scope_notes = "".join(dict.fromkeys(f"; {note}" for position, variant in enumerate(results[0]["variants"])
+                                      if outcome.variants[position]["verdict"] == Verdict.PASS
+                                      for note in variant.get("scope", [])))
     outcome.detail = (f"{sum(c['batch'] for c in outcome.cases)} rows in {len(outcome.cases)} cases; "
-                      f"{len(ran)} configuration(s): " + " | ".join(v["variant"] for v in ran) + tail)
+                      f"{len(ran)} configuration(s): " + " | ".join(v["variant"] for v in ran) + shape + scope_notes
+                      + tail)
     return outcome
 
 

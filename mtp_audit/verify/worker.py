@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import math
 import os
 import re
 import sys
@@ -30,6 +31,9 @@ if not torch.cuda.is_available() and os.environ["VLLM_TARGET_DEVICE"] == "cpu":
     # distributed worker (CUDA_VISIBLE_DEVICES empty); otherwise it installs a placeholder, and
     # modules that read triton.runtime at import fail. Kernels are compiled only when launched.
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+    # Without a GPU, Triton kernels (vLLM's fused norms, its Triton implementations of custom ops)
+    # run in Triton's own interpreter on CPU tensors: the kernel's code, not a stand-in.
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from .constants import HIDDEN, MAX_VARIANTS, NUM_STEPS, VOCAB  # noqa: E402
 
@@ -59,6 +63,7 @@ def torchvision_without_its_ops():
     return declared
 
 BATCHES = (1, 7, 65)
+INTERPRETED_LARGE_BATCH_CASES = ("random",)  # see run_variant
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
@@ -73,13 +78,84 @@ def _cases() -> list[tuple[str, object, float]]:
     ]
 
 
-def _hidden(case: str, batch: int, scale: float, dtype: torch.dtype, seed: int) -> torch.Tensor:
+def _hidden(case: str, batch: int, scale: float, dtype: torch.dtype, seed: int, width: int = HIDDEN) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
     if case in ("ties", "padding"):
-        h = torch.ones(batch, HIDDEN) + 0.05 * torch.randn(batch, HIDDEN, generator=generator)
+        h = torch.ones(batch, width) + 0.05 * torch.randn(batch, width, generator=generator)
     else:
-        h = torch.randn(batch, HIDDEN, generator=generator) * scale
+        h = torch.randn(batch, width, generator=generator) * scale
     return h.to(dtype)
+
+
+class RowWidth(Exception):
+    """compute_logits reshapes its hidden states to rows of this many values."""
+
+    def __init__(self, width: int):
+        super().__init__(width)
+        self.width = width
+
+
+class WidthProbe(torch.Tensor):
+    """Hidden states that stop compute_logits at its first ``view(-1, ...)``/``reshape(-1, ...)`` of
+    them into rows of another width (DeepSeek-V4 MTP takes (T, hc_mult * D) and views it as
+    (T, hc_mult, D)): the width the model's own code expects. Tensors derived from it are plain."""
+
+    RESHAPES = (torch.Tensor.view, torch.Tensor.reshape, torch.reshape)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in cls.RESHAPES and args and type(args[0]) is cls:
+            sizes = args[1:] if func is not torch.reshape else args[1:2]
+            sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list, torch.Size)) else sizes
+            sizes = sizes or tuple(kwargs.get("size") or kwargs.get("shape") or ())
+            if len(sizes) > 1 and sizes[0] == -1 and all(isinstance(s, int) and s > 0 for s in sizes[1:]):
+                width = math.prod(sizes[1:])
+                if width != args[0].shape[-1]:
+                    raise RowWidth(width)
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **kwargs)
+
+
+def hidden_width(fabricator, model, form: CallForm, step: int | None) -> int:
+    """The row width compute_logits expects of its hidden states: HIDDEN unless it reshapes them
+    to another (found by calling it once on a WidthProbe; anything else it does is left to the cases)."""
+    from .fabricate import CannotBuild
+
+    probe = torch.zeros(2, HIDDEN, dtype=fabricator.dtype).as_subclass(WidthProbe)
+    try:
+        args, kwargs = bind(form.compute_logits, probe, step)
+        with torch.no_grad():
+            fabricator.call(model, "compute_logits", *args, **kwargs)
+    except RowWidth as found:
+        return found.width
+    except (CannotBuild, CallArgument):
+        raise
+    except Exception:  # the cases run it again and report what it raises
+        pass
+    return HIDDEN
+
+
+class InterpretedLaunches:
+    """Counts Triton kernels launched in Triton's interpreter (a kernel costs about 10 ms a row there)."""
+
+    count = 0
+
+    @classmethod
+    def install(cls) -> None:
+        if os.environ.get("TRITON_INTERPRET") != "1":
+            return
+        try:
+            from triton.runtime.interpreter import GridExecutor
+        except ImportError:  # another Triton: every case runs at every batch
+            return
+        launch = GridExecutor.__call__
+
+        def counted(self, *args, **kwargs):
+            cls.count += 1
+            return launch(self, *args, **kwargs)
+
+        GridExecutor.__call__ = counted
 
 
 def _init_distributed(rank: int, world: int, port: int) -> None:
@@ -143,11 +219,20 @@ def verify_target(target: dict, rank: int, world: int) -> dict:
                 if frozenset(candidate.items()) not in seen and candidate not in pending:
                     pending.append(candidate)
     if not any(v["compared"] for v in result["variants"]):
-        result["ops"] = custom_ops(module)
+        failed = [op for v in result["variants"] for op in v["failed_ops"]]
+        result["ops"] = list(dict.fromkeys(failed)) or custom_ops(module)
     return result
 
 
 KERNEL_CALL = re.compile(r"\b([A-Za-z_][\w.]*(?:kernel|KERNEL|tilelang|triton|_C\.|ops\.)[\w.]*)\s*\(")
+
+
+def failing_kernel(error: BaseException) -> list[str]:
+    """The kernel called on the line of model code (``.../models/...``, its deepest frame) where
+    compute_logits failed, if that line calls one."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if f"{os.sep}models{os.sep}" in f.filename and f.line]
+    return KERNEL_CALL.findall(frames[-1].line + "(") if frames else []
 
 
 def custom_ops(module) -> list[str]:
@@ -234,16 +319,31 @@ def run_variant(cls: type, choices: dict, forms: list[CallForm]) -> dict:
     from .fabricate import CannotBuild, Fabricator
 
     variant = {"variant": "default", "choices": dict(choices), "points": {}, "cases": [], "notes": [],
-               "compared": 0, "raised": False, "recipe": None}
+               "compared": 0, "raised": False, "recipe": None, "failed_ops": []}
     for dtype_name, dtype in DTYPES.items():
         for case, override, scale in _cases():
             fabricator = Fabricator(VOCAB, HIDDEN, dtype, seed=7, head_override=override, choices=dict(choices))
             model = fabricator.instance(cls)
+            widths: dict[str, int] = {}
+            raised: set[tuple[str, int | None]] = set()  # (form, step) where compute_logits raised: not rerun
+            launches = InterpretedLaunches.count
             for batch in BATCHES:
+                if (batch == BATCHES[-1] and case not in INTERPRETED_LARGE_BATCH_CASES
+                        and InterpretedLaunches.count > launches):
+                    # its kernels run interpreted: the largest batch in the random case only (bounded time)
+                    note = (f"kernels run in Triton's interpreter: batch {batch} in the "
+                            f"{', '.join(INTERPRETED_LARGE_BATCH_CASES)} case only")
+                    variant["scope"] = list(dict.fromkeys([*variant.get("scope", []), note]))
+                    continue
                 for form in forms:
                     for step in (range(NUM_STEPS) if form.per_step else [None]):
-                        h = _hidden(case, batch, scale, dtype, seed=batch * 31 + (step or 0))
+                        if (form.label, step) in raised:
+                            continue
                         try:
+                            if form.label not in widths:
+                                widths[form.label] = hidden_width(fabricator, model, form, step)
+                            h = _hidden(case, batch, scale, dtype, seed=batch * 31 + (step or 0),
+                                        width=widths[form.label])
                             record = _run_case(fabricator, model, form, h, step)
                         except CannotBuild as error:
                             _note(variant, f"not built: {error}")
@@ -252,9 +352,12 @@ def run_variant(cls: type, choices: dict, forms: list[CallForm]) -> dict:
                             _note(variant, f"{form.label}: {error}")
                             continue
                         if record["kind"] == "compute_logits raised":
+                            raised.add((form.label, step))
                             _note(variant, record["detail"])
+                            variant["failed_ops"] += [op for op in record["ops"] if op not in variant["failed_ops"]]
                             continue
                         record.update(dtype=dtype_name, case=case, batch=batch, step=step, form=form.label,
+                                      width=h.shape[-1],
                                       step_in=[form.passes_step(form.compute_logits),
                                                form.passes_step(form.get_top_tokens)])
                         variant["cases"].append(record)
@@ -266,6 +369,7 @@ def run_variant(cls: type, choices: dict, forms: list[CallForm]) -> dict:
 
 def _finish(variant: dict, fabricator) -> dict:
     variant["points"].update(fabricator.points)
+    variant["scope"] = list(dict.fromkeys([*variant.get("scope", []), *fabricator.notes]))
     variant["choices"] = {point: fabricator.choices.get(point, 0) for point in variant["points"]}
     variant["variant"] = fabricator.variant()
     if variant["recipe"] is None:
@@ -290,7 +394,8 @@ def _run_case(fabricator, model, form: CallForm, h: torch.Tensor, step: int | No
             if type(error).__name__ == "CannotBuild":
                 raise
             return {"kind": "compute_logits raised", "has_logits": False, "ids": [], "mismatch": None,
-                    "detail": f"compute_logits raised {type(error).__name__}: {error} ({_where(error)})"}
+                    "detail": f"compute_logits raised {type(error).__name__}: {error} ({_where(error)})",
+                    "ops": failing_kernel(error)}
         try:
             inspect.signature(model.get_top_tokens).bind(*gtt_args, **gtt_kwargs)
         except TypeError as error:
@@ -350,6 +455,7 @@ def main(argv: list[str]) -> int:
     progress_path = plan.get("progress")
     started = time.perf_counter()
     torchvision_schemas = torchvision_without_its_ops()  # noqa: F841  (kept alive while vLLM runs)
+    InterpretedLaunches.install()
     from vllm.config import set_current_vllm_config
 
     torch.manual_seed(0)
