@@ -10,14 +10,13 @@ Free of libcst: the rules read call forms and ``ast``.
 
 from __future__ import annotations
 
-import textwrap
 from dataclasses import dataclass
 from typing import ClassVar
 
 from ..model import Consistency, Status
 from ..resolve.callers import CallPair, ModelCall, Reach
 from .calls import Contract, bind, first_read, form, reads, where
-from .shape_types import Param, ParamKind
+from .shape_types import Param
 
 
 @dataclass(frozen=True)
@@ -160,16 +159,3 @@ def example_contract(example: CallExample) -> Contract:
     else:
         reach.pairs.append(CallPair(call("get_top_tokens", example.top_tokens_call, 3), (logits,)))
     return Contract((reach,))
-
-
-def params_of_text(code: str) -> list[Param]:
-    """Parameters of a method's text (ast; ``self`` dropped), for examples."""
-    import ast
-
-    func = ast.parse(textwrap.dedent(code)).body[0]
-    assert isinstance(func, ast.FunctionDef)
-    args = func.args
-    defaults = [None] * (len(args.args) - len(args.defaults)) + list(args.defaults)
-    out = [Param(a.arg, ast.unparse(d) if d is not None else None, ParamKind.POS)
-           for a, d in zip(args.args, defaults)]
-    return [p for p in out if p.name != "self"]
