@@ -3,6 +3,7 @@
     python scripts/mutation.py                  # every group (about two hours on 2 busy cores)
     python scripts/mutation.py apply platforms  # some groups
     python scripts/mutation.py --score          # the score of the last run, nothing run
+    python scripts/mutation.py classify --score --diffs survivors.txt  # and each survivor's diff
 
 mutmut (configured in pyproject.toml, ``[tool.mutmut]``) copies the package
 to ``mutants/``, runs each mutant against the in-process tests that reach the
@@ -57,18 +58,36 @@ def equivalent_mutants() -> dict[str, str]:
 
 def outcomes() -> dict[str, str]:
     """Every mutant mutmut has generated, with its last status."""
+    return {name: status for name, (status, _) in _outcomes_and_sources().items()}
+
+
+def _outcomes_and_sources() -> dict[str, tuple[str, Path]]:
+    """Mutant -> (last status, the source file it mutates, relative to the root)."""
     found = {}
     for meta in (ROOT / "mutants").rglob("*.py.meta"):
+        source = meta.relative_to(ROOT / "mutants").with_suffix("")
         for name, code in json.loads(meta.read_text())["exit_code_by_key"].items():
-            found[name] = STATUS.get(code, "suspicious")
+            found[name] = (STATUS.get(code, "suspicious"), source)
     return found
+
+
+def write_diffs(names: list[tuple[str, str]], into: Path) -> None:
+    """The diff of each named mutant, as ``mutmut show`` prints it, into one file (to read survivors
+    of a run made elsewhere without its ``mutants/`` tree)."""
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
+
+    sources = _outcomes_and_sources()
+    os.chdir(ROOT)  # mutmut reads mutants/<source>
+    with into.open("w") as out:
+        for name, status in names:
+            out.write(f"# {name}: {status}\n{get_diff_for_mutant(name, path=sources[name][1])}\n\n")
 
 
 def in_group(name: str, group: str) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in GROUPS[group])
 
 
-def report(groups: list[str]) -> float | None:
+def report(groups: list[str], diffs: Path | None = None) -> float | None:
     results, equivalent = outcomes(), equivalent_mutants()
     print(f"{'group':<10} {'mutants':>7} {'killed':>7} {'survived':>8} {'no tests':>8} {'equiv.':>6} "
           f"{'not run':>7} {'score':>7}")
@@ -96,6 +115,9 @@ def report(groups: list[str]) -> float | None:
     print(f"score: {total_killed}/{total_counted} = {score:.1f}% of the non-equivalent mutants run are killed")
     for name, status in unexplained:
         print(f"  {status}: {name}  (mutmut show {name})")
+    if diffs:
+        write_diffs(unexplained, diffs)
+        print(f"the diffs of these {len(unexplained)} mutants: {diffs}")
     return score
 
 
@@ -104,6 +126,7 @@ def main() -> int:
     parser.add_argument("groups", nargs="*", help=f"some of {', '.join(GROUPS)} (default: all)")
     parser.add_argument("--score", action="store_true", help="only print the score of the last run")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="mutants run at once")
+    parser.add_argument("--diffs", type=Path, help="write the diff of every unexplained survivor to this file")
     parser.add_argument("--fail-under", type=float, help="exit 1 when the score is below this percentage")
     args = parser.parse_args()
     groups = args.groups or list(GROUPS)
@@ -119,7 +142,7 @@ def main() -> int:
         if run.returncode:
             print(f"mutmut run failed (exit {run.returncode})", file=sys.stderr)
             return run.returncode
-    score = report(groups)
+    score = report(groups, args.diffs.resolve() if args.diffs else None)
     return 1 if args.fail_under is not None and (score is None or score < args.fail_under) else 0
 
 
