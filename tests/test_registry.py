@@ -88,3 +88,52 @@ def test_plugin_drafters_are_found_by_file_and_class_name(tmp_path: Path) -> Non
     assert entries == [RegistryEntry(None, "models.eagle_head", "EagleHead", "heuristic"),
                        RegistryEntry(None, "my_mtp", "MyMTP", "heuristic"),
                        RegistryEntry(None, "zz_medusa", "LastMedusa", "heuristic")]
+
+
+def test_entries_around_unreadable_ones_are_still_read(tmp_path: Path) -> None:
+    entries = registry_of(tmp_path, '''\
+a = b = {"NotRead": ("x", "NotReadMTP")}
+obj.attr = {"NotRead": ("x", "NotReadMTP")}
+_ANNOTATED_ONLY: dict
+_TEXT_GENERATION_MODELS = {
+    **_OTHER,
+    "Broken": ("only_one",),
+    "AListMTP": ["a_list", "AListMTP"],
+    "NotAPair": NAME,
+    "FirstMTP": ("first_mtp", "FirstMTP"),
+}
+_SPECULATIVE_DECODING_MODELS: dict[str, tuple[str, str]] = {
+    **_TRANSFORMERS_BACKEND_MODELS,
+    "EagleLlamaForCausalLM": ("llama_eagle", "EagleLlamaForCausalLM"),
+}
+''')
+    assert entries == [
+        RegistryEntry("EagleLlamaForCausalLM", "vllm.model_executor.models.llama_eagle", "EagleLlamaForCausalLM",
+                      "_SPECULATIVE_DECODING_MODELS"),
+        RegistryEntry("FirstMTP", "vllm.model_executor.models.first_mtp", "FirstMTP", "_TEXT_GENERATION_MODELS"),
+    ]
+
+
+@pytest.mark.parametrize("name", ["_SPECULATIVE_DECODING_MODELS", "_TEXT_GENERATION_MODELS"])
+def test_a_module_outside_the_package_is_refused_in_any_dict(tmp_path: Path, name: str) -> None:
+    text = f'{name} = {{"EvilMTP": ("../../etc/evil", "EvilMTP")}}\n'
+    if name != "_SPECULATIVE_DECODING_MODELS":
+        text = "_SPECULATIVE_DECODING_MODELS = {}\n" + text
+    with pytest.raises(UsageError) as info:
+        registry_of(tmp_path, text)
+    assert str(info.value) == (f"{REGISTRY}: {name}['EvilMTP'] names module '../../etc/evil', which is not a dotted "
+                               "module name; mtp-audit reads only modules inside the tree")
+
+
+def test_a_registry_that_cannot_be_read_says_why(tmp_path: Path) -> None:
+    (tmp_path / REGISTRY).mkdir(parents=True)  # a directory where the file should be
+    with pytest.raises(UsageError) as info:
+        read_registry(ModuleIndex(SourceTree(tmp_path, tmp_path / "vllm", None)))
+    assert str(info.value) == f"{REGISTRY}: cannot be read (Is a directory); cannot read the registry"
+
+
+def test_plugin_files_that_cannot_be_modules_are_skipped(tmp_path: Path) -> None:
+    (tmp_path / "my-mtp.py").write_text("class HyphenMTP:\n    pass\n")  # not importable: no module name
+    (tmp_path / "ok_mtp.py").write_text("class OkMTP:\n    pass\n")
+    entries = heuristic_entries(ModuleIndex(SourceTree(tmp_path, None, None)))
+    assert entries == [RegistryEntry(None, "ok_mtp", "OkMTP", "heuristic")]
