@@ -134,7 +134,8 @@ def test_a_base_expression(tmp_path: Path, code: str, expected: list) -> None:
         "pkg/__init__.py": "",
         "pkg/mtp.py": "class Drafter:\n    pass\n\n\nclass Exception:\n    pass\n",
         "pkg/user.py": "import pkg\nimport torch\nfrom typing import Generic\nfrom torch import nn\n"
-                       "from pkg import mtp\nfrom pkg.mtp import Drafter, Exception\nfrom pkg.mtp import Drafter as Base\n",
+                       "from pkg import mtp\nfrom pkg.mtp import Drafter, Exception\n"
+                       "from pkg.mtp import Drafter as Base\n",
     })
     assert resolve_expression(index, "pkg.user", code, "cuda") == expected
 

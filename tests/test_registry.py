@@ -101,6 +101,8 @@ _TEXT_GENERATION_MODELS = {
     "AListMTP": ["a_list", "AListMTP"],
     "NotAPair": NAME,
     "FirstMTP": ("first_mtp", "FirstMTP"),
+    "ByClassOnly": ("by_class", "ByClassMTP"),
+    "ByArchMTP": ("by_arch", "ByArchOnly"),
 }
 _SPECULATIVE_DECODING_MODELS: dict[str, tuple[str, str]] = {
     **_TRANSFORMERS_BACKEND_MODELS,
@@ -111,6 +113,8 @@ _SPECULATIVE_DECODING_MODELS: dict[str, tuple[str, str]] = {
         RegistryEntry("EagleLlamaForCausalLM", "vllm.model_executor.models.llama_eagle", "EagleLlamaForCausalLM",
                       "_SPECULATIVE_DECODING_MODELS"),
         RegistryEntry("FirstMTP", "vllm.model_executor.models.first_mtp", "FirstMTP", "_TEXT_GENERATION_MODELS"),
+        RegistryEntry("ByClassOnly", "vllm.model_executor.models.by_class", "ByClassMTP", "_TEXT_GENERATION_MODELS"),
+        RegistryEntry("ByArchMTP", "vllm.model_executor.models.by_arch", "ByArchOnly", "_TEXT_GENERATION_MODELS"),
     ]
 
 
