@@ -144,7 +144,10 @@ def test_a_base_in_a_module_outside_the_tree_or_missing_on_a_platform(tmp_path: 
     index = index_of(tmp_path, {
         "pkg/__init__.py": HEADER + "if current_platform.is_xpu():\n    raise ImportError('no XPU')\n",
         "pkg/mtp.py": "import torch\n",
+        "pkg/broken.py": "class Drafter(\n",
     })
+    broken = resolve_expression(index, "pkg.broken", "Base", "cuda")
+    assert len(broken) == 1 and isinstance(broken[0], Missing) and broken[0].reason.startswith("pkg/broken.py: ")
     assert resolve_expression(index, "outside", "Base", "cuda") == [External("outside.Base")]
     assert resolve_expression(index, "outside", "object", "cuda") == [External("object")]
     assert resolve_expression(index, "pkg.mtp", "torch.nn.Module", "cuda") == [External("torch.nn.Module")]
