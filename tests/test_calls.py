@@ -74,6 +74,8 @@ def test_first_read_names_the_statement_and_its_line_in_the_file() -> None:
     assert first_read(two_on_a_line, "a", 7) == "(line 9: `z = a`)"
     inner = "def f(self, a):\n    if cond:\n        for i in b:\n            use(a)\n"
     assert first_read(inner, "a", 1) == "(line 4: `use(a)`)"
+    nested_first = "def f(self, a):\n    if cond:\n        use(a)\n    b = a\n"  # the first by line, not by depth
+    assert first_read(nested_first, "a", 1) == "(line 3: `use(a)`)"
     assert first_read(text, "absent", 40) is None
     assert first_read("def broken(self, x:\n", "x", 1) is None
 
@@ -133,3 +135,12 @@ def test_the_parameters_some_caller_passes_to_get_top_tokens() -> None:
         "hidden_states", "spec_step_idx"}
     assert passed_to_top_tokens(contract, params("hidden_states", "extra")) == {"hidden_states", "extra"}
     assert passed_to_top_tokens(Contract(()), params("hidden_states")) == set()
+    # only the first caller passes spec_step_idx: it still counts
+    assert passed_to_top_tokens(contract, params("hidden_states", "*rest", "spec_step_idx=")) == {
+        "hidden_states", "spec_step_idx"}
+
+
+def test_a_get_top_tokens_call_with_no_compute_logits_on_its_path() -> None:
+    contract = Contract((Reach("Bare", "bare.py", 1, pairs=[CallPair(call("get_top_tokens", "h", line=40), ())]),))
+    assert contract.records() == [CallerRecord("Bare", "spec.py", 40, ("h",), None, None)]
+    assert [r.speculator for r, _ in contract.viable_pairs(params("hidden_states"))] == ["Bare"]
