@@ -137,7 +137,7 @@ def test_a_registry_that_cannot_be_read_says_why(tmp_path: Path) -> None:
 
 
 def test_plugin_files_that_cannot_be_modules_are_skipped(tmp_path: Path) -> None:
-    (tmp_path / "my-mtp.py").write_text("class HyphenMTP:\n    pass\n")  # not importable: no module name
+    (tmp_path / "my-eagle.py").write_text("class HyphenEagle:\n    pass\n")  # not importable: no module name
     (tmp_path / "ok_mtp.py").write_text("class OkMTP:\n    pass\n")
     entries = heuristic_entries(ModuleIndex(SourceTree(tmp_path, None, None)))
     assert entries == [RegistryEntry(None, "ok_mtp", "OkMTP", "heuristic")]
