@@ -191,7 +191,7 @@ def test_an_external_base_beside_one_that_cannot_be_followed(tmp_path: Path) -> 
     (tmp_path / "pkg" / "b.py").write_text("")
     source = ("import os\nfrom torch import nn\n"
               "if os.environ.get('X'):\n    from pkg.a import Gone\nelse:\n    from pkg.b import Gone\n"
-              "\n\nclass H(nn.Module, Gone):\n    pass\n\n\nclass K(H):\n    pass\n")
+              "\n\nclass H(nn.Module, Gone):\n    pass\n\n\nclass K(H):\n    pass\n\n\nclass L(K, nn.Module):\n    pass\n")
     (tmp_path / "pkg" / "m.py").write_text(source)
     hierarchy = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), "cuda")
     h = hierarchy.mro(ClassKey("pkg.m", "H", 9))
@@ -200,6 +200,8 @@ def test_an_external_base_beside_one_that_cannot_be_followed(tmp_path: Path) -> 
     assert h.unresolved == ["Gone (pkg/a.py: Gone is not defined on cuda; pkg/b.py: Gone is not defined on cuda)"]
     k = hierarchy.mro(ClassKey("pkg.m", "K", 13))  # a subclass inherits what its base could not follow
     assert [c.name for c in k.classes] == ["K", "H", "torch.nn.Module"] and k.unresolved == h.unresolved
+    both = hierarchy.mro(ClassKey("pkg.m", "L", 17))  # and so does one of several bases
+    assert [c.name for c in both.classes] == ["L", "K", "H", "torch.nn.Module"] and both.unresolved == h.unresolved
 
 
 HEADS = '''\
