@@ -161,8 +161,8 @@ def run_sample(jobs: int) -> int:
 
 
 def equivalent_mutants() -> dict[str, str]:
-    """Mutant -> why it is equivalent: the rows ``| `name` | why |`` of the section
-    "Equivalent mutants" of docs/mutation.md."""
+    """Mutant (or a pattern, ``*`` for any mutant number of a function) -> why it is equivalent: the
+    rows ``| `name` | why |`` of the section "Equivalent mutants" of docs/mutation.md."""
     if not DOC.exists():
         return {}
     section = DOC.read_text().split("\n## Equivalent mutants\n", 1)[-1].split("\n## ", 1)[0]
@@ -196,6 +196,10 @@ def write_diffs(names: list[tuple[str, str]], into: Path) -> None:
             out.write(f"# {name}: {status}\n{get_diff_for_mutant(name, path=sources[name][1])}\n\n")
 
 
+def is_equivalent(name: str, equivalent: dict[str, str]) -> bool:
+    return name in equivalent or any(fnmatch.fnmatchcase(name, p) for p in equivalent if "*" in p)
+
+
 def in_group(name: str, group: str) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in GROUPS[group])
 
@@ -210,11 +214,12 @@ def report(groups: list[str], diffs: Path | None = None) -> float | None:
         names = sorted(n for n in results if in_group(n, group))
         counts = Counter(results[n] for n in names)
         killed = sum(counts[s] for s in KILLED)
-        equiv = sum(1 for n in names if n in equivalent and results[n] not in (*KILLED, "not run"))
+        equiv = sum(1 for n in names if is_equivalent(n, equivalent) and results[n] not in (*KILLED, "not run"))
         run = len(names) - counts["not run"]
         counted = run - equiv
         unexplained += [
-            (n, results[n]) for n in names if results[n] not in (*KILLED, "not run") and n not in equivalent
+            (n, results[n]) for n in names
+            if results[n] not in (*KILLED, "not run") and not is_equivalent(n, equivalent)
         ]
         score = f"{100 * killed / counted:.1f}%" if counted else "-"
         print(f"{group:<10} {len(names):>7} {killed:>7} {counts['survived']:>8} {counts['no tests']:>8} {equiv:>6} "
