@@ -1,0 +1,67 @@
+"""A drafter's verdict when its compute_logits reaches another class's: through ``super()``, through
+a delegate, with or without a get_top_tokens on the way. Each case is a small drafter module and
+the verdict the scanner gives it: status, consistency, the methods it names and what a fix would add."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import BASE, build_tree
+from mtp_audit.classify.analysis import Analysis
+from mtp_audit.locate import locate
+from mtp_audit.model import ClassKey, Consistency, Status
+from mtp_audit.resolve.names import resolve_name
+from mtp_audit.scan import Scanner
+
+MODULE = "vllm.model_executor.models.example_mtp"
+HEAD = "        return self.logits_processor(self.lm_head, hidden_states)\n"
+MIRROR = ("    def get_top_tokens(self, hidden_states):\n"
+          "        return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n")
+SUPER = ("    def compute_logits(self, hidden_states):\n"
+         "        return super().compute_logits(hidden_states)\n")
+
+
+def analyse(tmp_path: Path, source: str, name: str = "ExampleMTP") -> Analysis:
+    root = build_tree(BASE, tmp_path / "tree")
+    models = root / "vllm" / "model_executor" / "models"
+    (models / "example_mtp.py").write_text(source)
+    (models / "registry.py").write_text(f'_SPECULATIVE_DECODING_MODELS = {{"M": ("example_mtp", "{name}")}}\n')
+    scanner = Scanner(locate(root))
+    key = next(k for k in resolve_name(scanner.index, MODULE, name, "cuda") if isinstance(k, ClassKey))
+    return scanner.analyzers["cuda"].analyze(key)
+
+
+def owners(analysis: Analysis) -> tuple[str | None, str | None]:
+    return tuple(hit.owner.name if hit else None for hit in (analysis.compute_logits, analysis.get_top_tokens))
+
+
+def test_super_reaching_a_plain_head_is_fixed_in_both_classes(tmp_path: Path) -> None:
+    analysis = analyse(tmp_path, "class Base:\n    def compute_logits(self, hidden_states):\n" + HEAD
+                       + "\n\nclass ExampleMTP(Base):\n" + SUPER)
+    assert analysis.status == Status.MISSING_FIXABLE and analysis.consistency is None
+    assert owners(analysis) == ("ExampleMTP", None)
+    assert [i.target.name for i in analysis.insertions] == ["ExampleMTP", "Base"]
+    assert [c.name for c in analysis.delegates] == ["Base"]
+    assert analysis.reason == (
+        "compute_logits delegates to super().compute_logits; super() (Base): compute_logits returns "
+        "self.logits_processor(self.lm_head, hidden_states) in Base (vllm/model_executor/models/example_mtp.py:2)")
+
+
+def test_super_reaching_a_stub_cannot_be_fixed(tmp_path: Path) -> None:
+    analysis = analyse(tmp_path, "class Base:\n    def compute_logits(self, hidden_states):\n"
+                       "        raise NotImplementedError\n\n\nclass ExampleMTP(Base):\n" + SUPER)
+    assert analysis.status == Status.MISSING_MANUAL and analysis.insertions == []
+    assert analysis.rule == "MTP102" and [c.name for c in analysis.delegates] == ["Base"]
+    assert analysis.reason == (
+        "delegate super() (Base) has no usable compute_logits: compute_logits raises NotImplementedError "
+        "(line 3) in Base (vllm/model_executor/models/example_mtp.py:2)")
+
+
+def test_super_reaching_a_class_with_both_methods(tmp_path: Path) -> None:
+    analysis = analyse(tmp_path, "class Base:\n    def compute_logits(self, hidden_states):\n" + HEAD + MIRROR
+                       + "\n\nclass ExampleMTP(Base):\n" + SUPER)
+    # the inherited get_top_tokens is compared with the subclass's own compute_logits text, which
+    # differs: unproven (safe), though super() makes them select the same tokens
+    assert analysis.status == Status.SUPPORTED and analysis.consistency == Consistency.UNPROVEN
+    assert owners(analysis) == ("ExampleMTP", "Base")
+    assert analysis.reason.endswith("run `mtp-audit verify`")
