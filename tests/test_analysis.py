@@ -65,3 +65,53 @@ def test_super_reaching_a_class_with_both_methods(tmp_path: Path) -> None:
     assert analysis.status == Status.SUPPORTED and analysis.consistency == Consistency.UNPROVEN
     assert owners(analysis) == ("ExampleMTP", "Base")
     assert analysis.reason.endswith("run `mtp-audit verify`")
+
+
+SUPER_TOP_TOKENS = ("    def get_top_tokens(self, hidden_states):\n"
+                    "        return super().get_top_tokens(hidden_states)\n")
+BASE_HEAD = "class Base:\n    def compute_logits(self, hidden_states):\n" + HEAD
+AT = "(vllm/model_executor/models/example_mtp.py:{})"
+
+
+def test_both_methods_through_super_to_a_mirror(tmp_path: Path) -> None:
+    analysis = analyse(tmp_path, BASE_HEAD + MIRROR + "\n\nclass ExampleMTP(Base):\n" + SUPER + SUPER_TOP_TOKENS)
+    assert (analysis.status, analysis.consistency) == (Status.SUPPORTED, Consistency.MIRROR)
+    assert owners(analysis) == ("ExampleMTP", "ExampleMTP")
+    assert analysis.reason == ("get_top_tokens defined; delegates to Base: mirror of compute_logits of Base "
+                               + AT.format(2))
+
+
+def test_both_methods_through_two_supers(tmp_path: Path) -> None:
+    analysis = analyse(tmp_path, BASE_HEAD + MIRROR + "\n\nclass Mid(Base):\n" + SUPER + SUPER_TOP_TOKENS
+                       + "\n\nclass ExampleMTP(Mid):\n" + SUPER + SUPER_TOP_TOKENS)
+    assert (analysis.status, analysis.consistency) == (Status.SUPPORTED, Consistency.MIRROR)
+    assert analysis.reason == ("get_top_tokens defined; delegates to Mid: delegates to Base: mirror of "
+                               "compute_logits of Base " + AT.format(2))
+
+
+def test_a_super_get_top_tokens_that_reaches_none_diverges(tmp_path: Path) -> None:
+    analysis = analyse(tmp_path, BASE_HEAD + "\n\nclass ExampleMTP(Base):\n" + SUPER + SUPER_TOP_TOKENS)
+    assert (analysis.status, analysis.consistency) == (Status.SUPPORTED, Consistency.DIVERGENT)
+    assert analysis.reason == ("get_top_tokens defined; delegate Base has no get_top_tokens (compute_logits returns "
+                               "self.logits_processor(self.lm_head, hidden_states) in Base " + AT.format(2) + ")")
+
+
+def test_super_reaching_a_hand_written_head_is_manual(tmp_path: Path) -> None:
+    analysis = analyse(tmp_path, "class Base:\n    def compute_logits(self, hidden_states):\n"
+                       "        logits = self.lm_head(hidden_states)\n        return logits * 2\n\n\n"
+                       "class ExampleMTP(Base):\n" + SUPER)
+    assert analysis.status == Status.MISSING_MANUAL and analysis.rule == "MTP104"
+    assert owners(analysis) == ("ExampleMTP", None) and [c.name for c in analysis.delegates] == ["Base"]
+    assert analysis.reason == ("delegate super() (Base): logits come from self.lm_head(...), not "
+                               "self.logits_processor (line 3) in Base " + AT.format(2))
+
+
+def test_a_chain_of_supers_is_fixed_in_every_class_on_it(tmp_path: Path) -> None:
+    analysis = analyse(tmp_path, BASE_HEAD + "\n\nclass Mid(Base):\n" + SUPER + "\n\nclass ExampleMTP(Mid):\n" + SUPER)
+    assert analysis.status == Status.MISSING_FIXABLE
+    assert [i.target.name for i in analysis.insertions] == ["ExampleMTP", "Mid", "Base"]
+    assert [c.name for c in analysis.delegates] == ["Mid", "Base"]
+    assert analysis.reason == (
+        "compute_logits delegates to super().compute_logits; super() (Mid): compute_logits delegates to "
+        "super().compute_logits (in Mid " + AT.format(7) + "); super() (Base): compute_logits returns "
+        "self.logits_processor(self.lm_head, hidden_states) in Base " + AT.format(2))
