@@ -88,7 +88,7 @@ SAMPLE = [
 # In-process tests that reach the sampled functions; the rest of the selection is not needed.
 SAMPLE_TESTS = ["tests/test_rewrite_gate.py", "tests/test_mro.py", "tests/test_dispatch.py", "tests/test_names.py",
                 "tests/test_registry.py", "tests/test_calls.py"]
-_COPIED = ["mtp_audit", "templates", "tests", "docs/schema", "docs/rules.md"]
+_COPIED = ["mtp_audit", "templates", "tests", "docs"]
 _GENERATE = """
 import json, sys
 import mutmut.__main__ as m
