@@ -115,3 +115,24 @@ def test_a_chain_of_supers_is_fixed_in_every_class_on_it(tmp_path: Path) -> None
         "compute_logits delegates to super().compute_logits; super() (Mid): compute_logits delegates to "
         "super().compute_logits (in Mid " + AT.format(7) + "); super() (Base): compute_logits returns "
         "self.logits_processor(self.lm_head, hidden_states) in Base " + AT.format(2))
+
+
+def test_a_get_top_tokens_that_mirrors_the_inlined_super(tmp_path: Path) -> None:
+    analysis = analyse(tmp_path, BASE_HEAD + "\n\nclass ExampleMTP(Base):\n" + SUPER + MIRROR)
+    assert (analysis.status, analysis.consistency) == (Status.SUPPORTED, Consistency.MIRROR)
+    assert analysis.reason == (
+        "get_top_tokens defined; mirror of compute_logits of ExampleMTP " + AT.format(7) + " with the "
+        "super().compute_logits of Base " + AT.format(2) + " inlined")
+
+
+def test_no_inlining_when_super_reaches_nothing_or_cannot_be_inlined(tmp_path: Path) -> None:
+    outside = analyse(tmp_path / "outside", "from torch import nn\n\n\nclass ExampleMTP(nn.Module):\n" + SUPER + MIRROR)
+    assert (outside.status, outside.consistency) == (Status.SUPPORTED, Consistency.UNPROVEN)
+    assert outside.reason == (
+        "get_top_tokens defined; get_top_tokens of ExampleMTP " + AT.format(7) + " is written differently from "
+        "compute_logits of ExampleMTP " + AT.format(5) + "; run `mtp-audit verify`")
+    keyword = analyse(tmp_path / "keyword", "class Base:\n    def compute_logits(self, hidden_states, scale=1):\n"
+                      + HEAD + "\n\nclass ExampleMTP(Base):\n    def compute_logits(self, hidden_states):\n"
+                      "        return super().compute_logits(hidden_states, scale=2)\n" + MIRROR)
+    assert (keyword.status, keyword.consistency) == (Status.SUPPORTED, Consistency.UNPROVEN)
+    assert "is written differently from compute_logits of ExampleMTP" in keyword.reason
