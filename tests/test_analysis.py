@@ -136,3 +136,37 @@ def test_no_inlining_when_super_reaches_nothing_or_cannot_be_inlined(tmp_path: P
                       "        return super().compute_logits(hidden_states, scale=2)\n" + MIRROR)
     assert (keyword.status, keyword.consistency) == (Status.SUPPORTED, Consistency.UNPROVEN)
     assert "is written differently from compute_logits of ExampleMTP" in keyword.reason
+
+
+PRE_HEAD = ("class ExampleMTP:\n    def compute_logits(self, hidden_states):\n"
+            "        hidden_states = self.norm(hidden_states)\n"
+            "        return self.logits_processor(self.lm_head, hidden_states)\n\n")
+
+
+def top_tokens(parameter: str, *statements: str) -> str:
+    body = "".join(f"        {s}\n" for s in statements)
+    return (f"    def get_top_tokens(self, {parameter}):\n{body}"
+            f"        return self.logits_processor.get_top_tokens(self.lm_head, {parameter})\n")
+
+
+def test_a_transform_before_the_head_must_be_kept(tmp_path: Path) -> None:
+    kept = analyse(tmp_path / "kept",
+                   PRE_HEAD + top_tokens("hidden_states", "hidden_states = self.norm(hidden_states)"))
+    assert (kept.status, kept.consistency) == (Status.SUPPORTED, Consistency.MIRROR)
+    dropped = analyse(tmp_path / "dropped", PRE_HEAD + top_tokens("hidden_states"))
+    assert (dropped.status, dropped.consistency) == (Status.SUPPORTED, Consistency.DIVERGENT)
+    assert dropped.reason == (
+        "get_top_tokens defined; compute_logits of ExampleMTP " + AT.format(2) + " transforms the hidden states "
+        "before the head (hidden_states); get_top_tokens of ExampleMTP " + AT.format(6) + " does not")
+    other = analyse(tmp_path / "other",
+                    PRE_HEAD + top_tokens("hidden_states", "hidden_states = self.other(hidden_states)"))
+    assert (other.status, other.consistency) == (Status.SUPPORTED, Consistency.UNPROVEN)
+
+
+def test_a_get_top_tokens_without_the_parameter_compute_logits_reads(tmp_path: Path) -> None:
+    analysis = analyse(tmp_path, PRE_HEAD + top_tokens("hs"))
+    assert (analysis.status, analysis.consistency) == (Status.SUPPORTED, Consistency.DIVERGENT)
+    assert analysis.reason == (
+        "get_top_tokens defined; compute_logits of ExampleMTP " + AT.format(2) + " takes hidden_states, which it "
+        "reads (line 3: `hidden_states = self.norm(hidden_states)`); get_top_tokens of ExampleMTP " + AT.format(6)
+        + " does not accept it")
