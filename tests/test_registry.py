@@ -8,7 +8,8 @@ import pytest
 
 from mtp_audit.errors import UsageError
 from mtp_audit.index.modules import ModuleIndex
-from mtp_audit.model import RegistryEntry, SourceTree
+from mtp_audit.model import PluginDist, RegistryEntry, SourceTree
+from mtp_audit.resolve.plugins import GENERAL, PLATFORM, REGISTERED, PluginReading, Registration, effective_registry
 from mtp_audit.resolve.registry import heuristic_entries, read_registry
 
 REGISTRY = "vllm/model_executor/models/registry.py"
@@ -141,3 +142,47 @@ def test_plugin_files_that_cannot_be_modules_are_skipped(tmp_path: Path) -> None
     (tmp_path / "ok_mtp.py").write_text("class OkMTP:\n    pass\n")
     entries = heuristic_entries(ModuleIndex(SourceTree(tmp_path, None, None)))
     assert entries == [RegistryEntry(None, "ok_mtp", "OkMTP", "heuristic")]
+
+
+def test_plugin_registrations_replace_in_tree_entries_where_they_apply() -> None:
+    npu, cuda_plugin, general = (PluginDist(name, "1.0", Path("/site"), ()) for name in ("npu", "kernels", "acme"))
+    deepseek = RegistryEntry("DeepSeekMTPModel", "vllm.model_executor.models.deepseek_mtp", "DeepSeekMTP",
+                             "_SPECULATIVE_DECODING_MODELS")
+    target = RegistryEntry("LlamaForCausalLM", "vllm.model_executor.models.llama", "LlamaForCausalLM",
+                           "_TEXT_GENERATION_MODELS")
+    in_tree = [deepseek, target]
+    replaced = (deepseek.module, deepseek.cls)
+
+    def reading(plugin: PluginDist, group: str, platforms: list[str], *registered: tuple[str, str, str]):
+        return PluginReading([Registration(arch, module, cls, plugin, group, "reg.py", line)
+                              for line, (arch, module, cls) in enumerate(registered, 1)], platforms, [])
+
+    # a platform plugin on its own device: the in-tree entry stays everywhere else
+    on_npu = reading(npu, PLATFORM, ["npu"], ("DeepSeekMTPModel", "npu_ext.mtp", "NpuMTP"),
+                     ("LlamaForCausalLM", "npu_ext.llama", "NpuLlama"))  # not a drafter: left alone
+    assert effective_registry(in_tree, [on_npu]) == [
+        deepseek, target,
+        RegistryEntry("DeepSeekMTPModel", "npu_ext.mtp", "NpuMTP", REGISTERED, "npu 1.0", replaced, ("npu",)),
+    ]
+    # a platform plugin for an in-tree platform: the in-tree entry keeps the other platforms
+    on_cuda = reading(cuda_plugin, PLATFORM, ["cuda"], ("DeepSeekMTPModel", "kernels.mtp", "FastMTP"))
+    assert effective_registry(in_tree, [on_cuda]) == [
+        RegistryEntry(deepseek.arch, deepseek.module, deepseek.cls, deepseek.registry, "vllm", None,
+                      ("cpu", "rocm", "tpu", "xpu")),
+        target,
+        RegistryEntry("DeepSeekMTPModel", "kernels.mtp", "FastMTP", REGISTERED, "kernels 1.0", replaced, ("cuda",)),
+    ]
+    # a general plugin applies wherever it loads, after the platform plugins: it replaces them too;
+    # an architecture registered in two branches gives both classes (once each); new drafters join
+    everywhere = ("cpu", "cuda", "rocm", "tpu", "xpu", "npu")
+    anywhere = reading(general, GENERAL, [], ("DeepSeekMTPModel", "acme.mtp", "AcmeMTP"),
+                       ("DeepSeekMTPModel", "acme.mtp_v2", "AcmeMTPv2"), ("DeepSeekMTPModel", "acme.mtp", "AcmeMTP"),
+                       ("AcmeDraftModel", "acme.draft", "AcmeDraft"), ("Eagle3Acme", "acme.eagle", "AcmeHead"),
+                       ("AcmeForCausalLM", "acme.target", "AcmeForCausalLM"))
+    assert effective_registry(in_tree, [anywhere, on_npu]) == [
+        target,
+        RegistryEntry("DeepSeekMTPModel", "acme.mtp", "AcmeMTP", REGISTERED, "acme 1.0", replaced, everywhere),
+        RegistryEntry("DeepSeekMTPModel", "acme.mtp_v2", "AcmeMTPv2", REGISTERED, "acme 1.0", replaced, everywhere),
+        RegistryEntry("AcmeDraftModel", "acme.draft", "AcmeDraft", REGISTERED, "acme 1.0", None, everywhere),
+        RegistryEntry("Eagle3Acme", "acme.eagle", "AcmeHead", REGISTERED, "acme 1.0", None, everywhere),
+    ]
