@@ -186,3 +186,57 @@ def test_plugin_registrations_replace_in_tree_entries_where_they_apply() -> None
         RegistryEntry("AcmeDraftModel", "acme.draft", "AcmeDraft", REGISTERED, "acme 1.0", None, everywhere),
         RegistryEntry("Eagle3Acme", "acme.eagle", "AcmeHead", REGISTERED, "acme 1.0", None, everywhere),
     ]
+
+
+def test_a_plugin_source_tree_in_process(tmp_path: Path) -> None:
+    """What `scan PLUGIN_DIR --vllm VLLM` reports (tests/test_plugins.py), in this process."""
+    from test_plugins import plugin_source, vllm_tree
+
+    from mtp_audit.locate import locate, runs_with
+    from mtp_audit.scan import scan
+
+    tree = runs_with(locate(plugin_source(tmp_path / "src")), str(vllm_tree(tmp_path / "v")))
+    result, _, _ = scan(tree)
+    found = {(r.arch, r.cls, r.source, r.replaces and r.replaces[1]) for r in result.records}
+    assert found == {
+        ("OtherMTPModel", "AcmeOtherMTP", "acme-vllm-plugin 1.2.0", "OtherMTP"),
+        ("AcmeNewMTPModel", "AcmeNewMTP", "acme-vllm-plugin 1.2.0", None),
+        ("UnreachedMTPModel", "UnreachedMTP", "acme-vllm-plugin 1.2.0", None),
+        (None, "SpareMTP", "vllm", None),
+    }
+
+
+@pytest.mark.parametrize(("files", "name", "version"), [
+    ({"PKG-INFO": "Metadata-Version: 2.1\nName: from-sdist\nVersion: 2.0\n"}, "from-sdist", "2.0"),
+    ({"x.egg-info/PKG-INFO": "Name: from-egg\nVersion: 3.0\n"}, "from-egg", "3.0"),
+    ({"y-1.0.dist-info/METADATA": "Name: from-wheel\nVersion: 1.0\n"}, "from-wheel", "1.0"),
+    ({"PKG-INFO": "Name: no-version\n", "pyproject.toml": '[project]\nname = "from-pyproject"\nversion = "4"\n'},
+     "from-pyproject", "4"),
+    ({"pyproject.toml": '[project]\nname = "dynamic"\ndynamic = ["version"]\n'}, "dynamic", "(dynamic version)"),
+    ({"pyproject.toml": "[project\n"}, "plugin", "(no version)"),  # not TOML: the directory's name
+    ({"pyproject.toml": '[tool.other]\nname = "not-a-project"\n'}, "plugin", "(no version)"),
+    ({}, "plugin", "(no version)"),
+])
+def test_a_plugin_tree_is_named_by_its_metadata(tmp_path: Path, files: dict[str, str], name: str,
+                                                 version: str) -> None:
+    from mtp_audit.resolve.plugins import tree_plugin
+
+    root = tmp_path / "plugin"
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    root.mkdir(exist_ok=True)
+    plugin = tree_plugin(root)
+    assert (plugin.name, plugin.version, plugin.location, plugin.entry_points) == (name, version, root, ())
+
+
+def test_the_modules_of_a_plugin_tree_that_mention_a_word(tmp_path: Path) -> None:
+    from mtp_audit.resolve.plugins import tree_modules
+
+    files = {"pkg/__init__.py": "register_model", "pkg/a.py": "x.register_model(...)", "pkg/b.py": "nothing",
+             "top.py": "register_model", "tests/t.py": "register_model", "pkg/test/t.py": "register_model",
+             ".hidden/h.py": "register_model", "not-a-module.py": "register_model", "pkg/c.txt": "register_model"}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert tree_modules(tmp_path, "register_model") == ["pkg", "pkg.a", "top"]
