@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -240,3 +241,71 @@ def test_the_modules_of_a_plugin_tree_that_mention_a_word(tmp_path: Path) -> Non
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     assert tree_modules(tmp_path, "register_model") == ["pkg", "pkg.a", "top"]
+
+
+PLUGIN_REGISTRATIONS = textwrap.dedent('''\
+    from vllm import ModelRegistry
+    import vllm
+    from acme import models
+    from acme.models import mtp as mtp_module
+    from acme.models.mtp import ImportedMTP
+    from .models.rel import RelativeMTP
+
+
+    class LocalMTP:
+        pass
+
+
+    def register():
+        from acme.models.inner import InnerMTP
+        ModelRegistry.register_model("StringMTP", "acme.models.mtp:StringMTP")
+        ModelRegistry.register_model("ImportedMTPModel", ImportedMTP)
+        ModelRegistry.register_model("LocalMTPModel", LocalMTP)
+        ModelRegistry.register_model("InnerMTPModel", InnerMTP)
+        ModelRegistry.register_model("AttrMTPModel", models.AttrMTP)
+        ModelRegistry.register_model("SubAttrMTPModel", mtp_module.SubMTP)
+        ModelRegistry.register_model(model_arch="KeywordMTPModel", model_cls="acme.models.kw:KeywordMTP")
+        vllm.ModelRegistry.register_model("DottedMTPModel", "acme.models.d:DottedMTP")
+        ModelRegistry.register_model("RelativeMTPModel", RelativeMTP)
+        ModelRegistry.register_model("StringMTP", "acme.models.mtp:StringMTP")
+        ModelRegistry.register_model("NoColon", "acme.models.mtp")
+        ModelRegistry.register_model(ARCH, "acme.x:Y")
+        ModelRegistry.register_model("Unknown", unknown_name)
+        ModelRegistry.register_model("Call", make())
+        OtherRegistry.register_model("Other", "a:b")
+
+
+    ModelRegistry.register_model("ModuleLevelMTP", "acme.top:TopMTP")
+''')
+
+
+def test_every_form_of_register_model_in_a_plugin_tree(tmp_path: Path) -> None:
+    from mtp_audit.resolve.plugins import registrations_in
+
+    (tmp_path / "acme/models").mkdir(parents=True)
+    (tmp_path / "acme/__init__.py").write_text("")
+    (tmp_path / "acme/models/__init__.py").write_text("")
+    (tmp_path / "acme/reg.py").write_text(PLUGIN_REGISTRATIONS)
+    (tmp_path / "acme/broken.py").write_text("def f(:\n")
+    plugin = PluginDist("acme", "1.0", tmp_path, ())
+    reading = registrations_in(ModuleIndex(SourceTree(tmp_path, None, None)),
+                               ["acme.reg", "acme.broken", "acme.absent"], plugin)
+    assert [(r.arch, r.module, r.cls, r.line) for r in reading.registrations] == [
+        ("StringMTP", "acme.models.mtp", "StringMTP", 15),  # a "module:Class" string
+        ("ImportedMTPModel", "acme.models.mtp", "ImportedMTP", 16),  # a class imported at module level
+        ("LocalMTPModel", "acme.reg", "LocalMTP", 17),  # a class of the module
+        ("InnerMTPModel", "acme.models.inner", "InnerMTP", 18),  # imported inside the function
+        ("AttrMTPModel", "acme.models", "AttrMTP", 19),  # an attribute of an imported package
+        ("SubAttrMTPModel", "acme.models.mtp", "SubMTP", 20),  # of an imported module, renamed
+        ("KeywordMTPModel", "acme.models.kw", "KeywordMTP", 21),  # by keyword
+        ("DottedMTPModel", "acme.models.d", "DottedMTP", 22),  # vllm.ModelRegistry
+        ("RelativeMTPModel", "acme.models.rel", "RelativeMTP", 23),  # a relative import
+        ("StringMTP", "acme.models.mtp", "StringMTP", 24),  # the same again, another call
+        ("ModuleLevelMTP", "acme.top", "TopMTP", 32),  # outside any function
+    ]
+    assert {(r.plugin, r.group, r.file) for r in reading.registrations} == {(plugin, GENERAL, "acme/reg.py")}
+    unreadable = ("register_model with arguments that are not a string architecture and a 'module:Class' "
+                  "string or an imported class")
+    assert reading.skipped == [*(f"acme/reg.py:{line}: {unreadable}" for line in (25, 26, 27, 28)),
+                               "acme/broken.py: cannot parse (invalid syntax (<unknown>, line 1))"]
+    assert reading.platforms == []
