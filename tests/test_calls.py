@@ -144,3 +144,18 @@ def test_a_get_top_tokens_call_with_no_compute_logits_on_its_path() -> None:
     contract = Contract((Reach("Bare", "bare.py", 1, pairs=[CallPair(call("get_top_tokens", "h", line=40), ())]),))
     assert contract.records() == [CallerRecord("Bare", "spec.py", 40, ("h",), None, None)]
     assert [r.speculator for r, _ in contract.viable_pairs(params("hidden_states"))] == ["Bare"]
+
+
+def test_the_config_class_a_drafter_declares_in_its_own_body() -> None:
+    from mtp_audit.resolve.callers import declared_config
+
+    source = ("class Other:\n    speculator_config_class = NotMine\n\n\n"
+              "class Drafter(Base):\n    '''doc'''\n\n    speculator_config_class: type = configs.MTPConfig\n"
+              "    def compute_logits(self, hidden_states):\n        speculator_config_class = Local\n\n"
+              "class After:\n    speculator_config_class = AlsoNotMine\n")
+    assert declared_config(source, "Drafter", 5) == "configs.MTPConfig"
+    assert declared_config(source, "Other", 1) == "NotMine"
+    assert declared_config("class Plain:\n    pass\n\nspeculator_config_class = Module\n", "Plain", 1) is None
+    assert declared_config("class Short:\n    x = 1\n", "Short", 9) is None  # a line past the end
+    indented = "if x:\n    class Nested:\n        speculator_config_class = NestedConfig\n    y = 1\n"
+    assert declared_config(indented, "Nested", 2) == "NestedConfig"
