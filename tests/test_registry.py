@@ -309,3 +309,79 @@ def test_every_form_of_register_model_in_a_plugin_tree(tmp_path: Path) -> None:
     assert reading.skipped == [*(f"acme/reg.py:{line}: {unreadable}" for line in (25, 26, 27, 28)),
                                "acme/broken.py: cannot parse (invalid syntax (<unknown>, line 1))"]
     assert reading.platforms == []
+
+
+PLUGIN_FILES = {
+    "beta/__init__.py": "from beta.impl import register as register\nfrom beta.impl import helper\n",
+    "beta/impl.py": textwrap.dedent("""\
+        import other_pkg
+        from vllm import ModelRegistry
+        from beta import more
+
+
+        def register():
+            helper()
+            more.deeper()
+            other_pkg.register_all()
+
+
+        def helper():
+            ModelRegistry.register_model('HelperMTP', 'beta.m:HelperMTP')
+    """),
+    "beta/more.py": "from vllm import ModelRegistry\n\n\ndef deeper():\n"
+                    "    ModelRegistry.register_model('DeeperMTP', 'beta.m:DeeperMTP')\n",
+    "beta/platform.py": textwrap.dedent("""\
+        def activate():
+            return 'beta.platform.BetaPlatform'
+
+
+        def typed():
+            return 'beta.platform.TypedPlatform'
+
+
+        def unnamed():
+            return 'beta.platform.Unnamed'
+
+
+        def nothing():
+            return None
+
+
+        class BetaPlatform:
+            device_name = 'beta_npu'
+
+
+        class TypedPlatform:
+            device_type: str = 'beta_typed'
+
+
+        class Unnamed:
+            pass
+    """),
+    "other_pkg/__init__.py": "from vllm import ModelRegistry\n\n\ndef register_all():\n"
+                             "    ModelRegistry.register_model('OutsideMTP', 'other_pkg.m:OutsideMTP')\n",
+}
+
+
+def test_a_plugins_entry_points_are_followed_into_its_own_packages_only(tmp_path: Path) -> None:
+    from mtp_audit.resolve.plugins import read_plugin
+
+    for rel, text in PLUGIN_FILES.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    entry_points = ((GENERAL, "beta", "beta:register"), (GENERAL, "missing", "beta.absent:register"),
+                    (GENERAL, "nofunc", "beta.impl:nope [extra]"), (PLATFORM, "beta_p", "beta.platform:activate"),
+                    (PLATFORM, "beta_t", "beta.platform:typed"), (PLATFORM, "beta_u", "beta.platform:unnamed"),
+                    (PLATFORM, "beta_n", "beta.platform:nothing"))
+    plugin = PluginDist("beta", "0.1", tmp_path, entry_points)
+    reading = read_plugin(ModuleIndex(SourceTree(tmp_path, None, None)), plugin)
+    # register is re-exported by the package; helper is in the same module, deeper in another of
+    # the plugin's modules; other_pkg is not the plugin's, so its registration is not followed
+    assert [(r.arch, r.module, r.cls, r.group, r.file, r.line) for r in reading.registrations] == [
+        ("HelperMTP", "beta.m", "HelperMTP", GENERAL, "beta/impl.py", 13),
+        ("DeeperMTP", "beta.m", "DeeperMTP", GENERAL, "beta/more.py", 5),
+    ]
+    # a platform's device_name, else its device_type, else the entry point's name
+    assert reading.platforms == ["beta_n", "beta_npu", "beta_typed", "beta_u"]
+    assert reading.skipped == ["beta 0.1: entry point module beta.absent not found",
+                               "beta/impl.py: no function nope, which entry point beta.impl:nope names"]
