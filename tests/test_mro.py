@@ -191,7 +191,8 @@ def test_an_external_base_beside_one_that_cannot_be_followed(tmp_path: Path) -> 
     (tmp_path / "pkg" / "b.py").write_text("")
     source = ("import os\nfrom torch import nn\n"
               "if os.environ.get('X'):\n    from pkg.a import Gone\nelse:\n    from pkg.b import Gone\n"
-              "\n\nclass H(nn.Module, Gone):\n    pass\n\n\nclass K(H):\n    pass\n\n\nclass L(K, nn.Module):\n    pass\n")
+              "\n\nclass H(nn.Module, Gone):\n    pass\n\n\nclass K(H):\n    pass\n"
+              "\n\nclass L(K, nn.Module):\n    pass\n")
     (tmp_path / "pkg" / "m.py").write_text(source)
     hierarchy = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), "cuda")
     h = hierarchy.mro(ClassKey("pkg.m", "H", 9))
