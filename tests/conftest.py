@@ -67,6 +67,18 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("MTP_AUDIT_CACHE_DIR", str(tmp_path_factory.mktemp("facts-cache")))
 
 
+@pytest.fixture(autouse=True)
+def _fresh_answers():
+    """Every test classifies afresh: ``classify.memo`` keeps each rule's answers in the process, so a
+    test would otherwise get the answers an earlier test computed, and a changed rule (a mutant, in a
+    mutation run, which forks from a process that ran the suite) would go unseen."""
+    from mtp_audit.classify import memo
+
+    for answer in vars(memo).values():
+        if callable(getattr(answer, "cache_clear", None)):
+            answer.cache_clear()
+
+
 @pytest.fixture(scope="session")
 def vllm_release():
     """Path of a real vLLM release's sources (``vllm/**/*.py``), downloaded once into the cache."""

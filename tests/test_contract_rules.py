@@ -56,3 +56,25 @@ def test_every_contract_rule_is_described_and_unique():
         assert rule.id.startswith("MTP2") and rule.name and rule.message and rule.__doc__, rule
         assert rule.VALID and rule.INVALID
     assert len({r.id for r in CONTRACT_RULES}) == len(CONTRACT_RULES)
+
+
+READS_STEP = "(line 3: `return self.logits_processor(self.heads[spec_step_idx], hidden_states)`)"
+REASONS = [  # each INVALID example's reason, in CONTRACT_RULES order: the caller, its file and line, the call
+    "no speculator that can hold it calls get_top_tokens: ExampleSpeculator (speculator.py:1) drafts with "
+    "compute_logits",
+    "get_top_tokens defined; ExampleSpeculator (speculator.py:3) calls get_top_tokens(hidden_states, "
+    "spec_step_idx=spec_step_idx); get_top_tokens of ExampleMTP (vllm/model_executor/models/example_mtp.py:4) "
+    "does not accept spec_step_idx= (TypeError)",
+    "ExampleSpeculator (speculator.py:3) calls get_top_tokens(hidden_states) but compute_logits(hidden_states, "
+    "spec_step_idx=spec_step_idx) (speculator.py:2) on the same path, and compute_logits reads spec_step_idx "
+    f"{READS_STEP}: a mirror would draft with the default instead; the call site must pass the same arguments "
+    "to both methods",
+    "get_top_tokens defined; ExampleSpeculator (speculator.py:3) calls get_top_tokens(hidden_states) but "
+    f"compute_logits(hidden_states, step) (speculator.py:2) on the same path, and compute_logits reads "
+    f"spec_step_idx {READS_STEP}",
+]
+
+
+def test_each_contract_rule_says_which_call_and_where(tmp_path: Path):
+    invalid = [example for rule in CONTRACT_RULES for example in rule.INVALID]
+    assert [_analyse(example, tmp_path / str(i)).reason for i, example in enumerate(invalid)] == REASONS

@@ -68,3 +68,17 @@ def test_no_config_or_an_unreadable_one_maps_nothing(tmp_path: Path) -> None:
     assert model_types_of(tmp_path / "none", None) == {}
     assert model_types_of(tmp_path / "broken", "def f(:\n") == {}
     assert model_types_of(tmp_path / "null", b"x = 1\x00\n") == {}
+
+
+def test_every_architectures_entry_under_one_test_counts(tmp_path: Path) -> None:
+    text = ('def f(c):\n    if c.model_type == "a":\n'
+            '        c.update({"architectures": ["AModel"]})\n        c.update({"architectures": ["AOther"]})\n'
+            '        c["architectures"] = ["AThird"]\n        c["architectures"] = ["AFourth"]\n')
+    assert model_types_of(tmp_path, text) == {"a": ["AFourth", "AModel", "AOther", "AThird"]}
+
+
+def test_only_an_assignment_to_model_type_is_a_rename(tmp_path: Path) -> None:
+    text = ('def f(c):\n    if c.model_type == "a":\n        c.name = "b"\n        label = "b"\n'
+            '        c.update({"architectures": ["AModel"]})\n'
+            '    if c.model_type == "b":\n        c.update({"architectures": ["BModel"]})\n')
+    assert model_types_of(tmp_path, text) == {"a": ["AModel"], "b": ["BModel"]}

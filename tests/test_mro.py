@@ -183,6 +183,28 @@ def test_bases_that_cannot_be_followed_say_why(tmp_path: Path) -> None:
     assert [c.name for c in g.classes] == ["G", "D"]
 
 
+
+def test_an_external_base_beside_one_that_cannot_be_followed(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "a.py").write_text("")
+    (tmp_path / "pkg" / "b.py").write_text("")
+    source = ("import os\nfrom torch import nn\n"
+              "if os.environ.get('X'):\n    from pkg.a import Gone\nelse:\n    from pkg.b import Gone\n"
+              "\n\nclass H(nn.Module, Gone):\n    pass\n\n\nclass K(H):\n    pass\n"
+              "\n\nclass L(K, nn.Module):\n    pass\n")
+    (tmp_path / "pkg" / "m.py").write_text(source)
+    hierarchy = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), "cuda")
+    h = hierarchy.mro(ClassKey("pkg.m", "H", 9))
+    assert [c.name for c in h.classes] == ["H", "torch.nn.Module"]
+    # the undecidable condition leaves two places Gone may come from; neither defines it
+    assert h.unresolved == ["Gone (pkg/a.py: Gone is not defined on cuda; pkg/b.py: Gone is not defined on cuda)"]
+    k = hierarchy.mro(ClassKey("pkg.m", "K", 13))  # a subclass inherits what its base could not follow
+    assert [c.name for c in k.classes] == ["K", "H", "torch.nn.Module"] and k.unresolved == h.unresolved
+    both = hierarchy.mro(ClassKey("pkg.m", "L", 17))  # and so does one of several bases
+    assert [c.name for c in both.classes] == ["L", "K", "H", "torch.nn.Module"] and both.unresolved == h.unresolved
+
+
 HEADS = '''\
 class A:
     def compute_logits(self, hidden_states):

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pytest
 
 from mtp_audit.errors import UsageError
 from mtp_audit.index.modules import ModuleIndex
-from mtp_audit.model import RegistryEntry, SourceTree
+from mtp_audit.model import PluginDist, RegistryEntry, SourceTree
+from mtp_audit.resolve.plugins import GENERAL, PLATFORM, REGISTERED, PluginReading, Registration, effective_registry
 from mtp_audit.resolve.registry import heuristic_entries, read_registry
 
 REGISTRY = "vllm/model_executor/models/registry.py"
@@ -88,3 +90,298 @@ def test_plugin_drafters_are_found_by_file_and_class_name(tmp_path: Path) -> Non
     assert entries == [RegistryEntry(None, "models.eagle_head", "EagleHead", "heuristic"),
                        RegistryEntry(None, "my_mtp", "MyMTP", "heuristic"),
                        RegistryEntry(None, "zz_medusa", "LastMedusa", "heuristic")]
+
+
+def test_entries_around_unreadable_ones_are_still_read(tmp_path: Path) -> None:
+    entries = registry_of(tmp_path, '''\
+a = b = {"NotRead": ("x", "NotReadMTP")}
+obj.attr = {"NotRead": ("x", "NotReadMTP")}
+_ANNOTATED_ONLY: dict
+_TEXT_GENERATION_MODELS = {
+    **_OTHER,
+    "Broken": ("only_one",),
+    "AListMTP": ["a_list", "AListMTP"],
+    "NotAPair": NAME,
+    "FirstMTP": ("first_mtp", "FirstMTP"),
+    "ByClassOnly": ("by_class", "ByClassMTP"),
+    "ByArchMTP": ("by_arch", "ByArchOnly"),
+}
+_SPECULATIVE_DECODING_MODELS: dict[str, tuple[str, str]] = {
+    **_TRANSFORMERS_BACKEND_MODELS,
+    "EagleLlamaForCausalLM": ("llama_eagle", "EagleLlamaForCausalLM"),
+}
+''')
+    assert entries == [
+        RegistryEntry("EagleLlamaForCausalLM", "vllm.model_executor.models.llama_eagle", "EagleLlamaForCausalLM",
+                      "_SPECULATIVE_DECODING_MODELS"),
+        RegistryEntry("FirstMTP", "vllm.model_executor.models.first_mtp", "FirstMTP", "_TEXT_GENERATION_MODELS"),
+        RegistryEntry("ByClassOnly", "vllm.model_executor.models.by_class", "ByClassMTP", "_TEXT_GENERATION_MODELS"),
+        RegistryEntry("ByArchMTP", "vllm.model_executor.models.by_arch", "ByArchOnly", "_TEXT_GENERATION_MODELS"),
+    ]
+
+
+@pytest.mark.parametrize("name", ["_SPECULATIVE_DECODING_MODELS", "_TEXT_GENERATION_MODELS"])
+def test_a_module_outside_the_package_is_refused_in_any_dict(tmp_path: Path, name: str) -> None:
+    text = f'{name} = {{"EvilMTP": ("../../etc/evil", "EvilMTP")}}\n'
+    if name != "_SPECULATIVE_DECODING_MODELS":
+        text = "_SPECULATIVE_DECODING_MODELS = {}\n" + text
+    with pytest.raises(UsageError) as info:
+        registry_of(tmp_path, text)
+    assert str(info.value) == (f"{REGISTRY}: {name}['EvilMTP'] names module '../../etc/evil', which is not a dotted "
+                               "module name; mtp-audit reads only modules inside the tree")
+
+
+def test_a_registry_that_cannot_be_read_says_why(tmp_path: Path) -> None:
+    (tmp_path / REGISTRY).mkdir(parents=True)  # a directory where the file should be
+    with pytest.raises(UsageError) as info:
+        read_registry(ModuleIndex(SourceTree(tmp_path, tmp_path / "vllm", None)))
+    assert str(info.value) == f"{REGISTRY}: cannot be read (Is a directory); cannot read the registry"
+
+
+def test_plugin_files_that_cannot_be_modules_are_skipped(tmp_path: Path) -> None:
+    (tmp_path / "my-eagle.py").write_text("class HyphenEagle:\n    pass\n")  # not importable: no module name
+    (tmp_path / "ok_mtp.py").write_text("class OkMTP:\n    pass\n")
+    entries = heuristic_entries(ModuleIndex(SourceTree(tmp_path, None, None)))
+    assert entries == [RegistryEntry(None, "ok_mtp", "OkMTP", "heuristic")]
+
+
+def test_plugin_registrations_replace_in_tree_entries_where_they_apply() -> None:
+    npu, cuda_plugin, general = (PluginDist(name, "1.0", Path("/site"), ()) for name in ("npu", "kernels", "acme"))
+    deepseek = RegistryEntry("DeepSeekMTPModel", "vllm.model_executor.models.deepseek_mtp", "DeepSeekMTP",
+                             "_SPECULATIVE_DECODING_MODELS")
+    target = RegistryEntry("LlamaForCausalLM", "vllm.model_executor.models.llama", "LlamaForCausalLM",
+                           "_TEXT_GENERATION_MODELS")
+    in_tree = [deepseek, target]
+    replaced = (deepseek.module, deepseek.cls)
+
+    def reading(plugin: PluginDist, group: str, platforms: list[str], *registered: tuple[str, str, str]):
+        return PluginReading([Registration(arch, module, cls, plugin, group, "reg.py", line)
+                              for line, (arch, module, cls) in enumerate(registered, 1)], platforms, [])
+
+    # a platform plugin on its own device: the in-tree entry stays everywhere else
+    on_npu = reading(npu, PLATFORM, ["npu"], ("DeepSeekMTPModel", "npu_ext.mtp", "NpuMTP"),
+                     ("LlamaForCausalLM", "npu_ext.llama", "NpuLlama"))  # not a drafter: left alone
+    assert effective_registry(in_tree, [on_npu]) == [
+        deepseek, target,
+        RegistryEntry("DeepSeekMTPModel", "npu_ext.mtp", "NpuMTP", REGISTERED, "npu 1.0", replaced, ("npu",)),
+    ]
+    # a platform plugin for an in-tree platform: the in-tree entry keeps the other platforms
+    on_cuda = reading(cuda_plugin, PLATFORM, ["cuda"], ("DeepSeekMTPModel", "kernels.mtp", "FastMTP"))
+    assert effective_registry(in_tree, [on_cuda]) == [
+        RegistryEntry(deepseek.arch, deepseek.module, deepseek.cls, deepseek.registry, "vllm", None,
+                      ("cpu", "rocm", "tpu", "xpu")),
+        target,
+        RegistryEntry("DeepSeekMTPModel", "kernels.mtp", "FastMTP", REGISTERED, "kernels 1.0", replaced, ("cuda",)),
+    ]
+    # a general plugin applies wherever it loads, after the platform plugins: it replaces them too;
+    # an architecture registered in two branches gives both classes (once each); new drafters join
+    everywhere = ("cpu", "cuda", "rocm", "tpu", "xpu", "npu")
+    anywhere = reading(general, GENERAL, [], ("DeepSeekMTPModel", "acme.mtp", "AcmeMTP"),
+                       ("DeepSeekMTPModel", "acme.mtp_v2", "AcmeMTPv2"), ("DeepSeekMTPModel", "acme.mtp", "AcmeMTP"),
+                       ("AcmeDraftModel", "acme.draft", "AcmeDraft"), ("Eagle3Acme", "acme.eagle", "AcmeHead"),
+                       ("AcmeForCausalLM", "acme.target", "AcmeForCausalLM"))
+    assert effective_registry(in_tree, [anywhere, on_npu]) == [
+        target,
+        RegistryEntry("DeepSeekMTPModel", "acme.mtp", "AcmeMTP", REGISTERED, "acme 1.0", replaced, everywhere),
+        RegistryEntry("DeepSeekMTPModel", "acme.mtp_v2", "AcmeMTPv2", REGISTERED, "acme 1.0", replaced, everywhere),
+        RegistryEntry("AcmeDraftModel", "acme.draft", "AcmeDraft", REGISTERED, "acme 1.0", None, everywhere),
+        RegistryEntry("Eagle3Acme", "acme.eagle", "AcmeHead", REGISTERED, "acme 1.0", None, everywhere),
+    ]
+
+
+def test_a_plugin_source_tree_in_process(tmp_path: Path) -> None:
+    """What `scan PLUGIN_DIR --vllm VLLM` reports (tests/test_plugins.py), in this process."""
+    from test_plugins import plugin_source, vllm_tree
+
+    from mtp_audit.locate import locate, runs_with
+    from mtp_audit.scan import scan
+
+    tree = runs_with(locate(plugin_source(tmp_path / "src")), str(vllm_tree(tmp_path / "v")))
+    result, _, _ = scan(tree)
+    found = {(r.arch, r.cls, r.source, r.replaces and r.replaces[1]) for r in result.records}
+    assert found == {
+        ("OtherMTPModel", "AcmeOtherMTP", "acme-vllm-plugin 1.2.0", "OtherMTP"),
+        ("AcmeNewMTPModel", "AcmeNewMTP", "acme-vllm-plugin 1.2.0", None),
+        ("UnreachedMTPModel", "UnreachedMTP", "acme-vllm-plugin 1.2.0", None),
+        (None, "SpareMTP", "vllm", None),
+    }
+
+
+@pytest.mark.parametrize(("files", "name", "version"), [
+    ({"PKG-INFO": "Metadata-Version: 2.1\nName: from-sdist\nVersion: 2.0\n"}, "from-sdist", "2.0"),
+    ({"x.egg-info/PKG-INFO": "Name: from-egg\nVersion: 3.0\n"}, "from-egg", "3.0"),
+    ({"y-1.0.dist-info/METADATA": "Name: from-wheel\nVersion: 1.0\n"}, "from-wheel", "1.0"),
+    ({"PKG-INFO": "Name: no-version\n", "pyproject.toml": '[project]\nname = "from-pyproject"\nversion = "4"\n'},
+     "from-pyproject", "4"),
+    ({"pyproject.toml": '[project]\nname = "dynamic"\ndynamic = ["version"]\n'}, "dynamic", "(dynamic version)"),
+    ({"pyproject.toml": "[project\n"}, "plugin", "(no version)"),  # not TOML: the directory's name
+    ({"pyproject.toml": '[tool.other]\nname = "not-a-project"\n'}, "plugin", "(no version)"),
+    ({}, "plugin", "(no version)"),
+])
+def test_a_plugin_tree_is_named_by_its_metadata(tmp_path: Path, files: dict[str, str], name: str,
+                                                 version: str) -> None:
+    from mtp_audit.resolve.plugins import tree_plugin
+
+    root = tmp_path / "plugin"
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    root.mkdir(exist_ok=True)
+    plugin = tree_plugin(root)
+    assert (plugin.name, plugin.version, plugin.location, plugin.entry_points) == (name, version, root, ())
+
+
+def test_the_modules_of_a_plugin_tree_that_mention_a_word(tmp_path: Path) -> None:
+    from mtp_audit.resolve.plugins import tree_modules
+
+    files = {"pkg/__init__.py": "register_model", "pkg/a.py": "x.register_model(...)", "pkg/b.py": "nothing",
+             "top.py": "register_model", "tests/t.py": "register_model", "pkg/test/t.py": "register_model",
+             ".hidden/h.py": "register_model", "not-a-module.py": "register_model", "pkg/c.txt": "register_model"}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert tree_modules(tmp_path, "register_model") == ["pkg", "pkg.a", "top"]
+
+
+PLUGIN_REGISTRATIONS = textwrap.dedent('''\
+    from vllm import ModelRegistry
+    import vllm
+    from acme import models
+    from acme.models import mtp as mtp_module
+    from acme.models.mtp import ImportedMTP
+    from .models.rel import RelativeMTP
+
+
+    class LocalMTP:
+        pass
+
+
+    def register():
+        from acme.models.inner import InnerMTP
+        ModelRegistry.register_model("StringMTP", "acme.models.mtp:StringMTP")
+        ModelRegistry.register_model("ImportedMTPModel", ImportedMTP)
+        ModelRegistry.register_model("LocalMTPModel", LocalMTP)
+        ModelRegistry.register_model("InnerMTPModel", InnerMTP)
+        ModelRegistry.register_model("AttrMTPModel", models.AttrMTP)
+        ModelRegistry.register_model("SubAttrMTPModel", mtp_module.SubMTP)
+        ModelRegistry.register_model(model_arch="KeywordMTPModel", model_cls="acme.models.kw:KeywordMTP")
+        vllm.ModelRegistry.register_model("DottedMTPModel", "acme.models.d:DottedMTP")
+        ModelRegistry.register_model("RelativeMTPModel", RelativeMTP)
+        ModelRegistry.register_model("StringMTP", "acme.models.mtp:StringMTP")
+        ModelRegistry.register_model("NoColon", "acme.models.mtp")
+        ModelRegistry.register_model(ARCH, "acme.x:Y")
+        ModelRegistry.register_model("Unknown", unknown_name)
+        ModelRegistry.register_model("Call", make())
+        OtherRegistry.register_model("Other", "a:b")
+
+
+    ModelRegistry.register_model("ModuleLevelMTP", "acme.top:TopMTP")
+''')
+
+
+def test_every_form_of_register_model_in_a_plugin_tree(tmp_path: Path) -> None:
+    from mtp_audit.resolve.plugins import registrations_in
+
+    (tmp_path / "acme/models").mkdir(parents=True)
+    (tmp_path / "acme/__init__.py").write_text("")
+    (tmp_path / "acme/models/__init__.py").write_text("")
+    (tmp_path / "acme/reg.py").write_text(PLUGIN_REGISTRATIONS)
+    (tmp_path / "acme/broken.py").write_text("def f(:\n")
+    plugin = PluginDist("acme", "1.0", tmp_path, ())
+    reading = registrations_in(ModuleIndex(SourceTree(tmp_path, None, None)),
+                               ["acme.reg", "acme.broken", "acme.absent"], plugin)
+    assert [(r.arch, r.module, r.cls, r.line) for r in reading.registrations] == [
+        ("StringMTP", "acme.models.mtp", "StringMTP", 15),  # a "module:Class" string
+        ("ImportedMTPModel", "acme.models.mtp", "ImportedMTP", 16),  # a class imported at module level
+        ("LocalMTPModel", "acme.reg", "LocalMTP", 17),  # a class of the module
+        ("InnerMTPModel", "acme.models.inner", "InnerMTP", 18),  # imported inside the function
+        ("AttrMTPModel", "acme.models", "AttrMTP", 19),  # an attribute of an imported package
+        ("SubAttrMTPModel", "acme.models.mtp", "SubMTP", 20),  # of an imported module, renamed
+        ("KeywordMTPModel", "acme.models.kw", "KeywordMTP", 21),  # by keyword
+        ("DottedMTPModel", "acme.models.d", "DottedMTP", 22),  # vllm.ModelRegistry
+        ("RelativeMTPModel", "acme.models.rel", "RelativeMTP", 23),  # a relative import
+        ("StringMTP", "acme.models.mtp", "StringMTP", 24),  # the same again, another call
+        ("ModuleLevelMTP", "acme.top", "TopMTP", 32),  # outside any function
+    ]
+    assert {(r.plugin, r.group, r.file) for r in reading.registrations} == {(plugin, GENERAL, "acme/reg.py")}
+    unreadable = ("register_model with arguments that are not a string architecture and a 'module:Class' "
+                  "string or an imported class")
+    assert reading.skipped == [*(f"acme/reg.py:{line}: {unreadable}" for line in (25, 26, 27, 28)),
+                               "acme/broken.py: cannot parse (invalid syntax (<unknown>, line 1))"]
+    assert reading.platforms == []
+
+
+PLUGIN_FILES = {
+    "beta/__init__.py": "from beta.impl import register as register\nfrom beta.impl import helper\n",
+    "beta/impl.py": textwrap.dedent("""\
+        import other_pkg
+        from vllm import ModelRegistry
+        from beta import more
+
+
+        def register():
+            helper()
+            more.deeper()
+            other_pkg.register_all()
+
+
+        def helper():
+            ModelRegistry.register_model('HelperMTP', 'beta.m:HelperMTP')
+    """),
+    "beta/more.py": "from vllm import ModelRegistry\n\n\ndef deeper():\n"
+                    "    ModelRegistry.register_model('DeeperMTP', 'beta.m:DeeperMTP')\n",
+    "beta/platform.py": textwrap.dedent("""\
+        def activate():
+            return 'beta.platform.BetaPlatform'
+
+
+        def typed():
+            return 'beta.platform.TypedPlatform'
+
+
+        def unnamed():
+            return 'beta.platform.Unnamed'
+
+
+        def nothing():
+            return None
+
+
+        class BetaPlatform:
+            device_name = 'beta_npu'
+
+
+        class TypedPlatform:
+            device_type: str = 'beta_typed'
+
+
+        class Unnamed:
+            pass
+    """),
+    "other_pkg/__init__.py": "from vllm import ModelRegistry\n\n\ndef register_all():\n"
+                             "    ModelRegistry.register_model('OutsideMTP', 'other_pkg.m:OutsideMTP')\n",
+}
+
+
+def test_a_plugins_entry_points_are_followed_into_its_own_packages_only(tmp_path: Path) -> None:
+    from mtp_audit.resolve.plugins import read_plugin
+
+    for rel, text in PLUGIN_FILES.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    entry_points = ((GENERAL, "beta", "beta:register"), (GENERAL, "missing", "beta.absent:register"),
+                    (GENERAL, "nofunc", "beta.impl:nope [extra]"), (PLATFORM, "beta_p", "beta.platform:activate"),
+                    (PLATFORM, "beta_t", "beta.platform:typed"), (PLATFORM, "beta_u", "beta.platform:unnamed"),
+                    (PLATFORM, "beta_n", "beta.platform:nothing"))
+    plugin = PluginDist("beta", "0.1", tmp_path, entry_points)
+    reading = read_plugin(ModuleIndex(SourceTree(tmp_path, None, None)), plugin)
+    # register is re-exported by the package; helper is in the same module, deeper in another of
+    # the plugin's modules; other_pkg is not the plugin's, so its registration is not followed
+    assert [(r.arch, r.module, r.cls, r.group, r.file, r.line) for r in reading.registrations] == [
+        ("HelperMTP", "beta.m", "HelperMTP", GENERAL, "beta/impl.py", 13),
+        ("DeeperMTP", "beta.m", "DeeperMTP", GENERAL, "beta/more.py", 5),
+    ]
+    # a platform's device_name, else its device_type, else the entry point's name
+    assert reading.platforms == ["beta_n", "beta_npu", "beta_typed", "beta_u"]
+    assert reading.skipped == ["beta 0.1: entry point module beta.absent not found",
+                               "beta/impl.py: no function nope, which entry point beta.impl:nope names"]

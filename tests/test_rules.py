@@ -81,3 +81,30 @@ def test_rules_doc_is_current():
     from mtp_audit.report.rules_doc import DOC, render
 
     assert DOC.read_text() == render(), "docs/rules.md drifted: run `python -m mtp_audit.report.rules_doc`"
+
+
+LOOP = ("def compute_logits(self, hidden_states):\n{start}"
+        "    for hs, lm_head in zip(hidden_states, self.lm_heads):\n"
+        "        out.append(self.logits_processor(lm_head, hs))\n"
+        "    return {returned}\n")
+
+
+@pytest.mark.parametrize(("start", "returned", "collected"), [
+    ("    out = []\n", "out", True),
+    ("    out = [h for h in ()]\n", "out", True),
+    ("    out = list()\n", "out", True),
+    ("    out: list = []\n", "out", True),
+    ("    out = []\n", "[out[0], out[1]]", True),
+    ("    other = []\n    out = make()\n", "out", False),  # another name starts as a list, not this one
+    ("    out = tuple()\n", "out", False),
+    ("    out: tuple = ()\n", "out", False),
+])
+def test_a_head_loop_says_when_it_returns_a_list(start: str, returned: str, collected: bool):
+    code = LOOP.format(start=start, returned=returned)
+    shape = analyze_compute_logits(code, 10)
+    assert shape.rule == "head-loop", shape.reason
+    lines = start.count("\n")
+    header = "for hs, lm_head in zip(hidden_states, self.lm_heads)"
+    loop = f"the head is called once per iteration of a loop (line {11 + lines}: `{header}`)"
+    listed = f"a list of logits is returned (line {13 + lines}: `return {returned}`)"
+    assert shape.reason == (f"{loop}; {listed}" if collected else loop)
