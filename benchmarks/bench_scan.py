@@ -99,8 +99,10 @@ def main() -> None:
         median = statistics.median(values)
         target = TARGETS.get(name)
         verdict = "" if target is None else ("ok" if median / base <= target else "MISSED")
-        print(f"{name:22} {min(values):7.2f} {median:7.2f} {max(values):7.2f} {median / base:6.2f}x "
-              f"{'' if target is None else f'{target:.2f}x':>7} {rss[name]:7.0f}MB {verdict}")
+        print(
+            f"{name:22} {min(values):7.2f} {median:7.2f} {max(values):7.2f} {median / base:6.2f}x "
+            f"{'' if target is None else f'{target:.2f}x':>7} {rss[name]:7.0f}MB {verdict}"
+        )
     print(f"peak RSS limit {RSS_LIMIT_MB} MB: {'ok' if max(rss.values()) <= RSS_LIMIT_MB else 'MISSED'}")
 
 

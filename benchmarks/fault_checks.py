@@ -61,8 +61,9 @@ def wait_gone(group: int, grace: float) -> list[str]:
 
 
 def start(args: list[str], env: dict) -> subprocess.Popen:
-    return subprocess.Popen(command(*args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-                            start_new_session=True)
+    return subprocess.Popen(
+        command(*args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True
+    )
 
 
 def timed(args: list[str], env: dict) -> float:
@@ -111,8 +112,10 @@ class Checks:
         state = snapshot(tree)
         self.kills[("old" if state == self.old else "fixed" if state == self.fixed else "mixed")] += 1
         if state not in (self.old, self.fixed):
-            self.fail(f"kill -9 at {delay:.2f}s: the tree is neither the old nor the fixed one "
-                      f"({sum(state.get(k) != v for k, v in self.fixed.items())} files differ from fixed)")
+            self.fail(
+                f"kill -9 at {delay:.2f}s: the tree is neither the old nor the fixed one "
+                f"({sum(state.get(k) != v for k, v in self.fixed.items())} files differ from fixed)"
+            )
         if leftovers(tree):
             self.fail(f"kill -9 at {delay:.2f}s: left {leftovers(tree)}")
         self.count += 1
@@ -135,8 +138,10 @@ class Checks:
         lines = err.decode(errors="replace").strip().splitlines()
         finished = process.returncode in (0, 1) and not lines  # the run ended before the signal
         if not finished and (process.returncode != 130 or len(lines) != 1 or took > SIGINT_GRACE_S):
-            self.fail(f"SIGINT at {delay:.2f}s of {' '.join(args[:2])}: exit {process.returncode} after "
-                      f"{took:.2f}s, stderr {lines[:3]}{' ...' if len(lines) > 3 else ''}")
+            self.fail(
+                f"SIGINT at {delay:.2f}s of {' '.join(args[:2])}: exit {process.returncode} after "
+                f"{took:.2f}s, stderr {lines[:3]}{' ...' if len(lines) > 3 else ''}"
+            )
         left = wait_gone(process.pid, ORPHAN_GRACE_S)
         if left:
             self.fail(f"SIGINT at {delay:.2f}s of {' '.join(args[:2])}: {len(left)} process(es) left")

@@ -25,9 +25,21 @@ def main() -> None:
     root = Path(__file__).resolve().parent.parent
     env = {**os.environ, "MTP_AUDIT_FUZZ_EXAMPLES": str(args.examples)}
     start = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                             "--hypothesis-show-statistics", str(root / "tests/test_properties.py")],
-                            env=env, cwd=root, check=False)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--hypothesis-show-statistics",
+            str(root / "tests/test_properties.py"),
+        ],
+        env=env,
+        cwd=root,
+        check=False,
+    )
     print(f"{args.examples} examples per property in {time.perf_counter() - start:.0f} s")
     sys.exit(result.returncode)
 

@@ -52,14 +52,22 @@ FailOn = Enum("FailOn", {name: name for name in (*LEVELS, NEVER)}, type=str)  # 
 
 PathArg = Annotated[
     Optional[Path],
-    typer.Argument(metavar="PATH", help="A vLLM checkout, a vllm package directory or a directory of model files. "
-                        "Default: the current directory if it is a vLLM checkout, else the installed vllm."),
+    typer.Argument(
+        metavar="PATH",
+        help="A vLLM checkout, a vllm package directory or a directory of model files. "
+        "Default: the current directory if it is a vLLM checkout, else the installed vllm.",
+    ),
 ]
 ModelOpt = Annotated[
     Optional[list[str]],
-    typer.Option("--model", "-m", metavar="NAME", help="A drafter, case-insensitive: module stem (nemotron_h, "
-                 "nemotron_h_mtp), architecture (NemotronHMTPModel), class (NemotronHMTP) or Hugging Face "
-                 "model_type (deepseek_v3; see scan --by-model-type). Repeatable."),
+    typer.Option(
+        "--model",
+        "-m",
+        metavar="NAME",
+        help="A drafter, case-insensitive: module stem (nemotron_h, "
+        "nemotron_h_mtp), architecture (NemotronHMTPModel), class (NemotronHMTP) or Hugging Face "
+        "model_type (deepseek_v3; see scan --by-model-type). Repeatable.",
+    ),
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the facts cache.")]
 JobsOpt = Annotated[
@@ -72,24 +80,49 @@ JobsOpt = Annotated[
         help="Worker processes for a scan that is not cached: 0 = one per CPU (at most 8), 1 = none.",
     ),
 ]
-VERSION_HELP = ("Audit a released vLLM by number (e.g. 0.34.0) instead of PATH: its wheel's sources are "
-                "downloaded once with pip --no-deps and cached, never installed.")
+VERSION_HELP = (
+    "Audit a released vLLM by number (e.g. 0.34.0) instead of PATH: its wheel's sources are "
+    "downloaded once with pip --no-deps and cached, never installed."
+)
 VersionOpt = Annotated[Optional[str], typer.Option("--vllm-version", metavar="X.Y.Z", help=VERSION_HELP)]
-FixVersionOpt = Annotated[Optional[str], typer.Option(
-    "--vllm-version", metavar="X.Y.Z", help=VERSION_HELP + " Only with --diff or --check: the cached sources "
-                                                           "are never written.")]
+FixVersionOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--vllm-version",
+        metavar="X.Y.Z",
+        help=VERSION_HELP + " Only with --diff or --check: the cached sources are never written.",
+    ),
+]
 
-RunsWithOpt = Annotated[Optional[str], typer.Option(
-    "--vllm", help="For a plugin directory: the vLLM it runs with, a path or a released version "
-                   "(default: the installed vllm). It decides what a fix may call.")]
-NoPluginsOpt = Annotated[bool, typer.Option(
-    "--no-plugins", help="Leave out the installed plugins' registrations (vllm.general_plugins / "
-                         "vllm.platform_plugins entry points): vLLM's own registry only.")]
-PluginPathOpt = Annotated[Optional[list[Path]], typer.Option(
-    "--plugin-path", help="Another directory where plugins are installed (e.g. a pip --target dir; repeatable).")]
+RunsWithOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--vllm",
+        help="For a plugin directory: the vLLM it runs with, a path or a released version "
+        "(default: the installed vllm). It decides what a fix may call.",
+    ),
+]
+NoPluginsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-plugins",
+        help="Leave out the installed plugins' registrations (vllm.general_plugins / "
+        "vllm.platform_plugins entry points): vLLM's own registry only.",
+    ),
+]
+PluginPathOpt = Annotated[
+    Optional[list[Path]],
+    typer.Option(
+        "--plugin-path", help="Another directory where plugins are installed (e.g. a pip --target dir; repeatable)."
+    ),
+]
 
-FollowOpt = Annotated[bool, typer.Option(
-    "--follow-symlinks", help="Read model files that symlinks in the tree lead to outside it (never written).")]
+FollowOpt = Annotated[
+    bool,
+    typer.Option(
+        "--follow-symlinks", help="Read model files that symlinks in the tree lead to outside it (never written)."
+    ),
+]
 
 
 def release(version: str, quiet: bool = False) -> Path:
@@ -143,25 +176,50 @@ SCAN_EXAMPLES = """Examples:
 @app.command("scan", epilog=SCAN_EXAMPLES)
 def scan_command(
     path: PathArg = None,
-    format: Annotated[Format, typer.Option(
-        "--format", "-f", metavar="FORMAT", help="concise (one line per finding), table, json, markdown, "
-                                                 "github (workflow annotations) or sarif.")] = Format.concise,
-    fail_on: Annotated[FailOn, typer.Option(  # type: ignore[valid-type]
-        "--fail-on", metavar="LEVEL", help="Exit 1 when a finding at or above LEVEL exists: "
-                                           f"{', '.join(LEVELS)} (low to high) or {NEVER}.")] = DEFAULT_FAIL_ON,
+    format: Annotated[
+        Format,
+        typer.Option(
+            "--format",
+            "-f",
+            metavar="FORMAT",
+            help="concise (one line per finding), table, json, markdown, github (workflow annotations) or sarif.",
+        ),
+    ] = Format.concise,
+    fail_on: Annotated[
+        FailOn,
+        typer.Option(  # type: ignore[valid-type]
+            "--fail-on",
+            metavar="LEVEL",
+            help=f"Exit 1 when a finding at or above LEVEL exists: {', '.join(LEVELS)} (low to high) or {NEVER}.",
+        ),
+    ] = DEFAULT_FAIL_ON,
     model: ModelOpt = None,
-    verbose: Annotated[bool, typer.Option(
-        "--verbose", "-v", help="concise: every reason, and the speculators that call each drafter.")] = False,
-    show_all: Annotated[bool, typer.Option(
-        "--show-all", help="concise: list the mirror and equivalent records too, not only their count.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="concise: every reason, and the speculators that call each drafter.")
+    ] = False,
+    show_all: Annotated[
+        bool,
+        typer.Option("--show-all", help="concise: list the mirror and equivalent records too, not only their count."),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the exit code, and errors.")] = False,
     vllm_version: VersionOpt = None,
-    compare: Annotated[Optional[tuple[str, str]], typer.Option(
-        "--compare", metavar="OLD NEW", help="Two released versions (e.g. 0.33.0 0.34.0): which drafters "
-                                             "changed status. Takes no PATH or --vllm-version.")] = None,
-    by_model_type: Annotated[bool, typer.Option(
-        "--by-model-type", help="Print the Hugging Face model_type -> drafter mapping of the speculative "
-                                "config, with each drafter's status.")] = False,
+    compare: Annotated[
+        Optional[tuple[str, str]],
+        typer.Option(
+            "--compare",
+            metavar="OLD NEW",
+            help="Two released versions (e.g. 0.33.0 0.34.0): which drafters "
+            "changed status. Takes no PATH or --vllm-version.",
+        ),
+    ] = None,
+    by_model_type: Annotated[
+        bool,
+        typer.Option(
+            "--by-model-type",
+            help="Print the Hugging Face model_type -> drafter mapping of the speculative "
+            "config, with each drafter's status.",
+        ),
+    ] = False,
     no_cache: NoCacheOpt = False,
     jobs: JobsOpt = 0,
     runs_with: RunsWithOpt = None,
@@ -170,8 +228,15 @@ def scan_command(
     follow_symlinks: FollowOpt = False,
 ) -> None:
     """Report every registered drafter on every platform: supported, fixable, manual or not applicable."""
-    check_scan_options(format.value, compare is not None, by_model_type, path is not None or bool(vllm_version),
-                       bool(model), verbose, show_all)
+    check_scan_options(
+        format.value,
+        compare is not None,
+        by_model_type,
+        path is not None or bool(vllm_version),
+        bool(model),
+        verbose,
+        show_all,
+    )
     if compare:
         from .report.compare import compare_releases, render_compare
 
@@ -180,24 +245,38 @@ def scan_command(
         if not quiet:
             render_compare(changes, compare, format.value, console(), output_width())
         raise typer.Exit(exit_codes.OK)
-    tree = resolve_tree(path, vllm_version, _progress(quiet), runs_with=runs_with, plugins=not no_plugins,
-                        plugin_paths=plugin_path,
-                        follow_symlinks=follow_symlinks)
+    tree = resolve_tree(
+        path,
+        vllm_version,
+        _progress(quiet),
+        runs_with=runs_with,
+        plugins=not no_plugins,
+        plugin_paths=plugin_path,
+        follow_symlinks=follow_symlinks,
+    )
     if not tree.is_vllm:
         from .resolve.registry import PLUGIN_HEURISTIC
 
-        with_vllm = (f"running with vLLM {tree.vllm_version or '(version unknown)'} at {tree.runs_with.root}"
-                     if tree.runs_with else "no vLLM found to run with (--vllm names one)")
-        print(f"note: {tree.root} has no vllm/ registry; scanning it as a plugin directory ({with_vllm}): "
-              f"architectures from its register_model calls, then {PLUGIN_HEURISTIC} that no registration "
-              "names, reported with arch null", file=sys.stderr)
+        with_vllm = (
+            f"running with vLLM {tree.vllm_version or '(version unknown)'} at {tree.runs_with.root}"
+            if tree.runs_with
+            else "no vLLM found to run with (--vllm names one)"
+        )
+        print(
+            f"note: {tree.root} has no vllm/ registry; scanning it as a plugin directory ({with_vllm}): "
+            f"architectures from its register_model calls, then {PLUGIN_HEURISTIC} that no registration "
+            "names, reported with arch null",
+            file=sys.stderr,
+        )
     result = run_scan(tree, no_cache, jobs)
     for note in result.notes:
         print(f"warning: plugin registration not read: {note}", file=sys.stderr)
     if not tree.is_vllm and not result.records and not result.parse_errors:
-        raise UsageError(f"{tree.root}: no drafter found: no vllm/model_executor/models/registry.py, no "
-                         f"register_model call and no {PLUGIN_HEURISTIC}; give a vLLM checkout, a vllm package "
-                         "or a plugin's model directory")
+        raise UsageError(
+            f"{tree.root}: no drafter found: no vllm/model_executor/models/registry.py, no "
+            f"register_model call and no {PLUGIN_HEURISTIC}; give a vLLM checkout, a vllm package "
+            "or a plugin's model directory"
+        )
     if by_model_type:
         from .report.model_types import model_type_rows, render_model_types
 
@@ -211,10 +290,18 @@ def scan_command(
     if not quiet:
         _render_scan(result, format, verbose, show_all)
     for u in result.unresolved:
-        print(f"warning: {u.arch} -> {u.module}.{u.cls} does not resolve on {','.join(u.platforms)}: {u.reason}",
-              file=sys.stderr)
-    raise typer.Exit(exit_codes.scan_exit(len(findings(result.records, fail_on.value)), bool(result.unresolved),
-                                          bool(result.parse_errors), fail_on.value == NEVER))
+        print(
+            f"warning: {u.arch} -> {u.module}.{u.cls} does not resolve on {','.join(u.platforms)}: {u.reason}",
+            file=sys.stderr,
+        )
+    raise typer.Exit(
+        exit_codes.scan_exit(
+            len(findings(result.records, fail_on.value)),
+            bool(result.unresolved),
+            bool(result.parse_errors),
+            fail_on.value == NEVER,
+        )
+    )
 
 
 @app.command("fix")
@@ -224,18 +311,36 @@ def fix_command(
     sweep_all: Annotated[bool, typer.Option("--all", help="Fix every missing_fixable drafter.")] = False,
     diff: Annotated[bool, typer.Option("--diff", help="Print the unified diff; write nothing.")] = False,
     check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if a change is needed.")] = False,
-    pr_body: Annotated[Optional[Path], typer.Option(
-        "--pr-body", help="Write a pull-request description (Purpose / Test Plan / Test Result) to this file.")] = None,
-    verify_report: Annotated[Optional[Path], typer.Option(
-        "--verify-report", help="With --pr-body or --patches: a `verify --json` file whose results go under "
-                                "Test Result.")] = None,
-    patches: Annotated[Optional[Path], typer.Option(
-        "--patches", help="Write nothing into the tree: a `git am` series into this folder, one patch per model "
-                          "family (the change, its PR description, a test), and an index README.md.")] = None,
-    factor_pre_head: Annotated[bool, typer.Option(
-        "--factor-pre-head", help="Move a pre-head block of more than 3 statements into one private helper "
-                                  "(_pre_head) that compute_logits and get_top_tokens both call; compute_logits "
-                                  "changes, and must equal its old self with the helper inlined.")] = False,
+    pr_body: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--pr-body", help="Write a pull-request description (Purpose / Test Plan / Test Result) to this file."
+        ),
+    ] = None,
+    verify_report: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--verify-report",
+            help="With --pr-body or --patches: a `verify --json` file whose results go under Test Result.",
+        ),
+    ] = None,
+    patches: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--patches",
+            help="Write nothing into the tree: a `git am` series into this folder, one patch per model "
+            "family (the change, its PR description, a test), and an index README.md.",
+        ),
+    ] = None,
+    factor_pre_head: Annotated[
+        bool,
+        typer.Option(
+            "--factor-pre-head",
+            help="Move a pre-head block of more than 3 statements into one private helper "
+            "(_pre_head) that compute_logits and get_top_tokens both call; compute_logits "
+            "changes, and must equal its old self with the helper inlined.",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stderr.")] = False,
     vllm_version: FixVersionOpt = None,
     no_cache: NoCacheOpt = False,
@@ -250,8 +355,16 @@ def fix_command(
     Needs --model NAME (repeatable) or --all. Ends with a total: methods, files, refused (why), skipped.
     With --patches, writes a git am series instead, one patch per model family.
     """
-    check_fix_options(bool(model), sweep_all, diff, check, pr_body is not None, patches is not None,
-                      verify_report is not None, bool(vllm_version))
+    check_fix_options(
+        bool(model),
+        sweep_all,
+        diff,
+        check,
+        pr_body is not None,
+        patches is not None,
+        verify_report is not None,
+        bool(vllm_version),
+    )
     from .apply.write import unified_diff
     from .cache import FactsCache
     from .fanout import resolve_jobs
@@ -262,10 +375,18 @@ def fix_command(
     if pr_body is not None:
         check_output(pr_body, "--pr-body")
     workers = resolve_jobs(jobs)
-    tree = resolve_tree(path, vllm_version, _progress(quiet), runs_with=runs_with, plugins=not no_plugins,
-                        plugin_paths=plugin_path, follow_symlinks=follow_symlinks)
-    result = plan_fix(tree, model, sweep_all, None if no_cache else FactsCache(), model_types(tree), workers,
-                      factor_pre_head)
+    tree = resolve_tree(
+        path,
+        vllm_version,
+        _progress(quiet),
+        runs_with=runs_with,
+        plugins=not no_plugins,
+        plugin_paths=plugin_path,
+        follow_symlinks=follow_symlinks,
+    )
+    result = plan_fix(
+        tree, model, sweep_all, None if no_cache else FactsCache(), model_types(tree), workers, factor_pre_head
+    )
     if result.refusal and not quiet:
         print(f"mtp-audit: no fix written into this plugin: {result.refusal}", file=sys.stderr)
     targets = "--all" if sweep_all else " ".join(f"--model {name}" for name in model or [])
@@ -355,17 +476,32 @@ def verify_command(
     if json_out is not None:
         import json
 
-        write_output(json_out, json.dumps({"vllm_version": tree.vllm_version, "summary": summary_line(outcomes),
-                                           "results": outcomes_json(outcomes)}, indent=2) + "\n", "--json")
+        write_output(
+            json_out,
+            json.dumps(
+                {
+                    "vllm_version": tree.vllm_version,
+                    "summary": summary_line(outcomes),
+                    "results": outcomes_json(outcomes),
+                },
+                indent=2,
+            )
+            + "\n",
+            "--json",
+        )
     mismatches = [o for o in outcomes if o.verdict == Verdict.MISMATCH]
     unverified = [o for o in outcomes if o.verdict == Verdict.NOT_VERIFIED]
     if not quiet:
         for outcome in mismatches:
-            print(f"MISMATCH {outcome.record.arch} {outcome.record.cls} TP {outcome.tp}: {outcome.detail}",
-                  file=sys.stderr)
+            print(
+                f"MISMATCH {outcome.record.arch} {outcome.record.cls} TP {outcome.tp}: {outcome.detail}",
+                file=sys.stderr,
+            )
         for outcome in unverified:
-            print(f"not verified: {outcome.record.arch} {outcome.record.cls} TP {outcome.tp or '-'}: {outcome.detail}",
-                  file=sys.stderr)
+            print(
+                f"not verified: {outcome.record.arch} {outcome.record.cls} TP {outcome.tp or '-'}: {outcome.detail}",
+                file=sys.stderr,
+            )
         print(f"mtp-audit verify: {summary_line(outcomes)}", file=sys.stderr)
     if emit_test is not None:
         passing = [o for o in outcomes if o.verdict == Verdict.PASS and o.recipe is not None]
@@ -388,8 +524,11 @@ def pre_commit_command(
     tree = checkout(Path.cwd())
     records = touched_drafters(tree, Path.cwd(), files or [])
     for record in records:
-        print(f"{record.file}:{record.line}: {record.arch or record.cls} ({record.cls}) has no get_top_tokens; "
-              f"`mtp-audit fix --model {record.arch or record.cls}` writes it ({record.reason})", file=sys.stderr)
+        print(
+            f"{record.file}:{record.line}: {record.arch or record.cls} ({record.cls}) has no get_top_tokens; "
+            f"`mtp-audit fix --model {record.arch or record.cls}` writes it ({record.reason})",
+            file=sys.stderr,
+        )
     if fix and records:
         from .apply.plan import Action
 
@@ -431,8 +570,11 @@ def main() -> None:
         print(f"mtp-audit: {where}{error.strerror or error}", file=sys.stderr)
         sys.exit(2)
     except Exception as error:  # a bug of ours: one line, exit 2; MTP_AUDIT_DEBUG=1 shows the traceback
-        print(f"mtp-audit: internal error: {type(error).__name__}: {error} (set MTP_AUDIT_DEBUG=1 for the "
-              "traceback, and please report it)", file=sys.stderr)
+        print(
+            f"mtp-audit: internal error: {type(error).__name__}: {error} (set MTP_AUDIT_DEBUG=1 for the "
+            "traceback, and please report it)",
+            file=sys.stderr,
+        )
         if os.environ.get("MTP_AUDIT_DEBUG"):
             traceback.print_exception(error)
         sys.exit(2)

@@ -36,8 +36,13 @@ _FIELDS: dict[type, tuple[str, ...]] = {}  # node type -> its field names
 def _kind(value_type: type) -> int:
     kind = _KINDS.get(value_type)
     if kind is None:
-        kind = _KINDS[value_type] = (_NODE if issubclass(value_type, cst.CSTNode)
-                                     else _SEQUENCE if issubclass(value_type, (list, tuple)) else _OTHER)
+        kind = _KINDS[value_type] = (
+            _NODE
+            if issubclass(value_type, cst.CSTNode)
+            else _SEQUENCE
+            if issubclass(value_type, (list, tuple))
+            else _OTHER
+        )
     return kind
 
 

@@ -209,8 +209,9 @@ def _classify_chunk(positions: list[int]) -> tuple[list[tuple[int, Resolution]],
     return (*_classify(state.scanner, state.entries, positions), _harvest(state))
 
 
-def _classify_with_workers(scanner: Scanner, entries: list[RegistryEntry], chunks: list[list[int]],
-                           jobs: int, unstored: list[str]) -> list[Classified]:
+def _classify_with_workers(
+    scanner: Scanner, entries: list[RegistryEntry], chunks: list[list[int]], jobs: int, unstored: list[str]
+) -> list[Classified]:
     """Every chunk classified, by ``jobs - 1`` forked workers taking chunks from the front and this
     process taking them from the back until it meets a chunk a worker has begun; a worker first
     caches the ``unstored`` facts."""
@@ -245,8 +246,12 @@ def forked_pool(workers: int, state: Inherited | None = None) -> Iterator[Proces
     """A fork pool whose workers die with this process and hold ``state`` (a scan's; inherited
     by the fork, not pickled); on an exception (Ctrl-C) they are killed at once instead of
     being waited for."""
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
-                               initializer=_start_worker, initargs=(os.getpid(), state))
+    pool = ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_start_worker,
+        initargs=(os.getpid(), state),
+    )
     try:
         yield pool
     except BaseException:
@@ -270,8 +275,9 @@ def forked(jobs: int) -> Resolve | None:
     return resolve
 
 
-def resolve_in_workers(scanner: Scanner, entries: list[RegistryEntry],
-                       jobs: int) -> tuple[list[Resolution], list[Unresolved]]:
+def resolve_in_workers(
+    scanner: Scanner, entries: list[RegistryEntry], jobs: int
+) -> tuple[list[Resolution], list[Unresolved]]:
     """``scanner.resolve_here(entries)``, computed by ``jobs`` forked workers."""
     chunks = chunk_entries(entries, jobs * CHUNKS_PER_WORKER)
     # Two indexing workers, one reading the modules that resolution reaches, one walking

@@ -27,9 +27,15 @@ from .scan import Scanner, scan
 from .select import select
 
 
-def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
-             cache: FactsCache | None, model_types: dict[str, list[str]] | None = None,
-             jobs: int = 1, factor_pre_head: bool = False) -> FixResult:
+def plan_fix(
+    tree: SourceTree,
+    models: list[str] | None,
+    sweep_all: bool,
+    cache: FactsCache | None,
+    model_types: dict[str, list[str]] | None = None,
+    jobs: int = 1,
+    factor_pre_head: bool = False,
+) -> FixResult:
     """``jobs`` workers rewrite the files; the scan stays in this process, whose analyses the
     blast-radius check reuses. ``factor_pre_head``: long pre-head blocks go into a shared helper."""
     memo.use_cache(cache)  # before forking: the workers read cached mirrors too
@@ -55,8 +61,14 @@ def plan_fix(tree: SourceTree, models: list[str] | None, sweep_all: bool,
             rewrites, failures = _rewrites(scanner, plan.insertions, worker, jobs, factor_pre_head)
             if not failures:
                 kept = [i.target for i in plan.insertions]
-                return FixResult(tree, plan, rewrites, refusal, [i for i in inheritors if i.base in kept],
-                                 [n for n in notes if all(k in kept for k in n.into)])
+                return FixResult(
+                    tree,
+                    plan,
+                    rewrites,
+                    refusal,
+                    [i for i in inheritors if i.base in kept],
+                    [n for n in notes if all(k in kept for k in n.into)],
+                )
             for outcome in plan.outcomes:  # a drafter is fixed whole or not at all
                 failed = [failures[i.target] for i in outcome.insertions if i.target in failures]
                 if outcome.action == Action.FIX and failed:
@@ -71,12 +83,16 @@ def _without_local_argmax(tree: SourceTree) -> str | None:
     if tree.is_vllm:
         return None
     if tree.runs_with is None:
-        return ("no vLLM found that this plugin runs with (none installed): pass --vllm PATH|VERSION; a "
-                "get_top_tokens calls its LogitsProcessor.get_top_tokens")
+        return (
+            "no vLLM found that this plugin runs with (none installed): pass --vllm PATH|VERSION; a "
+            "get_top_tokens calls its LogitsProcessor.get_top_tokens"
+        )
     if not local_argmax_in(tree.runs_with):
-        return (f"this plugin runs with vLLM {tree.runs_with.vllm_version or '(version unknown)'} "
-                f"({tree.runs_with.root}), whose LogitsProcessor has no get_top_tokens (vLLM 0.20 and later): "
-                "the method would call what that vLLM does not have")
+        return (
+            f"this plugin runs with vLLM {tree.runs_with.vllm_version or '(version unknown)'} "
+            f"({tree.runs_with.root}), whose LogitsProcessor has no get_top_tokens (vLLM 0.20 and later): "
+            "the method would call what that vLLM does not have"
+        )
     return None
 
 
@@ -100,9 +116,11 @@ def _keep_plugin_fixes_in_plugins(tree: SourceTree, plan: Plan) -> None:
         if into_vllm:
             where = ", ".join(f"{k.name} ({k.module})" for k in into_vllm)
             outcome.action, outcome.insertions = Action.REFUSED, []
-            outcome.reason = (f"the mirror would go into vLLM's {where}, where compute_logits is defined; a fix of "
-                              f"{outcome.record.source}'s drafter writes only into the plugin: give "
-                              f"{outcome.record.cls} its own get_top_tokens by hand, or fix vLLM")
+            outcome.reason = (
+                f"the mirror would go into vLLM's {where}, where compute_logits is defined; a fix of "
+                f"{outcome.record.source}'s drafter writes only into the plugin: give "
+                f"{outcome.record.cls} its own get_top_tokens by hand, or fix vLLM"
+            )
     kept = {i.target for o in plan.outcomes if o.action == Action.FIX for i in o.insertions}
     plan.insertions = [i for i in plan.insertions if i.target in kept]
 
@@ -152,8 +170,9 @@ def _chunks(jobs: list[FileJob], count: int) -> list[list[FileJob]]:
     return [chunk for chunk in chunks if chunk]
 
 
-def _rewrites(scanner: Scanner, insertions: list[Insertion], worker: WarmWorker | None, jobs: int,
-              factor_pre_head: bool = False) -> tuple[list[Rewrite], dict]:
+def _rewrites(
+    scanner: Scanner, insertions: list[Insertion], worker: WarmWorker | None, jobs: int, factor_pre_head: bool = False
+) -> tuple[list[Rewrite], dict]:
     """Rewrite every touched file, in the worker's forks when there is one (one ruff run per chunk)."""
     by_module: dict[str, list[Insertion]] = {}
     for insertion in insertions:
@@ -167,8 +186,9 @@ def _rewrites(scanner: Scanner, insertions: list[Insertion], worker: WarmWorker 
         try:
             source, encodings[facts.path] = decode_source(path.read_bytes())
         except (OSError, NotDecodable) as error:
-            raise UsageError(f"{facts.path}: cannot be read ({getattr(error, 'strerror', None) or error}); "
-                             "nothing written") from None
+            raise UsageError(
+                f"{facts.path}: cannot be read ({getattr(error, 'strerror', None) or error}); nothing written"
+            ) from None
         files.append(FileJob(facts.path, source, group, _binds_torch(facts), factor_pre_head))
     if not files:
         return [], {}
@@ -176,8 +196,11 @@ def _rewrites(scanner: Scanner, insertions: list[Insertion], worker: WarmWorker 
         outcomes = {job.path: outcome for job, outcome in zip(files, _rewrite_chunk(files))}
     else:
         chunks = _chunks(files, jobs)
-        outcomes = {job.path: outcome for chunk, done in zip(chunks, worker.map(_rewrite_chunk, chunks))
-                    for job, outcome in zip(chunk, done)}
+        outcomes = {
+            job.path: outcome
+            for chunk, done in zip(chunks, worker.map(_rewrite_chunk, chunks))
+            for job, outcome in zip(chunk, done)
+        }
     rewrites, failures = [], {}
     for job in files:
         outcome = outcomes[job.path]

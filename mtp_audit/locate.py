@@ -37,9 +37,7 @@ def locate(path: Path | None) -> SourceTree:
     if (path / REGISTRY).is_file() and path.name == "vllm":
         return _vllm_tree(path.parent)
     if (path / "vllm").is_dir() or path.name == "vllm":
-        raise UsageError(
-            f"{path}: looks like vLLM but has no {REGISTRY}; is the tree complete?"
-        )
+        raise UsageError(f"{path}: looks like vLLM but has no {REGISTRY}; is the tree complete?")
     if not any(path.rglob("*.py")):
         raise UsageError(f"{path}: no Python files here; give a vLLM checkout or a directory of model files")
     return SourceTree(root=path, package_dir=None, vllm_version=None)
@@ -95,10 +93,7 @@ def has_local_argmax(logits_processor_source: str) -> bool:
     return any(
         isinstance(node, ast.ClassDef)
         and node.name == "LogitsProcessor"
-        and any(
-            isinstance(item, ast.FunctionDef) and item.name == "get_top_tokens"
-            for item in node.body
-        )
+        and any(isinstance(item, ast.FunctionDef) and item.name == "get_top_tokens" for item in node.body)
         for node in module.body
     )
 

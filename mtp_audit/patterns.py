@@ -15,9 +15,7 @@ HEAD_CALL = m.Call(func=m.Attribute(value=SELF, attr=m.Name("logits_processor"))
 SELF_DELEGATE_CALL = m.Call(
     func=m.Attribute(value=m.Attribute(value=SELF, attr=m.Name()), attr=m.Name("compute_logits"))
 )
-SUPER_CALL = m.Call(
-    func=m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("compute_logits"))
-)
+SUPER_CALL = m.Call(func=m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("compute_logits")))
 # Whatever produces the logits of a compute_logits a mirror can be written for.
 LOGITS_CALL = HEAD_CALL | SELF_DELEGATE_CALL | SUPER_CALL
 DOCSTRING = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString() | m.ConcatenatedString())])

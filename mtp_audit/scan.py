@@ -90,8 +90,11 @@ class Scanner:
             name = declared_config(source, item.name, item.line)
             if name is None:
                 continue
-            found = [k for k in resolve_name(self.index, item.module, name.split(".")[0], platform)
-                     if isinstance(k, ClassKey)]
+            found = [
+                k
+                for k in resolve_name(self.index, item.module, name.split(".")[0], platform)
+                if isinstance(k, ClassKey)
+            ]
             declared = f"{found[0].module}.{found[0].name}" if found else name
             break
         drafter = self.callers.drafter(entry.arch, key.name, declared)
@@ -105,8 +108,9 @@ class Scanner:
                 source = self.index.read_bytes(self.tree.root / file)
             except OSError:  # named where its facts were read; nothing declared that can be seen
                 source = b""
-            self._config_text[file] = (source.decode("utf-8", "replace")
-                                       if b"speculator_config_class" in source else None)
+            self._config_text[file] = (
+                source.decode("utf-8", "replace") if b"speculator_config_class" in source else None
+            )
         return self._config_text[file]
 
     def entries(self) -> list[RegistryEntry]:
@@ -179,8 +183,8 @@ class Scanner:
                     res = resolutions.get((entry, key))
                     if res is None:
                         res = resolutions[(entry, key)] = Resolution(
-                            entry, key, labels=labels, proxy=not in_tree,
-                            contract=self.contract(entry, key, platform))
+                            entry, key, labels=labels, proxy=not in_tree, contract=self.contract(entry, key, platform)
+                        )
                     res.analyses[platform] = self.analyzers[platform].analyze(key, contract=res.contract)
             mine = [r for r in resolutions.values() if r.entry == entry]
             for res in mine:  # a record of plugin platforms alone lists no in-tree ones
@@ -190,8 +194,12 @@ class Scanner:
                     unresolved.append(Unresolved(entry.arch, entry.module, entry.cls, platforms, why))
         out = list(resolutions.values())
         if not self.tree.is_vllm:  # heuristic finds: keep those with a logits method somewhere
-            out = [r for r in out if r.entry.registry != "heuristic"
-                   or any(a.compute_logits or a.get_top_tokens for a in r.analyses.values())]
+            out = [
+                r
+                for r in out
+                if r.entry.registry != "heuristic"
+                or any(a.compute_logits or a.get_top_tokens for a in r.analyses.values())
+            ]
         return out, unresolved
 
     def import_failure(self, entry: RegistryEntry, key: ClassKey, platform: str) -> str | None:
@@ -216,9 +224,11 @@ class Scanner:
             status=analysis.status,
             reason=analysis.reason,
             compute_logits=location(analysis.compute_logits.owner, analysis.compute_logits.method.line)
-            if analysis.compute_logits else None,
+            if analysis.compute_logits
+            else None,
             get_top_tokens=location(analysis.get_top_tokens.owner, analysis.get_top_tokens.method.line)
-            if analysis.get_top_tokens else None,
+            if analysis.get_top_tokens
+            else None,
             delegates=[location(d, d.line) for d in analysis.delegates],
             consistency=analysis.consistency,
             rule=analysis.rule,
@@ -251,12 +261,12 @@ class Scanner:
 class Resolve(Protocol):
     """``scanner.resolve_here(entries)``, computed some other way (``fanout.forked``: in worker processes)."""
 
-    def __call__(self, scanner: Scanner,
-                 entries: list[RegistryEntry]) -> tuple[list[Resolution], list[Unresolved]]: ...
+    def __call__(self, scanner: Scanner, entries: list[RegistryEntry]) -> tuple[list[Resolution], list[Unresolved]]: ...
 
 
-def scan(tree: SourceTree, cache: FactsCache | None = None,
-         resolve: Resolve | None = None) -> tuple[ScanResult, Scanner, list[Resolution]]:
+def scan(
+    tree: SourceTree, cache: FactsCache | None = None, resolve: Resolve | None = None
+) -> tuple[ScanResult, Scanner, list[Resolution]]:
     """Run the pipeline; ``scanner.index.observed`` then says what the result depends on.
 
     ``resolve``, when given, does the resolving and classifying (see fanout.forked).

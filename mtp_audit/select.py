@@ -25,8 +25,13 @@ def names_of(record: DrafterRecord) -> set[str]:
     return names - GENERIC_STEMS
 
 
-def select(records: list[DrafterRecord], wanted: list[str], *, single_module: bool,
-           model_types: dict[str, list[str]] | None = None) -> list[DrafterRecord]:
+def select(
+    records: list[DrafterRecord],
+    wanted: list[str],
+    *,
+    single_module: bool,
+    model_types: dict[str, list[str]] | None = None,
+) -> list[DrafterRecord]:
     """Records matching any of ``wanted``; a name that matches nothing is a usage error.
 
     A name that is no drafter's but a Hugging Face ``model_type`` that the

@@ -45,8 +45,9 @@ def release_tree(version: str, *, offline: bool = False, progress: Progress | No
         raise UsageError(f"vLLM {version} is not in the cache ({target}) and --offline was given")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
-        with (progress or nullcontext)(f"downloading the vllm=={version} wheel with pip, once: its vllm/*.py "
-                                   f"are kept in {target}"):
+        with (progress or nullcontext)(
+            f"downloading the vllm=={version} wheel with pip, once: its vllm/*.py are kept in {target}"
+        ):
             wheel = _download(version, Path(scratch))
         staging = Path(scratch) / "tree"
         with zipfile.ZipFile(wheel) as archive:
@@ -61,8 +62,19 @@ def release_tree(version: str, *, offline: bool = False, progress: Progress | No
 
 
 def _download(version: str, into: Path) -> Path:
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--disable-pip-version-check", "--quiet", "-d", str(into), f"vllm=={version}"]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--quiet",
+        "-d",
+        str(into),
+        f"vllm=={version}",
+    ]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     wheels = sorted(into.glob("vllm-*.whl"))
     if result.returncode != 0 or not wheels:
@@ -84,8 +96,19 @@ def released_wheel(name: str, version: str, *, progress: Progress | None = None)
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
         with (progress or nullcontext)(f"downloading the {name}=={version} wheel with pip, once, into {target}"):
-            command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                       "--disable-pip-version-check", "--quiet", "-d", scratch, f"{name}=={version}"]
+            command = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--disable-pip-version-check",
+                "--quiet",
+                "-d",
+                scratch,
+                f"{name}=={version}",
+            ]
             result = subprocess.run(command, capture_output=True, text=True, check=False)
         wheels = sorted(Path(scratch).glob("*.whl"))
         if result.returncode != 0 or not wheels:

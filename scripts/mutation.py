@@ -39,17 +39,43 @@ GROUPS = {
     "classify": ["mtp_audit.classify.*"],
     "platforms": ["mtp_audit.index.platforms.*"],
     # the dispatch interpreter of the facts: module-level statements and __getattr__, per platform
-    "dispatch": [_INDEX + name for name in (
-        "facts.x_extract_facts__*", "facts.x__reads_platform__*", "ast_tools.x_absolute_module__*",
-        "ast_tools.x_dotted__*", "ast_tools.x__blocks__*", "ast_tools.x_walk_statements__*",
-        "interpreter.x__is_all__*", "interpreter.xǁ_Interpreterǁ*", "interpreter.x__raise_reason__*",
-        "module_getattr.x__lazy_candidates__*", "module_getattr.x__evaluate_getattr__*",
-        "module_getattr.x__run_function_body__*", "module_getattr.x__return_value__*")],
+    "dispatch": [
+        _INDEX + name
+        for name in (
+            "facts.x_extract_facts__*",
+            "facts.x__reads_platform__*",
+            "ast_tools.x_absolute_module__*",
+            "ast_tools.x_dotted__*",
+            "ast_tools.x__blocks__*",
+            "ast_tools.x_walk_statements__*",
+            "interpreter.x__is_all__*",
+            "interpreter.xǁ_Interpreterǁ*",
+            "interpreter.x__raise_reason__*",
+            "module_getattr.x__lazy_candidates__*",
+            "module_getattr.x__evaluate_getattr__*",
+            "module_getattr.x__run_function_body__*",
+            "module_getattr.x__return_value__*",
+        )
+    ],
 }
 # mutmut's exit codes (mutmut/stats.py); anything else is "suspicious"
-STATUS = {1: "killed", 3: "killed", 36: "timeout", -24: "timeout", 24: "timeout", 152: "timeout", 255: "timeout",
-          0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", 37: "killed", None: "not run",
-          -9: "segfault", -11: "segfault"}
+STATUS = {
+    1: "killed",
+    3: "killed",
+    36: "timeout",
+    -24: "timeout",
+    24: "timeout",
+    152: "timeout",
+    255: "timeout",
+    0: "survived",
+    5: "no tests",
+    33: "no tests",
+    34: "skipped",
+    37: "killed",
+    None: "not run",
+    -9: "segfault",
+    -11: "segfault",
+}
 KILLED = ("killed", "timeout")  # a mutant that never finishes is caught by the time limit
 
 
@@ -59,8 +85,10 @@ KILLED = ("killed", "timeout")  # a mutant that never finishes is caught by the 
 SAMPLE = [
     # the rewrite gate: skipped, blinded, or letting edits through
     ("mtp_audit.apply.rewrite.x_rewrite_file", "check_rewrite(None, old_tree)"),
-    ("mtp_audit.apply.rewrite.x_rewrite_file",
-     "missing = [i for i in insertions if (i.target.name, i.target.line) in classes]"),
+    (
+        "mtp_audit.apply.rewrite.x_rewrite_file",
+        "missing = [i for i in insertions if (i.target.name, i.target.line) in classes]",
+    ),
     ("mtp_audit.apply.rewrite.x_check_rewrite", "if inserted is not None:"),
     ("mtp_audit.apply.rewrite.x_check_rewrite", "if [c.name for c in old_all] == [c.name for c in new_all]:"),
     ("mtp_audit.apply.rewrite.x_check_rewrite", "added = 1"),
@@ -72,24 +100,34 @@ SAMPLE = [
     ("mtp_audit.index.interpreter.xǁ_Interpreterǁmerge", "if first.error or second.error:"),
     ("mtp_audit.index.interpreter.xǁ_Interpreterǁmerge", "branches = [b for b in (first, second) if b.error]"),
     ("mtp_audit.index.platforms.x_evaluate", "return None if inner is None else inner"),
-    ("mtp_audit.index.platforms.x_evaluate",
-     "return platform not in PLATFORM_PREDICATES[predicate] if predicate in PLATFORM_PREDICATES else None"),
+    (
+        "mtp_audit.index.platforms.x_evaluate",
+        "return platform not in PLATFORM_PREDICATES[predicate] if predicate in PLATFORM_PREDICATES else None",
+    ),
     # following names: cycles, a platform's import error, star imports
     ("mtp_audit.resolve.names.x_resolve_name", "seen = _seen & {key}"),
     ("mtp_audit.resolve.names.x_resolve_name", "error = index.import_error(platform)"),
     ("mtp_audit.resolve.names.x_resolve_name", "if all(isinstance(r, Missing) for r in found):"),
     # the registry: which classes are drafters
-    ("mtp_audit.resolve.registry.x_read_registry",
-     "if OTHER_DICT_DRAFTER.search(arch) and OTHER_DICT_DRAFTER.search(cls):"),
+    (
+        "mtp_audit.resolve.registry.x_read_registry",
+        "if OTHER_DICT_DRAFTER.search(arch) and OTHER_DICT_DRAFTER.search(cls):",
+    ),
     ("mtp_audit.resolve.registry.x__entries", "if arch is None or len(pair) != 2 or None not in pair:"),
-    ("mtp_audit.resolve.registry.x__entries", "if all(part.isidentifier() for part in module_name.split(\".\")):"),
+    ("mtp_audit.resolve.registry.x__entries", 'if all(part.isidentifier() for part in module_name.split(".")):'),
     # the call contract: binding a caller's arguments
     ("mtp_audit.classify.calls.x_bind", "if call.positional >= len(positional) and not star:"),
     ("mtp_audit.classify.calls.x_bind", "elif starstar:"),
 ]
 # In-process tests that reach the sampled functions; the rest of the selection is not needed.
-SAMPLE_TESTS = ["tests/test_rewrite_gate.py", "tests/test_mro.py", "tests/test_dispatch.py", "tests/test_names.py",
-                "tests/test_registry.py", "tests/test_calls.py"]
+SAMPLE_TESTS = [
+    "tests/test_rewrite_gate.py",
+    "tests/test_mro.py",
+    "tests/test_dispatch.py",
+    "tests/test_names.py",
+    "tests/test_registry.py",
+    "tests/test_calls.py",
+]
 _COPIED = ["mtp_audit", "templates", "tests", "docs"]
 _GENERATE = """
 import json, sys
@@ -106,6 +144,7 @@ print(json.dumps(diffs))
 
 def _sample_config(text: str, sources: list[str]) -> str:
     """pyproject.toml with mutmut limited to the sampled files and their tests."""
+
     def replace(key: str, values: list[str], text: str) -> str:
         pattern = re.compile(rf"^{key} = \[.*?^\]$|^{key} = \[.*?\]$", re.MULTILINE | re.DOTALL)
         assert pattern.search(text), f"{key} not found in [tool.mutmut]"
@@ -127,8 +166,14 @@ def run_sample(jobs: int) -> int:
             (shutil.copytree if (ROOT / item).is_dir() else shutil.copy)(ROOT / item, work / item)
         (work / "pyproject.toml").write_text(_sample_config((ROOT / "pyproject.toml").read_text(), sources))
         metas = {f"mutants/{source}.meta": source for source in sources}
-        made = subprocess.run([sys.executable, "-c", _GENERATE, json.dumps(metas)], cwd=work, env=env,
-                              capture_output=True, text=True, check=False)
+        made = subprocess.run(
+            [sys.executable, "-c", _GENERATE, json.dumps(metas)],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if made.returncode:
             print(made.stdout[-3000:], made.stderr[-3000:], "generating the sample's mutants failed", sep="\n")
             return 2
@@ -136,8 +181,12 @@ def run_sample(jobs: int) -> int:
         generated = time.monotonic() - start
         chosen, stale = {}, []
         for function, line in SAMPLE:
-            found = [name for name, diff in diffs.items() if name.startswith(function + "__mutmut_")
-                     and any(d[1:].strip() == line for d in diff.splitlines() if d.startswith("+ "))]
+            found = [
+                name
+                for name, diff in diffs.items()
+                if name.startswith(function + "__mutmut_")
+                and any(d[1:].strip() == line for d in diff.splitlines() if d.startswith("+ "))
+            ]
             if found:
                 chosen[found[0]] = line
             else:
@@ -145,8 +194,14 @@ def run_sample(jobs: int) -> int:
         if stale:
             print("the sample no longer matches the code (edit SAMPLE in scripts/mutation.py):", *stale, sep="\n  ")
             return 2
-        run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs), *chosen],
-                             cwd=work, env=env, capture_output=True, text=True, check=False)
+        run = subprocess.run(
+            [sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs), *chosen],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         results = {}
         for meta in metas:
             for name, code in json.loads((work / meta).read_text())["exit_code_by_key"].items():
@@ -155,8 +210,10 @@ def run_sample(jobs: int) -> int:
         print(run.stdout[-3000:], run.stderr[-3000:], f"mutmut run failed (exit {run.returncode})", sep="\n")
         return 2
     alive = [(name, results.get(name, "not run")) for name in chosen if results.get(name) not in KILLED]
-    print(f"mutation sample: {len(chosen) - len(alive)} of {len(chosen)} mutants killed "
-          f"in {time.monotonic() - start:.0f} s ({generated:.0f} s to make the mutants)")
+    print(
+        f"mutation sample: {len(chosen) - len(alive)} of {len(chosen)} mutants killed "
+        f"in {time.monotonic() - start:.0f} s ({generated:.0f} s to make the mutants)"
+    )
     for name, status in alive:
         print(f"  {status}: {name}: `{chosen[name]}`")
     return 1 if alive else 0
@@ -208,8 +265,10 @@ def in_group(name: str, group: str) -> bool:
 
 def report(groups: list[str], diffs: Path | None = None) -> float | None:
     results, equivalent = outcomes(), equivalent_mutants()
-    print(f"{'group':<10} {'mutants':>7} {'killed':>7} {'survived':>8} {'no tests':>8} {'equiv.':>6} "
-          f"{'not run':>7} {'score':>7}")
+    print(
+        f"{'group':<10} {'mutants':>7} {'killed':>7} {'survived':>8} {'no tests':>8} {'equiv.':>6} "
+        f"{'not run':>7} {'score':>7}"
+    )
     total_killed = total_counted = 0
     unexplained = []
     for group in groups:
@@ -220,12 +279,15 @@ def report(groups: list[str], diffs: Path | None = None) -> float | None:
         run = len(names) - counts["not run"]
         counted = run - equiv
         unexplained += [
-            (n, results[n]) for n in names
+            (n, results[n])
+            for n in names
             if results[n] not in (*KILLED, "not run") and not is_equivalent(n, equivalent)
         ]
         score = f"{100 * killed / counted:.1f}%" if counted else "-"
-        print(f"{group:<10} {len(names):>7} {killed:>7} {counts['survived']:>8} {counts['no tests']:>8} {equiv:>6} "
-              f"{counts['not run']:>7} {score:>7}")
+        print(
+            f"{group:<10} {len(names):>7} {killed:>7} {counts['survived']:>8} {counts['no tests']:>8} {equiv:>6} "
+            f"{counts['not run']:>7} {score:>7}"
+        )
         total_killed += killed
         total_counted += counted
     if not total_counted:
@@ -247,8 +309,9 @@ def main() -> int:
     parser.add_argument("--score", action="store_true", help="only print the score of the last run")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="mutants run at once")
     parser.add_argument("--diffs", type=Path, help="write the diff of every unexplained survivor to this file")
-    parser.add_argument("--sample", action="store_true",
-                        help="run only the fixed sample (SAMPLE); exit 1 if one survives")
+    parser.add_argument(
+        "--sample", action="store_true", help="run only the fixed sample (SAMPLE); exit 1 if one survives"
+    )
     parser.add_argument("--fail-under", type=float, help="exit 1 when the score is below this percentage")
     args = parser.parse_args()
     if args.sample:
@@ -261,8 +324,12 @@ def main() -> int:
         env = {**os.environ, "MTP_AUDIT_FUZZ_EXAMPLES": os.environ.get("MTP_AUDIT_FUZZ_EXAMPLES", "30")}
         env.pop("PYTHONPATH", None)  # the tests must import the mutated copy under mutants/, not the checkout
         patterns = [p for g in groups for p in GROUPS[g]]
-        run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs), *patterns],
-                             cwd=ROOT, env=env, check=False)
+        run = subprocess.run(
+            [sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs), *patterns],
+            cwd=ROOT,
+            env=env,
+            check=False,
+        )
         if run.returncode:
             print(f"mutmut run failed (exit {run.returncode})", file=sys.stderr)
             return run.returncode

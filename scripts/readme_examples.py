@@ -36,32 +36,52 @@ class Example:
 
 
 EXAMPLES = {
-    "scan": Example(("scan", "--vllm-version", "0.34.0"),
-                    details="the whole report of vLLM 0.34.0 at 80 columns"),
-    "scan-some": Example(("scan", "--vllm-version", "0.34.0", "--model", "deepseek_v4", "--model",
-                          "Gemma4MTPModel", "--show-all")),
-    "scan-markdown": Example(("scan", "--vllm-version", "0.34.0", "--model", "deepseek_v4", "--model",
-                              "Gemma4MTPModel", "--format", "markdown")),
+    "scan": Example(("scan", "--vllm-version", "0.34.0"), details="the whole report of vLLM 0.34.0 at 80 columns"),
+    "scan-some": Example(
+        ("scan", "--vllm-version", "0.34.0", "--model", "deepseek_v4", "--model", "Gemma4MTPModel", "--show-all")
+    ),
+    "scan-markdown": Example(
+        (
+            "scan",
+            "--vllm-version",
+            "0.34.0",
+            "--model",
+            "deepseek_v4",
+            "--model",
+            "Gemma4MTPModel",
+            "--format",
+            "markdown",
+        )
+    ),
     "compare": Example(("scan", "--compare", "0.33.0", "0.34.0")),
     "fix-deepseek": Example(("fix", "--vllm-version", "0.34.0", "--model", "deepseek_mtp", "--diff"), lang="diff"),
     "fix-all": Example(("fix", "--vllm-version", "0.34.0", "--all", "--check"), tail=1),
     "fix-nemotron-034": Example(("fix", "--vllm-version", "0.34.0", "--model", "nemotron_h", "--check")),
-    "fix-nemotron-033": Example(("fix", "--vllm-version", "0.33.0", "--model", "nemotron_h", "--diff"),
-                                lang="diff"),
+    "fix-nemotron-033": Example(("fix", "--vllm-version", "0.33.0", "--model", "nemotron_h", "--diff"), lang="diff"),
 }
 
 
 def run(example: Example, cache: Path) -> str:
     env = {key: value for key, value in os.environ.items() if key != "COLUMNS"}
-    env = {**env, **({} if example.tail else {"COLUMNS": str(WIDTH)}), "NO_COLOR": "1",
-           "MTP_AUDIT_CACHE_DIR": str(cache),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    result = subprocess.run([sys.executable, "-m", "mtp_audit", *example.args], capture_output=True, text=True,
-                            cwd=REPO, env=env, check=False)
+    env = {
+        **env,
+        **({} if example.tail else {"COLUMNS": str(WIDTH)}),
+        "NO_COLOR": "1",
+        "MTP_AUDIT_CACHE_DIR": str(cache),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "mtp_audit", *example.args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        check=False,
+    )
     if result.returncode not in (0, 1):
         raise SystemExit(f"mtp-audit {' '.join(example.args)} exited {result.returncode}: {result.stderr}")
     lines = (result.stdout + result.stderr).splitlines()
-    return "\n".join(lines[-example.tail:] if example.tail else lines)
+    return "\n".join(lines[-example.tail :] if example.tail else lines)
 
 
 def block(name: str, example: Example, cache: Path) -> str:

@@ -54,8 +54,9 @@ def _is_scan_json(args: tuple[str, ...]) -> bool:
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
-    result = subprocess.run([sys.executable, "-m", "mtp_audit", *args], capture_output=True, text=True,
-                            cwd=cwd, env=full_env, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "mtp_audit", *args], capture_output=True, text=True, cwd=cwd, env=full_env, check=False
+    )
     if _is_scan_json(args) and result.stdout:
         check_scan_json(result.stdout)
     return result

@@ -25,8 +25,11 @@ HIDDEN = ["hidden_states", "layer.shared_head(hidden_states)", "self.model.norm(
 POST = {
     "mask": ["logits.index_fill_(1, self.banned, -float('inf'))", "logits[..., self.limit :] = -torch.inf"],
     "softcap": ["logits = self.cap * torch.tanh(logits / self.cap)"],
-    "scatter": ["wide = logits.new_full((logits.shape[0], self.vocab), float('-inf'))",
-                "wide[:, self.draft_id_to_target_id] = logits", "logits = wide"],
+    "scatter": [
+        "wide = logits.new_full((logits.shape[0], self.vocab), float('-inf'))",
+        "wide[:, self.draft_id_to_target_id] = logits",
+        "logits = wide",
+    ],
     "other": ["logits = logits * 2"],
 }
 

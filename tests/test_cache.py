@@ -39,10 +39,12 @@ def test_result_cache_sees_a_changed_file(tmp_path):
     before = scan_json(tree, env=env)
     assert before["drafters"][0]["status"] == "missing_fixable"
     predictor = tree / "vllm/model_executor/models/split_predictor.py"
-    predictor.write_text(predictor.read_text().replace(
-        "return self.logits_processor(lm_head, hidden_states)",
-        "logits = self.logits_processor(lm_head, hidden_states)\n        return logits * 2",
-    ))
+    predictor.write_text(
+        predictor.read_text().replace(
+            "return self.logits_processor(lm_head, hidden_states)",
+            "logits = self.logits_processor(lm_head, hidden_states)\n        return logits * 2",
+        )
+    )
     after = scan_json(tree, env=env)
     assert after["drafters"][0]["status"] == "missing_manual"
     assert after == scan_json(tree, "--no-cache", env=env)
@@ -53,14 +55,18 @@ def test_result_cache_sees_a_new_module(tmp_path):
     tree = build_tree(FIXTURES / "scan" / "direct_head", tmp_path / "tree")
     env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
     registry = tree / "vllm/model_executor/models/registry.py"
-    registry.write_text(registry.read_text().replace('"ToyMTPModel": ("toy_mtp", "ToyMTP"),',
-                                                     '"ToyMTPModel": ("toy_mtp", "ToyMTP"),\n'
-                                                     '    "LaterMTPModel": ("later_mtp", "LaterMTP"),'))
+    registry.write_text(
+        registry.read_text().replace(
+            '"ToyMTPModel": ("toy_mtp", "ToyMTP"),',
+            '"ToyMTPModel": ("toy_mtp", "ToyMTP"),\n    "LaterMTPModel": ("later_mtp", "LaterMTP"),',
+        )
+    )
     first = scan_json(tree, env=env)
     assert [u["arch"] for u in first["unresolved"]] == ["LaterMTPModel"]
     (tree / "vllm/model_executor/models/later_mtp.py").write_text(
         "class LaterMTP:\n    def compute_logits(self, hidden_states):\n"
-        "        return self.logits_processor(self.lm_head, hidden_states)\n")
+        "        return self.logits_processor(self.lm_head, hidden_states)\n"
+    )
     second = scan_json(tree, env=env)
     assert not second["unresolved"]
     assert {r["arch"] for r in second["drafters"]} == {"ToyMTPModel", "LaterMTPModel"}
@@ -77,8 +83,13 @@ def test_cached_classification_needs_no_libcst_and_changes_nothing(case, tmp_pat
     assert list((tmp_path / "cache").glob("*/shapes")), "no classification answer was stored"
     [results] = (tmp_path / "cache").glob("*/results")
     shutil.rmtree(results)
-    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "mtp_audit", "scan", str(tree), "--format",
-                             "json"], capture_output=True, text=True, env={**os.environ, **env}, check=False)
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "mtp_audit", "scan", str(tree), "--format", "json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        check=False,
+    )
     assert result.returncode in (0, 1), result.stderr
     assert json.loads(result.stdout) == uncached
     assert "libcst" not in result.stderr
@@ -90,8 +101,11 @@ def _entries(cache, namespace: str) -> list:
 
 def test_editing_the_tool_invalidates_warm_caches(tmp_path):
     """An edited rule message in an editable install shows on the next scan, caches warm or not."""
-    shutil.copytree(Path(mtp_audit.__file__).parent, tmp_path / "install" / "mtp_audit",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        Path(mtp_audit.__file__).parent,
+        tmp_path / "install" / "mtp_audit",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     shutil.copytree(Path(mtp_audit.__file__).parent.parent / "templates", tmp_path / "install" / "templates")
     tree = build_tree(FIXTURES / "scan" / "manual_shapes", tmp_path / "tree")
     env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(tmp_path / "install")}
@@ -173,7 +187,12 @@ def test_entries_hold_only_data():
     value = {"shape": shape, ClassKey("m", "C", 1): (1, 2.5, None, True), "set": {"a"}, "path": Path("/x")}
     assert loads(dumps(value)) == value
     json.loads(dumps(value))
-    for hostile in (pickle.dumps(_RunsCode()), b'{"c":"subprocess:Popen","v":[["true"]]}',
-                    b'{"e":"os:environ","v":1}', b'{"c":"mtp_audit.cache.store:Store","v":[]}', b"[" * 100000):
+    for hostile in (
+        pickle.dumps(_RunsCode()),
+        b'{"c":"subprocess:Popen","v":[["true"]]}',
+        b'{"e":"os:environ","v":1}',
+        b'{"c":"mtp_audit.cache.store:Store","v":[]}',
+        b"[" * 100000,
+    ):
         with pytest.raises(UnreadableEntry):
             loads(hostile)

@@ -14,28 +14,43 @@ from mtp_audit.report.markdown import render_markdown
 from mtp_audit.report.table import render_table
 
 SPECULATOR = "vllm/v1/worker/gpu/spec_decode/speculator.py"
-CALLED = CallerRecord("MTPSpeculator", SPECULATOR, 580, ("hidden_states", "spec_step_idx=spec_step_idx"),
-                      ("hidden_states", "spec_step_idx=spec_step_idx"))
-OTHER_ARGS = CallerRecord("EagleSpeculator", SPECULATOR, 212, ("hidden_states",),
-                          ("hidden_states", "spec_step_idx=0"))
-NOT_REACHED = CallerRecord("DFlashSpeculator", "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py", None, None,
-                           ("hidden_states",))
+CALLED = CallerRecord(
+    "MTPSpeculator",
+    SPECULATOR,
+    580,
+    ("hidden_states", "spec_step_idx=spec_step_idx"),
+    ("hidden_states", "spec_step_idx=spec_step_idx"),
+)
+OTHER_ARGS = CallerRecord("EagleSpeculator", SPECULATOR, 212, ("hidden_states",), ("hidden_states", "spec_step_idx=0"))
+NOT_REACHED = CallerRecord(
+    "DFlashSpeculator", "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py", None, None, ("hidden_states",)
+)
 
 
 def test_describe_caller():
-    assert describe_caller(CALLED) == ("called by MTPSpeculator (speculator.py:580) as "
-                                       "get_top_tokens(hidden_states, spec_step_idx=spec_step_idx)")
-    assert describe_caller(OTHER_ARGS) == ("called by EagleSpeculator (speculator.py:212) as "
-                                           "get_top_tokens(hidden_states), compute_logits(hidden_states, "
-                                           "spec_step_idx=0)")
+    assert describe_caller(CALLED) == (
+        "called by MTPSpeculator (speculator.py:580) as get_top_tokens(hidden_states, spec_step_idx=spec_step_idx)"
+    )
+    assert describe_caller(OTHER_ARGS) == (
+        "called by EagleSpeculator (speculator.py:212) as "
+        "get_top_tokens(hidden_states), compute_logits(hidden_states, "
+        "spec_step_idx=0)"
+    )
     assert describe_caller(NOT_REACHED).startswith("not reached by DFlashSpeculator (speculator.py)")
 
 
 def test_callers_in_verbose_table_and_markdown():
-    record = DrafterRecord("ToyMTPModel", "ToyMTP", "vllm.model_executor.models.toy_mtp",
-                           "vllm/model_executor/models/toy_mtp.py", 5, ["cpu", "cuda", "rocm", "tpu", "xpu"],
-                           Status.MISSING_FIXABLE, "compute_logits returns self.logits_processor(self.lm_head, "
-                           "hidden_states)", callers=[CALLED, NOT_REACHED])
+    record = DrafterRecord(
+        "ToyMTPModel",
+        "ToyMTP",
+        "vllm.model_executor.models.toy_mtp",
+        "vllm/model_executor/models/toy_mtp.py",
+        5,
+        ["cpu", "cuda", "rocm", "tpu", "xpu"],
+        Status.MISSING_FIXABLE,
+        "compute_logits returns self.logits_processor(self.lm_head, hidden_states)",
+        callers=[CALLED, NOT_REACHED],
+    )
     result = ScanResult(SourceTree(Path("/x"), Path("/x/vllm"), "0.99.0"), [record], [], [])
     phrase = describe_caller(CALLED)
     verbose = " ".join(line.text for line in render_concise(result, 80, verbose=True))

@@ -33,21 +33,24 @@ def params(*spec: str) -> list[Param]:
     return out
 
 
-@pytest.mark.parametrize(("spec", "args", "bound", "errors"), [
-    (("hidden_states",), ("h",), {"hidden_states"}, []),
-    (("hidden_states", "spec_step_idx"), ("h",), {"hidden_states"}, []),
-    (("hidden_states", "spec_step_idx"), ("h", "2"), {"hidden_states", "spec_step_idx"}, []),
-    (("hidden_states",), ("h", "2"), {"hidden_states"}, ["2 positional arguments"]),
-    (("hidden_states", "*rest"), ("h", "2", "3"), {"hidden_states"}, []),
-    (("/hidden_states",), ("h",), {"hidden_states"}, []),
-    (("/hidden_states",), ("hidden_states=h",), set(), ["hidden_states="]),  # positional-only by keyword
-    (("hidden_states", "spec_step_idx"), ("h", "spec_step_idx=1"), {"hidden_states", "spec_step_idx"}, []),
-    (("hidden_states", "spec_step_idx="), ("h", "spec_step_idx=1"), {"hidden_states", "spec_step_idx"}, []),
-    (("hidden_states",), ("h", "spec_step_idx=1", "other=2"), {"hidden_states"}, ["spec_step_idx=", "other="]),
-    (("hidden_states", "**kwargs"), ("h", "spec_step_idx=1"), {"hidden_states"}, []),
-    (("*args",), ("h", "2"), set(), []),
-    ((), ("h",), set(), ["1 positional arguments"]),
-])
+@pytest.mark.parametrize(
+    ("spec", "args", "bound", "errors"),
+    [
+        (("hidden_states",), ("h",), {"hidden_states"}, []),
+        (("hidden_states", "spec_step_idx"), ("h",), {"hidden_states"}, []),
+        (("hidden_states", "spec_step_idx"), ("h", "2"), {"hidden_states", "spec_step_idx"}, []),
+        (("hidden_states",), ("h", "2"), {"hidden_states"}, ["2 positional arguments"]),
+        (("hidden_states", "*rest"), ("h", "2", "3"), {"hidden_states"}, []),
+        (("/hidden_states",), ("h",), {"hidden_states"}, []),
+        (("/hidden_states",), ("hidden_states=h",), set(), ["hidden_states="]),  # positional-only by keyword
+        (("hidden_states", "spec_step_idx"), ("h", "spec_step_idx=1"), {"hidden_states", "spec_step_idx"}, []),
+        (("hidden_states", "spec_step_idx="), ("h", "spec_step_idx=1"), {"hidden_states", "spec_step_idx"}, []),
+        (("hidden_states",), ("h", "spec_step_idx=1", "other=2"), {"hidden_states"}, ["spec_step_idx=", "other="]),
+        (("hidden_states", "**kwargs"), ("h", "spec_step_idx=1"), {"hidden_states"}, []),
+        (("*args",), ("h", "2"), set(), []),
+        ((), ("h",), set(), ["1 positional arguments"]),
+    ],
+)
 def test_arguments_bind_as_python_binds_them(spec, args, bound, errors) -> None:
     assert bind(params(*spec), call("get_top_tokens", *args)) == (bound, errors)
 
@@ -63,10 +66,12 @@ def test_reads_sees_only_loads_of_the_name_in_the_body() -> None:
 
 
 def test_first_read_names_the_statement_and_its_line_in_the_file() -> None:
-    text = ("    def compute_logits(self, hidden_states, spec_step_idx=0):\n"
-            "        if spec_step_idx > 0:\n"
-            "            head = self.heads[spec_step_idx]\n"
-            "        return head(hidden_states)\n")
+    text = (
+        "    def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+        "        if spec_step_idx > 0:\n"
+        "            head = self.heads[spec_step_idx]\n"
+        "        return head(hidden_states)\n"
+    )
     # an ``if`` is the block, not the statement: the first statement inside that reads it
     assert first_read(text, "spec_step_idx", 40) == "(line 42: `head = self.heads[spec_step_idx]`)"
     assert first_read(text, "hidden_states", 40) == "(line 43: `return head(hidden_states)`)"
@@ -89,15 +94,31 @@ def test_where_and_form_quote_the_call() -> None:
 def _contract() -> Contract:
     logits = call("compute_logits", "h", "spec_step_idx=i", line=11)
     other_logits = call("compute_logits", "h", "extra", line=21)
-    return Contract((
-        Reach("Speculator", "spec.py", 5, pairs=[CallPair(call("get_top_tokens", "h", "spec_step_idx=i", line=12),
-                                                          (logits,))], logits=[logits]),
-        Reach("Eagle", "eagle.py", 3, pairs=[CallPair(call("get_top_tokens", "h", "extra", file="eagle.py",
-                                                           line=22), (other_logits,))]),
-        Reach("Medusa", "medusa.py", 8, logits=[call("compute_logits", "h", file="medusa.py", line=30)],
-              other=["propose"]),
-        Reach("Custom", "custom.py", 2),
-    ))
+    return Contract(
+        (
+            Reach(
+                "Speculator",
+                "spec.py",
+                5,
+                pairs=[CallPair(call("get_top_tokens", "h", "spec_step_idx=i", line=12), (logits,))],
+                logits=[logits],
+            ),
+            Reach(
+                "Eagle",
+                "eagle.py",
+                3,
+                pairs=[CallPair(call("get_top_tokens", "h", "extra", file="eagle.py", line=22), (other_logits,))],
+            ),
+            Reach(
+                "Medusa",
+                "medusa.py",
+                8,
+                logits=[call("compute_logits", "h", file="medusa.py", line=30)],
+                other=["propose"],
+            ),
+            Reach("Custom", "custom.py", 2),
+        )
+    )
 
 
 def test_a_contract_lists_each_speculator_as_a_caller_record() -> None:
@@ -117,7 +138,8 @@ def test_a_contract_knows_who_reaches_get_top_tokens() -> None:
     assert unreached.known and unreached.uncalled
     assert unreached.unreached_reason() == (
         "no speculator that can hold it calls get_top_tokens: Medusa (medusa.py:8) drafts with compute_logits, "
-        "propose; Custom (custom.py:2) calls no logits method of the drafter")
+        "propose; Custom (custom.py:2) calls no logits method of the drafter"
+    )
     assert not Contract(()).known and not Contract(()).uncalled
 
 
@@ -132,12 +154,16 @@ def test_only_callers_whose_compute_logits_call_binds_are_viable() -> None:
 def test_the_parameters_some_caller_passes_to_get_top_tokens() -> None:
     contract = _contract()
     assert passed_to_top_tokens(contract, params("hidden_states", "spec_step_idx")) == {
-        "hidden_states", "spec_step_idx"}
+        "hidden_states",
+        "spec_step_idx",
+    }
     assert passed_to_top_tokens(contract, params("hidden_states", "extra")) == {"hidden_states", "extra"}
     assert passed_to_top_tokens(Contract(()), params("hidden_states")) == set()
     # only the first caller passes spec_step_idx: it still counts
     assert passed_to_top_tokens(contract, params("hidden_states", "*rest", "spec_step_idx=")) == {
-        "hidden_states", "spec_step_idx"}
+        "hidden_states",
+        "spec_step_idx",
+    }
 
 
 def test_a_get_top_tokens_call_with_no_compute_logits_on_its_path() -> None:
@@ -149,10 +175,12 @@ def test_a_get_top_tokens_call_with_no_compute_logits_on_its_path() -> None:
 def test_the_config_class_a_drafter_declares_in_its_own_body() -> None:
     from mtp_audit.resolve.callers import declared_config
 
-    source = ("class Other:\n    speculator_config_class = NotMine\n\n\n"
-              "class Drafter(Base):\n    '''doc'''\n\n    speculator_config_class: type = configs.MTPConfig\n"
-              "    def compute_logits(self, hidden_states):\n        speculator_config_class = Local\n\n"
-              "class After:\n    speculator_config_class = AlsoNotMine\n")
+    source = (
+        "class Other:\n    speculator_config_class = NotMine\n\n\n"
+        "class Drafter(Base):\n    '''doc'''\n\n    speculator_config_class: type = configs.MTPConfig\n"
+        "    def compute_logits(self, hidden_states):\n        speculator_config_class = Local\n\n"
+        "class After:\n    speculator_config_class = AlsoNotMine\n"
+    )
     assert declared_config(source, "Drafter", 5) == "configs.MTPConfig"
     assert declared_config(source, "Other", 1) == "NotMine"
     assert declared_config("class Plain:\n    pass\n\nspeculator_config_class = Module\n", "Plain", 1) is None

@@ -33,10 +33,10 @@ def test_ambiguous_model_for_fix(tmp_path):
     tree = tree_of("dispatch_getattr", tmp_path)
     # both packages define an "mtp" file; a class name unique to each is fine, a shared name is not
     (tree / "vllm/model_executor/models/registry.py").write_text(
-        '_SPECULATIVE_DECODING_MODELS = {\n'
+        "_SPECULATIVE_DECODING_MODELS = {\n"
         '    "A": ("vllm.models.lazy", "LazyMTP"),\n'
         '    "B": ("vllm.models.table", "LazyMTP"),\n'
-        '}\n'
+        "}\n"
     )
     (tree / "vllm/models/table/nvidia/mtp.py").write_text(
         (tree / "vllm/models/table/nvidia/mtp.py").read_text().replace("TableMTP", "LazyMTP")
@@ -53,10 +53,25 @@ def test_json_shape_matches_contract(tmp_path):
     assert set(doc) >= {"tool", "tool_version", "root", "vllm_version", "drafters"}
     assert doc["tool"] == "mtp-audit" and doc["root"] == str(tree) and doc["vllm_version"] == "0.99.0"
     [record] = doc["drafters"]
-    assert set(record) >= {"arch", "class", "module", "file", "line", "platforms", "status", "compute_logits",
-                           "get_top_tokens", "delegates", "consistency", "reason"}
-    assert record["compute_logits"] == {"class": "ToyDelegMTP",
-                                        "file": "vllm/model_executor/models/toy_deleg_mtp.py", "line": 21}
+    assert set(record) >= {
+        "arch",
+        "class",
+        "module",
+        "file",
+        "line",
+        "platforms",
+        "status",
+        "compute_logits",
+        "get_top_tokens",
+        "delegates",
+        "consistency",
+        "reason",
+    }
+    assert record["compute_logits"] == {
+        "class": "ToyDelegMTP",
+        "file": "vllm/model_executor/models/toy_deleg_mtp.py",
+        "line": 21,
+    }
 
 
 def test_markdown_and_table(tmp_path):
@@ -107,8 +122,9 @@ def _local_vllm_wheel(tree: Path, version: str, into: Path) -> Path:
         for path in sorted((tree / "vllm").rglob("*.py")):
             archive.write(path, path.relative_to(tree).as_posix())
         archive.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
-        archive.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-                                          "Tag: py3-none-any\n")
+        archive.writestr(
+            f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
         archive.writestr(f"{info}/RECORD", "")
     return wheel
 
@@ -118,19 +134,32 @@ def test_a_first_download_says_so_unless_quiet(tmp_path):
     _local_vllm_wheel(tree_of("direct_head", tmp_path), "0.99.0", wheels)
     env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels)}
 
-    loud = run_cli("scan", "--vllm-version", "0.99.0", "--format", "json",
-                   env={**env, "MTP_AUDIT_SOURCES_DIR": str(tmp_path / "loud")})
+    loud = run_cli(
+        "scan",
+        "--vllm-version",
+        "0.99.0",
+        "--format",
+        "json",
+        env={**env, "MTP_AUDIT_SOURCES_DIR": str(tmp_path / "loud")},
+    )
     assert loud.returncode in (0, 1), loud.stderr
     assert "downloading the vllm==0.99.0 wheel with pip, once" in loud.stderr
     assert (tmp_path / "loud" / "0.99.0" / "vllm" / "__init__.py").is_file()
     assert json.loads(loud.stdout)["drafters"]
 
-    again = run_cli("scan", "--vllm-version", "0.99.0", "--format", "json",
-                    env={**env, "MTP_AUDIT_SOURCES_DIR": str(tmp_path / "loud")})
+    again = run_cli(
+        "scan",
+        "--vllm-version",
+        "0.99.0",
+        "--format",
+        "json",
+        env={**env, "MTP_AUDIT_SOURCES_DIR": str(tmp_path / "loud")},
+    )
     assert "downloading" not in again.stderr and again.stdout == loud.stdout
 
-    quiet = run_cli("scan", "--vllm-version", "0.99.0", "--quiet",
-                    env={**env, "MTP_AUDIT_SOURCES_DIR": str(tmp_path / "quiet")})
+    quiet = run_cli(
+        "scan", "--vllm-version", "0.99.0", "--quiet", env={**env, "MTP_AUDIT_SOURCES_DIR": str(tmp_path / "quiet")}
+    )
     assert quiet.returncode == loud.returncode and quiet.stderr == ""
 
 
@@ -146,8 +175,9 @@ def test_a_directory_with_no_drafter_is_an_input_error(tmp_path):
 def test_by_model_type_in_every_format(tmp_path):
     tree = tree_of("model_types", tmp_path)
     doc = json.loads(run_cli("scan", str(tree), "--by-model-type", "--format", "json").stdout)
-    assert doc["model_types"] and all({"arch", "status"} <= set(row) for rows in doc["model_types"].values()
-                                      for row in rows)
+    assert doc["model_types"] and all(
+        {"arch", "status"} <= set(row) for rows in doc["model_types"].values() for row in rows
+    )
     markdown = run_cli("scan", str(tree), "--by-model-type", "--format", "markdown").stdout
     assert markdown.startswith("| model_type | arch | status |")
     text = run_cli("scan", str(tree), "--by-model-type").stdout
@@ -181,16 +211,28 @@ def test_compare_in_every_format_it_takes(tmp_path):
     wheels = tmp_path / "wheels"
     _local_vllm_wheel(before, "0.97.0", wheels)
     _local_vllm_wheel(after, "0.98.0", wheels)
-    env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels), "MTP_AUDIT_SOURCES_DIR": str(tmp_path / "src"),
-           "COLUMNS": "80"}
+    env = {
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(wheels),
+        "MTP_AUDIT_SOURCES_DIR": str(tmp_path / "src"),
+        "COLUMNS": "80",
+    }
     compare = ("scan", "--compare", "0.97.0", "0.98.0")
     doc = json.loads(run_cli(*compare, "--format", "json", env=env).stdout)
-    assert doc == {"from": "0.97.0", "to": "0.98.0", "changes": [
-        {"arch": "ToyMTPModel", "platforms": ["cpu", "cuda", "rocm", "tpu", "xpu"],
-         "before": "missing_fixable", "after": "supported/mirror"}]}
+    assert doc == {
+        "from": "0.97.0",
+        "to": "0.98.0",
+        "changes": [
+            {
+                "arch": "ToyMTPModel",
+                "platforms": ["cpu", "cuda", "rocm", "tpu", "xpu"],
+                "before": "missing_fixable",
+                "after": "supported/mirror",
+            }
+        ],
+    }
     concise = run_cli(*compare, env=env).stdout
-    assert concise == ("ToyMTPModel [all]: missing_fixable -> supported/mirror\n"
-                       "1 change from vLLM 0.97.0 to 0.98.0.\n")
+    assert concise == ("ToyMTPModel [all]: missing_fixable -> supported/mirror\n1 change from vLLM 0.97.0 to 0.98.0.\n")
     markdown = run_cli(*compare, "--format", "markdown", env=env).stdout
     assert "| ToyMTPModel | cpu, cuda, rocm, tpu, xpu | missing_fixable | supported/mirror |" in markdown
     table = run_cli(*compare, "--format", "table", env=env).stdout

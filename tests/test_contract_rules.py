@@ -19,10 +19,12 @@ from mtp_audit.model import ClassKey
 from mtp_audit.resolve.names import resolve_name
 from mtp_audit.scan import Scanner
 
-CASES = [pytest.param(rule, valid, example, id=f"{rule.id}-{rule.name}-{'valid' if valid else 'invalid'}{i}")
-         for rule in CONTRACT_RULES
-         for valid, examples in ((True, rule.VALID), (False, rule.INVALID))
-         for i, example in enumerate(examples)]
+CASES = [
+    pytest.param(rule, valid, example, id=f"{rule.id}-{rule.name}-{'valid' if valid else 'invalid'}{i}")
+    for rule in CONTRACT_RULES
+    for valid, examples in ((True, rule.VALID), (False, rule.INVALID))
+    for i, example in enumerate(examples)
+]
 
 
 def _analyse(example: CallExample, tmp_path: Path):
@@ -35,8 +37,11 @@ def _analyse(example: CallExample, tmp_path: Path):
         '_SPECULATIVE_DECODING_MODELS = {"ExampleMTPModel": ("example_mtp", "ExampleMTP")}\n'
     )
     scanner = Scanner(locate(root))
-    key = next(k for k in resolve_name(scanner.index, "vllm.model_executor.models.example_mtp", "ExampleMTP", "cuda")
-               if isinstance(k, ClassKey))
+    key = next(
+        k
+        for k in resolve_name(scanner.index, "vllm.model_executor.models.example_mtp", "ExampleMTP", "cuda")
+        if isinstance(k, ClassKey)
+    )
     return scanner.analyzers["cuda"].analyze(key, contract=example_contract(example))
 
 

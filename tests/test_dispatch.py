@@ -29,8 +29,9 @@ def where(source: str, name: str = "Drafter") -> dict[str, str]:
             out[platform] = f"raises: {facts.import_errors[platform]}"
             continue
         targets = facts.bindings[platform].get(name, [])
-        out[platform] = " | ".join(f"{t.kind}:{t.a}" if t.kind != "unavailable" else f"unavailable: {t.a}"
-                                   for t in targets)
+        out[platform] = " | ".join(
+            f"{t.kind}:{t.a}" if t.kind != "unavailable" else f"unavailable: {t.a}" for t in targets
+        )
     return out
 
 
@@ -38,65 +39,91 @@ HEADER = "from vllm.platforms import current_platform\n\n"
 
 
 def test_a_raising_if_removes_only_its_platform() -> None:
-    found = where(HEADER + 'if current_platform.is_xpu():\n    raise NotImplementedError("no XPU")\n\n'
-                  "from .nvidia import Drafter\n")
-    assert found == {"cuda": "import:pkg.nvidia", "rocm": "import:pkg.nvidia", "cpu": "import:pkg.nvidia",
-                     "tpu": "import:pkg.nvidia", "xpu": "raises: import raises NotImplementedError (line 4): no XPU"}
+    found = where(
+        HEADER + 'if current_platform.is_xpu():\n    raise NotImplementedError("no XPU")\n\n'
+        "from .nvidia import Drafter\n"
+    )
+    assert found == {
+        "cuda": "import:pkg.nvidia",
+        "rocm": "import:pkg.nvidia",
+        "cpu": "import:pkg.nvidia",
+        "tpu": "import:pkg.nvidia",
+        "xpu": "raises: import raises NotImplementedError (line 4): no XPU",
+    }
 
 
 def test_a_raise_after_the_binding_still_fails_the_import() -> None:
-    found = where(HEADER + "from .nvidia import Drafter\n\nif not current_platform.is_cuda_alike():\n"
-                  '    raise RuntimeError("CUDA or ROCm only")\n')
+    found = where(
+        HEADER + "from .nvidia import Drafter\n\nif not current_platform.is_cuda_alike():\n"
+        '    raise RuntimeError("CUDA or ROCm only")\n'
+    )
     assert found["cuda"] == found["rocm"] == "import:pkg.nvidia"
     for platform in ("xpu", "cpu", "tpu"):
         assert found[platform] == "raises: import raises RuntimeError (line 6): CUDA or ROCm only"
 
 
 def test_an_elif_chain_ending_in_a_raise() -> None:
-    found = where(HEADER + "if current_platform.is_rocm():\n    from .amd import Drafter\n"
-                  "elif current_platform.is_cuda() or current_platform.is_cpu():\n    from .nvidia import Drafter\n"
-                  'else:\n    raise ImportError(f"no kernels for {current_platform}")\n')
-    assert found == {"rocm": "import:pkg.amd", "cuda": "import:pkg.nvidia", "cpu": "import:pkg.nvidia",
-                     "xpu": "raises: import raises ImportError (line 8)",
-                     "tpu": "raises: import raises ImportError (line 8)"}
+    found = where(
+        HEADER + "if current_platform.is_rocm():\n    from .amd import Drafter\n"
+        "elif current_platform.is_cuda() or current_platform.is_cpu():\n    from .nvidia import Drafter\n"
+        'else:\n    raise ImportError(f"no kernels for {current_platform}")\n'
+    )
+    assert found == {
+        "rocm": "import:pkg.amd",
+        "cuda": "import:pkg.nvidia",
+        "cpu": "import:pkg.nvidia",
+        "xpu": "raises: import raises ImportError (line 8)",
+        "tpu": "raises: import raises ImportError (line 8)",
+    }
 
 
 def test_a_raise_nested_in_a_platform_branch() -> None:
-    found = where(HEADER + "if current_platform.is_cuda_alike():\n    if current_platform.is_rocm():\n"
-                  '        raise NotImplementedError("ROCm later")\n    from .nvidia import Drafter\n'
-                  "else:\n    from .generic import Drafter\n")
+    found = where(
+        HEADER + "if current_platform.is_cuda_alike():\n    if current_platform.is_rocm():\n"
+        '        raise NotImplementedError("ROCm later")\n    from .nvidia import Drafter\n'
+        "else:\n    from .generic import Drafter\n"
+    )
     assert found["cuda"] == "import:pkg.nvidia"
     assert found["rocm"].startswith("raises: ") and "ROCm later" in found["rocm"]
     assert found["cpu"] == found["xpu"] == found["tpu"] == "import:pkg.generic"
 
 
 def test_a_raise_in_a_typechecking_else_branch_is_taken_at_run_time() -> None:
-    found = where("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from .stubs import Drafter\n"
-                  'else:\n    raise ImportError("stubs only")\n')
+    found = where(
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from .stubs import Drafter\n"
+        'else:\n    raise ImportError("stubs only")\n'
+    )
     assert all(value == "raises: import raises ImportError (line 6): stubs only" for value in found.values())
 
 
 def test_a_raise_under_an_unknown_condition_keeps_the_other_branch_only() -> None:
     """``os.environ`` is not known statically: the import may succeed, and then only through the
     branch that does not raise (what the raising branch bound before raising never survives)."""
-    found = where('import os\n\nif os.environ.get("FAST"):\n    from .fast import Drafter\n'
-                  '    raise ImportError("fast path removed")\nelse:\n    from .slow import Drafter\n')
+    found = where(
+        'import os\n\nif os.environ.get("FAST"):\n    from .fast import Drafter\n'
+        '    raise ImportError("fast path removed")\nelse:\n    from .slow import Drafter\n'
+    )
     assert set(found.values()) == {"import:pkg.slow"}
 
 
 def test_a_raise_in_both_unknown_branches_fails_the_import() -> None:
-    found = where('import os\n\nif os.environ.get("FAST"):\n    raise ImportError("a")\n'
-                  'else:\n    raise ImportError("b")\nfrom .x import Drafter\n')
+    found = where(
+        'import os\n\nif os.environ.get("FAST"):\n    raise ImportError("a")\n'
+        'else:\n    raise ImportError("b")\nfrom .x import Drafter\n'
+    )
     assert all(value.startswith("raises: import raises ImportError") for value in found.values())
 
 
 def test_unknown_branches_that_both_bind_keep_both() -> None:
-    found = where('import os\n\nif os.environ.get("FAST"):\n    from .fast import Drafter\n'
-                  "else:\n    from .slow import Drafter\n")
+    found = where(
+        'import os\n\nif os.environ.get("FAST"):\n    from .fast import Drafter\nelse:\n    from .slow import Drafter\n'
+    )
     assert set(found.values()) == {"import:pkg.fast | import:pkg.slow"}
 
 
-LAZY = HEADER + '''\
+LAZY = (
+    HEADER
+    + """\
 __all__ = ["Drafter"]
 
 
@@ -108,7 +135,8 @@ def __getattr__(name):
 
         return mtp.Drafter
     raise AttributeError(name)
-'''
+"""
+)
 
 
 def test_a_raise_in_module_getattr_makes_the_name_unavailable_on_that_platform() -> None:
@@ -118,28 +146,39 @@ def test_a_raise_in_module_getattr_makes_the_name_unavailable_on_that_platform()
 
 
 def test_module_getattr_for_a_name_it_does_not_serve() -> None:
-    facts = extract_facts(LAZY.replace('__all__ = ["Drafter"]', '__all__ = ["Drafter", "Other"]'),
-                          "pkg", "pkg/__init__.py", True)
+    facts = extract_facts(
+        LAZY.replace('__all__ = ["Drafter"]', '__all__ = ["Drafter", "Other"]'), "pkg", "pkg/__init__.py", True
+    )
     for platform in PLATFORMS:
         [target] = facts.bindings[platform]["Other"]
         assert target.kind == "unavailable" and "AttributeError" in target.a
 
 
-@pytest.mark.parametrize("predicate, platforms", [
-    ("is_cuda()", {"cuda"}), ("is_rocm()", {"rocm"}), ("is_xpu()", {"xpu"}), ("is_cpu()", {"cpu"}),
-    ("is_tpu()", {"tpu"}), ("is_cuda_alike()", {"cuda", "rocm"}), ("is_out_of_tree()", set()),
-    ('device_type == "cuda"', {"cuda", "rocm"}), ('device_type != "cuda"', {"xpu", "cpu", "tpu"}),
-    ('device_type in ("xpu", "cpu")', {"xpu", "cpu"}), ('device_type not in ["tpu"]', {"cuda", "rocm", "xpu", "cpu"}),
-])
+@pytest.mark.parametrize(
+    "predicate, platforms",
+    [
+        ("is_cuda()", {"cuda"}),
+        ("is_rocm()", {"rocm"}),
+        ("is_xpu()", {"xpu"}),
+        ("is_cpu()", {"cpu"}),
+        ("is_tpu()", {"tpu"}),
+        ("is_cuda_alike()", {"cuda", "rocm"}),
+        ("is_out_of_tree()", set()),
+        ('device_type == "cuda"', {"cuda", "rocm"}),
+        ('device_type != "cuda"', {"xpu", "cpu", "tpu"}),
+        ('device_type in ("xpu", "cpu")', {"xpu", "cpu"}),
+        ('device_type not in ["tpu"]', {"cuda", "rocm", "xpu", "cpu"}),
+    ],
+)
 def test_each_platform_condition_raises_exactly_where_it_holds(predicate: str, platforms: set[str]) -> None:
-    found = where(HEADER + f'if current_platform.{predicate}:\n    raise ImportError("here")\n'
-                  "from .x import Drafter\n")
+    found = where(HEADER + f'if current_platform.{predicate}:\n    raise ImportError("here")\nfrom .x import Drafter\n')
     assert {p for p, value in found.items() if value.startswith("raises: ")} == platforms
 
 
 def test_an_unknown_platform_condition_raises_nowhere() -> None:
-    found = where(HEADER + 'if current_platform.is_something_new():\n    raise ImportError("maybe")\n'
-                  "from .x import Drafter\n")
+    found = where(
+        HEADER + 'if current_platform.is_something_new():\n    raise ImportError("maybe")\nfrom .x import Drafter\n'
+    )
     assert set(found.values()) == {"import:pkg.x"}
 
 
@@ -150,8 +189,10 @@ def test_the_targets_are_plain_data() -> None:
 
 def test_the_first_raise_is_the_reason() -> None:
     """Python stops at the first raise: a later one on the same platform is never reached."""
-    found = where(HEADER + 'if current_platform.is_xpu():\n    raise NotImplementedError("first")\n'
-                  'if not current_platform.is_cuda():\n    raise ImportError("second")\nfrom .x import Drafter\n')
+    found = where(
+        HEADER + 'if current_platform.is_xpu():\n    raise NotImplementedError("first")\n'
+        'if not current_platform.is_cuda():\n    raise ImportError("second")\nfrom .x import Drafter\n'
+    )
     assert found["xpu"] == "raises: import raises NotImplementedError (line 4): first"
     assert found["cpu"] == "raises: import raises ImportError (line 6): second"
     assert found["cuda"] == "import:pkg.x"
@@ -163,10 +204,12 @@ def bindings(source: str, platform: str = "cuda") -> dict[str, list[Target]]:
 
 def test_what_each_kind_of_assignment_binds() -> None:
     """What could not be followed says what it was: the text shows up in unresolved-name reports."""
-    found = bindings("import torch.nn\nimport numpy as np\nfrom . import sub\nfrom .x import Head\n"
-                     "A = np.ndarray\nB = sub.Drafter\nC = Head.Inner\nD = Undefined\nE = make().attr\n"
-                     "F = Undefined.deep.attr\nG = 3\nH = '" + "x" * 50 + "'\nI = [Head]\nJ: type = Head\nK: int\n"
-                     "L = M = Head\nN, O = Head, Head\nnp.x = Head\n")
+    found = bindings(
+        "import torch.nn\nimport numpy as np\nfrom . import sub\nfrom .x import Head\n"
+        "A = np.ndarray\nB = sub.Drafter\nC = Head.Inner\nD = Undefined\nE = make().attr\n"
+        "F = Undefined.deep.attr\nG = 3\nH = '" + "x" * 50 + "'\nI = [Head]\nJ: type = Head\nK: int\n"
+        "L = M = Head\nN, O = Head, Head\nnp.x = Head\n"
+    )
     assert found == {
         "torch": [Target("module", "torch")],
         "np": [Target("module", "numpy")],
@@ -189,14 +232,16 @@ def test_what_each_kind_of_assignment_binds() -> None:
 
 def test_a_star_import_binds_its_module_in_order() -> None:
     found = bindings("from .x import Drafter\nfrom .impl import *\nfrom .more import *\n")
-    assert list(found.items()) == [("Drafter", [Target("import", "pkg.x", "Drafter")]),
-                                   ("*pkg.impl", [Target("module", "pkg.impl")]),
-                                   ("*pkg.more", [Target("module", "pkg.more")])]
+    assert list(found.items()) == [
+        ("Drafter", [Target("import", "pkg.x", "Drafter")]),
+        ("*pkg.impl", [Target("module", "pkg.impl")]),
+        ("*pkg.more", [Target("module", "pkg.more")]),
+    ]
 
 
 def test_all_grows_by_every_form_and_is_what_getattr_serves() -> None:
     """Only ``__all__`` names what ``__getattr__`` may serve here (no literal names in it)."""
-    found = bindings('''\
+    found = bindings("""\
 import os
 
 from . import impl
@@ -218,15 +263,19 @@ impl.extra = E = impl.Base
 
 def __getattr__(name):
     return getattr(impl, name)
-''')
+""")
     assert {name: found[name] for name in "ABCDE"} == {
-        **{name: [Target("import", "pkg.impl", name)] for name in "ABCD"}, "E": [Target("import", "pkg.impl", "Base")]}
+        **{name: [Target("import", "pkg.impl", name)] for name in "ABCD"},
+        "E": [Target("import", "pkg.impl", "Base")],
+    }
     assert set(found) == {"os", "impl", "VERSION", "counter", *"ABCDE"}
 
 
 def test_a_condition_on_all_without_a_module_all_is_unknown() -> None:
-    found = bindings('from . import impl\n\ndef __getattr__(name):\n    if name in __all__:\n'
-                     '        return getattr(impl, name)\n    if name == "A":\n        return impl.B\n')
+    found = bindings(
+        "from . import impl\n\ndef __getattr__(name):\n    if name in __all__:\n"
+        '        return getattr(impl, name)\n    if name == "A":\n        return impl.B\n'
+    )
     assert found["A"] == [Target("unknown", "a condition in __getattr__")]
 
 
@@ -235,23 +284,35 @@ def test_relative_imports_climb_from_a_module_or_a_package() -> None:
     in_module = extract_facts(source, "p.q.mod", "p/q/mod.py", False).bindings["cuda"]
     in_package = extract_facts(source, "p.q.pkg", "p/q/pkg/__init__.py", True).bindings["cuda"]
     assert [in_module[n][0] for n in "abcde"] == [
-        Target("import", "p.q", "a"), Target("import", "p", "b"), Target("import", "p.x", "c"),
-        Target("import", "y", "d"), Target("module", "top.level")]
+        Target("import", "p.q", "a"),
+        Target("import", "p", "b"),
+        Target("import", "p.x", "c"),
+        Target("import", "y", "d"),
+        Target("module", "top.level"),
+    ]
     assert [in_package[n][0] for n in "abcd"] == [
-        Target("import", "p.q.pkg", "a"), Target("import", "p.q", "b"), Target("import", "p.q.x", "c"),
-        Target("import", "p.y", "d")]
+        Target("import", "p.q.pkg", "a"),
+        Target("import", "p.q", "b"),
+        Target("import", "p.q.x", "c"),
+        Target("import", "p.y", "d"),
+    ]
 
 
-@pytest.mark.parametrize("source, error", [
-    ("x = (\n", "line 1: '(' was never closed"),
-    ("x = 1\x00\n", "source code string cannot contain null bytes"),
-])
+@pytest.mark.parametrize(
+    "source, error",
+    [
+        ("x = (\n", "line 1: '(' was never closed"),
+        ("x = 1\x00\n", "source code string cannot contain null bytes"),
+    ],
+)
 def test_a_module_that_does_not_parse_says_where(source: str, error: str) -> None:
     facts = extract_facts(source, "pkg", "pkg/__init__.py", True)
     assert facts.parse_error == error and facts.bindings == {} and facts.classes == []
 
 
-LAZY_FORMS = HEADER + '''\
+LAZY_FORMS = (
+    HEADER
+    + """\
 import os
 
 from . import impl
@@ -278,13 +339,16 @@ def __getattr__(name):
     if name == "Gone":
         raise AttributeError("no such name")
     return {"Tabled": impl.T}[name]
-'''
+"""
+)
 
 
 def test_module_getattr_forms() -> None:
     found = bindings(LAZY_FORMS)
-    assert {name: found[name] for name in ("ByName", "ByLiteral", "Computed", "OneArgument", "Missing",
-                                           "Unknown", "Other", "Tabled")} == {
+    assert {
+        name: found[name]
+        for name in ("ByName", "ByLiteral", "Computed", "OneArgument", "Missing", "Unknown", "Other", "Tabled")
+    } == {
         "ByName": [Target("import", "pkg.impl", "ByName")],
         "ByLiteral": [Target("import", "pkg.impl", "Literal")],
         "Computed": [Target("unknown", "getattr with a computed name")],
@@ -298,30 +362,35 @@ def test_module_getattr_forms() -> None:
 
 
 def test_module_getattr_with_another_parameter_name_or_none() -> None:
-    found = bindings('from . import impl\n__all__ = ["A"]\n\ndef __getattr__(attribute):\n'
-                     "    return getattr(impl, attribute)\n")
+    found = bindings(
+        'from . import impl\n__all__ = ["A"]\n\ndef __getattr__(attribute):\n    return getattr(impl, attribute)\n'
+    )
     assert found["A"] == [Target("import", "pkg.impl", "A")]
     found = bindings('__all__ = ["A"]\n\ndef __getattr__():\n    return 1\n')
     assert found["A"] == [Target("unknown", "__getattr__ without parameters")]
 
 
 def test_an_import_error_inside_module_getattr() -> None:
-    found = bindings('__all__ = ["A"]\n\ndef __getattr__(name):\n    from .a import A\n'
-                     '    raise ImportError("A moved")\n')
+    found = bindings(
+        '__all__ = ["A"]\n\ndef __getattr__(name):\n    from .a import A\n    raise ImportError("A moved")\n'
+    )
     assert found["A"] == [Target("unavailable", "__getattr__ raises ImportError (line 5): A moved")]
 
 
-@pytest.mark.parametrize("statement, reason", [
-    ('raise ImportError("first", "second")', "import raises ImportError (line 1): first"),
-    ("raise ImportError(message)", "import raises ImportError (line 1)"),
-    ('raise ImportError(prefix + "kernels missing")', "import raises ImportError (line 1): kernels missing"),
-    ('raise ImportError(prefix + "two" + "parts")', "import raises ImportError (line 1): two parts"),
-    ('raise ImportError(reason="kept as keyword")', "import raises ImportError (line 1): kept as keyword"),
-    ('raise ImportError(f"no {x}", "plain")', "import raises ImportError (line 1): plain"),
-    ('raise errors.Missing("x")', "import raises errors.Missing (line 1): x"),
-    ('raise errors[0]("x")', "import raises an exception (line 1): x"),
-    ("raise ImportError", "import raises (line 1)"),
-])
+@pytest.mark.parametrize(
+    "statement, reason",
+    [
+        ('raise ImportError("first", "second")', "import raises ImportError (line 1): first"),
+        ("raise ImportError(message)", "import raises ImportError (line 1)"),
+        ('raise ImportError(prefix + "kernels missing")', "import raises ImportError (line 1): kernels missing"),
+        ('raise ImportError(prefix + "two" + "parts")', "import raises ImportError (line 1): two parts"),
+        ('raise ImportError(reason="kept as keyword")', "import raises ImportError (line 1): kept as keyword"),
+        ('raise ImportError(f"no {x}", "plain")', "import raises ImportError (line 1): plain"),
+        ('raise errors.Missing("x")', "import raises errors.Missing (line 1): x"),
+        ('raise errors[0]("x")', "import raises an exception (line 1): x"),
+        ("raise ImportError", "import raises (line 1)"),
+    ],
+)
 def test_why_an_import_raises(statement: str, reason: str) -> None:
     facts = extract_facts(statement + "\n", "pkg", "pkg/__init__.py", True)
     assert set(facts.import_errors.values()) == {reason}
@@ -345,20 +414,23 @@ def holds_on(condition: str, **kwargs) -> set[str] | None:
     return {p for p, v in values.items() if v}
 
 
-@pytest.mark.parametrize("condition, platforms", [
-    ("TYPE_CHECKING", set()),
-    ("typing.TYPE_CHECKING", set()),
-    ("not TYPE_CHECKING", set(PLATFORMS)),
-    ("current_platform.is_cuda()", {"cuda"}),
-    ("vllm.platforms.current_platform.is_rocm()", {"rocm"}),
-    ("not current_platform.is_cuda_alike()", {"xpu", "cpu", "tpu"}),
-    ("current_platform.is_cuda() or current_platform.is_xpu()", {"cuda", "xpu"}),
-    ("current_platform.is_cuda_alike() and not current_platform.is_rocm()", {"cuda"}),
-    ("current_platform.device_type == 'cuda'", {"cuda", "rocm"}),
-    ("current_platform.device_type != 'cpu'", {"cuda", "rocm", "xpu", "tpu"}),
-    ("current_platform.device_type in ('xpu', 'tpu')", {"xpu", "tpu"}),
-    ("current_platform.device_type not in {'cuda'}", {"xpu", "cpu", "tpu"}),
-])
+@pytest.mark.parametrize(
+    "condition, platforms",
+    [
+        ("TYPE_CHECKING", set()),
+        ("typing.TYPE_CHECKING", set()),
+        ("not TYPE_CHECKING", set(PLATFORMS)),
+        ("current_platform.is_cuda()", {"cuda"}),
+        ("vllm.platforms.current_platform.is_rocm()", {"rocm"}),
+        ("not current_platform.is_cuda_alike()", {"xpu", "cpu", "tpu"}),
+        ("current_platform.is_cuda() or current_platform.is_xpu()", {"cuda", "xpu"}),
+        ("current_platform.is_cuda_alike() and not current_platform.is_rocm()", {"cuda"}),
+        ("current_platform.device_type == 'cuda'", {"cuda", "rocm"}),
+        ("current_platform.device_type != 'cpu'", {"cuda", "rocm", "xpu", "tpu"}),
+        ("current_platform.device_type in ('xpu', 'tpu')", {"xpu", "tpu"}),
+        ("current_platform.device_type not in {'cuda'}", {"xpu", "cpu", "tpu"}),
+    ],
+)
 def test_known_conditions(condition: str, platforms: set[str]) -> None:
     assert holds_on(condition) == platforms
 
@@ -370,42 +442,48 @@ def test_and_or_with_an_unknown_part_are_known_only_where_the_known_part_decides
     assert disjunction["cuda"] is True and all(disjunction[p] is None for p in PLATFORMS if p != "cuda")
 
 
-@pytest.mark.parametrize("condition", [
-    "os.environ.get('X')",
-    "current_platform.is_something_new()",
-    "current_platform.is_cuda(1)",  # a call with arguments is not the predicate
-    "helper.is_cuda()",  # not current_platform
-    "not os.environ.get('X')",
-    "current_platform.device_type == 3",  # not a string
-    "current_platform.device_type != ('cuda', 'xpu')",  # != against several values
-    "current_platform.device_type == ('cuda', 'xpu')",
-    "current_platform.device_type in ('cuda', ('xpu', 'cpu'))",  # a nested tuple is not a list of strings
-    "current_platform.device_type < 'x'",
-    "current_platform.device_type in values",
-    "sys.platform == 'linux'",
-    "name == 'Drafter'",  # outside __getattr__, ``name`` is just a variable
-    "current_platform.device_type == 'cuda' == 'x'",
-    "some.TYPE_CHECKING_EXTRA",
-])
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "os.environ.get('X')",
+        "current_platform.is_something_new()",
+        "current_platform.is_cuda(1)",  # a call with arguments is not the predicate
+        "helper.is_cuda()",  # not current_platform
+        "not os.environ.get('X')",
+        "current_platform.device_type == 3",  # not a string
+        "current_platform.device_type != ('cuda', 'xpu')",  # != against several values
+        "current_platform.device_type == ('cuda', 'xpu')",
+        "current_platform.device_type in ('cuda', ('xpu', 'cpu'))",  # a nested tuple is not a list of strings
+        "current_platform.device_type < 'x'",
+        "current_platform.device_type in values",
+        "sys.platform == 'linux'",
+        "name == 'Drafter'",  # outside __getattr__, ``name`` is just a variable
+        "current_platform.device_type == 'cuda' == 'x'",
+        "some.TYPE_CHECKING_EXTRA",
+    ],
+)
 def test_unknown_conditions(condition: str) -> None:
     values = truth(condition)
     assert all(v is None for v in values.values()), values
 
 
-@pytest.mark.parametrize("condition, asked, expected", [
-    ("name == 'Drafter'", "Drafter", True),
-    ("name == 'Drafter'", "Other", False),
-    ("name != 'Drafter'", "Drafter", False),
-    ("not name == 'Drafter'", "Drafter", False),
-    ("name in ('A', 'B')", "B", True),
-    ("name not in ['A', 'B']", "B", False),
-    ("name in __all__", "B", True),
-    ("name in __all__", "C", False),
-    ("not name in __all__", "C", True),
-    ("name in __all__ and name == 'A'", "A", True),
-    ("name == 'X' or name in __all__", "B", True),
-    ("other == 'Drafter'", "Drafter", None),  # not the __getattr__ parameter
-])
+@pytest.mark.parametrize(
+    "condition, asked, expected",
+    [
+        ("name == 'Drafter'", "Drafter", True),
+        ("name == 'Drafter'", "Other", False),
+        ("name != 'Drafter'", "Drafter", False),
+        ("not name == 'Drafter'", "Drafter", False),
+        ("name in ('A', 'B')", "B", True),
+        ("name not in ['A', 'B']", "B", False),
+        ("name in __all__", "B", True),
+        ("name in __all__", "C", False),
+        ("not name in __all__", "C", True),
+        ("name in __all__ and name == 'A'", "A", True),
+        ("name == 'X' or name in __all__", "B", True),
+        ("other == 'Drafter'", "Drafter", None),  # not the __getattr__ parameter
+    ],
+)
 def test_conditions_on_the_getattr_parameter(condition: str, asked: str, expected: bool | None) -> None:
     values = truth(condition, name=("name", asked), all_names=["A", "B"])
     assert set(values.values()) == {expected}
@@ -420,9 +498,18 @@ def test_all_unknown_without_a_module_all() -> None:
     assert set(truth("name in __all__", name=("name", "A")).values()) == {None}
 
 
-@pytest.mark.parametrize("text, values", [
-    ("'a'", ["a"]), ("('a', 'b')", ["a", "b"]), ("['a']", ["a"]), ("{'a'}", ["a"]),
-    ("3", None), ("('a', 3)", None), ("('a', ('b', 'c'))", None), ("x", None),
-])
+@pytest.mark.parametrize(
+    "text, values",
+    [
+        ("'a'", ["a"]),
+        ("('a', 'b')", ["a", "b"]),
+        ("['a']", ["a"]),
+        ("{'a'}", ["a"]),
+        ("3", None),
+        ("('a', 3)", None),
+        ("('a', ('b', 'c'))", None),
+        ("x", None),
+    ],
+)
 def test_string_values(text: str, values: list[str] | None) -> None:
     assert string_values(ast.parse(text, mode="eval").body) == values

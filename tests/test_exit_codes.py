@@ -58,8 +58,7 @@ MATRIX = [
 ]
 
 
-@pytest.mark.parametrize("rule, code, source, args", MATRIX,
-                         ids=[f"{' '.join(a)}->{c}" for _, c, _, a in MATRIX])
+@pytest.mark.parametrize("rule, code, source, args", MATRIX, ids=[f"{' '.join(a)}->{c}" for _, c, _, a in MATRIX])
 def test_exit_code(rule, code, source, args, tmp_path):
     assert any(r.command == rule and r.code == code for r in POLICY), f"no POLICY rule for {rule} -> {code}"
     tree = source(tmp_path) if callable(source) else tree_of(*source, tmp_path)
@@ -93,10 +92,16 @@ def test_pre_commit_outside_a_checkout_is_an_input_error(tmp_path):
     assert result.returncode == ERROR and "vLLM checkout" in result.stderr
 
 
-@pytest.mark.parametrize("verdicts, code", [
-    (["pass", "pass"], OK), (["pass", "MISMATCH"], ACTION), (["pass", "not verified"], ERROR),
-    (["MISMATCH", "not verified"], ACTION), ([], OK),
-])
+@pytest.mark.parametrize(
+    "verdicts, code",
+    [
+        (["pass", "pass"], OK),
+        (["pass", "MISMATCH"], ACTION),
+        (["pass", "not verified"], ERROR),
+        (["MISMATCH", "not verified"], ACTION),
+        ([], OK),
+    ],
+)
 def test_verify_policy(verdicts, code):
     assert exit_codes.verify_exit(verdicts) == code
     assert any(r.command == "verify" and r.code == code for r in POLICY)

@@ -49,8 +49,9 @@ def test_gate_refuses_a_helper_that_is_not_the_old_block(long_head):
 def test_gate_refuses_a_change_outside_compute_logits(long_head):
     _, path, source, insertions = long_head
     rewrite = rewrite_factored(path, source, insertions, binds_torch=True)
-    rewrite.new = rewrite.new.replace("    def load_weights(self, weights):\n",
-                                      "    def load_weights(self, weights):  # noqa\n")
+    rewrite.new = rewrite.new.replace(
+        "    def load_weights(self, weights):\n", "    def load_weights(self, weights):  # noqa\n"
+    )
     with pytest.raises(UnsafeRewrite, match="outside compute_logits"):
         check_factored(rewrite, {"LongHeadPredictor"})
 

@@ -39,8 +39,9 @@ def test_scan_is_identical_at_any_job_count_with_and_without_cache(vllm_release,
 
 def test_fix_diff_is_identical_at_any_job_count(vllm_release):
     tree = vllm_release("0.34.0")
-    diffs = [run_cli("fix", str(tree), "--all", "--diff", "--no-cache", "--quiet", "--jobs", jobs)
-             for jobs in ("1", "2")]
+    diffs = [
+        run_cli("fix", str(tree), "--all", "--diff", "--no-cache", "--quiet", "--jobs", jobs) for jobs in ("1", "2")
+    ]
     assert diffs[0].stdout.count("+    def get_top_tokens(") >= 40, diffs[0].stderr
     assert [(d.returncode, d.stdout) for d in diffs[1:]] == [(diffs[0].returncode, diffs[0].stdout)]
 
@@ -91,11 +92,15 @@ def test_an_inheritance_cycle_reads_the_same_at_any_job_count(tmp_path):
     for n in range(16):  # enough drafters for workers to be used
         (models / f"toy{n}_mtp.py").write_text(
             f"class Toy{n}MTP:\n    def compute_logits(self, hidden_states):\n"
-            "        return self.logits_processor(self.lm_head, hidden_states)\n")
+            "        return self.logits_processor(self.lm_head, hidden_states)\n"
+        )
         rows.append(f'    "Toy{n}MTPModel": ("toy{n}_mtp", "Toy{n}MTP"),')
     registry = models / "registry.py"
-    registry.write_text(registry.read_text().replace("_SPECULATIVE_DECODING_MODELS = {",
-                                                     "_SPECULATIVE_DECODING_MODELS = {\n" + "\n".join(rows), 1))
+    registry.write_text(
+        registry.read_text().replace(
+            "_SPECULATIVE_DECODING_MODELS = {", "_SPECULATIVE_DECODING_MODELS = {\n" + "\n".join(rows), 1
+        )
+    )
     serial = _scan(tree, "--no-cache", "--jobs", "1")
     assert serial[0] == 0, serial[2]
     assert "inheritance cycle through CycleB" in serial[1] and "inheritance cycle through CycleA" in serial[1]
@@ -149,7 +154,8 @@ def test_fix_from_cached_analyses_leaves_libcst_to_the_workers(vllm_release, tmp
         "sys.stdout.write(''.join(unified_diff(r) for r in result.rewrites))\n"
         "print('libcst' in sys.modules)\n"
     )
-    second = subprocess.run([sys.executable, "-c", probe, str(tree)], capture_output=True, text=True,
-                            env={**os.environ, **env}, check=False)
+    second = subprocess.run(
+        [sys.executable, "-c", probe, str(tree)], capture_output=True, text=True, env={**os.environ, **env}, check=False
+    )
     assert second.returncode == 0, second.stderr
     assert second.stdout == first.stdout + "False\n"

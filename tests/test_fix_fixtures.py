@@ -19,8 +19,12 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 def _ruff_clean(data: bytes) -> bool:
-    result = subprocess.run([sys.executable, "-m", "ruff", "format", "--isolated", "--check", "-"],
-                            input=data, capture_output=True, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--isolated", "--check", "-"],
+        input=data,
+        capture_output=True,
+        check=False,
+    )
     return result.returncode == 0
 
 

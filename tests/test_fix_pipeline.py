@@ -34,8 +34,7 @@ def _fix(tree: Path, args: list[str]):
     source = locate(tree)
     models = [args[i + 1] for i, a in enumerate(args) if a == "--model"]
     types = model_type_map(source.package_dir) if source.package_dir else {}
-    return plan_fix(source, models or None, "--all" in args, None, types,
-                    factor_pre_head="--factor-pre-head" in args)
+    return plan_fix(source, models or None, "--all" in args, None, types, factor_pre_head="--factor-pre-head" in args)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -106,8 +105,11 @@ def test_write_all_writes_nothing_when_one_file_is_read_only(tmp_path: Path) -> 
     first = _rewrite(tmp_path, "a.py", "x = 1\n", "x = 1\ny = 2\n")
     second = _rewrite(tmp_path, "b.py", "z = 1\n", "z = 1\nw = 2\n")
     os.chmod(tmp_path / "b.py", 0o444)  # refused even for root, who could write it
-    with pytest.raises(UsageError, match=r"b.py is read-only \(mode 0444\); nothing written, "
-                                         "make it writable and run fix again"):
+    with pytest.raises(
+        UsageError,
+        match=r"b.py is read-only \(mode 0444\); nothing written, "
+        "make it writable and run fix again",
+    ):
         write_all(tmp_path, [first, second])
     assert (tmp_path / "a.py").read_text() == "x = 1\n" and (tmp_path / "b.py").read_text() == "z = 1\n"
 
@@ -130,16 +132,18 @@ def test_unified_diff_shows_only_the_insertion() -> None:
 MODELS = "vllm/model_executor/models"
 FAMILY = {
     "registry.py": '_SPECULATIVE_DECODING_MODELS = {\n    "ParentModel": ("parent_lm", "ParentLM"),\n'
-                   '    "ChildModel": ("child_eagle", "ChildEagle"),\n    "DoneModel": ("done_mtp", "DoneMTP"),\n'
-                   '    "CappedModel": ("capped_mtp", "CappedMTP"),\n}\n',
+    '    "ChildModel": ("child_eagle", "ChildEagle"),\n    "DoneModel": ("done_mtp", "DoneMTP"),\n'
+    '    "CappedModel": ("capped_mtp", "CappedMTP"),\n}\n',
     "child_eagle.py": "from .parent_lm import ParentLM\n\n\nclass ChildEagle(ParentLM):\n    pass\n",
-    "done_mtp.py": (FIXTURES / "fix" / "inherited" / "input" / MODELS / "parent_lm.py").read_text().replace(
-        "ParentLM", "DoneMTP") + "\n    def get_top_tokens(self, hidden_states: torch.Tensor) -> torch.Tensor:\n"
-        "        return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n",
+    "done_mtp.py": (FIXTURES / "fix" / "inherited" / "input" / MODELS / "parent_lm.py")
+    .read_text()
+    .replace("ParentLM", "DoneMTP")
+    + "\n    def get_top_tokens(self, hidden_states: torch.Tensor) -> torch.Tensor:\n"
+    "        return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n",
     "capped_mtp.py": "import torch\nfrom torch import nn\n\n\nclass CappedMTP(nn.Module):\n"
-                     "    def compute_logits(self, hidden_states):\n"
-                     "        logits = self.logits_processor(self.lm_head, hidden_states)\n"
-                     "        return 30.0 * torch.tanh(logits / 30.0)\n",
+    "    def compute_logits(self, hidden_states):\n"
+    "        logits = self.logits_processor(self.lm_head, hidden_states)\n"
+    "        return 30.0 * torch.tanh(logits / 30.0)\n",
 }
 
 
@@ -148,29 +152,42 @@ def test_each_selected_drafter_gets_an_outcome_that_says_what_happens(tmp_path: 
     tree = build_tree(FIXTURES / "fix" / "inherited", tmp_path / "tree", "input")
     for name, text in FAMILY.items():
         (tree / MODELS / name).write_text(text)
-    result = _fix(tree, ["--model", "ParentModel", "--model", "ChildModel", "--model", "DoneModel",
-                         "--model", "CappedModel"])
+    result = _fix(
+        tree, ["--model", "ParentModel", "--model", "ChildModel", "--model", "DoneModel", "--model", "CappedModel"]
+    )
     outcomes = {o.record.arch: (o.action, o.reason) for o in result.plan.outcomes}
     assert outcomes == {
         "ParentModel": ("fix", "get_top_tokens added to ParentLM"),
         "ChildModel": ("fix", "inherited from ParentLM (fixed in the same run)"),
         "DoneModel": ("supported", "already supported (mirror)"),
-        "CappedModel": ("refused",
-                        "missing_manual: logits soft-capped after the head call (line 8: `torch.tanh(logits / 30.0)`)"),
+        "CappedModel": (
+            "refused",
+            "missing_manual: logits soft-capped after the head call (line 8: `torch.tanh(logits / 30.0)`)",
+        ),
     }
     assert [(i.target.name, i.source.owner.name) for i in result.plan.insertions] == [("ParentLM", "ParentLM")]
     assert [r.path for r in result.rewrites] == [f"{MODELS}/parent_lm.py"]
     assert {o.record.arch: o.record.cls for o in result.plan.outcomes} == {
-        "ParentModel": "ParentLM", "ChildModel": "ChildEagle", "DoneModel": "DoneMTP", "CappedModel": "CappedMTP"}
+        "ParentModel": "ParentLM",
+        "ChildModel": "ChildEagle",
+        "DoneModel": "DoneMTP",
+        "CappedModel": "CappedMTP",
+    }
 
 
-@pytest.mark.parametrize("case, written", [
-    ("dispatch_if_elif", ["vllm/models/fork/nvidia/mtp.py", "vllm/models/fork/xpu/mtp.py"]),
-    ("dispatch_raise", ["vllm/models/gated/nvidia/mtp.py", "vllm/models/lazyraise/nvidia/mtp.py",
-                        "vllm/models/maybe/mtp.py"]),
-])
-def test_fix_all_writes_each_platform_class_and_no_unreachable_one(case: str, written: list[str],
-                                                                   tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "case, written",
+    [
+        ("dispatch_if_elif", ["vllm/models/fork/nvidia/mtp.py", "vllm/models/fork/xpu/mtp.py"]),
+        (
+            "dispatch_raise",
+            ["vllm/models/gated/nvidia/mtp.py", "vllm/models/lazyraise/nvidia/mtp.py", "vllm/models/maybe/mtp.py"],
+        ),
+    ],
+)
+def test_fix_all_writes_each_platform_class_and_no_unreachable_one(
+    case: str, written: list[str], tmp_path: Path
+) -> None:
     """One architecture, a different class per platform: each missing one is fixed, on its own
     analyses; a class only a raising branch imports (maybe/legacy.py) is never touched."""
     tree = build_tree(FIXTURES / "scan" / case, tmp_path / "tree")
@@ -183,7 +200,9 @@ def test_a_refused_drafter_listed_first_does_not_hide_the_blast_radius(tmp_path:
     tree = build_tree(FIXTURES / "fix" / "refusals", tmp_path / "tree", "input")
     result = _fix(tree, ["--model", "MaskedMTPModel", "--model", "BaseMTPModel"])
     assert [(o.record.arch, o.action) for o in result.plan.outcomes] == [
-        ("MaskedMTPModel", "refused"), ("BaseMTPModel", "refused")]
+        ("MaskedMTPModel", "refused"),
+        ("BaseMTPModel", "refused"),
+    ]
     assert result.plan.outcomes[1].reason.startswith("blast radius: ") and result.rewrites == []
 
 
@@ -191,10 +210,16 @@ def test_blast_radius_names_every_victim_with_its_place_and_platforms(tmp_path: 
     case = FIXTURES / "fix" / "refusals"
     tree = build_tree(case, tmp_path / "tree", "input")
     masked = (tree / MODELS / "masked_mtp.py").read_text()
-    cuda_only = 'from vllm.platforms import current_platform\n\nif not current_platform.is_cuda():\n' \
-                '    raise ImportError("CappedTwo needs CUDA")\n'
-    (tree / MODELS / "capped_two.py").write_text(cuda_only + masked.replace("MaskedMTP", "CappedTwo").replace(
-        "logits[..., self.limit :] = -torch.inf", "logits = logits.clamp(max=self.cap)"))
+    cuda_only = (
+        "from vllm.platforms import current_platform\n\nif not current_platform.is_cuda():\n"
+        '    raise ImportError("CappedTwo needs CUDA")\n'
+    )
+    (tree / MODELS / "capped_two.py").write_text(
+        cuda_only
+        + masked.replace("MaskedMTP", "CappedTwo").replace(
+            "logits[..., self.limit :] = -torch.inf", "logits = logits.clamp(max=self.cap)"
+        )
+    )
     registry = tree / MODELS / "registry.py"
     registry.write_text(registry.read_text().replace("}", '    "CappedTwoModel": ("capped_two", "CappedTwo"),\n}'))
     result = _fix(tree, ["--model", "BaseMTPModel"])
@@ -204,10 +229,17 @@ def test_blast_radius_names_every_victim_with_its_place_and_platforms(tmp_path: 
     found = [re.match(r"(.+\)) (\w+) on ([a-z,]+): .+", p).groups() for p in parts]
     everywhere = "cpu,cuda,rocm,tpu,xpu"
     assert found == [
-        (f"adding get_top_tokens to BaseMTP would make MaskedMTPModel (MaskedMTP, {MODELS}/masked_mtp.py:6)",
-         "divergent", everywhere),
-        (f"adding get_top_tokens to BaseMTP would make CappedTwoModel (CappedTwo, {MODELS}/capped_two.py:10)",
-         "unproven", "cuda")]
+        (
+            f"adding get_top_tokens to BaseMTP would make MaskedMTPModel (MaskedMTP, {MODELS}/masked_mtp.py:6)",
+            "divergent",
+            everywhere,
+        ),
+        (
+            f"adding get_top_tokens to BaseMTP would make CappedTwoModel (CappedTwo, {MODELS}/capped_two.py:10)",
+            "unproven",
+            "cuda",
+        ),
+    ]
 
 
 def test_blast_radius_blames_only_the_classes_a_victim_inherits_from(tmp_path: Path) -> None:
@@ -219,7 +251,9 @@ def test_blast_radius_blames_only_the_classes_a_victim_inherits_from(tmp_path: P
     registry.write_text(registry.read_text().replace("}", '    "OtherMTPModel": ("other_mtp", "OtherMTP"),\n}'))
     result = _fix(tree, ["--model", "BaseMTPModel", "--model", "OtherMTPModel"])
     assert [(o.record.arch, o.action) for o in result.plan.outcomes] == [
-        ("BaseMTPModel", "refused"), ("OtherMTPModel", "fix")]
+        ("BaseMTPModel", "refused"),
+        ("OtherMTPModel", "fix"),
+    ]
     assert [r.path for r in result.rewrites] == [f"{MODELS}/other_mtp.py"]
 
 
@@ -231,10 +265,13 @@ def test_a_drafter_already_inconsistent_before_the_fix_does_not_block_it(tmp_pat
     (tree / MODELS / "masked_mtp.py").unlink()
     (tree / MODELS / "own_top.py").write_text(
         masked + "\n    def get_top_tokens(self, hidden_states: torch.Tensor) -> torch.Tensor:\n"
-                 "        return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n")
-    (tree / MODELS / "registry.py").write_text('_SPECULATIVE_DECODING_MODELS = {\n'
-                                               '    "BaseMTPModel": ("base_mtp", "BaseMTP"),\n'
-                                               '    "OwnTopModel": ("own_top", "OwnTop"),\n}\n')
+        "        return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n"
+    )
+    (tree / MODELS / "registry.py").write_text(
+        "_SPECULATIVE_DECODING_MODELS = {\n"
+        '    "BaseMTPModel": ("base_mtp", "BaseMTP"),\n'
+        '    "OwnTopModel": ("own_top", "OwnTop"),\n}\n'
+    )
     result = _fix(tree, ["--all"])
     assert [(o.record.arch, o.action) for o in result.plan.outcomes] == [("BaseMTPModel", "fix")]
     assert [r.path for r in result.rewrites] == [f"{MODELS}/base_mtp.py"]

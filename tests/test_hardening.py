@@ -182,8 +182,11 @@ def _edit_toy(tree: Path, edit) -> Path:
 HEAD_CALL = "return self.logits_processor(self.lm_head, hidden_states)"
 
 
-@pytest.mark.parametrize("expression", ["hidden_states" + ".t()" * 300, " + ".join(["hidden_states"] * 900)],
-                         ids=["300-chained-calls", "900-term-sum"])
+@pytest.mark.parametrize(
+    "expression",
+    ["hidden_states" + ".t()" * 300, " + ".join(["hidden_states"] * 900)],
+    ids=["300-chained-calls", "900-term-sum"],
+)
 def test_deep_expressions_that_cpython_compiles_are_scanned_and_fixed(tmp_path, expression):
     tree = tree_of("direct_head", tmp_path)
     path = _edit_toy(tree, lambda s: s.replace(HEAD_CALL, f"x = {expression}\n        {HEAD_CALL}"))
@@ -218,8 +221,9 @@ def test_a_1200_deep_inheritance_chain_resolves_in_linear_time(tmp_path):
 
 def test_a_file_cpython_cannot_compile_is_named_and_the_rest_reported(tmp_path):
     tree = tree_of("call_contract", tmp_path)
-    (tree / MODELS / "toy_dspark.py").write_text((tree / MODELS / "toy_dspark.py").read_text()
-                                               + "\nX = " + "-" * 50000 + "1\n")
+    (tree / MODELS / "toy_dspark.py").write_text(
+        (tree / MODELS / "toy_dspark.py").read_text() + "\nX = " + "-" * 50000 + "1\n"
+    )
     result = run_cli("scan", str(tree), "--format", "json")
     assert_clean_failure(result, 2, "toy_dspark.py", "too deeply nested")
     assert '"errors"' in result.stdout and '"status"' in result.stdout
@@ -290,16 +294,18 @@ def test_unreadable_registry_is_one_line_exit_2(tmp_path, monkeypatch):
 def test_an_os_error_reaching_the_cli_is_named_not_internal(tmp_path):
     """An unreadable directory on the way (EACCES from stat): the CLI names the path."""
     tree = tree_of("direct_head", tmp_path)
-    script = ("import pathlib, sys\n"
-              "real = pathlib.Path.resolve\n"
-              "def resolve(self, *args, **kwargs):\n"
-              "    if self.name == 'toy_mtp.py':\n"
-              "        raise PermissionError(13, 'Permission denied', str(self))\n"
-              "    return real(self, *args, **kwargs)\n"
-              "pathlib.Path.resolve = resolve\n"
-              "from mtp_audit.cli import main\n"
-              f"sys.argv = ['mtp-audit', 'scan', {str(tree)!r}]\n"
-              "main()\n")
+    script = (
+        "import pathlib, sys\n"
+        "real = pathlib.Path.resolve\n"
+        "def resolve(self, *args, **kwargs):\n"
+        "    if self.name == 'toy_mtp.py':\n"
+        "        raise PermissionError(13, 'Permission denied', str(self))\n"
+        "    return real(self, *args, **kwargs)\n"
+        "pathlib.Path.resolve = resolve\n"
+        "from mtp_audit.cli import main\n"
+        f"sys.argv = ['mtp-audit', 'scan', {str(tree)!r}]\n"
+        "main()\n"
+    )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
     assert_clean_failure(result, 2, "toy_mtp.py", "Permission denied")
     assert "internal error" not in result.stderr
@@ -322,8 +328,14 @@ def test_encodings_read_like_cpython_and_written_back_the_same(tmp_path, prefix,
 def test_closed_stdout_is_one_line_exit_2(tmp_path):
     tree = tree_of("direct_head", tmp_path)
     command = [sys.executable, "-m", "mtp_audit", "scan", str(tree), "--format", "json"]
-    result = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
-                            preexec_fn=lambda: os.close(1))
+    result = subprocess.run(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+        preexec_fn=lambda: os.close(1),
+    )
     assert_clean_failure(result, 2, "standard output is closed")
     assert len(result.stderr.strip().splitlines()) == 1
 
@@ -332,16 +344,25 @@ def test_closed_stdout_is_one_line_exit_2(tmp_path):
 def test_full_disk_on_stdout_is_one_line_exit_2(tmp_path):
     tree = tree_of("direct_head", tmp_path)
     with open("/dev/full", "w") as full:
-        result = subprocess.run([sys.executable, "-m", "mtp_audit", "scan", str(tree), "--format", "json"],
-                                stdout=full, stderr=subprocess.PIPE, text=True, check=False)
+        result = subprocess.run(
+            [sys.executable, "-m", "mtp_audit", "scan", str(tree), "--format", "json"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
     assert_clean_failure(result, 2, "No space left on device")
     assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_broken_pipe_is_one_line_exit_2(tmp_path):
     tree = tree_of("direct_head", tmp_path)
-    process = subprocess.Popen([sys.executable, "-m", "mtp_audit", "scan", str(tree), "--format", "json"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mtp_audit", "scan", str(tree), "--format", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     process.stdout.close()  # the reader went away before the output
     err = process.stderr.read()
     assert process.wait() == 2, err

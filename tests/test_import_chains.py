@@ -81,17 +81,20 @@ def test_line_scanner_reads_every_form() -> None:
     ]
 
 
-@pytest.mark.parametrize("block", [
-    "if current_platform.is_rocm():\n    import amd\n",
-    "if TYPE_CHECKING:\n    pass\nelse:\n    import runtime\n",
-    "with suppress(ImportError):\n    import maybe\n",
-    "raise ImportError('never importable')\n",
-])
+@pytest.mark.parametrize(
+    "block",
+    [
+        "if current_platform.is_rocm():\n    import amd\n",
+        "if TYPE_CHECKING:\n    pass\nelse:\n    import runtime\n",
+        "with suppress(ImportError):\n    import maybe\n",
+        "raise ImportError('never importable')\n",
+    ],
+)
 def test_line_scanner_leaves_blocks_to_the_interpreter(block: str) -> None:
     assert _plain_imports("import torch\n" + block, "vllm.x", False) is None
 
 
-DISPATCH = '''from vllm.platforms import current_platform
+DISPATCH = """from vllm.platforms import current_platform
 
 if current_platform.is_rocm():
     from .amd import Model
@@ -110,7 +113,7 @@ try:
         raise RuntimeError("caught below")
 except RuntimeError:
     pass
-'''
+"""
 
 
 def test_interpreter_runs_imports_and_raises_per_platform() -> None:

@@ -10,7 +10,8 @@ def test_base_names_reads_every_form_of_base_list(tmp_path):
     package.mkdir()
     (package / "one_line.py").write_text("class A(Base, metaclass=Meta):\n    pass\n")
     (package / "multi_line.py").write_text(
-        "import x\n\n\nclass B(\n    x.Other,  # a comment (with parens)\n    Mixin[int],\n):\n    pass\n")
+        "import x\n\n\nclass B(\n    x.Other,  # a comment (with parens)\n    Mixin[int],\n):\n    pass\n"
+    )
     (package / "nested.py").write_text("def f():\n    class C(Inner):\n        pass\n")
     (package / "prose.py").write_text("# a subclass Fake(Base): is not a class statement\nBase = 1\n")
     (package / "no_bases.py").write_text("class D:\n    base = Base\n")

@@ -32,6 +32,7 @@ def test_libcst_dataclasses_still_build_under_the_trick():
 
 def test_dataclasses_without_a_fallback_get_the_import_unchanged(monkeypatch):
     """Python 3.10 and Debian's 3.11.2: a signature that raises breaks @dataclass."""
+
     def process_class_without_fallback(cls, *args, **kwargs):
         cls.__doc__ = cls.__name__ + str(inspect.signature(cls))  # no try/except, as before 3.11.7
         return cls

@@ -90,8 +90,10 @@ def test_imports_go_down_the_pipeline(module: str):
 
 def test_an_upward_import_is_caught():
     in_function = "def f():\n    from ..synthesize import mirror\n"
-    assert upward_imports("mtp_audit.classify.memo", in_function) == ["mtp_audit.synthesize",
-                                                                      "mtp_audit.synthesize.mirror"]
+    assert upward_imports("mtp_audit.classify.memo", in_function) == [
+        "mtp_audit.synthesize",
+        "mtp_audit.synthesize.mirror",
+    ]
     type_checking = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .fix import FixResult\n"
     assert upward_imports("mtp_audit.model", type_checking) == ["mtp_audit.fix"]
     assert upward_imports("mtp_audit.scan", "import mtp_audit.fanout\n") == ["mtp_audit.fanout"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from mtp_audit.resolve.model_types import model_type_map
 
-SPECULATIVE = '''\
+SPECULATIVE = """\
 def hf_config_override(hf_config, other):
     if hf_config.model_type in ("deepseek_v3", "deepseek_v32"):
         hf_config.model_type = "deepseek_mtp"
@@ -34,7 +34,7 @@ def hf_config_override(hf_config, other):
         hf_config.update({"layers": ["NotArchitectures"]})
     if hf_config.model_type == "empty":
         pass
-'''
+"""
 
 
 def model_types_of(tmp_path: Path, text: str | bytes | None) -> dict[str, list[str]]:
@@ -58,9 +58,11 @@ def test_model_types_follow_renames_and_both_forms_of_architectures(tmp_path: Pa
 
 
 def test_a_rename_chain_carries_every_origin(tmp_path: Path) -> None:
-    text = ('def f(c):\n    if c.model_type == "a":\n        c.model_type = "b"\n'
-            '    if c.model_type in ["b", "x"]:\n        c.model_type = "c"\n'
-            '    if c.model_type == "c":\n        c.update({"architectures": ["CModel", "DModel"]})\n')
+    text = (
+        'def f(c):\n    if c.model_type == "a":\n        c.model_type = "b"\n'
+        '    if c.model_type in ["b", "x"]:\n        c.model_type = "c"\n'
+        '    if c.model_type == "c":\n        c.update({"architectures": ["CModel", "DModel"]})\n'
+    )
     assert model_types_of(tmp_path, text) == {name: ["CModel", "DModel"] for name in ("a", "b", "c", "x")}
 
 
@@ -71,14 +73,18 @@ def test_no_config_or_an_unreadable_one_maps_nothing(tmp_path: Path) -> None:
 
 
 def test_every_architectures_entry_under_one_test_counts(tmp_path: Path) -> None:
-    text = ('def f(c):\n    if c.model_type == "a":\n'
-            '        c.update({"architectures": ["AModel"]})\n        c.update({"architectures": ["AOther"]})\n'
-            '        c["architectures"] = ["AThird"]\n        c["architectures"] = ["AFourth"]\n')
+    text = (
+        'def f(c):\n    if c.model_type == "a":\n'
+        '        c.update({"architectures": ["AModel"]})\n        c.update({"architectures": ["AOther"]})\n'
+        '        c["architectures"] = ["AThird"]\n        c["architectures"] = ["AFourth"]\n'
+    )
     assert model_types_of(tmp_path, text) == {"a": ["AFourth", "AModel", "AOther", "AThird"]}
 
 
 def test_only_an_assignment_to_model_type_is_a_rename(tmp_path: Path) -> None:
-    text = ('def f(c):\n    if c.model_type == "a":\n        c.name = "b"\n        label = "b"\n'
-            '        c.update({"architectures": ["AModel"]})\n'
-            '    if c.model_type == "b":\n        c.update({"architectures": ["BModel"]})\n')
+    text = (
+        'def f(c):\n    if c.model_type == "a":\n        c.name = "b"\n        label = "b"\n'
+        '        c.update({"architectures": ["AModel"]})\n'
+        '    if c.model_type == "b":\n        c.update({"architectures": ["BModel"]})\n'
+    )
     assert model_types_of(tmp_path, text) == {"a": ["AModel"], "b": ["BModel"]}

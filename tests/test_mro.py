@@ -81,18 +81,22 @@ def test_mro_is_pythons(bases: Bases, tmp_path: Path) -> None:
 
 def test_mro_across_files_and_an_external_base(tmp_path: Path) -> None:
     """Bases imported from another module, and ``nn.Module`` (outside the tree) as a terminal."""
-    base_lines = write_module(tmp_path, "pkg.base", {"Base": ["nn.Module"], "Mixin": []},
-                              "from torch import nn")
-    leaf_lines = write_module(tmp_path, "pkg.leaf", {"Middle": ["Base"], "Leaf": ["Mixin", "Middle", "Base"]},
-                              "from .base import Base, Mixin")
+    base_lines = write_module(tmp_path, "pkg.base", {"Base": ["nn.Module"], "Mixin": []}, "from torch import nn")
+    leaf_lines = write_module(
+        tmp_path, "pkg.leaf", {"Middle": ["Base"], "Leaf": ["Mixin", "Middle", "Base"]}, "from .base import Base, Mixin"
+    )
     (tmp_path / "pkg" / "__init__.py").write_text("")
     hierarchy = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), "cuda")
     mro = hierarchy.mro(ClassKey("pkg.leaf", "Leaf", leaf_lines["Leaf"]))
     assert not mro.unresolved
-    expected_python = python_mro({"Module": [], "Base": ["Module"], "Mixin": [], "Middle": ["Base"],
-                                  "Leaf": ["Mixin", "Middle", "Base"]}, "Leaf")
-    assert [item.name for item in mro.classes] == [
-        "Leaf", "Mixin", "Middle", "Base", "torch.nn.Module"] == [*expected_python[:-1], "torch.nn.Module"]
+    expected_python = python_mro(
+        {"Module": [], "Base": ["Module"], "Mixin": [], "Middle": ["Base"], "Leaf": ["Mixin", "Middle", "Base"]}, "Leaf"
+    )
+    assert (
+        [item.name for item in mro.classes]
+        == ["Leaf", "Mixin", "Middle", "Base", "torch.nn.Module"]
+        == [*expected_python[:-1], "torch.nn.Module"]
+    )
     assert mro.classes[3] == ClassKey("pkg.base", "Base", base_lines["Base"])
     assert isinstance(mro.classes[-1], External)
 
@@ -168,8 +172,10 @@ def test_bases_that_cannot_be_followed_say_why(tmp_path: Path) -> None:
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")
     (tmp_path / "pkg" / "other.py").write_text("")
-    source = ("from pkg import other\n\n\nclass D(Undefined):\n    pass\n\n\nclass F(other):\n    pass\n\n\n"
-              "class G(D, make_base()):\n    pass\n")
+    source = (
+        "from pkg import other\n\n\nclass D(Undefined):\n    pass\n\n\nclass F(other):\n    pass\n\n\n"
+        "class G(D, make_base()):\n    pass\n"
+    )
     (tmp_path / "pkg" / "m.py").write_text(source)
     hierarchy = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), "cuda")
     lines = {n: i + 1 for i, text in enumerate(source.splitlines()) for n in "DFG" if text.startswith(f"class {n}(")}
@@ -178,10 +184,11 @@ def test_bases_that_cannot_be_followed_say_why(tmp_path: Path) -> None:
     f = hierarchy.mro(ClassKey("pkg.m", "F", lines["F"]))
     assert f.unresolved == ["other"] and [c.name for c in f.classes] == ["F"]
     g = hierarchy.mro(ClassKey("pkg.m", "G", lines["G"]))
-    assert g.unresolved == ["make_base() (cannot follow base make_base())",
-                            "Undefined (pkg/m.py: Undefined is not defined on cuda)"]
+    assert g.unresolved == [
+        "make_base() (cannot follow base make_base())",
+        "Undefined (pkg/m.py: Undefined is not defined on cuda)",
+    ]
     assert [c.name for c in g.classes] == ["G", "D"]
-
 
 
 def test_an_external_base_beside_one_that_cannot_be_followed(tmp_path: Path) -> None:
@@ -189,10 +196,12 @@ def test_an_external_base_beside_one_that_cannot_be_followed(tmp_path: Path) -> 
     (tmp_path / "pkg" / "__init__.py").write_text("")
     (tmp_path / "pkg" / "a.py").write_text("")
     (tmp_path / "pkg" / "b.py").write_text("")
-    source = ("import os\nfrom torch import nn\n"
-              "if os.environ.get('X'):\n    from pkg.a import Gone\nelse:\n    from pkg.b import Gone\n"
-              "\n\nclass H(nn.Module, Gone):\n    pass\n\n\nclass K(H):\n    pass\n"
-              "\n\nclass L(K, nn.Module):\n    pass\n")
+    source = (
+        "import os\nfrom torch import nn\n"
+        "if os.environ.get('X'):\n    from pkg.a import Gone\nelse:\n    from pkg.b import Gone\n"
+        "\n\nclass H(nn.Module, Gone):\n    pass\n\n\nclass K(H):\n    pass\n"
+        "\n\nclass L(K, nn.Module):\n    pass\n"
+    )
     (tmp_path / "pkg" / "m.py").write_text(source)
     hierarchy = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), "cuda")
     h = hierarchy.mro(ClassKey("pkg.m", "H", 9))
@@ -205,7 +214,7 @@ def test_an_external_base_beside_one_that_cannot_be_followed(tmp_path: Path) -> 
     assert [c.name for c in both.classes] == ["L", "K", "H", "torch.nn.Module"] and both.unresolved == h.unresolved
 
 
-HEADS = '''\
+HEADS = """\
 class A:
     def compute_logits(self, hidden_states):
         return self.logits_processor(self.lm_head, hidden_states)
@@ -218,14 +227,16 @@ class B(A):
 
 class C(B):
     pass
-'''
+"""
 
 
 def test_find_gives_the_owner_and_its_place_in_the_whole_mro(tmp_path: Path) -> None:
     (tmp_path / "m.py").write_text(HEADS)
     hierarchy = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), "cuda")
-    lines = {name: HEADS.splitlines().index(text) + 1 for name, text in
-             (("A", "class A:"), ("B", "class B(A):"), ("C", "class C(B):"))}
+    lines = {
+        name: HEADS.splitlines().index(text) + 1
+        for name, text in (("A", "class A:"), ("B", "class B(A):"), ("C", "class C(B):"))
+    }
     mro = hierarchy.mro(ClassKey("m", "C", lines["C"]))
     hit = hierarchy.find(mro, "compute_logits")
     assert (hit.owner.name, hit.index) == ("B", 1)

@@ -23,22 +23,28 @@ def index_of(tmp_path: Path, files: dict[str, str]) -> ModuleIndex:
 
 
 def test_a_name_is_followed_through_imports_and_re_exports(tmp_path: Path) -> None:
-    index = index_of(tmp_path, {
-        "pkg/__init__.py": "from .models import Drafter as Exported\n",
-        "pkg/models/__init__.py": "from pkg.models.mtp import Drafter\n",
-        "pkg/models/mtp.py": "class Helper:\n    pass\n\n\nclass Drafter(Helper):\n    pass\n",
-    })
+    index = index_of(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from .models import Drafter as Exported\n",
+            "pkg/models/__init__.py": "from pkg.models.mtp import Drafter\n",
+            "pkg/models/mtp.py": "class Helper:\n    pass\n\n\nclass Drafter(Helper):\n    pass\n",
+        },
+    )
     assert resolve_name(index, "pkg", "Exported", "cuda") == [ClassKey("pkg.models.mtp", "Drafter", 5)]
 
 
 def test_a_name_that_is_a_module_or_outside_the_tree(tmp_path: Path) -> None:
-    index = index_of(tmp_path, {
-        "pkg/__init__.py": "from . import sub\nfrom pkg import other as renamed\nimport pkg.sub\nimport torch\n"
-                           "from torch import nn\nimport pkg.absent\n",
-        "pkg/sub.py": "",
-        "pkg/other.py": "",
-        "pkg/never_imported.py": "",
-    })
+    index = index_of(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from . import sub\nfrom pkg import other as renamed\nimport pkg.sub\nimport torch\n"
+            "from torch import nn\nimport pkg.absent\n",
+            "pkg/sub.py": "",
+            "pkg/other.py": "",
+            "pkg/never_imported.py": "",
+        },
+    )
     assert resolve_name(index, "pkg", "sub", "cuda") == [ModuleRef("pkg.sub")]
     assert resolve_name(index, "pkg", "renamed", "cuda") == [ModuleRef("pkg.other")]
     assert resolve_name(index, "pkg", "torch", "cuda") == [External("torch")]
@@ -49,107 +55,135 @@ def test_a_name_that_is_a_module_or_outside_the_tree(tmp_path: Path) -> None:
 
 
 def test_a_name_per_platform_and_a_platform_whose_import_raises(tmp_path: Path) -> None:
-    index = index_of(tmp_path, {
-        "pkg/__init__.py": HEADER + "if current_platform.is_tpu():\n    raise ImportError('no TPU kernels')\n"
-                           "if current_platform.is_rocm():\n    from .amd import Drafter\nelse:\n"
-                           "    from .nvidia import Drafter\n",
-        "pkg/amd.py": "class Drafter:\n    pass\n",
-        "pkg/nvidia.py": "\nclass Drafter:\n    pass\n",
-    })
+    index = index_of(
+        tmp_path,
+        {
+            "pkg/__init__.py": HEADER + "if current_platform.is_tpu():\n    raise ImportError('no TPU kernels')\n"
+            "if current_platform.is_rocm():\n    from .amd import Drafter\nelse:\n"
+            "    from .nvidia import Drafter\n",
+            "pkg/amd.py": "class Drafter:\n    pass\n",
+            "pkg/nvidia.py": "\nclass Drafter:\n    pass\n",
+        },
+    )
     assert resolve_name(index, "pkg", "Drafter", "rocm") == [ClassKey("pkg.amd", "Drafter", 1)]
     assert resolve_name(index, "pkg", "Drafter", "cuda") == [ClassKey("pkg.nvidia", "Drafter", 2)]
     assert resolve_name(index, "pkg", "Drafter", "tpu") == [
-        Missing("pkg/__init__.py: import raises ImportError (line 3): no TPU kernels")]
+        Missing("pkg/__init__.py: import raises ImportError (line 3): no TPU kernels")
+    ]
 
 
 def test_an_undecidable_condition_keeps_both_classes_once_each(tmp_path: Path) -> None:
-    index = index_of(tmp_path, {
-        "pkg/__init__.py": "import os\nif os.environ.get('X'):\n    from .a import Drafter\nelse:\n"
-                           "    from .b import Drafter\n",
-        "pkg/a.py": "from .b import Drafter\n",
-        "pkg/b.py": "class Drafter:\n    pass\n",
-    })
+    index = index_of(
+        tmp_path,
+        {
+            "pkg/__init__.py": "import os\nif os.environ.get('X'):\n    from .a import Drafter\nelse:\n"
+            "    from .b import Drafter\n",
+            "pkg/a.py": "from .b import Drafter\n",
+            "pkg/b.py": "class Drafter:\n    pass\n",
+        },
+    )
     assert resolve_name(index, "pkg", "Drafter", "cuda") == [ClassKey("pkg.b", "Drafter", 1)]
 
 
 def test_star_imports_the_last_that_has_the_name_wins(tmp_path: Path) -> None:
-    index = index_of(tmp_path, {
-        "pkg/__init__.py": "from .first import *\nfrom .second import *\nfrom .third import *\n",
-        "pkg/first.py": "class Drafter:\n    pass\n\n\nclass OnlyFirst:\n    pass\n",
-        "pkg/second.py": "\n\nclass Drafter:\n    pass\n",
-        "pkg/third.py": "class Unrelated:\n    pass\n",
-    })
+    index = index_of(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from .first import *\nfrom .second import *\nfrom .third import *\n",
+            "pkg/first.py": "class Drafter:\n    pass\n\n\nclass OnlyFirst:\n    pass\n",
+            "pkg/second.py": "\n\nclass Drafter:\n    pass\n",
+            "pkg/third.py": "class Unrelated:\n    pass\n",
+        },
+    )
     assert resolve_name(index, "pkg", "Drafter", "cuda") == [ClassKey("pkg.second", "Drafter", 3)]
     assert resolve_name(index, "pkg", "OnlyFirst", "cuda") == [ClassKey("pkg.first", "OnlyFirst", 5)]
     assert resolve_name(index, "pkg", "Nowhere", "cuda") == [Missing("pkg/__init__.py: Nowhere is not defined on cuda")]
 
 
 def test_an_import_cycle_is_named_not_followed_forever(tmp_path: Path) -> None:
-    index = index_of(tmp_path, {
-        "pkg/__init__.py": "",
-        "pkg/a.py": "from pkg.b import Drafter\n",
-        "pkg/b.py": "from pkg.a import Drafter\n",
-        "pkg/star.py": "from pkg.star import *\n",
-    })
+    index = index_of(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "from pkg.b import Drafter\n",
+            "pkg/b.py": "from pkg.a import Drafter\n",
+            "pkg/star.py": "from pkg.star import *\n",
+        },
+    )
     assert resolve_name(index, "pkg.a", "Drafter", "cuda") == [Missing("import cycle through pkg.a.Drafter")]
     assert resolve_name(index, "pkg.star", "Drafter", "cuda") == [
-        Missing("pkg/star.py: Drafter is not defined on cuda")]
+        Missing("pkg/star.py: Drafter is not defined on cuda")
+    ]
 
 
 def test_what_cannot_be_followed_says_why(tmp_path: Path) -> None:
-    index = index_of(tmp_path, {
-        "pkg/__init__.py": "Drafter = make_drafter()\nAlias = 3\n"
-                           "def __getattr__(name):\n    raise AttributeError(name)\n",
-        "pkg/lazy.py": "def __getattr__(name):\n    if name == 'Drafter':\n        raise ImportError('needs kernels')\n"
-                       "    raise AttributeError(name)\n",
-        "pkg/broken.py": "class Drafter(\n",
-    })
-    assert resolve_name(index, "pkg", "Drafter", "cuda") == [
-        Missing("pkg/__init__.py: cannot follow Drafter = Call")]
+    index = index_of(
+        tmp_path,
+        {
+            "pkg/__init__.py": "Drafter = make_drafter()\nAlias = 3\n"
+            "def __getattr__(name):\n    raise AttributeError(name)\n",
+            "pkg/lazy.py": "def __getattr__(name):\n    if name == 'Drafter':\n"
+            "        raise ImportError('needs kernels')\n"
+            "    raise AttributeError(name)\n",
+            "pkg/broken.py": "class Drafter(\n",
+        },
+    )
+    assert resolve_name(index, "pkg", "Drafter", "cuda") == [Missing("pkg/__init__.py: cannot follow Drafter = Call")]
     assert resolve_name(index, "pkg", "Alias", "cuda") == [Missing("pkg/__init__.py: cannot follow Alias = 3")]
     assert resolve_name(index, "pkg.lazy", "Drafter", "cuda") == [
-        Missing("pkg/lazy.py: __getattr__ raises ImportError (line 3): needs kernels")]
+        Missing("pkg/lazy.py: __getattr__ raises ImportError (line 3): needs kernels")
+    ]
     broken = resolve_name(index, "pkg.broken", "Drafter", "cuda")
     assert len(broken) == 1 and isinstance(broken[0], Missing) and broken[0].reason.startswith("pkg/broken.py: ")
 
 
-@pytest.mark.parametrize(("code", "expected"), [
-    ("Drafter", [ClassKey("pkg.mtp", "Drafter", 1)]),
-    ("mtp.Drafter", [ClassKey("pkg.mtp", "Drafter", 1)]),
-    ("pkg.mtp.Drafter", [ClassKey("pkg.mtp", "Drafter", 1)]),
-    ("nn.Module", [External("torch.nn.Module")]),
-    ("torch.nn.Module", [External("torch.nn.Module")]),
-    ("Generic[T]", [External("typing.Generic")]),
-    ("Base[dict[str, int]]", [ClassKey("pkg.mtp", "Drafter", 1)]),
-    (" mtp . Drafter ", [ClassKey("pkg.mtp", "Drafter", 1)]),
-    ("object", [External("object")]),
-    ("Exception", [ClassKey("pkg.mtp", "Exception", 5)]),  # a class of the module shadows the builtin
-    ("Drafter.Inner", [Missing("Drafter.Inner: attribute of class Drafter")]),
-    ("mtp.Absent.Inner", [Missing("pkg/mtp.py: Absent is not defined on cuda")]),
-    ("make()", [Missing("cannot follow base make()")]),
-    ("", [Missing("cannot follow base ")]),
-])
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        ("Drafter", [ClassKey("pkg.mtp", "Drafter", 1)]),
+        ("mtp.Drafter", [ClassKey("pkg.mtp", "Drafter", 1)]),
+        ("pkg.mtp.Drafter", [ClassKey("pkg.mtp", "Drafter", 1)]),
+        ("nn.Module", [External("torch.nn.Module")]),
+        ("torch.nn.Module", [External("torch.nn.Module")]),
+        ("Generic[T]", [External("typing.Generic")]),
+        ("Base[dict[str, int]]", [ClassKey("pkg.mtp", "Drafter", 1)]),
+        (" mtp . Drafter ", [ClassKey("pkg.mtp", "Drafter", 1)]),
+        ("object", [External("object")]),
+        ("Exception", [ClassKey("pkg.mtp", "Exception", 5)]),  # a class of the module shadows the builtin
+        ("Drafter.Inner", [Missing("Drafter.Inner: attribute of class Drafter")]),
+        ("mtp.Absent.Inner", [Missing("pkg/mtp.py: Absent is not defined on cuda")]),
+        ("make()", [Missing("cannot follow base make()")]),
+        ("", [Missing("cannot follow base ")]),
+    ],
+)
 def test_a_base_expression(tmp_path: Path, code: str, expected: list) -> None:
-    index = index_of(tmp_path, {
-        "pkg/__init__.py": "",
-        "pkg/mtp.py": "class Drafter:\n    pass\n\n\nclass Exception:\n    pass\n",
-        "pkg/user.py": "import pkg\nimport torch\nfrom typing import Generic\nfrom torch import nn\n"
-                       "from pkg import mtp\nfrom pkg.mtp import Drafter, Exception\n"
-                       "from pkg.mtp import Drafter as Base\n",
-    })
+    index = index_of(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/mtp.py": "class Drafter:\n    pass\n\n\nclass Exception:\n    pass\n",
+            "pkg/user.py": "import pkg\nimport torch\nfrom typing import Generic\nfrom torch import nn\n"
+            "from pkg import mtp\nfrom pkg.mtp import Drafter, Exception\n"
+            "from pkg.mtp import Drafter as Base\n",
+        },
+    )
     assert resolve_expression(index, "pkg.user", code, "cuda") == expected
 
 
 def test_a_base_in_a_module_outside_the_tree_or_missing_on_a_platform(tmp_path: Path) -> None:
-    index = index_of(tmp_path, {
-        "pkg/__init__.py": HEADER + "if current_platform.is_xpu():\n    raise ImportError('no XPU')\n",
-        "pkg/mtp.py": "import torch\n",
-        "pkg/broken.py": "class Drafter(\n",
-    })
+    index = index_of(
+        tmp_path,
+        {
+            "pkg/__init__.py": HEADER + "if current_platform.is_xpu():\n    raise ImportError('no XPU')\n",
+            "pkg/mtp.py": "import torch\n",
+            "pkg/broken.py": "class Drafter(\n",
+        },
+    )
     broken = resolve_expression(index, "pkg.broken", "Base", "cuda")
     assert len(broken) == 1 and isinstance(broken[0], Missing) and broken[0].reason.startswith("pkg/broken.py: ")
     assert resolve_expression(index, "outside", "Base", "cuda") == [External("outside.Base")]
     assert resolve_expression(index, "outside", "object", "cuda") == [External("object")]
     assert resolve_expression(index, "pkg.mtp", "torch.nn.Module", "cuda") == [External("torch.nn.Module")]
     assert resolve_expression(index, "pkg.mtp", "torch.nn.Module", "xpu") == [
-        Missing("pkg/__init__.py: import raises ImportError (line 3): no XPU")]
+        Missing("pkg/__init__.py: import raises ImportError (line 3): no XPU")
+    ]

@@ -40,11 +40,14 @@ def test_series_applies_in_order_and_equals_fix(series, tmp_path):
     tree, out, result = series
     assert result.returncode == 0, result.stderr
     before = _python_files(tree)
-    assert subprocess.run(["git", "status", "--porcelain"], cwd=tree, capture_output=True, text=True,
-                          check=True).stdout == "", "--patches wrote into the tree"
+    assert (
+        subprocess.run(["git", "status", "--porcelain"], cwd=tree, capture_output=True, text=True, check=True).stdout
+        == ""
+    ), "--patches wrote into the tree"
     patches = sorted(out.glob("*.patch"))
-    applied = subprocess.run([*GIT, "am", "--keep-non-patch", *map(str, patches)], cwd=tree,
-                             capture_output=True, text=True, check=False)
+    applied = subprocess.run(
+        [*GIT, "am", "--keep-non-patch", *map(str, patches)], cwd=tree, capture_output=True, text=True, check=False
+    )
     assert applied.returncode == 0, applied.stdout + applied.stderr
 
     reference = build_tree(SERIES, tmp_path / "reference", "input")
@@ -53,8 +56,9 @@ def test_series_applies_in_order_and_equals_fix(series, tmp_path):
     assert {k: v for k, v in after.items() if not k.startswith("tests/")} == _python_files(reference)
     assert after != before
 
-    log = subprocess.run(["git", "log", "--format=%s", f"-{len(patches)}"], cwd=tree, capture_output=True,
-                         text=True, check=True).stdout.splitlines()
+    log = subprocess.run(
+        ["git", "log", "--format=%s", f"-{len(patches)}"], cwd=tree, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
     assert all(re.fullmatch(r"\[Spec Decode\] .+: implement get_top_tokens\(\)", s) for s in log), log
     rescan = run_cli("scan", str(tree), "--format", "json", "--fail-on", "never")
     assert '"missing_fixable"' not in rescan.stdout
@@ -77,8 +81,11 @@ def test_each_patch_is_one_family_with_its_test(series):
     # it serves and the lite drafter whose delegate inherits from it.
     families = sorted(tuple(f for f in files if not f.startswith("tests/")) for files in touched.values())
     assert families == [
-        ("vllm/model_executor/models/wrap_lite_mtp.py", "vllm/model_executor/models/wrap_mtp.py",
-         "vllm/model_executor/models/wrap_predictor.py"),
+        (
+            "vllm/model_executor/models/wrap_lite_mtp.py",
+            "vllm/model_executor/models/wrap_mtp.py",
+            "vllm/model_executor/models/wrap_predictor.py",
+        ),
         ("vllm/models/plat/amd/mtp.py", "vllm/models/plat/nvidia/mtp.py"),
     ]
 
@@ -99,8 +106,11 @@ def test_generated_test_is_valid_python_naming_each_drafter(series):
     _, out, result = series
     assert result.returncode == 0, result.stderr
     plat = next(p for p in out.glob("*.patch") if "PlatMTP" in p.name).read_text()
-    added = "\n".join(line[1:] for line in plat.split("+++ b/tests/v1/spec_decode/")[1].splitlines()
-                      if line.startswith("+") and not line.startswith("+++"))
+    added = "\n".join(
+        line[1:]
+        for line in plat.split("+++ b/tests/v1/spec_decode/")[1].splitlines()
+        if line.startswith("+") and not line.startswith("+++")
+    )
     compile(added, "generated_test.py", "exec")
     assert '("vllm.models.plat.amd.mtp", "PlatMTP", False)' in added
     assert '("vllm.models.plat.nvidia.mtp", "PlatMTP", False)' in added
@@ -120,8 +130,13 @@ def test_a_crlf_file_applies_with_keep_cr(tmp_path):
     result = run_cli("fix", str(tree), *(case / "args.txt").read_text().split(), "--patches", str(out))
     assert result.returncode == 0, result.stderr
     assert "git am --keep-non-patch --keep-cr *.patch" in (out / "README.md").read_text()
-    applied = subprocess.run([*GIT, "am", "--keep-non-patch", "--keep-cr", *map(str, sorted(out.glob("*.patch")))],
-                             cwd=tree, capture_output=True, text=True, check=False)
+    applied = subprocess.run(
+        [*GIT, "am", "--keep-non-patch", "--keep-cr", *map(str, sorted(out.glob("*.patch")))],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert applied.returncode == 0, applied.stderr
     for path in (case / "expected").rglob("*.py"):
         assert (tree / path.relative_to(case / "expected")).read_bytes() == path.read_bytes()

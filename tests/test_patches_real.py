@@ -33,8 +33,9 @@ def test_series_034_applies_and_equals_fix(vllm_release, tmp_path, flags):
     series = run_cli("fix", str(tree), "--all", "--patches", str(out), *flags)
     assert series.returncode == 1, series.stderr  # NemotronHMTP is refused (blast radius)
     patches = sorted(out.glob("*.patch"))
-    applied = subprocess.run([*GIT, "am", "--keep-non-patch", *map(str, patches)], cwd=tree,
-                             capture_output=True, text=True, check=False)
+    applied = subprocess.run(
+        [*GIT, "am", "--keep-non-patch", *map(str, patches)], cwd=tree, capture_output=True, text=True, check=False
+    )
     assert applied.returncode == 0, applied.stderr
 
     reference = tmp_path / "reference"
@@ -45,8 +46,12 @@ def test_series_034_applies_and_equals_fix(vllm_release, tmp_path, flags):
 
     for patch in patches:  # one family per patch: its files are no other patch's
         files = set(re.findall(r"^diff --git a/(\S+) b/", patch.read_text(), flags=re.MULTILINE))
-        others = {f for p in patches if p != patch
-                  for f in re.findall(r"^diff --git a/(\S+) b/", p.read_text(), flags=re.MULTILINE)}
+        others = {
+            f
+            for p in patches
+            if p != patch
+            for f in re.findall(r"^diff --git a/(\S+) b/", p.read_text(), flags=re.MULTILINE)
+        }
         assert not files & others, patch.name
     index = (out / "README.md").read_text()
     # K3's DSpark drafter is not fixed (no speculator calls get_top_tokens on it, MTP201), so its
@@ -69,8 +74,13 @@ def test_two_families_tests_pass_on_cpu(vllm_release, tmp_path):
     assert len(patches) == 2
     subprocess.run([*GIT, "am", "-q", *map(str, patches)], cwd=tree, check=True)
     tests = sorted(str(p) for p in (tree / "tests/v1/spec_decode").glob("test_*.py"))
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
-                         capture_output=True, text=True, check=False, cwd=tree,
-                         env={**os.environ, "PYTHONPATH": str(tree), "VLLM_TARGET_DEVICE": "cpu"})
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree), "VLLM_TARGET_DEVICE": "cpu"},
+    )
     assert run.returncode == 0, run.stdout[-3000:]
     assert " passed" in run.stdout and "skipped" not in run.stdout, run.stdout[-500:]

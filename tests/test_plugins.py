@@ -27,14 +27,24 @@ def vllm_tree(into: Path, *, local_argmax: bool = True) -> Path:
     if not local_argmax:  # a vLLM before 0.20
         (into / "vllm/model_executor/layers/logits_processor.py").write_text(
             "class LogitsProcessor:\n    def __call__(self, lm_head, hidden_states, embedding_bias=None):\n"
-            "        raise NotImplementedError\n")
+            "        raise NotImplementedError\n"
+        )
     return into
 
 
 def rows(stdout: str) -> list[tuple]:
-    return sorted((r["arch"], r["class"], tuple(r["platforms"]), r["status"], r["consistency"], r["source"],
-                   r["replaces"] and (r["replaces"]["module"], r["replaces"]["class"]))
-                  for r in json.loads(stdout)["drafters"])
+    return sorted(
+        (
+            r["arch"],
+            r["class"],
+            tuple(r["platforms"]),
+            r["status"],
+            r["consistency"],
+            r["source"],
+            r["replaces"] and (r["replaces"]["module"], r["replaces"]["class"]),
+        )
+        for r in json.loads(stdout)["drafters"]
+    )
 
 
 def test_discovery_reads_entry_points_without_importing():
@@ -68,7 +78,8 @@ def test_registrations_are_followed_through_helpers(tmp_path):
     platform = read_plugin(index, npu)
     assert platform.platforms == ["acme"]  # device_name of the class its function returns
     assert [(r.arch, r.module, r.cls) for r in platform.registrations] == [
-        ("ToyMTPModel", "acme_npu.models.mtp", "NpuToyMTP")]
+        ("ToyMTPModel", "acme_npu.models.mtp", "NpuToyMTP")
+    ]
 
 
 def test_effective_registry_with_installed_plugins(tmp_path):
@@ -81,8 +92,15 @@ def test_effective_registry_with_installed_plugins(tmp_path):
         ("AcmeNewMTPModel", "AcmeNewMTP", every, "supported", "mirror", "acme-vllm-plugin 1.2.0", None),
         # the general plugin replaces OtherMTP everywhere: its subclass overrides compute_logits with
         # another head and inherits vLLM's get_top_tokens
-        ("OtherMTPModel", "AcmeOtherMTP", every, "supported", "unproven", "acme-vllm-plugin 1.2.0",
-         tuple(OTHER.values())),
+        (
+            "OtherMTPModel",
+            "AcmeOtherMTP",
+            every,
+            "supported",
+            "unproven",
+            "acme-vllm-plugin 1.2.0",
+            tuple(OTHER.values()),
+        ),
         # the platform plugin replaces ToyMTP on its own platform only
         ("ToyMTPModel", "NpuToyMTP", ("acme",), "missing_fixable", None, "acme-npu 0.3.0", TOY),
         ("ToyMTPModel", "ToyMTP", every[1:], "missing_fixable", None, "vllm", None),
@@ -94,10 +112,13 @@ def test_effective_registry_with_installed_plugins(tmp_path):
 
 def test_no_plugins_is_vllm_alone(tmp_path):
     tree = vllm_tree(tmp_path / "v")
-    result = run_cli("scan", str(tree), "--plugin-path", str(SITE), "--no-plugins", "--format", "json",
-                     "--fail-on", "never")
+    result = run_cli(
+        "scan", str(tree), "--plugin-path", str(SITE), "--no-plugins", "--format", "json", "--fail-on", "never"
+    )
     assert [(r[0], r[1], r[5]) for r in rows(result.stdout)] == [
-        ("OtherMTPModel", "OtherMTP", "vllm"), ("ToyMTPModel", "ToyMTP", "vllm")]
+        ("OtherMTPModel", "OtherMTP", "vllm"),
+        ("ToyMTPModel", "ToyMTP", "vllm"),
+    ]
 
 
 def plugin_source(into: Path) -> Path:
@@ -106,7 +127,8 @@ def plugin_source(into: Path) -> Path:
     (into / "pyproject.toml").write_text('[project]\nname = "acme-vllm-plugin"\nversion = "1.2.0"\n')
     (into / "acme_vllm/models/spare_mtp.py").write_text(
         "from torch import nn\n\n\nclass SpareMTP(nn.Module):\n    def compute_logits(self, hidden_states):\n"
-        "        return self.logits_processor(self.lm_head, hidden_states)\n")
+        "        return self.logits_processor(self.lm_head, hidden_states)\n"
+    )
     return into
 
 
@@ -116,8 +138,10 @@ def test_scan_of_a_plugin_source_tree_names_architectures(tmp_path):
     result = run_cli("scan", str(source), "--vllm", str(vllm), "--format", "json", "--fail-on", "never")
     assert result.returncode == 0, result.stderr
     assert f"running with vLLM 0.99.0 at {vllm}" in result.stderr
-    found = {(r["arch"], r["class"], r["source"], r["replaces"] and r["replaces"]["class"])
-             for r in json.loads(result.stdout)["drafters"]}
+    found = {
+        (r["arch"], r["class"], r["source"], r["replaces"] and r["replaces"]["class"])
+        for r in json.loads(result.stdout)["drafters"]
+    }
     assert found == {
         ("OtherMTPModel", "AcmeOtherMTP", "acme-vllm-plugin 1.2.0", "OtherMTP"),
         ("AcmeNewMTPModel", "AcmeNewMTP", "acme-vllm-plugin 1.2.0", None),
@@ -171,9 +195,24 @@ def ascend_installed(ascend_wheel, tmp_path_factory) -> Path:
     target = tmp_path_factory.mktemp("ascend-target")
     # Its own interpreter and platform tags: the scan reads the files, never imports them.
     tags = wheel_tags(ascend_wheel)
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check",
-                    "--no-index", "--only-binary=:all:", *tags, "--target", str(target), str(ascend_wheel)],
-                   check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--no-index",
+            "--only-binary=:all:",
+            *tags,
+            "--target",
+            str(target),
+            str(ascend_wheel),
+        ],
+        check=True,
+    )
     return target
 
 
@@ -188,24 +227,38 @@ def wheel_tags(wheel: Path) -> list[str]:
 
 
 def released_rows(stdout: str, arch: str) -> list[tuple]:
-    return [(r["arch"], r["class"], r["source"], r["replaces"], r["platforms"])
-            for r in json.loads(stdout)["drafters"] if r["arch"] == arch]
+    return [
+        (r["arch"], r["class"], r["source"], r["replaces"], r["platforms"])
+        for r in json.loads(stdout)["drafters"]
+        if r["arch"] == arch
+    ]
 
 
 def test_released_plugin_replaces_an_in_tree_drafter(ascend_installed, vllm_release):
     release = vllm_release("0.34.0")
-    result = run_cli("scan", "--vllm-version", "0.34.0", "--plugin-path", str(ascend_installed), "--format", "json",
-                     "--fail-on", "never")
+    result = run_cli(
+        "scan",
+        "--vllm-version",
+        "0.34.0",
+        "--plugin-path",
+        str(ascend_installed),
+        "--format",
+        "json",
+        "--fail-on",
+        "never",
+    )
     assert result.returncode == 0, result.stderr
     replaced = {"module": "vllm.model_executor.models.deepseek_mtp", "class": "DeepSeekMTP"}
     assert released_rows(result.stdout, "DeepSeekMTPModel") == [
-        (*ASCEND_MTP, replaced, ["cpu", "cuda", "npu", "rocm", "tpu", "xpu"])]
+        (*ASCEND_MTP, replaced, ["cpu", "cuda", "npu", "rocm", "tpu", "xpu"])
+    ]
     alone = run_cli("scan", str(release), "--format", "json", "--fail-on", "never")
     in_tree = {r["arch"] for r in json.loads(alone.stdout)["drafters"]}
     with_plugin = json.loads(result.stdout)["drafters"]
     assert {r["arch"] for r in with_plugin} == in_tree  # next to every in-tree record
     assert [r["class"] for r in json.loads(alone.stdout)["drafters"] if r["arch"] == "DeepSeekMTPModel"] == [
-        "DeepSeekMTP"]
+        "DeepSeekMTP"
+    ]
 
 
 def test_released_plugin_in_the_installed_environment(ascend_installed):
@@ -243,7 +296,8 @@ def test_scan_of_a_released_plugin_tree_names_its_drafter(ascend_source, vllm_re
     assert result.returncode == 0, result.stderr
     drafters = json.loads(result.stdout)["drafters"]
     assert [(r["arch"], r["class"], r["file"]) for r in drafters if r["arch"]] == [
-        ("DeepSeekMTPModel", "CustomDeepSeekMTP", "vllm_ascend/models/deepseek_mtp.py")]
+        ("DeepSeekMTPModel", "CustomDeepSeekMTP", "vllm_ascend/models/deepseek_mtp.py")
+    ]
     assert not [r for r in drafters if r["arch"] is None]  # its one MTP file is registered
 
 

@@ -8,7 +8,7 @@ from mtp_audit.index import facts as facts_module
 from mtp_audit.index.facts import extract_facts
 from mtp_audit.index.prefilter import reduce_source, whole
 
-TRICKY = '''\
+TRICKY = """\
 import torch
 
 
@@ -57,7 +57,7 @@ class Placeholder:
 
 
 class OneLine(Base): ...
-'''
+"""
 
 COLUMN_ZERO_DOCSTRING = '''\
 class Odd:
@@ -103,8 +103,13 @@ def test_facts_equal_with_and_without_the_cut(source, monkeypatch):
     _same(cut, _whole_facts(source, monkeypatch))
     spread = next((c for c in cut.classes if c.name == "Spread"), None)
     if spread:
-        assert spread.init_attrs == {"model": ["Predictor"], "other": ["Wrapped"], "not_a_call": ["<other>"],
-                                     "annotated": [], "head": ["Head"]}
+        assert spread.init_attrs == {
+            "model": ["Predictor"],
+            "other": ["Wrapped"],
+            "not_a_call": ["<other>"],
+            "annotated": [],
+            "head": ["Head"],
+        }
         placeholder = next(c for c in cut.classes if c.name == "Placeholder")
         assert placeholder.init_raises == "__init__ raises NotImplementedError: not on this platform"
 
@@ -113,7 +118,8 @@ def test_facts_equal_with_and_without_the_cut(source, monkeypatch):
 def test_facts_equal_on_real_vllm(vllm_release, monkeypatch):
     root = vllm_release("0.34.0")
     files = sorted((root / "vllm/model_executor/models").glob("*_mtp.py")) + sorted(
-        (root / "vllm/models").rglob("mtp.py"))
+        (root / "vllm/models").rglob("mtp.py")
+    )
     files += [root / "vllm/model_executor/models" / name for name in ("llama.py", "interfaces.py", "deepseek_v2.py")]
     for path in files:
         source = path.read_text()
@@ -123,7 +129,7 @@ def test_facts_equal_on_real_vllm(vllm_release, monkeypatch):
         _same(cut, full)
 
 
-PLATFORM_FREE = '''\
+PLATFORM_FREE = """\
 from .base import Base as Alias
 import torch.nn as nn
 
@@ -131,14 +137,14 @@ class Local(Alias):
     pass
 
 Exported = Local
-'''
+"""
 
-PLATFORM_FREE_RAISING = '''\
+PLATFORM_FREE_RAISING = """\
 from .base import Base
 raise ImportError("this module needs a GPU build")
-'''
+"""
 
-PLATFORM_DEPENDENT = '''\
+PLATFORM_DEPENDENT = """\
 from vllm.platforms import current_platform
 from .base import Base
 
@@ -148,9 +154,9 @@ else:
     from .cuda import Head
 
 Shared = Base
-'''
+"""
 
-STARS_IN_PLATFORM_ORDER = '''\
+STARS_IN_PLATFORM_ORDER = """\
 from vllm.platforms import current_platform
 
 if current_platform.is_cpu():
@@ -159,9 +165,9 @@ if current_platform.is_cpu():
 else:
     from .b import *
     from .a import *
-'''
+"""
 
-LAZY = '''\
+LAZY = """\
 __all__ = ["Drafter"]
 
 def __getattr__(name):
@@ -169,20 +175,23 @@ def __getattr__(name):
         from .drafter import Drafter
         return Drafter
     raise AttributeError(name)
-'''
+"""
 
 
-@pytest.mark.parametrize("source", [PLATFORM_FREE, PLATFORM_FREE_RAISING, PLATFORM_DEPENDENT,
-                                    STARS_IN_PLATFORM_ORDER, LAZY],
-                         ids=["platform-free", "platform-free-raising", "platform-dependent", "star-order", "lazy"])
+@pytest.mark.parametrize(
+    "source",
+    [PLATFORM_FREE, PLATFORM_FREE_RAISING, PLATFORM_DEPENDENT, STARS_IN_PLATFORM_ORDER, LAZY],
+    ids=["platform-free", "platform-free-raising", "platform-dependent", "star-order", "lazy"],
+)
 def test_platforms_read_once_or_shared_say_what_five_readings_say(source, monkeypatch):
     shared = extract_facts(source, "pkg.mod", "pkg/mod.py", False)
     monkeypatch.setattr(facts_module, "_reads_platform", lambda tree, getattr_def: True)
     monkeypatch.setattr(facts_module, "_share_with_earlier", lambda bindings, earlier: bindings)
     each = extract_facts(source, "pkg.mod", "pkg/mod.py", False)
     # in order: a name is looked up in star imports in the order they were bound
-    assert {p: list(b.items()) for p, b in shared.bindings.items()} == \
-        {p: list(b.items()) for p, b in each.bindings.items()}
+    assert {p: list(b.items()) for p, b in shared.bindings.items()} == {
+        p: list(b.items()) for p, b in each.bindings.items()
+    }
     assert shared.import_errors == each.import_errors
     assert set(shared.bindings) == set(facts_module.PLATFORMS)
 

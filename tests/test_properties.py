@@ -24,8 +24,10 @@ from shape_strategies import Case, compute_logits_cases
 EXAMPLES = int(os.environ.get("MTP_AUDIT_FUZZ_EXAMPLES", "150"))
 PROFILE = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 
-MODULE = ("import torch\nfrom torch import nn\n\n\nclass Drafter(nn.Module):\n{method}\n"
-          "    def forward(self, x):\n        return x\n")
+MODULE = (
+    "import torch\nfrom torch import nn\n\n\nclass Drafter(nn.Module):\n{method}\n"
+    "    def forward(self, x):\n        return x\n"
+)
 
 
 def _module(case: Case) -> str:

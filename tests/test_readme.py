@@ -23,11 +23,13 @@ def test_readme_examples_are_current(vllm_release):
         sys.path.pop(0)
     current = README.read_text()
     assert render(current) == current, (
-        "README.md's examples differ from a fresh run: run `python scripts/readme_examples.py` and review the diff")
+        "README.md's examples differ from a fresh run: run `python scripts/readme_examples.py` and review the diff"
+    )
 
 
-@pytest.mark.parametrize("page", [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))],
-                         ids=lambda p: p.relative_to(REPO).as_posix())
+@pytest.mark.parametrize(
+    "page", [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))], ids=lambda p: p.relative_to(REPO).as_posix()
+)
 def test_links_stay_in_the_repository(page):
     text = page.read_text()
     assert "../shared" not in text and "CONTRACT.md" not in text

@@ -84,8 +84,9 @@ def test_known_statuses_034(scanned_034):
     assert {c["speculator"] for c in gemma["callers"]} == {"Gemma4Speculator"}
     for arch in ("DSparkDraftModel", "K3DSparkModel", "DFlash2BeamDraftModel"):  # DSpark/DFlash2 draft otherwise
         assert {r["status"] for r in records(doc, arch)} == {"not_applicable"}, arch
-        assert all(r["rule"] in ("MTP201", None) and not any(c["line"] for c in r["callers"])
-                   for r in records(doc, arch))
+        assert all(
+            r["rule"] in ("MTP201", None) and not any(c["line"] for c in r["callers"]) for r in records(doc, arch)
+        )
     [cohere] = records(doc, "EagleCohereForCausalLM")  # a LoRA and a plain head, mirrored arm by arm
     assert cohere["status"] == "missing_fixable" and "each of 2 arms" in cohere["reason"]
     for inkling in records(doc, "InklingMTPModel"):  # logits by hand, cut to the configured vocabulary
@@ -182,17 +183,25 @@ def test_fix_all_034(vllm_release, tmp_path):
     divergent = {(r["arch"], r["file"]) for r in before["drafters"] if r["consistency"] == "divergent"}
     assert divergent == {(a, f) for a, f in divergent if a in ("Gemma4MTPModel", "InklingMTPModel")}
     assert {(r["arch"], r["file"]) for r in after["drafters"] if r["consistency"] == "divergent"} == divergent
-    touched = [str(p) for p in (tree / "vllm").rglob("*.py")
-               if p.read_bytes() != (root / p.relative_to(tree)).read_bytes()]
+    touched = [
+        str(p) for p in (tree / "vllm").rglob("*.py") if p.read_bytes() != (root / p.relative_to(tree)).read_bytes()
+    ]
     assert len(touched) > 30
-    ruff = subprocess.run([sys.executable, "-m", "ruff", "format", "--isolated", "--check", *touched],
-                          capture_output=True, text=True, check=False)
+    ruff = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--isolated", "--check", *touched],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert ruff.returncode == 0, ruff.stdout
     for path in touched:
         compile(Path(path).read_text(), path, "exec")
     again = run_cli("fix", str(tree), "--all", "--check")  # nothing left to write, NemotronHMTP still refused
-    assert again.returncode == 1 and "would write 0 methods into 0 files; 1 refused (NemotronHMTPModel: blast " \
-        "radius)" in " ".join(again.stderr.split())
+    assert (
+        again.returncode == 1
+        and "would write 0 methods into 0 files; 1 refused (NemotronHMTPModel: blast radius)"
+        in " ".join(again.stderr.split())
+    )
 
 
 def test_step3p5_031_refused_naming_the_call_site(vllm_release, tmp_path):

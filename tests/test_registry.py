@@ -24,7 +24,9 @@ def registry_of(tmp_path: Path, text: str | bytes) -> list[RegistryEntry]:
 
 
 def test_registry_entries_from_every_dict(tmp_path: Path) -> None:
-    entries = registry_of(tmp_path, '''\
+    entries = registry_of(
+        tmp_path,
+        """\
 _TEXT_GENERATION_MODELS = {
     "DeepseekV3ForCausalLM": ("deepseek_v2", "DeepseekV3ForCausalLM"),
     "Eagle2_5_VLForConditionalGeneration": ("eagle2_5_vl", "Eagle2_5_VLForConditionalGeneration"),
@@ -41,29 +43,46 @@ _SPECULATIVE_DECODING_MODELS = {
     **_TRANSFORMERS_BACKEND_MODELS,
 }
 NOT_A_DICT = list()
-''')
+""",
+    )
     assert entries == [
-        RegistryEntry("EagleLlamaForCausalLM", "vllm.model_executor.models.llama_eagle", "EagleLlamaForCausalLM",
-                      "_SPECULATIVE_DECODING_MODELS"),
-        RegistryEntry("DeepSeekV4MTPModel", "vllm.models.deepseek_v4", "DeepSeekV4MTP",
-                      "_SPECULATIVE_DECODING_MODELS"),
+        RegistryEntry(
+            "EagleLlamaForCausalLM",
+            "vllm.model_executor.models.llama_eagle",
+            "EagleLlamaForCausalLM",
+            "_SPECULATIVE_DECODING_MODELS",
+        ),
+        RegistryEntry("DeepSeekV4MTPModel", "vllm.models.deepseek_v4", "DeepSeekV4MTP", "_SPECULATIVE_DECODING_MODELS"),
         RegistryEntry("MiMoMTPModel", "vllm.model_executor.models.mimo_mtp", "MiMoMTP", "_TEXT_GENERATION_MODELS"),
-        RegistryEntry("TransformersMTP", "vllm.model_executor.models.transformers", "TransformersMTPModel",
-                      "_TRANSFORMERS_BACKEND_MODELS"),
+        RegistryEntry(
+            "TransformersMTP",
+            "vllm.model_executor.models.transformers",
+            "TransformersMTPModel",
+            "_TRANSFORMERS_BACKEND_MODELS",
+        ),
     ]
 
 
-@pytest.mark.parametrize("text, message", [
-    ("_SPECULATIVE_DECODING_MODELS = {\n", f"{REGISTRY}: syntax error at line 1; cannot read the registry"),
-    (b"_SPECULATIVE_DECODING_MODELS = {}\x00\n", f"{REGISTRY}: source code string cannot contain null bytes"),
-    ("_MODELS = {}\n", f"{REGISTRY}: no _SPECULATIVE_DECODING_MODELS dict; is this a vLLM tree?"),
-    ("_SPECULATIVE_DECODING_MODELS = dict(a=1)\n",
-     f"{REGISTRY}: _SPECULATIVE_DECODING_MODELS is not a dict literal; mtp-audit reads it statically"),
-    ('_SPECULATIVE_DECODING_MODELS = {"A": ("a", CLASS)}\n',
-     f"{REGISTRY}: an entry of _SPECULATIVE_DECODING_MODELS is not a (module, class) string pair"),
-    ("_SPECULATIVE_DECODING_MODELS = {NAME: ('a', 'A')}\n",
-     f"{REGISTRY}: an entry of _SPECULATIVE_DECODING_MODELS is not a (module, class) string pair"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("_SPECULATIVE_DECODING_MODELS = {\n", f"{REGISTRY}: syntax error at line 1; cannot read the registry"),
+        (b"_SPECULATIVE_DECODING_MODELS = {}\x00\n", f"{REGISTRY}: source code string cannot contain null bytes"),
+        ("_MODELS = {}\n", f"{REGISTRY}: no _SPECULATIVE_DECODING_MODELS dict; is this a vLLM tree?"),
+        (
+            "_SPECULATIVE_DECODING_MODELS = dict(a=1)\n",
+            f"{REGISTRY}: _SPECULATIVE_DECODING_MODELS is not a dict literal; mtp-audit reads it statically",
+        ),
+        (
+            '_SPECULATIVE_DECODING_MODELS = {"A": ("a", CLASS)}\n',
+            f"{REGISTRY}: an entry of _SPECULATIVE_DECODING_MODELS is not a (module, class) string pair",
+        ),
+        (
+            "_SPECULATIVE_DECODING_MODELS = {NAME: ('a', 'A')}\n",
+            f"{REGISTRY}: an entry of _SPECULATIVE_DECODING_MODELS is not a (module, class) string pair",
+        ),
+    ],
+)
 def test_an_unreadable_registry_says_why(tmp_path: Path, text: str | bytes, message: str) -> None:
     with pytest.raises(UsageError) as info:
         registry_of(tmp_path, text)
@@ -87,13 +106,17 @@ def test_plugin_drafters_are_found_by_file_and_class_name(tmp_path: Path) -> Non
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     entries = heuristic_entries(ModuleIndex(SourceTree(tmp_path, None, None)))
-    assert entries == [RegistryEntry(None, "models.eagle_head", "EagleHead", "heuristic"),
-                       RegistryEntry(None, "my_mtp", "MyMTP", "heuristic"),
-                       RegistryEntry(None, "zz_medusa", "LastMedusa", "heuristic")]
+    assert entries == [
+        RegistryEntry(None, "models.eagle_head", "EagleHead", "heuristic"),
+        RegistryEntry(None, "my_mtp", "MyMTP", "heuristic"),
+        RegistryEntry(None, "zz_medusa", "LastMedusa", "heuristic"),
+    ]
 
 
 def test_entries_around_unreadable_ones_are_still_read(tmp_path: Path) -> None:
-    entries = registry_of(tmp_path, '''\
+    entries = registry_of(
+        tmp_path,
+        """\
 a = b = {"NotRead": ("x", "NotReadMTP")}
 obj.attr = {"NotRead": ("x", "NotReadMTP")}
 _ANNOTATED_ONLY: dict
@@ -110,10 +133,15 @@ _SPECULATIVE_DECODING_MODELS: dict[str, tuple[str, str]] = {
     **_TRANSFORMERS_BACKEND_MODELS,
     "EagleLlamaForCausalLM": ("llama_eagle", "EagleLlamaForCausalLM"),
 }
-''')
+""",
+    )
     assert entries == [
-        RegistryEntry("EagleLlamaForCausalLM", "vllm.model_executor.models.llama_eagle", "EagleLlamaForCausalLM",
-                      "_SPECULATIVE_DECODING_MODELS"),
+        RegistryEntry(
+            "EagleLlamaForCausalLM",
+            "vllm.model_executor.models.llama_eagle",
+            "EagleLlamaForCausalLM",
+            "_SPECULATIVE_DECODING_MODELS",
+        ),
         RegistryEntry("FirstMTP", "vllm.model_executor.models.first_mtp", "FirstMTP", "_TEXT_GENERATION_MODELS"),
         RegistryEntry("ByClassOnly", "vllm.model_executor.models.by_class", "ByClassMTP", "_TEXT_GENERATION_MODELS"),
         RegistryEntry("ByArchMTP", "vllm.model_executor.models.by_arch", "ByArchOnly", "_TEXT_GENERATION_MODELS"),
@@ -127,8 +155,10 @@ def test_a_module_outside_the_package_is_refused_in_any_dict(tmp_path: Path, nam
         text = "_SPECULATIVE_DECODING_MODELS = {}\n" + text
     with pytest.raises(UsageError) as info:
         registry_of(tmp_path, text)
-    assert str(info.value) == (f"{REGISTRY}: {name}['EvilMTP'] names module '../../etc/evil', which is not a dotted "
-                               "module name; mtp-audit reads only modules inside the tree")
+    assert str(info.value) == (
+        f"{REGISTRY}: {name}['EvilMTP'] names module '../../etc/evil', which is not a dotted "
+        "module name; mtp-audit reads only modules inside the tree"
+    )
 
 
 def test_a_registry_that_cannot_be_read_says_why(tmp_path: Path) -> None:
@@ -147,39 +177,61 @@ def test_plugin_files_that_cannot_be_modules_are_skipped(tmp_path: Path) -> None
 
 def test_plugin_registrations_replace_in_tree_entries_where_they_apply() -> None:
     npu, cuda_plugin, general = (PluginDist(name, "1.0", Path("/site"), ()) for name in ("npu", "kernels", "acme"))
-    deepseek = RegistryEntry("DeepSeekMTPModel", "vllm.model_executor.models.deepseek_mtp", "DeepSeekMTP",
-                             "_SPECULATIVE_DECODING_MODELS")
-    target = RegistryEntry("LlamaForCausalLM", "vllm.model_executor.models.llama", "LlamaForCausalLM",
-                           "_TEXT_GENERATION_MODELS")
+    deepseek = RegistryEntry(
+        "DeepSeekMTPModel", "vllm.model_executor.models.deepseek_mtp", "DeepSeekMTP", "_SPECULATIVE_DECODING_MODELS"
+    )
+    target = RegistryEntry(
+        "LlamaForCausalLM", "vllm.model_executor.models.llama", "LlamaForCausalLM", "_TEXT_GENERATION_MODELS"
+    )
     in_tree = [deepseek, target]
     replaced = (deepseek.module, deepseek.cls)
 
     def reading(plugin: PluginDist, group: str, platforms: list[str], *registered: tuple[str, str, str]):
-        return PluginReading([Registration(arch, module, cls, plugin, group, "reg.py", line)
-                              for line, (arch, module, cls) in enumerate(registered, 1)], platforms, [])
+        return PluginReading(
+            [
+                Registration(arch, module, cls, plugin, group, "reg.py", line)
+                for line, (arch, module, cls) in enumerate(registered, 1)
+            ],
+            platforms,
+            [],
+        )
 
     # a platform plugin on its own device: the in-tree entry stays everywhere else
-    on_npu = reading(npu, PLATFORM, ["npu"], ("DeepSeekMTPModel", "npu_ext.mtp", "NpuMTP"),
-                     ("LlamaForCausalLM", "npu_ext.llama", "NpuLlama"))  # not a drafter: left alone
+    on_npu = reading(
+        npu,
+        PLATFORM,
+        ["npu"],
+        ("DeepSeekMTPModel", "npu_ext.mtp", "NpuMTP"),
+        ("LlamaForCausalLM", "npu_ext.llama", "NpuLlama"),
+    )  # not a drafter: left alone
     assert effective_registry(in_tree, [on_npu]) == [
-        deepseek, target,
+        deepseek,
+        target,
         RegistryEntry("DeepSeekMTPModel", "npu_ext.mtp", "NpuMTP", REGISTERED, "npu 1.0", replaced, ("npu",)),
     ]
     # a platform plugin for an in-tree platform: the in-tree entry keeps the other platforms
     on_cuda = reading(cuda_plugin, PLATFORM, ["cuda"], ("DeepSeekMTPModel", "kernels.mtp", "FastMTP"))
     assert effective_registry(in_tree, [on_cuda]) == [
-        RegistryEntry(deepseek.arch, deepseek.module, deepseek.cls, deepseek.registry, "vllm", None,
-                      ("cpu", "rocm", "tpu", "xpu")),
+        RegistryEntry(
+            deepseek.arch, deepseek.module, deepseek.cls, deepseek.registry, "vllm", None, ("cpu", "rocm", "tpu", "xpu")
+        ),
         target,
         RegistryEntry("DeepSeekMTPModel", "kernels.mtp", "FastMTP", REGISTERED, "kernels 1.0", replaced, ("cuda",)),
     ]
     # a general plugin applies wherever it loads, after the platform plugins: it replaces them too;
     # an architecture registered in two branches gives both classes (once each); new drafters join
     everywhere = ("cpu", "cuda", "rocm", "tpu", "xpu", "npu")
-    anywhere = reading(general, GENERAL, [], ("DeepSeekMTPModel", "acme.mtp", "AcmeMTP"),
-                       ("DeepSeekMTPModel", "acme.mtp_v2", "AcmeMTPv2"), ("DeepSeekMTPModel", "acme.mtp", "AcmeMTP"),
-                       ("AcmeDraftModel", "acme.draft", "AcmeDraft"), ("Eagle3Acme", "acme.eagle", "AcmeHead"),
-                       ("AcmeForCausalLM", "acme.target", "AcmeForCausalLM"))
+    anywhere = reading(
+        general,
+        GENERAL,
+        [],
+        ("DeepSeekMTPModel", "acme.mtp", "AcmeMTP"),
+        ("DeepSeekMTPModel", "acme.mtp_v2", "AcmeMTPv2"),
+        ("DeepSeekMTPModel", "acme.mtp", "AcmeMTP"),
+        ("AcmeDraftModel", "acme.draft", "AcmeDraft"),
+        ("Eagle3Acme", "acme.eagle", "AcmeHead"),
+        ("AcmeForCausalLM", "acme.target", "AcmeForCausalLM"),
+    )
     assert effective_registry(in_tree, [anywhere, on_npu]) == [
         target,
         RegistryEntry("DeepSeekMTPModel", "acme.mtp", "AcmeMTP", REGISTERED, "acme 1.0", replaced, everywhere),
@@ -207,19 +259,24 @@ def test_a_plugin_source_tree_in_process(tmp_path: Path) -> None:
     }
 
 
-@pytest.mark.parametrize(("files", "name", "version"), [
-    ({"PKG-INFO": "Metadata-Version: 2.1\nName: from-sdist\nVersion: 2.0\n"}, "from-sdist", "2.0"),
-    ({"x.egg-info/PKG-INFO": "Name: from-egg\nVersion: 3.0\n"}, "from-egg", "3.0"),
-    ({"y-1.0.dist-info/METADATA": "Name: from-wheel\nVersion: 1.0\n"}, "from-wheel", "1.0"),
-    ({"PKG-INFO": "Name: no-version\n", "pyproject.toml": '[project]\nname = "from-pyproject"\nversion = "4"\n'},
-     "from-pyproject", "4"),
-    ({"pyproject.toml": '[project]\nname = "dynamic"\ndynamic = ["version"]\n'}, "dynamic", "(dynamic version)"),
-    ({"pyproject.toml": "[project\n"}, "plugin", "(no version)"),  # not TOML: the directory's name
-    ({"pyproject.toml": '[tool.other]\nname = "not-a-project"\n'}, "plugin", "(no version)"),
-    ({}, "plugin", "(no version)"),
-])
-def test_a_plugin_tree_is_named_by_its_metadata(tmp_path: Path, files: dict[str, str], name: str,
-                                                 version: str) -> None:
+@pytest.mark.parametrize(
+    ("files", "name", "version"),
+    [
+        ({"PKG-INFO": "Metadata-Version: 2.1\nName: from-sdist\nVersion: 2.0\n"}, "from-sdist", "2.0"),
+        ({"x.egg-info/PKG-INFO": "Name: from-egg\nVersion: 3.0\n"}, "from-egg", "3.0"),
+        ({"y-1.0.dist-info/METADATA": "Name: from-wheel\nVersion: 1.0\n"}, "from-wheel", "1.0"),
+        (
+            {"PKG-INFO": "Name: no-version\n", "pyproject.toml": '[project]\nname = "from-pyproject"\nversion = "4"\n'},
+            "from-pyproject",
+            "4",
+        ),
+        ({"pyproject.toml": '[project]\nname = "dynamic"\ndynamic = ["version"]\n'}, "dynamic", "(dynamic version)"),
+        ({"pyproject.toml": "[project\n"}, "plugin", "(no version)"),  # not TOML: the directory's name
+        ({"pyproject.toml": '[tool.other]\nname = "not-a-project"\n'}, "plugin", "(no version)"),
+        ({}, "plugin", "(no version)"),
+    ],
+)
+def test_a_plugin_tree_is_named_by_its_metadata(tmp_path: Path, files: dict[str, str], name: str, version: str) -> None:
     from mtp_audit.resolve.plugins import tree_plugin
 
     root = tmp_path / "plugin"
@@ -234,16 +291,24 @@ def test_a_plugin_tree_is_named_by_its_metadata(tmp_path: Path, files: dict[str,
 def test_the_modules_of_a_plugin_tree_that_mention_a_word(tmp_path: Path) -> None:
     from mtp_audit.resolve.plugins import tree_modules
 
-    files = {"pkg/__init__.py": "register_model", "pkg/a.py": "x.register_model(...)", "pkg/b.py": "nothing",
-             "top.py": "register_model", "tests/t.py": "register_model", "pkg/test/t.py": "register_model",
-             ".hidden/h.py": "register_model", "not-a-module.py": "register_model", "pkg/c.txt": "register_model"}
+    files = {
+        "pkg/__init__.py": "register_model",
+        "pkg/a.py": "x.register_model(...)",
+        "pkg/b.py": "nothing",
+        "top.py": "register_model",
+        "tests/t.py": "register_model",
+        "pkg/test/t.py": "register_model",
+        ".hidden/h.py": "register_model",
+        "not-a-module.py": "register_model",
+        "pkg/c.txt": "register_model",
+    }
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     assert tree_modules(tmp_path, "register_model") == ["pkg", "pkg.a", "top"]
 
 
-PLUGIN_REGISTRATIONS = textwrap.dedent('''\
+PLUGIN_REGISTRATIONS = textwrap.dedent("""\
     from vllm import ModelRegistry
     import vllm
     from acme import models
@@ -276,7 +341,7 @@ PLUGIN_REGISTRATIONS = textwrap.dedent('''\
 
 
     ModelRegistry.register_model("ModuleLevelMTP", "acme.top:TopMTP")
-''')
+""")
 
 
 def test_every_form_of_register_model_in_a_plugin_tree(tmp_path: Path) -> None:
@@ -288,8 +353,9 @@ def test_every_form_of_register_model_in_a_plugin_tree(tmp_path: Path) -> None:
     (tmp_path / "acme/reg.py").write_text(PLUGIN_REGISTRATIONS)
     (tmp_path / "acme/broken.py").write_text("def f(:\n")
     plugin = PluginDist("acme", "1.0", tmp_path, ())
-    reading = registrations_in(ModuleIndex(SourceTree(tmp_path, None, None)),
-                               ["acme.reg", "acme.broken", "acme.absent"], plugin)
+    reading = registrations_in(
+        ModuleIndex(SourceTree(tmp_path, None, None)), ["acme.reg", "acme.broken", "acme.absent"], plugin
+    )
     assert [(r.arch, r.module, r.cls, r.line) for r in reading.registrations] == [
         ("StringMTP", "acme.models.mtp", "StringMTP", 15),  # a "module:Class" string
         ("ImportedMTPModel", "acme.models.mtp", "ImportedMTP", 16),  # a class imported at module level
@@ -304,10 +370,14 @@ def test_every_form_of_register_model_in_a_plugin_tree(tmp_path: Path) -> None:
         ("ModuleLevelMTP", "acme.top", "TopMTP", 32),  # outside any function
     ]
     assert {(r.plugin, r.group, r.file) for r in reading.registrations} == {(plugin, GENERAL, "acme/reg.py")}
-    unreadable = ("register_model with arguments that are not a string architecture and a 'module:Class' "
-                  "string or an imported class")
-    assert reading.skipped == [*(f"acme/reg.py:{line}: {unreadable}" for line in (25, 26, 27, 28)),
-                               "acme/broken.py: cannot parse (invalid syntax (<unknown>, line 1))"]
+    unreadable = (
+        "register_model with arguments that are not a string architecture and a 'module:Class' "
+        "string or an imported class"
+    )
+    assert reading.skipped == [
+        *(f"acme/reg.py:{line}: {unreadable}" for line in (25, 26, 27, 28)),
+        "acme/broken.py: cannot parse (invalid syntax (<unknown>, line 1))",
+    ]
     assert reading.platforms == []
 
 
@@ -329,7 +399,7 @@ PLUGIN_FILES = {
             ModelRegistry.register_model('HelperMTP', 'beta.m:HelperMTP')
     """),
     "beta/more.py": "from vllm import ModelRegistry\n\n\ndef deeper():\n"
-                    "    ModelRegistry.register_model('DeeperMTP', 'beta.m:DeeperMTP')\n",
+    "    ModelRegistry.register_model('DeeperMTP', 'beta.m:DeeperMTP')\n",
     "beta/platform.py": textwrap.dedent("""\
         def activate():
             return 'beta.platform.BetaPlatform'
@@ -359,7 +429,7 @@ PLUGIN_FILES = {
             pass
     """),
     "other_pkg/__init__.py": "from vllm import ModelRegistry\n\n\ndef register_all():\n"
-                             "    ModelRegistry.register_model('OutsideMTP', 'other_pkg.m:OutsideMTP')\n",
+    "    ModelRegistry.register_model('OutsideMTP', 'other_pkg.m:OutsideMTP')\n",
 }
 
 
@@ -369,10 +439,15 @@ def test_a_plugins_entry_points_are_followed_into_its_own_packages_only(tmp_path
     for rel, text in PLUGIN_FILES.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
-    entry_points = ((GENERAL, "beta", "beta:register"), (GENERAL, "missing", "beta.absent:register"),
-                    (GENERAL, "nofunc", "beta.impl:nope [extra]"), (PLATFORM, "beta_p", "beta.platform:activate"),
-                    (PLATFORM, "beta_t", "beta.platform:typed"), (PLATFORM, "beta_u", "beta.platform:unnamed"),
-                    (PLATFORM, "beta_n", "beta.platform:nothing"))
+    entry_points = (
+        (GENERAL, "beta", "beta:register"),
+        (GENERAL, "missing", "beta.absent:register"),
+        (GENERAL, "nofunc", "beta.impl:nope [extra]"),
+        (PLATFORM, "beta_p", "beta.platform:activate"),
+        (PLATFORM, "beta_t", "beta.platform:typed"),
+        (PLATFORM, "beta_u", "beta.platform:unnamed"),
+        (PLATFORM, "beta_n", "beta.platform:nothing"),
+    )
     plugin = PluginDist("beta", "0.1", tmp_path, entry_points)
     reading = read_plugin(ModuleIndex(SourceTree(tmp_path, None, None)), plugin)
     # register is re-exported by the package; helper is in the same module, deeper in another of
@@ -383,5 +458,7 @@ def test_a_plugins_entry_points_are_followed_into_its_own_packages_only(tmp_path
     ]
     # a platform's device_name, else its device_type, else the entry point's name
     assert reading.platforms == ["beta_n", "beta_npu", "beta_typed", "beta_u"]
-    assert reading.skipped == ["beta 0.1: entry point module beta.absent not found",
-                               "beta/impl.py: no function nope, which entry point beta.impl:nope names"]
+    assert reading.skipped == [
+        "beta 0.1: entry point module beta.absent not found",
+        "beta/impl.py: no function nope, which entry point beta.impl:nope names",
+    ]

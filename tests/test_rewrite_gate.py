@@ -18,7 +18,7 @@ from mtp_audit.index.facts import extract_facts
 from mtp_audit.model import ClassKey
 from mtp_audit.resolve.mro import MethodHit
 
-OLD = '''\
+OLD = """\
 import torch
 from torch import nn
 
@@ -38,13 +38,13 @@ class Drafter(nn.Module):
 
     def forward(self, x):
         return x
-'''
+"""
 DRAFTER_LINE = OLD.splitlines().index("class Drafter(nn.Module):") + 1
-METHOD = '''\
+METHOD = """\
     def get_top_tokens(self, hidden_states) -> torch.Tensor:
         hidden_states = self.norm(hidden_states)
         return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)
-'''
+"""
 AFTER_COMPUTE_LOGITS = "        return self.logits_processor(self.lm_head, hidden_states)\n"
 
 
@@ -73,8 +73,7 @@ def test_an_added_import_torch_is_accepted_only_when_planned() -> None:
     with pytest.raises(UnsafeRewrite, match="inserted outside"):
         check_rewrite(rewrite(new, targets, added_import=False, old=old))
     with pytest.raises(UnsafeRewrite, match="inserted outside"):  # planned: import torch, not another
-        check_rewrite(rewrite("import os\n" + GOOD.replace("import torch\n", ""), targets, added_import=True,
-                              old=old))
+        check_rewrite(rewrite("import os\n" + GOOD.replace("import torch\n", ""), targets, added_import=True, old=old))
 
 
 def refused(new: str, match: str, **kwargs) -> None:
@@ -97,8 +96,10 @@ def test_a_rewrite_that_does_not_parse_is_refused() -> None:
 def test_a_method_that_swallows_an_existing_statement_is_refused() -> None:
     """Inserted between two statements of compute_logits, the method's body takes the second one
     (its return): every line of the old file is still there, only the AST says what moved."""
-    method = ("    def get_top_tokens(self, hidden_states) -> torch.Tensor:\n"
-              "        hidden_states = self.norm(hidden_states)\n")
+    method = (
+        "    def get_top_tokens(self, hidden_states) -> torch.Tensor:\n"
+        "        hidden_states = self.norm(hidden_states)\n"
+    )
     new = insert_after(OLD, "        hidden_states = self.norm(hidden_states)\n", method)
     refused(new, "changed beyond the added method")
 
@@ -125,8 +126,10 @@ def test_two_methods_for_one_planned_class_are_refused() -> None:
 
 
 def test_a_method_of_another_name_is_refused() -> None:
-    refused(insert_after(OLD, AFTER_COMPUTE_LOGITS, "\n" + METHOD.replace("get_top_tokens(", "top_k(", 1)),
-            "not exactly one method|outside the new methods|changed beyond")
+    refused(
+        insert_after(OLD, AFTER_COMPUTE_LOGITS, "\n" + METHOD.replace("get_top_tokens(", "top_k(", 1)),
+        "not exactly one method|outside the new methods|changed beyond",
+    )
 
 
 def test_a_planned_class_left_without_its_method_is_refused() -> None:
@@ -135,8 +138,7 @@ def test_a_planned_class_left_without_its_method_is_refused() -> None:
 
 
 def test_a_class_that_already_has_the_method_is_refused() -> None:
-    refused(insert_after(GOOD, AFTER_COMPUTE_LOGITS, "\n" + METHOD), "already defines get_top_tokens",
-            old=GOOD)
+    refused(insert_after(GOOD, AFTER_COMPUTE_LOGITS, "\n" + METHOD), "already defines get_top_tokens", old=GOOD)
 
 
 def test_an_added_class_is_refused() -> None:
@@ -154,8 +156,9 @@ def test_an_added_statement_in_an_untouched_class_is_refused() -> None:
 def test_code_on_the_blank_lines_around_the_method_is_refused() -> None:
     """A blank line next to the new method may come from either side; code there may not."""
     refused(insert_after(OLD, AFTER_COMPUTE_LOGITS, "    limit = 1\n" + METHOD), "changed beyond|inserted outside")
-    refused(insert_after(OLD, AFTER_COMPUTE_LOGITS, "\n" + METHOD + "    limit = 1\n"),
-            "changed beyond|inserted outside")
+    refused(
+        insert_after(OLD, AFTER_COMPUTE_LOGITS, "\n" + METHOD + "    limit = 1\n"), "changed beyond|inserted outside"
+    )
 
 
 def test_a_nested_class_counts_as_part_of_its_class() -> None:
@@ -198,8 +201,9 @@ def test_rewrite_file_refuses_a_method_that_is_not_the_mirror_it_planned() -> No
 def test_rewrite_file_names_every_class_that_moved() -> None:
     moved = "\n\n" + OLD
     helper = _retarget(_insertion(OLD), "Helper", 5)
-    with pytest.raises(UnsafeRewrite, match=re.escape(
-            f"planned for: Drafter (line {DRAFTER_LINE}), Helper (line 5); scan again")):
+    with pytest.raises(
+        UnsafeRewrite, match=re.escape(f"planned for: Drafter (line {DRAFTER_LINE}), Helper (line 5); scan again")
+    ):
         rewrite_file("pkg/drafter.py", moved, [_insertion(OLD), helper], binds_torch=True)
 
 
@@ -215,8 +219,10 @@ def test_rewrite_file_refuses_a_class_that_moved() -> None:
 
 
 def test_rewrite_files_refuses_the_unsafe_file_and_rewrites_the_others() -> None:
-    jobs = [FileJob("pkg/stale.py", GOOD, [_insertion(GOOD)], True),
-            FileJob("pkg/drafter.py", OLD, [_insertion(OLD)], True)]
+    jobs = [
+        FileJob("pkg/stale.py", GOOD, [_insertion(GOOD)], True),
+        FileJob("pkg/drafter.py", OLD, [_insertion(OLD)], True),
+    ]
     stale, fresh = rewrite_files(jobs)
     assert isinstance(stale, UnsafeRewrite) and "already defines get_top_tokens" in str(stale)
     assert isinstance(fresh, Rewrite) and fresh.new == rewrite_file("pkg/drafter.py", OLD, [_insertion(OLD)], True).new
@@ -224,8 +230,12 @@ def test_rewrite_files_refuses_the_unsafe_file_and_rewrites_the_others() -> None
 
 def test_rewrite_files_adds_import_torch_only_where_torch_is_not_bound() -> None:
     unbound = OLD.replace("import torch\n", "").replace("@torch.no_grad()", "@no_grad()")
-    bound, added = rewrite_files([FileJob("pkg/bound.py", OLD, [_insertion(OLD)], True),
-                                  FileJob("pkg/unbound.py", unbound, [_insertion(unbound)], False)])
+    bound, added = rewrite_files(
+        [
+            FileJob("pkg/bound.py", OLD, [_insertion(OLD)], True),
+            FileJob("pkg/unbound.py", unbound, [_insertion(unbound)], False),
+        ]
+    )
     assert not bound.added_import and bound.new.count("import torch\n") == 1
     assert added.added_import and "import torch" in added.new.splitlines() and "import torch" not in unbound
 
@@ -263,14 +273,18 @@ def test_a_class_in_a_block_gets_the_method_right_after_compute_logits() -> None
     assert result.classes == ["Drafter"]
 
 
-@pytest.mark.parametrize("statement", ["compute_logits = Base.compute_logits\n",
-                                       "compute_logits = (\n    Base.compute_logits\n)\n"],
-                         ids=["one-line", "continued"])
+@pytest.mark.parametrize(
+    "statement",
+    ["compute_logits = Base.compute_logits\n", "compute_logits = (\n    Base.compute_logits\n)\n"],
+    ids=["one-line", "continued"],
+)
 def test_a_one_line_class_body_is_refused(statement: str) -> None:
-    source = ("import torch\nfrom torch import nn\n\n\nclass Base(nn.Module):\n"
-              "    def compute_logits(self, hidden_states):\n"
-              "        return self.logits_processor(self.lm_head, hidden_states)\n\n\n"
-              "class Drafter(Base): " + statement)
+    source = (
+        "import torch\nfrom torch import nn\n\n\nclass Base(nn.Module):\n"
+        "    def compute_logits(self, hidden_states):\n"
+        "        return self.logits_processor(self.lm_head, hidden_states)\n\n\n"
+        "class Drafter(Base): " + statement
+    )
     with pytest.raises(UnsafeRewrite, match="one-line body"):
         rewrite_file("pkg/drafter.py", source, [_retarget(_insertion(source, "Base"), "Drafter", 10)], binds_torch=True)
 
@@ -280,45 +294,70 @@ def _retarget(insertion: Insertion, name: str, line: int) -> Insertion:
 
 
 @pytest.mark.parametrize("indent", ["    ", "\t"], ids=["spaces", "tabs"])
-@pytest.mark.parametrize("parameter, attribute, body", [
-    # 90 columns on one line at this depth: wrapped (88 is ruff's limit)
-    ("hidden_states", "b", ["            return self.logits_processor.get_top_tokens(",
-                            "                self.lm_head, hidden_states, self.b", "            )"]),
-    # 86 columns: one line here, wrapped one level deeper
-    ("h", "b" * 8, ["            return self.logits_processor.get_top_tokens(self.lm_head, h, self.bbbbbbbb)"]),
-], ids=["wrapped", "one-line"])
-def test_a_method_in_a_nested_class_is_laid_out_for_its_depth(indent: str, parameter: str, attribute: str,
-                                                             body: list[str]) -> None:
+@pytest.mark.parametrize(
+    "parameter, attribute, body",
+    [
+        # 90 columns on one line at this depth: wrapped (88 is ruff's limit)
+        (
+            "hidden_states",
+            "b",
+            [
+                "            return self.logits_processor.get_top_tokens(",
+                "                self.lm_head, hidden_states, self.b",
+                "            )",
+            ],
+        ),
+        # 86 columns: one line here, wrapped one level deeper
+        ("h", "b" * 8, ["            return self.logits_processor.get_top_tokens(self.lm_head, h, self.bbbbbbbb)"]),
+    ],
+    ids=["wrapped", "one-line"],
+)
+def test_a_method_in_a_nested_class_is_laid_out_for_its_depth(
+    indent: str, parameter: str, attribute: str, body: list[str]
+) -> None:
     """The mirror is formatted for the column it lands at, whether the file indents with tabs or spaces."""
-    source = ("import torch\nfrom torch import nn\n\nif FLAG:\n\n"
-              f"{indent}class Drafter(nn.Module):\n{indent * 2}def compute_logits(self, {parameter}):\n"
-              f"{indent * 3}return self.logits_processor(self.lm_head, {parameter}, self.{attribute})\n")
+    source = (
+        "import torch\nfrom torch import nn\n\nif FLAG:\n\n"
+        f"{indent}class Drafter(nn.Module):\n{indent * 2}def compute_logits(self, {parameter}):\n"
+        f"{indent * 3}return self.logits_processor(self.lm_head, {parameter}, self.{attribute})\n"
+    )
     new = rewrite_file("pkg/drafter.py", source, [_insertion(source)], binds_torch=True).new
     added = [line.replace("\t", "    ") for line in new.splitlines() if line not in source.splitlines()]
     assert added == [f"        def get_top_tokens(self, {parameter}) -> torch.Tensor:", *body]
 
 
-@pytest.mark.parametrize("after", [
-    "    @torch.inference_mode()\n    @staticmethod\n    def forward(x):\n        return x\n",
-    "    limit = 4\n",
-    "    # a comment that stays where it is\n    def forward(self, x):\n        return x\n",
-], ids=["decorated-method", "assignment", "comment"])
+@pytest.mark.parametrize(
+    "after",
+    [
+        "    @torch.inference_mode()\n    @staticmethod\n    def forward(x):\n        return x\n",
+        "    limit = 4\n",
+        "    # a comment that stays where it is\n    def forward(self, x):\n        return x\n",
+    ],
+    ids=["decorated-method", "assignment", "comment"],
+)
 def test_the_method_goes_right_after_compute_logits_whatever_follows(after: str) -> None:
-    source = ("import torch\nfrom torch import nn\n\n\nclass Drafter(nn.Module):\n"
-              "    @torch.no_grad()\n    def compute_logits(self, hidden_states):\n"
-              "        return self.logits_processor(self.lm_head, hidden_states)\n\n" + after)
+    source = (
+        "import torch\nfrom torch import nn\n\n\nclass Drafter(nn.Module):\n"
+        "    @torch.no_grad()\n    def compute_logits(self, hidden_states):\n"
+        "        return self.logits_processor(self.lm_head, hidden_states)\n\n" + after
+    )
     new = rewrite_file("pkg/drafter.py", source, [_insertion(source)], binds_torch=True).new
-    expected_method = ("\n    def get_top_tokens(self, hidden_states) -> torch.Tensor:\n"
-                       "        return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n")
-    assert new == insert_after(source, "        return self.logits_processor(self.lm_head, hidden_states)\n",
-                               expected_method)
+    expected_method = (
+        "\n    def get_top_tokens(self, hidden_states) -> torch.Tensor:\n"
+        "        return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n"
+    )
+    assert new == insert_after(
+        source, "        return self.logits_processor(self.lm_head, hidden_states)\n", expected_method
+    )
 
 
 def test_compute_logits_at_the_end_of_a_file_without_a_newline() -> None:
     """The last line gains its newline (the one byte a fix may add outside the method)."""
-    source = ("import torch\nfrom torch import nn\n\n\nclass Drafter(nn.Module):\n"
-              "    def compute_logits(self, hidden_states):\n"
-              "        return self.logits_processor(self.lm_head, hidden_states)")
+    source = (
+        "import torch\nfrom torch import nn\n\n\nclass Drafter(nn.Module):\n"
+        "    def compute_logits(self, hidden_states):\n"
+        "        return self.logits_processor(self.lm_head, hidden_states)"
+    )
     result = rewrite_file("pkg/drafter.py", source, [_insertion(source)], binds_torch=True)
     assert result.new.startswith(source)
     assert "return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)" in result.new
@@ -331,17 +370,20 @@ def test_a_blank_line_not_next_to_the_new_method_is_refused(where: str) -> None:
     new = insert_after(old, AFTER_COMPUTE_LOGITS, "\n" + METHOD).splitlines(keepends=True)
     start = new.index(METHOD.splitlines(keepends=True)[0])
     end = start + len(METHOD.splitlines())
-    position = {"top": 0, "three-before": start - 2, "three-after": end + 2,
-                "other-class": new.index("    y = 2\n")}[where]
+    position = {"top": 0, "three-before": start - 2, "three-after": end + 2, "other-class": new.index("    y = 2\n")}[
+        where
+    ]
     damaged = "".join(new[:position] + ["\n"] + new[position:])
     with pytest.raises(UnsafeRewrite, match="inserted outside"):
         check_rewrite(rewrite(damaged, old=old))
 
 
 def test_a_statement_right_after_a_method_that_ends_its_class_is_refused() -> None:
-    old = ("import torch\nfrom torch import nn\n\n\nclass Drafter(nn.Module):\n"
-           "    def compute_logits(self, hidden_states):\n        hidden_states = self.norm(hidden_states)\n"
-           "        return self.logits_processor(self.lm_head, hidden_states)\n")
+    old = (
+        "import torch\nfrom torch import nn\n\n\nclass Drafter(nn.Module):\n"
+        "    def compute_logits(self, hidden_states):\n        hidden_states = self.norm(hidden_states)\n"
+        "        return self.logits_processor(self.lm_head, hidden_states)\n"
+    )
     good = old + "\n" + METHOD
     check_rewrite(rewrite(good, targets=(("Drafter", 5),), old=old))
     with pytest.raises(UnsafeRewrite, match="inserted outside"):
@@ -350,25 +392,40 @@ def test_a_statement_right_after_a_method_that_ends_its_class_is_refused() -> No
 
 @pytest.mark.parametrize("block", ["try", "except", "else", "finally"])
 def test_a_class_in_any_block_of_a_try_is_found_and_rewritten(block: str) -> None:
-    body = "    class Drafter(nn.Module):\n" + "".join("    " + line + "\n" for line in (
-        "    def compute_logits(self, hidden_states):",
-        "        return self.logits_processor(self.lm_head, hidden_states)"))
+    body = "    class Drafter(nn.Module):\n" + "".join(
+        "    " + line + "\n"
+        for line in (
+            "    def compute_logits(self, hidden_states):",
+            "        return self.logits_processor(self.lm_head, hidden_states)",
+        )
+    )
     other = "    pass\n"
     parts = {name: (body if name == block else other) for name in ("try", "except", "else", "finally")}
-    source = ("import torch\nfrom torch import nn\n\ntry:\n" + parts["try"] + "except ImportError:\n" + parts["except"]
-              + "else:\n" + parts["else"] + "finally:\n" + parts["finally"])
+    source = (
+        "import torch\nfrom torch import nn\n\ntry:\n"
+        + parts["try"]
+        + "except ImportError:\n"
+        + parts["except"]
+        + "else:\n"
+        + parts["else"]
+        + "finally:\n"
+        + parts["finally"]
+    )
     result = rewrite_file("pkg/drafter.py", source, [_insertion(source)], binds_torch=True)
     assert result.classes == ["Drafter"] and "get_top_tokens(self.lm_head, hidden_states)" in result.new
 
 
 def test_a_class_in_a_block_without_compute_logits_gets_the_method_at_its_end() -> None:
-    source = ("import torch\nfrom torch import nn\n\n\nclass Base(nn.Module):\n"
-              "    def compute_logits(self, hidden_states):\n"
-              "        return self.logits_processor(self.lm_head, hidden_states)\n\n\n"
-              "if FLAG:\n\n    class Child(Base):\n        def forward(self, x):\n            return x\n\n"
-              "        def reset(self):\n            pass\n")
-    result = rewrite_file("pkg/drafter.py", source, [_retarget(_insertion(source, "Base"), "Child", 12)],
-                          binds_torch=True)
+    source = (
+        "import torch\nfrom torch import nn\n\n\nclass Base(nn.Module):\n"
+        "    def compute_logits(self, hidden_states):\n"
+        "        return self.logits_processor(self.lm_head, hidden_states)\n\n\n"
+        "if FLAG:\n\n    class Child(Base):\n        def forward(self, x):\n            return x\n\n"
+        "        def reset(self):\n            pass\n"
+    )
+    result = rewrite_file(
+        "pkg/drafter.py", source, [_retarget(_insertion(source, "Base"), "Child", 12)], binds_torch=True
+    )
     assert result.new == source + (
         "\n        def get_top_tokens(self, hidden_states) -> torch.Tensor:\n"
         "            return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n"
@@ -379,5 +436,6 @@ def test_a_class_in_a_block_without_compute_logits_gets_the_method_at_its_end() 
 def test_a_class_in_a_block_with_two_statements_gets_the_method_after_compute_logits() -> None:
     source = NESTED.replace('''        """Defined in a block: rewritten through the whole module."""\n\n''', "")
     new = rewrite_file("pkg/drafter.py", source, [_insertion(source)], binds_torch=True).new.splitlines()
-    assert new.index("        def get_top_tokens(self, hidden_states) -> torch.Tensor:") \
-        < new.index("        def forward(self, x):")
+    assert new.index("        def get_top_tokens(self, hidden_states) -> torch.Tensor:") < new.index(
+        "        def forward(self, x):"
+    )

@@ -13,10 +13,12 @@ from mtp_audit.classify.shapes import RULES, Example, ShapeRule, _decompose, ana
 
 DEFINED = ShapeRule.__subclasses__()
 BY_NAME = {rule.name: rule for rule in DEFINED}
-CASES = [pytest.param(rule, valid, example, id=f"{rule.id}-{rule.name}-{'valid' if valid else 'invalid'}{i}")
-         for rule in DEFINED
-         for valid, examples in ((True, rule.VALID), (False, rule.INVALID))
-         for i, example in enumerate(examples)]
+CASES = [
+    pytest.param(rule, valid, example, id=f"{rule.id}-{rule.name}-{'valid' if valid else 'invalid'}{i}")
+    for rule in DEFINED
+    for valid, examples in ((True, rule.VALID), (False, rule.INVALID))
+    for i, example in enumerate(examples)
+]
 
 
 def _objects(rule: type[ShapeRule], example: Example) -> bool:
@@ -74,7 +76,8 @@ def test_every_overlap_between_rules_is_declared(rule: type[ShapeRule]):
         for other in DEFINED:
             if other is not rule and _objects(other, example):
                 assert rule.name in _before(other), (
-                    f"{other.name} also objects to an example of {rule.name} but does not run after it")
+                    f"{other.name} also objects to an example of {rule.name} but does not run after it"
+                )
 
 
 def test_rules_doc_is_current():
@@ -83,22 +86,27 @@ def test_rules_doc_is_current():
     assert DOC.read_text() == render(), "docs/rules.md drifted: run `python -m mtp_audit.report.rules_doc`"
 
 
-LOOP = ("def compute_logits(self, hidden_states):\n{start}"
-        "    for hs, lm_head in zip(hidden_states, self.lm_heads):\n"
-        "        out.append(self.logits_processor(lm_head, hs))\n"
-        "    return {returned}\n")
+LOOP = (
+    "def compute_logits(self, hidden_states):\n{start}"
+    "    for hs, lm_head in zip(hidden_states, self.lm_heads):\n"
+    "        out.append(self.logits_processor(lm_head, hs))\n"
+    "    return {returned}\n"
+)
 
 
-@pytest.mark.parametrize(("start", "returned", "collected"), [
-    ("    out = []\n", "out", True),
-    ("    out = [h for h in ()]\n", "out", True),
-    ("    out = list()\n", "out", True),
-    ("    out: list = []\n", "out", True),
-    ("    out = []\n", "[out[0], out[1]]", True),
-    ("    other = []\n    out = make()\n", "out", False),  # another name starts as a list, not this one
-    ("    out = tuple()\n", "out", False),
-    ("    out: tuple = ()\n", "out", False),
-])
+@pytest.mark.parametrize(
+    ("start", "returned", "collected"),
+    [
+        ("    out = []\n", "out", True),
+        ("    out = [h for h in ()]\n", "out", True),
+        ("    out = list()\n", "out", True),
+        ("    out: list = []\n", "out", True),
+        ("    out = []\n", "[out[0], out[1]]", True),
+        ("    other = []\n    out = make()\n", "out", False),  # another name starts as a list, not this one
+        ("    out = tuple()\n", "out", False),
+        ("    out: tuple = ()\n", "out", False),
+    ],
+)
 def test_a_head_loop_says_when_it_returns_a_list(start: str, returned: str, collected: bool):
     code = LOOP.format(start=start, returned=returned)
     shape = analyze_compute_logits(code, 10)

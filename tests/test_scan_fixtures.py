@@ -17,8 +17,19 @@ CASES = sorted(p for p in (FIXTURES / "scan").iterdir() if p.is_dir())
 
 def project(record: dict) -> dict:
     """The fields a fixture pins down (root-independent)."""
-    keep = ("arch", "class", "module", "file", "line", "platforms", "status", "consistency",
-            "compute_logits", "get_top_tokens", "reason")
+    keep = (
+        "arch",
+        "class",
+        "module",
+        "file",
+        "line",
+        "platforms",
+        "status",
+        "consistency",
+        "compute_logits",
+        "get_top_tokens",
+        "reason",
+    )
     out = {k: record[k] for k in keep}
     out["delegates"] = [d["class"] for d in record["delegates"]]
     if record["callers"]:

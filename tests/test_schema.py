@@ -22,8 +22,11 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
 def document(tmp_path_factory) -> dict:
     tree = build_tree(FIXTURES / "scan" / "delegation", tmp_path_factory.mktemp("tree"))
     result, _, _ = scan(locate(tree))
-    result.records[0].callers.append(CallerRecord(
-        "MTPSpeculator", "vllm/v1/worker/gpu/spec_decode/speculator.py", 580, ("hidden_states",), ("hidden_states",)))
+    result.records[0].callers.append(
+        CallerRecord(
+            "MTPSpeculator", "vllm/v1/worker/gpu/spec_decode/speculator.py", 580, ("hidden_states",), ("hidden_states",)
+        )
+    )
     return check_scan_json(render_json(result))
 
 
@@ -39,18 +42,31 @@ def test_fields_other_helpers_add_are_allowed(document):
     check_scan_json(json.dumps(doc))
 
 
-@pytest.mark.parametrize("break_it", [
-    lambda d: d["drafters"][0].update(status="fixable"),
-    lambda d: d["drafters"][0].update(platforms=["gpu, cuda"]),
-    lambda d: d["drafters"][0].update(consistency="same"),
-    lambda d: d["drafters"][0].update(surprise=1),
-    lambda d: d["drafters"][0].pop("callers"),
-    lambda d: d["drafters"][0]["callers"][0].pop("get_top_tokens_args"),
-    lambda d: d["drafters"][0]["callers"][0].update(line="580"),
-    lambda d: d["drafters"][0].update(rule=3),
-    lambda d: d.pop("vllm_version"),
-], ids=["status", "platform", "consistency", "unknown field", "no callers", "caller args", "caller line",
-        "rule type", "no version"])
+@pytest.mark.parametrize(
+    "break_it",
+    [
+        lambda d: d["drafters"][0].update(status="fixable"),
+        lambda d: d["drafters"][0].update(platforms=["gpu, cuda"]),
+        lambda d: d["drafters"][0].update(consistency="same"),
+        lambda d: d["drafters"][0].update(surprise=1),
+        lambda d: d["drafters"][0].pop("callers"),
+        lambda d: d["drafters"][0]["callers"][0].pop("get_top_tokens_args"),
+        lambda d: d["drafters"][0]["callers"][0].update(line="580"),
+        lambda d: d["drafters"][0].update(rule=3),
+        lambda d: d.pop("vllm_version"),
+    ],
+    ids=[
+        "status",
+        "platform",
+        "consistency",
+        "unknown field",
+        "no callers",
+        "caller args",
+        "caller line",
+        "rule type",
+        "no version",
+    ],
+)
 def test_schema_rejects_what_the_contract_does_not_allow(document, break_it):
     doc = copy.deepcopy(document)
     break_it(doc)
@@ -61,6 +77,9 @@ def test_schema_rejects_what_the_contract_does_not_allow(document, break_it):
 def test_every_record_field_is_documented():
     schema = json.loads(SCAN_SCHEMA.read_text())
     text = (DOCS / "json.md").read_text()
-    for name in [*schema["properties"], *schema["$defs"]["drafter"]["properties"],
-                 *schema["$defs"]["caller"]["properties"]]:
+    for name in [
+        *schema["properties"],
+        *schema["$defs"]["drafter"]["properties"],
+        *schema["$defs"]["caller"]["properties"],
+    ]:
         assert f"`{name}`" in text, name

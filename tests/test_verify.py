@@ -17,8 +17,11 @@ from conftest import run_cli
 pytestmark = pytest.mark.integration
 
 if importlib.util.find_spec("torch") is None:
-    pytest.fail("verify tests need the verify extra: pip install -e '.[test,verify]' && pip install --no-deps "
-                "vllm==0.34.0 (README)", pytrace=False)
+    pytest.fail(
+        "verify tests need the verify extra: pip install -e '.[test,verify]' && pip install --no-deps "
+        "vllm==0.34.0 (README)",
+        pytrace=False,
+    )
 
 
 def _fixed_copy(vllm_release, version: str, model: str, tmp_path: Path) -> Path:
@@ -37,13 +40,23 @@ def test_nemotron_033_passes_at_tp_1_and_2_and_emits_a_test(vllm_release, tmp_pa
     emitted = tree / "tests" / "test_nemotron_h_mtp_top_tokens.py"
     emitted.parent.mkdir()
     report = tmp_path / "verify.json"
-    result = run_cli("verify", str(tree), "--model", "nemotron_h", "--tp", "1,2", "--emit-test", str(emitted),
-                     "--json", str(report))
+    result = run_cli(
+        "verify", str(tree), "--model", "nemotron_h", "--tp", "1,2", "--emit-test", str(emitted), "--json", str(report)
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 results: 2 passed, 0 mismatched, 0 not verified" in result.stderr
     body = tmp_path / "pr.md"
-    preview = run_cli("fix", str(vllm_release("0.33.0")), "--model", "nemotron_h", "--diff", "--pr-body", str(body),
-                      "--verify-report", str(report))
+    preview = run_cli(
+        "fix",
+        str(vllm_release("0.33.0")),
+        "--model",
+        "nemotron_h",
+        "--diff",
+        "--pr-body",
+        str(body),
+        "--verify-report",
+        str(report),
+    )
     assert preview.returncode == 0, preview.stderr
     assert "| `NemotronHMTPModel` | `NemotronHMTP` | cpu, cuda, rocm, tpu, xpu | 2 | pass | 584 |" in body.read_text()
     rows = [line for line in result.stdout.splitlines() if line.startswith("│ NemotronHMTPModel")]
@@ -65,8 +78,14 @@ def test_emitted_deepseek_test_passes_with_plain_pytest(vllm_release, tmp_path):
     calls = "".join(emitted.read_text().split())
     assert "in[[None,None],[0,0],[1,1],[2,2],]:" in calls  # both call forms, every step
     env = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", emitted.name],
-                         capture_output=True, text=True, cwd=tree, env=env, check=False)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", emitted.name],
+        capture_output=True,
+        text=True,
+        cwd=tree,
+        env=env,
+        check=False,
+    )
     assert run.returncode == 0, run.stdout[-3000:]
     assert "6 passed" in run.stdout
 
@@ -80,8 +99,11 @@ def test_deepseek_passes_and_planted_wrong_mirrors_are_caught(vllm_release, tmp_
     path = tree / "vllm/model_executor/models/deepseek_mtp.py"
     fixed = path.read_text()
     head, mirror = fixed.split("    def get_top_tokens(", 1)
-    skips_norm = mirror.replace("mtp_layer.shared_head.head, mtp_layer.shared_head(hidden_states)",
-                                "mtp_layer.shared_head.head, hidden_states", 1)
+    skips_norm = mirror.replace(
+        "mtp_layer.shared_head.head, mtp_layer.shared_head(hidden_states)",
+        "mtp_layer.shared_head.head, hidden_states",
+        1,
+    )
     assert skips_norm != mirror
     path.write_text(head + "    def get_top_tokens(" + skips_norm)  # skips the shared head's RMSNorm
     bad = run_cli("verify", str(tree), "--model", "DeepSeekMTPModel", "--tp", "1")
@@ -90,8 +112,9 @@ def test_deepseek_passes_and_planted_wrong_mirrors_are_caught(vllm_release, tmp_
     assert "get_top_tokens = " in bad.stderr and "logit " in bad.stderr
 
     # Right at step 0, wrong at every later step: the first layer's head for every step.
-    first_layer_only = mirror.replace("current_step_idx = spec_step_idx % self.num_mtp_layers",
-                                      "current_step_idx = 0 * spec_step_idx", 1)
+    first_layer_only = mirror.replace(
+        "current_step_idx = spec_step_idx % self.num_mtp_layers", "current_step_idx = 0 * spec_step_idx", 1
+    )
     assert first_layer_only != mirror
     path.write_text(head + "    def get_top_tokens(" + first_layer_only)
     report = tmp_path / "steps.json"
@@ -111,8 +134,15 @@ def test_a_caller_that_passes_the_step_to_compute_logits_only_is_compared_as_it_
 
     tree = locate(_fixed_copy(vllm_release, "0.34.0", "deepseek_mtp", tmp_path))
     record = next(r for r in run_scan(tree, True).records if r.arch == "DeepSeekMTPModel")
-    record.callers = [CallerRecord("StepOnlyToLogits", "vllm/v1/spec_decode/x.py", 10, ("hidden_states",),
-                                   ("hidden_states", "spec_step_idx=spec_step_idx"))]
+    record.callers = [
+        CallerRecord(
+            "StepOnlyToLogits",
+            "vllm/v1/spec_decode/x.py",
+            10,
+            ("hidden_states",),
+            ("hidden_states", "spec_step_idx=spec_step_idx"),
+        )
+    ]
     [outcome] = verify(tree, [record], [1])
     assert outcome.verdict == "MISMATCH", outcome.detail
     assert outcome.forms == ["StepOnlyToLogits (x.py:10)"]
@@ -121,8 +151,9 @@ def test_a_caller_that_passes_the_step_to_compute_logits_only_is_compared_as_it_
 
 def test_gemma4_upstream_divergence_is_found_with_its_configuration(vllm_release, tmp_path):
     report = tmp_path / "gemma.json"
-    result = run_cli("verify", str(vllm_release("0.34.0")), "--model", "Gemma4MTPModel", "--tp", "1",
-                     "--json", str(report))
+    result = run_cli(
+        "verify", str(vllm_release("0.34.0")), "--model", "Gemma4MTPModel", "--tp", "1", "--json", str(report)
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     [row] = _results(report)
     assert row["verdict"] == "MISMATCH"
@@ -153,13 +184,17 @@ def test_summary_line_counts_by_reason():
     from mtp_audit.verify.run import TargetOutcome, summary_line
 
     record = DrafterRecord("A", "A", "m", "f.py", 1, ["cpu"], Status.SUPPORTED, "")
-    outcomes = [TargetOutcome(record, 1, "pass"), TargetOutcome(record, 1, "MISMATCH"),
-                TargetOutcome(record, 1, detail="importing m failed: ModuleNotFoundError: No module named 'x'"),
-                TargetOutcome(record, 2, detail="importing m failed: ModuleNotFoundError: No module named 'x'"),
-                TargetOutcome(record, 1, detail="[default] not built: cannot build A.b (read at model.b)")]
+    outcomes = [
+        TargetOutcome(record, 1, "pass"),
+        TargetOutcome(record, 1, "MISMATCH"),
+        TargetOutcome(record, 1, detail="importing m failed: ModuleNotFoundError: No module named 'x'"),
+        TargetOutcome(record, 2, detail="importing m failed: ModuleNotFoundError: No module named 'x'"),
+        TargetOutcome(record, 1, detail="[default] not built: cannot build A.b (read at model.b)"),
+    ]
     assert summary_line(outcomes) == (
         "5 results: 1 passed, 1 mismatched, 3 not verified (2 import ModuleNotFoundError: No module named 'x'; "
-        "1 cannot build A.b)")
+        "1 cannot build A.b)"
+    )
 
 
 def test_missing_torch_is_a_clear_usage_error(monkeypatch):
@@ -180,8 +215,18 @@ def test_deepseek_v4_runs_vllms_own_kernels_and_a_skipped_norm_weight_is_caught(
     assert run_cli("fix", str(tree), "--model", "DeepSeekV4MTPModel").returncode == 0
     report = tmp_path / "v4.json"
     emitted = tree / "test_deepseek_v4_mtp_top_tokens.py"
-    good = run_cli("verify", str(tree), "--model", "DeepSeekV4MTPModel", "--tp", "1", "--json", str(report),
-                   "--emit-test", str(emitted))
+    good = run_cli(
+        "verify",
+        str(tree),
+        "--model",
+        "DeepSeekV4MTPModel",
+        "--tp",
+        "1",
+        "--json",
+        str(report),
+        "--emit-test",
+        str(emitted),
+    )
     rows = {row["module"].rsplit(".", 2)[1]: row for row in _results(report)}
     assert good.returncode == 2, good.stdout + good.stderr  # --model: not verified records are named, exit 2
     assert rows["xpu"]["verdict"] == "pass" and rows["xpu"]["rows"] > 0, rows["xpu"]["detail"]
@@ -194,15 +239,22 @@ def test_deepseek_v4_runs_vllms_own_kernels_and_a_skipped_norm_weight_is_caught(
     text = emitted.read_text()
     assert "from vllm.models.deepseek_v4.xpu.mtp import DeepSeekV4MTP" in text and "_custom_op(HCHeadOp)" in text
     env = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", emitted.name],
-                         capture_output=True, text=True, cwd=tree, env=env, check=False)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", emitted.name],
+        capture_output=True,
+        text=True,
+        cwd=tree,
+        env=env,
+        check=False,
+    )
     assert run.returncode == 0, run.stdout[-3000:]
     assert "3 passed" in run.stdout  # bfloat16 (float32 cannot run: hc_head returns bfloat16) x 3 batches
 
     path = tree / "vllm/models/deepseek_v4/xpu/mtp.py"
     head, mirror = path.read_text().split("    def get_top_tokens(", 1)
-    unit_weight = mirror.replace("mtp_layer.shared_head.norm.weight.data,",
-                                 "torch.ones_like(mtp_layer.shared_head.norm.weight.data),", 1)
+    unit_weight = mirror.replace(
+        "mtp_layer.shared_head.norm.weight.data,", "torch.ones_like(mtp_layer.shared_head.norm.weight.data),", 1
+    )
     assert unit_weight != mirror
     path.write_text(head + "    def get_top_tokens(" + unit_weight)  # the norm kernel without its weight
     bad = run_cli("verify", str(tree), "--model", "DeepSeekV4MTPModel", "--tp", "1", "--json", str(report))

@@ -108,8 +108,11 @@ def test_a_killed_write_is_completed_by_the_next_command(tmp_path, stop_after):
     tree = tree_of("delegation_cross_file", tmp_path)
     fixed = tree_of("delegation_cross_file", tmp_path / "reference")
     assert run_cli("fix", str(fixed), "--all").returncode == 0
-    died = subprocess.run([sys.executable, "-c", _KILLED_WRITE, str(tree), str(stop_after)], check=False,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    died = subprocess.run(
+        [sys.executable, "-c", _KILLED_WRITE, str(tree), str(stop_after)],
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
     assert died.returncode == 9
     assert (tree / write.JOURNAL).exists()
     scanned = run_cli("scan", str(tree))
@@ -148,8 +151,9 @@ def test_malformed_verify_report_is_refused_before_anything_is_written(tmp_path,
     report = tmp_path / "verify.json"
     report.write_text(content)
     before = snapshot(tree)
-    result = run_cli("fix", str(tree), "--model", "toy", "--pr-body", str(tmp_path / "body.md"),
-                     "--verify-report", str(report))
+    result = run_cli(
+        "fix", str(tree), "--model", "toy", "--pr-body", str(tmp_path / "body.md"), "--verify-report", str(report)
+    )
     assert result.returncode == 2 and "--verify-report" in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert snapshot(tree) == before and not (tmp_path / "body.md").exists()

@@ -41,13 +41,17 @@ def _class_nodes(module: cst.MetadataWrapper, insertions: list[Insertion]) -> di
     """(name, line) of each planned class -> its node (a class is known by the line of its name)."""
     positions = module.resolve(PositionProvider)
     wanted = {(i.target.name, i.target.line) for i in insertions}
-    return {key: node for node in nodes_of(module.module, cst.ClassDef)
-            if (key := (node.name.value, positions[node.name].start.line)) in wanted}
+    return {
+        key: node
+        for node in nodes_of(module.module, cst.ClassDef)
+        if (key := (node.name.value, positions[node.name].start.line)) in wanted
+    }
 
 
 def _own_compute_logits(node: cst.ClassDef) -> cst.FunctionDef | None:
-    return next((s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "compute_logits"),
-                None)
+    return next(
+        (s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "compute_logits"), None
+    )
 
 
 class _Replace(cst.CSTTransformer):
@@ -65,11 +69,13 @@ class _Replace(cst.CSTTransformer):
         if not isinstance(updated_node.body, cst.IndentedBlock):
             raise UnsafeRewrite(f"class {updated_node.name.value} has a one-line body; add the method by hand")
         body = list(updated_node.body.body)
-        anchor = next((i for i, s in enumerate(body) if isinstance(s, cst.FunctionDef)
-                       and s.name.value == "compute_logits"), len(body) - 1)
+        anchor = next(
+            (i for i, s in enumerate(body) if isinstance(s, cst.FunctionDef) and s.name.value == "compute_logits"),
+            len(body) - 1,
+        )
         if replacement is not None:
             body[anchor] = replacement.with_changes(leading_lines=body[anchor].leading_lines)
-        body[anchor + 1:anchor + 1] = [m.with_changes(leading_lines=[cst.EmptyLine(indent=False)]) for m in added]
+        body[anchor + 1 : anchor + 1] = [m.with_changes(leading_lines=[cst.EmptyLine(indent=False)]) for m in added]
         return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
 
 
@@ -79,8 +85,10 @@ def rewrite_factored(path: str, source: str, insertions: list[Insertion], binds_
     nodes = _class_nodes(wrapper, insertions)
     missing = [i for i in insertions if (i.target.name, i.target.line) not in nodes]
     if missing:
-        raise UnsafeRewrite(f"{path}: the file no longer has the classes planned for: "
-                            f"{', '.join(i.target.name for i in missing)}; scan again")
+        raise UnsafeRewrite(
+            f"{path}: the file no longer has the classes planned for: "
+            f"{', '.join(i.target.name for i in missing)}; scan again"
+        )
     lines = physical_lines(source)
     requests: list[tuple[cst.FunctionDef, int]] = []
     shapes: list[tuple[cst.ClassDef, bool]] = []
@@ -130,15 +138,20 @@ def _inline_helper(method: ast.FunctionDef, helper: ast.FunctionDef) -> None:
     params = [a.arg for a in helper.args.args[1:]]
     for index, statement in enumerate(method.body):
         value = statement.value if isinstance(statement, ast.Assign) else None
-        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == HELPER \
-                and isinstance(value.func.value, ast.Name) and value.func.value.id == "self":
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr == HELPER
+            and isinstance(value.func.value, ast.Name)
+            and value.func.value.id == "self"
+        ):
             if [a.id if isinstance(a, ast.Name) else None for a in value.args] != params or value.keywords:
                 raise UnsafeRewrite(f"{HELPER} is not called with its own parameter names")
             body = copy.deepcopy(helper.body)
             if not isinstance(body[-1], ast.Return) or body[-1].value is None:
                 raise UnsafeRewrite(f"{HELPER} does not end in a return")
             body[-1] = ast.Assign(targets=statement.targets, value=body[-1].value, type_comment=None, lineno=0)
-            method.body[index:index + 1] = body
+            method.body[index : index + 1] = body
             return
     raise UnsafeRewrite(f"compute_logits does not call {HELPER}")
 
@@ -172,8 +185,9 @@ def check_factored(rewrite: Rewrite, factored: set[str]) -> None:
             _inline_helper(compute_logits[0], helper)
         spans_new += [_span(s) for s in added]
     if rewrite.added_import:
-        new_tree.body = [s for s in new_tree.body
-                         if not (isinstance(s, ast.Import) and [a.name for a in s.names] == ["torch"])]
+        new_tree.body = [
+            s for s in new_tree.body if not (isinstance(s, ast.Import) and [a.name for a in s.names] == ["torch"])
+        ]
     if ast.dump(new_tree) != ast.dump(old_tree):
         raise UnsafeRewrite(f"{rewrite.path}: with {HELPER} inlined, the file is not the old one plus the new methods")
     old_kept = _outside(physical_lines(rewrite.old), spans_old)

@@ -76,7 +76,7 @@ class BaseNames:
 def _base_words(data: bytes) -> set[bytes]:
     words: set[bytes] = set()
     for head in _CLASS_HEAD.finditer(data):
-        if data[data.rfind(b"\n", 0, head.start()) + 1:head.start()].strip():
+        if data[data.rfind(b"\n", 0, head.start()) + 1 : head.start()].strip():
             continue  # not at the start of a line: not a class statement
         start = head.end()
         close = _HEAD_CLOSE.search(data, start, start + _BASES_SPAN)  # no such match: every word in reach
@@ -84,8 +84,7 @@ def _base_words(data: bytes) -> set[bytes]:
     return words
 
 
-def find_inheritors(scanner: Scanner, resolutions: list[Resolution],
-                    insertions: list[Insertion]) -> list[Inheritor]:
+def find_inheritors(scanner: Scanner, resolutions: list[Resolution], insertions: list[Insertion]) -> list[Inheritor]:
     """Every subclass (on any platform) of a class the plan writes into, with what it gets."""
     if not insertions:
         return []
@@ -102,13 +101,20 @@ def find_inheritors(scanner: Scanner, resolutions: list[Resolution],
     found: list[Inheritor] = []
     for key, reached in _subclasses(scanner, texts, set(overlay)).items():
         for base, platforms in reached.items():
-            found.append(Inheritor(base, key, scanner.hierarchies[platforms[0]].file_of(key), tuple(platforms),
-                                   drafters.get(key), _result(scanner, key, platforms, overlay)))
+            found.append(
+                Inheritor(
+                    base,
+                    key,
+                    scanner.hierarchies[platforms[0]].file_of(key),
+                    tuple(platforms),
+                    drafters.get(key),
+                    _result(scanner, key, platforms, overlay),
+                )
+            )
     return sorted(found, key=lambda i: (i.base.module, i.base.name, i.file, i.cls.line))
 
 
-def _subclasses(scanner: Scanner, texts: BaseNames,
-                bases: set[ClassKey]) -> dict[ClassKey, dict[ClassKey, list[str]]]:
+def _subclasses(scanner: Scanner, texts: BaseNames, bases: set[ClassKey]) -> dict[ClassKey, dict[ClassKey, list[str]]]:
     """Subclass -> the first of ``bases`` in its MRO (whose method it gets) -> on which platforms.
 
     Only classes whose base list names a known class or subclass get an MRO computed.

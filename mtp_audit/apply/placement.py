@@ -34,9 +34,11 @@ class Moved:
     others: tuple[str, ...]
 
     def __str__(self) -> str:
-        return (f"get_top_tokens goes into {', '.join(k.name for k in self.into)} with the compute_logits of "
-                f"{self.base.name} inlined, not into {self.base.name}, whose subclasses "
-                f"{', '.join(self.others)} are not drafters")
+        return (
+            f"get_top_tokens goes into {', '.join(k.name for k in self.into)} with the compute_logits of "
+            f"{self.base.name} inlined, not into {self.base.name}, whose subclasses "
+            f"{', '.join(self.others)} are not drafters"
+        )
 
 
 def _same(a: Insertion, b: Insertion) -> bool:
@@ -44,11 +46,13 @@ def _same(a: Insertion, b: Insertion) -> bool:
     return (a.target, a.source.owner, a.source.method.line) == (b.target, b.source.owner, b.source.method.line)
 
 
-def _swap(insertions: list[Insertion], base: Insertion, callers: list[Insertion],
-          inlined: list[Insertion]) -> list[Insertion]:
+def _swap(
+    insertions: list[Insertion], base: Insertion, callers: list[Insertion], inlined: list[Insertion]
+) -> list[Insertion]:
     """``insertions`` without ``base``, each caller replaced by its inlined form."""
-    return [next((new for old, new in zip(callers, inlined) if _same(old, i)), i)
-            for i in insertions if not _same(i, base)]
+    return [
+        next((new for old, new in zip(callers, inlined) if _same(old, i)), i) for i in insertions if not _same(i, base)
+    ]
 
 
 def _super_callers(scanner: Scanner, plan: Plan, base: Insertion) -> list[Insertion]:
@@ -68,8 +72,9 @@ def _super_callers(scanner: Scanner, plan: Plan, base: Insertion) -> list[Insert
     return found
 
 
-def prefer_drafter_only(scanner: Scanner, resolutions: list[Resolution], plan: Plan,
-                        inheritors: list[Inheritor]) -> list[Moved]:
+def prefer_drafter_only(
+    scanner: Scanner, resolutions: list[Resolution], plan: Plan, inheritors: list[Inheritor]
+) -> list[Moved]:
     """Move methods off bases that non-drafters inherit where an equal placement exists; say what moved."""
     notes: list[Moved] = []
     reaching = {i.base for i in inheritors if not i.drafter}
@@ -81,8 +86,10 @@ def prefer_drafter_only(scanner: Scanner, resolutions: list[Resolution], plan: P
         texts = [inlined_super(c.source.method.text, base.source.method.text) for c in callers]
         if None in texts:
             continue
-        inlined = [Insertion(c.target, MethodHit(c.source.owner, replace(c.source.method, text=text), c.source.index))
-                   for c, text in zip(callers, texts)]
+        inlined = [
+            Insertion(c.target, MethodHit(c.source.owner, replace(c.source.method, text=text), c.source.index))
+            for c, text in zip(callers, texts)
+        ]
         candidate = _swap(plan.insertions, base, callers, inlined)
         if _blast_radius(scanner, resolutions, candidate):
             continue

@@ -108,8 +108,7 @@ def _deduplicate(insertions: list[Insertion]) -> list[Insertion]:
     return [i for i in by_target.values() if i.source.owner == i.target or i.source.owner not in owners]
 
 
-def _blast_radius(scanner: Scanner, resolutions: list[Resolution],
-                  insertions: list[Insertion]) -> dict[ClassKey, str]:
+def _blast_radius(scanner: Scanner, resolutions: list[Resolution], insertions: list[Insertion]) -> dict[ClassKey, str]:
     """Planned class -> why it may not get the method (the drafters it would make unsafe)."""
     if not insertions:
         return {}
@@ -131,8 +130,10 @@ def _blast_radius(scanner: Scanner, resolutions: list[Resolution],
         parts = []
         for (arch, key, consistency, reason), platforms in found.items():
             where = f"{scanner.hierarchies[platforms[0]].file_of(key)}:{key.line}"
-            parts.append(f"adding get_top_tokens to {target.name} would make {arch} ({key.name}, {where}) "
-                         f"{consistency.value if consistency else 'inconsistent'} on {','.join(sorted(platforms))}: "
-                         f"{reason}")
+            parts.append(
+                f"adding get_top_tokens to {target.name} would make {arch} ({key.name}, {where}) "
+                f"{consistency.value if consistency else 'inconsistent'} on {','.join(sorted(platforms))}: "
+                f"{reason}"
+            )
         conflicts[target] = "; ".join(parts)
     return conflicts

@@ -111,8 +111,9 @@ def rewrite_files(jobs: list[FileJob]) -> list[Rewrite | UnsafeRewrite]:
     return outcomes
 
 
-def rewrite_file(path: str, source: str, insertions: list[Insertion], binds_torch: bool,
-                 methods: list[cst.FunctionDef] | None = None) -> Rewrite:
+def rewrite_file(
+    path: str, source: str, insertions: list[Insertion], binds_torch: bool, methods: list[cst.FunctionDef] | None = None
+) -> Rewrite:
     """Insert the mirrors, class by class, then check the whole file.
 
     Each target class is parsed and transformed on its own (its bytes are
@@ -153,7 +154,7 @@ def with_final_newline(source: str) -> str:
     if not source or source.endswith(("\n", "\r")):
         return source
     first = physical_lines(source)[0]
-    return source + (first[len(first.rstrip("\r\n")):] or "\n")
+    return source + (first[len(first.rstrip("\r\n")) :] or "\n")
 
 
 def _uses_torch(method: cst.FunctionDef, source: str) -> bool:
@@ -161,8 +162,10 @@ def _uses_torch(method: cst.FunctionDef, source: str) -> bool:
     nor does any annotation under ``from __future__ import annotations``."""
     tree = ast.parse(cst.Module(body=[method]).code).body[0]
     assert isinstance(tree, ast.FunctionDef)
-    postponed = any(isinstance(s, ast.ImportFrom) and s.module == "__future__"
-                    and any(a.name == "annotations" for a in s.names) for s in ast.parse(source).body)
+    postponed = any(
+        isinstance(s, ast.ImportFrom) and s.module == "__future__" and any(a.name == "annotations" for a in s.names)
+        for s in ast.parse(source).body
+    )
     arguments = [*tree.args.posonlyargs, *tree.args.args, *tree.args.kwonlyargs, tree.args.vararg, tree.args.kwarg]
     annotations = [a.annotation for a in arguments if a is not None and a.annotation is not None]
     annotations += [tree.returns] if tree.returns is not None else []
@@ -186,16 +189,23 @@ def _anchor_piece(lines: list[str], node: ast.ClassDef) -> tuple[int, int, str]:
     body = node.body
     if body[0].lineno == node.lineno:
         return _first_line(node), node.end_lineno or node.lineno, ""
-    anchor = next((i for i, s in enumerate(body) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
-                   and s.name == "compute_logits"), len(body) - 1)
+    anchor = next(
+        (
+            i
+            for i, s in enumerate(body)
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == "compute_logits"
+        ),
+        len(body) - 1,
+    )
     first = _first_line(body[anchor])
     end = _first_line(body[anchor + 1]) if anchor + 1 < len(body) else node.end_lineno or node.lineno
-    newline = lines[first][len(lines[first].rstrip("\r\n")):] or "\n"
+    newline = lines[first][len(lines[first].rstrip("\r\n")) :] or "\n"
     return first, end, "class _:" + newline
 
 
-def _by_class(source: str, lines: list[str], classes: dict, insertions: list[Insertion],
-              mirrors: dict) -> tuple[str, list[str]]:
+def _by_class(
+    source: str, lines: list[str], classes: dict, insertions: list[Insertion], mirrors: dict
+) -> tuple[str, list[str]]:
     out: list[str] = []
     position = 0
     inserted: list[str] = []
@@ -206,20 +216,22 @@ def _by_class(source: str, lines: list[str], classes: dict, insertions: list[Ins
         new_piece = piece.visit(transformer).code
         assert new_piece.startswith(header)
         out.append("".join(lines[position:first]))
-        out.append(new_piece[len(header):])
+        out.append(new_piece[len(header) :])
         inserted.extend(insertion.target.name for _ in transformer.inserted)  # the stand-in is named _
         position = end
     out.append("".join(lines[position:]))
     return "".join(out), inserted
 
 
-def _through_module(source: str, lines: list[str], classes: dict, insertions: list[Insertion],
-                    mirrors: dict) -> tuple[str, list[str]]:
+def _through_module(
+    source: str, lines: list[str], classes: dict, insertions: list[Insertion], mirrors: dict
+) -> tuple[str, list[str]]:
     wrapper = cst.MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
     positions = wrapper.resolve(PositionProvider)
     wanted = {(i.target.name, i.target.line): mirrors[i.target] for i in insertions}
     methods = {  # a class is known by its name and the line of that name, as ast reports it
-        id(node): wanted[key] for node in nodes_of(wrapper.module, cst.ClassDef)
+        id(node): wanted[key]
+        for node in nodes_of(wrapper.module, cst.ClassDef)
         if (key := (node.name.value, positions[node.name].start.line)) in wanted
     }
     transformer = InsertTopTokens(methods)

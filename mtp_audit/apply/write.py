@@ -41,10 +41,14 @@ _TEMP_SUFFIX = ".mtp-audit-tmp"
 
 
 def unified_diff(rewrite: Rewrite) -> str:
-    return "".join(difflib.unified_diff(
-        rewrite.old.splitlines(keepends=True), rewrite.new.splitlines(keepends=True),
-        fromfile=f"a/{rewrite.path}", tofile=f"b/{rewrite.path}",
-    ))
+    return "".join(
+        difflib.unified_diff(
+            rewrite.old.splitlines(keepends=True),
+            rewrite.new.splitlines(keepends=True),
+            fromfile=f"a/{rewrite.path}",
+            tofile=f"b/{rewrite.path}",
+        )
+    )
 
 
 def _digest(data: bytes) -> str:
@@ -57,8 +61,10 @@ def target_path(root: Path, relative: str, also: tuple[Path, ...] = ()) -> Path:
     path = root / relative
     real = path.resolve()
     if not any(real.is_relative_to(r.resolve()) for r in (root, *also)):
-        raise UsageError(f"{relative} resolves to {real}, outside {root}; nothing written "
-                         "(mtp-audit never writes through a symlink out of the tree)")
+        raise UsageError(
+            f"{relative} resolves to {real}, outside {root}; nothing written "
+            "(mtp-audit never writes through a symlink out of the tree)"
+        )
     return real
 
 
@@ -77,15 +83,19 @@ def check_targets(root: Path, rewrites: list[Rewrite], also: tuple[Path, ...] = 
         except OSError as error:
             raise UsageError(f"{rewrite.path}: cannot be read ({error.strerror}); nothing written") from None
         if info.st_nlink > 1:
-            raise UsageError(f"{rewrite.path} has {info.st_nlink - 1} other hard link(s), which would keep the old "
-                             "content; nothing written (break the link, e.g. cp then mv, and run fix again)")
+            raise UsageError(
+                f"{rewrite.path} has {info.st_nlink - 1} other hard link(s), which would keep the old "
+                "content; nothing written (break the link, e.g. cp then mv, and run fix again)"
+            )
         if _digest(current) != _digest(_encoded(rewrite, rewrite.old)):
             raise UsageError(f"{rewrite.path} changed since it was analysed; nothing written, run fix again")
         _encoded(rewrite, rewrite.new)
         mode = info.st_mode
         if not mode & stat.S_IWUSR or not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
-            raise UsageError(f"{rewrite.path} is read-only (mode {stat.S_IMODE(mode):04o}); nothing written, "
-                             "make it writable and run fix again")
+            raise UsageError(
+                f"{rewrite.path} is read-only (mode {stat.S_IMODE(mode):04o}); nothing written, "
+                "make it writable and run fix again"
+            )
         paths.append(path)
     if not os.access(root, os.W_OK):
         raise UsageError(f"{root} is not writable: the write journal goes there; nothing written")
@@ -100,8 +110,9 @@ def write_all(root: Path, rewrites: list[Rewrite], also: tuple[Path, ...] = ()) 
     with tree_lock(root):
         _recover_locked(root)
         paths = check_targets(root, rewrites, also)
-        entries = [{"path": str(path), "old": r.old, "new": r.new, "encoding": r.encoding}
-                   for path, r in zip(paths, rewrites)]
+        entries = [
+            {"path": str(path), "old": r.old, "new": r.new, "encoding": r.encoding} for path, r in zip(paths, rewrites)
+        ]
         _write_journaled(root, paths, rewrites, entries)
 
 
@@ -111,8 +122,9 @@ def _write_journaled(root: Path, paths: list[Path], rewrites: list[Rewrite], ent
         for position, (path, rewrite) in enumerate(zip(paths, rewrites)):
             if _digest(path.read_bytes()) != _digest(_encoded(rewrite, rewrite.old)):
                 put_back = _roll_back([entries[i] for i in done])
-                raise UsageError(f"{rewrite.path} changed while fix was writing; nothing written"
-                                 f"{put_back}, run fix again")
+                raise UsageError(
+                    f"{rewrite.path} changed while fix was writing; nothing written{put_back}, run fix again"
+                )
             _replace(path, _encoded(rewrite, rewrite.new))
             done.append(position)
 
@@ -121,8 +133,10 @@ def _encoded(rewrite: Rewrite, text: str) -> bytes:
     try:
         return text.encode(rewrite.encoding)
     except UnicodeEncodeError as error:
-        raise UsageError(f"{rewrite.path}: the new method has text that {rewrite.encoding} (the file's encoding) "
-                         f"cannot hold ({error.reason}); nothing written") from None
+        raise UsageError(
+            f"{rewrite.path}: the new method has text that {rewrite.encoding} (the file's encoding) "
+            f"cannot hold ({error.reason}); nothing written"
+        ) from None
 
 
 def _entry_bytes(entry: dict, key: str) -> bytes:
@@ -201,8 +215,10 @@ def _copy_metadata(source: Path, fd: int, info: os.stat_result) -> None:
         try:
             os.fchown(fd, info.st_uid, info.st_gid)
         except PermissionError:
-            raise UsageError(f"{source} belongs to uid {info.st_uid}, gid {info.st_gid}, which this user cannot "
-                             "give the rewritten file; nothing written") from None
+            raise UsageError(
+                f"{source} belongs to uid {info.st_uid}, gid {info.st_gid}, which this user cannot "
+                "give the rewritten file; nothing written"
+            ) from None
     os.fchmod(fd, stat.S_IMODE(info.st_mode))  # after chown, which clears set-id bits
 
 
@@ -244,8 +260,10 @@ def recover(root: Path) -> None:
         with tree_lock(root):
             _recover_locked(root)
     except PermissionError:
-        raise UsageError(f"{journal}: an interrupted fix left this journal, and this user cannot finish it "
-                         "(no write access to the tree)") from None
+        raise UsageError(
+            f"{journal}: an interrupted fix left this journal, and this user cannot finish it "
+            "(no write access to the tree)"
+        ) from None
 
 
 def _recover_locked(root: Path) -> None:
@@ -257,8 +275,10 @@ def _recover_locked(root: Path) -> None:
     except FileNotFoundError:
         return
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise UsageError(f"{journal}: an interrupted fix left this journal and it cannot be read ({error}); "
-                         "check the files it names with your version control, then delete it") from None
+        raise UsageError(
+            f"{journal}: an interrupted fix left this journal and it cannot be read ({error}); "
+            "check the files it names with your version control, then delete it"
+        ) from None
     _settle(root, entries)
     os.unlink(journal)
     _sync_dir(root)
@@ -274,8 +294,9 @@ def _settle(root: Path, entries: list[dict]) -> None:
             data = path.read_bytes()
         except FileNotFoundError:
             data = None
-        states.append("old" if data == _entry_bytes(entry, "old")
-                      else "new" if data == _entry_bytes(entry, "new") else "edited")
+        states.append(
+            "old" if data == _entry_bytes(entry, "old") else "new" if data == _entry_bytes(entry, "new") else "edited"
+        )
     edited = [Path(e["path"]) for e, state in zip(entries, states) if state == "edited"]
     if not edited:
         for entry, state in zip(entries, states):
@@ -284,5 +305,8 @@ def _settle(root: Path, entries: list[dict]) -> None:
         print(f"mtp-audit: completed a fix that was interrupted in {root} ({len(entries)} file(s))", file=sys.stderr)
         return
     put_back = _roll_back(entries)
-    print(f"mtp-audit: undid a fix that was interrupted in {root}{put_back}; "
-          f"{', '.join(map(str, edited))} changed since, left as they are", file=sys.stderr)
+    print(
+        f"mtp-audit: undid a fix that was interrupted in {root}{put_back}; "
+        f"{', '.join(map(str, edited))} changed since, left as they are",
+        file=sys.stderr,
+    )

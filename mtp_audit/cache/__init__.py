@@ -17,8 +17,18 @@ from pathlib import Path
 from ..model import ScanResult, SourceTree
 from .store import MISSING, Store, atomic_write, default_cache_dir
 
-__all__ = ["ABSENT", "EXISTS", "MISSING", "AnswerStore", "FactsCache", "Observed", "ResultCache", "atomic_write",
-           "default_cache_dir", "digest"]
+__all__ = [
+    "ABSENT",
+    "EXISTS",
+    "MISSING",
+    "AnswerStore",
+    "FactsCache",
+    "Observed",
+    "ResultCache",
+    "atomic_write",
+    "default_cache_dir",
+    "digest",
+]
 
 EXISTS = "exists"
 ABSENT = "absent"
@@ -105,8 +115,11 @@ class ResultCache:
         entry = self._store.load(path, _ResultEntry)
         if entry is MISSING:
             return None
-        if not (isinstance(entry.observed, Observed) and isinstance(entry.observed.files, dict)
-                and isinstance(entry.result, ScanResult)):
+        if not (
+            isinstance(entry.observed, Observed)
+            and isinstance(entry.observed.files, dict)
+            and isinstance(entry.result, ScanResult)
+        ):
             self._store.reject(path, "not a scan result")
             return None
         if not entry.observed.still_true(tree.root):

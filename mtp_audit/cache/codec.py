@@ -100,9 +100,15 @@ def _class(name: object) -> tuple[type, tuple[str, ...] | None]:
 
 def _tag(value: dict) -> object:
     if len(value) == 1:
-        (tag, body), = value.items()
-        if tag == "d" and type(body) is list and len(body) == 2 and type(body[0]) is list \
-                and type(body[1]) is list and len(body[0]) == len(body[1]):
+        ((tag, body),) = value.items()
+        if (
+            tag == "d"
+            and type(body) is list
+            and len(body) == 2
+            and type(body[0]) is list
+            and type(body[1]) is list
+            and len(body[0]) == len(body[1])
+        ):
             return dict(zip(body[0], body[1]))
         if tag == "t" and type(body) is list:
             return tuple(body)

@@ -109,8 +109,13 @@ class Store:
         except codec.UnreadableEntry as error:
             self.reject(path, f"not a cache entry: {error}")
             return MISSING
-        if not (isinstance(entry, tuple) and len(entry) == 3 and entry[0] == FORMAT and entry[1] == path.stem
-                and isinstance(entry[2], kind)):
+        if not (
+            isinstance(entry, tuple)
+            and len(entry) == 3
+            and entry[0] == FORMAT
+            and entry[1] == path.stem
+            and isinstance(entry[2], kind)
+        ):
             self.reject(path, "written by other code or for another key")
             return MISSING
         return entry[2]
@@ -135,5 +140,5 @@ def prune(root: Path, keep: Path, kept: int = GENERATIONS_KEPT) -> None:
         generations.sort(key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
         return
-    for old in generations[kept - 1:]:
+    for old in generations[kept - 1 :]:
         shutil.rmtree(old, ignore_errors=True)

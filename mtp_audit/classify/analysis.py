@@ -83,8 +83,9 @@ class Analyzer:
 
     # -- status ---------------------------------------------------------------
 
-    def analyze(self, key: ClassKey, overlay: Overlay | None = None, _depth: int = 0,
-                contract: Contract | None = None) -> Analysis:
+    def analyze(
+        self, key: ClassKey, overlay: Overlay | None = None, _depth: int = 0, contract: Contract | None = None
+    ) -> Analysis:
         """``contract``: how the speculators that can hold the drafter call it (top level only)."""
         analysis = self._analyze(key, overlay, _depth, contract)
         if contract is None or not contract.known:
@@ -94,8 +95,14 @@ class Analyzer:
             return analysis
         uncalled = Uncalled.check(contract)
         if uncalled and analysis.status != Status.NOT_APPLICABLE:
-            return Analysis(Status.NOT_APPLICABLE, uncalled, analysis.compute_logits,
-                            delegates=analysis.delegates, uncalled=True, rule=Uncalled.id)
+            return Analysis(
+                Status.NOT_APPLICABLE,
+                uncalled,
+                analysis.compute_logits,
+                delegates=analysis.delegates,
+                uncalled=True,
+                rule=Uncalled.id,
+            )
         if analysis.status == Status.MISSING_FIXABLE and analysis.compute_logits is not None:
             cl = analysis.compute_logits
             params = logits_shape(cl.method.text, cl.method.line).params
@@ -108,10 +115,14 @@ class Analyzer:
                     ),
                 ):
                     if why:
-                        return Analysis(Status.MISSING_MANUAL,
-                                        f"{why}: a mirror would draft with the default instead; the call site "
-                                        "must pass the same arguments to both methods",
-                                        cl, delegates=analysis.delegates, rule=rule.id)
+                        return Analysis(
+                            Status.MISSING_MANUAL,
+                            f"{why}: a mirror would draft with the default instead; the call site "
+                            "must pass the same arguments to both methods",
+                            cl,
+                            delegates=analysis.delegates,
+                            rule=rule.id,
+                        )
         return analysis
 
     def _contract_rule(self, analysis: Analysis, contract: Contract) -> str | None:
@@ -128,36 +139,51 @@ class Analyzer:
                 return CallSiteArguments.id
         return None
 
-    def _analyze(self, key: ClassKey, overlay: Overlay | None, _depth: int,
-                 contract: Contract | None) -> Analysis:
+    def _analyze(self, key: ClassKey, overlay: Overlay | None, _depth: int, contract: Contract | None) -> Analysis:
         mro = self.h.mro(key)
         cl = self.h.find(mro, "compute_logits", overlay=overlay)
         gtt = self.h.find(mro, "get_top_tokens", overlay=overlay)
         unresolved = f"; bases not followed: {', '.join(mro.unresolved)}" if mro.unresolved else ""
         if gtt is not None and gtt.method.how == "none" and cl is not None:
-            return Analysis(Status.MISSING_MANUAL, (
-                f"{gtt.method.where} in {gtt.owner.name}: hasattr() finds get_top_tokens, calling it fails; "
-                "a method cannot be added under that binding (remove it first)"), cl)
+            return Analysis(
+                Status.MISSING_MANUAL,
+                (
+                    f"{gtt.method.where} in {gtt.owner.name}: hasattr() finds get_top_tokens, calling it fails; "
+                    "a method cannot be added under that binding (remove it first)"
+                ),
+                cl,
+            )
         if gtt is not None and gtt.method.how != "none":
             consistency, why = self.consistency(key, mro, cl, gtt, overlay, _depth, contract=contract)
             origin = "defined" if gtt.owner == key else f"inherited from {gtt.owner.name}"
             delegates = self._delegate_chain(key, mro, cl, overlay, _depth) if cl else []
             uncalled = f"; {contract.unreached_reason()}" if contract is not None and contract.uncalled else ""
-            return Analysis(Status.SUPPORTED, f"get_top_tokens {origin}; {why}{uncalled}", cl, gtt, delegates,
-                            consistency)
+            return Analysis(
+                Status.SUPPORTED, f"get_top_tokens {origin}; {why}{uncalled}", cl, gtt, delegates, consistency
+            )
         if cl is None:
             placeholder = self.h.class_facts(key).init_raises
             note = f"; a placeholder: its {placeholder}" if placeholder else ""
             return Analysis(Status.NOT_APPLICABLE, f"no compute_logits in the MRO of {key.name}{note}{unresolved}")
         inherited = "" if cl.owner == key else f" (inherited from {self.where(cl)})"
         if cl.method.how == "async":
-            return Analysis(Status.MISSING_MANUAL, (
-                f"compute_logits of {cl.owner.name} is {cl.method.where}: a coroutine, and the speculators call "
-                f"get_top_tokens synchronously; no synchronous mirror of it{inherited}"), cl)
+            return Analysis(
+                Status.MISSING_MANUAL,
+                (
+                    f"compute_logits of {cl.owner.name} is {cl.method.where}: a coroutine, and the speculators call "
+                    f"get_top_tokens synchronously; no synchronous mirror of it{inherited}"
+                ),
+                cl,
+            )
         if cl.method.how in ("conditional", "outside"):
-            return Analysis(Status.MISSING_MANUAL, (
-                f"compute_logits of {cl.owner.name} is {cl.method.where}; a mirror written into the class body "
-                f"would not follow it{inherited}"), cl)
+            return Analysis(
+                Status.MISSING_MANUAL,
+                (
+                    f"compute_logits of {cl.owner.name} is {cl.method.where}; a mirror written into the class body "
+                    f"would not follow it{inherited}"
+                ),
+                cl,
+            )
         shape = logits_shape(cl.method.text, cl.method.line)
         if shape.kind == LogitsKind.STUB:
             return Analysis(Status.NOT_APPLICABLE, shape.reason + inherited, cl, rule=shape.rule_id)
@@ -167,11 +193,15 @@ class Analyzer:
             target = self._placement(key, cl)
             deleted = self.h.class_facts(target).methods.get("get_top_tokens")
             if deleted is not None and deleted.how == "deleted":
-                return Analysis(Status.MISSING_MANUAL, (
-                    f"the class body of {target.name} has {deleted.where}: a get_top_tokens written into it "
-                    "before that line would be deleted too"), cl)
-            return Analysis(Status.MISSING_FIXABLE, shape.reason + inherited, cl,
-                            insertions=[Insertion(target, cl)])
+                return Analysis(
+                    Status.MISSING_MANUAL,
+                    (
+                        f"the class body of {target.name} has {deleted.where}: a get_top_tokens written into it "
+                        "before that line would be deleted too"
+                    ),
+                    cl,
+                )
+            return Analysis(Status.MISSING_FIXABLE, shape.reason + inherited, cl, insertions=[Insertion(target, cl)])
         return self._delegating(key, mro, cl, shape, overlay, _depth, inherited)
 
     def _placement(self, key: ClassKey, cl: MethodHit) -> ClassKey:
@@ -180,8 +210,9 @@ class Analyzer:
             return cl.owner
         return key
 
-    def _delegate_target(self, key: ClassKey, mro: Mro, cl: MethodHit,
-                         shape: LogitsShape) -> tuple[ClassKey | None, str]:
+    def _delegate_target(
+        self, key: ClassKey, mro: Mro, cl: MethodHit, shape: LogitsShape
+    ) -> tuple[ClassKey | None, str]:
         if shape.kind == LogitsKind.SUPER:
             nxt = self.h.find(mro, "compute_logits", start=cl.index + 1)
             if nxt is None:
@@ -203,8 +234,11 @@ class Analyzer:
             return None, f"cannot tell the class of self.{attr} (no assignment in __init__)"
         classes = []
         for callee in callees:
-            found = [r for r in resolve_expression(self.h.index, owner.module, callee, self.h.platform)
-                     if isinstance(r, ClassKey)]
+            found = [
+                r
+                for r in resolve_expression(self.h.index, owner.module, callee, self.h.platform)
+                if isinstance(r, ClassKey)
+            ]
             if callee == "<other>" or not found:
                 return None, f"cannot tell the class of self.{attr} ({callee} in {owner.name}.__init__)"
             classes.extend(c for c in found if c not in classes)
@@ -213,8 +247,16 @@ class Analyzer:
             return None, f"self.{attr} may be one of several classes ({names})"
         return classes[0], ""
 
-    def _delegating(self, key: ClassKey, mro: Mro, cl: MethodHit, shape: LogitsShape,
-                    overlay: Overlay | None, depth: int, inherited: str) -> Analysis:
+    def _delegating(
+        self,
+        key: ClassKey,
+        mro: Mro,
+        cl: MethodHit,
+        shape: LogitsShape,
+        overlay: Overlay | None,
+        depth: int,
+        inherited: str,
+    ) -> Analysis:
         target, why = self._delegate_target(key, mro, cl, shape)
         if target is None:
             return Analysis(Status.MISSING_MANUAL, why + inherited, cl)
@@ -234,18 +276,30 @@ class Analyzer:
                 rule=inner.rule,
             )
         if inner.status == Status.NOT_APPLICABLE:
-            return Analysis(Status.MISSING_MANUAL, f"delegate {via} has no usable compute_logits: {inner.reason}", cl,
-                            delegates=[target, *inner.delegates], rule=inner.rule)
+            return Analysis(
+                Status.MISSING_MANUAL,
+                f"delegate {via} has no usable compute_logits: {inner.reason}",
+                cl,
+                delegates=[target, *inner.delegates],
+                rule=inner.rule,
+            )
         if inner.status == Status.SUPPORTED and inner.consistency in (Consistency.DIVERGENT, Consistency.UNPROVEN):
-            return Analysis(Status.MISSING_MANUAL,
-                            f"delegate {via} has a {inner.consistency.value} get_top_tokens: {inner.reason}", cl,
-                            delegates=[target, *inner.delegates])
+            return Analysis(
+                Status.MISSING_MANUAL,
+                f"delegate {via} has a {inner.consistency.value} get_top_tokens: {inner.reason}",
+                cl,
+                delegates=[target, *inner.delegates],
+            )
         insertions = [Insertion(cl.owner, cl), *inner.insertions]
-        return Analysis(Status.MISSING_FIXABLE, f"{shape.reason}{inherited}; {via}: {inner.reason}", cl,
-                        delegates=[target, *inner.delegates], insertions=insertions)
+        return Analysis(
+            Status.MISSING_FIXABLE,
+            f"{shape.reason}{inherited}; {via}: {inner.reason}",
+            cl,
+            delegates=[target, *inner.delegates],
+            insertions=insertions,
+        )
 
-    def analyze_from(self, key: ClassKey, mro: Mro, owner: ClassKey, overlay: Overlay | None,
-                     depth: int) -> Analysis:
+    def analyze_from(self, key: ClassKey, mro: Mro, owner: ClassKey, overlay: Overlay | None, depth: int) -> Analysis:
         """Like analyze, for the compute_logits that super() reaches (owner, in key's MRO)."""
         start = mro.classes.index(owner)
         cl = self.h.find(mro, "compute_logits", start=start, overlay=overlay)
@@ -259,12 +313,14 @@ class Analyzer:
             status = Status.NOT_APPLICABLE if shape.kind == LogitsKind.STUB else Status.MISSING_MANUAL
             return Analysis(status, f"{shape.reason} in {self.where(cl)}", cl, rule=shape.rule_id)
         if shape.kind == LogitsKind.HEAD:
-            return Analysis(Status.MISSING_FIXABLE, f"{shape.reason} in {self.where(cl)}", cl,
-                            insertions=[Insertion(cl.owner, cl)])
+            return Analysis(
+                Status.MISSING_FIXABLE, f"{shape.reason} in {self.where(cl)}", cl, insertions=[Insertion(cl.owner, cl)]
+            )
         return self._delegating(key, mro, cl, shape, overlay, depth, f" (in {self.where(cl)})")
 
-    def _delegate_chain(self, key: ClassKey, mro: Mro, cl: MethodHit, overlay: Overlay | None,
-                        depth: int) -> list[ClassKey]:
+    def _delegate_chain(
+        self, key: ClassKey, mro: Mro, cl: MethodHit, overlay: Overlay | None, depth: int
+    ) -> list[ClassKey]:
         shape = logits_shape(cl.method.text, cl.method.line)
         if shape.kind != LogitsKind.DELEGATE or depth > 8:
             return []
@@ -277,17 +333,27 @@ class Analyzer:
 
     # -- consistency ------------------------------------------------------------
 
-    def consistency(self, key: ClassKey, mro: Mro, cl: MethodHit | None, gtt: MethodHit,
-                    overlay: Overlay | None, depth: int = 0,
-                    entry: MethodHit | None = None, contract: Contract | None = None) -> tuple[Consistency, str]:
+    def consistency(
+        self,
+        key: ClassKey,
+        mro: Mro,
+        cl: MethodHit | None,
+        gtt: MethodHit,
+        overlay: Overlay | None,
+        depth: int = 0,
+        entry: MethodHit | None = None,
+        contract: Contract | None = None,
+    ) -> tuple[Consistency, str]:
         """``entry``: the get_top_tokens callers reach, when ``gtt`` is what its super() reaches.
         ``contract``: the real call forms; without it, every parameter of compute_logits counts."""
         if gtt.method.how == "async":
-            return Consistency.DIVERGENT, (f"get_top_tokens of {self.where(gtt)} is {gtt.method.where}: "
-                                           "a call returns a coroutine, not token ids")
+            return Consistency.DIVERGENT, (
+                f"get_top_tokens of {self.where(gtt)} is {gtt.method.where}: a call returns a coroutine, not token ids"
+            )
         if gtt.method.how in ("conditional", "outside"):
-            return Consistency.UNPROVEN, (f"get_top_tokens of {gtt.owner.name} is {gtt.method.where}; "
-                                          "run `mtp-audit verify`")
+            return Consistency.UNPROVEN, (
+                f"get_top_tokens of {gtt.owner.name} is {gtt.method.where}; run `mtp-audit verify`"
+            )
         if cl is None:
             return Consistency.UNPROVEN, "no compute_logits to compare with"
         cshape = logits_shape(cl.method.text, cl.method.line)
@@ -295,14 +361,17 @@ class Analyzer:
         by_calls = contract is not None and contract.known and entry is None
         # Named first, before any signature difference: it decides the tokens. (A super() call or the
         # mixin is judged below against what it reaches.)
-        statement = None if gshape.kind in (TopTokensKind.SUPER, TopTokensKind.LOCAL_ARGMAX_MIXIN) \
+        statement = (
+            None
+            if gshape.kind in (TopTokensKind.SUPER, TopTokensKind.LOCAL_ARGMAX_MIXIN)
             else self._statement_difference(cl, cshape, gtt)
+        )
         if by_calls:
             assert contract is not None
             for reach, pair in contract.viable_pairs(cshape.params):
-                why = CallTypeError.check(reach, pair, gshape.params, f"get_top_tokens of {self.where(gtt)}") \
-                    or CallSiteArguments.check(reach, pair, cshape.params, cl.method.text, gshape.params,
-                                               cl.method.line)
+                why = CallTypeError.check(
+                    reach, pair, gshape.params, f"get_top_tokens of {self.where(gtt)}"
+                ) or CallSiteArguments.check(reach, pair, cshape.params, cl.method.text, gshape.params, cl.method.line)
                 if why:
                     return Consistency.DIVERGENT, f"{statement[1]}; also, {why}" if statement else why
             missing: list[str] = []
@@ -310,21 +379,27 @@ class Analyzer:
             missing = [] if entry else _unaccepted(cshape, gshape)
         if missing:
             read = first_read(cl.method.text, missing[0], cl.method.line)
-            why = (f"compute_logits of {self.where(cl)} takes {', '.join(missing)}"
-                   f"{f', which it reads {read}' if read else ''}; "
-                   f"get_top_tokens of {self.where(gtt)} does not accept it")
+            why = (
+                f"compute_logits of {self.where(cl)} takes {', '.join(missing)}"
+                f"{f', which it reads {read}' if read else ''}; "
+                f"get_top_tokens of {self.where(gtt)} does not accept it"
+            )
             return Consistency.DIVERGENT, f"{statement[1]}; also, {why}" if statement else why
         mirrored = self.mirror.fingerprint(cl.method.text)
         same = mirrored is not None and mirrored == fingerprint(gtt.method.text)
         if not same and by_calls and mirrored is not None and cshape.kind == LogitsKind.HEAD:
             assert contract is not None
-            unused = [n for n in _unaccepted(cshape, gshape) if not reads(cl.method.text, n)
-                      and n not in passed_to_top_tokens(contract, cshape.params)]
+            unused = [
+                n
+                for n in _unaccepted(cshape, gshape)
+                if not reads(cl.method.text, n) and n not in passed_to_top_tokens(contract, cshape.params)
+            ]
             without = self.mirror.fingerprint_without(cl.method.text, tuple(unused)) if unused else None
             if without is not None and without == fingerprint(gtt.method.text):
                 return Consistency.EQUIVALENT, (
                     f"the mirror of compute_logits of {self.where(cl)} but for {', '.join(unused)}, which "
-                    "compute_logits does not read and no caller passes")
+                    "compute_logits does not read and no caller passes"
+                )
         if same and cshape.kind == LogitsKind.HEAD:
             return Consistency.MIRROR, f"mirror of compute_logits of {self.where(cl)}"
         if same and cshape.kind in (LogitsKind.DELEGATE, LogitsKind.SUPER):
@@ -332,8 +407,10 @@ class Analyzer:
         if cshape.kind == LogitsKind.SUPER and gtt.owner == cl.owner:
             inlined = self._super_inlined(mro, cl)
             if inlined is not None and self.mirror.fingerprint(inlined[0]) == fingerprint(gtt.method.text):
-                return Consistency.MIRROR, (f"mirror of compute_logits of {self.where(cl)} with the "
-                                            f"super().compute_logits of {self.where(inlined[1])} inlined")
+                return Consistency.MIRROR, (
+                    f"mirror of compute_logits of {self.where(cl)} with the "
+                    f"super().compute_logits of {self.where(inlined[1])} inlined"
+                )
         if gshape.kind == TopTokensKind.SUPER:
             nxt = self.h.find(mro, "get_top_tokens", start=gtt.index + 1, overlay=overlay)
             if nxt is None:
@@ -349,21 +426,29 @@ class Analyzer:
             return statement[0], statement[1] + also
         if optional:
             return Consistency.DIVERGENT, optional
-        if cshape.kind == LogitsKind.HEAD and cshape.pre_transform and bool(gshape.params) \
-                and returns_plain_head(gtt.method.text, gshape.params[0].name):
+        if (
+            cshape.kind == LogitsKind.HEAD
+            and cshape.pre_transform
+            and bool(gshape.params)
+            and returns_plain_head(gtt.method.text, gshape.params[0].name)
+        ):
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)} transforms the hidden states before the head "
-                f"({cshape.hidden}); get_top_tokens of {self.where(gtt)} does not")
+                f"({cshape.hidden}); get_top_tokens of {self.where(gtt)} does not"
+            )
         if cshape.kind == LogitsKind.MANUAL:  # name what compute_logits does that no mirror rule covers
             return Consistency.UNPROVEN, (
                 f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} is "
-                "written differently; run `mtp-audit verify`")
+                "written differently; run `mtp-audit verify`"
+            )
         return Consistency.UNPROVEN, (
             f"get_top_tokens of {self.where(gtt)} is written differently from compute_logits of "
-            f"{self.where(cl)}; run `mtp-audit verify`")
+            f"{self.where(cl)}; run `mtp-audit verify`"
+        )
 
-    def _statement_difference(self, cl: MethodHit, cshape: LogitsShape,
-                              gtt: MethodHit) -> tuple[Consistency, str] | None:
+    def _statement_difference(
+        self, cl: MethodHit, cshape: LogitsShape, gtt: MethodHit
+    ) -> tuple[Consistency, str] | None:
         """What compute_logits does to the logits after computing them (a mask, a scatter, a cut or
         padded vocabulary) that get_top_tokens does not: the statement that makes the tokens differ."""
         if cshape.kind != LogitsKind.MANUAL or cshape.post not in DIVERGENT_POST:
@@ -371,13 +456,16 @@ class Analyzer:
         if cshape.post == PostKind.MASK and MASKING.search(gtt.method.text):
             return Consistency.UNPROVEN, (
                 f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} "
-                "masks too; run `mtp-audit verify`")
+                "masks too; run `mtp-audit verify`"
+            )
         if cshape.post == PostKind.VOCAB:
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} "
-                "does not change the vocabulary, so it can select ids compute_logits never produces")
+                "does not change the vocabulary, so it can select ids compute_logits never produces"
+            )
         return Consistency.DIVERGENT, (
-            f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} ignores it")
+            f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} ignores it"
+        )
 
     def _super_inlined(self, mro: Mro, cl: MethodHit) -> tuple[str, MethodHit] | None:
         """``cl`` with the head-calling compute_logits its super() reaches inlined, if that is plain."""
@@ -387,41 +475,51 @@ class Analyzer:
         inlined = self.mirror.inlined_super(cl.method.text, nxt.method.text)
         return (inlined, nxt) if inlined is not None else None
 
-    def _delegated_consistency(self, key: ClassKey, mro: Mro, cl: MethodHit, cshape: LogitsShape,
-                               overlay: Overlay | None, depth: int) -> tuple[Consistency, str]:
+    def _delegated_consistency(
+        self, key: ClassKey, mro: Mro, cl: MethodHit, cshape: LogitsShape, overlay: Overlay | None, depth: int
+    ) -> tuple[Consistency, str]:
         target, why = self._delegate_target(key, mro, cl, cshape)
         if target is None or depth > 8:
             return Consistency.UNPROVEN, why or "delegation chain too deep"
-        inner = (self.analyze_from(key, mro, target, overlay, depth + 1) if cshape.kind == LogitsKind.SUPER
-                 else self.analyze(target, overlay, depth + 1))
+        inner = (
+            self.analyze_from(key, mro, target, overlay, depth + 1)
+            if cshape.kind == LogitsKind.SUPER
+            else self.analyze(target, overlay, depth + 1)
+        )
         if inner.status != Status.SUPPORTED or inner.consistency is None:
             return Consistency.DIVERGENT, f"delegate {target.name} has no get_top_tokens ({inner.reason})"
         return inner.consistency, f"delegates to {target.name}: {inner.reason}"
 
-    def _against_mixin(self, key: ClassKey, mro: Mro, cl: MethodHit, cshape: LogitsShape,
-                       gtt: MethodHit) -> tuple[Consistency, str]:
+    def _against_mixin(
+        self, key: ClassKey, mro: Mro, cl: MethodHit, cshape: LogitsShape, gtt: MethodHit
+    ) -> tuple[Consistency, str]:
         mixin = self.where(gtt)
         plain = cshape.head == "self.lm_head" and not cshape.pre_transform and not cshape.extra_args
         if cshape.kind == LogitsKind.HEAD and plain:
             if self._sets_d2t(mro):
                 return Consistency.DIVERGENT, (
                     f"{mixin} remaps through draft_id_to_target_id, which {key.name} sets, but compute_logits of "
-                    f"{self.where(cl)} does not scatter")
+                    f"{self.where(cl)} does not scatter"
+                )
             return Consistency.EQUIVALENT, (
-                f"{mixin}: the same head call as compute_logits of {self.where(cl)}; no draft_id_to_target_id")
+                f"{mixin}: the same head call as compute_logits of {self.where(cl)}; no draft_id_to_target_id"
+            )
         if cshape.post == PostKind.D2T_SCATTER and plain:
             return Consistency.EQUIVALENT, (
                 f"{mixin} maps draft ids through draft_id_to_target_id as compute_logits of "
-                f"{self.where(cl)} scatters them")
+                f"{self.where(cl)} scatters them"
+            )
         if cshape.kind == LogitsKind.MANUAL and cshape.post in DIVERGENT_POST:
             return Consistency.DIVERGENT, f"compute_logits of {self.where(cl)}: {cshape.reason}; {mixin} ignores it"
         if cshape.extra_args:
             return Consistency.DIVERGENT, (
-                f"compute_logits of {self.where(cl)}: {cshape.reason}; {mixin} passes no extra head arguments")
+                f"compute_logits of {self.where(cl)}: {cshape.reason}; {mixin} passes no extra head arguments"
+            )
         if cshape.kind in (LogitsKind.HEAD, LogitsKind.MANUAL) and cshape.head is not None and not plain:
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)} calls the head as ({cshape.head}, {cshape.hidden}); "
-                f"{mixin} uses (self.lm_head, hidden states) unchanged")
+                f"{mixin} uses (self.lm_head, hidden states) unchanged"
+            )
         return Consistency.UNPROVEN, f"{mixin} against compute_logits of {self.where(cl)}: {cshape.reason}"
 
     def _sets_d2t(self, mro: Mro) -> bool:
@@ -444,8 +542,13 @@ def _tested_attr(test: ast.AST) -> str | None:
     """``self.X``, ``self.X is None``, ``self.X is not None`` (and ``not`` of those) -> X."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         test = test.operand
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)) \
-            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    ):
         test = test.left
     return _self_attr(test)
 
@@ -484,9 +587,11 @@ def asserted_optional(cl: MethodHit, gtt: MethodHit) -> str | None:
     if not uses:
         return None
     line, name, how = min(uses)
-    return (f"get_top_tokens of {gtt.owner.name} {how} self.{name} (line {line}), which compute_logits of "
-            f"{cl.owner.name} treats as optional (line {optional[name]}): without it compute_logits falls back, "
-            "get_top_tokens fails")
+    return (
+        f"get_top_tokens of {gtt.owner.name} {how} self.{name} (line {line}), which compute_logits of "
+        f"{cl.owner.name} treats as optional (line {optional[name]}): without it compute_logits falls back, "
+        "get_top_tokens fails"
+    )
 
 
 def _tested_attrs(parsed: tuple[ast.AST, int]) -> dict[str, int]:
@@ -494,7 +599,7 @@ def _tested_attrs(parsed: tuple[ast.AST, int]) -> dict[str, int]:
     out: dict[str, int] = {}
     for node in ast.walk(parsed[0]):
         if isinstance(node, (ast.If, ast.IfExp)):
-            for part in (node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]):
+            for part in node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]:
                 name = _tested_attr(part)
                 if name is not None:
                     out.setdefault(name, node.lineno + parsed[1])

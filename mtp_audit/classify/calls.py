@@ -49,13 +49,28 @@ class Contract:
         for reach in self.reaches:
             for pair in reach.pairs:
                 first = pair.logits[0] if pair.logits else None
-                out.append(CallerRecord(reach.speculator, pair.top_tokens.file, pair.top_tokens.line,
-                                        pair.top_tokens.args, first.args if first else None,
-                                        first.line if first else None))
+                out.append(
+                    CallerRecord(
+                        reach.speculator,
+                        pair.top_tokens.file,
+                        pair.top_tokens.line,
+                        pair.top_tokens.args,
+                        first.args if first else None,
+                        first.line if first else None,
+                    )
+                )
             if not reach.pairs:
                 first = reach.logits[0] if reach.logits else None
-                out.append(CallerRecord(reach.speculator, reach.file, None, None,
-                                        first.args if first else None, first.line if first else None))
+                out.append(
+                    CallerRecord(
+                        reach.speculator,
+                        reach.file,
+                        None,
+                        None,
+                        first.args if first else None,
+                        first.line if first else None,
+                    )
+                )
         return out
 
     def unreached_reason(self) -> str:
@@ -101,8 +116,11 @@ def reads(text: str, name: str) -> bool:
     except (SyntaxError, IndexError):
         return True
     body = getattr(func, "body", [])
-    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-               for statement in body for n in ast.walk(statement))
+    return any(
+        isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+        for statement in body
+        for n in ast.walk(statement)
+    )
 
 
 def first_read(text: str, name: str, def_line: int) -> str | None:
@@ -112,9 +130,14 @@ def first_read(text: str, name: str, def_line: int) -> str | None:
         func = ast.parse(textwrap.dedent(text)).body[0]
     except (SyntaxError, IndexError):
         return None
-    found = [s for s in ast.walk(func) if isinstance(s, ast.stmt) and s is not func
-             and not isinstance(s, (ast.If, ast.For, ast.While, ast.With, ast.Try))  # the statement, not its block
-             and any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(s))]
+    found = [
+        s
+        for s in ast.walk(func)
+        if isinstance(s, ast.stmt)
+        and s is not func
+        and not isinstance(s, (ast.If, ast.For, ast.While, ast.With, ast.Try))  # the statement, not its block
+        and any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(s))
+    ]
     if not found:
         return None
     statement = min(found, key=lambda s: (s.lineno, s.col_offset))

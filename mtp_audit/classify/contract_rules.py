@@ -48,12 +48,21 @@ class Uncalled(ContractRule):
     id = "MTP201"
     name = "uncalled"
     message = "no speculator that can hold the drafter calls get_top_tokens"
-    VALID = (CallExample("def compute_logits(self, hidden_states):\n"
-                         "    return self.logits_processor(self.lm_head, hidden_states)\n",
-                         ("hidden_states",), ("hidden_states",)),)
-    INVALID = (CallExample("def compute_logits(self, hidden_states):\n"
-                           "    return self.logits_processor(self.lm_head, hidden_states)\n",
-                           None, ("hidden_states",), expected=(Status.NOT_APPLICABLE, None)),)
+    VALID = (
+        CallExample(
+            "def compute_logits(self, hidden_states):\n    return self.logits_processor(self.lm_head, hidden_states)\n",
+            ("hidden_states",),
+            ("hidden_states",),
+        ),
+    )
+    INVALID = (
+        CallExample(
+            "def compute_logits(self, hidden_states):\n    return self.logits_processor(self.lm_head, hidden_states)\n",
+            None,
+            ("hidden_states",),
+            expected=(Status.NOT_APPLICABLE, None),
+        ),
+    )
 
     @staticmethod
     def check(contract: Contract) -> str | None:
@@ -78,20 +87,26 @@ class CallTypeError(ContractRule):
             "    return self.logits_processor.get_top_tokens(self.heads[spec_step_idx], hidden_states)\n",
         ),
     )
-    INVALID = (CallExample("def compute_logits(self, hidden_states, spec_step_idx=0):\n"
-                           "    return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n",
-                           ("hidden_states", "spec_step_idx=spec_step_idx"),
-                           ("hidden_states", "spec_step_idx=spec_step_idx"),
-                           "def get_top_tokens(self, hidden_states):\n"
-                           "    return self.logits_processor.get_top_tokens(self.heads[0], hidden_states)\n",
-                           expected=(Status.SUPPORTED, Consistency.DIVERGENT)),)
+    INVALID = (
+        CallExample(
+            "def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+            "    return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n",
+            ("hidden_states", "spec_step_idx=spec_step_idx"),
+            ("hidden_states", "spec_step_idx=spec_step_idx"),
+            "def get_top_tokens(self, hidden_states):\n"
+            "    return self.logits_processor.get_top_tokens(self.heads[0], hidden_states)\n",
+            expected=(Status.SUPPORTED, Consistency.DIVERGENT),
+        ),
+    )
 
     @staticmethod
     def check(reach: Reach, pair: CallPair, top_params: list[Param], method: str) -> str | None:
         _, errors = bind(top_params, pair.top_tokens)
         if errors:
-            return (f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)}; {method} "
-                    f"does not accept {', '.join(errors)} (TypeError)")
+            return (
+                f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)}; {method} "
+                f"does not accept {', '.join(errors)} (TypeError)"
+            )
         return None
 
 
@@ -106,29 +121,47 @@ class CallSiteArguments(ContractRule):
     name = "call-site-arguments"
     message = "a caller passes compute_logits an argument it reads but not get_top_tokens"
     VALID = (
-        CallExample("def compute_logits(self, hidden_states, spec_step_idx=0):\n"
-                    "    return self.logits_processor(self.lm_head, hidden_states)\n",
-                    ("hidden_states",), ("hidden_states", "spec_step_idx=spec_step_idx")),
-        CallExample("def compute_logits(self, hidden_states, spec_step_idx=0):\n"
-                    "    return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n",
-                    ("hidden_states",), ("hidden_states",)),
+        CallExample(
+            "def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+            "    return self.logits_processor(self.lm_head, hidden_states)\n",
+            ("hidden_states",),
+            ("hidden_states", "spec_step_idx=spec_step_idx"),
+        ),
+        CallExample(
+            "def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+            "    return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n",
+            ("hidden_states",),
+            ("hidden_states",),
+        ),
     )
     INVALID = (
-        CallExample("def compute_logits(self, hidden_states, spec_step_idx=0):\n"
-                    "    return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n",
-                    ("hidden_states",), ("hidden_states", "spec_step_idx=spec_step_idx"),
-                    expected=(Status.MISSING_MANUAL, None)),
-        CallExample("def compute_logits(self, hidden_states, spec_step_idx=0):\n"
-                    "    return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n",
-                    ("hidden_states",), ("hidden_states", "step"),
-                    "def get_top_tokens(self, hidden_states, spec_step_idx=0):\n"
-                    "    return self.logits_processor.get_top_tokens(self.heads[spec_step_idx], hidden_states)\n",
-                    expected=(Status.SUPPORTED, Consistency.DIVERGENT)),
+        CallExample(
+            "def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+            "    return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n",
+            ("hidden_states",),
+            ("hidden_states", "spec_step_idx=spec_step_idx"),
+            expected=(Status.MISSING_MANUAL, None),
+        ),
+        CallExample(
+            "def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+            "    return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n",
+            ("hidden_states",),
+            ("hidden_states", "step"),
+            "def get_top_tokens(self, hidden_states, spec_step_idx=0):\n"
+            "    return self.logits_processor.get_top_tokens(self.heads[spec_step_idx], hidden_states)\n",
+            expected=(Status.SUPPORTED, Consistency.DIVERGENT),
+        ),
     )
 
     @staticmethod
-    def check(reach: Reach, pair: CallPair, logits_params: list[Param], logits_text: str,
-              top_params: list[Param], def_line: int | None = None) -> str | None:
+    def check(
+        reach: Reach,
+        pair: CallPair,
+        logits_params: list[Param],
+        logits_text: str,
+        top_params: list[Param],
+        def_line: int | None = None,
+    ) -> str | None:
         """``def_line``: the line of compute_logits's ``def``, to name the statement that reads the argument."""
         top_bound, _ = bind(top_params, pair.top_tokens)
         for logits in pair.logits:
@@ -136,9 +169,11 @@ class CallSiteArguments(ContractRule):
             for name in sorted(bound - top_bound):
                 if reads(logits_text, name):
                     read = first_read(logits_text, name, def_line) if def_line is not None else None
-                    return (f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)} but "
-                            f"{form(logits)} ({where(logits)}) on the same path, and compute_logits reads {name}"
-                            + (f" {read}" if read else ""))
+                    return (
+                        f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)} but "
+                        f"{form(logits)} ({where(logits)}) on the same path, and compute_logits reads {name}"
+                        + (f" {read}" if read else "")
+                    )
         return None
 
 

@@ -28,22 +28,38 @@ def analyze_get_top_tokens(code: str, first_line: int) -> TopTokensShape:
     statements = body.statements
     names = {p.name for p in params}
     passthrough = m.Arg(value=m.MatchIfTrue(lambda v: isinstance(v, cst.Name) and v.value in names))
-    if len(statements) == 1 and m.matches(statements[0], m.SimpleStatementLine(body=[m.Return(
-            value=m.Call(func=m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("get_top_tokens")),
-                         args=[m.ZeroOrMore(passthrough)]))])):
+    if len(statements) == 1 and m.matches(
+        statements[0],
+        m.SimpleStatementLine(
+            body=[
+                m.Return(
+                    value=m.Call(
+                        func=m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("get_top_tokens")),
+                        args=[m.ZeroOrMore(passthrough)],
+                    )
+                )
+            ]
+        ),
+    ):
         return TopTokensShape(TopTokensKind.SUPER, params)  # forwards its own parameters, unchanged
     delegate = m.Call(func=m.Attribute(value=m.Attribute(value=SELF, attr=m.Name()), attr=m.Name("get_top_tokens")))
     if len(statements) == 1 and m.matches(statements[0], m.SimpleStatementLine(body=[m.Return(value=delegate)])):
         return TopTokensShape(
             TopTokensKind.DELEGATE, params, delegate_attr=statements[0].body[0].value.func.value.attr.value
         )  # type: ignore[attr-defined]
-    head = m.Call(func=m.Attribute(value=m.Attribute(value=SELF, attr=m.Name("logits_processor")),
-                                   attr=m.Name("get_top_tokens")),
-                  args=[m.Arg(value=m.Attribute(value=SELF, attr=m.Name("lm_head"))),
-                        m.Arg(value=m.Name(params[0].name) if params else m.DoNotCare())])
+    head = m.Call(
+        func=m.Attribute(value=m.Attribute(value=SELF, attr=m.Name("logits_processor")), attr=m.Name("get_top_tokens")),
+        args=[
+            m.Arg(value=m.Attribute(value=SELF, attr=m.Name("lm_head"))),
+            m.Arg(value=m.Name(params[0].name) if params else m.DoNotCare()),
+        ],
+    )
     nodes = [n for s in statements for n in nodes_of(s, (cst.Call, cst.BinaryOperation))]
-    if "draft_id_to_target_id" in text and any(m.matches(n, head) for n in nodes) \
-            and any(m.matches(n, LOCAL_ARGMAX_REMAP) for n in nodes):
+    if (
+        "draft_id_to_target_id" in text
+        and any(m.matches(n, head) for n in nodes)
+        and any(m.matches(n, LOCAL_ARGMAX_REMAP) for n in nodes)
+    ):
         return TopTokensShape(TopTokensKind.LOCAL_ARGMAX_MIXIN, params)
     return TopTokensShape(TopTokensKind.OTHER, params)
 
@@ -53,8 +69,12 @@ def normalize(code: str) -> str:
     func = ast.parse(textwrap.dedent(code)).body[0]
     assert isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
     body = func.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         body = body[1:]
     func.body = _returns_collapsed(body) or [ast.Pass()]
     func.name = "_"
@@ -64,8 +84,7 @@ def normalize(code: str) -> str:
 
 
 def _assigned_name(statement: ast.stmt) -> str | None:
-    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
-            and isinstance(statement.targets[0], ast.Name):
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
         return statement.targets[0].id
     return None
 
@@ -98,8 +117,11 @@ def _returns_collapsed(body: list[ast.stmt]) -> list[ast.stmt]:
     """``x = call; return x`` is ``return call``, at the end of the body and of every ``if`` arm;
     an ``if`` whose every arm assigns ``x``, then ``return x``, returns from each arm."""
     body = list(body)
-    returned = body[-1].value.id if body and isinstance(body[-1], ast.Return) \
-        and isinstance(body[-1].value, ast.Name) else None
+    returned = (
+        body[-1].value.id
+        if body and isinstance(body[-1], ast.Return) and isinstance(body[-1].value, ast.Name)
+        else None
+    )
     if returned and len(body) >= 2 and _assigned_name(body[-2]) == returned:
         body = [*body[:-2], ast.Return(value=body[-2].value)]  # type: ignore[attr-defined]
     elif returned and len(body) >= 2 and isinstance(body[-2], ast.If) and _arms_assign(body[-2], returned):
@@ -145,5 +167,6 @@ def self_contained(code: str) -> bool:
 def _annotation_names(func: cst.FunctionDef) -> set[int]:
     """Names in annotations are never evaluated by the mirror's body."""
     annotations = [p.annotation for p in nodes_of(func.params, cst.Param) if p.annotation] + (
-        [func.returns] if func.returns else [])
+        [func.returns] if func.returns else []
+    )
     return {id(n) for a in annotations for n in nodes_of(a, cst.Name)}

@@ -23,13 +23,19 @@ from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL, SELF, SUPER_CALL
 from .shape_types import LogitsKind, LogitsShape, Param, ParamKind, PostKind
 
 ANY_COMPUTE_LOGITS_CALL = m.Call(func=m.Attribute(attr=m.Name("compute_logits")))
-STUB_STATEMENT = m.SimpleStatementLine(
-    body=[m.OneOf(m.Raise(), m.Pass(), m.Expr(value=m.Ellipsis()))]
-)
+STUB_STATEMENT = m.SimpleStatementLine(body=[m.OneOf(m.Raise(), m.Pass(), m.Expr(value=m.Ellipsis()))])
 BY_HAND = m.Call(
-    func=m.Attribute(attr=m.Name("addmm") | m.Name("matmul") | m.Name("mm") | m.Name("linear")
-                     | m.Name("einsum") | m.Name("_gather_logits") | m.Name("bmm"))
-    | m.Name("linear") | m.Name("matmul")
+    func=m.Attribute(
+        attr=m.Name("addmm")
+        | m.Name("matmul")
+        | m.Name("mm")
+        | m.Name("linear")
+        | m.Name("einsum")
+        | m.Name("_gather_logits")
+        | m.Name("bmm")
+    )
+    | m.Name("linear")
+    | m.Name("matmul")
 ) | m.BinaryOperation(operator=m.MatrixMultiply())
 RETURN_NAME = m.SimpleStatementLine(body=[m.Return(value=m.Name())])
 # get_top_tokens keeps these argument names of the head call.
@@ -37,8 +43,15 @@ TOP_TOKENS_KEYWORDS = {"lm_head", "hidden_states", "embedding_bias"}
 
 
 # Sub-statement nodes the rules look at, with their CPython ast counterparts.
-_KINDS = ((cst.Call, ast.Call), (cst.Return, ast.Return), (cst.Yield, ast.Yield), (cst.Raise, ast.Raise),
-          (cst.BinaryOperation, ast.BinOp), (cst.Assign, ast.Assign), (cst.For, ast.For))
+_KINDS = (
+    (cst.Call, ast.Call),
+    (cst.Return, ast.Return),
+    (cst.Yield, ast.Yield),
+    (cst.Raise, ast.Raise),
+    (cst.BinaryOperation, ast.BinOp),
+    (cst.Assign, ast.Assign),
+    (cst.For, ast.For),
+)
 _INTERESTING = tuple(kind for kind, _ in _KINDS)
 
 
@@ -185,23 +198,37 @@ class Decorated(ShapeRule):
     message = "compute_logits is wrapped by a decorator, which a mirror would not go through"
     VALID = (Example(_PLAIN, LogitsKind.HEAD, "head"),)
     INVALID = (
-        Example(_method("""
+        Example(
+            _method("""
             @torch.compile
             def compute_logits(self, hidden_states):
                 return self.logits_processor(self.lm_head, hidden_states)
-        """), LogitsKind.MANUAL, "decorated"),
-        Example(_method("""
+        """),
+            LogitsKind.MANUAL,
+            "decorated",
+        ),
+        Example(
+            _method("""
             @staticmethod
             def compute_logits(self, hidden_states):
                 raise NotImplementedError
-        """), LogitsKind.MANUAL, "decorated"),
+        """),
+            LogitsKind.MANUAL,
+            "decorated",
+        ),
     )
 
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
         if body.decorators:
             names = ", ".join(body.decorators)
-            return LogitsShape(LogitsKind.MANUAL, "decorated", f"compute_logits is wrapped ({names}); the wrapper may "
-                               "change the logits, and a mirror would not go through it", None, params)
+            return LogitsShape(
+                LogitsKind.MANUAL,
+                "decorated",
+                f"compute_logits is wrapped ({names}); the wrapper may "
+                "change the logits, and a mirror would not go through it",
+                None,
+                params,
+            )
         return None
 
 
@@ -214,18 +241,30 @@ class Stub(ShapeRule):
     after = ("decorated",)
     VALID = (Example(_PLAIN, LogitsKind.HEAD, "head"),)
     INVALID = (
-        Example(_method('''
+        Example(
+            _method('''
             def compute_logits(self, hidden_states):
                 """Not used by this drafter."""
-        '''), LogitsKind.STUB, "stub"),
-        Example(_method("""
+        '''),
+            LogitsKind.STUB,
+            "stub",
+        ),
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 raise NotImplementedError("no head")
-        """), LogitsKind.STUB, "stub"),
-        Example(_method("""
+        """),
+            LogitsKind.STUB,
+            "stub",
+        ),
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 ...
-        """), LogitsKind.STUB, "stub"),
+        """),
+            LogitsKind.STUB,
+            "stub",
+        ),
     )
 
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
@@ -235,8 +274,9 @@ class Stub(ShapeRule):
             first = body.statements[0]
             raises = body.find(first, m.Raise())
             text = "raises NotImplementedError" if raises and "NotImplementedError" in body.code(first) else "is a stub"
-            return LogitsShape(LogitsKind.STUB, "stub", f"compute_logits {text} (line {body.line(first)})",
-                               body.line(first), params)
+            return LogitsShape(
+                LogitsKind.STUB, "stub", f"compute_logits {text} (line {body.line(first)})", body.line(first), params
+            )
         return None
 
 
@@ -249,20 +289,32 @@ class ByHand(ShapeRule):
     message = "logits computed by hand (matmul, linear, einsum, ...) instead of self.logits_processor"
     VALID = (Example(_PLAIN, LogitsKind.HEAD, "head"),)
     INVALID = (
-        Example(_method("""
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 return torch.matmul(hidden_states, self.lm_head.weight.t())
-        """), LogitsKind.MANUAL, "by-hand"),
-        Example(_method("""
+        """),
+            LogitsKind.MANUAL,
+            "by-hand",
+        ),
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 logits = self.logits_processor(self.lm_head, hidden_states)
                 return logits + hidden_states @ self.bias
-        """), LogitsKind.MANUAL, "by-hand"),
-        Example(_method("""
+        """),
+            LogitsKind.MANUAL,
+            "by-hand",
+        ),
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 logits = torch.addmm(self.zero, hidden_states, self.lm_head.weight.t(), alpha=1.0 / self.mup)
                 return logits[..., : self.logits_processor.org_vocab_size]
-        """), LogitsKind.MANUAL, "by-hand"),
+        """),
+            LogitsKind.MANUAL,
+            "by-hand",
+        ),
     )
 
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
@@ -273,13 +325,24 @@ class ByHand(ShapeRule):
                 vocabulary = _vocabulary_change(body, body.statements[index:])
                 if vocabulary is not None:
                     reason += f", then {vocabulary}"
-                return LogitsShape(LogitsKind.MANUAL, "by-hand", reason, body.line(node), params,
-                                   post=PostKind.VOCAB if vocabulary else None)
+                return LogitsShape(
+                    LogitsKind.MANUAL,
+                    "by-hand",
+                    reason,
+                    body.line(node),
+                    params,
+                    post=PostKind.VOCAB if vocabulary else None,
+                )
         return None
 
 
-VOCAB_SLICE = m.Subscript(value=m.Name(), slice=[m.AtLeastN(n=1), m.SubscriptElement(
-    slice=m.Slice(lower=None, upper=m.MatchIfTrue(lambda upper: upper is not None), step=None))])
+VOCAB_SLICE = m.Subscript(
+    value=m.Name(),
+    slice=[
+        m.AtLeastN(n=1),
+        m.SubscriptElement(slice=m.Slice(lower=None, upper=m.MatchIfTrue(lambda upper: upper is not None), step=None)),
+    ],
+)
 VOCAB_PAD = m.Call(func=m.Attribute(attr=m.Name("pad")) | m.Name("pad"))
 
 
@@ -318,28 +381,48 @@ class NoHead(ShapeRule):
     after = ("stub", "by-hand")
     VALID = (
         Example(_PLAIN, LogitsKind.HEAD, "head"),
-        Example(_method("""
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 return self.model.compute_logits(hidden_states)
-        """), LogitsKind.DELEGATE, "delegate"),
-        Example(_method("""
+        """),
+            LogitsKind.DELEGATE,
+            "delegate",
+        ),
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 return super().compute_logits(hidden_states)
-        """), LogitsKind.SUPER, "super"),
+        """),
+            LogitsKind.SUPER,
+            "super",
+        ),
     )
     INVALID = (
-        Example(_method("""
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 return self._logits(hidden_states)
-        """), LogitsKind.MANUAL, "helper"),
-        Example(_method("""
+        """),
+            LogitsKind.MANUAL,
+            "helper",
+        ),
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 return compute_logits(self.head, hidden_states)
-        """), LogitsKind.MANUAL, "no-head"),
-        Example(_method("""
+        """),
+            LogitsKind.MANUAL,
+            "no-head",
+        ),
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 return helpers.compute_logits(self.head, hidden_states)
-        """), LogitsKind.MANUAL, "helper"),
+        """),
+            LogitsKind.MANUAL,
+            "helper",
+        ),
     )
 
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
@@ -348,16 +431,25 @@ class NoHead(ShapeRule):
                 return None
         for statement in body.statements:
             for call in _calls(body, statement, ANY_COMPUTE_LOGITS_CALL):
-                return LogitsShape(LogitsKind.MANUAL, "helper",
-                                   f"calls helper {body.code(call.func)} instead of self.logits_processor "
-                                   f"(line {body.line(call)})", body.line(call), params)
+                return LogitsShape(
+                    LogitsKind.MANUAL,
+                    "helper",
+                    f"calls helper {body.code(call.func)} instead of self.logits_processor (line {body.line(call)})",
+                    body.line(call),
+                    params,
+                )
         for statement in body.statements:
             for call in _calls(body, statement, m.Call(func=m.Attribute(value=SELF))):
-                return LogitsShape(LogitsKind.MANUAL, "helper",
-                                   f"logits come from {body.code(call.func)}(...), not self.logits_processor "
-                                   f"(line {body.line(call)})", body.line(call), params)
-        return LogitsShape(LogitsKind.MANUAL, "no-head", "no self.logits_processor call in compute_logits", None,
-                           params)
+                return LogitsShape(
+                    LogitsKind.MANUAL,
+                    "helper",
+                    f"logits come from {body.code(call.func)}(...), not self.logits_processor (line {body.line(call)})",
+                    body.line(call),
+                    params,
+                )
+        return LogitsShape(
+            LogitsKind.MANUAL, "no-head", "no self.logits_processor call in compute_logits", None, params
+        )
 
 
 class HeadLoop(ShapeRule):
@@ -371,14 +463,19 @@ class HeadLoop(ShapeRule):
     after = ("no-head",)
     VALID = (Example(_PLAIN, LogitsKind.HEAD, "head"), Example(_BRANCHED, LogitsKind.HEAD, "head"))
     INVALID = (
-        Example(_method("""
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 logits_lst = []
                 for hs, lm_head in zip(hidden_states, self.lm_heads):
                     logits_lst.append(self.logits_processor(lm_head, hs))
                 return logits_lst
-        """), LogitsKind.MANUAL, "head-loop"),
-        Example(_method("""
+        """),
+            LogitsKind.MANUAL,
+            "head-loop",
+        ),
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 out = []
                 for hs, lm_head in zip(hidden_states, self.lm_heads):
@@ -387,13 +484,22 @@ class HeadLoop(ShapeRule):
                     full[..., self.token_map] = logits
                     out.append(full)
                 return out
-        """), LogitsKind.MANUAL, "head-loop"),
+        """),
+            LogitsKind.MANUAL,
+            "head-loop",
+        ),
     )
 
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
         index = _head_index(body)
-        loop = next((n for n in nodes_of(body.statements[index], (cst.For, cst.While))
-                     if any(m.matches(c, LOGITS_CALL) for c in nodes_of(n.body, cst.Call))), None)
+        loop = next(
+            (
+                n
+                for n in nodes_of(body.statements[index], (cst.For, cst.While))
+                if any(m.matches(c, LOGITS_CALL) for c in nodes_of(n.body, cst.Call))
+            ),
+            None,
+        )
         if loop is None:
             return None
         header = body.code(loop).splitlines()[0].rstrip(":")
@@ -435,27 +541,36 @@ class SeveralHeads(ShapeRule):
     after = ("no-head", "mask-in-branch")
     VALID = (Example(_PLAIN, LogitsKind.HEAD, "head"), Example(_BRANCHED, LogitsKind.HEAD, "head"))
     INVALID = (
-        Example(_method("""
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 if self.lora_head is not None:
                     logits = self.logits_processor(self.lora_head, hidden_states)
                 logits = self.logits_processor(self.lm_head, hidden_states)
                 return logits
-        """), LogitsKind.MANUAL, "several-heads"),
-        Example(_method("""
+        """),
+            LogitsKind.MANUAL,
+            "several-heads",
+        ),
+        Example(
+            _method("""
             def compute_logits(self, hidden_states, spec_step_idx=0):
                 if spec_step_idx:
                     return self.logits_processor(self.heads[spec_step_idx], hidden_states)
                 return self.logits_processor(self.lm_head, hidden_states)
-        """), LogitsKind.MANUAL, "several-heads"),
+        """),
+            LogitsKind.MANUAL,
+            "several-heads",
+        ),
     )
 
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
         calls = [c for s in body.statements for c in _calls(body, s, LOGITS_CALL)]
         if len(calls) > 1 and _branched(body) is None:
             lines = ", ".join(str(body.line(c)) for c in calls)
-            return LogitsShape(LogitsKind.MANUAL, "several-heads", f"several head calls (lines {lines})",
-                               body.line(calls[0]), params)
+            return LogitsShape(
+                LogitsKind.MANUAL, "several-heads", f"several head calls (lines {lines})", body.line(calls[0]), params
+            )
         return None
 
 
@@ -467,8 +582,9 @@ def _head_expression(statement: cst.BaseStatement) -> tuple[cst.Call, str | None
     """The head call of ``return CALL`` or ``NAME = CALL``, and NAME."""
     if m.matches(statement, m.SimpleStatementLine(body=[m.Return(value=LOGITS_CALL)])):
         return statement.body[0].value, None  # type: ignore[attr-defined]
-    if m.matches(statement, m.SimpleStatementLine(
-            body=[m.Assign(targets=[m.AssignTarget(target=m.Name())], value=LOGITS_CALL)])):
+    if m.matches(
+        statement, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name())], value=LOGITS_CALL)])
+    ):
         assign = statement.body[0]  # type: ignore[attr-defined]
         return assign.value, assign.targets[0].target.value
     return None
@@ -523,17 +639,26 @@ def _branched(body: _Body) -> _Branched | None:
     if len(names) != 1:
         return None
     name = names.pop()
-    tail = body.statements[index + 1:]
+    tail = body.statements[index + 1 :]
     if name is None and tail:
         return None
-    if name is not None and not (len(tail) == 1 and m.matches(
-            tail[0], m.SimpleStatementLine(body=[m.Return(value=m.Name(name))]))):
+    if name is not None and not (
+        len(tail) == 1 and m.matches(tail[0], m.SimpleStatementLine(body=[m.Return(value=m.Name(name))]))
+    ):
         return None
     return _Branched(index, tuple(calls), name)
 
 
-MASK_CALL = m.Call(func=m.Attribute(value=m.Name(), attr=m.Name("index_fill_") | m.Name("masked_fill_")
-                                    | m.Name("masked_fill") | m.Name("index_fill") | m.Name("fill_")))
+MASK_CALL = m.Call(
+    func=m.Attribute(
+        value=m.Name(),
+        attr=m.Name("index_fill_")
+        | m.Name("masked_fill_")
+        | m.Name("masked_fill")
+        | m.Name("index_fill")
+        | m.Name("fill_"),
+    )
+)
 
 
 class MaskInBranch(ShapeRule):
@@ -547,7 +672,8 @@ class MaskInBranch(ShapeRule):
     after = ("no-head", "head-loop")
     VALID = (Example(_BRANCHED, LogitsKind.HEAD, "head"),)
     INVALID = (
-        Example(_method("""
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 if self.table is not None:
                     logits = self.table(hidden_states)
@@ -556,33 +682,50 @@ class MaskInBranch(ShapeRule):
                 if self.suppressed is not None:
                     logits.index_fill_(1, self.suppressed, -float("inf"))
                 return logits
-        """), LogitsKind.MANUAL, "post-mask"),
-        Example(_method("""
+        """),
+            LogitsKind.MANUAL,
+            "post-mask",
+        ),
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 with torch.no_grad():
                     logits = self.logits_processor(self.lm_head, hidden_states)
                     logits[:, self.blocked] = float("-inf")
                 return logits
-        """), LogitsKind.MANUAL, "post-mask"),
+        """),
+            LogitsKind.MANUAL,
+            "post-mask",
+        ),
     )
 
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
         index = _head_index(body)
         if _head_expression(body.statements[index]) is not None:
             return None
-        names = {t.target.value for s in body.statements for t in nodes_of(s, cst.AssignTarget)
-                 if isinstance(t.target, cst.Name)
-                 and any(m.matches(c, LOGITS_CALL) for c in nodes_of(s, cst.Call))}
+        names = {
+            t.target.value
+            for s in body.statements
+            for t in nodes_of(s, cst.AssignTarget)
+            if isinstance(t.target, cst.Name) and any(m.matches(c, LOGITS_CALL) for c in nodes_of(s, cst.Call))
+        }
         store = m.AssignTarget(target=m.Subscript(value=m.Name()))
         for statement in body.statements[index:]:
-            masks = [(c, body.line(c)) for c in body.find(statement, MASK_CALL)
-                     if c.func.value.value in names]  # type: ignore[attr-defined]
-            masks += [(t, body.line(statement)) for t in nodes_of(statement, cst.AssignTarget)
-                      if m.matches(t, store) and t.target.value.value in names]  # type: ignore[attr-defined]
+            masks = [(c, body.line(c)) for c in body.find(statement, MASK_CALL) if c.func.value.value in names]  # type: ignore[attr-defined]
+            masks += [
+                (t, body.line(statement))
+                for t in nodes_of(statement, cst.AssignTarget)
+                if m.matches(t, store) and t.target.value.value in names
+            ]  # type: ignore[attr-defined]
             for node, line in masks:
-                return LogitsShape(LogitsKind.MANUAL, "post-mask",
-                                   f"{POST_REASONS[PostKind.MASK]} (line {line}: `{body.code(node)}`)", line,
-                                   params, post=PostKind.MASK)
+                return LogitsShape(
+                    LogitsKind.MANUAL,
+                    "post-mask",
+                    f"{POST_REASONS[PostKind.MASK]} (line {line}: `{body.code(node)}`)",
+                    line,
+                    params,
+                    post=PostKind.MASK,
+                )
         return None
 
 
@@ -596,13 +739,18 @@ class ConditionalHead(ShapeRule):
     after = ("several-heads", "head-loop")
     VALID = (
         Example(_PLAIN, LogitsKind.HEAD, "head"),
-        Example(_method("""
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 logits = self.logits_processor(self.lm_head, hidden_states)
                 return logits
-        """), LogitsKind.HEAD, "head"),
+        """),
+            LogitsKind.HEAD,
+            "head",
+        ),
         Example(_BRANCHED, LogitsKind.HEAD, "head"),
-        Example(_method("""
+        Example(
+            _method("""
             def compute_logits(self, hidden_states, spec_step_idx=0):
                 assert self.lm_head is not None
                 if spec_step_idx == 0:
@@ -612,27 +760,42 @@ class ConditionalHead(ShapeRule):
                 else:
                     head = self.heads[spec_step_idx]
                     return self.logits_processor(head, hidden_states)
-        """), LogitsKind.HEAD, "head"),
+        """),
+            LogitsKind.HEAD,
+            "head",
+        ),
     )
     INVALID = (
-        Example(_method("""
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 with torch.no_grad():
                     return self.logits_processor(self.lm_head, hidden_states)
-        """), LogitsKind.MANUAL, "conditional-head"),
-        Example(_method("""
+        """),
+            LogitsKind.MANUAL,
+            "conditional-head",
+        ),
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 return self.logits_processor(self.lm_head, hidden_states) if self.ready else None
-        """), LogitsKind.MANUAL, "conditional-head"),
+        """),
+            LogitsKind.MANUAL,
+            "conditional-head",
+        ),
     )
 
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
         statement = body.statements[_head_index(body)]
         if _head_expression(statement) is None and _branched(body) is None:
             call = _calls(body, statement, LOGITS_CALL)[0]
-            return LogitsShape(LogitsKind.MANUAL, "conditional-head",
-                               f"the head call is not a plain `return` or assignment (line {body.line(call)})",
-                               body.line(call), params)
+            return LogitsShape(
+                LogitsKind.MANUAL,
+                "conditional-head",
+                f"the head call is not a plain `return` or assignment (line {body.line(call)})",
+                body.line(call),
+                params,
+            )
         return None
 
 
@@ -644,35 +807,54 @@ class EarlyReturn(ShapeRule):
     message = "compute_logits returns before the head call"
     after = ("no-head",)
     VALID = (
-        Example(_method("""
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 assert hidden_states.dim() == 2
                 return self.logits_processor(self.lm_head, hidden_states)
-        """), LogitsKind.HEAD, "head"),
+        """),
+            LogitsKind.HEAD,
+            "head",
+        ),
     )
     INVALID = (
-        Example(_method("""
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 if hidden_states is None:
                     return None
                 return self.logits_processor(self.lm_head, hidden_states)
-        """), LogitsKind.MANUAL, "early-return"),
+        """),
+            LogitsKind.MANUAL,
+            "early-return",
+        ),
     )
 
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
         for statement in body.statements[: _head_index(body)]:
             for node in body.find(statement, m.Return() | m.Yield()):
-                return LogitsShape(LogitsKind.MANUAL, "early-return",
-                                   f"returns before the head call (line {body.line(node)})", body.line(node),
-                                   params)
+                return LogitsShape(
+                    LogitsKind.MANUAL,
+                    "early-return",
+                    f"returns before the head call (line {body.line(node)})",
+                    body.line(node),
+                    params,
+                )
         return None
 
 
 def _post_kind(body: _Body, statements: list[cst.BaseStatement], name: str) -> PostKind:
     """What the statements after the head do; masking wins, since a scatter-aware method still ignores it."""
     text = "\n".join(body.code(s) for s in statements)
-    mask = m.Call(func=m.Attribute(attr=m.Name("index_fill_") | m.Name("masked_fill_")
-                                   | m.Name("masked_fill") | m.Name("index_fill") | m.Name("fill_")))
+    mask = m.Call(
+        func=m.Attribute(
+            attr=m.Name("index_fill_")
+            | m.Name("masked_fill_")
+            | m.Name("masked_fill")
+            | m.Name("index_fill")
+            | m.Name("fill_")
+        )
+    )
     subscript_store = m.Assign(targets=[m.AssignTarget(target=m.Subscript(value=m.Name(name)))])
     if any(m.matches(n, mask | subscript_store) for s in statements for n in nodes_of(s, (cst.Call, cst.Assign))):
         return PostKind.MASK
@@ -685,8 +867,16 @@ def _post_kind(body: _Body, statements: list[cst.BaseStatement], name: str) -> P
     return PostKind.OTHER
 
 
-SCATTER = m.Call(func=m.Attribute(attr=m.Name("scatter") | m.Name("scatter_") | m.Name("index_copy")
-                                  | m.Name("index_copy_") | m.Name("index_put") | m.Name("index_put_")))
+SCATTER = m.Call(
+    func=m.Attribute(
+        attr=m.Name("scatter")
+        | m.Name("scatter_")
+        | m.Name("index_copy")
+        | m.Name("index_copy_")
+        | m.Name("index_put")
+        | m.Name("index_put_")
+    )
+)
 SUBSCRIPT_STORE = m.Assign(targets=[m.ZeroOrMore(), m.AssignTarget(target=m.Subscript()), m.ZeroOrMore()])
 TANH = m.Call(func=m.Attribute(attr=m.Name("tanh")) | m.Name("tanh"))
 
@@ -731,46 +921,74 @@ class PostProcessing(ShapeRule):
     after = ("conditional-head",)
     VALID = (
         Example(_PLAIN, LogitsKind.HEAD, "head"),
-        Example(_method("""
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 logits = self.logits_processor(self.lm_head, hidden_states)
                 return logits
-        """), LogitsKind.HEAD, "head"),
+        """),
+            LogitsKind.HEAD,
+            "head",
+        ),
     )
     INVALID = (
-        Example(_method("""
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 logits = self.logits_processor(self.lm_head, hidden_states)
                 logits[:, self.vocab_size:] = float("-inf")
                 return logits
-        """), LogitsKind.MANUAL, "post-mask"),
-        Example(_method("""
+        """),
+            LogitsKind.MANUAL,
+            "post-mask",
+        ),
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 logits = self.logits_processor(self.lm_head, hidden_states)
                 return torch.tanh(logits / 30.0) * 30.0
-        """), LogitsKind.MANUAL, "post-softcap"),
-        Example(_method("""
+        """),
+            LogitsKind.MANUAL,
+            "post-softcap",
+        ),
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 logits = self.logits_processor(self.lm_head, hidden_states)
                 base = self.draft_id_to_target_id
                 out = logits.new_full((logits.shape[0], self.vocab), float("-inf"))
                 out[:, base + torch.arange(logits.shape[1])] = logits
                 return out
-        """), LogitsKind.MANUAL, "post-d2t-scatter"),
-        Example(_method("""
+        """),
+            LogitsKind.MANUAL,
+            "post-d2t-scatter",
+        ),
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 logits = self.logits_processor(self.lm_head, hidden_states)
                 return logits.float()
-        """), LogitsKind.MANUAL, "post-other"),
-        Example(_method("""
+        """),
+            LogitsKind.MANUAL,
+            "post-other",
+        ),
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 logits = self.logits_processor(self.lm_head, hidden_states)
-        """), LogitsKind.MANUAL, "no-return"),
-        Example(_method("""
+        """),
+            LogitsKind.MANUAL,
+            "no-return",
+        ),
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 return self.logits_processor(self.lm_head, hidden_states)
                 print("unreachable")
-        """), LogitsKind.MANUAL, "unreachable-tail"),
+        """),
+            LogitsKind.MANUAL,
+            "unreachable-tail",
+        ),
     )
 
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
@@ -778,20 +996,31 @@ class PostProcessing(ShapeRule):
             return None
         index = _head_index(body)
         call, name = _head_expression(body.statements[index])  # type: ignore[misc]
-        tail = body.statements[index + 1:]
+        tail = body.statements[index + 1 :]
         if name is None and not tail:
             return None
-        if name is not None and len(tail) == 1 and m.matches(
-                tail[0], m.SimpleStatementLine(body=[m.Return(value=m.Name(name))])):
+        if (
+            name is not None
+            and len(tail) == 1
+            and m.matches(tail[0], m.SimpleStatementLine(body=[m.Return(value=m.Name(name))]))
+        ):
             return None
         if not tail:
-            return LogitsShape(LogitsKind.MANUAL, "no-return",
-                               f"the head call's result is never returned (line {body.line(call)})",
-                               body.line(call), params)
+            return LogitsShape(
+                LogitsKind.MANUAL,
+                "no-return",
+                f"the head call's result is never returned (line {body.line(call)})",
+                body.line(call),
+                params,
+            )
         if name is None:
-            return LogitsShape(LogitsKind.MANUAL, "unreachable-tail",
-                               f"statements after the returning head call (line {body.line(tail[0])})",
-                               body.line(tail[0]), params)
+            return LogitsShape(
+                LogitsKind.MANUAL,
+                "unreachable-tail",
+                f"statements after the returning head call (line {body.line(tail[0])})",
+                body.line(tail[0]),
+                params,
+            )
         kind = _post_kind(body, tail, name)
         line, code = _deciding(body, tail, kind)
         shape = _head_shape(body, params, call, manual=True)
@@ -812,20 +1041,32 @@ class HeadArguments(ShapeRule):
     after = ("conditional-head",)
     VALID = (
         Example(_PLAIN, LogitsKind.HEAD, "head"),
-        Example(_method("""
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 return self.logits_processor(self.lm_head, hidden_states, embedding_bias=self.bias)
-        """), LogitsKind.HEAD, "head"),
+        """),
+            LogitsKind.HEAD,
+            "head",
+        ),
     )
     INVALID = (
-        Example(_method("""
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 return self.logits_processor(self.lm_head, hidden_states, scale=2.0)
-        """), LogitsKind.MANUAL, "head-arguments"),
-        Example(_method("""
+        """),
+            LogitsKind.MANUAL,
+            "head-arguments",
+        ),
+        Example(
+            _method("""
             def compute_logits(self, hidden_states):
                 return self.logits_processor(*self.head_args)
-        """), LogitsKind.MANUAL, "head-arguments"),
+        """),
+            LogitsKind.MANUAL,
+            "head-arguments",
+        ),
     )
 
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
@@ -842,11 +1083,14 @@ class HeadArguments(ShapeRule):
         positional = [a for a in call.args if a.keyword is None and not a.star]
         keywords = [a.keyword.value for a in call.args if a.keyword is not None]
         starred = [a for a in call.args if a.star]
-        if starred or len(positional) > 3 or any(k not in TOP_TOKENS_KEYWORDS for k in keywords) \
-                or len(call.args) < 2:
-            return LogitsShape(LogitsKind.MANUAL, "head-arguments",
-                               f"self.logits_processor called with arguments get_top_tokens does not take "
-                               f"(line {body.line(call)})", body.line(call), params)
+        if starred or len(positional) > 3 or any(k not in TOP_TOKENS_KEYWORDS for k in keywords) or len(call.args) < 2:
+            return LogitsShape(
+                LogitsKind.MANUAL,
+                "head-arguments",
+                f"self.logits_processor called with arguments get_top_tokens does not take (line {body.line(call)})",
+                body.line(call),
+                params,
+            )
         return None
 
 
@@ -933,9 +1177,15 @@ def _branched_shape(body: _Body, params: list[Param], branched: _Branched) -> Lo
         heads.add(body.code(args[0].value) if args else None)
         hidden.add(body.code(args[1].value) if len(args) > 1 else None)
     line = body.line(body.statements[branched.index])
-    return LogitsShape(LogitsKind.HEAD, "head",
-                       f"compute_logits returns self.logits_processor(...) in each of {len(branched.calls)} arms "
-                       f"of the `if` at line {line}", line, params,
-                       head=heads.pop() if len(heads) == 1 else None,
-                       hidden=hidden.pop() if len(hidden) == 1 else None, pre_transform=True,
-                       extra_args=any(len(c.args) > 2 for c in branched.calls))
+    return LogitsShape(
+        LogitsKind.HEAD,
+        "head",
+        f"compute_logits returns self.logits_processor(...) in each of {len(branched.calls)} arms "
+        f"of the `if` at line {line}",
+        line,
+        params,
+        head=heads.pop() if len(heads) == 1 else None,
+        hidden=hidden.pop() if len(hidden) == 1 else None,
+        pre_transform=True,
+        extra_args=any(len(c.args) > 2 for c in branched.calls),
+    )

@@ -25,9 +25,12 @@ def checkout(cwd: Path) -> SourceTree:
 def touched_drafters(tree: SourceTree, cwd: Path, files: list[Path]) -> list[DrafterRecord]:
     """missing_fixable drafters defined, or getting their compute_logits, in one of ``files``."""
     changed = {(cwd / f).resolve().relative_to(tree.root).as_posix() for f in files}
-    return [r for r in run_scan(tree, False).records
-            if r.status == Status.MISSING_FIXABLE and ({r.file, r.compute_logits.file if r.compute_logits else ""}
-                                                        | {d.file for d in r.delegates}) & changed]
+    return [
+        r
+        for r in run_scan(tree, False).records
+        if r.status == Status.MISSING_FIXABLE
+        and ({r.file, r.compute_logits.file if r.compute_logits else ""} | {d.file for d in r.delegates}) & changed
+    ]
 
 
 def fix_drafters(tree: SourceTree, records: list[DrafterRecord]) -> FixResult:

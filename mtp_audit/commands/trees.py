@@ -16,9 +16,16 @@ from ..model import ScanResult, SourceTree
 from ..sources import Progress, release_tree
 
 
-def resolve_tree(path: Path | None, vllm_version: str | None, progress: Progress | None = None, *,
-                 runs_with: str | None = None, plugins: bool = False, plugin_paths: list[Path] | None = None,
-                 follow_symlinks: bool = False) -> SourceTree:
+def resolve_tree(
+    path: Path | None,
+    vllm_version: str | None,
+    progress: Progress | None = None,
+    *,
+    runs_with: str | None = None,
+    plugins: bool = False,
+    plugin_paths: list[Path] | None = None,
+    follow_symlinks: bool = False,
+) -> SourceTree:
     """The tree to audit (once an interrupted fix in it is completed or undone); a vLLM with its
     installed plugins, a plugin directory with its vLLM. ``progress`` shows a first download."""
     from ..locate import runs_with as with_vllm

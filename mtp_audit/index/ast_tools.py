@@ -59,5 +59,8 @@ def _strings(node: ast.AST) -> list[str]:
 
 
 def _is_docstring(statement: ast.stmt) -> bool:
-    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) \
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
         and isinstance(statement.value.value, str)
+    )

@@ -51,13 +51,18 @@ def _collect_members(cls: ClassFacts, body: list[ast.stmt], text: _Source, under
             elif statement.name == "__init__" and under is None:  # only when the file was parsed whole
                 cls.init_attrs = _init_attributes(statement)
                 cls.init_raises = _only_raises(statement)
-        elif (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-              and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id in WATCHED_METHODS):
+        elif (
+            isinstance(statement, ast.Assign)
+            and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)
+            and statement.targets[0].id in WATCHED_METHODS
+        ):
             name = statement.targets[0].id  # rebound in the class body: a wrapper the mirror rule cannot see into
             value = text.segment(statement.value)
             line = text.line(statement)
-            cls.methods[name] = MethodFacts(name, cls.line, (
-                f"@rebound_in_class_body({value})\ndef {name}(self, *args, **kwargs):\n    ...\n"))
+            cls.methods[name] = MethodFacts(
+                name, cls.line, (f"@rebound_in_class_body({value})\ndef {name}(self, *args, **kwargs):\n    ...\n")
+            )
             if isinstance(statement.value, ast.Constant) and statement.value.value is None:
                 cls.methods[name].how, cls.methods[name].where = "none", f"{name} = None (line {line})"
         elif isinstance(statement, ast.Delete):
@@ -84,8 +89,13 @@ def _assigned_after(tree: ast.Module, classes: list[ClassFacts], text: _Source) 
         target = value = None
         if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
             call = statement.value
-            if (isinstance(call.func, ast.Name) and call.func.id == "setattr" and len(call.args) == 3
-                    and isinstance(call.args[0], ast.Name) and isinstance(call.args[1], ast.Constant)):
+            if (
+                isinstance(call.func, ast.Name)
+                and call.func.id == "setattr"
+                and len(call.args) == 3
+                and isinstance(call.args[0], ast.Name)
+                and isinstance(call.args[1], ast.Constant)
+            ):
                 target, value = (call.args[0].id, call.args[1].value), call.args[2]
         elif (
             isinstance(statement, ast.Assign)
@@ -102,8 +112,12 @@ def _assigned_after(tree: ast.Module, classes: list[ClassFacts], text: _Source) 
             continue
         code = text.segment(value)
         cls.methods[name] = MethodFacts(
-            name, line, f"@assigned_after_class({code})\ndef {name}(self, *args, **kwargs):\n    ...\n",
-            "outside", f"set after the class to {code} (line {line})")
+            name,
+            line,
+            f"@assigned_after_class({code})\ndef {name}(self, *args, **kwargs):\n    ...\n",
+            "outside",
+            f"set after the class to {code} (line {line})",
+        )
 
 
 def _only_raises(init: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:

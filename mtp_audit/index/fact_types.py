@@ -57,7 +57,7 @@ def libcst_code(text: str) -> str:
 
     if text[:1] in (" ", "\t"):  # an indented method: give it back a class, ending its line as the file does
         first = physical_lines(text)[0]
-        module = cst.parse_module("class _:" + (first[len(first.rstrip("\r\n")):] or "\n") + text)
+        module = cst.parse_module("class _:" + (first[len(first.rstrip("\r\n")) :] or "\n") + text)
         function = module.body[0].body.body[0]
     else:
         module = cst.parse_module(text)

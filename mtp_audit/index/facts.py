@@ -47,9 +47,9 @@ class _Source:
     def segment(self, node: ast.expr) -> str:
         """The text of ``node`` (``ast.get_source_segment`` splits the whole source on every call)."""
         first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
-        rows = [line.encode() for line in self.lines[first:last + 1]]  # ast columns count UTF-8 bytes
-        rows[-1] = rows[-1][:node.end_col_offset]
-        rows[0] = rows[0][node.col_offset:]
+        rows = [line.encode() for line in self.lines[first : last + 1]]  # ast columns count UTF-8 bytes
+        rows[-1] = rows[-1][: node.end_col_offset]
+        rows[0] = rows[0][node.col_offset :]
         return b"".join(rows).decode()
 
     def method_text(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
@@ -135,8 +135,9 @@ def _reads_platform(tree: ast.Module, getattr_def: ast.stmt | None) -> bool:
     return getattr_def is not None or any(isinstance(s, ast.If) for s in walk_statements(tree.body))
 
 
-def _share_with_earlier(bindings: dict[str, list[Target]],
-                        earlier: dict[str, dict[str, list[Target]]]) -> dict[str, list[Target]]:
+def _share_with_earlier(
+    bindings: dict[str, list[Target]], earlier: dict[str, dict[str, list[Target]]]
+) -> dict[str, list[Target]]:
     """``bindings``, reusing an earlier platform's equal dict or lists: the same objects are
     pickled once, which makes facts five times smaller to cache and to hand between processes."""
     items = list(bindings.items())

@@ -91,7 +91,7 @@ def top_level_code(source: str) -> str:
     if not starts:
         return source
     segments = [source[b:e] for b, e in zip(starts, [*starts[1:], len(source)])]
-    out = [source[:starts[0]]]
+    out = [source[: starts[0]]]
     group: list[str] = []  # a block and its continuations
 
     def flush() -> None:
@@ -317,8 +317,11 @@ class ImportChains:
             steps.append(Step(module, statement.module, statement.line))
             found = self.index.locate(statement.module)
             if found is not None and found[1]:  # a package: ``from pkg import sub`` imports pkg.sub
-                steps.extend(Step(module, f"{statement.module}.{name}", statement.line)
-                             for name in statement.imported() if self.index.is_module(f"{statement.module}.{name}"))
+                steps.extend(
+                    Step(module, f"{statement.module}.{name}", statement.line)
+                    for name in statement.imported()
+                    if self.index.is_module(f"{statement.module}.{name}")
+                )
         return steps
 
     def _in_tree(self, module: str) -> bool:

@@ -109,8 +109,12 @@ class _Interpreter:
                     self.bind(target.id, self.expression(node.value))
         elif isinstance(node, ast.AugAssign) and _is_all(node.target):
             self.all_names = (self.all_names or []) + (string_values(node.value) or [])
-        elif (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
-              and isinstance(node.value.func, ast.Attribute) and _is_all(node.value.func.value)):
+        elif (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Attribute)
+            and _is_all(node.value.func.value)
+        ):
             call = node.value  # __all__.extend([...]) / __all__.append("...")
             values = string_values(call.args[0]) if call.args else None
             self.all_names = (self.all_names or []) + (values or [])

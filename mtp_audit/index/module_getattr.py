@@ -23,8 +23,9 @@ def _lazy_candidates(getattr_def: ast.FunctionDef | ast.AsyncFunctionDef, all_na
     return names
 
 
-def _evaluate_getattr(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str,
-                      module_state: _Interpreter) -> list[Target]:
+def _evaluate_getattr(
+    func: ast.FunctionDef | ast.AsyncFunctionDef, name: str, module_state: _Interpreter
+) -> list[Target]:
     """Run ``__getattr__(name)`` symbolically on one platform."""
     params = func.args.posonlyargs + func.args.args
     if not params:
@@ -62,8 +63,12 @@ def _run_function_body(statements: list[ast.stmt], local: _Interpreter, name: tu
 
 
 def _return_value(value: ast.expr, local: _Interpreter, name: tuple[str, str]) -> list[Target]:
-    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "getattr" \
-            and len(value.args) >= 2:
+    if (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and value.func.id == "getattr"
+        and len(value.args) >= 2
+    ):
         base, attr = value.args[0], value.args[1]
         attr_value = name[1] if isinstance(attr, ast.Name) and attr.id == name[0] else literal_string(attr)
         if attr_value is None:

@@ -72,7 +72,7 @@ class ModuleIndex:
         """Relative to the root; absolute for a file under an extra root (another directory)."""
         text, root = path.as_posix(), self.tree.root.as_posix().rstrip("/") + "/"
         if text.startswith(root):
-            return text[len(root):]
+            return text[len(root) :]
         try:
             return path.relative_to(self.tree.root).as_posix()
         except ValueError:
@@ -98,10 +98,15 @@ class ModuleIndex:
 
     def _read(self, module: str, path: Path, is_package: bool) -> ModuleFacts:
         rel = self.relative(path)
-        if not self.tree.follow_symlinks and not any(path.resolve().is_relative_to(root.resolve())
-                                                     for root in (self.tree.root, *self.tree.extra_roots)):
-            return self._unreadable(module, rel, is_package, f"a symlink to {path.resolve()}, outside the tree; "
-                                    "not read (--follow-symlinks reads it)")
+        if not self.tree.follow_symlinks and not any(
+            path.resolve().is_relative_to(root.resolve()) for root in (self.tree.root, *self.tree.extra_roots)
+        ):
+            return self._unreadable(
+                module,
+                rel,
+                is_package,
+                f"a symlink to {path.resolve()}, outside the tree; not read (--follow-symlinks reads it)",
+            )
         try:
             data = self.read_bytes(path)
         except OSError as error:

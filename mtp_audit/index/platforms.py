@@ -54,9 +54,9 @@ def string_values(node: ast.expr) -> list[str] | None:
     return None
 
 
-def evaluate(node: ast.expr, platform: str,
-             name: tuple[str, str] | None = None,
-             all_names: list[str] | None = None) -> bool | None:
+def evaluate(
+    node: ast.expr, platform: str, name: tuple[str, str] | None = None, all_names: list[str] | None = None
+) -> bool | None:
     """Three-valued truth of a condition on ``platform``.
 
     ``name`` is (parameter, value) inside a module ``__getattr__``.
@@ -82,8 +82,9 @@ def evaluate(node: ast.expr, platform: str,
     return None
 
 
-def _compare(node: ast.Compare, platform: str, name: tuple[str, str] | None,
-             all_names: list[str] | None) -> bool | None:
+def _compare(
+    node: ast.Compare, platform: str, name: tuple[str, str] | None, all_names: list[str] | None
+) -> bool | None:
     operator, comparator = node.ops[0], node.comparators[0]
     if _platform_attribute(node.left) == "device_type":
         subject = DEVICE_TYPE[platform]

@@ -125,7 +125,7 @@ def _call_end(lines: list[str], index: int, column: int) -> int | None:
             depth += char in "([{"
             depth -= char in ")]}"
             if depth == 0:
-                return row if not text[position + 1:].strip() else None
+                return row if not text[position + 1 :].strip() else None
     return None
 
 
@@ -163,7 +163,7 @@ def _init_facts(lines: list[str]) -> InitFacts:
         name = callee.group(1) if callee and end is not None else "<other>"
         if name not in bucket:
             bucket.append(name)
-    code = [line.strip() for line in lines[_header_end(lines, 0) + 1:] if _is_code(line)]
+    code = [line.strip() for line in lines[_header_end(lines, 0) + 1 :] if _is_code(line)]
     if code and code[0][:3] in _QUOTES and len(code[0]) > 3 and code[0].endswith(code[0][:3]):
         code = code[1:]  # a one-line docstring
     if code and code[0].startswith("raise ") and not any(c.startswith(("self.", "return ", "if ")) for c in code):
@@ -214,8 +214,15 @@ def reduce_source(source: str) -> Reduced:
     return Reduced("".join(out), numbers, inits)
 
 
-def _reduce_class(lines: list[str], code: _CodeRows, keep: list[bool], inserted: dict[int, str],
-                  inits: dict[int, InitFacts], header: int, end: int) -> None:
+def _reduce_class(
+    lines: list[str],
+    code: _CodeRows,
+    keep: list[bool],
+    inserted: dict[int, str],
+    inits: dict[int, InitFacts],
+    header: int,
+    end: int,
+) -> None:
     body_indent = None
     index = _header_end(lines, header) + 1
     members: list[tuple[int, int, int, str | None]] = []  # (first, def line, end, name)
@@ -246,5 +253,5 @@ def _reduce_class(lines: list[str], code: _CodeRows, keep: list[bool], inserted:
             keep[i] = False
     if len(dropped) == len(members) and dropped:
         first = dropped[0][0]
-        newline = lines[first][len(lines[first].rstrip("\r\n")):] or "\n"
+        newline = lines[first][len(lines[first].rstrip("\r\n")) :] or "\n"
         inserted[first] = lines[first][: _indent(lines[first])] + "pass" + newline

@@ -15,8 +15,7 @@ from ..model import DrafterRecord, ScanResult
 from .severity import level_of
 
 RULES = {
-    "missing_fixable": ("MTPA001", "get_top_tokens missing; a safe mirror of compute_logits can be written",
-                        "warning"),
+    "missing_fixable": ("MTPA001", "get_top_tokens missing; a safe mirror of compute_logits can be written", "warning"),
     "missing_manual": ("MTPA002", "get_top_tokens missing; no mechanical mirror is safe", "warning"),
     "divergent": ("MTPA003", "get_top_tokens selects different tokens from compute_logits", "error"),
     "unproven": ("MTPA004", "get_top_tokens cannot be proven equal to compute_logits statically", "note"),
@@ -44,42 +43,67 @@ def _findings(result: ScanResult):
 
 def render_github(result: ScanResult) -> str:
     """``::warning file=...,line=...::message`` lines, one per finding."""
-    lines = [f"::{GITHUB_LEVEL[severity]} file={record.file},line={record.line},"
-             f"title={rule} {level}::{_escape(_message(record))}"
-             for record, level, rule, severity in _findings(result)]
+    lines = [
+        f"::{GITHUB_LEVEL[severity]} file={record.file},line={record.line},"
+        f"title={rule} {level}::{_escape(_message(record))}"
+        for record, level, rule, severity in _findings(result)
+    ]
     return "\n".join(lines) + ("\n" if lines else "")
 
 
 def render_sarif(result: ScanResult) -> str:
-    results = [{
-        "ruleId": rule,
-        "level": severity,
-        "message": {"text": _message(record)},
-        "locations": [{"physicalLocation": {
-            "artifactLocation": {"uri": record.file, "uriBaseId": "SRCROOT"},
-            "region": {"startLine": record.line},
-        }}],
-    } for record, _, rule, severity in _findings(result)]
+    results = [
+        {
+            "ruleId": rule,
+            "level": severity,
+            "message": {"text": _message(record)},
+            "locations": [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": record.file, "uriBaseId": "SRCROOT"},
+                        "region": {"startLine": record.line},
+                    }
+                }
+            ],
+        }
+        for record, _, rule, severity in _findings(result)
+    ]
     used = {r["ruleId"] for r in results}
-    shapes = [{"id": rule.id, "name": rule.name, "shortDescription": {"text": rule.message},
-               "fullDescription": {"text": " ".join(rule.__doc__.split())}}
-              for rule in (*(shape_rules() if used - {rid for rid, _, _ in RULES.values()} else ()),
-                           *CONTRACT_RULES)
-              if rule.id in used]
+    shapes = [
+        {
+            "id": rule.id,
+            "name": rule.name,
+            "shortDescription": {"text": rule.message},
+            "fullDescription": {"text": " ".join(rule.__doc__.split())},
+        }
+        for rule in (*(shape_rules() if used - {rid for rid, _, _ in RULES.values()} else ()), *CONTRACT_RULES)
+        if rule.id in used
+    ]
     document = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {
-                "name": "mtp-audit",
-                "version": __version__,
-                "informationUri": "https://github.com/vllm-project/vllm",
-                "rules": [{"id": rid, "name": name, "shortDescription": {"text": text},
-                           "defaultConfiguration": {"level": severity}}
-                          for name, (rid, text, severity) in RULES.items()] + shapes,
-            }},
-            "originalUriBaseIds": {"SRCROOT": {"uri": result.tree.root.as_uri() + "/"}},
-            "results": results,
-        }],
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "mtp-audit",
+                        "version": __version__,
+                        "informationUri": "https://github.com/vllm-project/vllm",
+                        "rules": [
+                            {
+                                "id": rid,
+                                "name": name,
+                                "shortDescription": {"text": text},
+                                "defaultConfiguration": {"level": severity},
+                            }
+                            for name, (rid, text, severity) in RULES.items()
+                        ]
+                        + shapes,
+                    }
+                },
+                "originalUriBaseIds": {"SRCROOT": {"uri": result.tree.root.as_uri() + "/"}},
+                "results": results,
+            }
+        ],
     }
     return json.dumps(document, indent=2) + "\n"

@@ -36,11 +36,17 @@ def compare_releases(old: ScanResult, new: ScanResult) -> list[Change]:
     return [Change(arch, tuple(platforms), was, now) for (arch, was, now), platforms in sorted(grouped.items())]
 
 
-def render_compare(changes: list[Change], versions: tuple[str, str], fmt: str, console,
-                   width: int | None = None) -> None:
+def render_compare(
+    changes: list[Change], versions: tuple[str, str], fmt: str, console, width: int | None = None
+) -> None:
     if fmt == "json":
-        payload = {"from": versions[0], "to": versions[1], "changes": [
-            {"arch": c.arch, "platforms": list(c.platforms), "before": c.before, "after": c.after} for c in changes]}
+        payload = {
+            "from": versions[0],
+            "to": versions[1],
+            "changes": [
+                {"arch": c.arch, "platforms": list(c.platforms), "before": c.before, "after": c.after} for c in changes
+            ],
+        }
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
         return
     if fmt == "markdown":
@@ -51,15 +57,19 @@ def render_compare(changes: list[Change], versions: tuple[str, str], fmt: str, c
     if fmt == "concise":
         from .concise import _wrap, platforms_text
 
-        lines = [t for c in changes
-                 for t in _wrap(f"{c.arch} [{platforms_text(list(c.platforms))}]: {c.before} -> {c.after}", width)]
+        lines = [
+            t
+            for c in changes
+            for t in _wrap(f"{c.arch} [{platforms_text(list(c.platforms))}]: {c.before} -> {c.after}", width)
+        ]
         lines.append(f"{len(changes)} change{'s' * (len(changes) != 1)} from vLLM {versions[0]} to {versions[1]}.")
         sys.stdout.write("\n".join(lines) + "\n")
         return
     from rich.table import Table
 
-    table = Table(title=f"drafter status, vLLM {versions[0]} -> {versions[1]} ({len(changes)} changes)",
-                  title_justify="left")
+    table = Table(
+        title=f"drafter status, vLLM {versions[0]} -> {versions[1]} ({len(changes)} changes)", title_justify="left"
+    )
     for column in ("arch", "platforms", versions[0], versions[1]):
         table.add_column(column, overflow="fold")
     for change in changes:

@@ -18,12 +18,28 @@ from ..model import PLATFORMS, DrafterRecord, ScanResult, Status
 from .callers import describe_caller
 
 # Most severe first; the order groups are printed in.
-ORDER = ("divergent", "missing_manual", "unproven", "missing_fixable", "not_applicable",
-         "supported", "mirror", "equivalent")
+ORDER = (
+    "divergent",
+    "missing_manual",
+    "unproven",
+    "missing_fixable",
+    "not_applicable",
+    "supported",
+    "mirror",
+    "equivalent",
+)
 # Whose reasons are dropped first when the report is over budget: a missing_fixable reason only
 # describes the mirror that fix writes; the others say what a person must decide.
-REASON_PRIORITY = ("divergent", "missing_manual", "unproven", "not_applicable", "missing_fixable",
-                   "supported", "mirror", "equivalent")
+REASON_PRIORITY = (
+    "divergent",
+    "missing_manual",
+    "unproven",
+    "not_applicable",
+    "missing_fixable",
+    "supported",
+    "mirror",
+    "equivalent",
+)
 COLLAPSED = frozenset({"supported", "mirror", "equivalent"})
 HINT = {
     "divergent": "get_top_tokens selects other tokens than compute_logits",
@@ -35,8 +51,16 @@ HINT = {
     "mirror": "get_top_tokens mirrors compute_logits",
     "equivalent": "a recognised equivalent of compute_logits",
 }
-STYLE = {"divergent": "bold red", "missing_manual": "red", "unproven": "yellow", "missing_fixable": "yellow",
-         "not_applicable": "dim", "supported": "green", "mirror": "green", "equivalent": "green"}
+STYLE = {
+    "divergent": "bold red",
+    "missing_manual": "red",
+    "unproven": "yellow",
+    "missing_fixable": "yellow",
+    "not_applicable": "dim",
+    "supported": "green",
+    "mirror": "green",
+    "equivalent": "green",
+}
 LINE_BUDGET = 140
 INDENT = "    "
 
@@ -70,8 +94,14 @@ def _wrap(text: str, width: int | None, indent: str = "", hanging: str = INDENT)
     or, when there is none, by ``hanging``."""
     if width is None:
         return [indent + text]
-    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent or hanging,
-                         break_long_words=False, break_on_hyphens=False) or [indent]
+    return textwrap.wrap(
+        text,
+        width,
+        initial_indent=indent,
+        subsequent_indent=indent or hanging,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [indent]
 
 
 def _details(record: DrafterRecord, width: int | None, verbose: bool) -> list[str]:
@@ -82,14 +112,17 @@ def _details(record: DrafterRecord, width: int | None, verbose: bool) -> list[st
     return lines
 
 
-def render_concise(result: ScanResult, width: int | None, verbose: bool = False, show_all: bool = False,
-                   budget: int = LINE_BUDGET) -> list[Line]:
+def render_concise(
+    result: ScanResult, width: int | None, verbose: bool = False, show_all: bool = False, budget: int = LINE_BUDGET
+) -> list[Line]:
     groups: dict[str, list[DrafterRecord]] = {}
     for record in result.records:
         groups.setdefault(label_of(record), []).append(record)
     shown = [label for label in ORDER if groups.get(label) and (show_all or label not in COLLAPSED)]
-    heads = {label: [Line(h, label) for record in groups[label] for h in _wrap(headline(record), width, hanging="  ")]
-             for label in shown}
+    heads = {
+        label: [Line(h, label) for record in groups[label] for h in _wrap(headline(record), width, hanging="  ")]
+        for label in shown
+    }
     details = {label: {id(record): _details(record, width, verbose) for record in groups[label]} for label in shown}
     summary = _summary(result, groups, shown, width)
     total = sum(len(h) + 2 for h in heads.values()) + len(summary)  # a heading and a blank line per group
@@ -117,8 +150,9 @@ def render_concise(result: ScanResult, width: int | None, verbose: bool = False,
     return out + summary
 
 
-def _summary(result: ScanResult, groups: dict[str, list[DrafterRecord]], shown: list[str],
-             width: int | None) -> list[Line]:
+def _summary(
+    result: ScanResult, groups: dict[str, list[DrafterRecord]], shown: list[str], width: int | None
+) -> list[Line]:
     counts = Counter({label: len(records) for label, records in groups.items()})
     parts = [f"{counts[label]} {label}" for label in ORDER if counts[label]]
     version = f"vLLM {result.tree.vllm_version}" if result.tree.vllm_version else str(result.tree.root)

@@ -29,13 +29,25 @@ class Rule:
 
 POLICY: tuple[Rule, ...] = (
     Rule("scan", OK, "no finding at or above `--fail-on` and every registered architecture resolves"),
-    Rule("scan", ACTION, "a finding at or above `--fail-on` (default `missing_fixable`), or an architecture that "
-                         "does not resolve on some platform (unless `--fail-on never`)"),
-    Rule("scan", ERROR, "a file that fails to parse (named; the rest is still reported), or a PATH with "
-                        "no registry and no drafter-shaped file"),
+    Rule(
+        "scan",
+        ACTION,
+        "a finding at or above `--fail-on` (default `missing_fixable`), or an architecture that "
+        "does not resolve on some platform (unless `--fail-on never`)",
+    ),
+    Rule(
+        "scan",
+        ERROR,
+        "a file that fails to parse (named; the rest is still reported), or a PATH with "
+        "no registry and no drafter-shaped file",
+    ),
     Rule("fix", OK, "every requested drafter written or already supported; `not_applicable` ones skipped"),
-    Rule("fix", ACTION, "a requested drafter refused (`missing_manual`, blast radius, unsafe rewrite, or "
-                        "`--model` naming a drafter no speculator calls); the others are still written"),
+    Rule(
+        "fix",
+        ACTION,
+        "a requested drafter refused (`missing_manual`, blast radius, unsafe rewrite, or "
+        "`--model` naming a drafter no speculator calls); the others are still written",
+    ),
     Rule("fix --diff", OK, "the diff printed (or nothing to change), nothing refused"),
     Rule("fix --diff", ACTION, "a requested drafter refused; the diff of the others is printed"),
     Rule("fix --check", OK, "no file needs a change and nothing is refused"),
@@ -43,15 +55,26 @@ POLICY: tuple[Rule, ...] = (
     Rule("verify", OK, "every requested drafter selects the same tokens at every TP size"),
     Rule("verify", ACTION, "a mismatch (row, token ids and logits printed)"),
     Rule("verify", ERROR, "a drafter that cannot be exercised (`not verified`, with the reason)"),
-    Rule("verify --all", OK, "no mismatch; records this machine cannot exercise are listed as `not verified` "
-                             "with the reason"),
+    Rule(
+        "verify --all",
+        OK,
+        "no mismatch; records this machine cannot exercise are listed as `not verified` with the reason",
+    ),
     Rule("verify --all", ACTION, "a mismatch in any record, configuration or call form"),
     Rule("pre-commit", OK, "no `missing_fixable` drafter in the changed files"),
-    Rule("pre-commit", ACTION, "a `missing_fixable` drafter in the changed files (with `--fix`: the mirror was "
-                               "written, re-stage; or it was refused)"),
-    Rule("every command", ERROR, "usage or input error: an unknown option or `--model`, an ambiguous `--model` "
-                                 "for `fix`/`verify`, a missing PATH, a release before 0.20; one line on stderr, "
-                                 "nothing written"),
+    Rule(
+        "pre-commit",
+        ACTION,
+        "a `missing_fixable` drafter in the changed files (with `--fix`: the mirror was "
+        "written, re-stage; or it was refused)",
+    ),
+    Rule(
+        "every command",
+        ERROR,
+        "usage or input error: an unknown option or `--model`, an ambiguous `--model` "
+        "for `fix`/`verify`, a missing PATH, a release before 0.20; one line on stderr, "
+        "nothing written",
+    ),
 )
 
 
@@ -83,6 +106,10 @@ def pre_commit_exit(missing_fixable: int) -> int:
 
 def markdown_table() -> str:
     lines = ["| command | exit | when |", "| --- | --- | --- |"]
-    lines += [f"| `{rule.command}` | {rule.code} | {rule.when} |" if rule.command != "every command"
-              else f"| every command | {rule.code} | {rule.when} |" for rule in POLICY]
+    lines += [
+        f"| `{rule.command}` | {rule.code} | {rule.when} |"
+        if rule.command != "every command"
+        else f"| every command | {rule.code} | {rule.when} |"
+        for rule in POLICY
+    ]
     return "\n".join(lines) + "\n"

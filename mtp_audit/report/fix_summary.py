@@ -6,8 +6,12 @@ from ..apply.plan import Action
 from ..apply.result import FixResult
 from .concise import INDENT, Line, _wrap, platforms_text, print_concise
 
-LABEL = {Action.FIX: ("fixed", "would fix"), Action.SUPPORTED: ("already supported",) * 2,
-         Action.SKIPPED: ("skipped",) * 2, Action.REFUSED: ("refused",) * 2}
+LABEL = {
+    Action.FIX: ("fixed", "would fix"),
+    Action.SUPPORTED: ("already supported",) * 2,
+    Action.SKIPPED: ("skipped",) * 2,
+    Action.REFUSED: ("refused",) * 2,
+}
 STYLE = {"fixed": "green", "would fix": "green", "already supported": "dim", "skipped": "dim", "refused": "red"}
 
 
@@ -25,16 +29,22 @@ def fix_summary_lines(result: FixResult, written: bool, width: int | None) -> li
     verb = "wrote" if written else "would write"
     for rewrite in result.rewrites:
         extra = " and `import torch`" if rewrite.added_import else ""
-        lines += [Line(t) for t in _wrap(f"{verb} {rewrite.path}: get_top_tokens in "
-                                         f"{', '.join(rewrite.classes)}{extra}", width)]
+        lines += [
+            Line(t)
+            for t in _wrap(f"{verb} {rewrite.path}: get_top_tokens in {', '.join(rewrite.classes)}{extra}", width)
+        ]
     for note in result.placement_notes:
         lines += [Line(t) for t in _wrap(f"placement: {note}", width)]
     for inheritor in result.inheritors:
         role = f"drafter {inheritor.drafter}" if inheritor.drafter else "not a drafter"
-        lines += [Line(t) for t in _wrap(
-            f"blast radius: {inheritor.cls.name} ({inheritor.file}:{inheritor.cls.line}, {role}) inherits "
-            f"get_top_tokens from {inheritor.base.name} on {','.join(inheritor.platforms)}: {inheritor.result}",
-            width)]
+        lines += [
+            Line(t)
+            for t in _wrap(
+                f"blast radius: {inheritor.cls.name} ({inheritor.file}:{inheritor.cls.line}, {role}) inherits "
+                f"get_top_tokens from {inheritor.base.name} on {','.join(inheritor.platforms)}: {inheritor.result}",
+                width,
+            )
+        ]
     return lines + [Line(t) for t in _wrap(fix_total(result, written), width, hanging="")]
 
 

@@ -23,11 +23,20 @@ def render_markdown(result: ScanResult) -> str:
     for status in STATUS_ORDER:
         for r in (r for r in result.records if r.status == status):
             lines.append(
-                "| " + " | ".join(_cell(x) for x in (
-                    r.status.value, r.consistency.value if r.consistency else "", r.arch or "(unregistered)",
-                    f"`{r.cls}`{origin(r)}", ", ".join(r.platforms), f"`{location(r)}`",
-                    "; ".join([r.reason, *(describe_caller(c) for c in r.callers)]),
-                )) + " |"
+                "| "
+                + " | ".join(
+                    _cell(x)
+                    for x in (
+                        r.status.value,
+                        r.consistency.value if r.consistency else "",
+                        r.arch or "(unregistered)",
+                        f"`{r.cls}`{origin(r)}",
+                        ", ".join(r.platforms),
+                        f"`{location(r)}`",
+                        "; ".join([r.reason, *(describe_caller(c) for c in r.callers)]),
+                    )
+                )
+                + " |"
             )
     for u in result.unresolved:
         lines.append(

@@ -13,9 +13,13 @@ def model_type_rows(model_types: dict[str, list[str]], result: ScanResult) -> li
     for record in result.records:
         if record.arch:
             labels.setdefault(record.arch, set()).add(
-                record.status.value + (f"/{record.consistency.value}" if record.consistency else ""))
-    return [(model_type, arch, sorted(labels.get(arch, {"unregistered"})))
-            for model_type, archs in model_types.items() for arch in archs]
+                record.status.value + (f"/{record.consistency.value}" if record.consistency else "")
+            )
+    return [
+        (model_type, arch, sorted(labels.get(arch, {"unregistered"})))
+        for model_type, archs in model_types.items()
+        for arch in archs
+    ]
 
 
 def render_model_types(rows: list[tuple[str, str, list[str]]], fmt: str) -> str:

@@ -8,14 +8,22 @@ COMPARE_FORMATS = ("concise", "table", "json", "markdown")  # github and sarif a
 MODEL_TYPE_FORMATS = ("concise", "table", "json", "markdown")
 
 
-def check_scan_options(fmt: str, compare: bool, by_model_type: bool, tree_given: bool, model: bool,
-                       verbose: bool = False, show_all: bool = False) -> None:
+def check_scan_options(
+    fmt: str,
+    compare: bool,
+    by_model_type: bool,
+    tree_given: bool,
+    model: bool,
+    verbose: bool = False,
+    show_all: bool = False,
+) -> None:
     if compare:
         if tree_given:
             raise UsageError("--compare scans the two releases it names; give no PATH or --vllm-version with it")
         if by_model_type or model:
-            raise UsageError("--compare lists every drafter that changed; --model and --by-model-type do not "
-                             "apply to it")
+            raise UsageError(
+                "--compare lists every drafter that changed; --model and --by-model-type do not apply to it"
+            )
         if fmt not in COMPARE_FORMATS:
             raise UsageError(f"--compare prints {', '.join(COMPARE_FORMATS)}; not {fmt}")
     if by_model_type:
@@ -25,12 +33,21 @@ def check_scan_options(fmt: str, compare: bool, by_model_type: bool, tree_given:
             raise UsageError(f"--by-model-type prints {', '.join(MODEL_TYPE_FORMATS)}; not {fmt}")
     if (verbose or show_all) and (fmt != "concise" or compare or by_model_type):
         flag = "--verbose" if verbose else "--show-all"
-        raise UsageError(f"{flag} goes with the concise report (the default format); the other formats show "
-                         "every record and reason")
+        raise UsageError(
+            f"{flag} goes with the concise report (the default format); the other formats show every record and reason"
+        )
 
 
-def check_fix_options(model: bool, sweep_all: bool, diff: bool, check: bool, pr_body: bool, patches: bool,
-                      verify_report: bool, vllm_version: bool) -> None:
+def check_fix_options(
+    model: bool,
+    sweep_all: bool,
+    diff: bool,
+    check: bool,
+    pr_body: bool,
+    patches: bool,
+    verify_report: bool,
+    vllm_version: bool,
+) -> None:
     if verify_report and not pr_body and not patches:
         raise UsageError("--verify-report goes with --pr-body or --patches")
     if patches and (diff or check):
@@ -40,8 +57,9 @@ def check_fix_options(model: bool, sweep_all: bool, diff: bool, check: bool, pr_
     if model and sweep_all:
         raise UsageError("give --model NAME or --all, not both")
     if vllm_version and not (diff or check or patches):
-        raise UsageError("fix --vllm-version needs --diff, --check or --patches: the cached release sources stay "
-                         "untouched")
+        raise UsageError(
+            "fix --vllm-version needs --diff, --check or --patches: the cached release sources stay untouched"
+        )
 
 
 def check_verify_options(model: bool, sweep_all: bool) -> None:

@@ -55,8 +55,9 @@ class FileChange:
         old = (self.old or "").splitlines(keepends=True)
         new = self.new.splitlines(keepends=True)
         lines = []
-        for line in difflib.unified_diff(old, new, fromfile="/dev/null" if self.old is None else f"a/{self.path}",
-                                         tofile=f"b/{self.path}", n=3):
+        for line in difflib.unified_diff(
+            old, new, fromfile="/dev/null" if self.old is None else f"a/{self.path}", tofile=f"b/{self.path}", n=3
+        ):
             lines.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
         return lines
 
@@ -105,8 +106,14 @@ def _family_result(result: FixResult, family: Family) -> FixResult:
     inheritors = [i for i in result.inheritors if i.base.module in written]
     insertions = [i for o in family.outcomes for i in o.insertions if i in result.plan.insertions]
     notes = [n for n in result.placement_notes if any(k.module in written for k in n.into)]
-    return FixResult(result.tree, Plan(family.outcomes, insertions), family.rewrites, result.refusal,
-                     inheritors=inheritors, placement_notes=notes)
+    return FixResult(
+        result.tree,
+        Plan(family.outcomes, insertions),
+        family.rewrites,
+        result.refusal,
+        inheritors=inheritors,
+        placement_notes=notes,
+    )
 
 
 @dataclass
@@ -119,30 +126,34 @@ class Patch:
     test_path: str
 
     def render(self, total: int, body: str) -> str:
-        stat_lines = [f" {c.path} | {c.added + c.removed} {'+' * min(c.added, 60)}{'-' * min(c.removed, 60)}\n"
-                      for c in self.changes]
+        stat_lines = [
+            f" {c.path} | {c.added + c.removed} {'+' * min(c.added, 60)}{'-' * min(c.removed, 60)}\n"
+            for c in self.changes
+        ]
         added = sum(c.added for c in self.changes)
         removed = sum(c.removed for c in self.changes)
         summary = f" {len(self.changes)} file{'s' if len(self.changes) > 1 else ''} changed"
         summary += f", {added} insertion{'s' if added != 1 else ''}(+)" if added else ""
         summary += f", {removed} deletion{'s' if removed != 1 else ''}(-)" if removed else ""
         number = f"{self.number}/{total}" if total > 1 else ""
-        return "".join([
-            f"From {'0' * 40} Mon Sep 17 00:00:00 2001\n",
-            f"From: {AUTHOR}\n",
-            f"Date: {DATE}\n",
-            f"Subject: [PATCH{' ' + number if number else ''}] {self.subject}\n",
-            "\n",
-            body.rstrip("\n") + "\n",
-            "---\n",
-            *stat_lines,
-            summary + "\n",
-            "\n",
-            *(c.git_diff() for c in self.changes),
-            "-- \n",
-            f"mtp-audit {__version__}\n",
-            "\n",
-        ])
+        return "".join(
+            [
+                f"From {'0' * 40} Mon Sep 17 00:00:00 2001\n",
+                f"From: {AUTHOR}\n",
+                f"Date: {DATE}\n",
+                f"Subject: [PATCH{' ' + number if number else ''}] {self.subject}\n",
+                "\n",
+                body.rstrip("\n") + "\n",
+                "---\n",
+                *stat_lines,
+                summary + "\n",
+                "\n",
+                *(c.git_diff() for c in self.changes),
+                "-- \n",
+                f"mtp-audit {__version__}\n",
+                "\n",
+            ]
+        )
 
 
 def build_patches(result: FixResult) -> list[Patch]:
@@ -156,8 +167,7 @@ def build_patches(result: FixResult) -> list[Patch]:
         seen_tests.add(test_path)
         changes = [FileChange(r.path, r.old, r.new, _mode(root / r.path)) for r in family.rewrites]
         changes.append(FileChange(test_path, None, render_family_test(family.name, _stepped(family)), "100644"))
-        patches.append(Patch(number, family, subject(family), _file_name(number, subject(family)),
-                             changes, test_path))
+        patches.append(Patch(number, family, subject(family), _file_name(number, subject(family)), changes, test_path))
     return patches
 
 
@@ -175,8 +185,13 @@ def write_patches(result: FixResult, folder: Path, command: str, verify_report: 
     for patch in patches:
         sub = _family_result(result, patch.family)
         names = sorted({o.record.arch or o.record.cls for o in patch.family.outcomes})
-        body = render_pr_body(sub, f"{command} {' '.join(f'--model {n}' for n in names)}", verify_report,
-                              tests=[patch.test_path], own_rows_only=True)
+        body = render_pr_body(
+            sub,
+            f"{command} {' '.join(f'--model {n}' for n in names)}",
+            verify_report,
+            tests=[patch.test_path],
+            own_rows_only=True,
+        )
         path = folder / patch.file_name
         path.write_text(patch.render(len(patches), body), encoding="utf-8", newline="")
         written.append(path)
@@ -187,20 +202,33 @@ def write_patches(result: FixResult, folder: Path, command: str, verify_report: 
 def render_index(result: FixResult, patches: list[Patch]) -> str:
     rows = []
     for patch in patches:
-        drafters = "<br>".join(sorted({f"`{o.record.arch or '(unregistered)'}` ({o.record.cls})"
-                                        for o in patch.family.outcomes}))
-        files = "<br>".join(f"`{c.path}` +{c.added}" + (f" -{c.removed}" if c.removed else "")
-                            for c in patch.changes)
-        rows.append(f"| {patch.number} | [{patch.file_name}]({patch.file_name}) | {drafters} | "
-                    f"{', '.join(patch.family.platforms)} | {files} |")
+        drafters = "<br>".join(
+            sorted({f"`{o.record.arch or '(unregistered)'}` ({o.record.cls})" for o in patch.family.outcomes})
+        )
+        files = "<br>".join(f"`{c.path}` +{c.added}" + (f" -{c.removed}" if c.removed else "") for c in patch.changes)
+        rows.append(
+            f"| {patch.number} | [{patch.file_name}]({patch.file_name}) | {drafters} | "
+            f"{', '.join(patch.family.platforms)} | {files} |"
+        )
     outsiders = [i for i in result.inheritors if not i.drafter]
-    reach = "\n".join(f"- `{i.cls.name}` ({i.file}:{i.cls.line}) inherits the method written into "
-                      f"`{i.base.name}` on {', '.join(i.platforms)}: {i.result}" for i in outsiders) \
+    reach = (
+        "\n".join(
+            f"- `{i.cls.name}` ({i.file}:{i.cls.line}) inherits the method written into "
+            f"`{i.base.name}` on {', '.join(i.platforms)}: {i.result}"
+            for i in outsiders
+        )
         or "- none: every class that inherits a written method is a drafter or a drafter's delegate"
+    )
     placement = "\n".join(f"- {note}" for note in result.placement_notes) or "- none moved"
-    refused = "\n".join(f"- `{o.record.arch or '(unregistered)'}` ({o.record.cls}, {o.record.file}, "
-                        f"{', '.join(o.record.platforms)}): {o.reason}"
-                        for o in result.plan.outcomes if o.action == Action.REFUSED) or "- none"
+    refused = (
+        "\n".join(
+            f"- `{o.record.arch or '(unregistered)'}` ({o.record.cls}, {o.record.file}, "
+            f"{', '.join(o.record.platforms)}): {o.reason}"
+            for o in result.plan.outcomes
+            if o.action == Action.REFUSED
+        )
+        or "- none"
+    )
     crlf = any("\r\n" in (c.old or "") for p in patches for c in p.changes)
     return Template(template("patch_index.md.tmpl")).substitute(
         am_flags="--keep-non-patch --keep-cr" if crlf else "--keep-non-patch",

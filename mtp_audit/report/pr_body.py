@@ -25,17 +25,24 @@ def _verify_results(report: Path | None, classes: set[str] | None = None) -> str
         data = json.loads(report.read_text(encoding="utf-8"))
         rows = data["results"]
         version = data.get("vllm_version") or "(unknown version)"
-        lines = [(f"`mtp-audit verify` on vLLM {version}: get_top_tokens "
-                  "against compute_logits(...).argmax(-1); float32 and bfloat16; batch 1, 7, 65; every "
-                  "spec_step_idx; ties, vocabulary padding, large magnitudes."), "",
-                 "| architecture | class | platforms | TP | result | rows | detail |",
-                 "| --- | --- | --- | --- | --- | --- | --- |"]
+        lines = [
+            (
+                f"`mtp-audit verify` on vLLM {version}: get_top_tokens "
+                "against compute_logits(...).argmax(-1); float32 and bfloat16; batch 1, 7, 65; every "
+                "spec_step_idx; ties, vocabulary padding, large magnitudes."
+            ),
+            "",
+            "| architecture | class | platforms | TP | result | rows | detail |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for row in rows:
             if classes is not None and row["class"] not in classes:
                 continue
-            lines.append(f"| `{row['arch']}` | `{row['class']}` | {', '.join(row['platforms'])} | "
-                         f"{row['tp'] or '-'} | {row['verdict']} | {row['rows']} | "
-                         f"{str(row['detail']).replace('|', '/')} |")
+            lines.append(
+                f"| `{row['arch']}` | `{row['class']}` | {', '.join(row['platforms'])} | "
+                f"{row['tp'] or '-'} | {row['verdict']} | {row['rows']} | "
+                f"{str(row['detail']).replace('|', '/')} |"
+            )
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         detail = error.strerror if isinstance(error, OSError) else f"{type(error).__name__}: {error}"
         raise UsageError(f"--verify-report {report}: not a `mtp-audit verify --json` file ({detail})") from None
@@ -47,21 +54,33 @@ def reviewer_notes(inheritors: list[Inheritor], notes: list[Moved], factored: li
     off a base that non-drafters inherit; the classes whose pre-head block went into a helper."""
     lines = [""] + [f"Placement: {note}." for note in notes] if notes else []
     if factored:
-        lines += ["", (f"In {', '.join(factored)} the hidden-state transform before the head moves "
-                       f"into a private `{HELPER}` helper that `compute_logits` and `get_top_tokens` both call; with "
-                       "the helper inlined, `compute_logits` is its old self (checked on the AST before writing).")]
+        lines += [
+            "",
+            (
+                f"In {', '.join(factored)} the hidden-state transform before the head moves "
+                f"into a private `{HELPER}` helper that `compute_logits` and `get_top_tokens` both call; with "
+                "the helper inlined, `compute_logits` is its old self (checked on the AST before writing)."
+            ),
+        ]
     if not inheritors:
         return "\n".join(lines) + "\n" if lines else ""
     lines += ["", "Classes that inherit a written `get_top_tokens` (blast radius over the whole tree):", ""]
     for i in inheritors:
         role = f"drafter `{i.drafter}`" if i.drafter else "**not a drafter**"
-        lines.append(f"- `{i.cls.name}` ({i.file}:{i.cls.line}) from `{i.base.name}`, {role}, "
-                     f"on {', '.join(i.platforms)}: {i.result}")
+        lines.append(
+            f"- `{i.cls.name}` ({i.file}:{i.cls.line}) from `{i.base.name}`, {role}, "
+            f"on {', '.join(i.platforms)}: {i.result}"
+        )
     return "\n".join(lines) + "\n"
 
 
-def render_pr_body(result: FixResult, command: str, verify_report: Path | None = None,
-                   tests: list[str] | None = None, own_rows_only: bool = False) -> str:
+def render_pr_body(
+    result: FixResult,
+    command: str,
+    verify_report: Path | None = None,
+    tests: list[str] | None = None,
+    own_rows_only: bool = False,
+) -> str:
     """``tests``: test files the change adds, run in the Test Plan; ``own_rows_only``: the verify
     report's rows of this change's drafters only (one patch of a series)."""
     fixed = [o for o in result.plan.outcomes if o.action == Action.FIX]
@@ -71,8 +90,15 @@ def render_pr_body(result: FixResult, command: str, verify_report: Path | None =
         for o in fixed
     )
     models = sorted({o.record.arch or o.record.cls for o in fixed})
-    refused_text = ("\nNot changed (a mirror would not be safe; a reviewer decides):\n\n" + "\n".join(
-        f"- `{o.record.arch}` ({o.record.cls}): {o.reason}" for o in refused) + "\n") if refused else ""
+    refused_text = (
+        (
+            "\nNot changed (a mirror would not be safe; a reviewer decides):\n\n"
+            + "\n".join(f"- `{o.record.arch}` ({o.record.cls}): {o.reason}" for o in refused)
+            + "\n"
+        )
+        if refused
+        else ""
+    )
     commands = [command, "mtp-audit scan --fail-on never --format markdown"]
     commands += [f"mtp-audit verify --model {name} --tp 1,2" for name in models]
     commands += [f"pytest -q {test}" for test in tests or []]
@@ -83,11 +109,17 @@ def render_pr_body(result: FixResult, command: str, verify_report: Path | None =
         "compute_logits(...).argmax(-1), float32 and bfloat16, TP 1 and 2, ties and vocabulary padding)."
     )
     return Template(template("pr_body.md.tmpl")).substitute(
-        count=len(fixed), drafters=drafters or "| - | - | - | - |",
-        files=", ".join(f"`{r.path}`" for r in result.rewrites) or "none", refused=refused_text,
-        blast_radius=reviewer_notes(result.inheritors, result.placement_notes,
-                                       [f"`{c}` ({r.path})" for r in result.rewrites for c in r.factored]),
-        commands="\n".join(commands), results=results,
+        count=len(fixed),
+        drafters=drafters or "| - | - | - | - |",
+        files=", ".join(f"`{r.path}`" for r in result.rewrites) or "none",
+        refused=refused_text,
+        blast_radius=reviewer_notes(
+            result.inheritors,
+            result.placement_notes,
+            [f"`{c}` ({r.path})" for r in result.rewrites for c in r.factored],
+        ),
+        commands="\n".join(commands),
+        results=results,
     )
 
 

@@ -66,15 +66,21 @@ def render_table(result: ScanResult, console: Console) -> None:
         rows = [r for r in records if r.status == status]
         if not rows:
             continue
-        table = Table(title=f"{status.value} ({len(rows)})", title_style=STYLE[status], title_justify="left",
-                      show_lines=not wide, expand=True)
+        table = Table(
+            title=f"{status.value} ({len(rows)})",
+            title_style=STYLE[status],
+            title_justify="left",
+            show_lines=not wide,
+            expand=True,
+        )
         if wide:
             for name, size in longest.items():
                 table.add_column(name, no_wrap=True, min_width=size)
         else:
             column = min(max(longest["arch"], longest["class"], 24), console.width // 2 - 4)
-            table.add_column("drafter (class) / platforms / file:line", min_width=column, max_width=column,
-                             overflow="fold")
+            table.add_column(
+                "drafter (class) / platforms / file:line", min_width=column, max_width=column, overflow="fold"
+            )
         if status == Status.SUPPORTED:
             table.add_column("consistency", no_wrap=True)
         table.add_column("reason", overflow="fold", ratio=1, min_width=MIN_REASON if wide else 20)

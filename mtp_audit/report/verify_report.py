@@ -17,8 +17,9 @@ STYLE = {Verdict.PASS: "green", Verdict.MISMATCH: "bold red", Verdict.NOT_VERIFI
 
 def render_verify(outcomes: list[TargetOutcome], console, detailed: bool = True) -> None:
     """One row per drafter and TP size; ``detailed`` splits a pass into its dtype and case groups."""
-    table = Table(title="mtp-audit verify: get_top_tokens vs compute_logits(...).argmax(-1)", title_justify="left",
-                  expand=True)
+    table = Table(
+        title="mtp-audit verify: get_top_tokens vs compute_logits(...).argmax(-1)", title_justify="left", expand=True
+    )
     for column in ("arch", "class", "platforms", "TP", "dtype", "case", "rows", "result"):
         table.add_column(column, overflow="fold")
     table.add_column("detail", overflow="fold", ratio=2)
@@ -72,8 +73,15 @@ def verify_progress(console, quiet: bool):
 
         yield Progress(start, advance)
         return
-    bar = RichProgress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                       TimeElapsedColumn(), console=console, transient=True)
+    bar = RichProgress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
     task = {"id": None}
 
     def start_bar(tp: int, total: int) -> None:

@@ -200,19 +200,32 @@ class CallerIndex:
             self.index.read_errors.setdefault(self.index.relative(path), f"syntax error, {error}")
             return
         name = self._module_name(path)
-        module = _Module(name, self.index.relative(path), tree, _imports(tree, name, path.name == "__init__.py"),
-                         data.decode("utf-8", "replace"))
+        module = _Module(
+            name,
+            self.index.relative(path),
+            tree,
+            _imports(tree, name, path.name == "__init__.py"),
+            data.decode("utf-8", "replace"),
+        )
         self.modules[name] = module
         local_classes = {c.name for c in tree.body if isinstance(c, ast.ClassDef)}
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
                 bases = [_dotted(b) or ast.unparse(b) for b in node.bases]
                 cls = _Class(
-                    node.name, name, module.file, node.lineno,
+                    node.name,
+                    name,
+                    module.file,
+                    node.lineno,
                     [f"{name}.{b}" if b in local_classes else module.imports.get(b, b) for b in bases],
                     {f.name: f for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))},
-                    {t.id: s.value for s in node.body if isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value
-                     for t in (s.targets if isinstance(s, ast.Assign) else [s.target]) if isinstance(t, ast.Name)},
+                    {
+                        t.id: s.value
+                        for s in node.body
+                        if isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value
+                        for t in (s.targets if isinstance(s, ast.Assign) else [s.target])
+                        if isinstance(t, ast.Name)
+                    },
                 )
                 self.classes[cls.qualname] = cls
                 self.by_name.setdefault(cls.name, []).append(cls)
@@ -234,8 +247,9 @@ class CallerIndex:
                     if isinstance(item, ast.FunctionDef):
                         self._read_type_rewrites(item)
                 for item in node.body:
-                    if isinstance(item, ast.FunctionDef) and (item.name.startswith("use_")
-                                                              or item.name.startswith("uses_")):
+                    if isinstance(item, ast.FunctionDef) and (
+                        item.name.startswith("use_") or item.name.startswith("uses_")
+                    ):
                         self._predicate_defs[item.name] = item
 
     def _read_type_rewrites(self, function: ast.FunctionDef) -> None:
@@ -246,14 +260,21 @@ class CallerIndex:
                 continue
             types, archs = [], []
             for statement in block.body:
-                if isinstance(statement, ast.Assign) and any(_attr(t) == "model_type" for t in statement.targets) \
-                        and isinstance(statement.value, ast.Constant) and isinstance(statement.value.value, str):
+                if (
+                    isinstance(statement, ast.Assign)
+                    and any(_attr(t) == "model_type" for t in statement.targets)
+                    and isinstance(statement.value, ast.Constant)
+                    and isinstance(statement.value.value, str)
+                ):
                     types.append(statement.value.value)
                 for node in ast.walk(statement):
                     if isinstance(node, ast.Dict):
                         for key, value in zip(node.keys, node.values):
-                            if isinstance(key, ast.Constant) and key.value == "architectures" \
-                                    and isinstance(value, ast.List):
+                            if (
+                                isinstance(key, ast.Constant)
+                                and key.value == "architectures"
+                                and isinstance(value, ast.List)
+                            ):
                                 archs += [e.value for e in value.elts if isinstance(e, ast.Constant)]
             for model_type in types:
                 if archs:
@@ -298,7 +319,7 @@ class CallerIndex:
         found: dict[str, str] = {}
         for module, function, compact in self._selectors():
             for qualname in self._select(compact, drafter)[0]:
-                    found.setdefault(qualname, f"{module.file}:{function.name}")
+                found.setdefault(qualname, f"{module.file}:{function.name}")
         for qualname, how in self._by_config(drafter):
             found.setdefault(qualname, how)
         return sorted(found.items())
@@ -337,8 +358,7 @@ class CallerIndex:
                         continue
                     local = {**module.imports, **_local_imports(nodes)}
                     if self._constructed(local, module, function):
-                        self._selector_functions.append((module, function,
-                                                         self._compact(local, module, function.body)))
+                        self._selector_functions.append((module, function, self._compact(local, module, function.body)))
         return self._selector_functions
 
     def _compact(self, local: dict[str, str], module: _Module, body: list[ast.stmt]) -> list[tuple]:
@@ -394,8 +414,12 @@ class CallerIndex:
             return UNKNOWN if value is UNKNOWN else not value
         if isinstance(node, ast.Constant) and isinstance(node.value, bool):
             return node.value
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args \
-                and node.func.attr in self._predicate_defs:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and not node.args
+            and node.func.attr in self._predicate_defs
+        ):
             return self._predicate(node.func.attr, drafter)
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             return self._compare(node.left, node.ops[0], node.comparators[0], drafter)
@@ -412,15 +436,19 @@ class CallerIndex:
         for index, statement in enumerate(body):
             if isinstance(statement, ast.Return):
                 return self.truth(statement.value, drafter) if statement.value is not None else False
-            if isinstance(statement, ast.If) and statement.body and isinstance(statement.body[-1], ast.Return) \
-                    and not statement.orelse:
+            if (
+                isinstance(statement, ast.If)
+                and statement.body
+                and isinstance(statement.body[-1], ast.Return)
+                and not statement.orelse
+            ):
                 condition = self.truth(statement.test, drafter)
                 if condition is False:
                     continue
                 early = self._block_truth(statement.body, drafter)
                 if condition is True:
                     return early
-                rest = self._block_truth(body[index + 1:], drafter)
+                rest = self._block_truth(body[index + 1 :], drafter)
                 return early if early == rest and early is not UNKNOWN else UNKNOWN
             if isinstance(statement, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
                 return UNKNOWN
@@ -436,8 +464,12 @@ class CallerIndex:
             values = self._strings(right)
         elif isinstance(op, (ast.In, ast.NotIn)):
             values = self._strings(right)
-            if values is None and isinstance(left, ast.Constant) and isinstance(left.value, str) \
-                    and _attr(right) == "architectures":
+            if (
+                values is None
+                and isinstance(left, ast.Constant)
+                and isinstance(left.value, str)
+                and _attr(right) == "architectures"
+            ):
                 if drafter.arch is None:
                     return UNKNOWN
                 return (left.value == drafter.arch) != negate
@@ -475,8 +507,13 @@ class CallerIndex:
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             items = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
             return tuple(items) if len(items) == len(node.elts) else None
-        if isinstance(node, ast.Call) and _dotted(node.func) in ("get_args", "typing.get_args") and node.args \
-                and isinstance(node.args[0], ast.Name) and node.args[0].id in self._literals:
+        if (
+            isinstance(node, ast.Call)
+            and _dotted(node.func) in ("get_args", "typing.get_args")
+            and node.args
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id in self._literals
+        ):
             return self._literals[node.args[0].id]
         return None
 
@@ -484,8 +521,9 @@ class CallerIndex:
 
     def _configs(self) -> list[_Class]:
         if self._config_classes is None:
-            self._config_classes = [c for c in self.classes.values()
-                                    if self._config_attr(c.qualname, "speculator_class") is not None]
+            self._config_classes = [
+                c for c in self.classes.values() if self._config_attr(c.qualname, "speculator_class") is not None
+            ]
         return self._config_classes
 
     def _config_attr(self, qualname: str, attr: str) -> str | None:
@@ -505,9 +543,11 @@ class CallerIndex:
             how = f"declared by the drafter ({self.classes[drafter.declared_config].name})"
         else:
             chosen = self._specialized(
-                c.qualname for c in configs
+                c.qualname
+                for c in configs
                 if "base_method" in c.assigns
-                and (drafter.methods is None or self._config_attr(c.qualname, "base_method") in drafter.methods))
+                and (drafter.methods is None or self._config_attr(c.qualname, "base_method") in drafter.methods)
+            )
             how = "by speculative method"
         out = []
         for config in chosen:
@@ -662,17 +702,26 @@ class CallerIndex:
     def _calls_in(self, function: ast.AST, file: str) -> tuple[list[ModelCall], list[tuple[bool, str]]]:
         """Calls on the drafter, and calls of methods of self (``super()`` ones flagged)."""
         nodes = list(ast.walk(function))
-        aliases = {t.id for node in nodes if isinstance(node, ast.Assign) and _is_drafter(node.value, set())
-                   for t in node.targets if isinstance(t, ast.Name)}
+        aliases = {
+            t.id
+            for node in nodes
+            if isinstance(node, ast.Assign) and _is_drafter(node.value, set())
+            for t in node.targets
+            if isinstance(t, ast.Name)
+        }
         model_calls, self_calls = [], []
         for node in nodes:
             if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
                 continue
             receiver, method = node.func.value, node.func.attr
             if _is_drafter(receiver, aliases):
-                args = tuple([ast.unparse(a) for a in node.args]
-                             + [f"{k.arg}={ast.unparse(k.value)}" if k.arg else f"**{ast.unparse(k.value)}"
-                                for k in node.keywords])
+                args = tuple(
+                    [ast.unparse(a) for a in node.args]
+                    + [
+                        f"{k.arg}={ast.unparse(k.value)}" if k.arg else f"**{ast.unparse(k.value)}"
+                        for k in node.keywords
+                    ]
+                )
                 keywords = tuple(k.arg for k in node.keywords if k.arg)
                 model_calls.append(ModelCall(method, args, keywords, len(node.args), file, node.lineno))
             elif isinstance(receiver, ast.Name) and receiver.id == "self":
@@ -704,8 +753,13 @@ def _attr(node: ast.expr) -> str | None:
 
 def _getattr_name(node: ast.expr) -> str | None:
     """``getattr(x, "name", default)`` -> ``name``."""
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
-            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "getattr"
+        and len(node.args) >= 2
+        and isinstance(node.args[1], ast.Constant)
+    ):
         return node.args[1].value if isinstance(node.args[1].value, str) else None
     return None
 
@@ -729,8 +783,12 @@ def _imports(tree: ast.Module, module: str, is_package: bool) -> dict[str, str]:
     while todo:
         node = todo.pop()
         if isinstance(node, (ast.If, ast.Try)):
-            todo += node.body + node.orelse + getattr(node, "finalbody", []) \
+            todo += (
+                node.body
+                + node.orelse
+                + getattr(node, "finalbody", [])
                 + [s for h in getattr(node, "handlers", []) for s in h.body]
+            )
         if isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -758,8 +816,9 @@ def _constructing_parts(source: str) -> str:
         elif match:
             indent = len(match.group(1))
             end = index + 1
-            while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > indent
-                                        or lines[end].lstrip().startswith(")")):
+            while end < len(lines) and (
+                not lines[end].strip() or _indent(lines[end]) > indent or lines[end].lstrip().startswith(")")
+            ):
                 end += 1
             block = lines[index:end]
             if CONSTRUCTION_HINT.search("\n".join(block)):
@@ -786,8 +845,12 @@ def _indent(line: str) -> int:
 
 def _local_imports(nodes: Iterable[ast.AST]) -> dict[str, str]:
     """Names bound by ``from X import Y`` among a function's nodes (vLLM imports speculators lazily)."""
-    return {alias.asname or alias.name: f"{node.module}.{alias.name}" for node in nodes
-            if isinstance(node, ast.ImportFrom) and node.module and not node.level for alias in node.names}
+    return {
+        alias.asname or alias.name: f"{node.module}.{alias.name}"
+        for node in nodes
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level
+        for alias in node.names
+    }
 
 
 def _functions(tree: ast.Module) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -809,5 +872,5 @@ def declared_config(source: str, class_name: str, class_line: int) -> str | None
     end = start + 1
     while end < len(lines) and (not lines[end].strip() or len(lines[end]) - len(lines[end].lstrip()) > indent):
         end += 1
-    match = DECLARED_CONFIG.search("\n".join(lines[start + 1:end]))
+    match = DECLARED_CONFIG.search("\n".join(lines[start + 1 : end]))
     return match.group(2) if match else None

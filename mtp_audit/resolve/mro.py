@@ -109,8 +109,9 @@ class Hierarchy:
             self._mro[key] = result
         return result
 
-    def find(self, mro: Mro, name: str, start: int = 0,
-             overlay: dict[ClassKey, dict[str, MethodFacts]] | None = None) -> MethodHit | None:
+    def find(
+        self, mro: Mro, name: str, start: int = 0, overlay: dict[ClassKey, dict[str, MethodFacts]] | None = None
+    ) -> MethodHit | None:
         for position, item in enumerate(mro.classes[start:], start):
             if not isinstance(item, ClassKey):
                 continue
@@ -143,7 +144,7 @@ def _c3(sequences: list[list[MroItem]]) -> list[MroItem]:
         else:  # Python would raise TypeError; keep a usable order
             placed = set(out)
             for i in live:
-                for item in seqs[i][cursors[i]:]:
+                for item in seqs[i][cursors[i] :]:
                     if item not in placed:
                         placed.add(item)
                         out.append(item)

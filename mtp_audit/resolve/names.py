@@ -33,8 +33,9 @@ class Missing:
 Resolved = ClassKey | ModuleRef | External | Missing
 
 
-def resolve_name(index: ModuleIndex, module: str, name: str, platform: str,
-                 _seen: frozenset = frozenset()) -> list[Resolved]:
+def resolve_name(
+    index: ModuleIndex, module: str, name: str, platform: str, _seen: frozenset = frozenset()
+) -> list[Resolved]:
     key = (module, name)
     if key in _seen:
         return [Missing(f"import cycle through {module}.{name}")]

@@ -115,8 +115,9 @@ class _Reader:
                 if callee is not None:
                     self.follow(*callee, group, depth + 1)
 
-    def callee(self, func: ast.expr, tree: ast.Module, module: str, is_package: bool,
-               local: dict[str, tuple[str, str]]) -> tuple[str, str] | None:
+    def callee(
+        self, func: ast.expr, tree: ast.Module, module: str, is_package: bool, local: dict[str, tuple[str, str]]
+    ) -> tuple[str, str] | None:
         """The (module, function) a call names: a function of this module, or one imported."""
         if isinstance(func, ast.Name):
             if func.id in local:
@@ -131,23 +132,34 @@ class _Reader:
                 return submodule, func.attr
         return None
 
-    def register(self, call: ast.Call, tree: ast.Module, module: str, is_package: bool,
-                 local: dict[str, tuple[str, str]], group: str, file: str) -> None:
+    def register(
+        self,
+        call: ast.Call,
+        tree: ast.Module,
+        module: str,
+        is_package: bool,
+        local: dict[str, tuple[str, str]],
+        group: str,
+        file: str,
+    ) -> None:
         args = list(call.args) + [None] * 2
         arch_node = args[0] or _keyword(call, "model_arch")
         cls_node = args[1] or _keyword(call, "model_cls")
         arch = literal_string(arch_node) if arch_node is not None else None
         target = self.class_target(cls_node, tree, module, is_package, local) if cls_node is not None else None
         if arch is None or target is None:
-            self.skipped.append(f"{file}:{call.lineno}: register_model with arguments that are not a string "
-                                "architecture and a 'module:Class' string or an imported class")
+            self.skipped.append(
+                f"{file}:{call.lineno}: register_model with arguments that are not a string "
+                "architecture and a 'module:Class' string or an imported class"
+            )
             return
         registration = Registration(arch, target[0], target[1], self.plugin, group, file, call.lineno)
         if registration not in self.registrations:
             self.registrations.append(registration)
 
-    def class_target(self, node: ast.expr, tree: ast.Module, module: str, is_package: bool,
-                     local: dict[str, tuple[str, str]]) -> tuple[str, str] | None:
+    def class_target(
+        self, node: ast.expr, tree: ast.Module, module: str, is_package: bool, local: dict[str, tuple[str, str]]
+    ) -> tuple[str, str] | None:
         text = literal_string(node)
         if text is not None:
             where, _, name = text.partition(":")
@@ -183,8 +195,9 @@ class _Reader:
 
 
 def _top_level_function(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    return next((s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name),
-                None)
+    return next(
+        (s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name), None
+    )
 
 
 def _absolute(module: str, is_package: bool, level: int, name: str | None) -> str:
@@ -217,8 +230,7 @@ def _imports(statements, module: str, is_package: bool) -> dict[str, tuple[str, 
 
 def _local_bindings(function: ast.AST, module: str, is_package: bool) -> dict[str, tuple[str, str]]:
     """Imports inside a function (plugins import their models late, when the function runs)."""
-    return _imports((n for n in ast.walk(function) if isinstance(n, (ast.Import, ast.ImportFrom))), module,
-                    is_package)
+    return _imports((n for n in ast.walk(function) if isinstance(n, (ast.Import, ast.ImportFrom))), module, is_package)
 
 
 def _module_binding(tree: ast.Module, module: str, is_package: bool, name: str) -> tuple[str, str] | None:
@@ -251,11 +263,16 @@ def _keyword(call: ast.Call, name: str) -> ast.expr | None:
 
 def _class_constant(node: ast.ClassDef, name: str) -> str | None:
     for statement in node.body:
-        if isinstance(statement, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name
-                                                     for t in statement.targets):
+        if isinstance(statement, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in statement.targets
+        ):
             return literal_string(statement.value)
-        if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) \
-                and statement.target.id == name and statement.value is not None:
+        if (
+            isinstance(statement, ast.AnnAssign)
+            and isinstance(statement.target, ast.Name)
+            and statement.target.id == name
+            and statement.value is not None
+        ):
             return literal_string(statement.value)
     return None
 
@@ -290,8 +307,9 @@ def _calls_with_function(tree: ast.Module):
 
 def is_drafter(arch: str, cls: str, drafter_archs: set[str]) -> bool:
     """A registration of a drafter: an architecture vLLM registers as one, or named like one."""
-    return arch in drafter_archs or bool(OTHER_DICT_DRAFTER.search(arch) or OTHER_DICT_DRAFTER.search(cls)
-                                         or EAGLE_ARCH.search(arch))
+    return arch in drafter_archs or bool(
+        OTHER_DICT_DRAFTER.search(arch) or OTHER_DICT_DRAFTER.search(cls) or EAGLE_ARCH.search(arch)
+    )
 
 
 def effective_registry(in_tree: list[RegistryEntry], readings: list[PluginReading]) -> list[RegistryEntry]:
@@ -318,8 +336,9 @@ def effective_registry(in_tree: list[RegistryEntry], readings: list[PluginReadin
     return entries
 
 
-def _register(entries: list[RegistryEntry], arch: str, alternatives: list[Registration],
-              scope: tuple[str, ...]) -> list[RegistryEntry]:
+def _register(
+    entries: list[RegistryEntry], arch: str, alternatives: list[Registration], scope: tuple[str, ...]
+) -> list[RegistryEntry]:
     """``entries`` with ``arch`` registered anew on ``scope``: what it replaces stays elsewhere."""
     replaced = [e for e in entries if e.arch == arch]
     original = next((e for e in replaced if e.source == "vllm"), replaced[0] if replaced else None)
@@ -330,12 +349,16 @@ def _register(entries: list[RegistryEntry], arch: str, alternatives: list[Regist
         if entry.arch != arch or remaining == everywhere_before:
             kept.append(entry)
         elif remaining:
-            kept.append(RegistryEntry(entry.arch, entry.module, entry.cls, entry.registry, entry.source,
-                                      entry.replaces, remaining))
+            kept.append(
+                RegistryEntry(
+                    entry.arch, entry.module, entry.cls, entry.registry, entry.source, entry.replaces, remaining
+                )
+            )
     replaces = (original.module, original.cls) if original else None
     for registration in alternatives:
-        entry = RegistryEntry(arch, registration.module, registration.cls, REGISTERED, registration.plugin.label,
-                              replaces, scope)
+        entry = RegistryEntry(
+            arch, registration.module, registration.cls, REGISTERED, registration.plugin.label, replaces, scope
+        )
         if entry not in kept:
             kept.append(entry)
     return kept
@@ -390,8 +413,9 @@ def tree_modules(root: Path, containing: str) -> list[str]:
     return modules
 
 
-def plugin_tree_entries(index: ModuleIndex, in_tree: list[RegistryEntry],
-                        heuristic: list[RegistryEntry]) -> tuple[list[RegistryEntry], list[str]]:
+def plugin_tree_entries(
+    index: ModuleIndex, in_tree: list[RegistryEntry], heuristic: list[RegistryEntry]
+) -> tuple[list[RegistryEntry], list[str]]:
     """A plugin source tree's drafters: its registrations (through its entry points when it
     declares them, and every other ``register_model`` call), measured against ``in_tree`` (the
     registry of the vLLM it runs with, empty when none is known); then ``heuristic`` finds in

@@ -19,9 +19,11 @@ DRAFTER_NAME = re.compile(r"(MTP|Eagle|DFlash|DSpark|Draft|Medusa|MLPSpeculator)
 OTHER_DICT_DRAFTER = re.compile(r"(MTP|DFlash|DSpark|DraftModel|Medusa|MLPSpeculator)")
 DRAFTER_FILE = re.compile(r"(_mtp|eagle|dflash|dspark|draft|medusa)", re.IGNORECASE)
 # What a plugin scan looks for, in the words the CLI reports it with.
-PLUGIN_HEURISTIC = ("drafter-named classes (MTP, Eagle, DFlash, DSpark, Draft, Medusa, MLPSpeculator) with "
-                    "compute_logits or get_top_tokens, in drafter-named files (*_mtp*, *eagle*, *dflash*, "
-                    "*dspark*, *draft*, *medusa*)")
+PLUGIN_HEURISTIC = (
+    "drafter-named classes (MTP, Eagle, DFlash, DSpark, Draft, Medusa, MLPSpeculator) with "
+    "compute_logits or get_top_tokens, in drafter-named files (*_mtp*, *eagle*, *dflash*, "
+    "*dspark*, *draft*, *medusa*)"
+)
 
 
 def read_registry(index: ModuleIndex) -> list[RegistryEntry]:
@@ -38,11 +40,17 @@ def read_registry(index: ModuleIndex) -> list[RegistryEntry]:
         raise UsageError(f"{rel}: {where}; cannot read the registry") from None
     dicts: dict[str, ast.expr] = {}
     for statement in module.body:
-        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
-                and isinstance(statement.targets[0], ast.Name):
+        if (
+            isinstance(statement, ast.Assign)
+            and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)
+        ):
             dicts[statement.targets[0].id] = statement.value
-        elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) \
-                and statement.value is not None:
+        elif (
+            isinstance(statement, ast.AnnAssign)
+            and isinstance(statement.target, ast.Name)
+            and statement.value is not None
+        ):
             dicts[statement.target.id] = statement.value
     if SPECULATIVE not in dicts:
         raise UsageError(f"{rel}: no {SPECULATIVE} dict; is this a vLLM tree?")
@@ -75,8 +83,10 @@ def _entries(value: ast.expr, rel: str, name: str, strict: bool = True):
         module_name, cls = pair
         if not all(part.isidentifier() for part in module_name.split(".")):
             # "..x", "." or "/etc/x" would name files outside the package (or nothing at all)
-            raise UsageError(f"{rel}: {name}[{arch!r}] names module {module_name!r}, which is not a dotted "
-                             "module name; mtp-audit reads only modules inside the tree")
+            raise UsageError(
+                f"{rel}: {name}[{arch!r}] names module {module_name!r}, which is not a dotted "
+                "module name; mtp-audit reads only modules inside the tree"
+            )
         full = module_name if "." in module_name else f"{MODELS_PACKAGE}.{module_name}"
         yield arch, full, cls
 

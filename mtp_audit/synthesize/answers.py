@@ -56,8 +56,9 @@ def mirror_fingerprint_without(text: str, params: tuple[str, ...]) -> str | None
             first_default = len(arguments.args) - len(arguments.defaults)
             arguments.defaults = [d for i, d in enumerate(arguments.defaults) if first_default + i not in positions]
         if name == "kwonlyargs" and dropped:
-            arguments.kw_defaults = [d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults)
-                                     if a.arg not in params]
+            arguments.kw_defaults = [
+                d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if a.arg not in params
+            ]
         setattr(arguments, name, kept)
     return normalize(ast.unparse(func))
 

@@ -24,5 +24,6 @@ def follow_annotation_style(method: cst.FunctionDef, compute_logits_text: str) -
     if not isinstance(method.returns.annotation, (cst.Attribute, cst.Name)):
         return method
     text = cst.Module(body=[]).code_for_node(method.returns.annotation)
-    return method.with_changes(returns=method.returns.with_changes(
-        annotation=cst.SimpleString(f"{quote}{text}{quote}")))
+    return method.with_changes(
+        returns=method.returns.with_changes(annotation=cst.SimpleString(f"{quote}{text}{quote}"))
+    )

@@ -62,9 +62,10 @@ def factor_pre_head(compute_logits: cst.FunctionDef, taken: set[str]) -> Factore
         return None
     body = list(compute_logits.body.body)  # type: ignore[attr-defined]
     docstring = body[:1] if body and m.matches(body[0], DOCSTRING) else []
-    statements = body[len(docstring):]
-    index = next((i for i, s in enumerate(statements)
-                  if any(m.matches(c, LOGITS_CALL) for c in nodes_of(s, cst.Call))), None)
+    statements = body[len(docstring) :]
+    index = next(
+        (i for i, s in enumerate(statements) if any(m.matches(c, LOGITS_CALL) for c in nodes_of(s, cst.Call))), None
+    )
     if index is None or index <= MIN_STATEMENTS:
         return None
     params = _param_names(compute_logits)
@@ -85,10 +86,17 @@ def factor_pre_head(compute_logits: cst.FunctionDef, taken: set[str]) -> Factore
     hidden_param = own[hidden]
     helper = parse_template_statement(
         template("pre_head.py.tmpl"),
-        params=cst.Parameters(params=[cst.Param(cst.Name("self")), *[
-            own.get(name, cst.Param(cst.Name(name))).with_changes(
-                default=None, equal=cst.MaybeSentinel.DEFAULT, comma=cst.MaybeSentinel.DEFAULT)
-            for name in arguments]]),
+        params=cst.Parameters(
+            params=[
+                cst.Param(cst.Name("self")),
+                *[
+                    own.get(name, cst.Param(cst.Name(name))).with_changes(
+                        default=None, equal=cst.MaybeSentinel.DEFAULT, comma=cst.MaybeSentinel.DEFAULT
+                    )
+                    for name in arguments
+                ],
+            ]
+        ),
         returns=hidden_param.annotation.annotation if hidden_param.annotation else cst.Name("_"),
         body=cst.IndentedBlock(body=[*chain[:-1], returned]),
     )

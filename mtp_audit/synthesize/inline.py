@@ -36,13 +36,15 @@ def _body(func: cst.FunctionDef) -> list[cst.BaseStatement]:
 
 def _passes_own_names(call: cst.Call, callee: cst.FunctionDef) -> None:
     args = call.args
-    if any(a.keyword is not None or a.star for a in args) or \
-            [a.value.value if isinstance(a.value, cst.Name) else None for a in args] != _params(callee):
+    if any(a.keyword is not None or a.star for a in args) or [
+        a.value.value if isinstance(a.value, cst.Name) else None for a in args
+    ] != _params(callee):
         raise InlineError("the call does not pass the callee's own parameter names in order")
     if any(isinstance(n, cst.Call) and m.matches(n.func, m.Name("super")) for n in nodes_of(callee, cst.Call)):
         raise InlineError("the callee calls super()")
-    if len(nodes_of(callee.body, cst.Return)) != 1 or not m.matches(_body(callee)[-1],
-                                                                        m.SimpleStatementLine(body=[m.Return()])):
+    if len(nodes_of(callee.body, cst.Return)) != 1 or not m.matches(
+        _body(callee)[-1], m.SimpleStatementLine(body=[m.Return()])
+    ):
         raise InlineError("the callee does not end in its only return")
 
 
@@ -52,8 +54,11 @@ def inline_super(caller_text: str, callee_text: str) -> str:
     _, callee = parse_method(callee_text)
     body = _body(caller)
     last = body[-1] if body else None
-    returned = m.SimpleStatementLine(body=[m.Return(value=m.Call(
-        func=m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("compute_logits"))))])
+    returned = m.SimpleStatementLine(
+        body=[
+            m.Return(value=m.Call(func=m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("compute_logits"))))
+        ]
+    )
     if last is None or not m.matches(last, returned):
         raise InlineError("compute_logits does not end in `return super().compute_logits(...)`")
     call = last.body[0].value  # type: ignore[attr-defined]

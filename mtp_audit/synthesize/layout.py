@@ -31,7 +31,10 @@ def ruff_format(code: str, line_length: int = 88) -> str:
     """Format with ruff, isolated from any configuration, as vLLM's CI does."""
     result = subprocess.run(
         [*_ruff(), "format", "--isolated", f"--line-length={line_length}", "--stdin-filename=mirror.py", "-"],
-        input=code, capture_output=True, text=True, check=False,
+        input=code,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if result.returncode != 0:
         raise FormatError(f"ruff format failed on the generated method: {result.stderr.strip()}")

@@ -40,8 +40,9 @@ def _top_tokens_call(call: cst.Call) -> cst.Call:
 def mirror_function(compute_logits: cst.FunctionDef) -> cst.FunctionDef:
     """The unformatted mirror; raises MirrorError when no mirror can be derived."""
     statements = _statements(compute_logits)
-    index = next((i for i, s in enumerate(statements)
-                  if any(m.matches(c, LOGITS_CALL) for c in nodes_of(s, cst.Call))), None)
+    index = next(
+        (i for i, s in enumerate(statements) if any(m.matches(c, LOGITS_CALL) for c in nodes_of(s, cst.Call))), None
+    )
     if index is None:
         raise MirrorError("no head call")
     head_statement = statements[index]
@@ -61,9 +62,7 @@ def mirror_function(compute_logits: cst.FunctionDef) -> cst.FunctionDef:
 
 
 def _method(compute_logits: cst.FunctionDef, body: cst.IndentedBlock) -> cst.FunctionDef:
-    method = parse_template_statement(
-        template("get_top_tokens.py.tmpl"), params=compute_logits.params, body=body
-    )
+    method = parse_template_statement(template("get_top_tokens.py.tmpl"), params=compute_logits.params, body=body)
     assert isinstance(method, cst.FunctionDef)
     return method
 

@@ -37,8 +37,10 @@ def emit_test(target: Path, outcome: TargetOutcome) -> None:
     formats = _line_formats()
     unsupported = sorted({step["kind"] for step in outcome.recipe} - set(formats))
     if unsupported:
-        raise UsageError(f"--emit-test cannot yet write the {', '.join(unsupported)} attribute(s) that "
-                         f"{record.cls} needs; its verify run stands on its own")
+        raise UsageError(
+            f"--emit-test cannot yet write the {', '.join(unsupported)} attribute(s) that "
+            f"{record.cls} needs; its verify run stands on its own"
+        )
     imports = {f"from {record.module} import {record.cls}"}
     lines = []
     for step in outcome.recipe:
@@ -47,27 +49,49 @@ def emit_test(target: Path, outcome: TargetOutcome) -> None:
         if "cls" in args and args["cls"]:
             module, _, name = args["cls"].rpartition(".")
             imports.add(f"from {module} import {name}")
-        lines.append("    " + formats[step["kind"]].substitute(
-            target=_expression(f"{step['path']}.{step['attr']}"), owner=_expression(step["path"]),
-            attr=step["attr"], name=name or "", **{k: v for k, v in args.items() if k != "cls"}))
-    calls = sorted({(c["step"] if c["step_in"][0] else None, c["step"] if c["step_in"][1] else None)
-                    for c in outcome.cases}, key=lambda pair: tuple(-1 if s is None else s for s in pair))
+        lines.append(
+            "    "
+            + formats[step["kind"]].substitute(
+                target=_expression(f"{step['path']}.{step['attr']}"),
+                owner=_expression(step["path"]),
+                attr=step["attr"],
+                name=name or "",
+                **{k: v for k, v in args.items() if k != "cls"},
+            )
+        )
+    calls = sorted(
+        {(c["step"] if c["step_in"][0] else None, c["step"] if c["step_in"][1] else None) for c in outcome.cases},
+        key=lambda pair: tuple(-1 if s is None else s for s in pair),
+    )
     passing = [v["variant"] for v in outcome.variants if v["verdict"] == Verdict.PASS]
     dtypes = sorted({c["dtype"] for c in outcome.cases}, key=["float32", "bfloat16"].index)
     ops = sorted({step["args"]["cls"].rpartition(".")[2] for step in outcome.recipe if step["kind"] == "custom_op"})
-    custom = (f", and vLLM's own custom op(s) {', '.join(ops)} (where the implementation vLLM dispatches to "
-              "needs a kernel that is not here, the first of the op's other implementations that runs)" if ops else "")
+    custom = (
+        f", and vLLM's own custom op(s) {', '.join(ops)} (where the implementation vLLM dispatches to "
+        "needs a kernel that is not here, the first of the op's other implementations that runs)"
+        if ops
+        else ""
+    )
     built_from = textwrap.fill(
         "The drafter is built without its __init__ or weights: only the attributes its two methods read, from "
         f"vLLM's real ParallelLMHead, LogitsProcessor and RMSNorm (random, non-unit weights){custom}. "
-        f"Configuration: {passing[0] if passing else 'default'}.", width=79)
+        f"Configuration: {passing[0] if passing else 'default'}.",
+        width=79,
+    )
     text = Template(template("verify_test.py.tmpl")).substitute(
-        cls=record.cls, tool_version=__version__, model=record.arch or record.cls,
-        imports="\n".join(sorted(imports)), vocab=VOCAB, hidden=HIDDEN, start_layer=START_LAYER,
-        build="\n".join(lines), calls=[list(pair) for pair in calls],
+        cls=record.cls,
+        tool_version=__version__,
+        model=record.arch or record.cls,
+        imports="\n".join(sorted(imports)),
+        vocab=VOCAB,
+        hidden=HIDDEN,
+        start_layer=START_LAYER,
+        build="\n".join(lines),
+        calls=[list(pair) for pair in calls],
         target_vocab=TARGET_VOCAB,
         width=max((c.get("width", HIDDEN) for c in outcome.cases), default=HIDDEN),
-        dtypes="[" + ", ".join(f"torch.{name}" for name in dtypes) + "]", built_from=built_from,
+        dtypes="[" + ", ".join(f"torch.{name}" for name in dtypes) + "]",
+        built_from=built_from,
     )
     target.write_text(ruff_format(text))
 
@@ -79,7 +103,13 @@ def render_family_test(title: str, drafters: list[tuple[str, str, bool]]) -> str
     recipe from a verify run is needed: the test builds what the methods read when it runs.
     """
     text = Template(template("verify_test_family.py.tmpl")).substitute(
-        title=title, tool_version=__version__, vocab=VOCAB, hidden=HIDDEN, num_steps=NUM_STEPS,
-        start_layer=START_LAYER, port=TEST_PORT, drafters=repr(sorted(set(drafters))),
+        title=title,
+        tool_version=__version__,
+        vocab=VOCAB,
+        hidden=HIDDEN,
+        num_steps=NUM_STEPS,
+        start_layer=START_LAYER,
+        port=TEST_PORT,
+        drafters=repr(sorted(set(drafters))),
     )
     return ruff_format(text)

@@ -69,8 +69,20 @@ class CannotBuild(Exception):
 
 
 # What a recipe line makes (verify/emit.py writes each one back as code).
-StepKind = Literal["constant", "head", "logits_processor", "norm", "int", "steps", "instance", "config",
-                   "draft_to_target", "token_ids", "constructed", "element"]
+StepKind = Literal[
+    "constant",
+    "head",
+    "logits_processor",
+    "norm",
+    "int",
+    "steps",
+    "instance",
+    "config",
+    "draft_to_target",
+    "token_ids",
+    "constructed",
+    "element",
+]
 
 
 @dataclass
@@ -136,8 +148,7 @@ class Fabricator:
 
     def variant(self) -> str:
         """The configuration built, as ``point=label`` for every point that had alternatives."""
-        chosen = [f"{point}={labels[self.choices.get(point, 0)]}"
-                  for point, labels in sorted(self.points.items())]
+        chosen = [f"{point}={labels[self.choices.get(point, 0)]}" for point, labels in sorted(self.points.items())]
         return ", ".join(chosen) or "default"
 
     def make(self, owner: object, name: str):
@@ -181,6 +192,7 @@ class Fabricator:
         def build():
             self.recipe.append(Step(path, name, "constant", {"value": repr(value)}))
             return value
+
         return build
 
     def _value(self, owner: object, name: str, path: str, annotation: str | None, optional: bool):
@@ -239,12 +251,25 @@ class Fabricator:
         try:
             value = evaluator.evaluate(node)
         except (TypeError, ValueError) as error:  # a None size under another configuration point
-            raise CannotBuild(f"cannot evaluate {type(owner).__name__}.{name} = {ast.unparse(node)} "
-                              f"here: {type(error).__name__}: {error}") from error
+            raise CannotBuild(
+                f"cannot evaluate {type(owner).__name__}.{name} = {ast.unparse(node)} "
+                f"here: {type(error).__name__}: {error}"
+            ) from error
         if isinstance(value, torch.Tensor) and len(evaluator.dtypes) == 1:  # the one tensor it allocated
-            self.recipe.append(Step(path, name, "computed_tensor", {
-                "shape": tuple(value.shape), "dtype": evaluator.dtypes[0], "seed": seed,
-                "parameter": isinstance(value, nn.Parameter), "requires_grad": value.requires_grad}))
+            self.recipe.append(
+                Step(
+                    path,
+                    name,
+                    "computed_tensor",
+                    {
+                        "shape": tuple(value.shape),
+                        "dtype": evaluator.dtypes[0],
+                        "seed": seed,
+                        "parameter": isinstance(value, nn.Parameter),
+                        "requires_grad": value.requires_grad,
+                    },
+                )
+            )
         elif value is None or isinstance(value, (int, float, bool, str)):
             self.recipe.append(Step(path, name, "constant", {"value": repr(value)}))
         else:
@@ -348,7 +373,6 @@ class Fabricator:
             return self.vocab
         return 16 if param.startswith("num_") else 4  # 16 divides VOCAB: clusters of equal size
 
-
     def head(self, seed: int, cls: type = ParallelLMHead) -> VocabParallelEmbedding:
         head = cls(self.vocab, self.hidden, params_dtype=self.dtype)
         weight = head_weight(self.vocab, self.hidden, seed, self.dtype, self.head_override)
@@ -405,8 +429,7 @@ class PortableForward:
                 continue
             self.chosen = implementation
             if implementation is not self.dispatched:
-                note = (f"custom op {type(self.op).__name__} ran its {_name(implementation)} "
-                        f"({'; '.join(failures)})")
+                note = f"custom op {type(self.op).__name__} ran its {_name(implementation)} ({'; '.join(failures)})"
                 if note not in self.fabricator.notes:
                     self.fabricator.notes.append(note)
             return out
@@ -462,8 +485,12 @@ class _InitEvaluator:
         return values.to(dtype)
 
 
-_BINARY = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-           ast.FloorDiv: lambda a, b: a // b}
+_BINARY = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.FloorDiv: lambda a, b: a // b,
+}
 TENSOR_CALLS = {"nn.Parameter", "torch.nn.Parameter", "Parameter", "torch.empty", "torch.zeros", "torch.ones"}
 CONFIG_NAME = re.compile(r"\w*config")
 
@@ -483,8 +510,9 @@ def _evaluable(node: ast.expr) -> bool:
         elif isinstance(child, ast.BinOp):
             if type(child.op) not in _BINARY:
                 return False
-        elif not isinstance(child, (ast.Constant, ast.Name, ast.Attribute, ast.Tuple, ast.List, ast.keyword,
-                                    ast.Load, ast.operator)):
+        elif not isinstance(
+            child, (ast.Constant, ast.Name, ast.Attribute, ast.Tuple, ast.List, ast.keyword, ast.Load, ast.operator)
+        ):
             return False
     return True
 
@@ -621,12 +649,20 @@ def _init_expression(cls: type, name: str) -> tuple[ast.expr, dict] | None:
             if not isinstance(node, ast.FunctionDef) or node.name != "__init__":
                 continue
             for statement in ast.walk(node):
-                targets = (statement.targets if isinstance(statement, ast.Assign)
-                           else [statement.target] if isinstance(statement, ast.AnnAssign) and statement.value
-                           else [])
+                targets = (
+                    statement.targets
+                    if isinstance(statement, ast.Assign)
+                    else [statement.target]
+                    if isinstance(statement, ast.AnnAssign) and statement.value
+                    else []
+                )
                 for target in targets:
-                    if (isinstance(target, ast.Attribute) and target.attr == name
-                            and isinstance(target.value, ast.Name) and target.value.id == "self"):
+                    if (
+                        isinstance(target, ast.Attribute)
+                        and target.attr == name
+                        and isinstance(target.value, ast.Name)
+                        and target.value.id == "self"
+                    ):
                         return statement.value, namespace
     return None
 
@@ -684,7 +720,7 @@ def _container_element(cls: type, name: str) -> type | None:
         alias = re.match(r"list\(self\.(\w+)\.values\(\)\)|self\.(\w+)$", start.group(1).strip())
         if alias:  # ``self._mtp_layers = list(self.layers.values())``: the other container's layers
             return _container_element(cls, alias.group(1) or alias.group(2))
-        text = source[start.start(1):start.start(1) + 800]
+        text = source[start.start(1) : start.start(1) + 800]
         for callee in re.findall(r"([A-Z][\w.]*)\s*\(", text):
             found = _lookup(callee, namespace)
             if isinstance(found, type) and issubclass(found, nn.Module) and found not in (nn.ModuleDict, nn.ModuleList):

@@ -82,27 +82,45 @@ def call_forms(records: list[DrafterRecord]) -> list[dict]:
                 if label not in forms[key]["label"]:
                     forms[key]["label"] += f", {label}"
                 continue
-            forms[key] = {"label": label, "get_top_tokens": list(caller.get_top_tokens_args),
-                          "compute_logits": list(caller.compute_logits_args)
-                          if caller.compute_logits_args is not None else None}
+            forms[key] = {
+                "label": label,
+                "get_top_tokens": list(caller.get_top_tokens_args),
+                "compute_logits": list(caller.compute_logits_args) if caller.compute_logits_args is not None else None,
+            }
     return list(forms.values())
 
 
-def run_workers(tree: SourceTree, targets: list[dict], tp: int, scratch: Path,
-                advance: Callable[[int], None] | None = None) -> list[dict]:
+def run_workers(
+    tree: SourceTree, targets: list[dict], tp: int, scratch: Path, advance: Callable[[int], None] | None = None
+) -> list[dict]:
     plan = scratch / "plan.json"
     progress = scratch / "progress"
     plan.write_text(json.dumps({"targets": targets, "progress": str(progress)}))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree.root), os.environ.get("PYTHONPATH", "")]),
-           "VLLM_TARGET_DEVICE": os.environ.get("VLLM_TARGET_DEVICE", "cpu"), "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tree.root), os.environ.get("PYTHONPATH", "")]),
+        "VLLM_TARGET_DEVICE": os.environ.get("VLLM_TARGET_DEVICE", "cpu"),
+        "PYTHONUNBUFFERED": "1",
+    }
     port = _free_port()
     processes = []
     for rank in range(tp):
         out = scratch / f"rank{rank}.json"
         log = (scratch / f"rank{rank}.log").open("w")
         command = [sys.executable, "-m", "mtp_audit.verify.worker", str(plan), str(rank), str(tp), str(port), str(out)]
-        processes.append((subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                            preexec_fn=functools.partial(die_with_parent, os.getpid())), out, log))
+        processes.append(
+            (
+                subprocess.Popen(
+                    command,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    preexec_fn=functools.partial(die_with_parent, os.getpid()),
+                ),
+                out,
+                log,
+            )
+        )
     deadline = time.monotonic() + WORKER_TIMEOUT_S
     done = 0
     while any(process.poll() is None for process, _, _ in processes):
@@ -119,9 +137,11 @@ def run_workers(tree: SourceTree, targets: list[dict], tp: int, scratch: Path,
         if process.returncode != 0 or not out.exists():
             text = (scratch / out.name.replace(".json", ".log")).read_text(errors="replace").strip().splitlines()
             tail = " | ".join(text[-3:]) if text else "no output"
-            raise UsageError(f"the verify worker could not run vLLM here (TP {tp}, exit {process.returncode}): "
-                             f"{tail}. Install the verify extra (pip install 'mtp-audit[verify]') or fix the "
-                             "import error.")
+            raise UsageError(
+                f"the verify worker could not run vLLM here (TP {tp}, exit {process.returncode}): "
+                f"{tail}. Install the verify extra (pip install 'mtp-audit[verify]') or fix the "
+                "import error."
+            )
         outputs.append(json.loads(out.read_text()))
     return outputs
 
@@ -138,8 +158,9 @@ def _advance(progress: Path, done: int, advance: Callable[[int], None] | None) -
 
 def judge(record: DrafterRecord, tp: int, ranks: list[dict], index: int) -> TargetOutcome:
     """Every variant on every rank: a mismatch anywhere is a mismatch; a pass needs compared tensors."""
-    outcome = TargetOutcome(record, tp, seconds=ranks[0]["results"][index].get("seconds", 0.0),
-                            set_up_s=ranks[0].get("set_up_s", 0.0))
+    outcome = TargetOutcome(
+        record, tp, seconds=ranks[0]["results"][index].get("seconds", 0.0), set_up_s=ranks[0].get("set_up_s", 0.0)
+    )
     results = [r["results"][index] for r in ranks]
     reasons = [r["not_verified"] for r in results if r["not_verified"]]
     if reasons:
@@ -150,8 +171,13 @@ def judge(record: DrafterRecord, tp: int, ranks: list[dict], index: int) -> Targ
     for position, variant in enumerate(results[0]["variants"]):
         others = [r["variants"][position] for r in results[1:] if position < len(r["variants"])]
         if len(others) != len(results) - 1 or any(len(o["cases"]) != len(variant["cases"]) for o in others):
-            summary = {"variant": variant["variant"], "verdict": Verdict.MISMATCH, "kind": "ranks", "rows": 0,
-                       "detail": "TP ranks ran different cases (one rank failed where another did not)"}
+            summary = {
+                "variant": variant["variant"],
+                "verdict": Verdict.MISMATCH,
+                "kind": "ranks",
+                "rows": 0,
+                "detail": "TP ranks ran different cases (one rank failed where another did not)",
+            }
         else:
             summary = _judge_variant(variant, others)
         outcome.variants.append(summary)
@@ -169,40 +195,58 @@ def judge(record: DrafterRecord, tp: int, ranks: list[dict], index: int) -> Targ
         return outcome
     if not ran:
         ops = results[0].get("ops") or []
-        outcome.detail = (f"custom op(s) {', '.join(ops)} in compute_logits, with no implementation that runs "
-                          "on this machine; " if ops else "")
+        outcome.detail = (
+            f"custom op(s) {', '.join(ops)} in compute_logits, with no implementation that runs on this machine; "
+            if ops
+            else ""
+        )
         blocked = dict.fromkeys(f"[{v['variant']}] {v['detail']}" for v in unbuilt)
         outcome.detail += "; ".join(blocked) or "no variant ran"
         return outcome
     outcome.verdict = Verdict.PASS
     widths = sorted({c.get("width", HIDDEN) for c in outcome.cases} - {HIDDEN})
     shape = "".join(f"; hidden states of {w} values a row, as compute_logits reshapes them" for w in widths)
-    scope_notes = "".join(dict.fromkeys(f"; {note}" for position, variant in enumerate(results[0]["variants"])
-                                      if outcome.variants[position]["verdict"] == Verdict.PASS
-                                      for note in variant.get("scope", [])))
-    outcome.detail = (f"{sum(c['batch'] for c in outcome.cases)} rows in {len(outcome.cases)} cases; "
-                      f"{len(ran)} configuration(s): " + " | ".join(v["variant"] for v in ran) + shape + scope_notes
-                      + tail)
+    scope_notes = "".join(
+        dict.fromkeys(
+            f"; {note}"
+            for position, variant in enumerate(results[0]["variants"])
+            if outcome.variants[position]["verdict"] == Verdict.PASS
+            for note in variant.get("scope", [])
+        )
+    )
+    outcome.detail = (
+        f"{sum(c['batch'] for c in outcome.cases)} rows in {len(outcome.cases)} cases; "
+        f"{len(ran)} configuration(s): " + " | ".join(v["variant"] for v in ran) + shape + scope_notes + tail
+    )
     return outcome
 
 
 def _judge_variant(variant: dict, others: list[dict]) -> dict:
     """The first mismatch of each call form (a TypeError in one form does not hide the tensors of another)."""
-    summary = {"variant": variant["variant"], "verdict": Verdict.NOT_VERIFIED, "rows": 0,
-               "detail": "; ".join(variant["notes"]) or "no case ran"}
+    summary = {
+        "variant": variant["variant"],
+        "verdict": Verdict.NOT_VERIFIED,
+        "rows": 0,
+        "detail": "; ".join(variant["notes"]) or "no case ran",
+    }
     found: dict[str, str] = {}
     for position, case in enumerate(variant["cases"]):
         ids = [case["ids"], *(o["cases"][position]["ids"] for o in others)]
         if case["mismatch"]:
             found.setdefault(case["form"], _describe(case))
         elif any(other != ids[0] for other in ids[1:]):
-            found.setdefault(case["form"], f"{_label(case)}: TP ranks returned different ids "
-                                           f"({ids[0][:4]} vs {ids[1][:4]} ...)")
+            found.setdefault(
+                case["form"], f"{_label(case)}: TP ranks returned different ids ({ids[0][:4]} vs {ids[1][:4]} ...)"
+            )
     compared = [c for c in variant["cases"] if c["kind"] == "tokens" and c["has_logits"]]
     rows = sum(c["batch"] for c in compared)
     if found:
-        return {**summary, "verdict": Verdict.MISMATCH, "rows": rows,
-                "detail": "; ".join(found.values()) + f" ({len(compared)} cases compared tensors)"}
+        return {
+            **summary,
+            "verdict": Verdict.MISMATCH,
+            "rows": rows,
+            "detail": "; ".join(found.values()) + f" ({len(compared)} cases compared tensors)",
+        }
     if compared and len(compared) == len([c for c in variant["cases"] if c["kind"] == "tokens"]):
         notes = f"; {summary['detail']}" if variant["notes"] else ""
         return {**summary, "verdict": Verdict.PASS, "rows": rows, "detail": f"{len(compared)} cases{notes}"}
@@ -220,9 +264,11 @@ def _describe(case: dict) -> str:
     found = case["mismatch"]
     if "row" not in found:
         return f"{_label(case)}: {found['detail']}"
-    return (f"{_label(case)}: row {found['row']}: compute_logits(...).argmax(-1) = {found['argmax_id']} "
-            f"(logit {found['argmax_logit']:.6g}), get_top_tokens = {found['get_top_tokens_id']} "
-            f"(logit {found['get_top_tokens_logit']:.6g}); {found['rows']} row(s) differ")
+    return (
+        f"{_label(case)}: row {found['row']}: compute_logits(...).argmax(-1) = {found['argmax_id']} "
+        f"(logit {found['argmax_logit']:.6g}), get_top_tokens = {found['get_top_tokens_id']} "
+        f"(logit {found['get_top_tokens_logit']:.6g}); {found['rows']} row(s) differ"
+    )
 
 
 @dataclass
@@ -233,15 +279,21 @@ class Progress:
     advance: Callable[[int], None]
 
 
-def verify(tree: SourceTree, records: list[DrafterRecord], tps: list[int],
-           progress: Progress | None = None) -> list[TargetOutcome]:
+def verify(
+    tree: SourceTree, records: list[DrafterRecord], tps: list[int], progress: Progress | None = None
+) -> list[TargetOutcome]:
     check_environment()
     outcomes: list[TargetOutcome] = []
     groups: dict[tuple[str, str], list[DrafterRecord]] = {}
     for record in records:
         if record.status != Status.SUPPORTED:
-            outcomes.append(TargetOutcome(record, detail=f"no get_top_tokens to verify ({record.status.value}: "
-                                                        f"{record.reason}); run `mtp-audit fix` first"))
+            outcomes.append(
+                TargetOutcome(
+                    record,
+                    detail=f"no get_top_tokens to verify ({record.status.value}: "
+                    f"{record.reason}); run `mtp-audit fix` first",
+                )
+            )
         else:
             groups.setdefault((record.module, record.cls), []).append(record)
     targets = [
@@ -284,8 +336,10 @@ def summary_line(outcomes: list[TargetOutcome]) -> str:
     """passed / mismatched / not verified (by reason), counted per record and TP size."""
     verdicts = Counter(o.verdict for o in outcomes)
     reasons = Counter(reason_kind(o) for o in outcomes if o.verdict == Verdict.NOT_VERIFIED)
-    line = (f"{len(outcomes)} results: {verdicts[Verdict.PASS]} passed, {verdicts[Verdict.MISMATCH]} mismatched, "
-            f"{verdicts[Verdict.NOT_VERIFIED]} not verified")
+    line = (
+        f"{len(outcomes)} results: {verdicts[Verdict.PASS]} passed, {verdicts[Verdict.MISMATCH]} mismatched, "
+        f"{verdicts[Verdict.NOT_VERIFIED]} not verified"
+    )
     if reasons:
         line += " (" + "; ".join(f"{count} {reason}" for reason, count in reasons.most_common()) + ")"
     return line
@@ -293,10 +347,22 @@ def summary_line(outcomes: list[TargetOutcome]) -> str:
 
 def outcomes_json(outcomes: list[TargetOutcome]) -> list[dict]:
     """The verify results as plain data (``verify --json``, read back by ``fix --pr-body``)."""
-    return [{
-        "arch": o.record.arch, "class": o.record.cls, "module": o.record.module, "platforms": o.record.platforms,
-        "tp": o.tp, "verdict": o.verdict, "detail": o.detail, "cases": len(o.cases),
-        "rows": sum(c["batch"] for c in o.cases), "forms": o.forms, "variants": o.variants,
-        "reason": reason_kind(o) if o.verdict == Verdict.NOT_VERIFIED else None,
-        "seconds": round(o.seconds, 3), "set_up_s": round(o.set_up_s, 3),
-    } for o in outcomes]
+    return [
+        {
+            "arch": o.record.arch,
+            "class": o.record.cls,
+            "module": o.record.module,
+            "platforms": o.record.platforms,
+            "tp": o.tp,
+            "verdict": o.verdict,
+            "detail": o.detail,
+            "cases": len(o.cases),
+            "rows": sum(c["batch"] for c in o.cases),
+            "forms": o.forms,
+            "variants": o.variants,
+            "reason": reason_kind(o) if o.verdict == Verdict.NOT_VERIFIED else None,
+            "seconds": round(o.seconds, 3),
+            "set_up_s": round(o.set_up_s, 3),
+        }
+        for o in outcomes
+    ]

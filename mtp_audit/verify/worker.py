@@ -62,6 +62,7 @@ def torchvision_without_its_ops():
         declared.define(f"{op}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
     return declared
 
+
 BATCHES = (1, 7, 65)
 INTERPRETED_LARGE_BATCH_CASES = ("random",)  # see run_variant
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -162,8 +163,9 @@ def _init_distributed(rank: int, world: int, port: int) -> None:
     from vllm.distributed.parallel_state import init_distributed_environment, initialize_model_parallel
 
     backend = "nccl" if torch.cuda.is_available() else "gloo"
-    init_distributed_environment(world_size=world, rank=rank, local_rank=rank, backend=backend,
-                                 distributed_init_method=f"tcp://127.0.0.1:{port}")
+    init_distributed_environment(
+        world_size=world, rank=rank, local_rank=rank, backend=backend, distributed_init_method=f"tcp://127.0.0.1:{port}"
+    )
     initialize_model_parallel(world, 1)
 
 
@@ -193,8 +195,9 @@ def verify_target(target: dict, rank: int, world: int) -> dict:
         module = importlib.import_module(target["module"])
         cls = getattr(module, target["cls"])
     except Exception as error:  # any import failure means: cannot run it here
-        result["not_verified"] = (f"importing {target['module']} failed: {type(error).__name__}: {error} "
-                                  f"({_where(error, inside='vllm')})")
+        result["not_verified"] = (
+            f"importing {target['module']} failed: {type(error).__name__}: {error} ({_where(error, inside='vllm')})"
+        )
         return result
     for name in ("compute_logits", "get_top_tokens"):
         if not hasattr(cls, name):
@@ -230,8 +233,9 @@ KERNEL_CALL = re.compile(r"\b([A-Za-z_][\w.]*(?:kernel|KERNEL|tilelang|triton|_C
 def failing_kernel(error: BaseException) -> list[str]:
     """The kernel called on the line of model code (``.../models/...``, its deepest frame) where
     compute_logits failed, if that line calls one."""
-    frames = [f for f in traceback.extract_tb(error.__traceback__)
-              if f"{os.sep}models{os.sep}" in f.filename and f.line]
+    frames = [
+        f for f in traceback.extract_tb(error.__traceback__) if f"{os.sep}models{os.sep}" in f.filename and f.line
+    ]
     return KERNEL_CALL.findall(frames[-1].line + "(") if frames else []
 
 
@@ -318,8 +322,17 @@ def run_variant(cls: type, choices: dict, forms: list[CallForm]) -> dict:
     the first fabricator met; later fabricators are given the same choices."""
     from .fabricate import CannotBuild, Fabricator
 
-    variant = {"variant": "default", "choices": dict(choices), "points": {}, "cases": [], "notes": [],
-               "compared": 0, "raised": False, "recipe": None, "failed_ops": []}
+    variant = {
+        "variant": "default",
+        "choices": dict(choices),
+        "points": {},
+        "cases": [],
+        "notes": [],
+        "compared": 0,
+        "raised": False,
+        "recipe": None,
+        "failed_ops": [],
+    }
     for dtype_name, dtype in DTYPES.items():
         for case, override, scale in _cases():
             fabricator = Fabricator(VOCAB, HIDDEN, dtype, seed=7, head_override=override, choices=dict(choices))
@@ -328,22 +341,28 @@ def run_variant(cls: type, choices: dict, forms: list[CallForm]) -> dict:
             raised: set[tuple[str, int | None]] = set()  # (form, step) where compute_logits raised: not rerun
             launches = InterpretedLaunches.count
             for batch in BATCHES:
-                if (batch == BATCHES[-1] and case not in INTERPRETED_LARGE_BATCH_CASES
-                        and InterpretedLaunches.count > launches):
+                if (
+                    batch == BATCHES[-1]
+                    and case not in INTERPRETED_LARGE_BATCH_CASES
+                    and InterpretedLaunches.count > launches
+                ):
                     # its kernels run interpreted: the largest batch in the random case only (bounded time)
-                    note = (f"kernels run in Triton's interpreter: batch {batch} in the "
-                            f"{', '.join(INTERPRETED_LARGE_BATCH_CASES)} case only")
+                    note = (
+                        f"kernels run in Triton's interpreter: batch {batch} in the "
+                        f"{', '.join(INTERPRETED_LARGE_BATCH_CASES)} case only"
+                    )
                     variant["scope"] = list(dict.fromkeys([*variant.get("scope", []), note]))
                     continue
                 for form in forms:
-                    for step in (range(NUM_STEPS) if form.per_step else [None]):
+                    for step in range(NUM_STEPS) if form.per_step else [None]:
                         if (form.label, step) in raised:
                             continue
                         try:
                             if form.label not in widths:
                                 widths[form.label] = hidden_width(fabricator, model, form, step)
-                            h = _hidden(case, batch, scale, dtype, seed=batch * 31 + (step or 0),
-                                        width=widths[form.label])
+                            h = _hidden(
+                                case, batch, scale, dtype, seed=batch * 31 + (step or 0), width=widths[form.label]
+                            )
                             record = _run_case(fabricator, model, form, h, step)
                         except CannotBuild as error:
                             _note(variant, f"not built: {error}")
@@ -356,10 +375,15 @@ def run_variant(cls: type, choices: dict, forms: list[CallForm]) -> dict:
                             _note(variant, record["detail"])
                             variant["failed_ops"] += [op for op in record["ops"] if op not in variant["failed_ops"]]
                             continue
-                        record.update(dtype=dtype_name, case=case, batch=batch, step=step, form=form.label,
-                                      width=h.shape[-1],
-                                      step_in=[form.passes_step(form.compute_logits),
-                                               form.passes_step(form.get_top_tokens)])
+                        record.update(
+                            dtype=dtype_name,
+                            case=case,
+                            batch=batch,
+                            step=step,
+                            form=form.label,
+                            width=h.shape[-1],
+                            step_in=[form.passes_step(form.compute_logits), form.passes_step(form.get_top_tokens)],
+                        )
                         variant["cases"].append(record)
                         variant["compared"] += record["has_logits"] and record["kind"] == "tokens"
                         variant["raised"] = variant["raised"] or record["kind"] != "tokens"
@@ -393,22 +417,37 @@ def _run_case(fabricator, model, form: CallForm, h: torch.Tensor, step: int | No
         except Exception as error:
             if type(error).__name__ == "CannotBuild":
                 raise
-            return {"kind": "compute_logits raised", "has_logits": False, "ids": [], "mismatch": None,
-                    "detail": f"compute_logits raised {type(error).__name__}: {error} ({_where(error)})",
-                    "ops": failing_kernel(error)}
+            return {
+                "kind": "compute_logits raised",
+                "has_logits": False,
+                "ids": [],
+                "mismatch": None,
+                "detail": f"compute_logits raised {type(error).__name__}: {error} ({_where(error)})",
+                "ops": failing_kernel(error),
+            }
         try:
             inspect.signature(model.get_top_tokens).bind(*gtt_args, **gtt_kwargs)
         except TypeError as error:
-            return {"kind": "TypeError", "has_logits": True, "ids": [], "mismatch": {
-                "detail": f"get_top_tokens rejects the call {form.text()}: TypeError: {error}"}}
+            return {
+                "kind": "TypeError",
+                "has_logits": True,
+                "ids": [],
+                "mismatch": {"detail": f"get_top_tokens rejects the call {form.text()}: TypeError: {error}"},
+            }
         try:
             ids = fabricator.call(model, "get_top_tokens", *gtt_args, **gtt_kwargs)
         except Exception as error:
             if type(error).__name__ == "CannotBuild":
                 raise
-            return {"kind": "get_top_tokens raised", "has_logits": True, "ids": [], "mismatch": {
-                "detail": f"get_top_tokens raised {type(error).__name__}: {error} ({_where(error)}) "
-                          "where compute_logits returned logits"}}
+            return {
+                "kind": "get_top_tokens raised",
+                "has_logits": True,
+                "ids": [],
+                "mismatch": {
+                    "detail": f"get_top_tokens raised {type(error).__name__}: {error} ({_where(error)}) "
+                    "where compute_logits returned logits"
+                },
+            }
     return _compare(logits, ids)
 
 
@@ -417,8 +456,12 @@ def _guarded(target: dict, rank: int, world: int) -> dict:
     try:
         return verify_target(target, rank, world)
     except Exception as error:
-        return {"target": target, "variants": [], "recipe": None,
-                "not_verified": f"the harness failed: {type(error).__name__}: {error} ({_where(error)})"}
+        return {
+            "target": target,
+            "variants": [],
+            "recipe": None,
+            "not_verified": f"the harness failed: {type(error).__name__}: {error} ({_where(error)})",
+        }
 
 
 def _where(error: BaseException, inside: str | None = None) -> str:
@@ -442,9 +485,14 @@ def _compare(logits, ids) -> dict:
         row = wrong[0]
         want, got = int(expected[row]), int(ids[row])
         got_value = float(logits[row, got]) if 0 <= got < logits.shape[-1] else float("nan")
-        record["mismatch"] = {"row": row, "argmax_id": want, "get_top_tokens_id": got,
-                              "argmax_logit": float(logits[row, want]), "get_top_tokens_logit": got_value,
-                              "rows": len(wrong)}
+        record["mismatch"] = {
+            "row": row,
+            "argmax_id": want,
+            "get_top_tokens_id": got,
+            "argmax_logit": float(logits[row, want]),
+            "get_top_tokens_logit": got_value,
+            "rows": len(wrong),
+        }
     return record
 
 
