@@ -14,8 +14,6 @@ from ..templating import template
 from .constants import HIDDEN, NUM_STEPS, START_LAYER, TARGET_VOCAB, VOCAB
 from .run import TargetOutcome, Verdict
 
-TEST_PORT = 29517
-
 
 def _line_formats() -> dict[str, Template]:
     formats = {}
@@ -109,7 +107,6 @@ def render_family_test(title: str, drafters: list[tuple[str, str, bool]]) -> str
         hidden=HIDDEN,
         num_steps=NUM_STEPS,
         start_layer=START_LAYER,
-        port=TEST_PORT,
         drafters=repr(sorted(set(drafters))),
     )
     return ruff_format(text)
