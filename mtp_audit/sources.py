@@ -48,7 +48,7 @@ def release_tree(version: str, *, offline: bool = False, progress: Progress | No
         with (progress or nullcontext)(
             f"downloading the vllm=={version} wheel with pip, once: its vllm/*.py are kept in {target}"
         ):
-            wheel = _download(version, Path(scratch))
+            wheel = _download(f"vllm=={version}", Path(scratch), "vllm-*.whl")
         staging = Path(scratch) / "tree"
         with zipfile.ZipFile(wheel) as archive:
             members = [n for n in archive.namelist() if n.startswith("vllm/") and n.endswith(".py")]
@@ -61,7 +61,8 @@ def release_tree(version: str, *, offline: bool = False, progress: Progress | No
     return target
 
 
-def _download(version: str, into: Path) -> Path:
+def _download(requirement: str, into: Path, pattern: str = "*.whl") -> Path:
+    """``pip download --no-deps`` of one binary wheel into ``into``; a UsageError naming pip's last line."""
     command = [
         sys.executable,
         "-m",
@@ -73,13 +74,13 @@ def _download(version: str, into: Path) -> Path:
         "--quiet",
         "-d",
         str(into),
-        f"vllm=={version}",
+        requirement,
     ]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
-    wheels = sorted(into.glob("vllm-*.whl"))
+    wheels = sorted(into.glob(pattern))
     if result.returncode != 0 or not wheels:
         detail = (result.stderr or result.stdout).strip().splitlines()
-        raise UsageError(f"could not download vllm=={version} with pip: {detail[-1] if detail else 'no wheel'}")
+        raise UsageError(f"could not download {requirement} with pip: {detail[-1] if detail else 'no wheel'}")
     return wheels[0]
 
 
@@ -96,27 +97,10 @@ def released_wheel(name: str, version: str, *, progress: Progress | None = None)
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
         with (progress or nullcontext)(f"downloading the {name}=={version} wheel with pip, once, into {target}"):
-            command = [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--only-binary=:all:",
-                "--disable-pip-version-check",
-                "--quiet",
-                "-d",
-                scratch,
-                f"{name}=={version}",
-            ]
-            result = subprocess.run(command, capture_output=True, text=True, check=False)
-        wheels = sorted(Path(scratch).glob("*.whl"))
-        if result.returncode != 0 or not wheels:
-            detail = (result.stderr or result.stdout).strip().splitlines()
-            raise UsageError(f"could not download {name}=={version} with pip: {detail[-1] if detail else 'no wheel'}")
+            wheel = _download(f"{name}=={version}", Path(scratch))
         staging = Path(scratch) / "entry"
         staging.mkdir()
-        shutil.move(str(wheels[0]), staging / wheels[0].name)
+        shutil.move(str(wheel), staging / wheel.name)
         if target.exists():
             shutil.rmtree(target)
         staging.rename(target)  # the cache entry appears whole or not at all

@@ -46,27 +46,30 @@ def test_fix_diff_is_identical_at_any_job_count(vllm_release):
     assert [(d.returncode, d.stdout) for d in diffs[1:]] == [(diffs[0].returncode, diffs[0].stdout)]
 
 
-def test_an_error_met_by_a_worker_is_reported_as_without_workers(vllm_release, tmp_path):
+def _broken_release(vllm_release, tmp_path, appended: str):
+    """0.34.0 with ``appended`` at the end of deepseek_mtp.py; its one-process scan, which must
+    name that file's syntax error."""
     tree = tmp_path / "vllm-tree"
     shutil.copytree(vllm_release("0.34.0"), tree)
     broken = tree / "vllm/model_executor/models/deepseek_mtp.py"
-    broken.write_text(broken.read_text() + "\nBROKEN = (\n")
+    broken.write_text(broken.read_text() + appended)
     serial = _scan(tree, "--no-cache", "--jobs", "1")
     assert serial[0] == 2
     assert "deepseek_mtp.py" in serial[2] and "syntax error" in serial[2]
+    return tree, serial
+
+
+def test_an_error_met_by_a_worker_is_reported_as_without_workers(vllm_release, tmp_path):
+    tree, serial = _broken_release(vllm_release, tmp_path, "\nBROKEN = (\n")
     assert _scan(tree, "--no-cache", "--jobs", "2") == serial
 
 
 def test_a_syntax_error_in_a_part_the_cut_drops_is_found_as_without_workers(vllm_release, tmp_path):
     """Workers read registry modules' facts before another worker has checked that the whole file
     compiles; a file that does not must end as the one-process scan ends it."""
-    tree = tmp_path / "vllm-tree"
-    shutil.copytree(vllm_release("0.34.0"), tree)
-    broken = tree / "vllm/model_executor/models/deepseek_mtp.py"
-    broken.write_text(broken.read_text() + "\n\nclass Unwatched:\n    def helper(self):\n        return )\n")
-    serial = _scan(tree, "--no-cache", "--jobs", "1")
-    assert serial[0] == 2
-    assert "deepseek_mtp.py" in serial[2] and "syntax error" in serial[2]
+    tree, serial = _broken_release(
+        vllm_release, tmp_path, "\n\nclass Unwatched:\n    def helper(self):\n        return )\n"
+    )
     assert _scan(tree, "--no-cache", "--jobs", "2") == serial
     env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
     assert _scan(tree, "--jobs", "2", env=env) == serial  # nothing unchecked was cached
