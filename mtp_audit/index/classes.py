@@ -1,6 +1,5 @@
 """A module's classes as facts: bases, the watched methods as written, class-level
-annotations, and what ``__init__`` sets (read off its text by the pre-filter when it cut the
-method out, else from the tree)."""
+annotations, and what ``__init__`` sets."""
 
 from __future__ import annotations
 
@@ -28,10 +27,6 @@ def _collect_classes(tree: ast.Module, text: _Source) -> list[ClassFacts]:
             bases=[text.segment(b.value if isinstance(b, ast.Starred) else b) for b in node.bases],
         )
         _collect_members(cls, node.body, text, None)
-        init = text.reduced.inits.get(cls.line)
-        if init is not None:  # __init__ was cut out by the pre-filter, which read it
-            cls.init_attrs = init.attrs
-            cls.init_raises = f"__init__ raises {init.raises}" if init.raises else None
         classes.append(cls)
     return classes
 
@@ -48,7 +43,7 @@ def _collect_members(cls: ClassFacts, body: list[ast.stmt], text: _Source, under
                 elif under is not None:
                     method.how, method.where = "conditional", f"defined only {under}"
                 cls.methods[statement.name] = method
-            elif statement.name == "__init__" and under is None:  # only when the file was parsed whole
+            elif statement.name == "__init__" and under is None:
                 cls.init_attrs = _init_attributes(statement)
                 cls.init_raises = _only_raises(statement)
         elif (

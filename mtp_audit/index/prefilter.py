@@ -1,11 +1,12 @@
-"""A cheap text pre-filter: cut what facts never read before libcst parses a module.
+"""A cheap text pre-filter: cut what facts never read before a module is parsed.
 
 A line scanner (no tokenizer, no parser) finds top-level classes and
 functions by their indentation. Method bodies other than ``compute_logits``
-and ``get_top_tokens``, and module-level functions other than
-``__getattr__``, are dropped; ``__init__`` is dropped too, after its
-``self.X = Callee(...)`` assignments are read off its lines. What remains is
-typically a fifth of the file. ``lines`` maps each kept line back to its
+and ``get_top_tokens``, and the bodies of module-level functions other than
+``__getattr__`` (whose names they still bind), are dropped; of ``__init__`` only the statements that start
+with ``self.`` stay. The scanner only skips text: what the kept text means is
+read off the parsed tree, by the same code as for an uncut file. What
+remains is typically a fifth of the file. ``lines`` maps each kept line back to its
 line in the real file, so every position reported is a real one.
 
 The scanner trusts indentation; a file where that misleads it (a multi-line
@@ -17,29 +18,23 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 WATCHED_METHODS = ("compute_logits", "get_top_tokens")
 
 _CLASS = re.compile(r"class\s+(\w+)")
 _DEF = re.compile(r"(?:async\s+)?def\s+(\w+)")
-_SELF_ASSIGN = re.compile(r"^\s*self\.(\w+)\s*(:[^=]+?)?\s*(?:=(?!=)\s*(.*))?$")
-_QUOTES = ('"""', "'''")
-_REGISTER = re.compile(r"^\s*self\.register_(?:buffer|parameter)\(\s*[\"'](\w+)[\"']")
-_CALLEE = re.compile(r"^([A-Za-z_][\w.]*)\s*\(")
-
-
-@dataclass
-class InitFacts:
-    attrs: dict[str, list[str]] = field(default_factory=dict)  # self.X = Callee(...)
-    raises: str | None = None  # the body is a single raise: its text
+_RAISE = re.compile(r"raise\b")
+_OPENS_CALL = re.compile(r"[\w)\]]\s*\($")
+_SETS_SELF = re.compile(r"self\.(?:\w+\s*(?::|=(?!=))|register_(?:buffer|parameter)\b)")
+_NESTED_SCOPE = re.compile(r"(?:async\s+def|def|class)\b|@|match\s.*:\s*(?:#.*)?$")
+_COMPOUND = re.compile(r"(?:if|elif|else|for|while|with|try|except|finally|async\s+(?:for|with))\b")
 
 
 @dataclass
 class Reduced:
     source: str
     lines: list[int]  # lines[i] = real line number of line i + 1 of ``source``
-    inits: dict[int, InitFacts]  # real line of the class -> its __init__ facts
 
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
@@ -115,68 +110,97 @@ def _block_end(lines: list[str], code: _CodeRows, start: int, indent: int) -> in
     return code.block_end(_header_end(lines, start), indent)
 
 
-def _call_end(lines: list[str], index: int, column: int) -> int | None:
-    """Row where the call whose ``(`` is at (index, column) closes, if nothing follows it there."""
-    depth = 0
-    for row in range(index, len(lines)):
-        text = _STRING.sub('""', lines[row]).split("#", 1)[0]
-        for position in range(column if row == index else 0, len(text)):
-            char = text[position]
-            depth += char in "([{"
-            depth -= char in ")]}"
-            if depth == 0:
-                return row if not text[position + 1 :].strip() else None
-    return None
+def _code(line: str) -> str:
+    """The line without its strings' contents and its comment."""
+    if '"' in line or "'" in line:
+        line = _STRING.sub('""', line)
+    return line.split("#", 1)[0].rstrip()
 
 
-def _init_facts(lines: list[str]) -> InitFacts:
-    """``self.X = Callee(...)`` of an ``__init__``; any other value of X counts as ``<other>``."""
-    facts = InitFacts()
-    for index, line in enumerate(lines[1:], 1):
-        joined = line.rstrip() + (
-            lines[index + 1].strip() if line.rstrip().endswith("(") and index + 1 < len(lines) else ""
-        )
-        registered = _REGISTER.match(joined)
-        if registered:  # self.register_buffer("x", ...) sets self.x to something we cannot name
-            bucket = facts.attrs.setdefault(registered.group(1), [])
-            if "<other>" not in bucket:
-                bucket.append("<other>")
+def _statement_rows(lines: list[str], row: int, stop: int) -> tuple[int, bool]:
+    """Last row of the statement that starts at ``row`` (brackets closed, no ``\\`` at the end),
+    and whether its middle rows are only the arguments of a call whose ``(`` ends the first row:
+    dropping them leaves the same expression around the call, of the same callee."""
+    first = _code(lines[row])
+    depth = opened = _depth(first)[1]
+    if depth <= 0 and not first.endswith("\\"):
+        return row, False
+    middle_inside = opened == 1 and _OPENS_CALL.search(first) is not None
+    for index in range(row + 1, stop):
+        code = _code(lines[index])
+        lowest, net = _depth(code)
+        if depth + net <= 0 and not code.endswith("\\"):
+            return index, middle_inside
+        middle_inside = middle_inside and depth + lowest >= opened
+        depth += net
+    return stop - 1, False
+
+
+def _depth(code: str) -> tuple[int, int]:
+    """(lowest bracket depth reached along the line, depth at its end), from 0 at its start."""
+    net = code.count("(") + code.count("[") + code.count("{") - code.count(")") - code.count("]") - code.count("}")
+    if not (")" in code or "]" in code or "}" in code):
+        return 0, net
+    depth = lowest = 0
+    for char in code:
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+            lowest = min(lowest, depth)
+    return lowest, net
+
+
+def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], first: int, define: int, stop: int) -> None:
+    """Cut ``__init__`` down to what its facts are read from (``classes.py`` reads them off the
+    tree): the header, and each statement that starts with ``self.``, moved to the body's first
+    level, where the tree walk finds it as it would in its ``if``/``for``/``with``/``try``.
+    Statements inside nested ``def``/``class``/``match`` blocks, which that walk never enters, go.
+    The method stays whole where the line scan could misread it (a string spanning lines, a block
+    with its body on the header's line) and where its body may be a lone ``raise``."""
+    for index in range(first, define):
+        keep[index] = False  # decorators
+    header_end = _header_end(lines, define)
+    body = [index for index in range(header_end + 1, stop) if _is_code(lines[index])]
+    if not body or any('"""' in lines[i] or "'''" in lines[i] for i in body):
+        return
+    margin = lines[body[0]][: _indent(lines[body[0]])]
+    statements: list[tuple[int, int, bool]] = []  # (first row, last row, middle rows droppable)
+    nested_under: int | None = None  # indentation of a def/class/match whose block is skipped
+    row = body[0]
+    while row < stop:
+        line = lines[row]
+        if not _is_code(line):
+            row += 1
             continue
-        match = _SELF_ASSIGN.match(line)
-        if not match:
+        last, hollow = _statement_rows(lines, row, stop)
+        indent, code = _indent(line), line.strip()
+        if nested_under is not None and indent > nested_under:
+            row = last + 1
             continue
-        attr, annotation, value = match.groups()
-        if annotation is None and value is None:
-            continue  # a bare expression, not an assignment
-        bucket = facts.attrs.setdefault(attr, [])
-        if not value:
-            continue  # an annotation without a value
-        row, text = index, line.rstrip("\r\n")
-        wrapped = value.strip() == "(" and index + 1 < len(lines)  # self.x = (\n    Callee(...)\n)
-        if wrapped:
-            row, text = index + 1, lines[index + 1].rstrip("\r\n")
-            value = text.lstrip()
-        callee = _CALLEE.match(value)
-        end = _call_end(lines, row, len(text) - len(value) + callee.end() - 1) if callee else None
-        if end is not None and wrapped:
-            end = end if end + 1 < len(lines) and lines[end + 1].strip() == ")" else None
-        name = callee.group(1) if callee and end is not None else "<other>"
-        if name not in bucket:
-            bucket.append(name)
-    code = [line.strip() for line in lines[_header_end(lines, 0) + 1 :] if _is_code(line)]
-    if code and code[0][:3] in _QUOTES and len(code[0]) > 3 and code[0].endswith(code[0][:3]):
-        code = code[1:]  # a one-line docstring
-    if code and code[0].startswith("raise ") and not any(c.startswith(("self.", "return ", "if ")) for c in code):
-        text = " ".join(code)
-        exception = re.match(r"raise\s+([\w.]+)", text)
-        message = " ".join(found.group(0)[1:-1] for found in _STRING.finditer(text))
-        facts.raises = (exception.group(1) if exception else "an exception") + (f": {message}" if message else "")
-    return facts
+        nested_under = None
+        if indent == len(margin) and _RAISE.match(code):
+            return  # maybe a placeholder that only raises: the tree says
+        if _NESTED_SCOPE.match(code):
+            nested_under = indent
+        elif _COMPOUND.match(code) and not _code(lines[last]).endswith(":"):
+            return  # ``if x: self.a = A()``: a body on the header's line
+        elif _SETS_SELF.match(code):  # register_*'s first argument is the name: it stays
+            statements.append((row, last, hollow and not code.startswith("self.register_")))
+        row = last + 1
+    for index in range(header_end + 1, stop):
+        keep[index] = False
+    for row, last, hollow in statements:
+        inserted[row] = margin + lines[row].lstrip(" \t")
+        for index in range(last if hollow else row + 1, last + 1):
+            keep[index] = True  # a call's arguments go: its callee is what the facts read
+    if not statements:
+        inserted[body[0]] = margin + "pass" + (lines[body[0]][len(lines[body[0]].rstrip("\r\n")) :] or "\n")
 
 
 def whole(source: str) -> Reduced:
     """The source uncut, for when the cut one does not parse."""
-    return Reduced(source, list(range(1, source.count("\n") + 2)), {})
+    return Reduced(source, list(range(1, source.count("\n") + 2)))
 
 
 def reduce_source(source: str) -> Reduced:
@@ -184,7 +208,6 @@ def reduce_source(source: str) -> Reduced:
     code = _CodeRows(lines)
     keep = [True] * len(lines)
     inserted: dict[int, str] = {}  # index -> replacement line put before it
-    inits: dict[int, InitFacts] = {}
     index = 0
     while index < len(lines):
         line = lines[index]
@@ -199,8 +222,10 @@ def reduce_source(source: str) -> Reduced:
         if function and function.group(1) != "__getattr__":
             for i in range(start, end):
                 keep[i] = False
+            newline = header[len(header.rstrip("\r\n")) :] or "\n"
+            inserted[index] = f"def {function.group(1)}(): pass{newline}"  # the name is rebound all the same
         elif _CLASS.match(header):
-            _reduce_class(lines, code, keep, inserted, inits, index, end)
+            _reduce_class(lines, code, keep, inserted, index, end)
         index = max(end, index + 1)
     out: list[str] = []
     numbers: list[int] = []
@@ -211,7 +236,7 @@ def reduce_source(source: str) -> Reduced:
         if keep[i]:
             out.append(line)
             numbers.append(i + 1)
-    return Reduced("".join(out), numbers, inits)
+    return Reduced("".join(out), numbers)
 
 
 def _reduce_class(
@@ -219,7 +244,6 @@ def _reduce_class(
     code: _CodeRows,
     keep: list[bool],
     inserted: dict[int, str],
-    inits: dict[int, InitFacts],
     header: int,
     end: int,
 ) -> None:
@@ -245,10 +269,11 @@ def _reduce_class(
         stop = _block_end(lines, code, index, body_indent)
         members.append((first, index, stop, function.group(1) if function else None))
         index = max(stop, index + 1)
-    dropped = [(first, stop, name) for first, _, stop, name in members if name and name not in WATCHED_METHODS]
-    for first, stop, name in dropped:
+    for first, define, stop, name in members:
         if name == "__init__":
-            inits[header + 1] = _init_facts(lines[first:stop])
+            _cut_init(lines, keep, inserted, first, define, stop)
+    dropped = [(first, stop) for first, _, stop, name in members if name and name not in (*WATCHED_METHODS, "__init__")]
+    for first, stop in dropped:
         for i in range(first, stop):
             keep[i] = False
     if len(dropped) == len(members) and dropped:
