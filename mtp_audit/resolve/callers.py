@@ -574,10 +574,11 @@ class CallerIndex:
                 local = {**module.imports, **_local_imports(ast.walk(method))}
                 for sub in ast.walk(method):
                     if isinstance(sub, ast.Return) and sub.value is not None:
-                        name_ = _dotted(sub.value)
-                        target = local.get(name_ or "", f"{module.name}.{name_}")
-                        if target in self.classes:
-                            todo.append(target)
+                        for value in _branches(sub.value):
+                            name_ = _dotted(value)
+                            target = local.get(name_ or "", f"{module.name}.{name_}")
+                            if target in self.classes:
+                                todo.append(target)
                 break
         return out
 
@@ -773,6 +774,15 @@ def _dotted(node: ast.expr) -> str | None:
     if isinstance(node, ast.Subscript):
         return _dotted(node.value)
     return None
+
+
+def _branches(node: ast.expr) -> Iterator[ast.expr]:
+    """The values an expression may take: both arms of ``a if c else b``, each arm's own."""
+    if isinstance(node, ast.IfExp):
+        yield from _branches(node.body)
+        yield from _branches(node.orelse)
+    else:
+        yield node
 
 
 def _imports(tree: ast.Module, module: str, is_package: bool) -> dict[str, str]:
