@@ -1,0 +1,686 @@
+"""Which speculators can hold a drafter, read from the caller files of a small vLLM tree: the
+three-valued reading of the conditions that choose one, 0.34-style speculator configs, and the
+caller files themselves (imports, nested classes, MROs)."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+from conftest import BASE, build_tree
+from mtp_audit.index.modules import ModuleIndex
+from mtp_audit.locate import locate
+from mtp_audit.resolve.callers import UNKNOWN, CallerIndex, Drafter
+
+REGISTRY = '_SPECULATIVE_DECODING_MODELS = {"ToyMTPModel": ("toy_mtp", "ToyMTP")}\n'
+
+
+def caller_index(tmp_path: Path, files: dict[str, str]) -> CallerIndex:
+    """The callers of a tree made of the shared base and ``files`` (paths under ``vllm/``)."""
+    root = build_tree(BASE, tmp_path / "tree")
+    for name, text in {"model_executor/models/registry.py": REGISTRY, **files}.items():
+        path = root / "vllm" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return CallerIndex(ModuleIndex(locate(root)))
+
+
+def drafter(arch="ToyMTPModel", cls="ToyMTP", methods=("mtp",), model_types=(), declared=None) -> Drafter:
+    return Drafter(arch, cls, None if methods is None else frozenset(methods), frozenset(model_types), declared)
+
+
+def truth(index: CallerIndex, condition: str, of: Drafter):
+    return index.truth(ast.parse(condition, mode="eval").body, of)
+
+
+def test_method_comparisons(tmp_path: Path) -> None:
+    index = caller_index(tmp_path, {})
+    mtp = drafter()
+    assert truth(index, "spec.method == 'mtp'", mtp) is True
+    assert truth(index, "spec.method != 'mtp'", mtp) is False
+    assert truth(index, "spec.method == 'eagle'", mtp) is False
+    assert truth(index, "spec.method in ('eagle', 'mtp')", mtp) is True
+    assert truth(index, "spec.method not in ['eagle', 'medusa']", mtp) is True
+    assert truth(index, "spec.method == 'mtp'", drafter(methods=None)) is UNKNOWN
+
+
+SPEC_CONFIG = """\
+from typing import Literal
+import typing
+
+DraftTypes = Literal["toy_draft"]
+MTPModelTypes = Literal["toy_mtp", "toy_step_mtp", DraftTypes]
+EagleModelTypes = typing.Literal["toy_eagle", MTPModelTypes, Unknown]
+SingleType = Literal["toy_single"]
+NotALiteral = ("toy_mtp",)
+first, second = Literal["a"], Literal["b"]
+
+
+class SpeculativeConfig:
+    def _draft_config(self, hf_config):
+        if hf_config.model_type == "toy_step":
+            hf_config.model_type = "toy_step_mtp"
+            hf_config.update({"n_predict": 3, "architectures": ["ToyStepMTP", "ToyStepMTPAlt", name]})
+        if hf_config.model_type == "toy_named":
+            hf_config.model_type = "toy_named_mtp"
+            hf_config.update({"architectures": "ToyNamedMTP"})
+        if hf_config.model_type == "toy_only_archs":
+            hf_config.update({"architectures": ["ToyOnlyArchs"]})
+        return hf_config
+
+    def use_mtp(self) -> bool:
+        return self.method == "mtp"
+
+    def uses_eagle(self) -> bool:
+        return self.method in ("eagle", "eagle3")
+
+    def use_step_mtp(self) -> bool:
+        return self.use_mtp() and getattr(self.draft_model_config.hf_config, "model_type", None) == "toy_step_mtp"
+
+    def use_early_mtp(self) -> bool:
+        x = 1
+        if self.method != "mtp":
+            return False
+        return True
+
+    def use_maybe_early(self) -> bool:
+        if self.num_speculative_tokens > 1:
+            return self.method == "mtp"
+        return self.method == "mtp"
+
+    def use_split_early(self) -> bool:
+        if self.num_speculative_tokens > 1:
+            return self.method == "mtp"
+        return self.method == "eagle"
+
+    def use_unknown_early(self) -> bool:
+        if self.num_speculative_tokens > 1:
+            return self.num_speculative_tokens > 2
+        return self.num_speculative_tokens > 3
+
+    def use_first_true(self) -> bool:
+        if self.method == "mtp":
+            return True
+        return False
+
+    def use_bare_return(self) -> bool:
+        return
+
+    def use_with_else(self) -> bool:
+        if self.method == "mtp":
+            return True
+        else:
+            return False
+
+    def use_loop(self) -> bool:
+        for name in self.names:
+            return True
+
+    def use_no_return(self) -> bool:
+        pass
+
+    def use_recursive(self) -> bool:
+        return self.use_recursive()
+
+    def not_a_predicate(self) -> bool:
+        return True
+
+    async def use_async(self) -> bool:
+        return True
+"""
+
+
+def spec_index(tmp_path: Path) -> CallerIndex:
+    return caller_index(tmp_path, {"config/speculative.py": SPEC_CONFIG})
+
+
+def test_method_membership_is_known_only_when_every_method_agrees(tmp_path: Path) -> None:
+    index = spec_index(tmp_path)
+    eagle = drafter("ToyEagleModel", "ToyEagle", ("eagle", "eagle3"))
+    assert truth(index, "spec.method in ('eagle', 'eagle3', 'mtp')", eagle) is True
+    assert truth(index, "spec.method == 'eagle'", eagle) is UNKNOWN  # it may be loaded as eagle3
+    assert truth(index, "spec.method != 'eagle'", eagle) is UNKNOWN
+    assert truth(index, "spec.method == 'mtp'", eagle) is False
+    assert truth(index, "spec.method in {'medusa'}", eagle) is False
+    assert truth(index, "spec.method in ('eagle', name)", eagle) is UNKNOWN  # not all strings
+    assert truth(index, "spec.method == name", eagle) is UNKNOWN
+    assert truth(index, "spec.method in ()", eagle) is False
+    assert truth(index, "spec.other == 'eagle'", eagle) is UNKNOWN  # not the method
+    assert truth(index, "'eagle' == spec.method", eagle) is UNKNOWN  # read left to right only
+    assert truth(index, "spec.method < 'mtp'", eagle) is UNKNOWN
+    assert truth(index, "spec.method is 'mtp'", drafter()) is UNKNOWN
+    assert truth(index, "'eagle' < spec.method < 'mtp'", eagle) is UNKNOWN  # a chain
+
+
+def test_literals_are_read_with_their_nested_literals(tmp_path: Path) -> None:
+    index = spec_index(tmp_path)
+    of_type = {t: drafter("ToyModel", "Toy", ("mtp",), (t,)) for t in ("toy_mtp", "toy_draft", "toy_eagle", "a")}
+    literal = "config.model_type in get_args({})"
+    assert [truth(index, literal.format("MTPModelTypes"), d) for d in of_type.values()] == [True, True, False, False]
+    assert [truth(index, literal.format("EagleModelTypes"), d) for d in of_type.values()] == [True, True, True, False]
+    assert truth(index, literal.format("SingleType"), drafter(model_types=("toy_single",))) is True
+    assert truth(index, literal.format("NotALiteral"), of_type["toy_mtp"]) is False  # no strings in it
+    assert truth(index, literal.format("first"), of_type["a"]) is UNKNOWN  # two targets: not read
+
+
+def test_model_type_in_a_literal(tmp_path: Path) -> None:
+    index = spec_index(tmp_path)
+    draft = drafter("ToyDraftModel", "ToyDraft", ("mtp",), ("toy_draft",))
+    other = drafter("ToyOtherModel", "ToyOther", ("mtp",), ("toy_other",))
+    for condition in (
+        "hf_config.model_type in get_args(MTPModelTypes)",
+        "hf_config.model_type in typing.get_args(EagleModelTypes)",
+        "getattr(config, 'model_type', None) in get_args(MTPModelTypes)",
+        "config.model_type == 'toy_draft'",
+    ):
+        assert truth(index, condition, draft) is True, condition
+        assert truth(index, condition, other) is False, condition
+        assert truth(index, condition.replace(" in ", " not in ").replace("==", "!="), draft) is False, condition
+    assert truth(index, "hf_config.model_type in get_args(SingleType)", draft) is False
+    assert truth(index, "hf_config.model_type in get_args(Missing)", draft) is UNKNOWN
+    assert truth(index, "hf_config.model_type in get_args()", draft) is UNKNOWN
+    assert truth(index, "hf_config.model_type in other_args(MTPModelTypes)", draft) is UNKNOWN
+    assert truth(index, "hf_config.model_type in get_args(config.MTPModelTypes)", draft) is UNKNOWN
+    assert truth(index, "getattr(config, 'model_type')", draft) is UNKNOWN
+    assert truth(index, "getattr(config, 'other', None) == 'toy_draft'", draft) is UNKNOWN
+    assert truth(index, "getattr(config, model_type, None) == 'toy_draft'", draft) is UNKNOWN
+    assert truth(index, "getattr(config, 3, None) == 'toy_draft'", draft) is UNKNOWN
+    assert truth(index, "get(config, 'model_type', None) == 'toy_draft'", draft) is UNKNOWN
+    assert truth(index, "getattr(config) == 'toy_draft'", draft) is UNKNOWN
+
+
+def test_a_model_type_the_config_writes_is_known_by_its_architectures(tmp_path: Path) -> None:
+    index = spec_index(tmp_path)
+    step = drafter("ToyStepMTPAlt", "ToyStep", ("mtp",))  # no model type maps to it: the rewrite tells
+    assert truth(index, "config.model_type == 'toy_step_mtp'", drafter("ToyStepMTP", "ToyStep")) is True
+    assert truth(index, "config.model_type == 'toy_named_mtp'", drafter("ToyNamedMTP", "ToyNamed")) is UNKNOWN
+    assert truth(index, "config.model_type == 'toy_only_archs'", drafter("ToyOnlyArchs", "Toy")) is UNKNOWN
+    assert truth(index, "config.model_type == 'toy_step_mtp'", step) is True
+    assert truth(index, "config.model_type in ('toy_mtp', 'toy_step_mtp')", step) is True
+    assert truth(index, "config.model_type == 'toy_step_mtp'", drafter()) is False
+    assert truth(index, "config.model_type == 'toy_mtp'", step) is UNKNOWN  # nothing known of toy_mtp
+    assert truth(index, "config.model_type in ('toy_mtp', 'toy_step_mtp')", drafter()) is UNKNOWN
+    no_arch = drafter(None, "ToyStep", ("mtp",), ("toy_step_mtp",))
+    assert truth(index, "config.model_type == 'toy_step_mtp'", no_arch) is True  # from its model types
+    assert truth(index, "config.model_type == 'toy_mtp'", no_arch) is False
+
+
+def test_architectures(tmp_path: Path) -> None:
+    index = spec_index(tmp_path)
+    mtp = drafter()
+    assert truth(index, "'ToyMTPModel' in config.architectures", mtp) is True
+    assert truth(index, "'ToyMTPModel' not in config.architectures", mtp) is False
+    assert truth(index, "'OtherModel' in config.architectures", mtp) is False
+    assert truth(index, "'OtherModel' not in config.architectures", mtp) is True
+    assert truth(index, "'ToyMTPModel' in config.archs", mtp) is UNKNOWN
+    assert truth(index, "'ToyMTPModel' in architectures", mtp) is UNKNOWN
+    assert truth(index, "name in config.architectures", mtp) is UNKNOWN
+    assert truth(index, "3 in config.architectures", mtp) is UNKNOWN
+    assert truth(index, "'ToyMTPModel' in config.architectures", drafter(None)) is UNKNOWN
+    assert truth(index, "'ToyMTPModel' == config.architectures", mtp) is UNKNOWN
+
+
+def test_is_none(tmp_path: Path) -> None:
+    index = spec_index(tmp_path)
+    mtp = drafter()
+    assert truth(index, "self.draft_model_config is None", mtp) is False  # a drafter has a draft config
+    assert truth(index, "self.draft_model_config is not None", mtp) is True
+    assert truth(index, "self.draft_model_config == None", mtp) is UNKNOWN
+    assert truth(index, "self.target_model_config is None", mtp) is UNKNOWN
+    assert truth(index, "self.draft_model_config is not False", mtp) is UNKNOWN
+    assert truth(index, "self.method is None", mtp) is UNKNOWN
+
+
+def test_not_and_or_and_constants(tmp_path: Path) -> None:
+    index = spec_index(tmp_path)
+    mtp = drafter()
+    yes, no, maybe = "spec.method == 'mtp'", "spec.method == 'eagle'", "spec.num_speculative_tokens > 1"
+    assert truth(index, f"not {yes}", mtp) is False
+    assert truth(index, f"not {no}", mtp) is True
+    assert truth(index, f"not {maybe}", mtp) is UNKNOWN
+    assert truth(index, f"-{yes}", mtp) is UNKNOWN
+    table = {
+        (yes, yes): (True, True),
+        (yes, no): (False, True),
+        (no, yes): (False, True),
+        (no, no): (False, False),
+        (yes, maybe): (UNKNOWN, True),
+        (maybe, yes): (UNKNOWN, True),
+        (no, maybe): (False, UNKNOWN),
+        (maybe, no): (False, UNKNOWN),
+        (maybe, maybe): (UNKNOWN, UNKNOWN),
+    }
+    for (left, right), (conjunction, disjunction) in table.items():
+        assert truth(index, f"{left} and {right}", mtp) is conjunction, (left, right)
+        assert truth(index, f"{left} or {right}", mtp) is disjunction, (left, right)
+    assert truth(index, f"{yes} and {yes} and {maybe}", mtp) is UNKNOWN
+    assert truth(index, f"{no} or {no} or {maybe}", mtp) is UNKNOWN
+    assert truth(index, "True", mtp) is True
+    assert truth(index, "False", mtp) is False
+    assert truth(index, "1", mtp) is UNKNOWN
+    assert truth(index, "None", mtp) is UNKNOWN
+    assert truth(index, "spec", mtp) is UNKNOWN
+
+
+def test_predicates_of_the_speculative_config(tmp_path: Path) -> None:
+    index = spec_index(tmp_path)
+    mtp, eagle = drafter(), drafter("ToyEagleModel", "ToyEagle", ("eagle", "eagle3"))
+    step = drafter("ToyStepMTP", "ToyStepMTP", ("mtp",))
+    assert truth(index, "spec.use_mtp()", mtp) is True
+    assert truth(index, "spec.use_mtp()", eagle) is False
+    assert truth(index, "spec.uses_eagle()", eagle) is True
+    assert truth(index, "self.speculative_config.uses_eagle()", mtp) is False
+    assert truth(index, "not spec.use_mtp()", eagle) is True
+    assert truth(index, "spec.use_step_mtp()", step) is True  # a predicate calling a predicate
+    assert truth(index, "spec.use_step_mtp()", mtp) is False
+    assert truth(index, "spec.use_step_mtp()", eagle) is False
+    assert truth(index, "spec.use_mtp(1)", mtp) is UNKNOWN  # called with arguments: not the predicate
+    assert truth(index, "use_mtp()", mtp) is UNKNOWN  # not a method of the config
+    assert truth(index, "spec.not_a_predicate()", mtp) is UNKNOWN
+    assert truth(index, "spec.use_async()", mtp) is UNKNOWN
+    assert truth(index, "spec.use_recursive()", mtp) is UNKNOWN
+    assert truth(index, "spec.use_no_return()", mtp) is UNKNOWN
+    assert truth(index, "spec.use_bare_return()", mtp) is False
+
+
+def test_predicates_with_early_returns(tmp_path: Path) -> None:
+    index = spec_index(tmp_path)
+    mtp, eagle, unknown = drafter(), drafter("ToyEagleModel", "ToyEagle", ("eagle",)), drafter(methods=None)
+    assert truth(index, "spec.use_early_mtp()", mtp) is True
+    assert truth(index, "spec.use_early_mtp()", eagle) is False
+    assert truth(index, "spec.use_early_mtp()", unknown) is UNKNOWN
+    assert truth(index, "spec.use_first_true()", mtp) is True
+    assert truth(index, "spec.use_first_true()", eagle) is False
+    assert truth(index, "spec.use_first_true()", unknown) is UNKNOWN
+    # an unknown condition: known only when both ways agree
+    assert truth(index, "spec.use_maybe_early()", mtp) is True
+    assert truth(index, "spec.use_maybe_early()", eagle) is False
+    assert truth(index, "spec.use_split_early()", mtp) is UNKNOWN
+    assert truth(index, "spec.use_split_early()", eagle) is UNKNOWN
+    assert truth(index, "spec.use_unknown_early()", mtp) is UNKNOWN
+    # an else, a loop: not read
+    assert truth(index, "spec.use_with_else()", mtp) is UNKNOWN
+    assert truth(index, "spec.use_loop()", mtp) is UNKNOWN
+
+
+SELECTION = {
+    "config/speculative.py": SPEC_CONFIG,
+    "v1/worker/gpu/spec_decode/__init__.py": """\
+        from vllm.v1.worker.gpu.spec_decode.speculator import MTPSpeculator
+
+        from .eagle import EagleSpeculator
+
+        try:
+            from .medusa import MedusaSpeculator
+        except ImportError:
+            MedusaSpeculator = None
+
+
+        def init_speculator(vllm_config, device):
+            spec = vllm_config.speculative_config
+            if spec.method == "ngram":
+                raise NotImplementedError(spec.method)
+            if spec.use_mtp():
+                if spec.num_speculative_tokens > 1:
+                    from vllm.v1.worker.gpu.spec_decode.multi import MultiSpeculator
+
+                    return MultiSpeculator(vllm_config, device)
+                return MTPSpeculator(vllm_config, device)
+            elif spec.uses_eagle():
+                speculator = EagleSpeculator(vllm_config, device)
+            elif spec.method == "medusa":
+                return MedusaSpeculator(vllm_config, device)
+            else:
+                speculator = FallbackSpeculator(vllm_config, device)
+            return speculator
+
+
+        class FallbackSpeculator(MTPSpeculator):
+            pass
+        """,
+    "v1/worker/gpu/spec_decode/speculator.py": """\
+        class BaseSpeculator:
+            def propose(self, hidden_states):
+                return self.model.get_top_tokens(hidden_states)
+
+
+        class MTPSpeculator(BaseSpeculator):
+            pass
+        """,
+    "v1/worker/gpu/spec_decode/eagle.py": """\
+        from .speculator import BaseSpeculator
+
+
+        class EagleSpeculator(BaseSpeculator):
+            pass
+        """,
+    "v1/worker/gpu/spec_decode/medusa.py": """\
+        class MedusaSpeculator:
+            def propose(self, hidden_states):
+                return self.model.compute_logits(hidden_states)
+        """,
+    "v1/worker/gpu/spec_decode/multi/__init__.py": """\
+        from ..speculator import MTPSpeculator
+
+
+        class MultiSpeculator(MTPSpeculator):
+            pass
+        """,
+    "v1/spec_decode/eagle.py": """\
+        class EagleProposer:
+            def propose(self, hidden_states):
+                return self.model.get_top_tokens(hidden_states)
+        """,
+    "v1/spec_decode/medusa.py": """\
+        class MedusaProposer:
+            def propose(self, hidden_states):
+                return self.model.compute_logits(hidden_states)
+        """,
+    "v1/worker/gpu_model_runner.py": """\
+        import torch
+        from vllm.v1.spec_decode.eagle import EagleProposer
+        from vllm.v1.spec_decode.medusa import (
+            MedusaProposer,
+        )
+
+
+        class GPUModelRunner:
+            def __init__(self, vllm_config, device):
+                self.speculative_config = vllm_config.speculative_config
+                if self.speculative_config:
+                    if self.speculative_config.method == "ngram":
+                        from vllm.v1.spec_decode.ngram import NgramProposer
+
+                        self.drafter = NgramProposer(vllm_config)
+                    elif self.speculative_config.uses_eagle() or self.speculative_config.use_mtp():
+                        self.drafter = EagleProposer(
+                            vllm_config, device, self
+                        )
+                    elif self.speculative_config.method == "medusa":
+                        self.drafter = MedusaProposer(vllm_config=vllm_config, device=device)
+                    else:
+                        raise ValueError(
+                            "Unknown speculative decoding method: "
+                            f"{self.speculative_config.method}"
+                        )
+
+            def execute_model(self, batch):
+                return self.model(batch)
+        """,
+}
+V2 = "vllm.v1.worker.gpu.spec_decode"
+V2_HOW = "vllm/v1/worker/gpu/spec_decode/__init__.py:init_speculator"
+V1_HOW = "vllm/v1/worker/gpu_model_runner.py:__init__"
+
+
+def test_the_speculators_a_drafter_can_take(tmp_path: Path) -> None:
+    index = caller_index(tmp_path, SELECTION)
+    v1 = {"eagle": ("vllm.v1.spec_decode.eagle.EagleProposer", V1_HOW)}
+    v1["medusa"] = ("vllm.v1.spec_decode.medusa.MedusaProposer", V1_HOW)
+    mtp = [
+        v1["eagle"],
+        (f"{V2}.multi.MultiSpeculator", V2_HOW),  # an unknown condition: both ways
+        (f"{V2}.speculator.MTPSpeculator", V2_HOW),
+    ]
+    assert index.candidates(index.drafter("ToyMTPModel", "ToyMTP", None)) == mtp
+    assert index.candidates(index.drafter("ToyEagleModel", "ToyEagle", None)) == [
+        v1["eagle"],
+        (f"{V2}.eagle.EagleSpeculator", V2_HOW),  # not the fallback: the return after the chain
+    ]
+    assert index.candidates(index.drafter("ToyMedusaModel", "ToyMedusa", None)) == [
+        v1["medusa"],
+        (f"{V2}.medusa.MedusaSpeculator", V2_HOW),
+    ]
+    assert index.candidates(index.drafter("ToyModel", "Toy", None)) == [
+        v1["eagle"],
+        v1["medusa"],
+        (f"{V2}.FallbackSpeculator", V2_HOW),
+        (f"{V2}.eagle.EagleSpeculator", V2_HOW),
+        (f"{V2}.medusa.MedusaSpeculator", V2_HOW),
+        (f"{V2}.multi.MultiSpeculator", V2_HOW),
+        (f"{V2}.speculator.MTPSpeculator", V2_HOW),
+    ]
+    assert index.candidates(drafter("ToyNgram", "ToyNgram", ("ngram",))) == []  # the raise ends the choice
+
+
+DRAFTER_TYPES = """\
+from typing import Literal
+
+MTPModelTypes = Literal["toy_mtp"]
+
+
+class SpeculativeConfig:
+    def _draft_config(self, hf_config):
+        if hf_config.model_type == "toy_mtp":
+            hf_config.update({"architectures": ["ToyDraftModel"]})
+        if hf_config.model_type == "toy_other":
+            hf_config.update({"architectures": ["ToyDraftModel", "ToyOtherModel"]})
+"""
+
+
+def test_what_is_known_of_a_drafter(tmp_path: Path) -> None:
+    index = caller_index(tmp_path, {**SELECTION, "config/speculative.py": DRAFTER_TYPES})
+    # its model types, from the architectures the speculative config writes; an MTP type makes it mtp
+    assert index.drafter("ToyDraftModel", "ToyDraft", None) == drafter(
+        "ToyDraftModel", "ToyDraft", ("mtp",), ("toy_mtp", "toy_other")
+    )
+    assert index.drafter("ToyOtherModel", "ToyOther", "x.Config") == drafter(
+        "ToyOtherModel", "ToyOther", None, ("toy_other",), "x.Config"
+    )
+    # else its name: the first fragment that matches, in the architecture or the class
+    assert index.drafter("ToyEagle3Model", "Toy", None).methods == {"eagle3"}
+    assert index.drafter("ToyEagleModel", "Toy", None).methods == {"eagle", "eagle3"}
+    assert index.drafter(None, "ToyEagle", None) == drafter(None, "ToyEagle", ("eagle", "eagle3"))
+    assert index.drafter("LiLiCorrModel", "Draft", None).methods == {"dflash"}
+    assert index.drafter("ToyMLPSpeculatorModel", "Draft", None).methods == {"mlp_speculator"}
+    assert index.drafter("ToyMedusa", "ToyMTP", None).methods == {"medusa"}
+    assert index.drafter("ToyDraftModel", "ToyEagle", None).methods == {"mtp", "eagle", "eagle3"}
+    assert index.drafter("Plain", "Draft", None).methods is None
+
+
+SPEC = "v1/worker/gpu/spec_decode"
+CONFIGS = {
+    f"{SPEC}/speculator.py": """\
+        class BaseSpeculator:
+            def propose(self, hidden_states):
+                return self.model.get_top_tokens(hidden_states)
+
+
+        class MTPSpeculator(BaseSpeculator):
+            pass
+
+
+        class MultiSpeculator(BaseSpeculator):
+            pass
+
+
+        class GemmaSpeculator(BaseSpeculator):
+            pass
+
+
+        class ChildSpeculator(BaseSpeculator):
+            pass
+
+
+        class SpecialSpeculator(BaseSpeculator):
+            pass
+
+
+        class HiddenSpeculator(BaseSpeculator):
+            pass
+
+
+        class LoopSpeculator(BaseSpeculator):
+            pass
+        """,
+    f"{SPEC}/speculator_config.py": """\
+        from typing import ClassVar
+
+
+        class SpeculatorConfig:
+            base_method: ClassVar[str | None] = None
+            speculator_class: ClassVar[str | None] = None
+
+            @classmethod
+            def specialize(cls, spec):
+                return cls
+        """,
+    f"{SPEC}/mtp/config.py": f"""\
+        from vllm.{SPEC.replace("/", ".")}.speculator_config import SpeculatorConfig
+
+
+        class MTPConfig(SpeculatorConfig):
+            base_method = "mtp"
+            speculator_class = "vllm.v1.worker.gpu.spec_decode.speculator.MTPSpeculator"
+
+            @classmethod
+            def specialize(cls, spec):
+                if spec.num_speculative_tokens == 1:
+                    return cls
+                from vllm.v1.worker.gpu.spec_decode.mtp.multi import MultiConfig
+
+                return MultiConfig
+
+
+        class GemmaConfig(MTPConfig):
+            speculator_class = "vllm.v1.worker.gpu.spec_decode.speculator.GemmaSpeculator"
+
+
+        class DisabledConfig(MTPConfig):
+            base_method = "disabled"
+            speculator_class = None
+
+
+        class NgramConfig(SpeculatorConfig):
+            base_method = "ngram"
+            speculator_class = "vllm.v1.worker.gpu.spec_decode.ngram.NgramSpeculator"
+
+
+        class NamedConfig(SpeculatorConfig):
+            base_method = "named"
+            speculator_class = SPECULATOR
+        """,
+    f"{SPEC}/mtp/multi.py": """\
+        from .config import MTPConfig
+
+
+        class MultiConfig(MTPConfig):
+            speculator_class = "vllm.v1.worker.gpu.spec_decode.speculator.MultiSpeculator"
+        """,
+    f"{SPEC}/child.py": """\
+        from vllm.v1.worker.gpu.spec_decode.speculator_config import SpeculatorConfig
+        from vllm.v1.worker.gpu.spec_decode.special import SpecialConfig
+
+
+        class GrandParentConfig(SpeculatorConfig):
+            @classmethod
+            def specialize(cls, spec):
+                return HiddenConfig
+
+
+        class ParentConfig(GrandParentConfig):
+            @classmethod
+            def specialize(cls, spec):
+                if spec.enforce_eager:
+                    return None
+                if spec.disable_padded_drafter_batch:
+                    return
+                return SpecialConfig if spec.special else cls
+
+
+        class ChildConfig(ParentConfig):
+            base_method = "child"
+            speculator_class = "vllm.v1.worker.gpu.spec_decode.speculator.ChildSpeculator"
+
+
+        class OtherChildConfig(ParentConfig):
+            base_method = "other"
+            speculator_class = "vllm.v1.worker.gpu.spec_decode.speculator.ChildSpeculator"
+
+            @classmethod
+            def specialize(cls, spec):
+                return SpecialConfig
+
+
+        class HiddenConfig(SpeculatorConfig):
+            speculator_class = "vllm.v1.worker.gpu.spec_decode.speculator.HiddenSpeculator"
+
+
+        class LoopConfig(SpeculatorConfig):
+            base_method = "loop"
+            speculator_class = "vllm.v1.worker.gpu.spec_decode.speculator.LoopSpeculator"
+
+            @classmethod
+            def specialize(cls, spec):
+                return LoopBackConfig
+
+
+        class LoopBackConfig(LoopConfig):
+            base_method = "loop_back"
+
+            @classmethod
+            def specialize(cls, spec):
+                return LoopConfig
+        """,
+    f"{SPEC}/special.py": """\
+        from vllm.v1.worker.gpu.spec_decode.speculator_config import SpeculatorConfig
+
+
+        class SpecialConfig(SpeculatorConfig):
+            speculator_class = "vllm.v1.worker.gpu.spec_decode.speculator.SpecialSpeculator"
+        """,
+}
+SPECULATOR = "vllm.v1.worker.gpu.spec_decode.speculator."
+
+
+def by_config(index: CallerIndex, methods, declared=None) -> list[tuple[str, str]]:
+    return [
+        (name.removeprefix(SPECULATOR), how)
+        for name, how in index.candidates(drafter("ToyModel", "Toy", methods, declared=declared))
+    ]
+
+
+def test_speculator_configs_chosen_by_method_and_specialized(tmp_path: Path) -> None:
+    index = caller_index(tmp_path, CONFIGS)
+    method = "by speculative method: "
+    # not GemmaConfig: it inherits the base method, the drafter must declare it
+    assert by_config(index, ("mtp",)) == [
+        ("MTPSpeculator", method + "MTPConfig"),
+        ("MultiSpeculator", method + "MultiConfig"),
+    ]
+    # an inherited specialize() (its parent's is overridden); returns of None, of nothing, of cls
+    assert by_config(index, ("child",)) == [
+        ("ChildSpeculator", method + "ChildConfig"),
+        ("SpecialSpeculator", method + "SpecialConfig"),
+    ]
+    assert by_config(index, ("other",)) == [
+        ("ChildSpeculator", method + "OtherChildConfig"),
+        ("SpecialSpeculator", method + "SpecialConfig"),
+    ]
+    assert by_config(index, ("loop",)) == [("LoopSpeculator", method + "LoopConfig")]  # LoopBackConfig
+    assert by_config(index, ("disabled",)) == []  # its speculator_class is None
+    assert by_config(index, ("ngram",)) == []  # its speculator is not in the tree
+    assert by_config(index, ("named",)) == []  # not a string: not read
+    assert by_config(index, ("eagle",)) == []
+    assert [name for name, _ in by_config(index, None)] == [
+        "ChildSpeculator",
+        "LoopSpeculator",
+        "MTPSpeculator",
+        "MultiSpeculator",
+        "SpecialSpeculator",
+    ]
+
+
+def test_a_speculator_config_the_drafter_declares(tmp_path: Path) -> None:
+    index = caller_index(tmp_path, CONFIGS)
+    gemma = f"{V2}.mtp.config.GemmaConfig"
+    declared = "declared by the drafter (GemmaConfig): GemmaConfig"
+    assert by_config(index, ("mtp",), gemma) == [("GemmaSpeculator", declared)]
+    assert by_config(index, None, gemma) == [("GemmaSpeculator", declared)]
+    # taken as it is: not specialized
+    mtp = "declared by the drafter (MTPConfig): MTPConfig"
+    assert by_config(index, ("mtp",), f"{V2}.mtp.config.MTPConfig") == [("MTPSpeculator", mtp)]
+    # a declared name that is no class of the tree: chosen by method
+    assert by_config(index, ("mtp",), "vllm.models.GemmaConfig") == by_config(index, ("mtp",))
+    assert by_config(index, ("ngram",), f"{V2}.mtp.config.NgramConfig") == []
