@@ -8,6 +8,8 @@ import ast
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from conftest import BASE, build_tree
 from mtp_audit.index.modules import ModuleIndex
 from mtp_audit.locate import locate
@@ -684,3 +686,302 @@ def test_a_speculator_config_the_drafter_declares(tmp_path: Path) -> None:
     # a declared name that is no class of the tree: chosen by method
     assert by_config(index, ("mtp",), "vllm.models.GemmaConfig") == by_config(index, ("mtp",))
     assert by_config(index, ("ngram",), f"{V2}.mtp.config.NgramConfig") == []
+
+
+MRO = {
+    f"{SPEC}/speculator.py": """\
+        class BaseSpeculator:
+            def propose(self, hidden_states):
+                return self._generate_draft(hidden_states)
+
+            def _generate_draft(self, hidden_states):
+                return self.model.compute_logits(hidden_states).argmax(-1)
+
+
+        class StepSpeculator(BaseSpeculator):
+            def _generate_draft(self, hidden_states):
+                return self.model.get_top_tokens(hidden_states, spec_step_idx=1)
+
+
+        class PlainSpeculator(BaseSpeculator):
+            pass
+        """,
+    f"{SPEC}/mixed.py": """\
+        from .speculator import PlainSpeculator as Plain, StepSpeculator
+
+
+        class StepFirstSpeculator(StepSpeculator, Plain):
+            pass
+
+
+        class PlainFirstSpeculator(Plain, StepSpeculator):
+            pass
+
+
+        class SuperSpeculator(StepSpeculator):
+            def _generate_draft(self, hidden_states):
+                logits = self.model.compute_logits(hidden_states, spec_step_idx=2)
+                return super()._generate_draft(hidden_states)
+
+
+        class ModuleSpeculator(nn.Module, Plain):
+            pass
+
+
+        class AsyncProposer:
+            async def propose(self, hidden_states):
+                return self.draft_model.get_top_tokens(hidden_states)
+
+
+        class LoopSpeculator(LoopBackSpeculator):
+            pass
+
+
+        class LoopBackSpeculator(LoopSpeculator):
+            def propose(self, hidden_states):
+                return self.model.get_top_tokens(hidden_states)
+        """,
+}
+MIXED = "vllm.v1.worker.gpu.spec_decode.mixed."
+
+
+def drafted_with(reach) -> list[tuple[str, tuple[str, ...], int]]:
+    """The calls on the drafter a speculator's drafting path makes: (method, arguments, line)."""
+    calls = [(p.top_tokens.method, p.top_tokens.args, p.top_tokens.line) for p in reach.pairs]
+    calls += [(c.method, c.args, c.line) for c in reach.logits]
+    return calls + [(name, (), 0) for name in reach.other]
+
+
+def test_a_speculators_drafting_path_follows_its_mro(tmp_path: Path) -> None:
+    index = caller_index(tmp_path, MRO)
+    assert drafted_with(index.reach(f"{MIXED}StepFirstSpeculator")) == [
+        ("get_top_tokens", ("hidden_states", "spec_step_idx=1"), 11)
+    ]
+    # C3: StepSpeculator comes before BaseSpeculator, which both bases share
+    assert drafted_with(index.reach(f"{MIXED}PlainFirstSpeculator")) == [
+        ("get_top_tokens", ("hidden_states", "spec_step_idx=1"), 11)
+    ]
+    assert drafted_with(index.reach(f"{V2}.speculator.PlainSpeculator")) == [("compute_logits", ("hidden_states",), 6)]
+    assert drafted_with(index.reach(f"{MIXED}ModuleSpeculator")) == [("compute_logits", ("hidden_states",), 6)]
+    # super() goes on from the class that calls it; the compute_logits before it is on the same path
+    reach = index.reach(f"{MIXED}SuperSpeculator")
+    assert drafted_with(reach) == [
+        ("get_top_tokens", ("hidden_states", "spec_step_idx=1"), 11),
+        ("compute_logits", ("hidden_states", "spec_step_idx=2"), 14),
+    ]
+    assert reach.pairs[0].logits == tuple(reach.logits)
+    assert (reach.speculator, reach.file, reach.line) == (
+        "SuperSpeculator",
+        "vllm/v1/worker/gpu/spec_decode/mixed.py",
+        12,
+    )
+    assert drafted_with(index.reach(f"{MIXED}AsyncProposer")) == [("get_top_tokens", ("hidden_states",), 24)]
+
+
+def test_an_inheritance_cycle_ends(tmp_path: Path) -> None:
+    index = caller_index(tmp_path, MRO)
+    index.reach_all()
+    assert drafted_with(index.reach(f"{MIXED}LoopBackSpeculator")) == [("get_top_tokens", ("hidden_states",), 33)]
+    assert drafted_with(index.reach(f"{MIXED}LoopSpeculator")) == [("get_top_tokens", ("hidden_states",), 33)]
+
+
+def test_the_unknown_truth_value_says_what_it_is() -> None:
+    assert repr(UNKNOWN) == "UNKNOWN"
+
+
+def test_caller_files_that_cannot_be_read(tmp_path: Path) -> None:
+    files = {
+        f"{SPEC}/broken.py": "class BrokenSpeculator(:\n    def propose(self):\n        pass\n",
+        f"{SPEC}/locked.py": "class LockedSpeculator:\n    def propose(self):\n        pass\n",
+        f"{SPEC}/fine.py": "class FineSpeculator:\n    def propose(self):\n        pass\n",
+        f"{SPEC}/gone.py": "class GoneSpeculator:\n    def propose(self):\n        pass\n",
+    }
+    root = build_tree(BASE, tmp_path / "tree")
+    for name, text in {"model_executor/models/registry.py": REGISTRY, **files}.items():
+        (root / "vllm" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "vllm" / name).write_text(text)
+    modules = ModuleIndex(locate(root))
+    read_bytes = modules.read_bytes
+
+    def locked(path: Path) -> bytes:
+        if path.name == "locked.py":
+            raise PermissionError(13, "Permission denied")
+        if path.name == "gone.py":
+            raise OSError("removed while read")
+        return read_bytes(path)
+
+    modules.read_bytes = locked
+    index = CallerIndex(modules)
+    assert modules.read_errors == {
+        "vllm/v1/worker/gpu/spec_decode/broken.py": "syntax error, invalid syntax (<unknown>, line 1)",
+        "vllm/v1/worker/gpu/spec_decode/locked.py": "cannot be read (Permission denied)",
+        "vllm/v1/worker/gpu/spec_decode/gone.py": "cannot be read (removed while read)",
+    }
+    assert index.present and list(index.classes) == ["vllm.v1.worker.gpu.spec_decode.fine.FineSpeculator"]
+
+
+PATHS = {
+    f"{SPEC}/__init__.py": """\
+        class PackageSpeculator:
+            def propose(self, hidden_states):
+                return self.model.get_top_tokens(hidden_states)
+        """,
+    f"{SPEC}/speculator.py": MRO[f"{SPEC}/speculator.py"],
+    f"{SPEC}/paths.py": """\
+        from typing import TYPE_CHECKING
+
+        try:
+            from .speculator import StepSpeculator
+        except ImportError:
+            from .speculator import PlainSpeculator
+        else:
+            from . import PackageSpeculator
+        finally:
+            from .speculator import BaseSpeculator as Base
+        if TYPE_CHECKING:
+            from .speculator import PlainSpeculator as Typed
+
+
+        class FromTry(StepSpeculator):
+            pass
+
+
+        class FromExcept(PlainSpeculator):
+            pass
+
+
+        class FromElse(PackageSpeculator):
+            pass
+
+
+        class FromFinally(Base):
+            pass
+
+
+        class FromIf(Typed):
+            pass
+
+
+        class Generic(Base[int]):
+            pass
+
+
+        class Made(make_base(Base)):
+            def propose(self, hidden_states):
+                return self.model.compute_logits(hidden_states)
+
+
+        class Calls(Base):
+            def propose(self, hidden_states):
+                self._b(hidden_states)
+                self._a(hidden_states)
+                self._c(hidden_states)
+                return self._loop(hidden_states)
+
+            def _a(self, hidden_states):
+                model = self.model
+                return model.get_top_tokens(hidden_states, **self.extra)
+
+            def _b(self, hidden_states):
+                self.draft_model.compute_logits(hidden_states, 1)
+                return self.model.get_top_tokens(hidden_states)
+
+            def _c(self, hidden_states):
+                return self._b(hidden_states)
+
+            def _loop(self, hidden_states):
+                if self.again:
+                    return self._loop(self._ping(hidden_states))
+                return self.model.sample(hidden_states)
+
+            def _ping(self, hidden_states):
+                return self._pong(hidden_states)
+
+            def _pong(self, hidden_states):
+                return self._ping(self.model.compute_logits(hidden_states, 2))
+
+
+        class Wrapping(StepSpeculator):
+            def propose(self, hidden_states):
+                self.model.prepare(hidden_states)
+                return super().propose(hidden_states)
+        """,
+}
+PATH = "vllm.v1.worker.gpu.spec_decode.paths."
+
+
+def test_bases_imported_under_try_and_if_and_from_the_package(tmp_path: Path) -> None:
+    index = caller_index(tmp_path, PATHS)
+    step = [("get_top_tokens", ("hidden_states", "spec_step_idx=1"), 11)]
+    plain = [("compute_logits", ("hidden_states",), 6)]
+    assert drafted_with(index.reach(f"{PATH}FromTry")) == step
+    assert drafted_with(index.reach(f"{PATH}FromExcept")) == plain
+    assert drafted_with(index.reach(f"{PATH}FromElse")) == [("get_top_tokens", ("hidden_states",), 3)]
+    assert drafted_with(index.reach(f"{PATH}FromFinally")) == plain
+    assert drafted_with(index.reach(f"{PATH}FromIf")) == plain
+    assert drafted_with(index.reach(f"{PATH}Generic")) == plain  # Base[int] is Base
+    assert drafted_with(index.reach(f"{PATH}Made")) == [("compute_logits", ("hidden_states",), 41)]
+
+
+def test_what_a_drafting_path_calls_on_the_drafter(tmp_path: Path) -> None:
+    index = caller_index(tmp_path, PATHS)
+    reach = index.reach(f"{PATH}Calls")
+    # in the order of the file, whichever method calls them first; through an alias, **kwargs kept
+    assert drafted_with(reach) == [
+        ("get_top_tokens", ("hidden_states", "**self.extra"), 53),
+        ("get_top_tokens", ("hidden_states",), 57),
+        ("compute_logits", ("hidden_states", "1"), 56),
+        ("compute_logits", ("hidden_states", "2"), 71),
+        ("sample", (), 0),
+    ]
+    first, second = reach.pairs
+    # each get_top_tokens with the compute_logits calls of the nearest method that reaches some
+    assert [c.line for c in first.logits] == [56, 71]
+    assert [c.line for c in second.logits] == [56]
+    assert (first.top_tokens.keywords, first.top_tokens.positional) == ((), 1)
+    # super().propose goes on to the base's, from a class that overrides it
+    assert drafted_with(index.reach(f"{PATH}Wrapping")) == [
+        ("get_top_tokens", ("hidden_states", "spec_step_idx=1"), 11),
+        ("prepare", (), 0),
+    ]
+
+
+RUNNER = """\
+import torch
+from vllm.v1.spec_decode.eagle \\
+    import EagleProposer
+from vllm.v1.spec_decode.medusa import (
+    MedusaProposer,
+)
+
+
+class GPUModelRunner:
+    def load_model(self): return self.model.load()
+    def __init__(
+        self,
+        vllm_config,
+        device,
+    ):
+        self.speculative_config = vllm_config.speculative_config
+
+        if self.speculative_config.method == "medusa":
+            self.drafter = MedusaProposer(vllm_config)
+        else:
+            self.drafter = EagleProposer(vllm_config)
+{between}def helper():
+    return 1
+"""
+
+
+@pytest.mark.parametrize("between", ["", "\n", "\n\n"], ids=["no-blank", "one-blank", "two-blanks"])
+def test_the_model_runner_is_read_for_what_it_constructs(tmp_path: Path, between: str) -> None:
+    files = {name: text for name, text in SELECTION.items() if name.startswith("v1/spec_decode/")}
+    index = caller_index(tmp_path, {**files, "v1/worker/gpu_model_runner.py": RUNNER.format(between=between)})
+    assert index.candidates(index.drafter("ToyModel", "Toy", None)) == [
+        ("vllm.v1.spec_decode.eagle.EagleProposer", V1_HOW),
+        ("vllm.v1.spec_decode.medusa.MedusaProposer", V1_HOW),
+    ]
+    assert index.candidates(index.drafter("ToyMedusaModel", "ToyMedusa", None)) == [
+        ("vllm.v1.spec_decode.medusa.MedusaProposer", V1_HOW)
+    ]
+    assert not index.index.read_errors
