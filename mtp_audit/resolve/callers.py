@@ -148,7 +148,6 @@ class CallerIndex:
         self.package = package
         self.modules: dict[str, _Module] = {}
         self.classes: dict[str, _Class] = {}
-        self.by_name: dict[str, list[_Class]] = {}
         self._reach: dict[str, Reach] = {}
         self._predicates: dict[str, Truth] = {}
         self._predicate_defs: dict[str, ast.FunctionDef] = {}
@@ -228,7 +227,6 @@ class CallerIndex:
                     },
                 )
                 self.classes[cls.qualname] = cls
-                self.by_name.setdefault(cls.name, []).append(cls)
 
     def _read_spec_config(self) -> None:
         assert self.package is not None
@@ -352,11 +350,7 @@ class CallerIndex:
                 if not CONSTRUCTION_HINT.search(module.source):
                     continue
                 for function in _functions(module.tree):
-                    nodes = list(ast.walk(function))
-                    called = {(_dotted(n.func) or "").rpartition(".")[2] for n in nodes if isinstance(n, ast.Call)}
-                    if not called & self.by_name.keys():
-                        continue
-                    local = {**module.imports, **_local_imports(nodes)}
+                    local = {**module.imports, **_local_imports(ast.walk(function))}
                     if self._constructed(local, module, function):
                         self._selector_functions.append((module, function, self._compact(local, module, function.body)))
         return self._selector_functions
