@@ -63,7 +63,9 @@ class SpeculativeConfig:
     def _draft_config(self, hf_config):
         if hf_config.model_type == "toy_step":
             hf_config.model_type = "toy_step_mtp"
-            hf_config.update({"n_predict": 3, "architectures": ["ToyStepMTP", "ToyStepMTPAlt", name]})
+            hf_config.update({"n_predict": 3, "architectures": ["ToyStepMTP", name]})
+            hf_config.update({"architectures": ["ToyStepMTPAlt"]})
+            note = "toy_not_a_type"
         if hf_config.model_type == "toy_named":
             hf_config.model_type = "toy_named_mtp"
             hf_config.update({"architectures": "ToyNamedMTP"})
@@ -146,6 +148,8 @@ def test_method_membership_is_known_only_when_every_method_agrees(tmp_path: Path
     assert truth(index, "spec.method == 'mtp'", eagle) is False
     assert truth(index, "spec.method in {'medusa'}", eagle) is False
     assert truth(index, "spec.method in ('eagle', name)", eagle) is UNKNOWN  # not all strings
+    assert truth(index, "spec.method in ('eagle', name)", drafter()) is UNKNOWN
+    assert truth(index, "spec.method in ('mtp', name)", drafter()) is UNKNOWN
     assert truth(index, "spec.method == name", eagle) is UNKNOWN
     assert truth(index, "spec.method in ()", eagle) is False
     assert truth(index, "spec.other == 'eagle'", eagle) is UNKNOWN  # not the method
@@ -184,7 +188,8 @@ def test_model_type_in_a_literal(tmp_path: Path) -> None:
     assert truth(index, "hf_config.model_type in get_args()", draft) is UNKNOWN
     assert truth(index, "hf_config.model_type in other_args(MTPModelTypes)", draft) is UNKNOWN
     assert truth(index, "hf_config.model_type in get_args(config.MTPModelTypes)", draft) is UNKNOWN
-    assert truth(index, "getattr(config, 'model_type')", draft) is UNKNOWN
+    assert truth(index, "getattr(config, 'model_type')", draft) is UNKNOWN  # not a comparison
+    assert truth(index, "getattr(config, 'model_type') == 'toy_draft'", draft) is True
     assert truth(index, "getattr(config, 'other', None) == 'toy_draft'", draft) is UNKNOWN
     assert truth(index, "getattr(config, model_type, None) == 'toy_draft'", draft) is UNKNOWN
     assert truth(index, "getattr(config, 3, None) == 'toy_draft'", draft) is UNKNOWN
@@ -198,6 +203,7 @@ def test_a_model_type_the_config_writes_is_known_by_its_architectures(tmp_path: 
     assert truth(index, "config.model_type == 'toy_step_mtp'", drafter("ToyStepMTP", "ToyStep")) is True
     assert truth(index, "config.model_type == 'toy_named_mtp'", drafter("ToyNamedMTP", "ToyNamed")) is UNKNOWN
     assert truth(index, "config.model_type == 'toy_only_archs'", drafter("ToyOnlyArchs", "Toy")) is UNKNOWN
+    assert truth(index, "config.model_type == 'toy_not_a_type'", drafter("ToyStepMTP", "ToyStep")) is UNKNOWN
     assert truth(index, "config.model_type == 'toy_step_mtp'", step) is True
     assert truth(index, "config.model_type in ('toy_mtp', 'toy_step_mtp')", step) is True
     assert truth(index, "config.model_type == 'toy_step_mtp'", drafter()) is False
@@ -515,6 +521,10 @@ CONFIGS = {
 
         class LoopSpeculator(BaseSpeculator):
             pass
+
+
+        class LoopBackSpeculator(BaseSpeculator):
+            pass
         """,
     f"{SPEC}/speculator_config.py": """\
         from typing import ClassVar
@@ -602,7 +612,7 @@ CONFIGS = {
 
             @classmethod
             def specialize(cls, spec):
-                return SpecialConfig
+                return cls if spec.plain else SpecialConfig
 
 
         class HiddenConfig(SpeculatorConfig):
@@ -620,6 +630,7 @@ CONFIGS = {
 
         class LoopBackConfig(LoopConfig):
             base_method = "loop_back"
+            speculator_class = "vllm.v1.worker.gpu.spec_decode.speculator.LoopBackSpeculator"
 
             @classmethod
             def specialize(cls, spec):
@@ -660,13 +671,17 @@ def test_speculator_configs_chosen_by_method_and_specialized(tmp_path: Path) -> 
         ("ChildSpeculator", method + "OtherChildConfig"),
         ("SpecialSpeculator", method + "SpecialConfig"),
     ]
-    assert by_config(index, ("loop",)) == [("LoopSpeculator", method + "LoopConfig")]  # LoopBackConfig
+    assert by_config(index, ("loop",)) == [  # and back: each once
+        ("LoopBackSpeculator", method + "LoopBackConfig"),
+        ("LoopSpeculator", method + "LoopConfig"),
+    ]
     assert by_config(index, ("disabled",)) == []  # its speculator_class is None
     assert by_config(index, ("ngram",)) == []  # its speculator is not in the tree
     assert by_config(index, ("named",)) == []  # not a string: not read
     assert by_config(index, ("eagle",)) == []
     assert [name for name, _ in by_config(index, None)] == [
         "ChildSpeculator",
+        "LoopBackSpeculator",
         "LoopSpeculator",
         "MTPSpeculator",
         "MultiSpeculator",
@@ -725,12 +740,44 @@ MRO = {
 
 
         class ModuleSpeculator(nn.Module, Plain):
-            pass
+            def _generate_draft(self, hidden_states):
+                self.parameters()
+                return self.model.compute_logits(hidden_states)
 
 
         class AsyncProposer:
             async def propose(self, hidden_states):
                 return self.draft_model.get_top_tokens(hidden_states)
+
+
+        class DraftMixin:
+            def _generate_draft(self, hidden_states):
+                return self.model.get_top_tokens(hidden_states, spec_step_idx=3)
+
+
+        class MixinFirstSpeculator(DraftMixin, Plain):
+            pass
+
+
+        class A:
+            def propose(self, hidden_states):
+                return self.model.get_top_tokens(hidden_states, spec_step_idx=4)
+
+
+        class B:
+            pass
+
+
+        class AB(A, B):
+            pass
+
+
+        class BA(B, A):
+            pass
+
+
+        class Inconsistent(AB, BA):
+            pass
 
 
         class LoopSpeculator(LoopBackSpeculator):
@@ -762,7 +809,8 @@ def test_a_speculators_drafting_path_follows_its_mro(tmp_path: Path) -> None:
         ("get_top_tokens", ("hidden_states", "spec_step_idx=1"), 11)
     ]
     assert drafted_with(index.reach(f"{V2}.speculator.PlainSpeculator")) == [("compute_logits", ("hidden_states",), 6)]
-    assert drafted_with(index.reach(f"{MIXED}ModuleSpeculator")) == [("compute_logits", ("hidden_states",), 6)]
+    # a base from outside the caller files (nn.Module) ends the walk there
+    assert drafted_with(index.reach(f"{MIXED}ModuleSpeculator")) == [("compute_logits", ("hidden_states",), 21)]
     # super() goes on from the class that calls it; the compute_logits before it is on the same path
     reach = index.reach(f"{MIXED}SuperSpeculator")
     assert drafted_with(reach) == [
@@ -775,14 +823,22 @@ def test_a_speculators_drafting_path_follows_its_mro(tmp_path: Path) -> None:
         "vllm/v1/worker/gpu/spec_decode/mixed.py",
         12,
     )
-    assert drafted_with(index.reach(f"{MIXED}AsyncProposer")) == [("get_top_tokens", ("hidden_states",), 24)]
+    assert drafted_with(index.reach(f"{MIXED}AsyncProposer")) == [("get_top_tokens", ("hidden_states",), 26)]
+    # a mixin with no base of its own, first
+    assert drafted_with(index.reach(f"{MIXED}MixinFirstSpeculator")) == [
+        ("get_top_tokens", ("hidden_states", "spec_step_idx=3"), 31)
+    ]
+    # a hierarchy Python refuses (no C3 order): every class still in it, best effort
+    assert drafted_with(index.reach(f"{MIXED}Inconsistent")) == [
+        ("get_top_tokens", ("hidden_states", "spec_step_idx=4"), 40)
+    ]
 
 
 def test_an_inheritance_cycle_ends(tmp_path: Path) -> None:
     index = caller_index(tmp_path, MRO)
     index.reach_all()
-    assert drafted_with(index.reach(f"{MIXED}LoopBackSpeculator")) == [("get_top_tokens", ("hidden_states",), 33)]
-    assert drafted_with(index.reach(f"{MIXED}LoopSpeculator")) == [("get_top_tokens", ("hidden_states",), 33)]
+    assert drafted_with(index.reach(f"{MIXED}LoopBackSpeculator")) == [("get_top_tokens", ("hidden_states",), 65)]
+    assert drafted_with(index.reach(f"{MIXED}LoopSpeculator")) == [("get_top_tokens", ("hidden_states",), 65)]
 
 
 def test_the_unknown_truth_value_says_what_it_is() -> None:
@@ -829,6 +885,8 @@ PATHS = {
     f"{SPEC}/speculator.py": MRO[f"{SPEC}/speculator.py"],
     f"{SPEC}/paths.py": """\
         from typing import TYPE_CHECKING
+
+        import vllm.v1.worker.gpu.spec_decode.speculator
 
         try:
             from .speculator import StepSpeculator
@@ -883,6 +941,7 @@ PATHS = {
                 return model.get_top_tokens(hidden_states, **self.extra)
 
             def _b(self, hidden_states):
+                states = hidden_states
                 self.draft_model.compute_logits(hidden_states, 1)
                 return self.model.get_top_tokens(hidden_states)
 
@@ -899,6 +958,26 @@ PATHS = {
 
             def _pong(self, hidden_states):
                 return self._ping(self.model.compute_logits(hidden_states, 2))
+
+
+        class Qualified(vllm.v1.worker.gpu.spec_decode.speculator.StepSpeculator):
+            pass
+
+
+        class TwoWays(Base):
+            def propose(self, hidden_states):
+                return self._a(hidden_states) + self._b(hidden_states)
+
+            def _a(self, hidden_states):
+                self.model.compute_logits(hidden_states, 1)
+                return self._sample(hidden_states)
+
+            def _b(self, hidden_states):
+                self.model.compute_logits(hidden_states, 2)
+                return self._sample(hidden_states)
+
+            def _sample(self, hidden_states):
+                return self.model.get_top_tokens(hidden_states)
 
 
         class Wrapping(StepSpeculator):
@@ -920,7 +999,8 @@ def test_bases_imported_under_try_and_if_and_from_the_package(tmp_path: Path) ->
     assert drafted_with(index.reach(f"{PATH}FromFinally")) == plain
     assert drafted_with(index.reach(f"{PATH}FromIf")) == plain
     assert drafted_with(index.reach(f"{PATH}Generic")) == plain  # Base[int] is Base
-    assert drafted_with(index.reach(f"{PATH}Made")) == [("compute_logits", ("hidden_states",), 41)]
+    assert drafted_with(index.reach(f"{PATH}Qualified")) == step  # a base named by its module
+    assert drafted_with(index.reach(f"{PATH}Made")) == [("compute_logits", ("hidden_states",), 43)]
 
 
 def test_what_a_drafting_path_calls_on_the_drafter(tmp_path: Path) -> None:
@@ -928,16 +1008,19 @@ def test_what_a_drafting_path_calls_on_the_drafter(tmp_path: Path) -> None:
     reach = index.reach(f"{PATH}Calls")
     # in the order of the file, whichever method calls them first; through an alias, **kwargs kept
     assert drafted_with(reach) == [
-        ("get_top_tokens", ("hidden_states", "**self.extra"), 53),
-        ("get_top_tokens", ("hidden_states",), 57),
-        ("compute_logits", ("hidden_states", "1"), 56),
-        ("compute_logits", ("hidden_states", "2"), 71),
+        ("get_top_tokens", ("hidden_states", "**self.extra"), 55),
+        ("get_top_tokens", ("hidden_states",), 60),
+        ("compute_logits", ("hidden_states", "1"), 59),
+        ("compute_logits", ("hidden_states", "2"), 74),
         ("sample", (), 0),
     ]
     first, second = reach.pairs
     # each get_top_tokens with the compute_logits calls of the nearest method that reaches some
-    assert [c.line for c in first.logits] == [56, 71]
-    assert [c.line for c in second.logits] == [56]
+    assert [c.line for c in first.logits] == [59, 74]
+    assert [c.line for c in second.logits] == [59]
+    # reached from two methods, each with its own compute_logits: both are on its paths
+    (pair,) = index.reach(f"{PATH}TwoWays").pairs
+    assert (pair.top_tokens.line, sorted(c.line for c in pair.logits)) == (94, [86, 90])
     assert (first.top_tokens.keywords, first.top_tokens.positional) == ((), 1)
     # super().propose goes on to the base's, from a class that overrides it
     assert drafted_with(index.reach(f"{PATH}Wrapping")) == [
@@ -968,6 +1051,7 @@ class GPUModelRunner:
             self.drafter = MedusaProposer(vllm_config)
         else:
             self.drafter = EagleProposer(vllm_config)
+    def make_drafter(self): return EagleProposer(self.vllm_config)
 {between}def helper():
     return 1
 """
@@ -982,6 +1066,127 @@ def test_the_model_runner_is_read_for_what_it_constructs(tmp_path: Path, between
         ("vllm.v1.spec_decode.medusa.MedusaProposer", V1_HOW),
     ]
     assert index.candidates(index.drafter("ToyMedusaModel", "ToyMedusa", None)) == [
-        ("vllm.v1.spec_decode.medusa.MedusaProposer", V1_HOW)
+        ("vllm.v1.spec_decode.eagle.EagleProposer", "vllm/v1/worker/gpu_model_runner.py:make_drafter"),
+        ("vllm.v1.spec_decode.medusa.MedusaProposer", V1_HOW),
     ]
     assert not index.index.read_errors
+
+
+def test_an_unbalanced_parenthesis_in_an_import_comment(tmp_path: Path) -> None:
+    runner = "from vllm.v1.spec_decode.eagle import EagleProposer  # see (1\n\n\nclass R:\n"
+    runner += "    def __init__(self):\n        self.drafter = EagleProposer(1)\n"
+    files = {"v1/spec_decode/eagle.py": SELECTION["v1/spec_decode/eagle.py"], "v1/worker/gpu_model_runner.py": runner}
+    index = caller_index(tmp_path, files)
+    assert index.candidates(drafter()) == [("vllm.v1.spec_decode.eagle.EagleProposer", V1_HOW)]
+
+
+def test_caller_files_in_another_encoding(tmp_path: Path) -> None:
+    latin = ("v1/spec_decode/eagle.py", "v1/worker/gpu_model_runner.py")
+    caller_index(tmp_path, {name: SELECTION[name] for name in latin})  # the tree, then these in Latin-1
+    for name in latin:
+        text = "# -*- coding: latin-1 -*-\n# Proposers of the caf\xe9\n" + textwrap.dedent(SELECTION[name])
+        (tmp_path / "tree" / "vllm" / name).write_bytes(text.encode("latin-1"))
+    index = CallerIndex(ModuleIndex(locate(tmp_path / "tree")))
+    assert index.candidates(drafter("ToyEagleModel", "ToyEagle", ("eagle",))) == [
+        ("vllm.v1.spec_decode.eagle.EagleProposer", V1_HOW)
+    ]
+    assert not index.index.read_errors
+
+
+CHAIN_SPECULATORS = """\
+    class BaseSpeculator:
+        def propose(self, hidden_states):
+            return self.model.get_top_tokens(hidden_states)
+
+
+    class MTPSpeculator(BaseSpeculator):
+        pass
+
+
+    class MultiSpeculator(BaseSpeculator):
+        pass
+
+
+    class EagleSpeculator(BaseSpeculator):
+        pass
+
+
+    class FallbackSpeculator(BaseSpeculator):
+        pass
+
+
+    class SpeculatorMetrics:
+        pass
+    """
+CHAINS = {
+    "do-then-if": """\
+        speculator = MTPSpeculator(spec)
+        if spec.method == "mtp":
+            speculator = MultiSpeculator(spec)
+        if spec.num_speculative_tokens > 1:
+            return EagleSpeculator(spec)
+        elif spec.method == "mtp":
+            return speculator
+        return FallbackSpeculator(spec)
+        """,
+    "unknown-else-exits": """\
+        if spec.num_speculative_tokens > 2:
+            extra = MultiSpeculator(spec)
+        else:
+            return MTPSpeculator(spec)
+        return EagleSpeculator(spec)
+        """,
+    "false-else-exits": """\
+        if spec.method == "mtp":
+            extra = MultiSpeculator(spec)
+        else:
+            return EagleSpeculator(spec)
+        return FallbackSpeculator(spec)
+        """,
+    "nested-exits": """\
+        if spec.method == "mtp":
+            if spec.num_speculative_tokens > 1:
+                return MultiSpeculator(spec)
+            else:
+                return MTPSpeculator(spec)
+        return EagleSpeculator(spec)
+        """,
+    "not-callers-and-modules": """\
+        metrics = SpeculatorMetrics()
+        if spec.method == "mtp":
+            return speculator.MTPSpeculator(spec)
+        return DefaultSpeculator(spec)
+        """,
+    "an-alias-only": """        return DefaultSpeculator(spec)
+        """,
+}
+CHOSEN = {  # chain -> (speculators of an MTP drafter, of an EAGLE one)
+    "do-then-if": (
+        ["EagleSpeculator", "MTPSpeculator", "MultiSpeculator"],
+        ["EagleSpeculator", "FallbackSpeculator", "MTPSpeculator"],
+    ),
+    "unknown-else-exits": (
+        ["EagleSpeculator", "MTPSpeculator", "MultiSpeculator"],
+        ["EagleSpeculator", "MTPSpeculator", "MultiSpeculator"],
+    ),
+    "false-else-exits": (["FallbackSpeculator", "MultiSpeculator"], ["EagleSpeculator"]),
+    "nested-exits": (["MTPSpeculator", "MultiSpeculator"], ["EagleSpeculator"]),
+    "not-callers-and-modules": (["MTPSpeculator"], ["FallbackSpeculator"]),
+    "an-alias-only": (["FallbackSpeculator"], ["FallbackSpeculator"]),
+}
+
+
+@pytest.mark.parametrize("chain", list(CHAINS))
+def test_which_constructions_a_drafter_reaches_in_a_chain(tmp_path: Path, chain: str) -> None:
+    module = (
+        "from . import speculator\n"
+        "from .speculator import EagleSpeculator, FallbackSpeculator, MTPSpeculator, MultiSpeculator\n"
+        "from .speculator import FallbackSpeculator as DefaultSpeculator, SpeculatorMetrics\n\n\n"
+    )
+    module += "def choose(spec):\n" + textwrap.indent(textwrap.dedent(CHAINS[chain]), "    ")
+    index = caller_index(tmp_path, {f"{SPEC}/__init__.py": module, f"{SPEC}/speculator.py": CHAIN_SPECULATORS})
+    how = {f"vllm/{SPEC}/__init__.py:choose"}
+    for drafted, expected in zip((drafter(), drafter("ToyEagleModel", "ToyEagle", ("eagle",))), CHOSEN[chain]):
+        found = index.candidates(drafted)
+        assert [name.removeprefix(f"{V2}.speculator.") for name, _ in found] == expected
+        assert {h for _, h in found} == how
