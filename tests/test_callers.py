@@ -5,6 +5,7 @@ caller files themselves (imports, nested classes, MROs)."""
 from __future__ import annotations
 
 import ast
+import sys
 import textwrap
 from pathlib import Path
 
@@ -1190,3 +1191,30 @@ def test_which_constructions_a_drafter_reaches_in_a_chain(tmp_path: Path, chain:
         found = index.candidates(drafted)
         assert [name.removeprefix(f"{V2}.speculator.") for name, _ in found] == expected
         assert {h for _, h in found} == how
+
+
+NEWER_SYNTAX = {  # running Python -> a statement only a later one parses
+    (3, 10): "type Alias = int",  # 3.12
+    (3, 11): "type Alias = int",
+    (3, 12): "def f[T = int](): pass",  # 3.13
+    (3, 13): 'greeting = t"hello"',  # 3.14
+}
+
+
+@pytest.mark.skipif(sys.version_info[:2] not in NEWER_SYNTAX, reason="no syntax newer than this Python is known here")
+def test_the_runner_is_cut_to_what_constructs(tmp_path: Path) -> None:
+    """The model runner is read for its imports and the functions that construct speculators, not
+    whole: a release written for a newer Python than the one running the scan still shows its
+    proposers, however the imports and functions around them are laid out."""
+    newer = NEWER_SYNTAX[sys.version_info[:2]]
+    runner = RUNNER.format(between="\n\n").replace(
+        "    def make_drafter", f"    def describe(self):\n        {newer}\n\n    def make_drafter"
+    )
+    runner += f"\n\ndef newer():\n    {newer}\n"
+    files = {name: text for name, text in SELECTION.items() if name.startswith("v1/spec_decode/")}
+    index = caller_index(tmp_path, {**files, "v1/worker/gpu_model_runner.py": runner})
+    assert index.candidates(index.drafter("ToyModel", "Toy", None)) == [
+        ("vllm.v1.spec_decode.eagle.EagleProposer", V1_HOW),
+        ("vllm.v1.spec_decode.medusa.MedusaProposer", V1_HOW),
+    ]
+    assert not index.index.read_errors
