@@ -1,6 +1,7 @@
 """Which speculators can hold a drafter, read from the caller files of a small vLLM tree: the
-three-valued reading of the conditions that choose one, 0.34-style speculator configs, and the
-caller files themselves (imports, nested classes, MROs)."""
+three-valued reading of the conditions that choose one, the if/elif chains that construct them,
+0.34-style speculator configs, and the caller files themselves (imports, bases, MROs, drafting
+paths, the model runner's cut)."""
 
 from __future__ import annotations
 
