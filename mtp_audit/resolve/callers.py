@@ -834,11 +834,14 @@ def _constructing_parts(source: str) -> str:
 
 
 def _statement_end(lines: list[str], start: int) -> int:
+    """The line after the import statement starting at ``start``; its comments do not count (an
+    import holds no string, so a ``#`` always starts one)."""
     depth, index = 0, start
     while index < len(lines):
-        depth += lines[index].count("(") - lines[index].count(")")
+        code = lines[index].partition("#")[0]
+        depth += code.count("(") - code.count(")")
         index += 1
-        if depth <= 0 and not lines[index - 1].rstrip().endswith("\\"):
+        if depth <= 0 and not code.rstrip().endswith("\\"):
             break
     return index
 
