@@ -185,5 +185,11 @@ def test_the_config_class_a_drafter_declares_in_its_own_body() -> None:
     assert declared_config(source, "Other", 1) == "NotMine"
     assert declared_config("class Plain:\n    pass\n\nspeculator_config_class = Module\n", "Plain", 1) is None
     assert declared_config("class Short:\n    x = 1\n", "Short", 9) is None  # a line past the end
+    assert declared_config("class Short:\n    x = 1\n", "Short", 3) is None  # the line just past it
     indented = "if x:\n    class Nested:\n        speculator_config_class = NestedConfig\n    y = 1\n"
     assert declared_config(indented, "Nested", 2) == "NestedConfig"
+    # a statement after the class, at its own indentation, is not in its body
+    one_line = "if x:\n    class Nested: pass\n    speculator_config_class = Outer\n"
+    assert declared_config(one_line, "Nested", 2) is None
+    after = "if x:\n    class Nested:\n        a = 1\n    speculator_config_class = Outer\n"
+    assert declared_config(after, "Nested", 2) is None

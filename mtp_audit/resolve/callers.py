@@ -148,7 +148,6 @@ class CallerIndex:
         self.package = package
         self.modules: dict[str, _Module] = {}
         self.classes: dict[str, _Class] = {}
-        self.by_name: dict[str, list[_Class]] = {}
         self._reach: dict[str, Reach] = {}
         self._predicates: dict[str, Truth] = {}
         self._predicate_defs: dict[str, ast.FunctionDef] = {}
@@ -228,7 +227,6 @@ class CallerIndex:
                     },
                 )
                 self.classes[cls.qualname] = cls
-                self.by_name.setdefault(cls.name, []).append(cls)
 
     def _read_spec_config(self) -> None:
         assert self.package is not None
@@ -352,11 +350,7 @@ class CallerIndex:
                 if not CONSTRUCTION_HINT.search(module.source):
                     continue
                 for function in _functions(module.tree):
-                    nodes = list(ast.walk(function))
-                    called = {(_dotted(n.func) or "").rpartition(".")[2] for n in nodes if isinstance(n, ast.Call)}
-                    if not called & self.by_name.keys():
-                        continue
-                    local = {**module.imports, **_local_imports(nodes)}
+                    local = {**module.imports, **_local_imports(ast.walk(function))}
                     if self._constructed(local, module, function):
                         self._selector_functions.append((module, function, self._compact(local, module, function.body)))
         return self._selector_functions
@@ -574,10 +568,11 @@ class CallerIndex:
                 local = {**module.imports, **_local_imports(ast.walk(method))}
                 for sub in ast.walk(method):
                     if isinstance(sub, ast.Return) and sub.value is not None:
-                        name_ = _dotted(sub.value)
-                        target = local.get(name_ or "", f"{module.name}.{name_}")
-                        if target in self.classes:
-                            todo.append(target)
+                        for value in _branches(sub.value):
+                            name_ = _dotted(value)
+                            target = local.get(name_ or "", f"{module.name}.{name_}")
+                            if target in self.classes:
+                                todo.append(target)
                 break
         return out
 
@@ -775,6 +770,15 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
+def _branches(node: ast.expr) -> Iterator[ast.expr]:
+    """The values an expression may take: both arms of ``a if c else b``, each arm's own."""
+    if isinstance(node, ast.IfExp):
+        yield from _branches(node.body)
+        yield from _branches(node.orelse)
+    else:
+        yield node
+
+
 def _imports(tree: ast.Module, module: str, is_package: bool) -> dict[str, str]:
     """Names bound by the module's top-level imports (under ``if`` too) -> qualified names."""
     out: dict[str, str] = {}
@@ -830,11 +834,14 @@ def _constructing_parts(source: str) -> str:
 
 
 def _statement_end(lines: list[str], start: int) -> int:
+    """The line after the import statement starting at ``start``; its comments do not count (an
+    import holds no string, so a ``#`` always starts one)."""
     depth, index = 0, start
     while index < len(lines):
-        depth += lines[index].count("(") - lines[index].count(")")
+        code = lines[index].partition("#")[0]
+        depth += code.count("(") - code.count(")")
         index += 1
-        if depth <= 0 and not lines[index - 1].rstrip().endswith("\\"):
+        if depth <= 0 and not code.rstrip().endswith("\\"):
             break
     return index
 
