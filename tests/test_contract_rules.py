@@ -15,7 +15,7 @@ import pytest
 from conftest import BASE, build_tree
 from mtp_audit.classify.contract_rules import CONTRACT_RULES, CallExample, ContractRule, example_contract
 from mtp_audit.locate import locate
-from mtp_audit.model import ClassKey
+from mtp_audit.model import ClassKey, Consistency, Status
 from mtp_audit.resolve.names import resolve_name
 from mtp_audit.scan import Scanner
 
@@ -83,3 +83,60 @@ REASONS = [  # each INVALID example's reason, in CONTRACT_RULES order: the calle
 def test_each_contract_rule_says_which_call_and_where(tmp_path: Path):
     invalid = [example for rule in CONTRACT_RULES for example in rule.INVALID]
     assert [_analyse(example, tmp_path / str(i)).reason for i, example in enumerate(invalid)] == REASONS
+
+
+STEP_HEAD = (
+    "def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+    "    return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n"
+)
+LOGITS_WITH_STEP = ("hidden_states", "spec_step_idx=spec_step_idx")
+
+
+def test_a_call_with_two_arguments_get_top_tokens_does_not_accept(tmp_path: Path):
+    existing = _analyse(
+        CallExample(
+            STEP_HEAD,
+            (*LOGITS_WITH_STEP, "temperature=t"),
+            LOGITS_WITH_STEP,
+            "def get_top_tokens(self, hidden_states):\n"
+            "    return self.logits_processor.get_top_tokens(self.heads[0], hidden_states)\n",
+        ),
+        tmp_path / "existing",
+    )
+    assert (existing.status, existing.consistency, existing.rule) == (
+        Status.SUPPORTED,
+        Consistency.DIVERGENT,
+        "MTP202",
+    )
+    assert existing.reason.endswith("does not accept spec_step_idx=, temperature= (TypeError)")
+    # no get_top_tokens yet: a mirror would take compute_logits's parameters, and the call still raises
+    mirror = _analyse(CallExample(STEP_HEAD, ("hidden_states", "temperature=t", "top_k=k"), LOGITS_WITH_STEP), tmp_path)
+    assert (mirror.status, mirror.rule) == (Status.MISSING_MANUAL, "MTP202")
+    assert mirror.reason == (
+        "ExampleSpeculator (speculator.py:3) calls get_top_tokens(hidden_states, temperature=t, top_k=k); a mirror "
+        "of compute_logits does not accept temperature=, top_k= (TypeError): a mirror takes the parameters of "
+        "compute_logits, so that call would raise; the call site must pass the same arguments to both methods"
+    )
+
+
+def test_an_argument_read_only_in_a_condition(tmp_path: Path):
+    """compute_logits reads spec_step_idx in an ``if`` test, no statement of its own to quote."""
+    analysis = _analyse(
+        CallExample(
+            "def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+            "    if spec_step_idx:\n"
+            "        return self.logits_processor(self.heads[1], hidden_states)\n"
+            "    return self.logits_processor(self.lm_head, hidden_states)\n",
+            ("hidden_states",),
+            LOGITS_WITH_STEP,
+            "def get_top_tokens(self, hidden_states):\n"
+            "    return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n",
+        ),
+        tmp_path,
+    )
+    assert (analysis.consistency, analysis.rule) == (Consistency.DIVERGENT, "MTP203")
+    assert analysis.reason == (
+        "get_top_tokens defined; ExampleSpeculator (speculator.py:3) calls get_top_tokens(hidden_states) but "
+        "compute_logits(hidden_states, spec_step_idx=spec_step_idx) (speculator.py:2) on the same path, and "
+        "compute_logits reads spec_step_idx"
+    )

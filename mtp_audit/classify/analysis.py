@@ -107,18 +107,22 @@ class Analyzer:
             cl = analysis.compute_logits
             params = logits_shape(cl.method.text, cl.method.line).params
             for reach, pair in contract.viable_pairs(params):
-                for rule, why in (
-                    (CallTypeError, CallTypeError.check(reach, pair, params, "a mirror of compute_logits")),
+                for rule, why, consequence in (
+                    (
+                        CallTypeError,
+                        CallTypeError.check(reach, pair, params, "a mirror of compute_logits"),
+                        "a mirror takes the parameters of compute_logits, so that call would raise",
+                    ),
                     (
                         CallSiteArguments,
                         CallSiteArguments.check(reach, pair, params, cl.method.text, params, cl.method.line),
+                        "a mirror would draft with the default instead",
                     ),
                 ):
                     if why:
                         return Analysis(
                             Status.MISSING_MANUAL,
-                            f"{why}: a mirror would draft with the default instead; the call site "
-                            "must pass the same arguments to both methods",
+                            f"{why}: {consequence}; the call site must pass the same arguments to both methods",
                             cl,
                             delegates=analysis.delegates,
                             rule=rule.id,
