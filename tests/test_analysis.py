@@ -219,3 +219,143 @@ def test_a_get_top_tokens_without_the_parameter_compute_logits_reads(tmp_path: P
         + AT.format(6)
         + " does not accept it"
     )
+
+
+def delegation_chain(delegations: int, *, top_tokens: bool) -> str:
+    """Classes D0 ... D<delegations>: each hands compute_logits (and get_top_tokens) to the next
+    through ``self.model``; the last calls the head."""
+    classes = []
+    for k in range(delegations):
+        methods = (
+            "    def compute_logits(self, hidden_states):\n        return self.model.compute_logits(hidden_states)\n"
+        )
+        if top_tokens:
+            methods += (
+                "\n    def get_top_tokens(self, hidden_states):\n"
+                "        return self.model.get_top_tokens(hidden_states)\n"
+            )
+        classes.append(f"class D{k}:\n    def __init__(self):\n        self.model = D{k + 1}()\n\n{methods}")
+    last = f"class D{delegations}:\n    def compute_logits(self, hidden_states):\n" + HEAD
+    classes.append(last + ("\n" + MIRROR if top_tokens else ""))
+    return "\n\n".join(classes)
+
+
+def test_a_chain_of_nine_delegations_is_followed_and_ten_are_too_deep(tmp_path: Path) -> None:
+    nine = analyse(tmp_path / "nine", delegation_chain(9, top_tokens=False), name="D0")
+    assert nine.status == Status.MISSING_FIXABLE
+    assert [c.name for c in nine.delegates] == [f"D{k}" for k in range(1, 10)]
+    assert [i.target.name for i in nine.insertions] == [f"D{k}" for k in range(10)]
+    ten = analyse(tmp_path / "ten", delegation_chain(10, top_tokens=False), name="D0")
+    assert (ten.status, ten.insertions) == (Status.MISSING_MANUAL, [])
+    assert ten.reason == "".join(f"delegate D{k}: " for k in range(1, 10)) + "delegation chain too deep"
+    assert [c.name for c in ten.delegates] == [f"D{k}" for k in range(1, 10)]
+
+
+def test_both_methods_through_a_chain_of_delegations(tmp_path: Path) -> None:
+    source = delegation_chain(9, top_tokens=True)
+    nine = analyse(tmp_path / "nine", source, name="D0")
+    assert (nine.status, nine.consistency) == (Status.SUPPORTED, Consistency.MIRROR)
+    assert nine.reason == (
+        "get_top_tokens defined; "
+        + "".join(f"delegates to D{k}: get_top_tokens defined; " for k in range(1, 10))
+        + "mirror of compute_logits of D9 "
+        + AT.format(source.splitlines().index("class D9:") + 2)
+    )
+    # the delegates named are those followed: nine levels
+    assert [c.name for c in nine.delegates] == [f"D{k}" for k in range(1, 10)]
+    ten = analyse(tmp_path / "ten", delegation_chain(10, top_tokens=True), name="D0")
+    assert (ten.status, ten.consistency) == (Status.SUPPORTED, Consistency.UNPROVEN)
+    assert ten.reason == (
+        "get_top_tokens defined; "
+        + "".join(f"delegates to D{k}: get_top_tokens defined; " for k in range(1, 10))
+        + "delegation chain too deep"
+    )
+    assert [c.name for c in ten.delegates] == [f"D{k}" for k in range(1, 10)]
+
+
+def test_a_delegate_whose_class_cannot_be_told(tmp_path: Path) -> None:
+    delegating = (
+        "class ExampleMTP:\n    def __init__(self):\n        self.model = build_model()\n\n"
+        "    def compute_logits(self, hidden_states):\n        return self.model.compute_logits(hidden_states)\n"
+    )
+    missing = analyse(tmp_path / "missing", delegating)
+    assert (missing.status, missing.delegates, missing.insertions) == (Status.MISSING_MANUAL, [], [])
+    assert missing.reason == "cannot tell the class of self.model (build_model in ExampleMTP.__init__)"
+    both = analyse(
+        tmp_path / "both",
+        delegating
+        + "\n    def get_top_tokens(self, hidden_states):\n        return self.model.get_top_tokens(hidden_states)\n",
+    )
+    assert (both.status, both.consistency, both.delegates) == (Status.SUPPORTED, Consistency.UNPROVEN, [])
+    assert (
+        both.reason
+        == "get_top_tokens defined; cannot tell the class of self.model (build_model in ExampleMTP.__init__)"
+    )
+
+
+OPTIONAL_NORM = (
+    "class ExampleMTP:\n    def compute_logits(self, hidden_states):\n"
+    "        {test}\n"
+    "            hidden_states = self.norm(hidden_states)\n"
+    "        return self.logits_processor(self.lm_head, hidden_states)\n\n"
+)
+
+
+def test_an_attribute_compute_logits_treats_as_optional(tmp_path: Path) -> None:
+    """compute_logits falls back when self.norm is unset; a get_top_tokens that asserts it or uses it
+    unguarded fails there, whichever way compute_logits tests it."""
+    uses = (
+        "get_top_tokens of ExampleMTP uses self.norm (line 8), which compute_logits of ExampleMTP treats as "
+        "optional (line 3): without it compute_logits falls back, get_top_tokens fails"
+    )
+    tests = (
+        "if self.norm is not None:",
+        "if not self.norm is None:",
+        "if self.norm:",
+        "if self.use_norm and self.norm is not None:",
+        "if not (self.norm is None):",
+    )
+    for i, test in enumerate(tests):
+        source = OPTIONAL_NORM.format(test=test) + top_tokens(
+            "hidden_states", "hidden_states = self.norm(hidden_states)"
+        )
+        analysis = analyse(tmp_path / str(i), source)
+        assert (analysis.status, analysis.consistency) == (Status.SUPPORTED, Consistency.DIVERGENT), test
+        assert analysis.reason == f"get_top_tokens defined; {uses}", test
+    asserted = analyse(
+        tmp_path / "asserted",
+        OPTIONAL_NORM.format(test="if self.norm is not None:")
+        + top_tokens("hidden_states", "assert self.norm is not None", "hidden_states = self.norm(hidden_states)"),
+    )
+    assert asserted.consistency == Consistency.DIVERGENT
+    assert asserted.reason.startswith(
+        "get_top_tokens defined; get_top_tokens of ExampleMTP asserts self.norm (line 8), which compute_logits"
+    )
+    # tested the same way in get_top_tokens: the same tokens whether the attribute is set or not
+    guarded = analyse(
+        tmp_path / "guarded",
+        OPTIONAL_NORM.format(test="if self.norm is not None:")
+        + top_tokens("hidden_states", "if self.norm is not None:", "    hidden_states = self.norm(hidden_states)"),
+    )
+    assert (guarded.status, guarded.consistency) == (Status.SUPPORTED, Consistency.MIRROR)
+
+
+def test_an_attribute_tested_in_a_conditional_expression_or_compared_with_something_else(tmp_path: Path) -> None:
+    ternary = analyse(
+        tmp_path / "ternary",
+        "class ExampleMTP:\n    def compute_logits(self, hidden_states):\n"
+        "        head = self.lm_head if self.draft_head is None else self.draft_head\n"
+        "        return self.logits_processor(head, hidden_states)\n\n"
+        + top_tokens("hidden_states", "assert self.draft_head is not None"),
+    )
+    assert ternary.consistency == Consistency.DIVERGENT
+    assert "asserts self.draft_head (line 7), which compute_logits of ExampleMTP treats as optional (line 3)" in (
+        ternary.reason
+    )
+    # `self.step == 0` is not a test of whether the attribute is set
+    compared = analyse(
+        tmp_path / "compared",
+        OPTIONAL_NORM.format(test="if self.norm == 0:")
+        + top_tokens("hidden_states", "hidden_states = self.norm(hidden_states)"),
+    )
+    assert "treats as optional" not in compared.reason
