@@ -341,6 +341,7 @@ PLUGIN_REGISTRATIONS = textwrap.dedent("""\
         ModelRegistry.register_model("RelativeMTPModel", RelativeMTP)
         ModelRegistry.register_model("StringMTP", "acme.models.mtp:StringMTP")
         ModelRegistry.register_model("NoColon", "acme.models.mtp")
+        ModelRegistry.register_model("TwoColons", "acme.models:mtp:TwoMTP")
         ModelRegistry.register_model(ARCH, "acme.x:Y")
         ModelRegistry.register_model("Unknown", unknown_name)
         ModelRegistry.register_model("Call", make())
@@ -374,7 +375,7 @@ def test_every_form_of_register_model_in_a_plugin_tree(tmp_path: Path) -> None:
         ("DottedMTPModel", "acme.models.d", "DottedMTP", 22),  # vllm.ModelRegistry
         ("RelativeMTPModel", "acme.models.rel", "RelativeMTP", 23),  # a relative import
         ("StringMTP", "acme.models.mtp", "StringMTP", 24),  # the same again, another call
-        ("ModuleLevelMTP", "acme.top", "TopMTP", 32),  # outside any function
+        ("ModuleLevelMTP", "acme.top", "TopMTP", 33),  # outside any function
     ]
     assert {(r.plugin, r.group, r.file) for r in reading.registrations} == {(plugin, GENERAL, "acme/reg.py")}
     unreadable = (
@@ -382,7 +383,7 @@ def test_every_form_of_register_model_in_a_plugin_tree(tmp_path: Path) -> None:
         "string or an imported class"
     )
     assert reading.skipped == [
-        *(f"acme/reg.py:{line}: {unreadable}" for line in (25, 26, 27, 28)),
+        *(f"acme/reg.py:{line}: {unreadable}" for line in (25, 26, 27, 28, 29)),
         "acme/broken.py: cannot parse (invalid syntax (<unknown>, line 1))",
     ]
     assert reading.platforms == []

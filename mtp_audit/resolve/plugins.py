@@ -161,9 +161,9 @@ class _Reader:
         self, node: ast.expr, tree: ast.Module, module: str, is_package: bool, local: dict[str, tuple[str, str]]
     ) -> tuple[str, str] | None:
         text = literal_string(node)
-        if text is not None:
+        if text is not None:  # vLLM refuses a string that is not two parts around one colon
             where, _, name = text.partition(":")
-            return (where, name) if where and name else None
+            return (where, name) if where and name and ":" not in name else None
         if isinstance(node, ast.Name):
             if node.id in local:
                 return local[node.id]
