@@ -5,6 +5,7 @@ that declares its own entry points. Each plugin is a small package of our own, r
 
 from __future__ import annotations
 
+import locale
 import textwrap
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from mtp_audit.resolve.plugins import (
     plugin_tree_entries,
     read_plugin,
     registrations_in,
+    tree_plugin,
 )
 from mtp_audit.resolve.registry import heuristic_entries
 
@@ -130,10 +132,11 @@ GAMMA = {
     + register_function("run", "HelpersMTPModel")
     + register_function("run_local", "LocalHelpersMTPModel"),
     "gamma/models.py": "class RelativeMTP: ...\nclass AttrMTP: ...\nclass AliasedMTP: ...\nclass LocalAttrMTP: ...\n",
-    "gamma/tools/__init__.py": "",
+    "gamma/tools/__init__.py": "from .extra import reexported\n",
     "gamma/tools/extra.py": "from vllm import ModelRegistry\n\n\n"
     + register_function("run", "ExtraMTPModel")
-    + register_function("run_unfollowed", "UnfollowedMTPModel"),
+    + register_function("run_unfollowed", "UnfollowedMTPModel")
+    + register_function("reexported", "ReexportedMTPModel"),
     "gamma/sub/__init__.py": "",
     "gamma/sub/deep.py": "from ..impl import via_parent\n\n\ndef run():\n    via_parent()\n",
     "gamma/platform.py": """\
@@ -151,6 +154,7 @@ def test_a_package_plugin_bound_through_blocks_and_relative_imports(tmp_path: Pa
     # every entry point names a module inside the package (gamma.entry), none the package itself
     entry_points = (
         (GENERAL, "gamma", "gamma.entry:register"),
+        (GENERAL, "tools", "gamma.tools:reexported"),  # a package re-exporting from its own module
         (PLATFORM, "gamma_p", "gamma.entry:platform[extra]"),  # extras without a space
         (PLATFORM, "gone", "gamma.gone:activate"),
         (PLATFORM, "nofunc", "gamma.entry:absent"),
@@ -174,6 +178,7 @@ def test_a_package_plugin_bound_through_blocks_and_relative_imports(tmp_path: Pa
         ("AttrMTPModel", "gamma.models", "AttrMTP", init),
         ("AliasedMTPModel", "gamma.models", "AliasedMTP", init),
         ("LocalAttrMTPModel", "gamma.models", "LocalAttrMTP", init),
+        ("ReexportedMTPModel", "gamma.m", "ReexportedMTPModel", "gamma/tools/extra.py"),
     ]
     assert {r.group for r in reading.registrations} == {GENERAL}
     # the device name of the class the platform function returns (an annotated class constant,
@@ -350,3 +355,14 @@ def test_registrations_over_other_plugins_registrations() -> None:
             "NewMTPModel", "general.new", "GeneralNew", REGISTERED, "general 1.0", ("wide.new", "WideNew"), everywhere
         ),
     ]
+
+
+def test_a_pyproject_is_read_as_utf_8_whatever_the_locale(tmp_path: Path) -> None:
+    write_files(tmp_path, {"pyproject.toml": '[project]\nname = "cafe"\nversion = "1"\ndescription = "caf\u00e9"\n'})
+    before = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")  # an ASCII locale: the default text encoding cannot read it
+    try:
+        plugin = tree_plugin(tmp_path)
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)
+    assert (plugin.name, plugin.version) == ("cafe", "1")
