@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from conftest import BASE, build_tree
-from mtp_audit.classify.contract_rules import CONTRACT_RULES, CallExample, ContractRule, example_contract
+from mtp_audit.classify.contract_rules import CONTRACT_RULES, CallExample, ContractRule, Uncalled, example_contract
 from mtp_audit.locate import locate
 from mtp_audit.model import ClassKey, Consistency, Status
+from mtp_audit.resolve.callers import ModelCall
 from mtp_audit.resolve.names import resolve_name
 from mtp_audit.scan import Scanner
 
@@ -140,3 +141,14 @@ def test_an_argument_read_only_in_a_condition(tmp_path: Path):
         "compute_logits(hidden_states, spec_step_idx=spec_step_idx) (speculator.py:2) on the same path, and "
         "compute_logits reads spec_step_idx"
     )
+
+
+def test_an_example_is_the_calls_it_describes():
+    [reach] = example_contract(Uncalled.INVALID[0]).reaches  # drafts with compute_logits alone
+    assert (reach.speculator, reach.file, reach.line, reach.pairs) == ("ExampleSpeculator", "speculator.py", 1, [])
+    assert reach.logits == [ModelCall("compute_logits", ("hidden_states",), (), 1, "speculator.py", 2)]
+    # an argument's value may hold "=" too: the keyword is what comes before the first one
+    step = ("hidden_states", "spec_step_idx=step if step >= 0 else 0")
+    [(reach, pair)] = example_contract(CallExample(STEP_HEAD, step, step)).pairs()
+    assert pair.top_tokens == ModelCall("get_top_tokens", step, ("spec_step_idx",), 1, "speculator.py", 3)
+    assert pair.logits == (ModelCall("compute_logits", step, ("spec_step_idx",), 1, "speculator.py", 2),)
