@@ -160,7 +160,7 @@ class Analyzer:
         if gtt is not None and gtt.method.how != "none":
             consistency, why = self.consistency(key, mro, cl, gtt, overlay, _depth, contract=contract)
             origin = "defined" if gtt.owner == key else f"inherited from {gtt.owner.name}"
-            delegates = self._delegate_chain(key, mro, cl, overlay, _depth) if cl else []
+            delegates = self._delegate_chain(mro, cl, overlay, _depth) if cl else []
             uncalled = f"; {contract.unreached_reason()}" if contract is not None and contract.uncalled else ""
             return Analysis(
                 Status.SUPPORTED, f"get_top_tokens {origin}; {why}{uncalled}", cl, gtt, delegates, consistency
@@ -214,9 +214,7 @@ class Analyzer:
             return cl.owner
         return key
 
-    def _delegate_target(
-        self, key: ClassKey, mro: Mro, cl: MethodHit, shape: LogitsShape
-    ) -> tuple[ClassKey | None, str]:
+    def _delegate_target(self, mro: Mro, cl: MethodHit, shape: LogitsShape) -> tuple[ClassKey | None, str]:
         if shape.kind == LogitsKind.SUPER:
             nxt = self.h.find(mro, "compute_logits", start=cl.index + 1)
             if nxt is None:
@@ -261,7 +259,7 @@ class Analyzer:
         depth: int,
         inherited: str,
     ) -> Analysis:
-        target, why = self._delegate_target(key, mro, cl, shape)
+        target, why = self._delegate_target(mro, cl, shape)
         if target is None:
             return Analysis(Status.MISSING_MANUAL, why + inherited, cl)
         if depth > 8:
@@ -288,9 +286,10 @@ class Analyzer:
                 rule=inner.rule,
             )
         if inner.status == Status.SUPPORTED and inner.consistency in (Consistency.DIVERGENT, Consistency.UNPROVEN):
+            article = "an" if inner.consistency == Consistency.UNPROVEN else "a"
             return Analysis(
                 Status.MISSING_MANUAL,
-                f"delegate {via} has a {inner.consistency.value} get_top_tokens: {inner.reason}",
+                f"delegate {via} has {article} {inner.consistency.value} get_top_tokens: {inner.reason}",
                 cl,
                 delegates=[target, *inner.delegates],
             )
@@ -322,18 +321,16 @@ class Analyzer:
             )
         return self._delegating(key, mro, cl, shape, overlay, depth, f" (in {self.where(cl)})")
 
-    def _delegate_chain(
-        self, key: ClassKey, mro: Mro, cl: MethodHit, overlay: Overlay | None, depth: int
-    ) -> list[ClassKey]:
+    def _delegate_chain(self, mro: Mro, cl: MethodHit, overlay: Overlay | None, depth: int) -> list[ClassKey]:
         shape = logits_shape(cl.method.text, cl.method.line)
         if shape.kind != LogitsKind.DELEGATE or depth > 8:
             return []
-        target, _ = self._delegate_target(key, mro, cl, shape)
+        target, _ = self._delegate_target(mro, cl, shape)
         if target is None:
             return []
         inner_mro = self.h.mro(target)
         inner_cl = self.h.find(inner_mro, "compute_logits", overlay=overlay)
-        return [target, *(self._delegate_chain(target, inner_mro, inner_cl, overlay, depth + 1) if inner_cl else [])]
+        return [target, *(self._delegate_chain(inner_mro, inner_cl, overlay, depth + 1) if inner_cl else [])]
 
     # -- consistency ------------------------------------------------------------
 
@@ -482,7 +479,7 @@ class Analyzer:
     def _delegated_consistency(
         self, key: ClassKey, mro: Mro, cl: MethodHit, cshape: LogitsShape, overlay: Overlay | None, depth: int
     ) -> tuple[Consistency, str]:
-        target, why = self._delegate_target(key, mro, cl, cshape)
+        target, why = self._delegate_target(mro, cl, cshape)
         if target is None or depth > 8:
             return Consistency.UNPROVEN, why or "delegation chain too deep"
         inner = (
