@@ -359,3 +359,146 @@ def test_an_attribute_tested_in_a_conditional_expression_or_compared_with_someth
         + top_tokens("hidden_states", "hidden_states = self.norm(hidden_states)"),
     )
     assert "treats as optional" not in compared.reason
+
+
+INNER_HEAD = "class Inner:\n    def compute_logits(self, hidden_states):\n" + HEAD
+DELEGATE = "    def compute_logits(self, hidden_states):\n        return self.model.compute_logits(hidden_states)\n"
+TO_INNER = "compute_logits delegates to self.model.compute_logits; Inner: compute_logits returns " + (
+    "self.logits_processor(self.lm_head, hidden_states)"
+)
+
+
+def test_the_class_of_a_delegate_from_an_annotation_or_an_inherited_init(tmp_path: Path) -> None:
+    annotated = analyse(tmp_path / "annotated", INNER_HEAD + '\n\nclass ExampleMTP:\n    model: "Inner"\n\n' + DELEGATE)
+    inherited = analyse(
+        tmp_path / "inherited",
+        INNER_HEAD + "\n\nclass Base:\n    def __init__(self):\n        self.model = Inner()\n\n\n"
+        "class ExampleMTP(Base):\n" + DELEGATE,
+    )
+    for analysis in (annotated, inherited):
+        assert (analysis.status, analysis.reason) == (Status.MISSING_FIXABLE, TO_INNER)
+        assert [c.name for c in analysis.delegates] == ["Inner"]
+        assert [(i.target.name, i.source.owner.name) for i in analysis.insertions] == [
+            ("ExampleMTP", "ExampleMTP"),
+            ("Inner", "Inner"),
+        ]
+
+
+def test_a_delegate_of_no_class_or_of_several(tmp_path: Path) -> None:
+    unassigned = analyse(tmp_path / "unassigned", "class ExampleMTP:\n" + DELEGATE)
+    assert (unassigned.status, unassigned.reason) == (
+        Status.MISSING_MANUAL,
+        "cannot tell the class of self.model (no assignment in __init__)",
+    )
+    assert owners(unassigned) == ("ExampleMTP", None) and unassigned.insertions == []
+    several = analyse(
+        tmp_path / "several",
+        INNER_HEAD.replace("Inner", "Other")
+        + "\n\n"
+        + INNER_HEAD
+        + "\n\nclass ExampleMTP:\n    def __init__(self, config):\n        if config.x:\n"
+        "            self.model = Inner()\n        else:\n            self.model = Other()\n\n" + DELEGATE,
+    )
+    assert (several.status, several.reason) == (
+        Status.MISSING_MANUAL,
+        "self.model may be one of several classes (Inner, Other)",
+    )
+
+
+def test_a_delegate_with_a_get_top_tokens_that_is_not_proven(tmp_path: Path) -> None:
+    analysis = analyse(
+        tmp_path,
+        INNER_HEAD
+        + "\n    def get_top_tokens(self, hidden_states):\n        return self.other_head(hidden_states).argmax(-1)\n"
+        "\n\nclass ExampleMTP:\n    def __init__(self):\n        self.model = Inner()\n\n" + DELEGATE,
+    )
+    # a mirror of the delegating compute_logits would call Inner's get_top_tokens: not written
+    assert (analysis.status, analysis.insertions) == (Status.MISSING_MANUAL, [])
+    assert owners(analysis) == ("ExampleMTP", None) and [c.name for c in analysis.delegates] == ["Inner"]
+    assert analysis.reason == (
+        "delegate Inner has an unproven get_top_tokens: get_top_tokens defined; get_top_tokens of Inner "
+        + AT.format(5)
+        + " is written differently from compute_logits of Inner "
+        + AT.format(2)
+        + "; run `mtp-audit verify`"
+    )
+
+
+def test_a_delegate_with_no_compute_logits_and_both_methods_delegated(tmp_path: Path) -> None:
+    analysis = analyse(
+        tmp_path,
+        "class Inner:\n    pass\n\n\nclass ExampleMTP:\n    def __init__(self):\n        self.model = Inner()\n\n"
+        + DELEGATE
+        + "\n    def get_top_tokens(self, hidden_states):\n        return self.model.get_top_tokens(hidden_states)\n",
+    )
+    assert (analysis.status, analysis.consistency) == (Status.SUPPORTED, Consistency.DIVERGENT)
+    assert [c.name for c in analysis.delegates] == ["Inner"]
+    assert analysis.reason == (
+        "get_top_tokens defined; delegate Inner has no get_top_tokens (no compute_logits in the MRO of Inner)"
+    )
+
+
+def test_a_super_get_top_tokens_under_a_compute_logits_of_its_own(tmp_path: Path) -> None:
+    """The subclass's compute_logits against the get_top_tokens its super() reaches."""
+    own = "class ExampleMTP(Base):\n    def compute_logits(self, hidden_states):\n" + HEAD + SUPER_TOP_TOKENS
+    same_head = analyse(tmp_path / "same", BASE_HEAD + MIRROR + "\n\n" + own)
+    assert (same_head.status, same_head.consistency) == (Status.SUPPORTED, Consistency.MIRROR)
+    assert owners(same_head) == ("ExampleMTP", "ExampleMTP")
+    assert same_head.reason == "get_top_tokens defined; mirror of compute_logits of ExampleMTP " + AT.format(9)
+    other_head = analyse(
+        tmp_path / "other",
+        (BASE_HEAD + MIRROR).replace("self.lm_head", "self.head") + "\n\n" + own,
+    )
+    assert (other_head.status, other_head.consistency) == (Status.SUPPORTED, Consistency.UNPROVEN)
+    assert other_head.reason == (
+        "get_top_tokens defined; get_top_tokens of Base " + AT.format(4) + " is written differently from "
+        "compute_logits of ExampleMTP " + AT.format(9) + "; run `mtp-audit verify`"
+    )
+    nothing = analyse(tmp_path / "nothing", "from torch import nn\n\n\n" + own.replace("(Base)", "(nn.Module)"))
+    assert (nothing.status, nothing.consistency) == (Status.SUPPORTED, Consistency.DIVERGENT)
+    assert nothing.reason == "get_top_tokens defined; super().get_top_tokens in ExampleMTP " + AT.format(7) + (
+        " reaches nothing"
+    )
+
+
+def test_super_reaching_no_compute_logits(tmp_path: Path) -> None:
+    analysis = analyse(tmp_path, "from torch import nn\n\n\nclass ExampleMTP(nn.Module):\n" + SUPER)
+    assert (analysis.status, analysis.insertions) == (Status.MISSING_MANUAL, [])
+    assert owners(analysis) == ("ExampleMTP", None)
+    assert analysis.reason == "super().compute_logits in ExampleMTP " + AT.format(5) + " reaches no compute_logits"
+
+
+def super_chain(supers: int, *, top_tokens: bool) -> str:
+    """K0(K1), K1(K2), ...: each compute_logits (and get_top_tokens) returns super()'s; the last calls the head."""
+    last = f"class K{supers}:\n    def compute_logits(self, hidden_states):\n" + HEAD + (MIRROR if top_tokens else "")
+    classes = [last] + [
+        f"class K{k}(K{k + 1}):\n" + SUPER + (SUPER_TOP_TOKENS if top_tokens else "") for k in reversed(range(supers))
+    ]
+    return "\n\n".join(classes)
+
+
+def test_a_chain_of_nine_supers_is_followed_and_ten_are_too_deep(tmp_path: Path) -> None:
+    nine = analyse(tmp_path / "nine", super_chain(9, top_tokens=False), name="K0")
+    assert nine.status == Status.MISSING_FIXABLE
+    assert [c.name for c in nine.delegates] == [f"K{k}" for k in range(1, 10)]
+    assert [(i.target.name, i.source.owner.name) for i in nine.insertions] == [(f"K{k}", f"K{k}") for k in range(10)]
+    ten = analyse(tmp_path / "ten", super_chain(10, top_tokens=False), name="K0")
+    assert (ten.status, ten.insertions) == (Status.MISSING_MANUAL, [])
+    assert owners(ten) == ("K0", None) and [c.name for c in ten.delegates] == [f"K{k}" for k in range(1, 10)]
+    assert ten.reason == "".join(f"delegate super() (K{k}): " for k in range(1, 10)) + "delegation chain too deep"
+
+
+def test_both_methods_through_a_chain_of_supers(tmp_path: Path) -> None:
+    nine = analyse(tmp_path / "nine", super_chain(9, top_tokens=True), name="K0")
+    assert (nine.status, nine.consistency) == (Status.SUPPORTED, Consistency.MIRROR)
+    assert nine.reason == (
+        "get_top_tokens defined; "
+        + "".join(f"delegates to K{k}: " for k in range(1, 10))
+        + "mirror of compute_logits of K9 "
+        + AT.format(2)
+    )
+    ten = analyse(tmp_path / "ten", super_chain(10, top_tokens=True), name="K0")
+    assert (ten.status, ten.consistency) == (Status.SUPPORTED, Consistency.UNPROVEN)
+    assert ten.reason == (
+        "get_top_tokens defined; " + "".join(f"delegates to K{k}: " for k in range(1, 10)) + "delegation chain too deep"
+    )
