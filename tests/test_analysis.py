@@ -502,3 +502,140 @@ def test_both_methods_through_a_chain_of_supers(tmp_path: Path) -> None:
     assert ten.reason == (
         "get_top_tokens defined; " + "".join(f"delegates to K{k}: " for k in range(1, 10)) + "delegation chain too deep"
     )
+
+
+def test_verdicts_against_a_compute_logits_that_is_not_a_plain_head(tmp_path: Path) -> None:
+    masked = (
+        "class ExampleMTP:\n    def compute_logits(self, hidden_states):\n"
+        "        logits = self.logits_processor(self.lm_head, hidden_states)\n"
+        '        logits.masked_fill_(self.suppressed, -float("inf"))\n        return logits\n\n'
+    )
+    masks_too = analyse(
+        tmp_path / "masks_too",
+        masked + "    def get_top_tokens(self, hidden_states):\n"
+        "        logits = self.logits_processor(self.lm_head, hidden_states)\n"
+        '        logits.masked_fill_(self.suppressed, -float("inf"))\n        return logits.argmax(dim=-1)\n',
+    )
+    assert masks_too.consistency == Consistency.UNPROVEN
+    assert masks_too.reason == (
+        "get_top_tokens defined; compute_logits of ExampleMTP " + AT.format(2) + ": logits masked after the head "
+        'call (line 4: `logits.masked_fill_(self.suppressed, -float("inf"))`); get_top_tokens of ExampleMTP '
+        + AT.format(7)
+        + " masks too; run `mtp-audit verify`"
+    )
+    stub = analyse(
+        tmp_path / "stub",
+        "class ExampleMTP:\n    def compute_logits(self, hidden_states):\n        raise NotImplementedError\n\n"
+        + MIRROR,
+    )
+    assert (stub.consistency, stub.reason) == (
+        Consistency.UNPROVEN,
+        "get_top_tokens defined; compute_logits of ExampleMTP " + AT.format(2) + " is a stub",
+    )
+    manual = analyse(
+        tmp_path / "manual",
+        "class ExampleMTP:\n    def compute_logits(self, hidden_states):\n"
+        "        return self.lm_head(hidden_states)\n\n" + MIRROR,
+    )
+    assert (manual.consistency, manual.reason) == (
+        Consistency.UNPROVEN,
+        "get_top_tokens defined; compute_logits of ExampleMTP " + AT.format(2) + ": logits come from "
+        "self.lm_head(...), not self.logits_processor (line 3); get_top_tokens of ExampleMTP "
+        + AT.format(5)
+        + " is written differently; run `mtp-audit verify`",
+    )
+    alone = analyse(tmp_path / "alone", "class ExampleMTP:\n" + MIRROR)
+    assert (alone.status, alone.consistency, owners(alone)) == (
+        Status.SUPPORTED,
+        Consistency.UNPROVEN,
+        (None, "ExampleMTP"),
+    )
+    assert alone.reason == "get_top_tokens defined; no compute_logits to compare with"
+
+
+def test_a_get_top_tokens_without_two_parameters_compute_logits_reads(tmp_path: Path) -> None:
+    analysis = analyse(
+        tmp_path,
+        "class ExampleMTP:\n    def compute_logits(self, hidden_states, spec_step_idx=0, temperature=1.0):\n"
+        "        return self.logits_processor(self.heads[spec_step_idx], hidden_states / temperature)\n\n" + MIRROR,
+    )
+    assert analysis.consistency == Consistency.DIVERGENT
+    assert analysis.reason.startswith(
+        "get_top_tokens defined; compute_logits of ExampleMTP " + AT.format(2) + " takes spec_step_idx, temperature, "
+        "which it reads (line 3: "
+    )
+
+
+LOCAL_ARGMAX_MIXIN = (
+    "class LocalArgmaxMixin:\n    def get_top_tokens(self, hidden_states):\n"
+    "        top = self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n"
+    '        d2t = getattr(self, "draft_id_to_target_id", None)\n'
+    "        if d2t is not None:\n            top = top + d2t[top]\n        return top\n\n\n"
+    "class ExampleMTP(LocalArgmaxMixin):\n    def compute_logits(self, hidden_states):\n"
+)
+MIXIN_AT = "LocalArgmaxMixin " + AT.format(2)
+
+
+def test_the_local_argmax_mixin_against_compute_logits_it_cannot_prove(tmp_path: Path) -> None:
+    """The mixin's head call is compared with what compute_logits does; what it cannot prove is unproven."""
+    cases = {
+        "delegated": (
+            "return self.model.compute_logits(hidden_states)",
+            "compute_logits delegates to self.model.compute_logits",
+        ),
+        "no_head_call": (
+            "return self.lm_head(hidden_states)",
+            "logits come from self.lm_head(...), not self.logits_processor (line 12)",
+        ),
+        "scaled": (
+            "logits = self.logits_processor(self.lm_head, hidden_states)\n        return logits / 2",
+            "logits post-processed after the head call (line 13: `return logits / 2`)",
+        ),
+    }
+    for name, (body, why) in cases.items():
+        analysis = analyse(tmp_path / name, LOCAL_ARGMAX_MIXIN + f"        {body}\n")
+        assert (analysis.status, analysis.consistency) == (Status.SUPPORTED, Consistency.UNPROVEN), name
+        assert owners(analysis) == ("ExampleMTP", "LocalArgmaxMixin"), name
+        assert analysis.reason == (
+            f"get_top_tokens inherited from LocalArgmaxMixin; {MIXIN_AT} against compute_logits of ExampleMTP "
+            + AT.format(11)
+            + f": {why}"
+        ), name
+    other_head = analyse(
+        tmp_path / "other_head", LOCAL_ARGMAX_MIXIN + "        return self.logits_processor(self.head, hidden_states)\n"
+    )
+    assert other_head.consistency == Consistency.DIVERGENT
+    assert other_head.reason == (
+        "get_top_tokens inherited from LocalArgmaxMixin; compute_logits of ExampleMTP " + AT.format(11) + " calls the "
+        f"head as (self.head, hidden_states); {MIXIN_AT} uses (self.lm_head, hidden states) unchanged"
+    )
+
+
+def test_a_super_inlined_in_a_class_the_drafter_inherits_from(tmp_path: Path) -> None:
+    analysis = analyse(
+        tmp_path, BASE_HEAD + "\n\nclass Mid(Base):\n" + SUPER + MIRROR + "\n\nclass ExampleMTP(Mid):\n    pass\n"
+    )
+    assert (analysis.status, analysis.consistency, owners(analysis)) == (
+        Status.SUPPORTED,
+        Consistency.MIRROR,
+        ("Mid", "Mid"),
+    )
+    assert analysis.reason == (
+        "get_top_tokens inherited from Mid; mirror of compute_logits of Mid " + AT.format(7) + " with the "
+        "super().compute_logits of Base " + AT.format(2) + " inlined"
+    )
+
+
+def test_an_inherited_head_is_mirrored_in_the_drafter_when_it_uses_only_self(tmp_path: Path) -> None:
+    only_self = analyse(tmp_path / "self", BASE_HEAD + "\n\nclass ExampleMTP(Base):\n    pass\n")
+    assert [(i.target.name, i.source.owner.name) for i in only_self.insertions] == [("ExampleMTP", "Base")]
+    module_name = analyse(
+        tmp_path / "module",
+        "from torch.nn import functional as F\n\n\nclass Base:\n    def compute_logits(self, hidden_states):\n"
+        "        return self.logits_processor(self.lm_head, F.normalize(hidden_states))\n\n\n"
+        "class ExampleMTP(Base):\n    pass\n",
+    )
+    # compute_logits reads a name besides self (F): the mirror stays beside it, in Base
+    assert [(i.target.name, i.source.owner.name) for i in module_name.insertions] == [("Base", "Base")]
+    own = analyse(tmp_path / "own", BASE_HEAD.replace("class Base", "class ExampleMTP"))
+    assert [(i.target.name, i.source.owner.name) for i in own.insertions] == [("ExampleMTP", "ExampleMTP")]
