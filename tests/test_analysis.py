@@ -639,3 +639,73 @@ def test_an_inherited_head_is_mirrored_in_the_drafter_when_it_uses_only_self(tmp
     assert [(i.target.name, i.source.owner.name) for i in module_name.insertions] == [("Base", "Base")]
     own = analyse(tmp_path / "own", BASE_HEAD.replace("class Base", "class ExampleMTP"))
     assert [(i.target.name, i.source.owner.name) for i in own.insertions] == [("ExampleMTP", "ExampleMTP")]
+
+
+def test_a_compute_logits_a_mirror_in_the_class_body_would_not_follow(tmp_path: Path) -> None:
+    conditional = analyse(
+        tmp_path / "conditional",
+        "import sys\n\n\nclass ExampleMTP:\n    if sys.platform == 'linux':\n\n"
+        "        def compute_logits(self, hidden_states):\n    " + HEAD,
+    )
+    outside = analyse(
+        tmp_path / "outside",
+        "class ExampleMTP:\n    pass\n\n\ndef compute_logits(self, hidden_states):\n"
+        + HEAD
+        + "\n\nExampleMTP.compute_logits = compute_logits\n",
+    )
+    where = (
+        (conditional, "defined only under `if sys.platform == 'linux':` in the class body (line 5)"),
+        (outside, "set after the class to compute_logits (line 9)"),
+    )
+    for analysis, how in where:
+        assert (analysis.status, analysis.insertions, owners(analysis)) == (
+            Status.MISSING_MANUAL,
+            [],
+            ("ExampleMTP", None),
+        )
+        assert analysis.reason == (
+            f"compute_logits of ExampleMTP is {how}; a mirror written into the class body would not follow it"
+        )
+
+
+def test_a_compute_logits_that_decides_by_itself(tmp_path: Path) -> None:
+    stub = analyse(
+        tmp_path / "stub",
+        "class ExampleMTP:\n    def compute_logits(self, hidden_states):\n        raise NotImplementedError\n",
+    )
+    assert (stub.status, stub.rule, stub.reason) == (
+        Status.NOT_APPLICABLE,
+        "MTP102",
+        "compute_logits raises NotImplementedError (line 3)",
+    )
+    manual = analyse(
+        tmp_path / "manual",
+        "class ExampleMTP:\n    def compute_logits(self, hidden_states):\n        return self.lm_head(hidden_states)\n",
+    )
+    assert (manual.status, manual.rule, manual.reason) == (
+        Status.MISSING_MANUAL,
+        "MTP104",
+        "logits come from self.lm_head(...), not self.logits_processor (line 3)",
+    )
+    assert owners(stub) == owners(manual) == ("ExampleMTP", None)
+
+
+def test_no_compute_logits_says_what_else_it_found(tmp_path: Path) -> None:
+    placeholder = analyse(
+        tmp_path / "placeholder",
+        "class ExampleMTP:\n    def __init__(self, *args, **kwargs):\n"
+        "        raise ImportError('needs the extension')\n",
+    )
+    assert (placeholder.status, placeholder.reason) == (
+        Status.NOT_APPLICABLE,
+        "no compute_logits in the MRO of ExampleMTP; a placeholder: its __init__ raises ImportError: needs the "
+        "extension",
+    )
+    unfollowed = analyse(tmp_path / "unfollowed", "class ExampleMTP(make_base(), Undefined):\n    pass\n")
+    assert unfollowed.reason == (
+        "no compute_logits in the MRO of ExampleMTP; bases not followed: make_base() (cannot follow base make_base()), "
+        "Undefined (vllm/model_executor/models/example_mtp.py: Undefined is not defined on cuda)"
+    )
+    # get_top_tokens = None and no compute_logits: nothing to draft with, nothing to fix
+    disabled = analyse(tmp_path / "disabled", "class ExampleMTP:\n    get_top_tokens = None\n")
+    assert (disabled.status, disabled.reason) == (Status.NOT_APPLICABLE, "no compute_logits in the MRO of ExampleMTP")

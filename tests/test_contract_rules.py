@@ -152,3 +152,41 @@ def test_an_example_is_the_calls_it_describes():
     [(reach, pair)] = example_contract(CallExample(STEP_HEAD, step, step)).pairs()
     assert pair.top_tokens == ModelCall("get_top_tokens", step, ("spec_step_idx",), 1, "speculator.py", 3)
     assert pair.logits == (ModelCall("compute_logits", step, ("spec_step_idx",), 1, "speculator.py", 2),)
+
+
+HEAD_ONLY = "def compute_logits(self, hidden_states):\n    return self.logits_processor(self.lm_head, hidden_states)\n"
+
+
+def test_a_drafter_no_speculator_reaches_get_top_tokens_of(tmp_path: Path):
+    fixable = _analyse(Uncalled.INVALID[0], tmp_path / "fixable")
+    assert (fixable.status, fixable.uncalled, fixable.rule) == (Status.NOT_APPLICABLE, True, "MTP201")
+    assert fixable.compute_logits is not None and fixable.compute_logits.owner.name == "ExampleMTP"
+    # a get_top_tokens already written stays supported, and the reason says no caller reaches it
+    supported = _analyse(
+        CallExample(
+            HEAD_ONLY,
+            None,
+            ("hidden_states",),
+            "def get_top_tokens(self, hidden_states):\n"
+            "    return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n",
+        ),
+        tmp_path / "supported",
+    )
+    assert (supported.status, supported.consistency) == (Status.SUPPORTED, Consistency.MIRROR)
+    assert supported.reason.endswith(
+        "; no speculator that can hold it calls get_top_tokens: ExampleSpeculator (speculator.py:1) drafts with "
+        "compute_logits"
+    )
+
+
+def test_a_compute_logits_no_mirror_can_follow_is_judged_before_its_callers(tmp_path: Path):
+    analysis = _analyse(
+        CallExample(
+            "def compute_logits(self, hidden_states):\n    return self.lm_head(hidden_states)\n",
+            ("hidden_states", "temperature=t"),
+            ("hidden_states",),
+        ),
+        tmp_path,
+    )
+    assert (analysis.status, analysis.rule) == (Status.MISSING_MANUAL, "MTP104")
+    assert analysis.reason == "logits come from self.lm_head(...), not self.logits_processor (line 3)"
