@@ -7,11 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import BASE, build_tree
-from mtp_audit.classify.analysis import Analysis
+from mtp_audit.classify.analysis import Analysis, Analyzer
 from mtp_audit.locate import locate
 from mtp_audit.model import ClassKey, Consistency, Status
 from mtp_audit.resolve.names import resolve_name
 from mtp_audit.scan import Scanner
+from mtp_audit.synthesize.answers import synthetic_mirror
 
 MODULE = "vllm.model_executor.models.example_mtp"
 HEAD = "        return self.logits_processor(self.lm_head, hidden_states)\n"
@@ -22,14 +23,19 @@ MIRROR = (
 SUPER = "    def compute_logits(self, hidden_states):\n        return super().compute_logits(hidden_states)\n"
 
 
-def analyse(tmp_path: Path, source: str, name: str = "ExampleMTP") -> Analysis:
+def analyzer_of(tmp_path: Path, source: str, name: str = "ExampleMTP") -> tuple[Analyzer, ClassKey]:
     root = build_tree(BASE, tmp_path / "tree")
     models = root / "vllm" / "model_executor" / "models"
     (models / "example_mtp.py").write_text(source)
     (models / "registry.py").write_text(f'_SPECULATIVE_DECODING_MODELS = {{"M": ("example_mtp", "{name}")}}\n')
     scanner = Scanner(locate(root))
     key = next(k for k in resolve_name(scanner.index, MODULE, name, "cuda") if isinstance(k, ClassKey))
-    return scanner.analyzers["cuda"].analyze(key)
+    return scanner.analyzers["cuda"], key
+
+
+def analyse(tmp_path: Path, source: str, name: str = "ExampleMTP") -> Analysis:
+    analyzer, key = analyzer_of(tmp_path, source, name)
+    return analyzer.analyze(key)
 
 
 def owners(analysis: Analysis) -> tuple[str | None, str | None]:
@@ -709,3 +715,22 @@ def test_no_compute_logits_says_what_else_it_found(tmp_path: Path) -> None:
     # get_top_tokens = None and no compute_logits: nothing to draft with, nothing to fix
     disabled = analyse(tmp_path / "disabled", "class ExampleMTP:\n    get_top_tokens = None\n")
     assert (disabled.status, disabled.reason) == (Status.NOT_APPLICABLE, "no compute_logits in the MRO of ExampleMTP")
+
+
+def test_the_methods_a_fix_would_write_reach_through_delegations_and_supers(tmp_path: Path) -> None:
+    """The blast-radius check analyses a drafter again with the mirrors a fix would write overlaid:
+    they must be seen through every delegation and super() on the way."""
+    sources = {
+        "delegations": (delegation_chain(3, top_tokens=False), "D0", "delegates to D1: "),
+        "supers": (super_chain(3, top_tokens=False), "K0", "delegates to K1: "),
+    }
+    for name, (source, drafter, first) in sources.items():
+        analyzer, key = analyzer_of(tmp_path / name, source, drafter)
+        before = analyzer.analyze(key)
+        assert before.status == Status.MISSING_FIXABLE, name
+        overlay = {i.target: {"get_top_tokens": synthetic_mirror(i.source)} for i in before.insertions}
+        after = analyzer.analyze(key, overlay)
+        assert (after.status, after.consistency) == (Status.SUPPORTED, Consistency.MIRROR), name
+        assert after.reason.startswith(f"get_top_tokens defined; {first}"), name
+        if name == "delegations":  # supers need no list: the classes they reach are in the drafter's MRO
+            assert after.delegates == before.delegates
