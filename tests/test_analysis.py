@@ -734,3 +734,21 @@ def test_the_methods_a_fix_would_write_reach_through_delegations_and_supers(tmp_
         assert after.reason.startswith(f"get_top_tokens defined; {first}"), name
         if name == "delegations":  # supers need no list: the classes they reach are in the drafter's MRO
             assert after.delegates == before.delegates
+
+
+def test_super_reaching_the_local_argmax_mixin_of_a_drafter_that_sets_draft_ids(tmp_path: Path) -> None:
+    mixin = LOCAL_ARGMAX_MIXIN.split("class ExampleMTP")[0]
+    analysis = analyse(
+        tmp_path,
+        mixin
+        + "class Base(LocalArgmaxMixin):\n    def compute_logits(self, hidden_states):\n"
+        + HEAD
+        + "\n\nclass ExampleMTP(Base):\n    def __init__(self):\n        self.draft_id_to_target_id = None\n\n"
+        + SUPER
+        + SUPER_TOP_TOKENS,
+    )
+    assert (analysis.status, analysis.consistency) == (Status.SUPPORTED, Consistency.DIVERGENT)
+    assert analysis.reason == (
+        f"get_top_tokens defined; delegates to Base: {MIXIN_AT} remaps through draft_id_to_target_id, which "
+        "ExampleMTP sets, but compute_logits of Base " + AT.format(11) + " does not scatter"
+    )

@@ -190,3 +190,76 @@ def test_a_compute_logits_no_mirror_can_follow_is_judged_before_its_callers(tmp_
     )
     assert (analysis.status, analysis.rule) == (Status.MISSING_MANUAL, "MTP104")
     assert analysis.reason == "logits come from self.lm_head(...), not self.logits_processor (line 3)"
+
+
+PLAIN_TOP_TOKENS = (
+    "def get_top_tokens(self, hidden_states):\n"
+    "    return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n"
+)
+AT = "(vllm/model_executor/models/example_mtp.py:{})"
+
+
+def test_parameters_that_compute_logits_does_not_read_and_no_caller_passes(tmp_path: Path):
+    unread = (
+        "def compute_logits(self, hidden_states, spec_step_idx=0, temperature=1.0):\n"
+        "    return self.logits_processor(self.lm_head, hidden_states)\n"
+    )
+    both = ("hidden_states", "spec_step_idx=spec_step_idx", "temperature=t")
+    equivalent = _analyse(CallExample(unread, ("hidden_states",), both, PLAIN_TOP_TOKENS), tmp_path / "equivalent")
+    assert (equivalent.status, equivalent.consistency) == (Status.SUPPORTED, Consistency.EQUIVALENT)
+    assert equivalent.reason == (
+        "get_top_tokens defined; the mirror of compute_logits of ExampleMTP " + AT.format(2) + " but for "
+        "spec_step_idx, temperature, which compute_logits does not read and no caller passes"
+    )
+    # the parameters dropped, and another head: not the mirror
+    other_head = _analyse(
+        CallExample(unread, ("hidden_states",), both, PLAIN_TOP_TOKENS.replace("self.lm_head", "self.head")),
+        tmp_path / "other_head",
+    )
+    assert other_head.consistency == Consistency.UNPROVEN
+
+
+def test_a_parameter_compute_logits_reads_is_never_dropped(tmp_path: Path):
+    """Dropped from get_top_tokens, whose body still names it: a NameError, not an equivalent method."""
+    analysis = _analyse(
+        CallExample(
+            STEP_HEAD,
+            ("hidden_states",),
+            ("hidden_states",),
+            "def get_top_tokens(self, hidden_states):\n"
+            "    return self.logits_processor.get_top_tokens(self.heads[spec_step_idx], hidden_states)\n",
+        ),
+        tmp_path,
+    )
+    assert analysis.consistency == Consistency.UNPROVEN
+    assert analysis.reason == (
+        "get_top_tokens defined; get_top_tokens of ExampleMTP " + AT.format(4) + " is written differently from "
+        "compute_logits of ExampleMTP " + AT.format(2) + "; run `mtp-audit verify`"
+    )
+
+
+def test_a_statement_that_diverges_and_a_caller_that_does_too(tmp_path: Path):
+    analysis = _analyse(
+        CallExample(
+            "def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+            "    logits = self.logits_processor(self.heads[spec_step_idx], hidden_states)\n"
+            '    logits.masked_fill_(self.suppressed, -float("inf"))\n'
+            "    return logits\n",
+            ("hidden_states",),
+            LOGITS_WITH_STEP,
+            "def get_top_tokens(self, hidden_states, spec_step_idx=0):\n"
+            "    return self.logits_processor.get_top_tokens(self.heads[spec_step_idx], hidden_states)\n",
+        ),
+        tmp_path,
+    )
+    assert (analysis.consistency, analysis.rule) == (Consistency.DIVERGENT, "MTP203")
+    # the statement first (it decides the tokens), then the call site
+    assert analysis.reason == (
+        "get_top_tokens defined; compute_logits of ExampleMTP " + AT.format(2) + ": logits masked after the head "
+        'call (line 4: `logits.masked_fill_(self.suppressed, -float("inf"))`); get_top_tokens of ExampleMTP '
+        + AT.format(6)
+        + " ignores it; also, ExampleSpeculator (speculator.py:3) calls get_top_tokens(hidden_states) but "
+        "compute_logits(hidden_states, spec_step_idx=spec_step_idx) (speculator.py:2) on the same path, and "
+        "compute_logits reads spec_step_idx (line 3: `logits = self.logits_processor(self.heads[spec_step_idx], "
+        "hidden_states)`)"
+    )
