@@ -752,3 +752,17 @@ def test_super_reaching_the_local_argmax_mixin_of_a_drafter_that_sets_draft_ids(
         f"get_top_tokens defined; delegates to Base: {MIXIN_AT} remaps through draft_id_to_target_id, which "
         "ExampleMTP sets, but compute_logits of Base " + AT.format(11) + " does not scatter"
     )
+
+
+def test_an_optional_attribute_in_a_method_with_a_string_at_column_zero(tmp_path: Path) -> None:
+    """A multi-line string that goes on at column 0 cannot be dedented away: the methods are still read."""
+    source = OPTIONAL_NORM.format(test="if self.norm is not None:").replace(
+        "        return self.logits_processor",
+        '        note = """\nat column zero"""\n        return self.logits_processor',
+    ) + top_tokens("hidden_states", "hidden_states = self.norm(hidden_states)")
+    analysis = analyse(tmp_path, source)
+    assert analysis.consistency == Consistency.DIVERGENT
+    assert analysis.reason == (
+        "get_top_tokens defined; get_top_tokens of ExampleMTP uses self.norm (line 10), which compute_logits of "
+        "ExampleMTP treats as optional (line 3): without it compute_logits falls back, get_top_tokens fails"
+    )

@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import functools
 import re
-import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -561,8 +560,14 @@ def _method_tree(hit: MethodHit) -> tuple[ast.AST, int] | None:
 
 @functools.lru_cache(maxsize=1024)
 def _parsed_method(text: str) -> ast.AST | None:
+    """An indented method is parsed in a class, as in its file: dedenting the text would break on a
+    string of it that goes on at column 0."""
     try:
-        return ast.parse(textwrap.dedent(text)).body[0]
+        if text[:1] not in (" ", "\t"):
+            return ast.parse(text).body[0]
+        wrapper = ast.parse("class _:\n" + text).body[0]
+        assert isinstance(wrapper, ast.ClassDef)
+        return wrapper.body[0]
     except (SyntaxError, IndexError):
         return None
 
