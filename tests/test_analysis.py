@@ -766,3 +766,28 @@ def test_an_optional_attribute_in_a_method_with_a_string_at_column_zero(tmp_path
         "get_top_tokens defined; get_top_tokens of ExampleMTP uses self.norm (line 10), which compute_logits of "
         "ExampleMTP treats as optional (line 3): without it compute_logits falls back, get_top_tokens fails"
     )
+
+
+def test_a_delegating_drafter_judged_by_its_callers(tmp_path: Path) -> None:
+    from mtp_audit.classify.contract_rules import CallExample, example_contract
+
+    source = (
+        "class Inner:\n    def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+        "        return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n\n\n"
+        "class ExampleMTP:\n    def __init__(self):\n        self.model = Inner()\n\n"
+        "    def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+        "        return self.model.compute_logits(hidden_states, spec_step_idx)\n"
+    )
+    analyzer, key = analyzer_of(tmp_path, source)
+    with_step = ("hidden_states", "spec_step_idx=spec_step_idx")
+    uncalled = analyzer.analyze(key, contract=example_contract(CallExample("", None, with_step)))
+    assert (uncalled.status, uncalled.uncalled, uncalled.rule) == (Status.NOT_APPLICABLE, True, "MTP201")
+    assert [c.name for c in uncalled.delegates] == ["Inner"] and owners(uncalled) == ("ExampleMTP", None)
+    without_step = analyzer.analyze(key, contract=example_contract(CallExample("", ("hidden_states",), with_step)))
+    assert (without_step.status, without_step.rule) == (Status.MISSING_MANUAL, "MTP203")
+    assert [c.name for c in without_step.delegates] == ["Inner"] and without_step.insertions == []
+    assert without_step.reason.endswith(
+        "compute_logits reads spec_step_idx (line 11: `return self.model.compute_logits(hidden_states, "
+        "spec_step_idx)`): a mirror would draft with the default instead; the call site must pass the same "
+        "arguments to both methods"
+    )
