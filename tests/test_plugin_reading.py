@@ -366,3 +366,27 @@ def test_a_pyproject_is_read_as_utf_8_whatever_the_locale(tmp_path: Path) -> Non
     finally:
         locale.setlocale(locale.LC_CTYPE, before)
     assert (plugin.name, plugin.version) == ("cafe", "1")
+
+
+def test_a_later_import_of_a_name_replaces_an_earlier_one(tmp_path: Path) -> None:
+    """As when the module runs: the unconditional import after the ``if`` block binds the name."""
+    write_files(
+        tmp_path,
+        {
+            "eta/__init__.py": """\
+                import sys
+
+                if sys.version_info < (3, 10):
+                    from .legacy import register
+                try:
+                    from .fast import helper
+                except ImportError:
+                    helper = None
+                from .current import register
+                """,
+            "eta/legacy.py": "from vllm import ModelRegistry\n\n\n" + register_function("register", "LegacyMTPModel"),
+            "eta/current.py": "from vllm import ModelRegistry\n\n\n" + register_function("register", "CurrentMTPModel"),
+        },
+    )
+    reading = read_plugin(index_of(tmp_path), PluginDist("eta", "1.0", tmp_path, ((GENERAL, "eta", "eta:register"),)))
+    assert [(r.arch, r.file) for r in reading.registrations] == [("CurrentMTPModel", "eta/current.py")]
