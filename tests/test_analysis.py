@@ -791,3 +791,28 @@ def test_a_delegating_drafter_judged_by_its_callers(tmp_path: Path) -> None:
         "spec_step_idx)`): a mirror would draft with the default instead; the call site must pass the same "
         "arguments to both methods"
     )
+
+
+def test_a_contract_rule_is_named_only_for_a_verdict_it_decided(tmp_path: Path) -> None:
+    from mtp_audit.classify.contract_rules import CallExample, example_contract
+
+    with_step = ("hidden_states", "spec_step_idx=spec_step_idx")
+    contract = example_contract(CallExample("", with_step, with_step))  # get_top_tokens gets spec_step_idx=
+    conditional = (
+        "import sys\n\n\nclass ExampleMTP:\n    def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+        "        return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n\n"
+        "    if sys.platform == 'linux':\n\n        def get_top_tokens(self, hidden_states):\n"
+        "            return self.logits_processor.get_top_tokens(self.heads[0], hidden_states)\n"
+    )
+    coroutine = (
+        "class ExampleMTP:\n    async def get_top_tokens(self, hidden_states):\n"
+        "        return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n"
+    )
+    # unproven because it is conditional, divergent because it is a coroutine: not the call's doing
+    for name, source, consistency in (
+        ("conditional", conditional, Consistency.UNPROVEN),
+        ("coroutine", coroutine, Consistency.DIVERGENT),
+    ):
+        analyzer, key = analyzer_of(tmp_path / name, source)
+        analysis = analyzer.analyze(key, contract=contract)
+        assert (analysis.status, analysis.consistency, analysis.rule) == (Status.SUPPORTED, consistency, None), name
