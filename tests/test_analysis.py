@@ -816,3 +816,74 @@ def test_a_contract_rule_is_named_only_for_a_verdict_it_decided(tmp_path: Path) 
         analyzer, key = analyzer_of(tmp_path / name, source)
         analysis = analyzer.analyze(key, contract=contract)
         assert (analysis.status, analysis.consistency, analysis.rule) == (Status.SUPPORTED, consistency, None), name
+
+
+def test_a_delegate_whose_get_top_tokens_is_a_mirror_or_diverges(tmp_path: Path) -> None:
+    holder = "\n\nclass ExampleMTP:\n    def __init__(self):\n        self.model = Inner()\n\n" + DELEGATE
+    mirror = analyse(tmp_path / "mirror", INNER_HEAD + MIRROR + holder)
+    # the drafter's own mirror calls Inner's get_top_tokens: written into the drafter alone
+    assert (mirror.status, [c.name for c in mirror.delegates]) == (Status.MISSING_FIXABLE, ["Inner"])
+    assert [(i.target.name, i.source.owner.name) for i in mirror.insertions] == [("ExampleMTP", "ExampleMTP")]
+    assert mirror.reason == (
+        "compute_logits delegates to self.model.compute_logits; Inner: get_top_tokens defined; mirror of "
+        "compute_logits of Inner " + AT.format(2)
+    )
+    normed = INNER_HEAD.replace(
+        "hidden_states):\n", "hidden_states):\n        hidden_states = self.norm(hidden_states)\n"
+    )
+    divergent = analyse(tmp_path / "divergent", normed + MIRROR + holder)
+    assert (divergent.status, divergent.insertions) == (Status.MISSING_MANUAL, [])
+    assert divergent.reason.startswith("delegate Inner has a divergent get_top_tokens: get_top_tokens defined; ")
+
+
+def test_a_super_get_top_tokens_reaching_the_mixin_or_a_delegation(tmp_path: Path) -> None:
+    own_head = "    def compute_logits(self, hidden_states):\n" + HEAD
+    mixin = analyse(
+        tmp_path / "mixin",
+        LOCAL_ARGMAX_MIXIN.split("class ExampleMTP")[0]
+        + "class Base(LocalArgmaxMixin):\n    pass\n\n\nclass ExampleMTP(Base):\n    def __init__(self):\n"
+        "        self.draft_id_to_target_id = None\n\n" + own_head + SUPER_TOP_TOKENS,
+    )
+    assert mixin.consistency == Consistency.DIVERGENT
+    assert mixin.reason == (
+        f"get_top_tokens defined; {MIXIN_AT} remaps through draft_id_to_target_id, which ExampleMTP sets, but "
+        "compute_logits of ExampleMTP " + AT.format(18) + " does not scatter"
+    )
+    delegation = analyse(
+        tmp_path / "delegation",
+        INNER_HEAD + MIRROR + "\n\nclass Base:\n    def get_top_tokens(self, hidden_states):\n"
+        "        return self.model.get_top_tokens(hidden_states)\n\n\n"
+        "class ExampleMTP(Base):\n    def __init__(self):\n        self.model = Inner()\n\n"
+        + DELEGATE
+        + SUPER_TOP_TOKENS,
+    )
+    assert (delegation.consistency, [c.name for c in delegation.delegates]) == (Consistency.MIRROR, ["Inner"])
+    assert delegation.reason == (
+        "get_top_tokens defined; delegates to Inner: get_top_tokens defined; mirror of compute_logits of Inner "
+        + AT.format(2)
+    )
+    # inherited from a class in the middle: the super() of Mid's method, not of the drafter's MRO start
+    middle = analyse(
+        tmp_path / "middle",
+        BASE_HEAD + MIRROR + "\n\nclass Mid(Base):\n" + own_head + SUPER_TOP_TOKENS + "\n\n"
+        "class ExampleMTP(Mid):\n    pass\n",
+    )
+    assert (middle.consistency, middle.reason) == (
+        Consistency.MIRROR,
+        "get_top_tokens inherited from Mid; mirror of compute_logits of Mid " + AT.format(9),
+    )
+
+
+def test_a_mirror_a_fix_writes_into_the_base_reaches_a_super_get_top_tokens(tmp_path: Path) -> None:
+    source = BASE_HEAD + "\n\nclass ExampleMTP(Base):\n    def compute_logits(self, hidden_states):\n" + HEAD
+    analyzer, key = analyzer_of(tmp_path, source + SUPER_TOP_TOKENS)
+    assert analyzer.analyze(key).consistency == Consistency.DIVERGENT  # super() reaches nothing yet
+    base = analyzer.analyze(key).compute_logits
+    assert base is not None
+    base_head = analyzer.h.find(analyzer.h.mro(key), "compute_logits", start=base.index + 1)
+    assert base_head is not None and base_head.owner.name == "Base"
+    after = analyzer.analyze(key, {base_head.owner: {"get_top_tokens": synthetic_mirror(base_head)}})
+    assert (after.consistency, after.reason) == (
+        Consistency.MIRROR,
+        "get_top_tokens defined; mirror of compute_logits of ExampleMTP " + AT.format(7),
+    )
