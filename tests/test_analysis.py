@@ -65,6 +65,7 @@ def test_super_reaching_a_stub_cannot_be_fixed(tmp_path: Path) -> None:
     )
     assert analysis.status == Status.MISSING_MANUAL and analysis.insertions == []
     assert analysis.rule == "MTP102" and [c.name for c in analysis.delegates] == ["Base"]
+    assert owners(analysis) == ("ExampleMTP", None)
     assert analysis.reason == (
         "delegate super() (Base) has no usable compute_logits: compute_logits raises NotImplementedError "
         "(line 3) in Base (vllm/model_executor/models/example_mtp.py:2)"
@@ -887,3 +888,23 @@ def test_a_mirror_a_fix_writes_into_the_base_reaches_a_super_get_top_tokens(tmp_
         Consistency.MIRROR,
         "get_top_tokens defined; mirror of compute_logits of ExampleMTP " + AT.format(7),
     )
+
+
+def test_a_fix_that_writes_only_the_delegates_mirror_leaves_the_rest_to_write(tmp_path: Path) -> None:
+    """Another drafter's fix writes Inner's get_top_tokens: this drafter still needs its own (and, through
+    super(), its base's), and no longer Inner's."""
+    source = (
+        INNER_HEAD
+        + "\n\nclass Base:\n    def __init__(self):\n        self.model = Inner()\n\n"
+        + DELEGATE
+        + "\n\nclass ExampleMTP(Base):\n"
+        + SUPER
+    )
+    analyzer, key = analyzer_of(tmp_path, source)
+    before = analyzer.analyze(key)
+    assert [i.target.name for i in before.insertions] == ["ExampleMTP", "Base", "Inner"]
+    inner = before.insertions[-1]
+    after = analyzer.analyze(key, {inner.target: {"get_top_tokens": synthetic_mirror(inner.source)}})
+    assert after.status == Status.MISSING_FIXABLE
+    assert [i.target.name for i in after.insertions] == ["ExampleMTP", "Base"]
+    assert after.reason.endswith("Inner: get_top_tokens defined; mirror of compute_logits of Inner " + AT.format(2))
