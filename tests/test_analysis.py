@@ -908,3 +908,23 @@ def test_a_fix_that_writes_only_the_delegates_mirror_leaves_the_rest_to_write(tm
     assert after.status == Status.MISSING_FIXABLE
     assert [i.target.name for i in after.insertions] == ["ExampleMTP", "Base"]
     assert after.reason.endswith("Inner: get_top_tokens defined; mirror of compute_logits of Inner " + AT.format(2))
+
+
+def test_a_mirror_a_fix_writes_two_super_calls_away(tmp_path: Path) -> None:
+    source = (
+        BASE_HEAD
+        + "\n\nclass Mid(Base):\n"
+        + SUPER_TOP_TOKENS
+        + "\n\nclass ExampleMTP(Mid):\n    def compute_logits(self, hidden_states):\n"
+        + HEAD
+        + SUPER_TOP_TOKENS
+    )
+    analyzer, key = analyzer_of(tmp_path, source)
+    assert analyzer.analyze(key).consistency == Consistency.DIVERGENT  # Mid's super() reaches nothing yet
+    base = analyzer.h.find(analyzer.h.mro(key), "compute_logits", start=1)
+    assert base is not None and base.owner.name == "Base"
+    after = analyzer.analyze(key, {base.owner: {"get_top_tokens": synthetic_mirror(base)}})
+    assert (after.consistency, after.reason) == (
+        Consistency.MIRROR,
+        "get_top_tokens defined; mirror of compute_logits of ExampleMTP " + AT.format(12),
+    )
