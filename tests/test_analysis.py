@@ -928,3 +928,26 @@ def test_a_mirror_a_fix_writes_two_super_calls_away(tmp_path: Path) -> None:
         Consistency.MIRROR,
         "get_top_tokens defined; mirror of compute_logits of ExampleMTP " + AT.format(12),
     )
+
+
+def test_a_parameter_no_caller_passes_is_not_held_against_a_super_get_top_tokens(tmp_path: Path) -> None:
+    from mtp_audit.classify.contract_rules import CallExample, example_contract
+
+    source = (
+        BASE_HEAD
+        + MIRROR
+        + "\n\nclass ExampleMTP(Base):\n    def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+        + HEAD
+        + SUPER_TOP_TOKENS
+    )
+    analyzer, key = analyzer_of(tmp_path, source)
+    # no caller known: compute_logits takes spec_step_idx, the get_top_tokens callers reach does not
+    assert analyzer.analyze(key).consistency == Consistency.DIVERGENT
+    # the callers pass it to neither: the methods super() reaches are compared, not judged by it
+    plain = ("hidden_states",)
+    analysis = analyzer.analyze(key, contract=example_contract(CallExample("", plain, plain)))
+    assert (analysis.consistency, analysis.rule) == (Consistency.UNPROVEN, None)
+    assert analysis.reason == (
+        "get_top_tokens defined; get_top_tokens of Base " + AT.format(4) + " is written differently from "
+        "compute_logits of ExampleMTP " + AT.format(9) + "; run `mtp-audit verify`"
+    )
