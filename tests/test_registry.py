@@ -274,15 +274,18 @@ def test_a_plugin_source_tree_in_process(tmp_path: Path) -> None:
         ({"pyproject.toml": "[project\n"}, "plugin", "(no version)"),  # not TOML: the directory's name
         ({"pyproject.toml": '[tool.other]\nname = "not-a-project"\n'}, "plugin", "(no version)"),
         ({}, "plugin", "(no version)"),
+        ({"PKG-INFO": b"Name: latin-summary\nVersion: 1.1\nSummary: caf\xe9\n"}, "latin-summary", "1.1"),  # not UTF-8
     ],
 )
-def test_a_plugin_tree_is_named_by_its_metadata(tmp_path: Path, files: dict[str, str], name: str, version: str) -> None:
+def test_a_plugin_tree_is_named_by_its_metadata(
+    tmp_path: Path, files: dict[str, str | bytes], name: str, version: str
+) -> None:
     from mtp_audit.resolve.plugins import tree_plugin
 
     root = tmp_path / "plugin"
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
+        (root / rel).write_bytes(text if isinstance(text, bytes) else text.encode())
     root.mkdir(exist_ok=True)
     plugin = tree_plugin(root)
     assert (plugin.name, plugin.version, plugin.location, plugin.entry_points) == (name, version, root, ())
@@ -295,6 +298,9 @@ def test_the_modules_of_a_plugin_tree_that_mention_a_word(tmp_path: Path) -> Non
         "pkg/__init__.py": "register_model",
         "pkg/a.py": "x.register_model(...)",
         "pkg/b.py": "nothing",
+        "pkg/latin.py": b"# caf\xe9\nregister_model",  # not UTF-8: still read
+        "pkg/sub/__init__.py": "register_model",
+        "pkg/__pycache__/stale.py": "register_model",
         "top.py": "register_model",
         "tests/t.py": "register_model",
         "pkg/test/t.py": "register_model",
@@ -304,8 +310,9 @@ def test_the_modules_of_a_plugin_tree_that_mention_a_word(tmp_path: Path) -> Non
     }
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(text)
-    assert tree_modules(tmp_path, "register_model") == ["pkg", "pkg.a", "top"]
+        (tmp_path / rel).write_bytes(text if isinstance(text, bytes) else text.encode())
+    (tmp_path / "pkg/0dir.py").mkdir()  # named like a module, cannot be read as one
+    assert tree_modules(tmp_path, "register_model") == ["pkg", "pkg.a", "pkg.latin", "pkg.sub", "top"]
 
 
 PLUGIN_REGISTRATIONS = textwrap.dedent("""\
@@ -334,6 +341,7 @@ PLUGIN_REGISTRATIONS = textwrap.dedent("""\
         ModelRegistry.register_model("RelativeMTPModel", RelativeMTP)
         ModelRegistry.register_model("StringMTP", "acme.models.mtp:StringMTP")
         ModelRegistry.register_model("NoColon", "acme.models.mtp")
+        ModelRegistry.register_model("TwoColons", "acme.models:mtp:TwoMTP")
         ModelRegistry.register_model(ARCH, "acme.x:Y")
         ModelRegistry.register_model("Unknown", unknown_name)
         ModelRegistry.register_model("Call", make())
@@ -367,7 +375,7 @@ def test_every_form_of_register_model_in_a_plugin_tree(tmp_path: Path) -> None:
         ("DottedMTPModel", "acme.models.d", "DottedMTP", 22),  # vllm.ModelRegistry
         ("RelativeMTPModel", "acme.models.rel", "RelativeMTP", 23),  # a relative import
         ("StringMTP", "acme.models.mtp", "StringMTP", 24),  # the same again, another call
-        ("ModuleLevelMTP", "acme.top", "TopMTP", 32),  # outside any function
+        ("ModuleLevelMTP", "acme.top", "TopMTP", 33),  # outside any function
     ]
     assert {(r.plugin, r.group, r.file) for r in reading.registrations} == {(plugin, GENERAL, "acme/reg.py")}
     unreadable = (
@@ -375,7 +383,7 @@ def test_every_form_of_register_model_in_a_plugin_tree(tmp_path: Path) -> None:
         "string or an imported class"
     )
     assert reading.skipped == [
-        *(f"acme/reg.py:{line}: {unreadable}" for line in (25, 26, 27, 28)),
+        *(f"acme/reg.py:{line}: {unreadable}" for line in (25, 26, 27, 28, 29)),
         "acme/broken.py: cannot parse (invalid syntax (<unknown>, line 1))",
     ]
     assert reading.platforms == []

@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import functools
 import re
-import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -107,18 +106,22 @@ class Analyzer:
             cl = analysis.compute_logits
             params = logits_shape(cl.method.text, cl.method.line).params
             for reach, pair in contract.viable_pairs(params):
-                for rule, why in (
-                    (CallTypeError, CallTypeError.check(reach, pair, params, "a mirror of compute_logits")),
+                for rule, why, consequence in (
+                    (
+                        CallTypeError,
+                        CallTypeError.check(reach, pair, params, "a mirror of compute_logits"),
+                        "a mirror takes the parameters of compute_logits, so that call would raise",
+                    ),
                     (
                         CallSiteArguments,
                         CallSiteArguments.check(reach, pair, params, cl.method.text, params, cl.method.line),
+                        "a mirror would draft with the default instead",
                     ),
                 ):
                     if why:
                         return Analysis(
                             Status.MISSING_MANUAL,
-                            f"{why}: a mirror would draft with the default instead; the call site "
-                            "must pass the same arguments to both methods",
+                            f"{why}: {consequence}; the call site must pass the same arguments to both methods",
                             cl,
                             delegates=analysis.delegates,
                             rule=rule.id,
@@ -156,7 +159,7 @@ class Analyzer:
         if gtt is not None and gtt.method.how != "none":
             consistency, why = self.consistency(key, mro, cl, gtt, overlay, _depth, contract=contract)
             origin = "defined" if gtt.owner == key else f"inherited from {gtt.owner.name}"
-            delegates = self._delegate_chain(key, mro, cl, overlay, _depth) if cl else []
+            delegates = self._delegate_chain(mro, cl, overlay, _depth) if cl else []
             uncalled = f"; {contract.unreached_reason()}" if contract is not None and contract.uncalled else ""
             return Analysis(
                 Status.SUPPORTED, f"get_top_tokens {origin}; {why}{uncalled}", cl, gtt, delegates, consistency
@@ -210,9 +213,7 @@ class Analyzer:
             return cl.owner
         return key
 
-    def _delegate_target(
-        self, key: ClassKey, mro: Mro, cl: MethodHit, shape: LogitsShape
-    ) -> tuple[ClassKey | None, str]:
+    def _delegate_target(self, mro: Mro, cl: MethodHit, shape: LogitsShape) -> tuple[ClassKey | None, str]:
         if shape.kind == LogitsKind.SUPER:
             nxt = self.h.find(mro, "compute_logits", start=cl.index + 1)
             if nxt is None:
@@ -257,7 +258,7 @@ class Analyzer:
         depth: int,
         inherited: str,
     ) -> Analysis:
-        target, why = self._delegate_target(key, mro, cl, shape)
+        target, why = self._delegate_target(mro, cl, shape)
         if target is None:
             return Analysis(Status.MISSING_MANUAL, why + inherited, cl)
         if depth > 8:
@@ -284,9 +285,10 @@ class Analyzer:
                 rule=inner.rule,
             )
         if inner.status == Status.SUPPORTED and inner.consistency in (Consistency.DIVERGENT, Consistency.UNPROVEN):
+            article = "an" if inner.consistency == Consistency.UNPROVEN else "a"
             return Analysis(
                 Status.MISSING_MANUAL,
-                f"delegate {via} has a {inner.consistency.value} get_top_tokens: {inner.reason}",
+                f"delegate {via} has {article} {inner.consistency.value} get_top_tokens: {inner.reason}",
                 cl,
                 delegates=[target, *inner.delegates],
             )
@@ -318,18 +320,16 @@ class Analyzer:
             )
         return self._delegating(key, mro, cl, shape, overlay, depth, f" (in {self.where(cl)})")
 
-    def _delegate_chain(
-        self, key: ClassKey, mro: Mro, cl: MethodHit, overlay: Overlay | None, depth: int
-    ) -> list[ClassKey]:
+    def _delegate_chain(self, mro: Mro, cl: MethodHit, overlay: Overlay | None, depth: int) -> list[ClassKey]:
         shape = logits_shape(cl.method.text, cl.method.line)
         if shape.kind != LogitsKind.DELEGATE or depth > 8:
             return []
-        target, _ = self._delegate_target(key, mro, cl, shape)
+        target, _ = self._delegate_target(mro, cl, shape)
         if target is None:
             return []
         inner_mro = self.h.mro(target)
         inner_cl = self.h.find(inner_mro, "compute_logits", overlay=overlay)
-        return [target, *(self._delegate_chain(target, inner_mro, inner_cl, overlay, depth + 1) if inner_cl else [])]
+        return [target, *(self._delegate_chain(inner_mro, inner_cl, overlay, depth + 1) if inner_cl else [])]
 
     # -- consistency ------------------------------------------------------------
 
@@ -478,7 +478,7 @@ class Analyzer:
     def _delegated_consistency(
         self, key: ClassKey, mro: Mro, cl: MethodHit, cshape: LogitsShape, overlay: Overlay | None, depth: int
     ) -> tuple[Consistency, str]:
-        target, why = self._delegate_target(key, mro, cl, cshape)
+        target, why = self._delegate_target(mro, cl, cshape)
         if target is None or depth > 8:
             return Consistency.UNPROVEN, why or "delegation chain too deep"
         inner = (
@@ -560,8 +560,14 @@ def _method_tree(hit: MethodHit) -> tuple[ast.AST, int] | None:
 
 @functools.lru_cache(maxsize=1024)
 def _parsed_method(text: str) -> ast.AST | None:
+    """An indented method is parsed in a class, as in its file: dedenting the text would break on a
+    string of it that goes on at column 0."""
     try:
-        return ast.parse(textwrap.dedent(text)).body[0]
+        if text[:1] not in (" ", "\t"):
+            return ast.parse(text).body[0]
+        wrapper = ast.parse("class _:\n" + text).body[0]
+        assert isinstance(wrapper, ast.ClassDef)
+        return wrapper.body[0]
     except (SyntaxError, IndexError):
         return None
 

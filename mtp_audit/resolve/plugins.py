@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -161,9 +162,9 @@ class _Reader:
         self, node: ast.expr, tree: ast.Module, module: str, is_package: bool, local: dict[str, tuple[str, str]]
     ) -> tuple[str, str] | None:
         text = literal_string(node)
-        if text is not None:
+        if text is not None:  # vLLM refuses a string that is not two parts around one colon
             where, _, name = text.partition(":")
-            return (where, name) if where and name else None
+            return (where, name) if where and name and ":" not in name else None
         if isinstance(node, ast.Name):
             if node.id in local:
                 return local[node.id]
@@ -234,18 +235,20 @@ def _local_bindings(function: ast.AST, module: str, is_package: bool) -> dict[st
 
 
 def _module_binding(tree: ast.Module, module: str, is_package: bool, name: str) -> tuple[str, str] | None:
-    statements = []
-    pending = list(tree.body)
-    while pending:  # module level, through if / try blocks, not into functions or classes
-        node = pending.pop(0)
+    return _imports(_module_level_imports(tree.body), module, is_package).get(name)
+
+
+def _module_level_imports(statements: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The imports at module level, through if / try / with blocks, not into functions or classes, in
+    source order: a later import of a name replaces an earlier one, as when the module runs."""
+    for node in statements:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            statements.append(node)
+            yield node
         elif isinstance(node, (ast.If, ast.Try, ast.With)):
-            for block in ("body", "orelse", "finalbody", "handlers"):
-                pending.extend(getattr(node, block, []))
+            for block in ("body", "handlers", "orelse", "finalbody"):
+                yield from _module_level_imports(getattr(node, block, []))
         elif isinstance(node, ast.ExceptHandler):
-            pending.extend(node.body)
-    return _imports(statements, module, is_package).get(name)
+            yield from _module_level_imports(node.body)
 
 
 def _is_register_model(call: ast.Call) -> bool:
