@@ -489,45 +489,31 @@ def test_what_is_known_of_a_drafter(tmp_path: Path) -> None:
     assert index.drafter("Plain", "Draft", None).methods is None
 
 
+def speculator_module(*subclasses: str, others: tuple[str, ...] = ()) -> str:
+    """A speculator file: ``BaseSpeculator`` drafts through ``get_top_tokens``; each of
+    ``subclasses`` inherits that, each of ``others`` is a class of no speculator."""
+    classes = [f"class {name}(BaseSpeculator):\n    pass\n" for name in subclasses]
+    classes += [f"class {name}:\n    pass\n" for name in others]
+    base = (
+        "class BaseSpeculator:\n"
+        "    def propose(self, hidden_states):\n"
+        "        return self.model.get_top_tokens(hidden_states)\n"
+    )
+    return "\n\n".join([base, *classes])
+
+
 SPEC = "v1/worker/gpu/spec_decode"
 CONFIGS = {
-    f"{SPEC}/speculator.py": """\
-        class BaseSpeculator:
-            def propose(self, hidden_states):
-                return self.model.get_top_tokens(hidden_states)
-
-
-        class MTPSpeculator(BaseSpeculator):
-            pass
-
-
-        class MultiSpeculator(BaseSpeculator):
-            pass
-
-
-        class GemmaSpeculator(BaseSpeculator):
-            pass
-
-
-        class ChildSpeculator(BaseSpeculator):
-            pass
-
-
-        class SpecialSpeculator(BaseSpeculator):
-            pass
-
-
-        class HiddenSpeculator(BaseSpeculator):
-            pass
-
-
-        class LoopSpeculator(BaseSpeculator):
-            pass
-
-
-        class LoopBackSpeculator(BaseSpeculator):
-            pass
-        """,
+    f"{SPEC}/speculator.py": speculator_module(
+        "MTPSpeculator",
+        "MultiSpeculator",
+        "GemmaSpeculator",
+        "ChildSpeculator",
+        "SpecialSpeculator",
+        "HiddenSpeculator",
+        "LoopSpeculator",
+        "LoopBackSpeculator",
+    ),
     f"{SPEC}/speculator_config.py": """\
         from typing import ClassVar
 
@@ -1087,31 +1073,9 @@ def test_caller_files_in_another_encoding(tmp_path: Path) -> None:
     assert not index.index.read_errors
 
 
-CHAIN_SPECULATORS = """\
-    class BaseSpeculator:
-        def propose(self, hidden_states):
-            return self.model.get_top_tokens(hidden_states)
-
-
-    class MTPSpeculator(BaseSpeculator):
-        pass
-
-
-    class MultiSpeculator(BaseSpeculator):
-        pass
-
-
-    class EagleSpeculator(BaseSpeculator):
-        pass
-
-
-    class FallbackSpeculator(BaseSpeculator):
-        pass
-
-
-    class SpeculatorMetrics:
-        pass
-    """
+CHAIN_SPECULATORS = speculator_module(
+    "MTPSpeculator", "MultiSpeculator", "EagleSpeculator", "FallbackSpeculator", others=("SpeculatorMetrics",)
+)
 CHAINS = {
     "do-then-if": """\
         speculator = MTPSpeculator(spec)
