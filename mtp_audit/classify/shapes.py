@@ -843,20 +843,24 @@ class EarlyReturn(ShapeRule):
         return None
 
 
+IN_PLACE_MASK = m.Call(
+    func=m.Attribute(
+        attr=m.Name("index_fill_")
+        | m.Name("masked_fill_")
+        | m.Name("masked_fill")
+        | m.Name("index_fill")
+        | m.Name("fill_")
+    )
+)
+
+
 def _post_kind(body: _Body, statements: list[cst.BaseStatement], name: str) -> PostKind:
     """What the statements after the head do; masking wins, since a scatter-aware method still ignores it."""
     text = "\n".join(body.code(s) for s in statements)
-    mask = m.Call(
-        func=m.Attribute(
-            attr=m.Name("index_fill_")
-            | m.Name("masked_fill_")
-            | m.Name("masked_fill")
-            | m.Name("index_fill")
-            | m.Name("fill_")
-        )
-    )
     subscript_store = m.Assign(targets=[m.AssignTarget(target=m.Subscript(value=m.Name(name)))])
-    if any(m.matches(n, mask | subscript_store) for s in statements for n in nodes_of(s, (cst.Call, cst.Assign))):
+    if any(
+        m.matches(n, IN_PLACE_MASK | subscript_store) for s in statements for n in nodes_of(s, (cst.Call, cst.Assign))
+    ):
         return PostKind.MASK
     if "draft_id_to_target_id" not in text and _vocabulary_change(body, statements) is not None:
         return PostKind.VOCAB
