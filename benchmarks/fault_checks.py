@@ -78,12 +78,12 @@ class Checks:
         self.failures: list[str] = []
         self.count = 0
         self.kills = {"old": 0, "fixed": 0, "mixed": 0}  # the tree after each kill -9 and the next command
+        self.whole_runs: dict[tuple[str, ...], tuple[int | None, list[str], float]] = {}
         self.old = snapshot(release)
         fixed = self.copy("reference")
         subprocess.run(command("fix", str(fixed), "--all", "--quiet"), env=self.env("reference"), check=False)
         self.fixed = snapshot(fixed)
         self.fix_s = timed(["fix", str(self.copy("timing")), "--all", "--quiet"], self.env("timing"))
-        self.scan_s = timed(["scan", str(release), "--no-cache", "--quiet"], self.env("timing-scan"))
 
     def env(self, name: str) -> dict:
         return {**os.environ, "NO_COLOR": "1", "MTP_AUDIT_CACHE_DIR": str(self.work / f"cache-{name}")}
@@ -120,12 +120,28 @@ class Checks:
             self.fail(f"kill -9 at {delay:.2f}s: left {leftovers(tree)}")
         self.count += 1
 
-    def interrupt(self, trial: int, args: list[str], length: float) -> None:
+    def whole_run(self, args: list[str]) -> tuple[int | None, list[str], float]:
+        """Exit code, stderr lines and length of the command run to its end, for telling an end from an interrupt."""
+        if tuple(args) not in self.whole_runs:
+            began = time.monotonic()
+            done = subprocess.run(command(*args), capture_output=True, env=self.env("whole"), check=False)
+            took = time.monotonic() - began
+            self.whole_runs[tuple(args)] = (
+                done.returncode,
+                done.stderr.decode(errors="replace").strip().splitlines(),
+                took,
+            )
+        return self.whole_runs[tuple(args)]
+
+    def interrupt(self, trial: int, args: list[str]) -> None:
+        whole_exit, whole_lines, length = self.whole_run(args)
         env = self.env(f"int{trial}")
         delay = self.rng.uniform(0.1, length)
         process = start(args, env)
         time.sleep(delay)
-        os.killpg(process.pid, signal.SIGINT)
+        ended_first = process.poll() is not None
+        if not ended_first:
+            os.killpg(process.pid, signal.SIGINT)
         struck = time.monotonic()
         try:
             _, err = process.communicate(timeout=10)
@@ -136,8 +152,12 @@ class Checks:
             return
         took = time.monotonic() - struck
         lines = err.decode(errors="replace").strip().splitlines()
-        finished = process.returncode in (0, 1) and not lines  # the run ended before the signal
-        if not finished and (process.returncode != 130 or len(lines) != 1 or took > SIGINT_GRACE_S):
+        # The run ended before the signal (or the signal met a process already exiting): it must have ended
+        # as a whole run does, same exit code and same stderr.
+        finished = (process.returncode, lines) == (whole_exit, whole_lines)
+        if ended_first and not finished:
+            self.fail(f"{' '.join(args[:2])} ended on its own with exit {process.returncode}, not {whole_exit}")
+        elif not finished and (process.returncode != 130 or len(lines) != 1 or took > SIGINT_GRACE_S):
             self.fail(
                 f"SIGINT at {delay:.2f}s of {' '.join(args[:2])}: exit {process.returncode} after "
                 f"{took:.2f}s, stderr {lines[:3]}{' ...' if len(lines) > 3 else ''}"
@@ -175,11 +195,17 @@ def main() -> None:
     print(f"fault checks: {options.trials} trial(s) of each kind, seed {seed}", flush=True)
     with tempfile.TemporaryDirectory(prefix="mtp-audit-faults-") as work:
         checks = Checks(release_tree(options.vllm_version), Path(work), random.Random(seed))
-        print(f"fix --all {checks.fix_s:.2f}s, cold scan {checks.scan_s:.2f}s", flush=True)
+        fix_diff = ["fix", str(checks.release), "--all", "--diff", "--jobs", "2"]
+        cold_scan = ["scan", str(checks.release), "--no-cache", "--jobs", "2"]
+        print(
+            f"fix --all {checks.fix_s:.2f}s, fix --all --diff {checks.whole_run(fix_diff)[2]:.2f}s, "
+            f"cold scan {checks.whole_run(cold_scan)[2]:.2f}s",
+            flush=True,
+        )
         for trial in range(options.trials):
             checks.kill_during_fix(trial)
-            checks.interrupt(trial, ["fix", str(checks.release), "--all", "--diff", "--jobs", "2"], checks.fix_s)
-            checks.interrupt(trial, ["scan", str(checks.release), "--no-cache", "--jobs", "2"], checks.scan_s)
+            checks.interrupt(trial, fix_diff)
+            checks.interrupt(trial, cold_scan)
             checks.edit_during_fix(trial)
         print(f"{checks.count} trials, {len(checks.failures)} failure(s); after kill -9: {checks.kills}")
     sys.exit(1 if checks.failures else 0)

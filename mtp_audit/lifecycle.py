@@ -63,6 +63,16 @@ def handle_ctrl_c() -> None:
         signal.signal(signal.SIGINT, _raise_interrupted)
 
 
+def ignore_ctrl_c() -> None:
+    """The command has ended and said what it had to: a Ctrl-C now ends nothing.
+
+    Left to Python, a late one would raise in an exit handler ("Exception ignored"), or, once
+    the interpreter has put its default handlers back while it finalizes, kill the process
+    by signal instead of the command's exit code.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def interrupted() -> None:
     """Ctrl-C: one line, exit 130 now; workers die with us, nothing waits for them.
 

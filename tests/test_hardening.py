@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -367,3 +368,19 @@ def test_broken_pipe_is_one_line_exit_2(tmp_path):
     err = process.stderr.read()
     assert process.wait() == 2, err
     assert "Broken pipe" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_ctrl_c_after_the_command_has_ended_changes_nothing(tmp_path):
+    """The output is out and the exit code decided: Ctrl-C during exit must not add an
+    "Exception ignored" line nor turn the exit into a death by SIGINT."""
+    tree = tree_of("direct_head", tmp_path)
+    script = (
+        "import atexit, os, signal, sys\n"
+        "from mtp_audit.cli import main\n"
+        "atexit.register(os.kill, os.getpid(), signal.SIGINT)\n"
+        f"sys.argv = ['mtp-audit', 'scan', {str(tree)!r}, '--format', 'json']\n"
+        "main()\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert (result.returncode, result.stderr) == (1, ""), result.stderr
+    assert json.loads(result.stdout)["drafters"][0]["status"] == "missing_fixable"
