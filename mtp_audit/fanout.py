@@ -213,10 +213,12 @@ def _classify_with_workers(
     scanner: Scanner, entries: list[RegistryEntry], chunks: list[list[int]], jobs: int, unstored: list[str]
 ) -> list[Classified]:
     """Every chunk classified, by ``jobs - 1`` forked workers taking chunks from the front and this
-    process taking them from the back until it meets a chunk a worker has begun; a worker first
-    caches the ``unstored`` facts."""
-    with frozen_heap(), _fork_pool(scanner, entries, max(1, min(jobs, len(chunks)) - 1)) as pool:
-        storing = pool.submit(_store_facts, unstored)
+    process taking them from the back until it meets a chunk a worker has begun; the workers first
+    cache the ``unstored`` facts, each a share (on many CPUs one worker caching them all would
+    finish last)."""
+    workers = max(1, min(jobs, len(chunks)) - 1)
+    with frozen_heap(), _fork_pool(scanner, entries, workers) as pool:
+        storing = [pool.submit(_store_facts, unstored[share::workers]) for share in range(workers)]
         futures = [pool.submit(_classify_chunk, chunk) for chunk in chunks]
         here: dict[int, Classified] = {}
         for number in reversed(range(len(chunks))):
@@ -231,7 +233,8 @@ def _classify_with_workers(
             found, missing, harvest = future.result()
             _absorb(scanner, harvest)
             parts.append((found, missing))
-        storing.result()
+        for stored in storing:
+            stored.result()
     return parts
 
 
