@@ -3,6 +3,7 @@ never through a hard link or out of the tree, and an interrupted run settled by 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -157,3 +158,85 @@ def test_malformed_verify_report_is_refused_before_anything_is_written(tmp_path,
     assert result.returncode == 2 and "--verify-report" in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert snapshot(tree) == before and not (tmp_path / "body.md").exists()
+
+
+def journaled_tree(tmp_path: Path, states: dict[str, str], encoding: str = "utf-8") -> tuple[Path, list[dict]]:
+    """A tree as a killed ``fix`` leaves it: its journal, and each listed file in the given state
+    ("old", "new", "edited" or "deleted")."""
+    tree = tmp_path / "tree"
+    tree.mkdir(parents=True)
+    entries = []
+    for name, state in states.items():
+        path = tree / f"{name}.py"
+        old, new = (
+            f"# {name} café\nclass A:\n    pass\n",
+            f"# {name} café\nclass A:\n    def get_top_tokens(self): ...\n",
+        )
+        text = {"old": old, "new": new, "edited": old + "# saved after the crash\n"}.get(state)
+        if text is not None:
+            path.write_bytes(text.encode(encoding))
+        entries.append({"path": str(path), "old": old, "new": new, "encoding": encoding})
+    (tree / write.JOURNAL).write_text(json.dumps({"tool": "mtp-audit", "files": entries}))
+    return tree, entries
+
+
+def contents(entries: list[dict], encoding: str = "utf-8") -> list[str | None]:
+    """What each journaled file holds now: "old", "new", its bytes when neither, None when absent."""
+    found = []
+    for entry in entries:
+        path = Path(entry["path"])
+        data = path.read_bytes() if path.exists() else None
+        found.append(
+            "old" if data == entry["old"].encode(encoding) else "new" if data == entry["new"].encode(encoding) else data
+        )
+    return found
+
+
+@pytest.mark.parametrize("states", [["old", "old", "old"], ["new", "old", "old"], ["new", "new", "old"], ["new"] * 3])
+def test_recover_completes_a_write_killed_while_every_file_holds_old_or_new_text(tmp_path, capsys, states):
+    tree, entries = journaled_tree(tmp_path, dict(zip("abc", states)))
+    write._temp_of(Path(entries[1]["path"])).write_bytes(b"half a file")  # the replace it was doing
+    write.recover(tree)
+    assert contents(entries) == ["new", "new", "new"]
+    assert capsys.readouterr().err == f"mtp-audit: completed a fix that was interrupted in {tree} (3 file(s))\n"
+    assert sorted(p.name for p in tree.iterdir()) == ["a.py", "b.py", "c.py"]  # no journal, no temporary file
+
+
+@pytest.mark.parametrize("changed", ["edited", "deleted"])
+def test_recover_undoes_the_write_when_a_file_changed_since_and_leaves_that_file_alone(tmp_path, capsys, changed):
+    tree, entries = journaled_tree(tmp_path, {"a": "new", "b": changed, "c": "old", "d": "new"})
+    edited = (tree / "b.py").read_bytes() if changed == "edited" else None
+    write.recover(tree)
+    assert contents(entries) == ["old", edited, "old", "old"]
+    assert capsys.readouterr().err == (
+        f"mtp-audit: undid a fix that was interrupted in {tree} (put back: a.py, d.py); {tree / 'b.py'} changed since, "
+        "left as they are\n"
+    )
+    assert not (tree / write.JOURNAL).exists()
+
+
+def test_recover_writes_each_file_back_in_its_own_encoding(tmp_path, capsys):
+    tree, entries = journaled_tree(tmp_path, {"a": "new", "b": "old"}, encoding="latin-1")
+    write.recover(tree)
+    assert contents(entries, "latin-1") == ["new", "new"]
+    tree, entries = journaled_tree(tmp_path / "undo", {"a": "new", "b": "edited"}, encoding="latin-1")
+    write.recover(tree)
+    assert contents(entries, "latin-1")[0] == "old"
+    assert "put back: a.py" in capsys.readouterr().err
+
+
+def test_a_journal_never_committed_is_dropped_and_no_file_is_touched(tmp_path, capsys):
+    tree, entries = journaled_tree(tmp_path, {"a": "new", "b": "old"})
+    (tree / write.JOURNAL).rename(write._temp_of(tree / write.JOURNAL))  # killed while writing the journal
+    write.recover(tree)
+    assert contents(entries) == ["new", "old"]
+    assert sorted(p.name for p in tree.iterdir()) == ["a.py", "b.py"]
+    assert capsys.readouterr().err == ""
+
+
+def test_a_journal_that_cannot_be_read_stops_the_command_and_is_kept(tmp_path):
+    tree, entries = journaled_tree(tmp_path, {"a": "new"})
+    (tree / write.JOURNAL).write_text('{"tool": "mtp-audit"}')
+    with pytest.raises(UsageError, match="left this journal and it cannot be read"):
+        write.recover(tree)
+    assert (tree / write.JOURNAL).exists() and contents(entries) == ["new"]
