@@ -11,7 +11,7 @@ import re
 import pytest
 
 from mtp_audit.apply.changes import FileJob, Rewrite, UnsafeRewrite
-from mtp_audit.apply.rewrite import check_rewrite, rewrite_file, rewrite_files
+from mtp_audit.apply.rewrite import _uses_torch, check_rewrite, rewrite_file, rewrite_files
 from mtp_audit.classify.analysis import Insertion
 from mtp_audit.cstnodes import parse_method
 from mtp_audit.index.facts import extract_facts
@@ -439,3 +439,32 @@ def test_a_class_in_a_block_with_two_statements_gets_the_method_after_compute_lo
     assert new.index("        def get_top_tokens(self, hidden_states) -> torch.Tensor:") < new.index(
         "        def forward(self, x):"
     )
+
+
+FUTURE = "from __future__ import annotations\n"
+
+
+@pytest.mark.parametrize(
+    "method, header, evaluates",
+    [
+        ("def m(self, x: torch.Tensor) -> int:\n    return x\n", "", True),  # annotations run at definition
+        ("def m(self, x: torch.Tensor) -> int:\n    return x\n", FUTURE, False),  # ... unless postponed
+        ("def m(self, x) -> torch.Tensor:\n    return x\n", "", True),
+        ("def m(self, x) -> torch.Tensor:\n    return x\n", FUTURE, False),
+        (
+            "def m(self, x, *rest: torch.Tensor, key: torch.Tensor, **more: torch.Tensor):\n    return x\n",
+            FUTURE,
+            False,
+        ),
+        ("def m(self, x: 'torch.Tensor') -> 'torch.Tensor':\n    return x\n", "", False),  # quoted: a string
+        ("def m(self, x: torch.Tensor) -> torch.Tensor:\n    return torch.argmax(x)\n", FUTURE, True),  # the body
+        ("def m(self, x: torch.Tensor):\n    return x\n", "from __future__ import division\n", True),
+        ("def m(self, x: torch.Tensor):\n    return x\n", "from __future__ import division, annotations\n", False),
+        ("def m(self, x: torch.Tensor):\n    return x\n", "from annotations import annotations\n", True),
+    ],
+)
+def test_import_torch_is_added_only_for_a_method_that_evaluates_torch(method, header, evaluates) -> None:
+    """A file that does not bind ``torch`` gets ``import torch`` when the written method would evaluate
+    it, when run or when defined: not for a quoted annotation, nor any under postponed annotations."""
+    _, node = parse_method(method)
+    assert _uses_torch(node, header + "class Drafter:\n    pass\n") is evaluates

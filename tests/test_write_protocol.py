@@ -240,3 +240,71 @@ def test_a_journal_that_cannot_be_read_stops_the_command_and_is_kept(tmp_path):
     with pytest.raises(UsageError, match="left this journal and it cannot be read"):
         write.recover(tree)
     assert (tree / write.JOURNAL).exists() and contents(entries) == ["new"]
+
+
+def test_a_replaced_file_keeps_its_owner_mode_and_extended_attributes(tmp_path):
+    path = tmp_path / "model.py"
+    path.write_text("old text, longer than the new one\n")
+    path.chmod(0o640)
+    try:
+        os.setxattr(path, "user.origin", b"review-42")
+    except OSError:
+        pytest.skip("no user extended attributes on this file system")
+    if os.geteuid() == 0:
+        os.chown(path, 1234, 5678)
+    before = path.stat()
+    write._temp_of(path).write_bytes(b"a stale temporary file, longer than the new text")
+    write._replace(path, b"new\n")
+    after = path.stat()
+    assert path.read_bytes() == b"new\n"
+    assert (after.st_mode, after.st_uid, after.st_gid) == (before.st_mode, before.st_uid, before.st_gid)
+    assert os.listxattr(path) == ["user.origin"] and os.getxattr(path, "user.origin") == b"review-42"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.py"]
+
+
+def test_a_file_system_without_extended_attributes_is_no_obstacle(tmp_path, monkeypatch):
+    path = tmp_path / "model.py"
+    path.write_text("old\n")
+
+    def unsupported(*args):
+        raise OSError(95, "Operation not supported")
+
+    monkeypatch.setattr(os, "listxattr", unsupported)
+    write._replace(path, b"new\n")
+    assert path.read_bytes() == b"new\n"
+
+
+def test_an_owner_this_user_cannot_give_back_refuses_the_write(tmp_path, monkeypatch):
+    path = tmp_path / "model.py"
+    path.write_text("old\n")
+    owner = os.stat(path)
+    monkeypatch.setattr(os, "geteuid", lambda: owner.st_uid + 1)  # the file belongs to someone else
+
+    def refuse(fd, uid, gid):
+        assert (uid, gid) == (owner.st_uid, owner.st_gid)
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "fchown", refuse)
+    with pytest.raises(UsageError, match=rf"belongs to uid {owner.st_uid}, gid {owner.st_gid}.*nothing written"):
+        write._replace(path, b"new\n")
+    assert path.read_bytes() == b"old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.py"]
+
+
+def test_a_temporary_file_planted_as_a_symlink_is_never_written_through(tmp_path):
+    path, outside = tmp_path / "model.py", tmp_path / "outside.txt"
+    path.write_text("old\n")
+    outside.write_text("not ours\n")
+    write._temp_of(path).symlink_to(outside)
+    with pytest.raises(OSError):
+        write._replace(path, b"new\n")
+    assert (path.read_bytes(), outside.read_bytes()) == (b"old\n", b"not ours\n")
+
+
+def test_a_journal_of_an_older_run_without_encodings_is_read_as_utf8(tmp_path, capsys):
+    tree, entries = journaled_tree(tmp_path, {"a": "new", "b": "old"})
+    for entry in entries:
+        del entry["encoding"]
+    (tree / write.JOURNAL).write_text(json.dumps({"tool": "mtp-audit", "files": entries}))
+    write.recover(tree)
+    assert contents(entries) == ["new", "new"]
