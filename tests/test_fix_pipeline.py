@@ -311,3 +311,122 @@ def test_a_fix_that_writes_two_classes_names_both(tmp_path: Path) -> None:
     tree = build_tree(FIXTURES / "fix" / "cross_file", tmp_path / "tree", "input")
     result = _fix(tree, (FIXTURES / "fix" / "cross_file" / "args.txt").read_text().split())
     assert [o.reason for o in result.plan.outcomes] == ["get_top_tokens added to SplitMTP, SplitPredictor"]
+
+
+def _refused(root: Path, rewrites: list[Rewrite], message: str, also: tuple[Path, ...] = ()) -> None:
+    """write_all refuses with exactly ``message`` and leaves every file as it was."""
+    before = {r.path: (root / r.path).read_bytes() for r in rewrites if (root / r.path).exists()}
+    with pytest.raises(UsageError) as refusal:
+        write_all(root, rewrites, also)
+    assert str(refusal.value) == message
+    assert {r.path: (root / r.path).read_bytes() for r in rewrites if (root / r.path).exists()} == before
+
+
+@pytest.mark.parametrize("links", [1, 2])
+def test_write_all_refuses_a_file_with_other_hard_links(tmp_path: Path, links: int) -> None:
+    first = _rewrite(tmp_path, "a.py", "x = 1\n", "x = 1\ny = 2\n")
+    second = _rewrite(tmp_path, "b.py", "z = 1\n", "z = 1\nw = 2\n")
+    for number in range(links):
+        os.link(tmp_path / "b.py", tmp_path / f"b-{number}.txt")
+    _refused(
+        tmp_path,
+        [first, second],
+        f"b.py has {links} other hard link(s), which would keep the old content; nothing written "
+        "(break the link, e.g. cp then mv, and run fix again)",
+    )
+
+
+def test_write_all_refuses_a_file_it_cannot_read(tmp_path: Path) -> None:
+    first = _rewrite(tmp_path, "a.py", "x = 1\n", "x = 1\ny = 2\n")
+    (tmp_path / "a.py").unlink()
+    _refused(tmp_path, [first], "a.py: cannot be read (No such file or directory); nothing written")
+
+
+def test_write_all_refuses_a_file_whose_folder_it_cannot_write(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "sub").mkdir()
+    first = _rewrite(tmp_path, "sub/a.py", "x = 1\n", "x = 1\ny = 2\n")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != tmp_path / "sub" and real_access(path, mode))
+    _refused(
+        tmp_path, [first], "sub/a.py is read-only (mode 0644); nothing written, make it writable and run fix again"
+    )
+
+
+def test_write_all_refuses_a_tree_where_its_journal_cannot_go(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "sub").mkdir()
+    first = _rewrite(tmp_path, "sub/a.py", "x = 1\n", "x = 1\ny = 2\n")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != tmp_path and real_access(path, mode))
+    _refused(tmp_path, [first], f"{tmp_path} is not writable: the write journal goes there; nothing written")
+
+
+def test_write_all_writes_through_a_symlink_only_into_a_root_the_scan_read(tmp_path: Path) -> None:
+    tree, plugin = tmp_path / "tree", tmp_path / "plugin"
+    tree.mkdir()
+    plugin.mkdir()
+    (plugin / "drafter.py").write_text("x = 1\n")
+    (tree / "link.py").symlink_to(plugin / "drafter.py")
+    rewrite = Rewrite("link.py", "x = 1\n", "x = 1\ny = 2\n", [], False, [])
+    real = (plugin / "drafter.py").resolve()
+    _refused(
+        tree,
+        [rewrite],
+        f"link.py resolves to {real}, outside {tree}; nothing written "
+        "(mtp-audit never writes through a symlink out of the tree)",
+    )
+    write_all(tree, [rewrite], also=(plugin,))  # an installed plugin's directory: the scan read it
+    assert real.read_text() == "x = 1\ny = 2\n"
+
+
+def test_write_all_refuses_a_method_the_file_encoding_cannot_hold(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_bytes("# café\nx = 1\n".encode("latin-1"))
+    rewrite = Rewrite("a.py", "# café\nx = 1\n", "# café\nx = 1\ny = '→'\n", [], False, [], encoding="latin-1")
+    _refused(
+        tmp_path,
+        [rewrite],
+        "a.py: the new method has text that latin-1 (the file's encoding) cannot hold (ordinal not in range(256)); "
+        "nothing written",
+    )
+
+
+def test_an_edit_during_the_write_puts_back_each_file_in_its_own_encoding(tmp_path: Path, monkeypatch) -> None:
+    """The first file is written, then the user saves the second: the first gets its old bytes back."""
+    from mtp_audit.apply import write
+
+    old = "# café\nx = 1\n"
+    rewrites = []
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_bytes(old.encode("latin-1"))
+        rewrites.append(Rewrite(name, old, old + "y = 2\n", [], False, [], encoding="latin-1"))
+    real_replace = write._replace
+
+    def replace_then_edit(path, data):
+        real_replace(path, data)
+        if path.name == "a.py":
+            (tmp_path / "b.py").write_bytes(old.encode("latin-1") + b"# saved by the user\n")
+
+    monkeypatch.setattr(write, "_replace", replace_then_edit)
+    with pytest.raises(UsageError) as refusal:
+        write_all(tmp_path, rewrites)
+    assert str(refusal.value) == "b.py changed while fix was writing; nothing written (put back: a.py), run fix again"
+    assert (tmp_path / "a.py").read_bytes() == old.encode("latin-1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py"]
+
+
+def test_a_fix_description_names_every_class_written_and_every_base_it_inherits_from() -> None:
+    from mtp_audit.apply.plan import _describe
+    from mtp_audit.classify.analysis import Insertion
+    from mtp_audit.index.fact_types import MethodFacts
+    from mtp_audit.model import ClassKey
+    from mtp_audit.resolve.mro import MethodHit
+
+    def insertion(target: str, owner: str) -> Insertion:
+        method = MethodFacts("compute_logits", 2, "    def compute_logits(self, h):\n        return h\n")
+        return Insertion(ClassKey("m", target, 1), MethodHit(ClassKey("m", owner, 1), method, 0))
+
+    written = [insertion("A", "A"), insertion("B", "B")]
+    inherited = [insertion("C", "BaseX"), insertion("D", "BaseY"), insertion("E", "BaseX")]
+    assert _describe(written + inherited, written) == (
+        "get_top_tokens added to A, B; inherited from BaseX, BaseY (fixed in the same run)"
+    )
+    assert _describe(inherited, []) == "inherited from BaseX, BaseY (fixed in the same run)"

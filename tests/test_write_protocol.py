@@ -237,8 +237,12 @@ def test_a_journal_never_committed_is_dropped_and_no_file_is_touched(tmp_path, c
 def test_a_journal_that_cannot_be_read_stops_the_command_and_is_kept(tmp_path):
     tree, entries = journaled_tree(tmp_path, {"a": "new"})
     (tree / write.JOURNAL).write_text('{"tool": "mtp-audit"}')
-    with pytest.raises(UsageError, match="left this journal and it cannot be read"):
+    with pytest.raises(UsageError) as refusal:
         write.recover(tree)
+    assert str(refusal.value) == (
+        f"{tree / write.JOURNAL}: an interrupted fix left this journal and it cannot be read ('files'); "
+        "check the files it names with your version control, then delete it"
+    )
     assert (tree / write.JOURNAL).exists() and contents(entries) == ["new"]
 
 
