@@ -430,3 +430,20 @@ def test_a_fix_description_names_every_class_written_and_every_base_it_inherits_
         "get_top_tokens added to A, B; inherited from BaseX, BaseY (fixed in the same run)"
     )
     assert _describe(inherited, []) == "inherited from BaseX, BaseY (fixed in the same run)"
+
+
+def test_each_asked_record_gets_one_outcome_that_names_it(tmp_path: Path) -> None:
+    """A drafter with nothing to write (no compute_logits, a placeholder) is skipped; one that needs
+    a human, or that no speculator calls get_top_tokens on, is refused."""
+    tree = build_tree(FIXTURES / "scan" / "manual_shapes", tmp_path / "shapes")
+    asked = ["--model", "StubMTP", "--model", "NoLogitsMTP", "--model", "MaskMTP"]
+    outcomes = [(o.record.arch, o.action, o.reason.split(":")[0]) for o in _fix(tree, asked).plan.outcomes]
+    assert outcomes == [
+        ("StubMTP", "skipped", "not_applicable"),
+        ("NoLogitsMTP", "skipped", "not_applicable"),
+        ("MaskMTP", "refused", "missing_manual"),
+    ]
+    tree = build_tree(FIXTURES / "scan" / "call_contract", tmp_path / "contract")
+    [outcome] = _fix(tree, ["--model", "toy_dspark"]).plan.outcomes
+    assert (outcome.record.arch, outcome.action) == ("ToyDSparkModel", "refused")
+    assert outcome.reason.startswith("not_applicable: no speculator that can hold it calls get_top_tokens")
