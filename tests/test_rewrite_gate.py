@@ -6,6 +6,7 @@ and ``rewrite_file`` must refuse to produce one.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -468,3 +469,17 @@ def test_import_torch_is_added_only_for_a_method_that_evaluates_torch(method, he
     it, when run or when defined: not for a quoted annotation, nor any under postponed annotations."""
     _, node = parse_method(method)
     assert _uses_torch(node, header + "class Drafter:\n    pass\n") is evaluates
+
+
+def test_import_torch_in_a_file_without_imports_comes_with_one_blank_line() -> None:
+    """The codemod separates an import it adds to a file without imports by one blank line: the
+    gate accepts that line, and no other."""
+    source = (
+        "class Drafter:\n"
+        "    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:\n"
+        "        return self.logits_processor(self.lm_head, hidden_states)\n"
+    )
+    result = rewrite_file("pkg/drafter.py", source, [_insertion(source)], binds_torch=False)
+    assert result.added_import and result.new.startswith("import torch\n\nclass Drafter:\n")
+    with pytest.raises(UnsafeRewrite, match="line 3 was inserted outside"):
+        check_rewrite(dataclasses.replace(result, new=result.new.replace("import torch\n\n", "import torch\n\n\n")))
