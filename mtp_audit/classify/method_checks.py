@@ -42,11 +42,6 @@ def analyze_get_top_tokens(code: str, first_line: int) -> TopTokensShape:
         ),
     ):
         return TopTokensShape(TopTokensKind.SUPER, params)  # forwards its own parameters, unchanged
-    delegate = m.Call(func=m.Attribute(value=m.Attribute(value=SELF, attr=m.Name()), attr=m.Name("get_top_tokens")))
-    if len(statements) == 1 and m.matches(statements[0], m.SimpleStatementLine(body=[m.Return(value=delegate)])):
-        return TopTokensShape(
-            TopTokensKind.DELEGATE, params, delegate_attr=statements[0].body[0].value.func.value.attr.value
-        )  # type: ignore[attr-defined]
     head = m.Call(
         func=m.Attribute(value=m.Attribute(value=SELF, attr=m.Name("logits_processor")), attr=m.Name("get_top_tokens")),
         args=[
