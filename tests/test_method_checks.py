@@ -326,3 +326,41 @@ def test_answers_are_kept_beside_the_facts_and_read_back_without_running_a_rule(
             answer.cache_clear()
     second, _, _ = scan(tree, cache)
     assert second.records == first.records
+
+
+BRANCHED_PRE_HEAD = (
+    "class ExampleMTP:\n    def compute_logits(self, hidden_states):\n"
+    "        if self.norm is not None:\n"
+    "            hidden_states = self.norm(hidden_states)\n"
+    "        else:\n"
+    "            hidden_states = hidden_states * self.scale\n"
+    "        return self.logits_processor(self.lm_head, hidden_states)\n\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("norm", "fallback", "consistency"),
+    [
+        ("self.norm(hidden_states)", "hidden_states * self.scale", Consistency.MIRROR),
+        ("self.final_norm(hidden_states)", "hidden_states * self.scale", Consistency.UNPROVEN),
+        ("self.norm(hidden_states)", "hidden_states * 2", Consistency.UNPROVEN),
+    ],
+    ids=["same", "other_if_arm", "other_else_arm"],
+)
+def test_each_arm_of_a_transform_before_the_head_is_compared(
+    tmp_path: Path, norm: str, fallback: str, consistency: Consistency
+) -> None:
+    analysis = analyse(
+        tmp_path,
+        BRANCHED_PRE_HEAD
+        + get_top_tokens(
+            "if self.norm is not None:",
+            f"    hidden_states = {norm}",
+            "else:",
+            f"    hidden_states = {fallback}",
+            "return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)",
+        ),
+    )
+    assert (analysis.status, analysis.consistency) == (Status.SUPPORTED, consistency)
+    if consistency == Consistency.UNPROVEN:
+        assert analysis.reason == written_differently(9)
