@@ -72,12 +72,16 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
 def _fresh_answers():
     """Every test classifies afresh: ``classify.memo`` keeps each rule's answers in the process, so a
     test would otherwise get the answers an earlier test computed, and a changed rule (a mutant, in a
-    mutation run, which forks from a process that ran the suite) would go unseen."""
+    mutation run, which forks from a process that ran the suite) would go unseen. The mirror rule's
+    answers (``synthesize.answers``) are kept the same way: a fingerprint of the mirror cached by
+    the unmutated ``method_checks.normalize`` would be compared with one the mutant computes."""
     from mtp_audit.classify import memo
+    from mtp_audit.synthesize import answers
 
-    for answer in vars(memo).values():
-        if callable(getattr(answer, "cache_clear", None)):
-            answer.cache_clear()
+    for module in (memo, answers):
+        for answer in vars(module).values():
+            if callable(getattr(answer, "cache_clear", None)):
+                answer.cache_clear()
 
 
 @pytest.fixture(scope="session")

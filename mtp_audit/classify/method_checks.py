@@ -42,11 +42,6 @@ def analyze_get_top_tokens(code: str, first_line: int) -> TopTokensShape:
         ),
     ):
         return TopTokensShape(TopTokensKind.SUPER, params)  # forwards its own parameters, unchanged
-    delegate = m.Call(func=m.Attribute(value=m.Attribute(value=SELF, attr=m.Name()), attr=m.Name("get_top_tokens")))
-    if len(statements) == 1 and m.matches(statements[0], m.SimpleStatementLine(body=[m.Return(value=delegate)])):
-        return TopTokensShape(
-            TopTokensKind.DELEGATE, params, delegate_attr=statements[0].body[0].value.func.value.attr.value
-        )  # type: ignore[attr-defined]
     head = m.Call(
         func=m.Attribute(value=m.Attribute(value=SELF, attr=m.Name("logits_processor")), attr=m.Name("get_top_tokens")),
         args=[
@@ -149,7 +144,8 @@ _BUILTINS = frozenset(vars(builtins))
 
 
 def self_contained(code: str) -> bool:
-    """True when a method uses only self, its parameters, its locals, builtins and ``torch``."""
+    """True when a method uses only self, its parameters, its locals, builtins and ``torch`` (in the
+    annotations of its parameters too)."""
     _, func = parse_method(code)
     nodes = nodes_of(func, (cst.Name, cst.Attribute, cst.Arg, cst.AssignTarget, cst.Call, cst.Param))
     if any(isinstance(n, cst.Call) and m.matches(n.func, m.Name("super")) for n in nodes):
@@ -160,13 +156,11 @@ def self_contained(code: str) -> bool:
     not_free = {id(n.attr) for n in nodes if isinstance(n, cst.Attribute)}
     not_free |= {id(n.keyword) for n in nodes if isinstance(n, cst.Arg) and n.keyword is not None}
     not_free |= {id(n.name) for n in nodes if isinstance(n, cst.Param)}
-    not_free |= _annotation_names(func)
+    not_free |= _return_annotation_names(func)
     return all(n.value in known or id(n) in not_free for n in nodes if isinstance(n, cst.Name) and n is not func.name)
 
 
-def _annotation_names(func: cst.FunctionDef) -> set[int]:
-    """Names in annotations are never evaluated by the mirror's body."""
-    annotations = [p.annotation for p in nodes_of(func.params, cst.Param) if p.annotation] + (
-        [func.returns] if func.returns else []
-    )
-    return {id(n) for a in annotations for n in nodes_of(a, cst.Name)}
+def _return_annotation_names(func: cst.FunctionDef) -> set[int]:
+    """The mirror writes its own return annotation (``-> torch.Tensor``). The parameters' annotations
+    it copies, and the ``def`` evaluates them in the module it is written into."""
+    return {id(n) for n in nodes_of(func.returns, cst.Name)} if func.returns else set()

@@ -39,7 +39,6 @@ class PostKind(StrEnum):
 class TopTokensKind(StrEnum):
     LOCAL_ARGMAX_MIXIN = "local_argmax_mixin"
     SUPER = "super"
-    DELEGATE = "delegate"
     OTHER = "other"
 
 
@@ -72,4 +71,3 @@ class LogitsShape:
 class TopTokensShape:
     kind: TopTokensKind
     params: list[Param]
-    delegate_attr: str | None = None
