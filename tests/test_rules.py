@@ -116,3 +116,141 @@ def test_a_head_loop_says_when_it_returns_a_list(start: str, returned: str, coll
     loop = f"the head is called once per iteration of a loop (line {11 + lines}: `{header}`)"
     listed = f"a list of logits is returned (line {13 + lines}: `return {returned}`)"
     assert shape.reason == (f"{loop}; {listed}" if collected else loop)
+
+
+BRANCHES = (
+    "def compute_logits(self, hidden_states):\n"
+    "    if self.first:\n"
+    "        return self.logits_processor({first})\n"
+    "    else:\n"
+    "        return self.logits_processor({second})\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "head", "hidden", "extra_args"),
+    [
+        ("self.lm_head, hidden_states", "self.lm_head, hidden_states", "self.lm_head", "hidden_states", False),
+        ("self.lora_head, hidden_states", "self.lm_head, hidden_states", None, "hidden_states", False),
+        ("self.lm_head, hidden_states", "self.lm_head, self.norm(hidden_states)", "self.lm_head", None, False),
+        (
+            "self.lm_head, hidden_states, embedding_bias=self.bias",
+            "self.lm_head, hidden_states",
+            "self.lm_head",
+            "hidden_states",
+            True,
+        ),
+        (
+            "self.lm_head, hidden_states=hidden_states",
+            "self.lm_head, hidden_states=hidden_states",
+            "self.lm_head",
+            None,
+            False,
+        ),
+        ("lm_head=self.lm_head, hidden_states=hidden_states", "self.lm_head, hidden_states", None, None, False),
+    ],
+)
+def test_a_head_call_in_every_arm_keeps_what_the_arms_agree_on(first, second, head, hidden, extra_args):
+    """The head and hidden states of the arms, when every arm passes the same (positionally); the choice
+    between arms always counts as a transform before the head, so no single head call is claimed."""
+    shape = analyze_compute_logits(BRANCHES.format(first=first, second=second), 30)
+    assert (shape.kind, shape.rule, shape.rule_id, shape.line) == ("head", "head", None, 31)
+    assert shape.reason == "compute_logits returns self.logits_processor(...) in each of 2 arms of the `if` at line 31"
+    assert (shape.head, shape.hidden, shape.pre_transform, shape.extra_args) == (head, hidden, True, extra_args)
+
+
+@pytest.mark.parametrize(
+    ("signature", "body", "head", "hidden", "pre_transform"),
+    [
+        ("self, hidden_states", "assert self.lm_head is not None", "self.lm_head", "hidden_states", False),
+        ("self, hidden_states", "hidden_states = self.norm(hidden_states)", "self.lm_head", "hidden_states", True),
+        ("self, hidden_states", "", "self.lm_head", "hidden_states", False),
+        ("self", "", "self.lm_head", "self.hidden", True),
+    ],
+)
+def test_a_transform_before_the_head_is_anything_but_an_assert(signature, body, head, hidden, pre_transform):
+    """Asserts before the head call change nothing; any other statement, or hidden states that are not
+    the first parameter, count as a transform the mirror must keep."""
+    hidden_arg = "self.hidden" if signature == "self" else "hidden_states"
+    code = f"def compute_logits({signature}):\n" + (f"    {body}\n" if body else "")
+    code += f"    return self.logits_processor(self.lm_head, {hidden_arg})\n"
+    shape = analyze_compute_logits(code, 1)
+    assert (shape.kind, shape.head, shape.hidden, shape.pre_transform) == ("head", head, hidden, pre_transform)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "head", "hidden"),
+    [
+        ("lm_head=self.lm_head, hidden_states=hidden_states", None, None),
+        ("self.lm_head, hidden_states=hidden_states", "self.lm_head", None),
+    ],
+)
+def test_a_head_call_by_keyword_claims_no_plain_head(arguments, head, hidden):
+    """Only positional head and hidden states are read; by keyword, the call is a mirror candidate still,
+    but not the plain (self.lm_head, hidden_states) call the local-argmax mixin makes."""
+    shape = analyze_compute_logits(
+        f"def compute_logits(self, hidden_states):\n    return self.logits_processor({arguments})\n", 1
+    )
+    assert (shape.kind, shape.head, shape.hidden, shape.pre_transform, shape.extra_args) == (
+        "head",
+        head,
+        hidden,
+        True,
+        False,
+    )
+
+
+HEAD_ARGUMENTS_REASON = "self.logits_processor called with arguments get_top_tokens does not take (line {})"
+
+
+ONE_HEAD_CALL = "def compute_logits(self, hidden_states):\n    return self.logits_processor({})\n"
+
+
+@pytest.mark.parametrize(
+    ("code", "line"),
+    [
+        (ONE_HEAD_CALL.format("self.lm_head, hidden_states, self.bias, 2.0"), 2),
+        (ONE_HEAD_CALL.format("self.lm_head, *self.rest"), 2),
+        (ONE_HEAD_CALL.format("self.lm_head, **self.options"), 2),
+        (BRANCHES.format(first="self.lm_head, hidden_states", second="self.lm_head, hidden_states, scale=2.0"), 5),
+    ],
+)
+def test_a_head_call_get_top_tokens_cannot_take(code, line):
+    """More than (lm_head, hidden_states, embedding_bias), or arguments unpacked from a sequence or a mapping,
+    in the one head call or in any arm."""
+    shape = analyze_compute_logits(code, 1)
+    assert (shape.kind, shape.rule, shape.rule_id) == ("manual", "head-arguments", "MTP109")
+    assert shape.reason == HEAD_ARGUMENTS_REASON.format(line)
+    assert [p.name for p in shape.params] == ["hidden_states"]
+
+
+POST = "def compute_logits(self, hidden_states):\n    logits = self.logits_processor(self.lm_head, hidden_states)\n"
+
+
+@pytest.mark.parametrize(
+    ("tail", "post", "reason"),
+    [
+        (
+            "    out = logits.new_full((logits.shape[0], self.vocab), float('-inf'))\n"
+            "    out[:, self.draft_id_to_target_id] = logits[..., : self.draft_vocab]\n    return out\n",
+            "d2t_scatter",
+            "logits scattered to the target vocabulary after the head call "
+            "(line 4: `out[:, self.draft_id_to_target_id] = logits[..., : self.draft_vocab]`)",
+        ),
+        (
+            "    return soft_cap(logits, 30.0)\n",
+            "softcap",
+            "logits soft-capped after the head call (line 3: `return soft_cap(logits, 30.0)`)",
+        ),
+        (
+            "    return self.softcap(logits)\n",
+            "softcap",
+            "logits soft-capped after the head call (line 3: `return self.softcap(logits)`)",
+        ),
+    ],
+)
+def test_what_is_done_after_the_head_call_is_named(tail, post, reason):
+    """A cut that comes with a draft-to-target scatter is part of the scatter; a soft-cap is found by name
+    (tanh, soft_cap, softcap) whatever function applies it."""
+    shape = analyze_compute_logits(POST + tail, 1)
+    assert (shape.kind, shape.post, shape.reason) == ("manual", post, reason)
