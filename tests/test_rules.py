@@ -46,6 +46,9 @@ def _before(rule: type[ShapeRule]) -> set[str]:
 def test_rule_examples(rule: type[ShapeRule], valid: bool, example: Example):
     shape = analyze_compute_logits(example.code, 1)
     assert (shape.kind, shape.rule) == (example.kind, example.finding), shape.reason
+    # every answer says why, and carries the parameters the call contract checks callers against
+    assert isinstance(shape.reason, str) and shape.reason
+    assert shape.params == params_of(_decompose(example.code, 1)[1])
     if valid:
         assert not _objects(rule, example)
     else:
@@ -254,3 +257,46 @@ def test_what_is_done_after_the_head_call_is_named(tail, post, reason):
     (tanh, soft_cap, softcap) whatever function applies it."""
     shape = analyze_compute_logits(POST + tail, 1)
     assert (shape.kind, shape.post, shape.reason) == ("manual", post, reason)
+
+
+@pytest.mark.parametrize(
+    ("first_test", "second_test", "rule"),
+    [
+        ("self.use_lora()", None, "head"),  # a call in a condition is no head call
+        ("self.logits_processor(self.lora_head, hidden_states) is not None", None, "several-heads"),
+        ("self.use_lora", "self.logits_processor(self.lm_head, hidden_states) is None", "several-heads"),
+    ],
+)
+def test_a_head_call_in_a_condition_is_one_head_call_too_many(first_test, second_test, rule):
+    code = f"def compute_logits(self, hidden_states):\n    if {first_test}:\n"
+    code += "        return self.logits_processor(self.lora_head, hidden_states)\n"
+    if second_test:
+        code += f"    elif {second_test}:\n        return self.logits_processor(self.norm_head, hidden_states)\n"
+    code += "    else:\n        return self.logits_processor(self.lm_head, hidden_states)\n"
+    assert analyze_compute_logits(code, 1).rule == rule
+
+
+@pytest.mark.parametrize(
+    ("arm", "rule"),
+    [
+        ("return self.model.compute_logits(hidden_states)", "several-heads"),
+        (
+            "logits = self.logits_processor(self.lora_head, hidden_states)\n"
+            "        return self.logits_processor(self.lm_head, hidden_states)",
+            "several-heads",
+        ),
+        (
+            "h = self.norm(hidden_states)\n        return self.logits_processor(self.lm_head, h)",
+            "head",
+        ),
+    ],
+)
+def test_each_arm_must_end_in_its_only_head_call(arm, rule):
+    """Arms are mirrored one by one only when each ends in a self.logits_processor call and calls no other
+    head before it; a delegating arm, or an arm with a second head call, makes several head calls."""
+    code = (
+        "def compute_logits(self, hidden_states):\n    if self.first:\n"
+        f"        {arm}\n    else:\n        return self.logits_processor(self.lm_head, hidden_states)\n"
+    )
+    shape = analyze_compute_logits(code, 1)
+    assert shape.rule == rule, shape.reason
