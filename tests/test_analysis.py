@@ -658,6 +658,30 @@ def test_an_assert_before_the_head_keeps_the_local_argmax_mixin_equivalent(tmp_p
     )
 
 
+def test_hidden_states_passed_by_keyword_are_not_a_transform(tmp_path: Path) -> None:
+    """``self.logits_processor(self.lm_head, hidden_states=hidden_states)`` is the mixin's own head call,
+    and no transform a plain get_top_tokens leaves out (it was read as one: divergent)."""
+    by_keyword = "        return self.logits_processor(self.lm_head, hidden_states=hidden_states)\n"
+    mixin = analyse(tmp_path / "mixin", LOCAL_ARGMAX_MIXIN + by_keyword)
+    assert (mixin.status, mixin.consistency) == (Status.SUPPORTED, Consistency.EQUIVALENT)
+    assert mixin.reason == (
+        f"get_top_tokens inherited from LocalArgmaxMixin; {MIXIN_AT}: the same head call as compute_logits of "
+        "ExampleMTP " + AT.format(11) + "; no draft_id_to_target_id"
+    )
+    plain = analyse(
+        tmp_path / "plain",
+        "class ExampleMTP:\n    def compute_logits(self, hidden_states):\n" + by_keyword + "\n" + MIRROR,
+    )
+    assert (plain.status, plain.consistency) == (Status.SUPPORTED, Consistency.UNPROVEN)
+    alone = analyse(
+        tmp_path / "alone", "class ExampleMTP:\n    def compute_logits(self, hidden_states):\n" + by_keyword
+    )
+    assert (alone.status, alone.reason) == (
+        Status.MISSING_FIXABLE,
+        "compute_logits returns self.logits_processor(self.lm_head, hidden_states=hidden_states)",
+    )
+
+
 def test_a_get_top_tokens_beside_a_head_call_it_cannot_mirror(tmp_path: Path) -> None:
     """A head call with arguments get_top_tokens does not take, alone or in one arm of an `if`: the
     get_top_tokens written beside it cannot be proven a mirror, so verify is asked for."""

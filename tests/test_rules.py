@@ -147,15 +147,21 @@ BRANCHES = (
             "self.lm_head, hidden_states=hidden_states",
             "self.lm_head, hidden_states=hidden_states",
             "self.lm_head",
-            None,
+            "hidden_states",
             False,
         ),
-        ("lm_head=self.lm_head, hidden_states=hidden_states", "self.lm_head, hidden_states", None, None, False),
+        (
+            "lm_head=self.lm_head, hidden_states=hidden_states",
+            "self.lm_head, hidden_states",
+            "self.lm_head",
+            "hidden_states",
+            False,
+        ),
     ],
 )
 def test_a_head_call_in_every_arm_keeps_what_the_arms_agree_on(first, second, head, hidden, extra_args):
-    """The head and hidden states of the arms, when every arm passes the same (positionally); the choice
-    between arms always counts as a transform before the head, so no single head call is claimed."""
+    """The head and hidden states of the arms, when every arm passes the same (by position or keyword); the
+    choice between arms always counts as a transform before the head, so no single head call is claimed."""
     shape = analyze_compute_logits(BRANCHES.format(first=first, second=second), 30)
     assert (shape.kind, shape.rule, shape.rule_id, shape.line) == ("head", "head", None, 31)
     assert shape.reason == "compute_logits returns self.logits_processor(...) in each of 2 arms of the `if` at line 31"
@@ -182,25 +188,28 @@ def test_a_transform_before_the_head_is_anything_but_an_assert(signature, body, 
 
 
 @pytest.mark.parametrize(
-    ("arguments", "head", "hidden"),
+    ("arguments", "hidden", "pre_transform"),
     [
-        ("lm_head=self.lm_head, hidden_states=hidden_states", None, None),
-        ("self.lm_head, hidden_states=hidden_states", "self.lm_head", None),
+        ("lm_head=self.lm_head, hidden_states=hidden_states", "hidden_states", False),
+        ("hidden_states=hidden_states, lm_head=self.lm_head", "hidden_states", False),
+        ("self.lm_head, hidden_states=hidden_states", "hidden_states", False),
+        ("self.lm_head, hidden_states=self.norm(hidden_states)", "self.norm(hidden_states)", True),
     ],
 )
-def test_a_head_call_by_keyword_claims_no_plain_head(arguments, head, hidden):
-    """Only positional head and hidden states are read; by keyword, the call is a mirror candidate still,
-    but not the plain (self.lm_head, hidden_states) call the local-argmax mixin makes."""
+def test_a_head_call_by_keyword_is_the_same_call(arguments, hidden, pre_transform):
+    """get_top_tokens takes lm_head and hidden_states by the same names: passed by keyword, they are the
+    same head and hidden states as in first and second place, and the reason shows the call as written."""
     shape = analyze_compute_logits(
         f"def compute_logits(self, hidden_states):\n    return self.logits_processor({arguments})\n", 1
     )
     assert (shape.kind, shape.head, shape.hidden, shape.pre_transform, shape.extra_args) == (
         "head",
-        head,
+        "self.lm_head",
         hidden,
-        True,
+        pre_transform,
         False,
     )
+    assert shape.reason == f"compute_logits returns self.logits_processor({arguments})"
 
 
 HEAD_ARGUMENTS_REASON = "self.logits_processor called with arguments get_top_tokens does not take (line {})"
