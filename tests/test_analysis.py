@@ -630,18 +630,19 @@ def test_a_head_call_in_every_arm_is_no_plain_head(tmp_path: Path) -> None:
     (one head call on the hidden states as given) selects the same tokens."""
     mixin = analyse(tmp_path / "mixin", LOCAL_ARGMAX_MIXIN + NORMALISED_IN_ONE_ARM)
     assert (mixin.status, mixin.consistency) == (Status.SUPPORTED, Consistency.DIVERGENT)
-    assert mixin.reason.startswith(
+    assert mixin.reason == (
         "get_top_tokens inherited from LocalArgmaxMixin; compute_logits of ExampleMTP " + AT.format(11) + " calls the "
-        "head as (self.lm_head, "
+        f"head as (self.lm_head, hidden states that differ by arm); {MIXIN_AT} uses (self.lm_head, hidden states) "
+        "unchanged"
     )
     plain = analyse(
         tmp_path / "plain",
         "class ExampleMTP:\n    def compute_logits(self, hidden_states):\n" + NORMALISED_IN_ONE_ARM + "\n" + MIRROR,
     )
     assert (plain.status, plain.consistency) == (Status.SUPPORTED, Consistency.DIVERGENT)
-    assert plain.reason.startswith(
+    assert plain.reason == (
         "get_top_tokens defined; compute_logits of ExampleMTP " + AT.format(2) + " transforms the hidden states "
-        "before the head"
+        "before the head (hidden states that differ by arm); get_top_tokens of ExampleMTP " + AT.format(9) + " does not"
     )
 
 
