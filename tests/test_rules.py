@@ -309,3 +309,36 @@ def test_each_arm_must_end_in_its_only_head_call(arm, rule):
     )
     shape = analyze_compute_logits(code, 1)
     assert shape.rule == rule, shape.reason
+
+
+def test_only_the_logits_of_a_head_call_in_a_block_count_as_masked():
+    """A store into a subscript of another variable after a head call inside a block masks nothing; the
+    block itself is what the mirror cannot copy."""
+    code = (
+        "def compute_logits(self, hidden_states):\n    with torch.no_grad():\n"
+        "        logits = self.logits_processor(self.lm_head, hidden_states)\n"
+        "    stats = {}\n    stats['calls'] = 1\n    return logits\n"
+    )
+    shape = analyze_compute_logits(code, 1)
+    assert (shape.rule, shape.reason) == (
+        "conditional-head",
+        "the head call is not a plain `return` or assignment (line 3)",
+    )
+    masked = analyze_compute_logits(code.replace("stats['calls'] = 1", "logits[:, 0] = 0"), 1)
+    assert (masked.rule, masked.reason) == (
+        "post-mask",
+        "logits masked after the head call (line 5: `logits[:, 0] = 0`)",
+    )
+
+
+def test_a_mask_inside_the_block_is_named_at_its_own_line():
+    code = (
+        "def compute_logits(self, hidden_states):\n    with torch.no_grad():\n"
+        "        logits = self.logits_processor(self.lm_head, hidden_states)\n"
+        "        logits[:, self.blocked] = float('-inf')\n    return logits\n"
+    )
+    shape = analyze_compute_logits(code, 10)
+    assert (shape.rule, shape.reason) == (
+        "post-mask",
+        "logits masked after the head call (line 13: `logits[:, self.blocked] = float('-inf')`)",
+    )

@@ -711,13 +711,14 @@ class MaskInBranch(ShapeRule):
         }
         store = m.AssignTarget(target=m.Subscript(value=m.Name()))
         for statement in body.statements[index:]:
-            masks = [(c, body.line(c)) for c in body.find(statement, MASK_CALL) if c.func.value.value in names]  # type: ignore[attr-defined]
+            masks = [c for c in body.find(statement, MASK_CALL) if c.func.value.value in names]  # type: ignore[attr-defined]
             masks += [
-                (t, body.line(statement))
-                for t in nodes_of(statement, cst.AssignTarget)
-                if m.matches(t, store) and t.target.value.value in names
-            ]  # type: ignore[attr-defined]
-            for node, line in masks:
+                a
+                for a in body.find(statement, m.Assign())
+                if any(m.matches(t, store) and t.target.value.value in names for t in a.targets)  # type: ignore[attr-defined]
+            ]
+            for node in masks:
+                line = body.line(node)
                 return LogitsShape(
                     LogitsKind.MANUAL,
                     "post-mask",
