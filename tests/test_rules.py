@@ -342,3 +342,45 @@ def test_a_mask_inside_the_block_is_named_at_its_own_line():
         "post-mask",
         "logits masked after the head call (line 13: `logits[:, self.blocked] = float('-inf')`)",
     )
+
+
+@pytest.mark.parametrize(
+    ("first_arm", "after"),
+    [
+        (
+            "if hidden_states is None:\n            return None\n"
+            "        return self.logits_processor(self.lora_head, hidden_states)",
+            "",
+        ),
+        (
+            "logits = self.logits_processor(self.lora_head, hidden_states)",
+            "    return logits[..., : self.vocab_size]\n",
+        ),
+    ],
+)
+def test_arms_that_do_more_than_call_the_head_are_not_mirrored_arm_by_arm(first_arm, after):
+    """An arm that may return before its head call, or logits the body changes after the `if`: a
+    get_top_tokens mirroring each arm's head call would select other tokens."""
+    second_arm = "logits = " if after else "return "
+    code = (
+        f"def compute_logits(self, hidden_states):\n    if self.first:\n        {first_arm}\n    else:\n"
+        f"        {second_arm}self.logits_processor(self.lm_head, hidden_states)\n{after}"
+    )
+    shape = analyze_compute_logits(code, 1)
+    assert (shape.kind, shape.rule) == ("manual", "several-heads"), shape.reason
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "self.cached = self.logits_processor(self.lm_head, hidden_states)\n    return self.cached",
+        "logits = self.logits_processor(self.lm_head, hidden_states) * 2\n    return logits",
+    ],
+)
+def test_a_head_call_assigned_to_an_attribute_or_inside_an_expression_is_not_plain(statement):
+    shape = analyze_compute_logits(f"def compute_logits(self, hidden_states):\n    {statement}\n", 1)
+    assert (shape.kind, shape.rule, shape.reason) == (
+        "manual",
+        "conditional-head",
+        "the head call is not a plain `return` or assignment (line 2)",
+    )
