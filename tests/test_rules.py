@@ -384,3 +384,21 @@ def test_a_head_call_assigned_to_an_attribute_or_inside_an_expression_is_not_pla
         "conditional-head",
         "the head call is not a plain `return` or assignment (line 2)",
     )
+
+
+@pytest.mark.parametrize(
+    ("returned", "then"),
+    [
+        ("logits[:, :, : self.vocab]", "truncated to self.vocab entries of the vocabulary"),
+        ("F.pad(logits, (0, self.padding))", "padded"),
+    ],
+)
+def test_logits_by_hand_name_a_vocabulary_cut_or_pad_after_them(returned, then):
+    """The cut is of the last dimension whatever the tensor's rank; a pad is named with its call."""
+    code = (
+        "def compute_logits(self, hidden_states):\n    logits = torch.matmul(hidden_states, self.weight.t())\n"
+        f"    return {returned}\n"
+    )
+    shape = analyze_compute_logits(code, 1)
+    assert (shape.rule, shape.post) == ("by-hand", "vocab")
+    assert shape.reason == f"logits computed by hand (torch.matmul, line 2), then {then} (line 3: `{returned}`)"
