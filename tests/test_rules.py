@@ -402,3 +402,95 @@ def test_logits_by_hand_name_a_vocabulary_cut_or_pad_after_them(returned, then):
     shape = analyze_compute_logits(code, 1)
     assert (shape.rule, shape.post) == ("by-hand", "vocab")
     assert shape.reason == f"logits computed by hand (torch.matmul, line 2), then {then} (line 3: `{returned}`)"
+
+
+def test_the_parameters_keep_their_kinds_and_defaults():
+    """The call contract binds callers' arguments against these: kinds and defaults as written."""
+    code = (
+        "def compute_logits(self, a, /, hidden_states=None, *args, spec_step_idx: int = 0, **kw):\n"
+        "    return self.logits_processor(self.lm_head, hidden_states)\n"
+    )
+    params = analyze_compute_logits(code, 1).params
+    assert [(p.name, p.default, p.kind) for p in params] == [
+        ("a", None, "posonly"),
+        ("hidden_states", "None", "pos"),
+        ("args", None, "star"),
+        ("spec_step_idx", "0", "kwonly"),
+        ("kw", None, "starstar"),
+    ]
+
+
+def _body(lines: str) -> str:
+    return "def compute_logits(self, hidden_states):\n" + "".join(f"    {line}\n" for line in lines.split("\n"))
+
+
+@pytest.mark.parametrize(
+    ("code", "rule", "post", "reason"),
+    [
+        (
+            "@torch.compile\n@torch.no_grad()\n" + _body("return self.logits_processor(self.lm_head, hidden_states)"),
+            "decorated",
+            None,
+            "compute_logits is wrapped (torch.compile, torch.no_grad()); the wrapper may change the logits, and a "
+            "mirror would not go through it",
+        ),
+        (
+            _body(
+                "logits = self.logits_processor(self.lm_head, hidden_states)\nreturn logits + hidden_states @ self.bias"
+            ),
+            "by-hand",
+            None,
+            "logits computed by hand (@, line 3)",
+        ),
+        (
+            _body("return compute_logits(self.head, hidden_states)"),
+            "no-head",
+            None,
+            "no self.logits_processor call in compute_logits",
+        ),
+        (_body('"""Not used."""'), "stub", None, "compute_logits has only a docstring"),
+        (_body("pass"), "stub", None, "compute_logits is a stub (line 2)"),
+        (_body('raise ValueError("no head")'), "stub", None, "compute_logits is a stub (line 2)"),
+        (_body("raise NotImplementedError"), "stub", None, "compute_logits raises NotImplementedError (line 2)"),
+        (
+            _body(
+                "i, out = 0, []\nwhile i < 2:\n    out.append(self.logits_processor(self.heads[i], hidden_states))\n"
+                "    i += 1\nreturn out"
+            ),
+            "head-loop",
+            None,
+            "the head is called once per iteration of a loop (line 3: `while i < 2`)",
+        ),
+        (
+            _body(
+                "with torch.no_grad():\n    out = []\n    for head in self.heads:\n"
+                "        out.append(self.logits_processor(head, hidden_states))\nreturn out"
+            ),
+            "head-loop",
+            None,
+            "the head is called once per iteration of a loop (line 4: `for head in self.heads`); a list of logits is "
+            "returned (line 6: `return out`)",
+        ),
+    ],
+)
+def test_each_objection_says_what_it_found(code, rule, post, reason):
+    shape = analyze_compute_logits(code, 1)
+    assert (shape.kind, shape.rule, shape.post, shape.reason) == (
+        "stub" if rule == "stub" else "manual",
+        rule,
+        post,
+        reason,
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "head", "hidden", "pre_transform"),
+    [
+        ("self.lm_head, embedding_bias=self.bias", "self.lm_head", None, True),
+        ("hidden_states=hidden_states, embedding_bias=self.bias", None, "hidden_states", False),
+    ],
+)
+def test_a_head_call_without_its_head_or_hidden_states_is_read_without_them(arguments, head, hidden, pre_transform):
+    """Such a call raises when it runs; the scan still reads it, with no head or hidden states to compare."""
+    shape = analyze_compute_logits(_body(f"return self.logits_processor({arguments})"), 1)
+    assert (shape.kind, shape.head, shape.hidden, shape.pre_transform) == ("head", head, hidden, pre_transform)
