@@ -454,12 +454,12 @@ def _body(lines: str) -> str:
         (_body("raise NotImplementedError"), "stub", None, "compute_logits raises NotImplementedError (line 2)"),
         (
             _body(
-                "i, out = 0, []\nwhile i < 2:\n    out.append(self.logits_processor(self.heads[i], hidden_states))\n"
-                "    i += 1\nreturn out"
+                "i, out = 0, []\nwith torch.no_grad():\n    while i < 2:\n"
+                "        out.append(self.logits_processor(self.heads[i], hidden_states))\n        i += 1\nreturn out"
             ),
             "head-loop",
             None,
-            "the head is called once per iteration of a loop (line 3: `while i < 2`)",
+            "the head is called once per iteration of a loop (line 4: `while i < 2`)",
         ),
         (
             _body(
@@ -494,3 +494,26 @@ def test_a_head_call_without_its_head_or_hidden_states_is_read_without_them(argu
     """Such a call raises when it runs; the scan still reads it, with no head or hidden states to compare."""
     shape = analyze_compute_logits(_body(f"return self.logits_processor({arguments})"), 1)
     assert (shape.kind, shape.head, shape.hidden, shape.pre_transform) == ("head", head, hidden, pre_transform)
+
+
+@pytest.mark.parametrize(
+    ("tail", "named"),
+    [
+        (
+            "if self.suppressed is not None:\n    logits.masked_fill_(self.suppressed, -1e4)\nreturn logits",
+            "line 4: `logits.masked_fill_(self.suppressed, -1e4)`",
+        ),
+        (
+            "if self.draft_id_to_target_id is not None:\n"
+            "    logits = torch.zeros(self.shape).scatter_(1, self.draft_id_to_target_id, logits)\nreturn logits",
+            "line 4: `torch.zeros(self.shape).scatter_(1, self.draft_id_to_target_id, logits)`",
+        ),
+        ("logits = logits[..., : self.vocab_size]\nreturn logits", "line 3: `logits[..., : self.vocab_size]`"),
+        ("out = logits * 2\nreturn out", "line 3: `out = logits * 2`"),
+    ],
+)
+def test_post_processing_names_the_statement_that_does_it(tail, named):
+    """The mask, the scatter or the cut itself, not the `if` that guards it; else the first statement that is
+    not the final `return NAME`."""
+    shape = analyze_compute_logits(_body("logits = self.logits_processor(self.lm_head, hidden_states)\n" + tail), 1)
+    assert shape.reason.endswith(f"after the head call ({named})"), shape.reason

@@ -51,6 +51,7 @@ _KINDS = (
     (cst.BinaryOperation, ast.BinOp),
     (cst.Assign, ast.Assign),
     (cst.For, ast.For),
+    (cst.While, ast.While),
 )
 _INTERESTING = tuple(kind for kind, _ in _KINDS)
 
@@ -503,7 +504,7 @@ class HeadLoop(ShapeRule):
         if loop is None:
             return None
         header = body.code(loop).splitlines()[0].rstrip(":")
-        line = body.line(loop) if isinstance(loop, cst.For) else body.line(body.statements[index])
+        line = body.line(loop)
         what = [f"the head is called once per iteration of a loop (line {line}: `{header}`)"]
         for node in body.find(body.statements[index], m.Assign()):
             if m.matches(node, SUBSCRIPT_STORE):
