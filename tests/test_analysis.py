@@ -618,6 +618,92 @@ def test_the_local_argmax_mixin_against_compute_logits_it_cannot_prove(tmp_path:
     )
 
 
+NORMALISED_IN_ONE_ARM = (
+    "        if self.norm_first:\n            h = self.norm(hidden_states)\n"
+    "            return self.logits_processor(self.lm_head, h)\n"
+    "        else:\n            return self.logits_processor(self.lm_head, hidden_states)\n"
+)
+
+
+def test_a_head_call_in_every_arm_is_no_plain_head(tmp_path: Path) -> None:
+    """One arm normalises the hidden states first: neither the local-argmax mixin nor a plain mirror
+    (one head call on the hidden states as given) selects the same tokens."""
+    mixin = analyse(tmp_path / "mixin", LOCAL_ARGMAX_MIXIN + NORMALISED_IN_ONE_ARM)
+    assert (mixin.status, mixin.consistency) == (Status.SUPPORTED, Consistency.DIVERGENT)
+    assert mixin.reason == (
+        "get_top_tokens inherited from LocalArgmaxMixin; compute_logits of ExampleMTP " + AT.format(11) + " calls the "
+        f"head as (self.lm_head, hidden states that differ by arm); {MIXIN_AT} uses (self.lm_head, hidden states) "
+        "unchanged"
+    )
+    plain = analyse(
+        tmp_path / "plain",
+        "class ExampleMTP:\n    def compute_logits(self, hidden_states):\n" + NORMALISED_IN_ONE_ARM + "\n" + MIRROR,
+    )
+    assert (plain.status, plain.consistency) == (Status.SUPPORTED, Consistency.DIVERGENT)
+    assert plain.reason == (
+        "get_top_tokens defined; compute_logits of ExampleMTP " + AT.format(2) + " transforms the hidden states "
+        "before the head (hidden states that differ by arm); get_top_tokens of ExampleMTP " + AT.format(9) + " does not"
+    )
+
+
+def test_an_assert_before_the_head_keeps_the_local_argmax_mixin_equivalent(tmp_path: Path) -> None:
+    analysis = analyse(
+        tmp_path,
+        LOCAL_ARGMAX_MIXIN + "        assert self.lm_head is not None\n        return self.logits_processor("
+        "self.lm_head, hidden_states)\n",
+    )
+    assert (analysis.status, analysis.consistency) == (Status.SUPPORTED, Consistency.EQUIVALENT)
+    assert analysis.reason == (
+        f"get_top_tokens inherited from LocalArgmaxMixin; {MIXIN_AT}: the same head call as compute_logits of "
+        "ExampleMTP " + AT.format(11) + "; no draft_id_to_target_id"
+    )
+
+
+def test_hidden_states_passed_by_keyword_are_not_a_transform(tmp_path: Path) -> None:
+    """``self.logits_processor(self.lm_head, hidden_states=hidden_states)`` is the mixin's own head call,
+    and no transform a plain get_top_tokens leaves out (it was read as one: divergent)."""
+    by_keyword = "        return self.logits_processor(self.lm_head, hidden_states=hidden_states)\n"
+    mixin = analyse(tmp_path / "mixin", LOCAL_ARGMAX_MIXIN + by_keyword)
+    assert (mixin.status, mixin.consistency) == (Status.SUPPORTED, Consistency.EQUIVALENT)
+    assert mixin.reason == (
+        f"get_top_tokens inherited from LocalArgmaxMixin; {MIXIN_AT}: the same head call as compute_logits of "
+        "ExampleMTP " + AT.format(11) + "; no draft_id_to_target_id"
+    )
+    plain = analyse(
+        tmp_path / "plain",
+        "class ExampleMTP:\n    def compute_logits(self, hidden_states):\n" + by_keyword + "\n" + MIRROR,
+    )
+    assert (plain.status, plain.consistency) == (Status.SUPPORTED, Consistency.UNPROVEN)
+    alone = analyse(
+        tmp_path / "alone", "class ExampleMTP:\n    def compute_logits(self, hidden_states):\n" + by_keyword
+    )
+    assert (alone.status, alone.reason) == (
+        Status.MISSING_FIXABLE,
+        "compute_logits returns self.logits_processor(self.lm_head, hidden_states=hidden_states)",
+    )
+
+
+def test_a_get_top_tokens_beside_a_head_call_it_cannot_mirror(tmp_path: Path) -> None:
+    """A head call with arguments get_top_tokens does not take, alone or in one arm of an `if`: the
+    get_top_tokens written beside it cannot be proven a mirror, so verify is asked for."""
+    alone = "        return self.logits_processor(self.lm_head, hidden_states, scale=2.0)\n"
+    in_an_arm = (
+        "        if self.plain:\n            return self.logits_processor(self.lm_head, hidden_states)\n"
+        "        else:\n            return self.logits_processor(self.lm_head, hidden_states, scale=2.0)\n"
+    )
+    for name, body, line, top_tokens in (("alone", alone, 3, 5), ("in_an_arm", in_an_arm, 6, 8)):
+        analysis = analyse(
+            tmp_path / name, "class ExampleMTP:\n    def compute_logits(self, hidden_states):\n" + body + "\n" + MIRROR
+        )
+        assert (analysis.status, analysis.consistency) == (Status.SUPPORTED, Consistency.UNPROVEN), name
+        assert analysis.reason == (
+            "get_top_tokens defined; compute_logits of ExampleMTP " + AT.format(2) + ": self.logits_processor called "
+            f"with arguments get_top_tokens does not take (line {line}); get_top_tokens of ExampleMTP "
+            + AT.format(top_tokens)
+            + " is written differently; run `mtp-audit verify`"
+        ), name
+
+
 def test_a_super_inlined_in_a_class_the_drafter_inherits_from(tmp_path: Path) -> None:
     analysis = analyse(
         tmp_path, BASE_HEAD + "\n\nclass Mid(Base):\n" + SUPER + MIRROR + "\n\nclass ExampleMTP(Mid):\n    pass\n"

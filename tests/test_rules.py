@@ -46,6 +46,9 @@ def _before(rule: type[ShapeRule]) -> set[str]:
 def test_rule_examples(rule: type[ShapeRule], valid: bool, example: Example):
     shape = analyze_compute_logits(example.code, 1)
     assert (shape.kind, shape.rule) == (example.kind, example.finding), shape.reason
+    # every answer says why, and carries the parameters the call contract checks callers against
+    assert isinstance(shape.reason, str) and shape.reason
+    assert shape.params == params_of(_decompose(example.code, 1)[1])
     if valid:
         assert not _objects(rule, example)
     else:
@@ -116,3 +119,401 @@ def test_a_head_loop_says_when_it_returns_a_list(start: str, returned: str, coll
     loop = f"the head is called once per iteration of a loop (line {11 + lines}: `{header}`)"
     listed = f"a list of logits is returned (line {13 + lines}: `return {returned}`)"
     assert shape.reason == (f"{loop}; {listed}" if collected else loop)
+
+
+BRANCHES = (
+    "def compute_logits(self, hidden_states):\n"
+    "    if self.first:\n"
+    "        return self.logits_processor({first})\n"
+    "    else:\n"
+    "        return self.logits_processor({second})\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "head", "hidden", "extra_args"),
+    [
+        ("self.lm_head, hidden_states", "self.lm_head, hidden_states", "self.lm_head", "hidden_states", False),
+        ("self.lora_head, hidden_states", "self.lm_head, hidden_states", None, "hidden_states", False),
+        ("self.lm_head, hidden_states", "self.lm_head, self.norm(hidden_states)", "self.lm_head", None, False),
+        (
+            "self.lm_head, hidden_states, embedding_bias=self.bias",
+            "self.lm_head, hidden_states",
+            "self.lm_head",
+            "hidden_states",
+            True,
+        ),
+        (
+            "self.lm_head, hidden_states=hidden_states",
+            "self.lm_head, hidden_states=hidden_states",
+            "self.lm_head",
+            "hidden_states",
+            False,
+        ),
+        (
+            "lm_head=self.lm_head, hidden_states=hidden_states",
+            "self.lm_head, hidden_states",
+            "self.lm_head",
+            "hidden_states",
+            False,
+        ),
+    ],
+)
+def test_a_head_call_in_every_arm_keeps_what_the_arms_agree_on(first, second, head, hidden, extra_args):
+    """The head and hidden states of the arms, when every arm passes the same (by position or keyword); the
+    choice between arms always counts as a transform before the head, so no single head call is claimed."""
+    shape = analyze_compute_logits(BRANCHES.format(first=first, second=second), 30)
+    assert (shape.kind, shape.rule, shape.rule_id, shape.line) == ("head", "head", None, 31)
+    assert shape.reason == "compute_logits returns self.logits_processor(...) in each of 2 arms of the `if` at line 31"
+    assert (shape.head, shape.hidden, shape.pre_transform, shape.extra_args) == (head, hidden, True, extra_args)
+
+
+@pytest.mark.parametrize(
+    ("signature", "body", "head", "hidden", "pre_transform"),
+    [
+        ("self, hidden_states", "assert self.lm_head is not None", "self.lm_head", "hidden_states", False),
+        ("self, hidden_states", "hidden_states = self.norm(hidden_states)", "self.lm_head", "hidden_states", True),
+        ("self, hidden_states", "", "self.lm_head", "hidden_states", False),
+        ("self", "", "self.lm_head", "self.hidden", True),
+    ],
+)
+def test_a_transform_before_the_head_is_anything_but_an_assert(signature, body, head, hidden, pre_transform):
+    """Asserts before the head call change nothing; any other statement, or hidden states that are not
+    the first parameter, count as a transform the mirror must keep."""
+    hidden_arg = "self.hidden" if signature == "self" else "hidden_states"
+    code = f"def compute_logits({signature}):\n" + (f"    {body}\n" if body else "")
+    code += f"    return self.logits_processor(self.lm_head, {hidden_arg})\n"
+    shape = analyze_compute_logits(code, 1)
+    assert (shape.kind, shape.head, shape.hidden, shape.pre_transform) == ("head", head, hidden, pre_transform)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "hidden", "pre_transform"),
+    [
+        ("lm_head=self.lm_head, hidden_states=hidden_states", "hidden_states", False),
+        ("hidden_states=hidden_states, lm_head=self.lm_head", "hidden_states", False),
+        ("self.lm_head, hidden_states=hidden_states", "hidden_states", False),
+        ("self.lm_head, hidden_states=self.norm(hidden_states)", "self.norm(hidden_states)", True),
+    ],
+)
+def test_a_head_call_by_keyword_is_the_same_call(arguments, hidden, pre_transform):
+    """get_top_tokens takes lm_head and hidden_states by the same names: passed by keyword, they are the
+    same head and hidden states as in first and second place, and the reason shows the call as written."""
+    shape = analyze_compute_logits(
+        f"def compute_logits(self, hidden_states):\n    return self.logits_processor({arguments})\n", 1
+    )
+    assert (shape.kind, shape.head, shape.hidden, shape.pre_transform, shape.extra_args) == (
+        "head",
+        "self.lm_head",
+        hidden,
+        pre_transform,
+        False,
+    )
+    assert shape.reason == f"compute_logits returns self.logits_processor({arguments})"
+
+
+HEAD_ARGUMENTS_REASON = "self.logits_processor called with arguments get_top_tokens does not take (line {})"
+
+
+ONE_HEAD_CALL = "def compute_logits(self, hidden_states):\n    return self.logits_processor({})\n"
+
+
+@pytest.mark.parametrize(
+    ("code", "line"),
+    [
+        (ONE_HEAD_CALL.format("self.lm_head, hidden_states, self.bias, 2.0"), 2),
+        (ONE_HEAD_CALL.format("self.lm_head, *self.rest"), 2),
+        (ONE_HEAD_CALL.format("self.lm_head, **self.options"), 2),
+        (BRANCHES.format(first="self.lm_head, hidden_states", second="self.lm_head, hidden_states, scale=2.0"), 5),
+    ],
+)
+def test_a_head_call_get_top_tokens_cannot_take(code, line):
+    """More than (lm_head, hidden_states, embedding_bias), or arguments unpacked from a sequence or a mapping,
+    in the one head call or in any arm."""
+    shape = analyze_compute_logits(code, 1)
+    assert (shape.kind, shape.rule, shape.rule_id) == ("manual", "head-arguments", "MTP109")
+    assert shape.reason == HEAD_ARGUMENTS_REASON.format(line)
+    assert [p.name for p in shape.params] == ["hidden_states"]
+
+
+POST = "def compute_logits(self, hidden_states):\n    logits = self.logits_processor(self.lm_head, hidden_states)\n"
+
+
+@pytest.mark.parametrize(
+    ("tail", "post", "reason"),
+    [
+        (
+            "    out = logits.new_full((logits.shape[0], self.vocab), float('-inf'))\n"
+            "    out[:, self.draft_id_to_target_id] = logits[..., : self.draft_vocab]\n    return out\n",
+            "d2t_scatter",
+            "logits scattered to the target vocabulary after the head call "
+            "(line 4: `out[:, self.draft_id_to_target_id] = logits[..., : self.draft_vocab]`)",
+        ),
+        (
+            "    return soft_cap(logits, 30.0)\n",
+            "softcap",
+            "logits soft-capped after the head call (line 3: `return soft_cap(logits, 30.0)`)",
+        ),
+        (
+            "    return self.softcap(logits)\n",
+            "softcap",
+            "logits soft-capped after the head call (line 3: `return self.softcap(logits)`)",
+        ),
+    ],
+)
+def test_what_is_done_after_the_head_call_is_named(tail, post, reason):
+    """A cut that comes with a draft-to-target scatter is part of the scatter; a soft-cap is found by name
+    (tanh, soft_cap, softcap) whatever function applies it."""
+    shape = analyze_compute_logits(POST + tail, 1)
+    assert (shape.kind, shape.post, shape.reason) == ("manual", post, reason)
+
+
+@pytest.mark.parametrize(
+    ("first_test", "second_test", "rule"),
+    [
+        ("self.use_lora()", None, "head"),  # a call in a condition is no head call
+        ("self.logits_processor(self.lora_head, hidden_states) is not None", None, "several-heads"),
+        ("self.use_lora", "self.logits_processor(self.lm_head, hidden_states) is None", "several-heads"),
+    ],
+)
+def test_a_head_call_in_a_condition_is_one_head_call_too_many(first_test, second_test, rule):
+    code = f"def compute_logits(self, hidden_states):\n    if {first_test}:\n"
+    code += "        return self.logits_processor(self.lora_head, hidden_states)\n"
+    if second_test:
+        code += f"    elif {second_test}:\n        return self.logits_processor(self.norm_head, hidden_states)\n"
+    code += "    else:\n        return self.logits_processor(self.lm_head, hidden_states)\n"
+    assert analyze_compute_logits(code, 1).rule == rule
+
+
+@pytest.mark.parametrize(
+    ("arm", "rule"),
+    [
+        ("return self.model.compute_logits(hidden_states)", "several-heads"),
+        (
+            "logits = self.logits_processor(self.lora_head, hidden_states)\n"
+            "        return self.logits_processor(self.lm_head, hidden_states)",
+            "several-heads",
+        ),
+        (
+            "h = self.norm(hidden_states)\n        return self.logits_processor(self.lm_head, h)",
+            "head",
+        ),
+    ],
+)
+def test_each_arm_must_end_in_its_only_head_call(arm, rule):
+    """Arms are mirrored one by one only when each ends in a self.logits_processor call and calls no other
+    head before it; a delegating arm, or an arm with a second head call, makes several head calls."""
+    code = (
+        "def compute_logits(self, hidden_states):\n    if self.first:\n"
+        f"        {arm}\n    else:\n        return self.logits_processor(self.lm_head, hidden_states)\n"
+    )
+    shape = analyze_compute_logits(code, 1)
+    assert shape.rule == rule, shape.reason
+
+
+def test_only_the_logits_of_a_head_call_in_a_block_count_as_masked():
+    """A store into a subscript of another variable after a head call inside a block masks nothing; the
+    block itself is what the mirror cannot copy."""
+    code = (
+        "def compute_logits(self, hidden_states):\n    with torch.no_grad():\n"
+        "        logits = self.logits_processor(self.lm_head, hidden_states)\n"
+        "    stats = {}\n    stats['calls'] = 1\n    return logits\n"
+    )
+    shape = analyze_compute_logits(code, 1)
+    assert (shape.rule, shape.reason) == (
+        "conditional-head",
+        "the head call is not a plain `return` or assignment (line 3)",
+    )
+    masked = analyze_compute_logits(code.replace("stats['calls'] = 1", "logits[:, 0] = 0"), 1)
+    assert (masked.rule, masked.reason) == (
+        "post-mask",
+        "logits masked after the head call (line 5: `logits[:, 0] = 0`)",
+    )
+
+
+def test_a_mask_inside_the_block_is_named_at_its_own_line():
+    code = (
+        "def compute_logits(self, hidden_states):\n    with torch.no_grad():\n"
+        "        logits = self.logits_processor(self.lm_head, hidden_states)\n"
+        "        logits[:, self.blocked] = float('-inf')\n    return logits\n"
+    )
+    shape = analyze_compute_logits(code, 10)
+    assert (shape.rule, shape.reason) == (
+        "post-mask",
+        "logits masked after the head call (line 13: `logits[:, self.blocked] = float('-inf')`)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("first_arm", "after"),
+    [
+        (
+            "if hidden_states is None:\n            return None\n"
+            "        return self.logits_processor(self.lora_head, hidden_states)",
+            "",
+        ),
+        (
+            "logits = self.logits_processor(self.lora_head, hidden_states)",
+            "    return logits[..., : self.vocab_size]\n",
+        ),
+    ],
+)
+def test_arms_that_do_more_than_call_the_head_are_not_mirrored_arm_by_arm(first_arm, after):
+    """An arm that may return before its head call, or logits the body changes after the `if`: a
+    get_top_tokens mirroring each arm's head call would select other tokens."""
+    second_arm = "logits = " if after else "return "
+    code = (
+        f"def compute_logits(self, hidden_states):\n    if self.first:\n        {first_arm}\n    else:\n"
+        f"        {second_arm}self.logits_processor(self.lm_head, hidden_states)\n{after}"
+    )
+    shape = analyze_compute_logits(code, 1)
+    assert (shape.kind, shape.rule) == ("manual", "several-heads"), shape.reason
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "self.cached = self.logits_processor(self.lm_head, hidden_states)\n    return self.cached",
+        "logits = self.logits_processor(self.lm_head, hidden_states) * 2\n    return logits",
+    ],
+)
+def test_a_head_call_assigned_to_an_attribute_or_inside_an_expression_is_not_plain(statement):
+    shape = analyze_compute_logits(f"def compute_logits(self, hidden_states):\n    {statement}\n", 1)
+    assert (shape.kind, shape.rule, shape.reason) == (
+        "manual",
+        "conditional-head",
+        "the head call is not a plain `return` or assignment (line 2)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("returned", "then"),
+    [
+        ("logits[:, :, : self.vocab]", "truncated to self.vocab entries of the vocabulary"),
+        ("F.pad(logits, (0, self.padding))", "padded"),
+    ],
+)
+def test_logits_by_hand_name_a_vocabulary_cut_or_pad_after_them(returned, then):
+    """The cut is of the last dimension whatever the tensor's rank; a pad is named with its call."""
+    code = (
+        "def compute_logits(self, hidden_states):\n    logits = torch.matmul(hidden_states, self.weight.t())\n"
+        f"    return {returned}\n"
+    )
+    shape = analyze_compute_logits(code, 1)
+    assert (shape.rule, shape.post) == ("by-hand", "vocab")
+    assert shape.reason == f"logits computed by hand (torch.matmul, line 2), then {then} (line 3: `{returned}`)"
+
+
+def test_the_parameters_keep_their_kinds_and_defaults():
+    """The call contract binds callers' arguments against these: kinds and defaults as written."""
+    code = (
+        "def compute_logits(self, a, /, hidden_states=None, *args, spec_step_idx: int = 0, **kw):\n"
+        "    return self.logits_processor(self.lm_head, hidden_states)\n"
+    )
+    params = analyze_compute_logits(code, 1).params
+    assert [(p.name, p.default, p.kind) for p in params] == [
+        ("a", None, "posonly"),
+        ("hidden_states", "None", "pos"),
+        ("args", None, "star"),
+        ("spec_step_idx", "0", "kwonly"),
+        ("kw", None, "starstar"),
+    ]
+
+
+def _body(lines: str) -> str:
+    return "def compute_logits(self, hidden_states):\n" + "".join(f"    {line}\n" for line in lines.split("\n"))
+
+
+@pytest.mark.parametrize(
+    ("code", "rule", "post", "reason"),
+    [
+        (
+            "@torch.compile\n@torch.no_grad()\n" + _body("return self.logits_processor(self.lm_head, hidden_states)"),
+            "decorated",
+            None,
+            "compute_logits is wrapped (torch.compile, torch.no_grad()); the wrapper may change the logits, and a "
+            "mirror would not go through it",
+        ),
+        (
+            _body(
+                "logits = self.logits_processor(self.lm_head, hidden_states)\nreturn logits + hidden_states @ self.bias"
+            ),
+            "by-hand",
+            None,
+            "logits computed by hand (@, line 3)",
+        ),
+        (
+            _body("return compute_logits(self.head, hidden_states)"),
+            "no-head",
+            None,
+            "no self.logits_processor call in compute_logits",
+        ),
+        (_body('"""Not used."""'), "stub", None, "compute_logits has only a docstring"),
+        (_body("pass"), "stub", None, "compute_logits is a stub (line 2)"),
+        (_body('raise ValueError("no head")'), "stub", None, "compute_logits is a stub (line 2)"),
+        (_body("raise NotImplementedError"), "stub", None, "compute_logits raises NotImplementedError (line 2)"),
+        (
+            _body(
+                "i, out = 0, []\nwith torch.no_grad():\n    while i < 2:\n"
+                "        out.append(self.logits_processor(self.heads[i], hidden_states))\n        i += 1\nreturn out"
+            ),
+            "head-loop",
+            None,
+            "the head is called once per iteration of a loop (line 4: `while i < 2`)",
+        ),
+        (
+            _body(
+                "with torch.no_grad():\n    out = []\n    for head in self.heads:\n"
+                "        out.append(self.logits_processor(head, hidden_states))\nreturn out"
+            ),
+            "head-loop",
+            None,
+            "the head is called once per iteration of a loop (line 4: `for head in self.heads`); a list of logits is "
+            "returned (line 6: `return out`)",
+        ),
+    ],
+)
+def test_each_objection_says_what_it_found(code, rule, post, reason):
+    shape = analyze_compute_logits(code, 1)
+    assert (shape.kind, shape.rule, shape.post, shape.reason) == (
+        "stub" if rule == "stub" else "manual",
+        rule,
+        post,
+        reason,
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "head", "hidden", "pre_transform"),
+    [
+        ("self.lm_head, embedding_bias=self.bias", "self.lm_head", None, True),
+        ("hidden_states=hidden_states, embedding_bias=self.bias", None, "hidden_states", False),
+    ],
+)
+def test_a_head_call_without_its_head_or_hidden_states_is_read_without_them(arguments, head, hidden, pre_transform):
+    """Such a call raises when it runs; the scan still reads it, with no head or hidden states to compare."""
+    shape = analyze_compute_logits(_body(f"return self.logits_processor({arguments})"), 1)
+    assert (shape.kind, shape.head, shape.hidden, shape.pre_transform) == ("head", head, hidden, pre_transform)
+
+
+@pytest.mark.parametrize(
+    ("tail", "named"),
+    [
+        (
+            "if self.suppressed is not None:\n    logits.masked_fill_(self.suppressed, -1e4)\nreturn logits",
+            "line 4: `logits.masked_fill_(self.suppressed, -1e4)`",
+        ),
+        (
+            "if self.draft_id_to_target_id is not None:\n"
+            "    logits = torch.zeros(self.shape).scatter_(1, self.draft_id_to_target_id, logits)\nreturn logits",
+            "line 4: `torch.zeros(self.shape).scatter_(1, self.draft_id_to_target_id, logits)`",
+        ),
+        ("logits = logits[..., : self.vocab_size]\nreturn logits", "line 3: `logits[..., : self.vocab_size]`"),
+        ("out = logits * 2\nreturn out", "line 3: `out = logits * 2`"),
+    ],
+)
+def test_post_processing_names_the_statement_that_does_it(tail, named):
+    """The mask, the scatter or the cut itself, not the `if` that guards it; else the first statement that is
+    not the final `return NAME`."""
+    shape = analyze_compute_logits(_body("logits = self.logits_processor(self.lm_head, hidden_states)\n" + tail), 1)
+    assert shape.reason.endswith(f"after the head call ({named})"), shape.reason

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 Overlay = dict[ClassKey, dict[str, MethodFacts]]
 DIVERGENT_POST = {PostKind.MASK, PostKind.D2T_SCATTER, PostKind.VOCAB}
+# A shape's hidden states are unknown (None) when the arms of an ``if`` pass different ones.
+ARMS_DIFFER = "hidden states that differ by arm"
 
 
 @dataclass(frozen=True)
@@ -434,7 +436,7 @@ class Analyzer:
         ):
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)} transforms the hidden states before the head "
-                f"({cshape.hidden}); get_top_tokens of {self.where(gtt)} does not"
+                f"({cshape.hidden or ARMS_DIFFER}); get_top_tokens of {self.where(gtt)} does not"
             )
         if cshape.kind == LogitsKind.MANUAL:  # name what compute_logits does that no mirror rule covers
             return Consistency.UNPROVEN, (
@@ -517,7 +519,8 @@ class Analyzer:
             )
         if cshape.kind in (LogitsKind.HEAD, LogitsKind.MANUAL) and cshape.head is not None and not plain:
             return Consistency.DIVERGENT, (
-                f"compute_logits of {self.where(cl)} calls the head as ({cshape.head}, {cshape.hidden}); "
+                f"compute_logits of {self.where(cl)} calls the head as "
+                f"({cshape.head}, {cshape.hidden or ARMS_DIFFER}); "
                 f"{mixin} uses (self.lm_head, hidden states) unchanged"
             )
         return Consistency.UNPROVEN, f"{mixin} against compute_logits of {self.where(cl)}: {cshape.reason}"

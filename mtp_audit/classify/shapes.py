@@ -51,6 +51,7 @@ _KINDS = (
     (cst.BinaryOperation, ast.BinOp),
     (cst.Assign, ast.Assign),
     (cst.For, ast.For),
+    (cst.While, ast.While),
 )
 _INTERESTING = tuple(kind for kind, _ in _KINDS)
 
@@ -503,7 +504,7 @@ class HeadLoop(ShapeRule):
         if loop is None:
             return None
         header = body.code(loop).splitlines()[0].rstrip(":")
-        line = body.line(loop) if isinstance(loop, cst.For) else body.line(body.statements[index])
+        line = body.line(loop)
         what = [f"the head is called once per iteration of a loop (line {line}: `{header}`)"]
         for node in body.find(body.statements[index], m.Assign()):
             if m.matches(node, SUBSCRIPT_STORE):
@@ -711,13 +712,14 @@ class MaskInBranch(ShapeRule):
         }
         store = m.AssignTarget(target=m.Subscript(value=m.Name()))
         for statement in body.statements[index:]:
-            masks = [(c, body.line(c)) for c in body.find(statement, MASK_CALL) if c.func.value.value in names]  # type: ignore[attr-defined]
+            masks = [c for c in body.find(statement, MASK_CALL) if c.func.value.value in names]  # type: ignore[attr-defined]
             masks += [
-                (t, body.line(statement))
-                for t in nodes_of(statement, cst.AssignTarget)
-                if m.matches(t, store) and t.target.value.value in names
-            ]  # type: ignore[attr-defined]
-            for node, line in masks:
+                a
+                for a in body.find(statement, m.Assign())
+                if any(m.matches(t, store) and t.target.value.value in names for t in a.targets)  # type: ignore[attr-defined]
+            ]
+            for node in masks:
+                line = body.line(node)
                 return LogitsShape(
                     LogitsKind.MANUAL,
                     "post-mask",
@@ -1114,20 +1116,32 @@ RULES: tuple[ShapeRule, ...] = (
 )
 
 
+def _head_and_hidden(body: _Body, call: cst.Call) -> tuple[str | None, str | None]:
+    """Code of the head and of the hidden states a head call passes, by position or by the keyword
+    get_top_tokens takes too (``hidden_states=h`` is the same call as ``h`` in second place)."""
+    positional = [a.value for a in call.args if a.keyword is None]
+    named = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    head = positional[0] if positional else named.get("lm_head")
+    hidden = positional[1] if len(positional) > 1 else named.get("hidden_states")
+    return (body.code(head) if head is not None else None), (body.code(hidden) if hidden is not None else None)
+
+
 def _head_shape(body: _Body, params: list[Param], call: cst.Call, manual: bool = False) -> LogitsShape:
     index = _head_index(body)
     prefix = body.statements[:index]
     assert_only = all(m.matches(s, m.SimpleStatementLine(body=[m.Assert()])) for s in prefix)
     line = body.line(call)
     if m.matches(call, HEAD_CALL):
-        args = [a for a in call.args if a.keyword is None]
-        head = body.code(args[0].value) if args else None
-        hidden = body.code(args[1].value) if len(args) > 1 else None
+        head, hidden = _head_and_hidden(body, call)
         first = params[0].name if params else None
+        written = ", ".join(
+            f"{a.keyword.value}={body.code(a.value)}" if a.keyword is not None else body.code(a.value)
+            for a in call.args
+        )
         return LogitsShape(
             LogitsKind.MANUAL if manual else LogitsKind.HEAD,
             "head",
-            f"compute_logits returns self.logits_processor({', '.join(body.code(a.value) for a in call.args)})",
+            f"compute_logits returns self.logits_processor({written})",
             line,
             params,
             head=head,
@@ -1177,9 +1191,9 @@ def _branched_shape(body: _Body, params: list[Param], branched: _Branched) -> Lo
     transform before the head, so no single-call equivalence is claimed."""
     heads, hidden = set(), set()
     for call in branched.calls:
-        args = [a for a in call.args if a.keyword is None]
-        heads.add(body.code(args[0].value) if args else None)
-        hidden.add(body.code(args[1].value) if len(args) > 1 else None)
+        head_code, hidden_code = _head_and_hidden(body, call)
+        heads.add(head_code)
+        hidden.add(hidden_code)
     line = body.line(body.statements[branched.index])
     return LogitsShape(
         LogitsKind.HEAD,
