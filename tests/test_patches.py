@@ -10,6 +10,11 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, build_tree, run_cli
+from mtp_audit.apply.families import split_families
+from mtp_audit.errors import UsageError
+from mtp_audit.fix import plan_fix
+from mtp_audit.locate import locate
+from mtp_audit.report.patches import AUTHOR, write_patches
 
 SERIES = FIXTURES / "fix" / "series"
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
@@ -140,3 +145,141 @@ def test_a_crlf_file_applies_with_keep_cr(tmp_path):
     assert applied.returncode == 0, applied.stderr
     for path in (case / "expected").rglob("*.py"):
         assert (tree / path.relative_to(case / "expected")).read_bytes() == path.read_bytes()
+
+
+# The same series made in process (the mutation run sees only code that runs in the test's process),
+# checked against what git itself reads and writes: git am applies it, format-patch names the
+# commits alike, and git's own counts and blob ids are those in the patches.
+
+CASES = ["series", "factor_pre_head", "no_final_newline", "placement_mixin", "crlf", "same_name_per_platform"]
+
+
+def _git(tree: Path, *args: str) -> str:
+    return subprocess.run([*GIT, *args], cwd=tree, capture_output=True, text=True, check=True).stdout
+
+
+def _planned(case: Path, tree: Path):
+    args = (case / "args.txt").read_text().split()
+    models = [args[i + 1] for i, a in enumerate(args) if a == "--model"]
+    return plan_fix(locate(tree), models or None, "--all" in args, None, factor_pre_head="--factor-pre-head" in args)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_series_in_process_is_what_git_reads_and_writes(name: str, tmp_path: Path) -> None:
+    case = FIXTURES / "fix" / name
+    tree = build_tree(case, tmp_path / "tree", "input")
+    _git_checkout(tree)
+    result = _planned(case, tree)
+    out = tmp_path / "out"
+    written = write_patches(result, out, "mtp-audit fix", None)
+    assert written == sorted(out.glob("*.patch")) and len(written) == len(split_families(result.plan, result.rewrites))
+    index = (out / "README.md").read_text()
+    keep_cr = any("\r\n" in r.old for r in result.rewrites)
+    assert ("git am --keep-non-patch --keep-cr *.patch" in index) == keep_cr
+    _git(tree, "am", "--keep-non-patch", *(["--keep-cr"] if keep_cr else []), *map(str, written))
+
+    # the tree is the one fix writes, plus one generated test per patch
+    for path in (case / "expected").rglob("*.py"):
+        assert (tree / path.relative_to(case / "expected")).read_bytes() == path.read_bytes(), path
+    commits = _git(tree, "log", "--reverse", "--format=%H", f"-{len(written)}").split()
+    assert len(commits) == len(written)
+    assert _git(tree, "log", "--format=%an <%ae>|%aI", "-1") == f"{AUTHOR}|1970-01-01T00:00:00+00:00\n"
+    names = _git(tree, "format-patch", "-o", str(tmp_path / "git"), f"-{len(written)}").split()
+    assert [Path(n).name for n in names] == [p.name for p in written]
+
+    for number, (patch, commit) in enumerate(zip(written, commits), 1):
+        text = patch.read_bytes().decode("utf-8")
+        subject = re.search(r"^Subject: (.*)$", text, re.MULTILINE).group(1)
+        prefix = f"[PATCH {number}/{len(written)}]" if len(written) > 1 else "[PATCH]"
+        assert subject == f"{prefix} {_git(tree, 'log', '--format=%s', '-1', commit).strip()}"
+        # the summary and the per-file counts are git's
+        stat = text.split("\n---\n", 1)[1].split("\n\n", 1)[0].splitlines()
+        assert stat[-1] == _git(tree, "show", "--shortstat", "--format=", commit).strip("\n")
+        counted = {}
+        for line in _git(tree, "show", "--numstat", "--format=", commit).splitlines():
+            added, removed, path = line.split("\t")
+            counted[path] = (int(added), int(removed))
+        shown = {}
+        for line in stat[:-1]:
+            path, bar = re.fullmatch(r" (\S+) \| (.*)", line).groups()
+            total, signs = bar.split(" ")
+            added, removed = counted[path]
+            assert (int(total), signs) == (added + removed, "+" * min(added, 60) + "-" * min(removed, 60)), line
+            shown[path] = total
+        assert set(shown) == set(counted)
+        # each file's index line names the blobs git has before and after, with the file's mode
+        for path, old, new, mode in re.findall(
+            r"^diff --git a/(\S+) .*\n(?:new file mode \d+\n)?index (\w+)\.\.(\w+) ?(\d*)", text, re.MULTILINE
+        ):
+            before = _git(tree, "rev-parse", f"{commit}~1:{path}").strip() if old != "0000000" else "0000000"
+            assert old == before[:7] and new == _git(tree, "rev-parse", f"{commit}:{path}").strip()[:7]
+            listed = _git(tree, "ls-tree", commit, path).split()[0]
+            assert (mode or re.search(rf"new file mode (\d+)\n(?=index \w+\.\.{new})", text).group(1)) == listed
+        # the index row of this patch: its drafters, platforms and files with their added/removed lines
+        row = next(
+            line for line in index.splitlines() if line.startswith(f"| {number} | [{patch.name}]({patch.name}) |")
+        )
+        for path, (added, removed) in counted.items():
+            assert f"`{path}` +{added}" + (f" -{removed}" if removed else "") in row
+
+
+def _series_in_process(name: str, tmp_path: Path):
+    case = FIXTURES / "fix" / name
+    tree = build_tree(case, tmp_path / "tree", "input")
+    result = _planned(case, tree)
+    written = write_patches(result, tmp_path / "out", "mtp-audit fix", None)
+    return result, {p.name: p.read_text() for p in written}, (tmp_path / "out" / "README.md").read_text()
+
+
+def test_each_patch_describes_its_own_family_and_the_index_all_of_them(tmp_path: Path) -> None:
+    result, patches, index = _series_in_process("series", tmp_path / "series")
+    plat, wrap = (patches[n] for n in sorted(patches))
+    assert "PlatMTP" in plat and "Wrap" not in plat.split("\n---\n")[0]  # no other family's drafters or classes
+    assert "mtp-audit fix --model WrapLiteMTPModel --model WrapMTPModel\n" in wrap
+    assert "mtp-audit fix --model PlatMTPModel\n" in plat
+    assert "`ScorerPredictor` (vllm/model_executor/models/wrap_predictor.py:15) from `WrapPredictor`" in wrap
+    assert '("vllm.model_executor.models.wrap_mtp", "WrapMTP", True),' in wrap  # takes spec_step_idx
+    assert '("vllm.models.plat.amd.mtp", "PlatMTP", False),' in plat
+    assert "tests/v1/spec_decode/test_wrap_lite_mtp_get_top_tokens.py" in wrap
+    assert "tests/v1/spec_decode/test_plat_mtp_get_top_tokens.py" in plat
+    assert "vLLM 0.99.0, one patch per model family" in index and ": 2 patches\n" in index
+    assert (
+        "- `ScorerPredictor` (vllm/model_executor/models/wrap_predictor.py:15) inherits the method written into "
+        "`WrapPredictor` on cpu, cuda, rocm, tpu, xpu: supported/mirror\n" in index
+    )
+    assert (
+        "WrapLitePredictor" not in index
+        and "- none moved\n" in index
+        and "## Refused (nothing written for these)\n\n- none\n" in index
+    )
+    assert "| `PlatMTPModel` (PlatMTP) | cpu, cuda, rocm, tpu, xpu |" in index
+    assert "| `WrapLiteMTPModel` (WrapLiteMTP)<br>`WrapMTPModel` (WrapMTP) | cpu, cuda, rocm, tpu, xpu |" in index
+
+    result, patches, index = _series_in_process("placement_mixin", tmp_path / "placement")
+    (note,), (moved,) = map(str, result.placement_notes), patches.values()
+    assert note.startswith("get_top_tokens goes into MTPMixin with the compute_logits of CausalMixin inlined")
+    assert f"- {note}\n" in index and note in " ".join(moved.split())  # the patch's description names it too
+
+    result, patches, index = _series_in_process("refusals", tmp_path / "refusals")
+    assert patches == {} and ": 0 patches\n" in index and "| - | - | - | - | - |" in index
+    refused = index.split("## Refused (nothing written for these)\n\n")[1]
+    assert refused.startswith(
+        "- `BaseMTPModel` (BaseMTP, vllm/model_executor/models/base_mtp.py, cpu, cuda, rocm, tpu, xpu): "
+        "blast radius: adding get_top_tokens to BaseMTP would make MaskedMTPModel"
+    )
+
+
+def test_patches_refuse_an_existing_test_file_or_series(tmp_path: Path) -> None:
+    case = FIXTURES / "fix" / "series"
+    tree = build_tree(case, tmp_path / "tree", "input")
+    result = _planned(case, tree)
+    out = tmp_path / "out"
+    write_patches(result, out, "mtp-audit fix", None)
+    with pytest.raises(UsageError, match=r"already holds a patch series \(0001-Spec-Decode-PlatMTP-"):
+        write_patches(result, out, "mtp-audit fix", None)
+    existing = tree / "tests/v1/spec_decode/test_plat_mtp_get_top_tokens.py"
+    existing.parent.mkdir(parents=True)
+    existing.write_text("")
+    with pytest.raises(UsageError, match="test_plat_mtp_get_top_tokens.py would be written twice or exists already"):
+        write_patches(result, tmp_path / "other", "mtp-audit fix", None)
+    assert not (tmp_path / "other").exists() or not list((tmp_path / "other").iterdir())
