@@ -10,7 +10,7 @@ import pytest
 from conftest import FIXTURES, build_tree, run_cli
 from mtp_audit.apply.changes import UnsafeRewrite
 from mtp_audit.apply.factoring import check_factored, rewrite_factored
-from mtp_audit.fix import plan_fix
+from mtp_audit.fix import plan_fix, write_fix
 from mtp_audit.locate import locate
 
 
@@ -73,3 +73,52 @@ def test_a_super_caller_takes_the_method_and_the_base_stays_untouched(tmp_path):
     assert "BackendForCausalLM" in stderr  # named as the reason
     assert "get_top_tokens" not in (tree / "vllm/model_executor/models/backend_causal.py").read_text()
     assert _consistency(tree)["BackendForMTP"] == ("supported", "mirror")
+
+
+MODELS = "vllm/model_executor/models"
+# A drafter whose compute_logits is super()'s too, reaching a base that no class outside the drafters inherits.
+OTHER = (
+    "import torch\nfrom torch import nn\n\n\nclass OtherBase(nn.Module):\n"
+    "    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor | None:\n"
+    "        return self.logits_processor(self.head, hidden_states)\n\n\nclass OtherMTP(OtherBase):\n"
+    "    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor | None:\n"
+    "        return super().compute_logits(hidden_states)\n"
+)
+
+
+def _mixin_tree(tmp_path: Path, files: dict[str, str], registered: dict[str, tuple[str, str]]) -> Path:
+    tree = build_tree(FIXTURES / "fix" / "placement_mixin", tmp_path / "tree", "input")
+    for name, text in files.items():
+        (tree / MODELS / name).write_text(text)
+    registered = {**registered, "BackendForMTP": ("backend_models", "BackendForMTP")}
+    entries = "".join(f'    "{arch}": ("{module}", "{cls}"),\n' for arch, (module, cls) in registered.items())
+    (tree / MODELS / "registry.py").write_text("_SPECULATIVE_DECODING_MODELS = {\n" + entries + "}\n")
+    return tree
+
+
+def _planned(tree: Path):
+    result = plan_fix(locate(tree), None, True, None)
+    write_fix(result)
+    return result, {i.target.name: i.source.owner.name for i in result.plan.insertions}
+
+
+def test_the_move_keeps_every_other_planned_method_in_place(tmp_path: Path) -> None:
+    """Another super() caller fixed in the same run keeps its own two methods: only the base that a
+    class outside the drafters inherits is swapped for the inlined method, with its own body."""
+    tree = _mixin_tree(tmp_path, {"a_other_mtp.py": OTHER}, {"AOtherModel": ("a_other_mtp", "OtherMTP")})
+    result, planned = _planned(tree)
+    assert planned == {"MTPMixin": "MTPMixin", "OtherMTP": "OtherMTP", "OtherBase": "OtherBase"}
+    assert sorted(r.path for r in result.rewrites) == [f"{MODELS}/a_other_mtp.py", f"{MODELS}/backend_mtp.py"]
+    other = (tree / MODELS / "a_other_mtp.py").read_text()
+    assert other.count("def get_top_tokens") == 2 and "bias" not in other
+    assert "self.lm_head.bias" in (tree / MODELS / "backend_mtp.py").read_text()
+    assert "get_top_tokens" not in (tree / MODELS / "backend_causal.py").read_text()
+    assert [str(n) for n in result.placement_notes] == [
+        "get_top_tokens goes into MTPMixin with the compute_logits of CausalMixin inlined, not into CausalMixin, "
+        "whose subclasses BackendForCausalLM are not drafters"
+    ]
+    assert {o.record.arch: o.reason for o in result.plan.outcomes} == {
+        "AOtherModel": "get_top_tokens added to OtherMTP, OtherBase",
+        "BackendForMTP": "get_top_tokens added to MTPMixin",
+    }
+
