@@ -122,3 +122,19 @@ def test_the_move_keeps_every_other_planned_method_in_place(tmp_path: Path) -> N
         "BackendForMTP": "get_top_tokens added to MTPMixin",
     }
 
+
+def test_no_move_when_a_drafter_inherits_the_base_method_itself(tmp_path: Path) -> None:
+    """A drafter that inherits compute_logits from the base directly needs the base's own method:
+    moving it into the super() caller would leave that drafter without one."""
+    direct = "from .backend_causal import CausalMixin\n\n\nclass DirectCausal(CausalMixin): ...\n"
+    tree = _mixin_tree(tmp_path, {"direct_causal.py": direct}, {"DirectModel": ("direct_causal", "DirectCausal")})
+    result, planned = _planned(tree)
+    assert planned == {"MTPMixin": "MTPMixin", "CausalMixin": "CausalMixin"}
+    assert result.placement_notes == []
+    assert "def get_top_tokens" in (tree / MODELS / "backend_causal.py").read_text()
+    assert {o.record.arch: o.reason for o in result.plan.outcomes} == {
+        "BackendForMTP": "get_top_tokens added to MTPMixin, CausalMixin",
+        "DirectModel": "inherited from CausalMixin (fixed in the same run)",
+    }
+    assert [(i.cls.name, i.drafter) for i in result.inheritors if not i.drafter] == [("BackendForCausalLM", None)]
+    assert _consistency(tree)["DirectCausal"] == ("supported", "mirror")
