@@ -10,11 +10,17 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, build_tree, run_cli
+from mtp_audit.apply.changes import Rewrite
 from mtp_audit.apply.families import split_families
+from mtp_audit.apply.plan import Action, Outcome, Plan
+from mtp_audit.classify.analysis import Insertion
 from mtp_audit.errors import UsageError
 from mtp_audit.fix import plan_fix
+from mtp_audit.index.fact_types import MethodFacts
 from mtp_audit.locate import locate
+from mtp_audit.model import ClassKey, DrafterRecord, Status
 from mtp_audit.report.patches import AUTHOR, write_patches
+from mtp_audit.resolve.mro import MethodHit
 
 SERIES = FIXTURES / "fix" / "series"
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
@@ -283,3 +289,72 @@ def test_patches_refuse_an_existing_test_file_or_series(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="test_plat_mtp_get_top_tokens.py would be written twice or exists already"):
         write_patches(result, tmp_path / "other", "mtp-audit fix", None)
     assert not (tmp_path / "other").exists() or not list((tmp_path / "other").iterdir())
+
+
+# Families from plain plan data: which drafters and files go into one patch, and how it is named.
+
+
+def _outcome(arch: str | None, cls: str, module: str, *owners: str, action: Action = Action.FIX) -> Outcome:
+    """A drafter ``cls`` of ``module``, fixed by methods written into ``owners`` (``module.Class``) in turn."""
+    record = DrafterRecord(arch, cls, module, module.replace(".", "/") + ".py", 1, ["cuda"], Status.MISSING_FIXABLE, "")
+    insertions = []
+    for owner in owners or (f"{module}.{cls}",):
+        key = ClassKey(owner.rsplit(".", 1)[0], owner.rsplit(".", 1)[1], 1)
+        insertions.append(Insertion(key, MethodHit(key, MethodFacts("compute_logits", 2, ""), 0)))
+    return Outcome(record, action, "", insertions)
+
+
+def _rewrite_of(module: str) -> Rewrite:
+    return Rewrite(module.replace(".", "/") + ".py", "", "", [], False, [])
+
+
+def _families(outcomes: list[Outcome], modules: list[str]) -> list[tuple[str, list[str], list[str], str]]:
+    plan = Plan(outcomes, [i for o in outcomes for i in o.insertions])
+    return [
+        (f.name, [o.record.cls for o in f.outcomes], [r.path for r in f.rewrites], f.slug)
+        for f in split_families(plan, [_rewrite_of(m) for m in modules])
+    ]
+
+
+M = "vllm.model_executor.models"
+
+
+def test_families_join_files_one_fix_touches_and_the_platforms_of_one_architecture() -> None:
+    outcomes = [
+        _outcome("WrapModel", "Wrap", f"{M}.wrap", f"{M}.wrap.Wrap", f"{M}.head.Head"),  # a wrapper and its delegate
+        _outcome("DSModel", "DSMTP", f"{M}.ds_v4.nvidia.mtp"),  # one architecture, a class per platform
+        _outcome("DSModel", "DSMTP", f"{M}.ds_v4.xpu.mtp"),
+        _outcome("LoneModel", "Lone", f"{M}.lone"),
+        _outcome("Refused", "Gone", f"{M}.gone", action=Action.REFUSED),  # writes nothing: in no family
+    ]
+    modules = [f"{M}.head", f"{M}.wrap", f"{M}.ds_v4.xpu.mtp", f"{M}.lone", f"{M}.ds_v4.nvidia.mtp"]
+    models = M.replace(".", "/")
+    assert _families(outcomes, modules) == [
+        ("DSMTP", ["DSMTP", "DSMTP"], [f"{models}/ds_v4/nvidia/mtp.py", f"{models}/ds_v4/xpu/mtp.py"], "ds_v4_mtp"),
+        ("Lone", ["Lone"], [f"{models}/lone.py"], "lone"),
+        ("Wrap", ["Wrap"], [f"{models}/head.py", f"{models}/wrap.py"], "wrap"),
+    ]
+
+
+def test_family_names_most_registered_first_then_by_name_with_the_rest_counted() -> None:
+    owners = [f"{M}.shared.Base"]
+    outcomes = [
+        _outcome(arch, cls, f"{M}.{cls.lower()}", *owners)
+        for arch, cls in [("E1", "Echo"), ("D1", "Delta"), ("Z1", "Zulu"), ("Z2", "Zulu"), ("A1", "Alpha")]
+    ]
+    [(name, classes, paths, slug)] = _families(outcomes, [f"{M}.shared"])
+    assert name == "Zulu, Alpha, Delta and 1 more"
+    assert classes == ["Echo", "Delta", "Zulu", "Zulu", "Alpha"] and slug == "shared"
+    three = _families(outcomes[:3], [f"{M}.shared"])
+    assert three[0][0] == "Delta, Echo, Zulu"
+
+
+def test_two_families_of_one_class_name_say_their_architectures() -> None:
+    outcomes = [
+        _outcome("OtherMTPModel", "SameMTP", "vllm.other.mtp"),
+        _outcome(None, "SameMTP", f"{M}.same_mtp"),  # unregistered: its class name stands for it
+        _outcome("AModel", "alpha", f"{M}.alpha"),
+    ]
+    names = [f[0] for f in _families(outcomes, ["vllm.other.mtp", f"{M}.same_mtp", f"{M}.alpha"])]
+    assert names == ["alpha", "SameMTP (OtherMTPModel)", "SameMTP (SameMTP)"]  # sorted without case
+    assert [f[3] for f in _families(outcomes[:1], ["vllm.other.mtp"])] == ["vllm_other_mtp"]  # no models folder
