@@ -358,3 +358,14 @@ def test_two_families_of_one_class_name_say_their_architectures() -> None:
     names = [f[0] for f in _families(outcomes, ["vllm.other.mtp", f"{M}.same_mtp", f"{M}.alpha"])]
     assert names == ["alpha", "SameMTP (OtherMTPModel)", "SameMTP (SameMTP)"]  # sorted without case
     assert [f[3] for f in _families(outcomes[:1], ["vllm.other.mtp"])] == ["vllm_other_mtp"]  # no models folder
+
+
+def test_a_package_init_is_its_package_and_a_fix_writing_nothing_is_an_error() -> None:
+    outcome = _outcome("PkgModel", "PkgMTP", f"{M}.pkg")
+    plan = Plan([outcome], outcome.insertions)
+    [family] = split_families(plan, [Rewrite(f"{M.replace('.', '/')}/pkg/__init__.py", "", "", [], False, [])])
+    assert family.slug == "pkg" and family.platforms == ["cuda"]
+    with pytest.raises(ValueError, match="PkgMTP: a fix that writes no file"):
+        split_families(plan, [_rewrite_of(f"{M}.other")])
+    with pytest.raises(ValueError, match=r"rewrites that no fixed drafter needs: .*/other\.py"):
+        split_families(plan, [_rewrite_of(f"{M}.pkg"), _rewrite_of(f"{M}.other")])
