@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from conftest import FIXTURES, build_tree
 from mtp_audit.apply.inheritors import BaseNames
+from mtp_audit.fix import plan_fix
+from mtp_audit.locate import locate
 
 
 def test_base_names_reads_every_form_of_base_list(tmp_path):
@@ -22,3 +25,56 @@ def test_base_names_reads_every_form_of_base_list(tmp_path):
     assert names.mentioning({"Other", "Mixin"}) == ["vllm.multi_line"]
     assert names.mentioning({"Inner"}) == ["vllm.nested"]
     assert names.mentioning({"Fake", "D", "pass"}) == []
+
+
+MODELS = "vllm/model_executor/models"
+
+
+def test_every_subclass_of_a_written_base_is_named_with_its_platforms_and_result(tmp_path):
+    """Subclasses in the base's file and in others, a subclass of a subclass (found in a later round),
+    one that imports on CUDA only; a file that does not parse is skipped; non-drafters are listed too."""
+    tree = build_tree(FIXTURES / "fix" / "series", tmp_path / "tree", "input")
+    (tree / MODELS / "scorer_grand.py").write_text(
+        "import torch\n\nfrom .wrap_predictor import ScorerPredictor\n\n\nclass GrandScorer(ScorerPredictor):\n"
+        "    def compute_logits(self, hidden_states: torch.Tensor, spec_step_idx: int = 0) -> torch.Tensor:\n"
+        "        logits = super().compute_logits(hidden_states, spec_step_idx)\n"
+        "        logits[..., self.limit :] = -torch.inf\n"
+        "        return logits\n"
+    )
+    (tree / MODELS / "cuda_scorer.py").write_text(
+        "from vllm.platforms import current_platform\n\nfrom .wrap_predictor import WrapPredictor\n\n"
+        "if not current_platform.is_cuda():\n    raise ImportError('CUDA only')\n\n\n"
+        "class CudaScorer(WrapPredictor):\n    pass\n"
+    )
+    (tree / MODELS / "broken.py").write_text(
+        "from .wrap_predictor import WrapPredictor\n\n\nclass Broken(WrapPredictor(:\n"
+    )
+    result = plan_fix(locate(tree), ["WrapMTPModel"], False, None)
+    everywhere = ("cpu", "cuda", "rocm", "tpu", "xpu")
+    found = [(i.base.name, i.cls.name, i.cls.line, i.file, i.platforms, i.drafter, i.result) for i in result.inheritors]
+    assert found == [
+        ("WrapPredictor", "CudaScorer", 9, f"{MODELS}/cuda_scorer.py", ("cuda",), None, "supported/mirror"),
+        (
+            "WrapPredictor",
+            "GrandScorer",
+            6,
+            f"{MODELS}/scorer_grand.py",
+            everywhere,
+            None,
+            "supported/divergent: get_top_tokens inherited from WrapPredictor; compute_logits of GrandScorer "
+            f"({MODELS}/scorer_grand.py:7): logits masked after the head call (line 9: "
+            "`logits[..., self.limit :] = -torch.inf`); get_top_tokens of WrapPredictor "
+            f"({MODELS}/wrap_predictor.py:6) ignores it",
+        ),
+        (
+            "WrapPredictor",
+            "WrapLitePredictor",
+            7,
+            f"{MODELS}/wrap_lite_mtp.py",
+            everywhere,
+            "WrapLiteMTPModel (its delegate)",
+            "supported/mirror",
+        ),
+        ("WrapPredictor", "ScorerPredictor", 15, f"{MODELS}/wrap_predictor.py", everywhere, None, "supported/mirror"),
+    ]
+    assert [i.target.name for i in result.plan.insertions] == ["WrapMTP", "WrapPredictor"]
