@@ -138,3 +138,90 @@ def test_no_move_when_a_drafter_inherits_the_base_method_itself(tmp_path: Path) 
     }
     assert [(i.cls.name, i.drafter) for i in result.inheritors if not i.drafter] == [("BackendForCausalLM", None)]
     assert _consistency(tree)["DirectCausal"] == ("supported", "mirror")
+
+
+# Bases that non-drafters inherit and that must keep their method, each for its own reason, planned
+# before CausalMixin (registered first); then two super() callers of CausalMixin, which has two
+# subclasses outside the drafters.
+GROUPS = """import torch
+from torch import nn
+
+from .backend_causal import CausalMixin
+
+
+class APlain(nn.Module):  # no super() caller to move the method into
+    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor | None:
+        return self.logits_processor(self.lm_head, hidden_states)
+
+
+class APlainScorer(APlain): ...
+
+
+class BBase(nn.Module):
+    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor | None:
+        return self.logits_processor(self.lm_head, hidden_states)
+
+
+class BMixin(BBase):  # passes another name: the base's body cannot be inlined
+    def compute_logits(self, h: torch.Tensor) -> torch.Tensor | None:
+        return super().compute_logits(h)
+
+
+class BDrafter(BMixin): ...
+
+
+class BScorer(BBase): ...
+
+
+class CBase(nn.Module):
+    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor | None:
+        return self.logits_processor(self.lm_head, hidden_states)
+
+
+class CMixin(CBase):  # a class outside the drafters inherits the caller too
+    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor | None:
+        return super().compute_logits(hidden_states)
+
+
+class CDrafter(CMixin): ...
+
+
+class CBaseScorer(CBase): ...
+
+
+class CMixinScorer(CMixin): ...
+
+
+class MTPMixin2(CausalMixin):
+    def compute_logits(self, hidden_states: "torch.Tensor") -> "torch.Tensor | None":
+        return super().compute_logits(hidden_states)
+
+
+class BackendForMTP2(MTPMixin2): ...
+
+
+class BackendForSeq(CausalMixin): ...
+"""
+
+
+def test_each_base_that_must_keep_its_method_keeps_it_and_the_next_one_still_moves(tmp_path: Path) -> None:
+    registered = {f"{c}Model": ("groups", c) for c in ("APlain", "BDrafter", "CDrafter", "BackendForMTP2")}
+    tree = _mixin_tree(tmp_path, {"groups.py": GROUPS}, registered)
+    result, planned = _planned(tree)
+    assert planned == {
+        "APlain": "APlain",
+        "BMixin": "BMixin",
+        "BBase": "BBase",
+        "CMixin": "CMixin",
+        "CBase": "CBase",
+        "MTPMixin2": "MTPMixin2",
+        "MTPMixin": "MTPMixin",
+    }
+    assert [str(n) for n in result.placement_notes] == [
+        "get_top_tokens goes into MTPMixin, MTPMixin2 with the compute_logits of CausalMixin inlined, not into "
+        "CausalMixin, whose subclasses BackendForCausalLM, BackendForSeq are not drafters"
+    ]
+    assert "get_top_tokens" not in (tree / MODELS / "backend_causal.py").read_text()
+    written = (tree / MODELS / "groups.py").read_text()
+    assert written.count("def get_top_tokens") == 6
+    assert written.count("self.lm_head.bias") == 1 and "self.lm_head.bias" in written.split("class MTPMixin2")[1]
