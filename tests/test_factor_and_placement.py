@@ -141,7 +141,7 @@ def test_no_move_when_a_drafter_inherits_the_base_method_itself(tmp_path: Path) 
 
 
 # Bases that non-drafters inherit and that must keep their method, each for its own reason, planned
-# before CausalMixin (registered first); then two super() callers of CausalMixin, which has two
+# before CausalMixin (their architectures sort first); then two super() callers of CausalMixin, which has two
 # subclasses outside the drafters.
 GROUPS = """import torch
 from torch import nn
@@ -205,7 +205,8 @@ class BackendForSeq(CausalMixin): ...
 
 
 def test_each_base_that_must_keep_its_method_keeps_it_and_the_next_one_still_moves(tmp_path: Path) -> None:
-    registered = {f"{c}Model": ("groups", c) for c in ("APlain", "BDrafter", "CDrafter", "BackendForMTP2")}
+    classes = ("APlain", "BDrafter", "CDrafter", "BackendForMTP2")  # drafters are planned by architecture
+    registered = {f"A{n}Model": ("groups", c) for n, c in enumerate(classes)}
     tree = _mixin_tree(tmp_path, {"groups.py": GROUPS}, registered)
     result, planned = _planned(tree)
     assert planned == {
@@ -218,7 +219,7 @@ def test_each_base_that_must_keep_its_method_keeps_it_and_the_next_one_still_mov
         "MTPMixin": "MTPMixin",
     }
     assert [str(n) for n in result.placement_notes] == [
-        "get_top_tokens goes into MTPMixin, MTPMixin2 with the compute_logits of CausalMixin inlined, not into "
+        "get_top_tokens goes into MTPMixin2, MTPMixin with the compute_logits of CausalMixin inlined, not into "
         "CausalMixin, whose subclasses BackendForCausalLM, BackendForSeq are not drafters"
     ]
     assert "get_top_tokens" not in (tree / MODELS / "backend_causal.py").read_text()
