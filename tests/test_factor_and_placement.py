@@ -226,3 +226,54 @@ def test_each_base_that_must_keep_its_method_keeps_it_and_the_next_one_still_mov
     written = (tree / MODELS / "groups.py").read_text()
     assert written.count("def get_top_tokens") == 6
     assert written.count("self.lm_head.bias") == 1 and "self.lm_head.bias" in written.split("class MTPMixin2")[1]
+
+
+CALL = "        hidden_states = self._pre_head(layer, hidden_states)\n        logits = "
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ("", "\nclass Broken(:\n", "the rewrite does not parse"),
+        (CALL, "        hidden_states = self._pre_head(hidden_states, layer)\n        logits = ", "its own parameter"),
+        (
+            CALL,
+            "        hidden_states = self._pre_head(layer, hidden_states=hidden_states)\n        logits = ",
+            "its own",
+        ),
+        (CALL, "        hidden_states = self._pre_head(layer, hidden_states)[0]\n        logits = ", "does not call"),
+        (
+            CALL,
+            "        hidden_states = self.other._pre_head(layer, hidden_states)\n        logits = ",
+            "does not call",
+        ),
+        (CALL, "        hidden_states = head._pre_head(layer, hidden_states)\n        logits = ", "does not call"),
+        (CALL, "        hidden_states = self._post_head(layer, hidden_states)\n        logits = ", "does not call"),
+        ("        return _NORM_KERNEL(\n", "        hidden_states = _NORM_KERNEL(\n", "does not end in a return"),
+        (
+            "        return _NORM_KERNEL(\n            hidden",
+            "        return\n        (\n            hidden",
+            "a return",
+        ),
+    ],
+)
+def test_gate_refuses_a_helper_call_or_helper_it_cannot_inline(long_head, old: str, new: str, message: str):
+    _, path, source, insertions = long_head
+    rewrite = rewrite_factored(path, source, insertions, binds_torch=True)
+    assert old in rewrite.new
+    rewrite.new = rewrite.new.replace(old, new, 1) if old else rewrite.new + new
+    with pytest.raises(UnsafeRewrite, match=message):
+        check_factored(rewrite, {"LongHeadPredictor"})
+
+
+def test_gate_refuses_a_helper_the_plan_did_not_make_or_a_class_that_had_the_method(long_head):
+    _, path, source, insertions = long_head
+    rewrite = rewrite_factored(path, source, insertions, binds_torch=True)
+    with pytest.raises(UnsafeRewrite, match="class LongHeadPredictor has a _pre_head the plan did not make"):
+        check_factored(rewrite, set())
+    plain = rewrite_factored(path, source, insertions, binds_torch=True)
+    plain.old = source.replace(
+        "    def load_weights", "    def _pre_head(self):\n        pass\n\n    def load_weights", 1
+    )
+    with pytest.raises(UnsafeRewrite, match="class LongHeadPredictor already defines get_top_tokens or _pre_head"):
+        check_factored(plain, {"LongHeadPredictor"})
