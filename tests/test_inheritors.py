@@ -78,3 +78,33 @@ def test_every_subclass_of_a_written_base_is_named_with_its_platforms_and_result
         ("WrapPredictor", "ScorerPredictor", 15, f"{MODELS}/wrap_predictor.py", everywhere, None, "supported/mirror"),
     ]
     assert [i.target.name for i in result.plan.insertions] == ["WrapMTP", "WrapPredictor"]
+
+
+def test_an_inheritor_result_per_platform_and_one_without_a_consistency(tmp_path):
+    """A subclass whose base is another class on CUDA gets each platform's result, in platform order; a
+    subclass that binds get_top_tokens to None is no supported class at all: its status and reason only."""
+    tree = build_tree(FIXTURES / "fix" / "series", tmp_path / "tree", "input")
+    (tree / MODELS / "masked_predictor.py").write_text(
+        "import torch\n\nfrom .wrap_predictor import WrapPredictor\n\n\nclass MaskedPredictor(WrapPredictor):\n"
+        "    def compute_logits(self, hidden_states: torch.Tensor, spec_step_idx: int = 0) -> torch.Tensor:\n"
+        "        logits = super().compute_logits(hidden_states, spec_step_idx)\n"
+        "        logits[..., self.limit :] = -torch.inf\n"
+        "        return logits\n"
+    )
+    (tree / MODELS / "plat_scorer.py").write_text(
+        "from vllm.platforms import current_platform\n\nfrom .wrap_predictor import WrapPredictor\n\n"
+        "if current_platform.is_cuda():\n    from .masked_predictor import MaskedPredictor as PlatBase\n"
+        "else:\n    from .wrap_predictor import ScorerPredictor as PlatBase\n\n\n"
+        "class PlatScorer(PlatBase, WrapPredictor):\n    pass\n\n\n"
+        "class Shadow(WrapPredictor):\n    get_top_tokens = None\n"
+    )
+    result = plan_fix(locate(tree), ["WrapMTPModel"], False, None)
+    found = {i.cls.name: i.result for i in result.inheritors if i.file.endswith("plat_scorer.py")}
+    assert found == {
+        "PlatScorer": "supported/mirror; supported/divergent: get_top_tokens inherited from WrapPredictor; "
+        f"compute_logits of MaskedPredictor ({MODELS}/masked_predictor.py:7): logits masked after the head call "
+        "(line 9: `logits[..., self.limit :] = -torch.inf`); get_top_tokens of WrapPredictor "
+        f"({MODELS}/wrap_predictor.py:6) ignores it",
+        "Shadow": "missing_manual: get_top_tokens = None (line 16) in Shadow: hasattr() finds get_top_tokens, "
+        "calling it fails; a method cannot be added under that binding (remove it first)",
+    }
