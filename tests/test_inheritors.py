@@ -32,7 +32,8 @@ MODELS = "vllm/model_executor/models"
 
 def test_every_subclass_of_a_written_base_is_named_with_its_platforms_and_result(tmp_path):
     """Subclasses in the base's file and in others, a subclass of a subclass (found in a later round),
-    one that imports on CUDA only; a file that does not parse is skipped; non-drafters are listed too."""
+    one that imports on CUDA only; a file that does not parse or is no module is skipped; non-drafters are
+    listed too."""
     tree = build_tree(FIXTURES / "fix" / "series", tmp_path / "tree", "input")
     (tree / MODELS / "scorer_grand.py").write_text(
         "import torch\n\nfrom .wrap_predictor import ScorerPredictor\n\n\nclass GrandScorer(ScorerPredictor):\n"
@@ -48,6 +49,9 @@ def test_every_subclass_of_a_written_base_is_named_with_its_platforms_and_result
     )
     (tree / MODELS / "broken.py").write_text(
         "from .wrap_predictor import WrapPredictor\n\n\nclass Broken(WrapPredictor(:\n"
+    )
+    (tree / MODELS / "not-a-module.py").write_text(  # no module name: the index has no facts for it
+        "from .wrap_predictor import WrapPredictor\n\n\nclass Stray(WrapPredictor):\n    pass\n"
     )
     result = plan_fix(locate(tree), ["WrapMTPModel"], False, None)
     everywhere = ("cpu", "cuda", "rocm", "tpu", "xpu")
