@@ -18,12 +18,16 @@ def test_base_names_reads_every_form_of_base_list(tmp_path):
     (package / "nested.py").write_text("def f():\n    class C(Inner):\n        pass\n")
     (package / "prose.py").write_text("# a subclass Fake(Base): is not a class statement\nBase = 1\n")
     (package / "no_bases.py").write_text("class D:\n    base = Base\n")
+    (package / "a_constants.py").write_text("LIMIT = 1\n")  # read first, and nothing to index
+    (package / "a_moved.py").symlink_to(tmp_path / "gone.py")  # unreadable: skipped, the rest still read
+    (package / "commented.py").write_text("#class Fake(Base):\nclass Real(Kept):\n    pass\n")
     names = BaseNames(tmp_path, package)
 
     assert names.mentioning({"Base"}) == ["vllm.one_line"]
     assert names.mentioning({"Meta"}) == ["vllm.one_line"]  # generous: keywords count too
     assert names.mentioning({"Other", "Mixin"}) == ["vllm.multi_line"]
     assert names.mentioning({"Inner"}) == ["vllm.nested"]
+    assert names.mentioning({"Kept"}) == ["vllm.commented"]  # after a commented-out class statement
     assert names.mentioning({"Fake", "D", "pass"}) == []
 
 
@@ -49,6 +53,10 @@ def test_every_subclass_of_a_written_base_is_named_with_its_platforms_and_result
     )
     (tree / MODELS / "broken.py").write_text(
         "from .wrap_predictor import WrapPredictor\n\n\nclass Broken(WrapPredictor(:\n"
+    )
+    (tree / MODELS / "other_predictor.py").write_text(  # the same name, another class: not the written one
+        "from torch import nn\n\n\nclass WrapPredictor(nn.Module):\n    pass\n\n\n"
+        "class OtherScorer(WrapPredictor):\n    pass\n"
     )
     (tree / MODELS / "not-a-module.py").write_text(  # no module name: the index has no facts for it
         "from .wrap_predictor import WrapPredictor\n\n\nclass Stray(WrapPredictor):\n    pass\n"
