@@ -136,7 +136,11 @@ def test_no_move_when_a_drafter_inherits_the_base_method_itself(tmp_path: Path) 
         "BackendForMTP": "get_top_tokens added to MTPMixin, CausalMixin",
         "DirectModel": "inherited from CausalMixin (fixed in the same run)",
     }
-    assert [(i.cls.name, i.drafter) for i in result.inheritors if not i.drafter] == [("BackendForCausalLM", None)]
+    assert [(i.base.name, i.cls.name, i.drafter) for i in result.inheritors] == [
+        ("CausalMixin", "BackendForCausalLM", None),
+        ("CausalMixin", "DirectCausal", "DirectModel"),  # a drafter, named by its architecture
+        ("MTPMixin", "BackendForMTP", "BackendForMTP"),
+    ]
     assert _consistency(tree)["DirectCausal"] == ("supported", "mirror")
 
 
