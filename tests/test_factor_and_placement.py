@@ -281,3 +281,43 @@ def test_gate_refuses_a_helper_the_plan_did_not_make_or_a_class_that_had_the_met
     )
     with pytest.raises(UnsafeRewrite, match="class LongHeadPredictor already defines get_top_tokens or _pre_head"):
         check_factored(plain, {"LongHeadPredictor"})
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "crlf",
+        "cross_file",
+        "form_feed",
+        "import_above_class",
+        "inherited",
+        "needs_import",
+        "no_final_newline",
+        "quoted_annotations",
+        "tabs",
+    ],
+)
+def test_a_class_the_helper_does_not_take_gets_the_plain_rewrite(name: str, tmp_path: Path) -> None:
+    """The factoring rewrite writes the plain mirror, byte for byte, into a class it does not factor."""
+    case = FIXTURES / "fix" / name
+    tree = build_tree(case, tmp_path / "tree", "input")
+    args = (case / "args.txt").read_text().split()
+    models = [args[i + 1] for i, a in enumerate(args) if a == "--model"]
+    result = plan_fix(locate(tree), models or None, "--all" in args, None)
+    assert result.rewrites
+    for plain in result.rewrites:
+        insertions = [i for i in result.plan.insertions if (i.target.name, i.target.line) in plain.targets]
+        factored = rewrite_factored(plain.path, plain.old, insertions, binds_torch=not plain.added_import)
+        assert (factored.new, factored.added_import, factored.factored) == (plain.new, plain.added_import, [])
+
+
+def test_factor_pre_head_writes_a_file_without_a_final_newline(tmp_path: Path) -> None:
+    """The wrapper's method goes at the end of a file whose last line has no newline, beside a factored class."""
+    case = FIXTURES / "fix" / "factor_pre_head"
+    tree = build_tree(case, tmp_path / "tree", "input")
+    path = f"{MODELS}/long_head_mtp.py"
+    (tree / path).write_text((tree / path).read_text().rstrip("\n"))
+    result = plan_fix(locate(tree), None, True, None, factor_pre_head=True)
+    assert [o.action for o in result.plan.outcomes] == ["fix", "fix"]
+    write_fix(result)
+    assert (tree / path).read_text() == (case / "expected" / path).read_text()
