@@ -321,3 +321,28 @@ def test_factor_pre_head_writes_a_file_without_a_final_newline(tmp_path: Path) -
     assert [o.action for o in result.plan.outcomes] == ["fix", "fix"]
     write_fix(result)
     assert (tree / path).read_text() == (case / "expected" / path).read_text()
+
+
+def test_the_pre_head_block_is_found_after_a_docstring_and_another_method(tmp_path: Path) -> None:
+    case = FIXTURES / "fix" / "factor_pre_head"
+    tree = build_tree(case, tmp_path / "tree", "input")
+    path = f"{MODELS}/long_head_mtp.py"
+    head = "class LongHeadPredictor(nn.Module):\n"
+    extra = '    """The per-step heads."""\n\n    def __init__(self):\n        super().__init__()\n\n'
+    (tree / path).write_text((tree / path).read_text().replace(head, head + extra))
+    write_fix(plan_fix(locate(tree), None, True, None, factor_pre_head=True))
+    assert (tree / path).read_text() == (case / "expected" / path).read_text().replace(head, head + extra)
+
+
+def test_a_one_line_class_is_refused_by_the_factoring_rewrite(tmp_path: Path) -> None:
+    tree = build_tree(FIXTURES / "fix" / "inherited", tmp_path / "tree", "input")
+    (tree / MODELS / "child_eagle.py").write_text(
+        "from .parent_lm import ParentLM\n\n\nclass ChildEagle(ParentLM): pass\n"
+    )
+    result = plan_fix(locate(tree), ["child_eagle"], False, None)
+    [outcome] = result.plan.outcomes
+    assert outcome.reason == "unsafe rewrite refused: class ChildEagle has a one-line body; add the method by hand"
+    [insertion] = outcome.insertions
+    source = (tree / MODELS / "child_eagle.py").read_text()
+    with pytest.raises(UnsafeRewrite, match="class ChildEagle has a one-line body; add the method by hand"):
+        rewrite_factored(f"{MODELS}/child_eagle.py", source, [insertion], binds_torch=False)
