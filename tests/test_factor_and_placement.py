@@ -12,6 +12,7 @@ from mtp_audit.apply.changes import UnsafeRewrite
 from mtp_audit.apply.factoring import check_factored, rewrite_factored
 from mtp_audit.fix import plan_fix, write_fix
 from mtp_audit.locate import locate
+from mtp_audit.report.pr_body import render_pr_body
 
 
 def _consistency(tree: Path) -> dict[str, tuple[str, str | None]]:
@@ -346,3 +347,21 @@ def test_a_one_line_class_is_refused_by_the_factoring_rewrite(tmp_path: Path) ->
     source = (tree / MODELS / "child_eagle.py").read_text()
     with pytest.raises(UnsafeRewrite, match="class ChildEagle has a one-line body; add the method by hand"):
         rewrite_factored(f"{MODELS}/child_eagle.py", source, [insertion], binds_torch=False)
+
+
+def test_a_file_whose_only_planned_class_has_a_long_pre_head_is_factored(tmp_path: Path) -> None:
+    """Factored, and said so: the pull-request description explains the helper."""
+    case = FIXTURES / "fix" / "factor_pre_head"
+    tree = build_tree(case, tmp_path / "tree", "input")
+    path = f"{MODELS}/long_head_mtp.py"
+    (tree / path).write_text((tree / path).read_text().split("\n\n\nclass LongHeadMTP")[0] + "\n")
+    (tree / MODELS / "registry.py").write_text(
+        '_SPECULATIVE_DECODING_MODELS = {\n    "LongHeadModel": ("long_head_mtp", "LongHeadPredictor"),\n}\n'
+    )
+    result = plan_fix(locate(tree), None, True, None, factor_pre_head=True)
+    assert [(r.path, r.factored, r.encoding) for r in result.rewrites] == [(path, ["LongHeadPredictor"], "utf-8")]
+    body = " ".join(render_pr_body(result, "mtp-audit fix --factor-pre-head --all").split())
+    assert f"In `LongHeadPredictor` ({path}) the hidden-state transform before the head moves into a private" in body
+    write_fix(result)
+    expected = (case / "expected" / path).read_text().split("\n\n\nclass LongHeadMTP")[0] + "\n"
+    assert (tree / path).read_text() == expected

@@ -128,7 +128,9 @@ def rewrite_factored(path: str, source: str, insertions: list[Insertion], binds_
         AddImportsVisitor.add_needed_import(context, "torch")
         new_source = AddImportsVisitor(context).transform_module(cst.parse_module(new_source)).code
     targets = [(i.target.name, i.target.line) for i in insertions]
-    rewrite = Rewrite(path, source, new_source, [i.target.name for i in insertions], added_import, targets, helpers)
+    rewrite = Rewrite(
+        path, source, new_source, [i.target.name for i in insertions], added_import, targets, factored=helpers
+    )
     check_factored(rewrite, set(helpers))
     return rewrite
 
