@@ -234,6 +234,10 @@ def test_each_base_that_must_keep_its_method_keeps_it_and_the_next_one_still_mov
 
 
 CALL = "        hidden_states = self._pre_head(layer, hidden_states)\n        logits = "
+RETURN = (
+    "        return _NORM_KERNEL(\n            hidden_states,\n            layer.norm.weight.data,\n"
+    "            layer.norm.variance_epsilon,\n        )\n"
+)
 
 
 @pytest.mark.parametrize(
@@ -254,7 +258,17 @@ CALL = "        hidden_states = self._pre_head(layer, hidden_states)\n        lo
         ),
         (CALL, "        hidden_states = head._pre_head(layer, hidden_states)\n        logits = ", "does not call"),
         (CALL, "        hidden_states = self._post_head(layer, hidden_states)\n        logits = ", "does not call"),
+        (
+            CALL,
+            "        hidden_states = self._pre_head(layer, hidden_states * 1)\n        logits = ",
+            "its own parameter",
+        ),
         ("        return _NORM_KERNEL(\n", "        hidden_states = _NORM_KERNEL(\n", "does not end in a return"),
+        (
+            RETURN,
+            RETURN.replace("return _NORM_KERNEL", "_NORM_KERNEL") + "        return\n",
+            "does not end in a return",
+        ),
         (
             "        return _NORM_KERNEL(\n            hidden",
             "        return\n        (\n            hidden",
