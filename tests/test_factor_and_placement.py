@@ -379,3 +379,16 @@ def test_a_file_whose_only_planned_class_has_a_long_pre_head_is_factored(tmp_pat
     write_fix(result)
     expected = (case / "expected" / path).read_text().split("\n\n\nclass LongHeadMTP")[0] + "\n"
     assert (tree / path).read_text() == expected
+
+
+def test_a_guard_before_the_pre_head_block_stays_in_compute_logits(tmp_path: Path) -> None:
+    case = FIXTURES / "fix" / "factor_pre_head"
+    tree = build_tree(case, tmp_path / "tree", "input")
+    path = f"{MODELS}/long_head_mtp.py"
+    step = "        current_step_idx = spec_step_idx % self.num_mtp_layers\n"
+    guard = "        if spec_step_idx < 0:\n            raise ValueError(spec_step_idx)\n"
+    (tree / path).write_text((tree / path).read_text().replace(step, guard + step))
+    result = plan_fix(locate(tree), None, True, None, factor_pre_head=True)
+    assert [r.factored for r in result.rewrites if r.path == path] == [["LongHeadPredictor"]]
+    write_fix(result)
+    assert (tree / path).read_text() == (case / "expected" / path).read_text().replace(step, guard + step)
