@@ -291,11 +291,12 @@ def test_gate_refuses_a_helper_the_plan_did_not_make_or_a_class_that_had_the_met
     with pytest.raises(UnsafeRewrite, match="class LongHeadPredictor has a _pre_head the plan did not make"):
         check_factored(rewrite, set())
     plain = rewrite_factored(path, source, insertions, binds_torch=True)
-    plain.old = source.replace(
-        "    def load_weights", "    def _pre_head(self):\n        pass\n\n    def load_weights", 1
-    )
-    with pytest.raises(UnsafeRewrite, match="class LongHeadPredictor already defines get_top_tokens or _pre_head"):
-        check_factored(plain, {"LongHeadPredictor"})
+    for name in ("_pre_head", "get_top_tokens"):
+        plain.old = source.replace(
+            "    def load_weights", f"    def {name}(self):\n        pass\n\n    def load_weights", 1
+        )
+        with pytest.raises(UnsafeRewrite, match="class LongHeadPredictor already defines get_top_tokens or _pre_head"):
+            check_factored(plain, {"LongHeadPredictor"})
 
 
 @pytest.mark.parametrize(
