@@ -310,6 +310,7 @@ def test_gate_refuses_a_helper_the_plan_did_not_make_or_a_class_that_had_the_met
         "needs_import",
         "no_final_newline",
         "quoted_annotations",
+        "same_name_per_platform",
         "tabs",
     ],
 )
@@ -364,22 +365,31 @@ def test_a_one_line_class_is_refused_by_the_factoring_rewrite(tmp_path: Path) ->
         rewrite_factored(f"{MODELS}/child_eagle.py", source, [insertion], binds_torch=False)
 
 
-def test_a_file_whose_only_planned_class_has_a_long_pre_head_is_factored(tmp_path: Path) -> None:
+@pytest.mark.parametrize("classes", [["LongHeadPredictor"], ["LongHeadPredictor", "OtherHeadPredictor"]])
+def test_each_planned_class_with_a_long_pre_head_is_factored(classes: list[str], tmp_path: Path) -> None:
     """Factored, and said so: the pull-request description explains the helper."""
     case = FIXTURES / "fix" / "factor_pre_head"
     tree = build_tree(case, tmp_path / "tree", "input")
     path = f"{MODELS}/long_head_mtp.py"
-    (tree / path).write_text((tree / path).read_text().split("\n\n\nclass LongHeadMTP")[0] + "\n")
-    (tree / MODELS / "registry.py").write_text(
-        '_SPECULATIVE_DECODING_MODELS = {\n    "LongHeadModel": ("long_head_mtp", "LongHeadPredictor"),\n}\n'
-    )
+
+    def predictors(text: str) -> str:
+        predictor = (
+            "\n\n\nclass LongHeadPredictor" + text.split("class LongHeadMTP")[0].split("class LongHeadPredictor")[1]
+        )
+        return text.split("\n\n\nclass LongHeadPredictor")[0] + "".join(
+            predictor.replace("LongHeadPredictor", name).rstrip("\n") + "\n" for name in classes
+        )
+
+    (tree / path).write_text(predictors((tree / path).read_text()))
+    entries = "".join(f'    "{name}Model": ("long_head_mtp", "{name}"),\n' for name in classes)
+    (tree / MODELS / "registry.py").write_text("_SPECULATIVE_DECODING_MODELS = {\n" + entries + "}\n")
     result = plan_fix(locate(tree), None, True, None, factor_pre_head=True)
-    assert [(r.path, r.factored, r.encoding) for r in result.rewrites] == [(path, ["LongHeadPredictor"], "utf-8")]
+    assert [(r.path, r.factored, r.encoding) for r in result.rewrites] == [(path, classes, "utf-8")]
     body = " ".join(render_pr_body(result, "mtp-audit fix --factor-pre-head --all").split())
-    assert f"In `LongHeadPredictor` ({path}) the hidden-state transform before the head moves into a private" in body
+    named = ", ".join(f"`{name}` ({path})" for name in classes)
+    assert f"In {named} the hidden-state transform before the head moves into a private `_pre_head` helper" in body
     write_fix(result)
-    expected = (case / "expected" / path).read_text().split("\n\n\nclass LongHeadMTP")[0] + "\n"
-    assert (tree / path).read_text() == expected
+    assert (tree / path).read_text() == predictors((case / "expected" / path).read_text())
 
 
 def test_a_guard_before_the_pre_head_block_stays_in_compute_logits(tmp_path: Path) -> None:
@@ -393,3 +403,19 @@ def test_a_guard_before_the_pre_head_block_stays_in_compute_logits(tmp_path: Pat
     assert [r.factored for r in result.rewrites if r.path == path] == [["LongHeadPredictor"]]
     write_fix(result)
     assert (tree / path).read_text() == (case / "expected" / path).read_text().replace(step, guard + step)
+
+
+def test_the_factoring_rewrite_refuses_a_file_whose_planned_classes_moved(tmp_path: Path) -> None:
+    case = FIXTURES / "fix" / "factor_pre_head"
+    tree = build_tree(case, tmp_path / "tree", "input")
+    path = f"{MODELS}/long_head_mtp.py"
+    insertions = plan_fix(locate(tree), ["LongHeadMTP"], False, None).plan.insertions
+    assert sorted(i.target.name for i in insertions) == ["LongHeadMTP", "LongHeadPredictor"]
+    moved = "# edited since the scan\n" + (tree / path).read_text()
+    with pytest.raises(
+        UnsafeRewrite,
+        match=f"{path}: the file no longer has the classes planned for: "
+        + ", ".join(i.target.name for i in insertions)
+        + "; scan again",
+    ):
+        rewrite_factored(path, moved, insertions, binds_torch=True)
