@@ -384,7 +384,7 @@ def test_each_planned_class_with_a_long_pre_head_is_factored(classes: list[str],
     entries = "".join(f'    "{name}Model": ("long_head_mtp", "{name}"),\n' for name in classes)
     (tree / MODELS / "registry.py").write_text("_SPECULATIVE_DECODING_MODELS = {\n" + entries + "}\n")
     result = plan_fix(locate(tree), None, True, None, factor_pre_head=True)
-    assert [(r.path, r.factored, r.encoding) for r in result.rewrites] == [(path, classes, "utf-8")]
+    assert [(r.path, r.classes, r.factored, r.encoding) for r in result.rewrites] == [(path, classes, classes, "utf-8")]
     body = " ".join(render_pr_body(result, "mtp-audit fix --factor-pre-head --all").split())
     named = ", ".join(f"`{name}` ({path})" for name in classes)
     assert f"In {named} the hidden-state transform before the head moves into a private `_pre_head` helper" in body
