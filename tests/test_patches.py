@@ -174,6 +174,8 @@ def _planned(case: Path, tree: Path):
 def test_series_in_process_is_what_git_reads_and_writes(name: str, tmp_path: Path) -> None:
     case = FIXTURES / "fix" / name
     tree = build_tree(case, tmp_path / "tree", "input")
+    if name == "series":  # an executable file keeps its mode
+        (tree / "vllm/models/plat/nvidia/mtp.py").chmod(0o755)
     _git_checkout(tree)
     result = _planned(case, tree)
     out = tmp_path / "out"
@@ -195,7 +197,10 @@ def test_series_in_process_is_what_git_reads_and_writes(name: str, tmp_path: Pat
 
     for number, (patch, commit) in enumerate(zip(written, commits), 1):
         text = patch.read_bytes().decode("utf-8")
+        assert re.match(r"From [0-9a-f]{40} Mon Sep 17 00:00:00 2001\n", text)  # format-patch's mbox line
         subject = re.search(r"^Subject: (.*)$", text, re.MULTILINE).group(1)
+        message = _git(tree, "log", "--format=%b", "-1", commit)
+        assert message.startswith("## Purpose\n") and message.rstrip() in text  # the description, whole
         prefix = f"[PATCH {number}/{len(written)}]" if len(written) > 1 else "[PATCH]"
         assert subject == f"{prefix} {_git(tree, 'log', '--format=%s', '-1', commit).strip()}"
         # the summary and the per-file counts are git's
@@ -213,6 +218,7 @@ def test_series_in_process_is_what_git_reads_and_writes(name: str, tmp_path: Pat
             assert (int(total), signs) == (added + removed, "+" * min(added, 60) + "-" * min(removed, 60)), line
             shown[path] = total
         assert set(shown) == set(counted)
+        assert re.findall(r"^diff --git a/(\S+) b/(\S+)$", text, re.MULTILINE) == [(p, p) for p in shown]
         # each file's index line names the blobs git has before and after, with the file's mode
         for path, old, new, mode in re.findall(
             r"^diff --git a/(\S+) .*\n(?:new file mode \d+\n)?index (\w+)\.\.(\w+) ?(\d*)", text, re.MULTILINE
