@@ -375,3 +375,22 @@ def test_a_package_init_is_its_package_and_a_fix_writing_nothing_is_an_error() -
         split_families(plan, [_rewrite_of(f"{M}.other")])
     with pytest.raises(ValueError, match=r"rewrites that no fixed drafter needs: .*/other\.py"):
         split_families(plan, [_rewrite_of(f"{M}.pkg"), _rewrite_of(f"{M}.other")])
+
+
+def test_patch_file_names_are_those_git_format_patch_gives(tmp_path: Path) -> None:
+    """Subjects of every length around the 52-character cut (which may end on a letter, an X, a dash or a
+    dot), runs of dots and of other characters."""
+    from mtp_audit.report.patches import _file_name
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run([*GIT, "init", "-q"], cwd=repo, check=True)
+    names = [f"{'X' * n}MTP" for n in range(24, 36)] + [f"{'Y' * n}.MTP" for n in range(25, 28)]
+    names += ["A.B, C-D and 3 more", "Deep..Seek_V3MTP", "E . .F", "(G)"]
+    subjects = [f"[Spec Decode] {name}: implement get_top_tokens()" for name in names]
+    for number, subject in enumerate(subjects):
+        (repo / "f.txt").write_text(str(number))
+        subprocess.run([*GIT, "add", "f.txt"], cwd=repo, check=True)
+        subprocess.run([*GIT, "commit", "-qm", subject], cwd=repo, check=True)
+    made = _git(repo, "format-patch", "--keep-subject", "-o", str(tmp_path / "out"), "--root").split()
+    assert [Path(m).name for m in made] == [_file_name(n, s) for n, s in enumerate(subjects, 1)]
