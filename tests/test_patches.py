@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -394,3 +395,42 @@ def test_patch_file_names_are_those_git_format_patch_gives(tmp_path: Path) -> No
         subprocess.run([*GIT, "commit", "-qm", subject], cwd=repo, check=True)
     made = _git(repo, "format-patch", "--keep-subject", "-o", str(tmp_path / "out"), "--root").split()
     assert [Path(m).name for m in made] == [_file_name(n, s) for n, s in enumerate(subjects, 1)]
+
+
+def test_each_patch_has_its_own_verify_rows_test_command_and_signature(tmp_path: Path) -> None:
+    """Written into a folder that does not exist yet; each description keeps the verify rows of its own
+    drafters, names its own generated test; each patch ends in format-patch's signature block."""
+    case = FIXTURES / "fix" / "series"
+    tree = build_tree(case, tmp_path / "tree", "input")
+    result = _planned(case, tree)
+    report = tmp_path / "verify.json"
+    row = {"platforms": ["cuda"], "tp": 1, "verdict": "pass", "rows": 390, "detail": "exact"}
+    report.write_text(
+        json.dumps(
+            {
+                "vllm_version": "0.99.0",
+                "results": [{**row, "arch": a, "class": c} for a, c in [("PlatMTPModel", "PlatMTP"), ("W", "WrapMTP")]],
+            }
+        )
+    )
+    out = tmp_path / "new" / "series"
+    plat, wrap = (p.read_text() for p in write_patches(result, out, "mtp-audit fix", report))
+    assert "| `PlatMTPModel` | `PlatMTP` | cuda | 1 | pass | 390 | exact |" in plat and "`W`" not in plat
+    assert "| `W` | `WrapMTP` | cuda | 1 | pass | 390 | exact |" in wrap and "PlatMTP" not in wrap
+    assert "pytest -q tests/v1/spec_decode/test_plat_mtp_get_top_tokens.py\n" in plat
+    assert "pytest -q tests/v1/spec_decode/test_wrap_lite_mtp_get_top_tokens.py\n" in wrap
+    assert '+"""WrapLiteMTP, WrapMTP: get_top_tokens selects the tokens of compute_logits(...).argmax(-1).' in wrap
+    for text in (plat, wrap):
+        assert re.search(r"\n\+.*\n-- \nmtp-audit \S+\n\n\Z", text)  # as git writes "-- \n<version>\n\n"
+        assert "| exact |\n---\n vllm/" in text  # the description ends where the diffstat starts
+
+
+def test_two_families_whose_tests_would_share_a_name_are_refused(tmp_path: Path) -> None:
+    tree = build_tree(SERIES, tmp_path / "tree", "input")
+    models = tree / "vllm/model_executor/models"
+    (models / "plat_mtp.py").write_text((tree / "vllm/models/plat/nvidia/mtp.py").read_text())
+    registry = models / "registry.py"
+    registry.write_text(registry.read_text().replace("}", '    "PlatTwoModel": ("plat_mtp", "PlatMTP"),\n}'))
+    result = plan_fix(locate(tree), ["PlatMTPModel", "PlatTwoModel"], False, None)
+    with pytest.raises(UsageError, match="test_plat_mtp_get_top_tokens.py would be written twice"):
+        write_patches(result, tmp_path / "out", "mtp-audit fix", None)
