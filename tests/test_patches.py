@@ -232,20 +232,27 @@ def test_series_in_process_is_what_git_reads_and_writes(name: str, tmp_path: Pat
         row = next(
             line for line in index.splitlines() if line.startswith(f"| {number} | [{patch.name}]({patch.name}) |")
         )
-        for path, (added, removed) in counted.items():
-            assert f"`{path}` +{added}" + (f" -{removed}" if removed else "") in row
+        files = [p for p, _ in re.findall(r"^diff --git a/(\S+) b/(\S+)$", text, re.MULTILINE)]
+        cell = "<br>".join(f"`{p}` +{counted[p][0]}" + (f" -{counted[p][1]}" if counted[p][1] else "") for p in files)
+        assert row.endswith(f" | {cell} |")
 
 
-def _series_in_process(name: str, tmp_path: Path):
+def _series_in_process(name: str, tmp_path: Path, files: dict[str, str] | None = None, entry: str = ""):
+    """The series of a fix fixture, with ``files`` added to its models folder and ``entry`` to its registry."""
     case = FIXTURES / "fix" / name
     tree = build_tree(case, tmp_path / "tree", "input")
+    models = tree / "vllm/model_executor/models"
+    for file, text in (files or {}).items():
+        (models / file).write_text(text)
+    (models / "registry.py").write_text((models / "registry.py").read_text().replace("}", entry + "}"))
     result = _planned(case, tree)
     written = write_patches(result, tmp_path / "out", "mtp-audit fix", None)
     return result, {p.name: p.read_text() for p in written}, (tmp_path / "out" / "README.md").read_text()
 
 
 def test_each_patch_describes_its_own_family_and_the_index_all_of_them(tmp_path: Path) -> None:
-    result, patches, index = _series_in_process("series", tmp_path / "series")
+    other = "from .wrap_predictor import WrapPredictor\n\n\nclass OtherScorer(WrapPredictor):\n    pass\n"
+    result, patches, index = _series_in_process("series", tmp_path / "series", {"other_scorer.py": other})
     plat, wrap = (patches[n] for n in sorted(patches))
     assert "PlatMTP" in plat and "Wrap" not in plat.split("\n---\n")[0]  # no other family's drafters or classes
     assert "mtp-audit fix --model WrapLiteMTPModel --model WrapMTPModel\n" in wrap
@@ -257,8 +264,10 @@ def test_each_patch_describes_its_own_family_and_the_index_all_of_them(tmp_path:
     assert "tests/v1/spec_decode/test_plat_mtp_get_top_tokens.py" in plat
     assert "vLLM 0.99.0, one patch per model family" in index and ": 2 patches\n" in index
     assert (
+        "\n\n- `OtherScorer` (vllm/model_executor/models/other_scorer.py:4) inherits the method written into "
+        "`WrapPredictor` on cpu, cuda, rocm, tpu, xpu: supported/mirror\n"
         "- `ScorerPredictor` (vllm/model_executor/models/wrap_predictor.py:15) inherits the method written into "
-        "`WrapPredictor` on cpu, cuda, rocm, tpu, xpu: supported/mirror\n" in index
+        "`WrapPredictor` on cpu, cuda, rocm, tpu, xpu: supported/mirror\n\n" in index
     )
     assert (
         "WrapLitePredictor" not in index
@@ -272,13 +281,28 @@ def test_each_patch_describes_its_own_family_and_the_index_all_of_them(tmp_path:
     (note,), (moved,) = map(str, result.placement_notes), patches.values()
     assert note.startswith("get_top_tokens goes into MTPMixin with the compute_logits of CausalMixin inlined")
     assert f"- {note}\n" in index and note in " ".join(moved.split())  # the patch's description names it too
+    none = "- none: every class that inherits a written method is a drafter or a drafter's delegate\n"
+    assert f"## Classes that inherit a written method and are not drafters\n\n{none}" in index
 
-    result, patches, index = _series_in_process("refusals", tmp_path / "refusals")
+    models = FIXTURES / "fix" / "refusals" / "input" / "vllm/model_executor/models"
+    two = {  # a second base that a masking drafter inherits: refused as the first
+        f"{name.replace('mtp', 'two')}.py": (models / f"{name}.py")
+        .read_text()
+        .replace("MTP", "Two")
+        .replace("_mtp", "_two")
+        for name in ("base_mtp", "masked_mtp")
+    }
+    entry = '    "BaseTwoModel": ("base_two", "BaseTwo"),\n    "MaskedTwoModel": ("masked_two", "MaskedTwo"),\n'
+    result, patches, index = _series_in_process("refusals", tmp_path / "refusals", two, entry)
     assert patches == {} and ": 0 patches\n" in index and "| - | - | - | - | - |" in index
-    refused = index.split("## Refused (nothing written for these)\n\n")[1]
-    assert refused.startswith(
+    refused = index.split("## Refused (nothing written for these)\n\n")[1].splitlines()
+    assert refused[0].startswith(
         "- `BaseMTPModel` (BaseMTP, vllm/model_executor/models/base_mtp.py, cpu, cuda, rocm, tpu, xpu): "
         "blast radius: adding get_top_tokens to BaseMTP would make MaskedMTPModel"
+    )
+    assert refused[1].startswith(
+        "- `BaseTwoModel` (BaseTwo, vllm/model_executor/models/base_two.py, cpu, cuda, rocm, tpu, xpu): "
+        "blast radius: adding get_top_tokens to BaseTwo would make MaskedTwoModel"
     )
 
 
