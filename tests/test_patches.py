@@ -383,11 +383,15 @@ def test_family_names_most_registered_first_then_by_name_with_the_rest_counted()
 def test_two_families_of_one_class_name_say_their_architectures() -> None:
     outcomes = [
         _outcome("OtherMTPModel", "SameMTP", "vllm.other.mtp"),
+        _outcome("OtherMTP2Model", "SameMTP", "vllm.other.mtp"),
         _outcome(None, "SameMTP", f"{M}.same_mtp"),  # unregistered: its class name stands for it
         _outcome("AModel", "alpha", f"{M}.alpha"),
+        _outcome("BModel", "Same_Alpha", f"{M}.same_alpha"),
     ]
-    names = [f[0] for f in _families(outcomes, ["vllm.other.mtp", f"{M}.same_mtp", f"{M}.alpha"])]
-    assert names == ["alpha", "SameMTP (OtherMTPModel)", "SameMTP (SameMTP)"]  # sorted without case
+    modules = ["vllm.other.mtp", f"{M}.same_mtp", f"{M}.alpha", f"{M}.same_alpha"]
+    names = [f[0] for f in _families(outcomes, modules)]
+    # sorted without case ("_" before any letter)
+    assert names == ["alpha", "Same_Alpha", "SameMTP (OtherMTP2Model, OtherMTPModel)", "SameMTP (SameMTP)"]
     assert [f[3] for f in _families(outcomes[:1], ["vllm.other.mtp"])] == ["vllm_other_mtp"]  # no models folder
 
 
@@ -398,8 +402,8 @@ def test_a_package_init_is_its_package_and_a_fix_writing_nothing_is_an_error() -
     assert family.slug == "pkg" and family.platforms == ["cuda"]
     with pytest.raises(ValueError, match="PkgMTP: a fix that writes no file"):
         split_families(plan, [_rewrite_of(f"{M}.other")])
-    with pytest.raises(ValueError, match=r"rewrites that no fixed drafter needs: .*/other\.py"):
-        split_families(plan, [_rewrite_of(f"{M}.pkg"), _rewrite_of(f"{M}.other")])
+    with pytest.raises(ValueError, match=r"rewrites that no fixed drafter needs: \S*/other\.py, \S*/more\.py$"):
+        split_families(plan, [_rewrite_of(f"{M}.pkg"), _rewrite_of(f"{M}.other"), _rewrite_of(f"{M}.more")])
 
 
 def test_patch_file_names_are_those_git_format_patch_gives(tmp_path: Path) -> None:
