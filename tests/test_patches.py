@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from mtp_audit.fix import plan_fix
 from mtp_audit.index.fact_types import MethodFacts
 from mtp_audit.locate import locate
 from mtp_audit.model import ClassKey, DrafterRecord, Status
-from mtp_audit.report.patches import AUTHOR, write_patches
+from mtp_audit.report.patches import AUTHOR, render_index, write_patches
 from mtp_audit.resolve.mro import MethodHit
 
 SERIES = FIXTURES / "fix" / "series"
@@ -463,3 +464,20 @@ def test_two_families_whose_tests_would_share_a_name_are_refused(tmp_path: Path)
     result = plan_fix(locate(tree), ["PlatMTPModel", "PlatTwoModel"], False, None)
     with pytest.raises(UsageError, match="test_plat_mtp_get_top_tokens.py would be written twice"):
         write_patches(result, tmp_path / "out", "mtp-audit fix", None)
+
+
+def test_the_index_lists_every_placement_moved_and_a_tree_without_a_version(tmp_path: Path) -> None:
+    two = (
+        "import torch\nfrom torch import nn\n\n\nclass CausalTwo(nn.Module):\n"
+        '    def compute_logits(self, hidden_states: "torch.Tensor") -> "torch.Tensor | None":\n'
+        "        return self.logits_processor(self.lm_head, hidden_states, self.lm_head.bias)\n\n\n"
+        "class TwoForCausalLM(CausalTwo): ...\n\n\nclass MTPTwo(CausalTwo):\n"
+        "    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor | None:\n"
+        "        return super().compute_logits(hidden_states)\n\n\nclass TwoForMTP(MTPTwo): ...\n"
+    )
+    entry = '    "TwoForMTP": ("causal_two", "TwoForMTP"),\n'
+    result, _, index = _series_in_process("placement_mixin", tmp_path, {"causal_two.py": two}, entry)
+    notes = [str(n) for n in result.placement_notes]
+    assert len(notes) == 2 and "## Placements chosen to reach drafters only\n\n- " + "\n- ".join(notes) + "\n" in index
+    unversioned = replace(result, tree=replace(result.tree, vllm_version=None))
+    assert "\n\nvLLM (unknown version), one patch per model family" in render_index(unversioned, [])
