@@ -34,7 +34,7 @@ DOC = ROOT / "docs" / "mutation.md"
 _INDEX = "mtp_audit.index."
 # mutmut names a mutant <module>.x_<function>__mutmut_<n> or <module>.xǁ<Class>ǁ<method>__mutmut_<n>
 GROUPS = {
-    "apply": ["mtp_audit.apply.*"],
+    "apply": ["mtp_audit.apply.*", "mtp_audit.report.patches.*"],  # the --patches series (moved to report/)
     "resolve": ["mtp_audit.resolve.*"],
     "classify": ["mtp_audit.classify.*"],
     "platforms": ["mtp_audit.index.platforms.*"],

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from conftest import FIXTURES, build_tree
 from mtp_audit.apply.inheritors import BaseNames
+from mtp_audit.fix import plan_fix
+from mtp_audit.locate import locate
 
 
 def test_base_names_reads_every_form_of_base_list(tmp_path):
@@ -15,10 +18,105 @@ def test_base_names_reads_every_form_of_base_list(tmp_path):
     (package / "nested.py").write_text("def f():\n    class C(Inner):\n        pass\n")
     (package / "prose.py").write_text("# a subclass Fake(Base): is not a class statement\nBase = 1\n")
     (package / "no_bases.py").write_text("class D:\n    base = Base\n")
+    (package / "a_constants.py").write_text("LIMIT = 1\n")  # read first, and nothing to index
+    (package / "a_moved.py").symlink_to(tmp_path / "gone.py")  # unreadable: skipped, the rest still read
+    (package / "commented.py").write_text("#class Fake(Base):\nclass Real(Kept):\n    pass\n")
     names = BaseNames(tmp_path, package)
 
     assert names.mentioning({"Base"}) == ["vllm.one_line"]
     assert names.mentioning({"Meta"}) == ["vllm.one_line"]  # generous: keywords count too
     assert names.mentioning({"Other", "Mixin"}) == ["vllm.multi_line"]
     assert names.mentioning({"Inner"}) == ["vllm.nested"]
+    assert names.mentioning({"Kept"}) == ["vllm.commented"]  # after a commented-out class statement
     assert names.mentioning({"Fake", "D", "pass"}) == []
+
+
+MODELS = "vllm/model_executor/models"
+
+
+def test_every_subclass_of_a_written_base_is_named_with_its_platforms_and_result(tmp_path):
+    """Subclasses in the base's file and in others, a subclass of a subclass (found in a later round),
+    one that imports on CUDA only; a file that does not parse or is no module is skipped; non-drafters are
+    listed too."""
+    tree = build_tree(FIXTURES / "fix" / "series", tmp_path / "tree", "input")
+    (tree / MODELS / "scorer_grand.py").write_text(
+        "import torch\n\nfrom .wrap_predictor import ScorerPredictor\n\n\nclass GrandScorer(ScorerPredictor):\n"
+        "    def compute_logits(self, hidden_states: torch.Tensor, spec_step_idx: int = 0) -> torch.Tensor:\n"
+        "        logits = super().compute_logits(hidden_states, spec_step_idx)\n"
+        "        logits[..., self.limit :] = -torch.inf\n"
+        "        return logits\n"
+    )
+    (tree / MODELS / "cuda_scorer.py").write_text(
+        "from vllm.platforms import current_platform\n\nfrom .wrap_predictor import WrapPredictor\n\n"
+        "if not current_platform.is_cuda():\n    raise ImportError('CUDA only')\n\n\n"
+        "class CudaScorer(WrapPredictor):\n    pass\n"
+    )
+    (tree / MODELS / "broken.py").write_text(
+        "from .wrap_predictor import WrapPredictor\n\n\nclass Broken(WrapPredictor(:\n"
+    )
+    (tree / MODELS / "other_predictor.py").write_text(  # the same name, another class: not the written one
+        "from torch import nn\n\n\nclass WrapPredictor(nn.Module):\n    pass\n\n\n"
+        "class OtherScorer(WrapPredictor):\n    pass\n"
+    )
+    (tree / MODELS / "not-a-module.py").write_text(  # no module name: the index has no facts for it
+        "from .wrap_predictor import WrapPredictor\n\n\nclass Stray(WrapPredictor):\n    pass\n"
+    )
+    result = plan_fix(locate(tree), ["WrapMTPModel"], False, None)
+    everywhere = ("cpu", "cuda", "rocm", "tpu", "xpu")
+    found = [(i.base.name, i.cls.name, i.cls.line, i.file, i.platforms, i.drafter, i.result) for i in result.inheritors]
+    assert found == [
+        ("WrapPredictor", "CudaScorer", 9, f"{MODELS}/cuda_scorer.py", ("cuda",), None, "supported/mirror"),
+        (
+            "WrapPredictor",
+            "GrandScorer",
+            6,
+            f"{MODELS}/scorer_grand.py",
+            everywhere,
+            None,
+            "supported/divergent: get_top_tokens inherited from WrapPredictor; compute_logits of GrandScorer "
+            f"({MODELS}/scorer_grand.py:7): logits masked after the head call (line 9: "
+            "`logits[..., self.limit :] = -torch.inf`); get_top_tokens of WrapPredictor "
+            f"({MODELS}/wrap_predictor.py:6) ignores it",
+        ),
+        (
+            "WrapPredictor",
+            "WrapLitePredictor",
+            7,
+            f"{MODELS}/wrap_lite_mtp.py",
+            everywhere,
+            "WrapLiteMTPModel (its delegate)",
+            "supported/mirror",
+        ),
+        ("WrapPredictor", "ScorerPredictor", 15, f"{MODELS}/wrap_predictor.py", everywhere, None, "supported/mirror"),
+    ]
+    assert [i.target.name for i in result.plan.insertions] == ["WrapMTP", "WrapPredictor"]
+
+
+def test_an_inheritor_result_per_platform_and_one_without_a_consistency(tmp_path):
+    """A subclass whose base is another class on CUDA gets each platform's result, in platform order; a
+    subclass that binds get_top_tokens to None is no supported class at all: its status and reason only."""
+    tree = build_tree(FIXTURES / "fix" / "series", tmp_path / "tree", "input")
+    (tree / MODELS / "masked_predictor.py").write_text(
+        "import torch\n\nfrom .wrap_predictor import WrapPredictor\n\n\nclass MaskedPredictor(WrapPredictor):\n"
+        "    def compute_logits(self, hidden_states: torch.Tensor, spec_step_idx: int = 0) -> torch.Tensor:\n"
+        "        logits = super().compute_logits(hidden_states, spec_step_idx)\n"
+        "        logits[..., self.limit :] = -torch.inf\n"
+        "        return logits\n"
+    )
+    (tree / MODELS / "plat_scorer.py").write_text(
+        "from vllm.platforms import current_platform\n\nfrom .wrap_predictor import WrapPredictor\n\n"
+        "if current_platform.is_cuda():\n    from .masked_predictor import MaskedPredictor as PlatBase\n"
+        "else:\n    from .wrap_predictor import ScorerPredictor as PlatBase\n\n\n"
+        "class PlatScorer(PlatBase, WrapPredictor):\n    pass\n\n\n"
+        "class Shadow(WrapPredictor):\n    get_top_tokens = None\n"
+    )
+    result = plan_fix(locate(tree), ["WrapMTPModel"], False, None)
+    found = {i.cls.name: i.result for i in result.inheritors if i.file.endswith("plat_scorer.py")}
+    assert found == {
+        "PlatScorer": "supported/mirror; supported/divergent: get_top_tokens inherited from WrapPredictor; "
+        f"compute_logits of MaskedPredictor ({MODELS}/masked_predictor.py:7): logits masked after the head call "
+        "(line 9: `logits[..., self.limit :] = -torch.inf`); get_top_tokens of WrapPredictor "
+        f"({MODELS}/wrap_predictor.py:6) ignores it",
+        "Shadow": "missing_manual: get_top_tokens = None (line 16) in Shadow: hasattr() finds get_top_tokens, "
+        "calling it fails; a method cannot be added under that binding (remove it first)",
+    }

@@ -25,7 +25,7 @@ from ..synthesize.factor import HELPER, factor_pre_head
 from ..synthesize.layout import format_methods
 from ..synthesize.mirror import mirror_function
 from .changes import Rewrite, UnsafeRewrite
-from .rewrite import _class_depth, _inserted_lines, _module_classes, _uses_torch
+from .rewrite import _class_depth, _inserted_lines, _module_classes, _uses_torch, with_final_newline
 
 
 def factors(insertion: Insertion) -> bool:
@@ -81,7 +81,7 @@ class _Replace(cst.CSTTransformer):
 
 def rewrite_factored(path: str, source: str, insertions: list[Insertion], binds_torch: bool) -> Rewrite:
     """The file with each planned class's mirror, and its pre-head block in a helper where it is long."""
-    wrapper = cst.MetadataWrapper(cst.parse_module(source))
+    wrapper = cst.MetadataWrapper(cst.parse_module(with_final_newline(source)))  # as rewrite_file ends it
     nodes = _class_nodes(wrapper, insertions)
     missing = [i for i in insertions if (i.target.name, i.target.line) not in nodes]
     if missing:
@@ -128,7 +128,9 @@ def rewrite_factored(path: str, source: str, insertions: list[Insertion], binds_
         AddImportsVisitor.add_needed_import(context, "torch")
         new_source = AddImportsVisitor(context).transform_module(cst.parse_module(new_source)).code
     targets = [(i.target.name, i.target.line) for i in insertions]
-    rewrite = Rewrite(path, source, new_source, [i.target.name for i in insertions], added_import, targets, helpers)
+    rewrite = Rewrite(
+        path, source, new_source, [i.target.name for i in insertions], added_import, targets, factored=helpers
+    )
     check_factored(rewrite, set(helpers))
     return rewrite
 
@@ -190,7 +192,7 @@ def check_factored(rewrite: Rewrite, factored: set[str]) -> None:
         ]
     if ast.dump(new_tree) != ast.dump(old_tree):
         raise UnsafeRewrite(f"{rewrite.path}: with {HELPER} inlined, the file is not the old one plus the new methods")
-    old_kept = _outside(physical_lines(rewrite.old), spans_old)
+    old_kept = _outside(physical_lines(with_final_newline(rewrite.old)), spans_old)  # as check_rewrite reads it
     new_kept = _outside(physical_lines(rewrite.new), spans_new)
     extra = _inserted_lines(old_kept, new_kept)
     if extra is None or any(new_kept[n - 1].strip() and new_kept[n - 1].strip() != "import torch" for n in extra):

@@ -43,8 +43,8 @@ class Family:
 
 
 def _below_models(path: str) -> list[str]:
-    """Path parts after the last ``models`` folder, the file's stem last."""
-    parts = path.removesuffix(".py").split("/")
+    """Module name parts after the last ``models`` folder, the file's stem (a package's name) last."""
+    parts = module_of(path).split(".")
     start = max((i + 1 for i, p in enumerate(parts[:-1]) if p == "models"), default=0)
     return parts[start:]
 

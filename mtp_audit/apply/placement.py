@@ -46,6 +46,12 @@ def _same(a: Insertion, b: Insertion) -> bool:
     return (a.target, a.source.owner, a.source.method.line) == (b.target, b.source.owner, b.source.method.line)
 
 
+def _needs(insertion: Insertion, base: Insertion) -> bool:
+    """Whether a drafter's planned method is ``base``'s: the same one, or one it inherits from
+    ``base``'s class (planned into the drafter with the base as owner, dropped as the base gets it)."""
+    return _same(insertion, base) or insertion.source.owner == base.target
+
+
 def _swap(
     insertions: list[Insertion], base: Insertion, callers: list[Insertion], inlined: list[Insertion]
 ) -> list[Insertion]:
@@ -80,9 +86,9 @@ def prefer_drafter_only(
     reaching = {i.base for i in inheritors if not i.drafter}
     for base in [i for i in plan.insertions if i.target in reaching]:
         callers = _super_callers(scanner, plan, base)
-        fixed = [o for o in plan.outcomes if o.action == Action.FIX and any(_same(base, i) for i in o.insertions)]
+        fixed = [o for o in plan.outcomes if o.action == Action.FIX and any(_needs(i, base) for i in o.insertions)]
         if not callers or any(not any(_same(c, i) for c in callers for i in o.insertions) for o in fixed):
-            continue  # some drafter needs the base's own method
+            continue  # some drafter needs the base's own method, written there or inherited from there
         texts = [inlined_super(c.source.method.text, base.source.method.text) for c in callers]
         if None in texts:
             continue

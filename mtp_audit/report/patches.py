@@ -85,8 +85,10 @@ def subject(family: Family) -> str:
 
 
 def _file_name(number: int, text: str) -> str:
-    """``git format-patch``'s name: the subject with runs of other characters as one dash."""
-    slug = re.sub(r"[^A-Za-z0-9_.]+", "-", text).strip("-.")[:52].rstrip("-.")
+    """``git format-patch``'s name: the subject with runs of other characters as one dash and runs of
+    dots as one, no dash or dot at either end but a leading dot, then cut (after the trimming, as git
+    does: a cut name may end in a dash or a dot)."""
+    slug = re.sub(r"\.\.+", ".", re.sub(r"[^A-Za-z0-9_.]+", "-", text)).lstrip("-").rstrip("-.")[:52]
     return f"{number:04d}-{slug}.patch"
 
 
