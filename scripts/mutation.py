@@ -221,11 +221,14 @@ def run_sample(jobs: int) -> int:
 
 def equivalent_mutants() -> dict[str, str]:
     """Mutant (or a pattern, ``*`` for any mutant number of a function) -> why it is equivalent: the
-    rows ``| `name` | why |`` of the section "Equivalent mutants" of docs/mutation.md."""
+    rows ``| `name` | why |`` of every table of docs/mutation.md headed ``| mutant | why it is
+    equivalent |`` (the main section's, and each pass's own)."""
     if not DOC.exists():
         return {}
-    section = DOC.read_text().split("\n## Equivalent mutants\n", 1)[-1].split("\n## ", 1)[0]
-    return dict(re.findall(r"^\| `(mtp_audit\.[^`]+)` \| (.+?) \|$", section, re.MULTILINE))
+    found: dict[str, str] = {}
+    for table in re.findall(r"^\| mutant \| why it is equivalent \|\n((?:\|.*\n?)*)", DOC.read_text(), re.MULTILINE):
+        found.update(re.findall(r"^\| `(mtp_audit\.[^`]+)` \| (.+?) \|$", table, re.MULTILINE))
+    return found
 
 
 def outcomes() -> dict[str, str]:
