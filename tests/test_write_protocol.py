@@ -33,9 +33,8 @@ def no_temp_files(root: Path) -> bool:
     return not [p for p in root.rglob("*") if "mtp-audit" in p.name]
 
 
-def test_owner_mode_and_extended_attributes_are_kept(tmp_path):
-    tree = tree_of("direct_head", tmp_path)
-    path = tree / MODELS / "toy_mtp.py"
+def give_metadata(path: Path) -> None:
+    """Mode 0640, an extended attribute and (as root) another owner: what a rewrite must keep."""
     path.chmod(0o640)
     try:
         os.setxattr(path, "user.origin", b"review-42")
@@ -43,6 +42,12 @@ def test_owner_mode_and_extended_attributes_are_kept(tmp_path):
         pytest.skip("no user extended attributes on this file system")
     if os.geteuid() == 0:
         os.chown(path, 1234, 5678)
+
+
+def test_owner_mode_and_extended_attributes_are_kept(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    path = tree / MODELS / "toy_mtp.py"
+    give_metadata(path)
     before = path.stat()
     assert run_cli("fix", str(tree), "--model", "toy").returncode == 0
     after = path.stat()
@@ -249,13 +254,7 @@ def test_a_journal_that_cannot_be_read_stops_the_command_and_is_kept(tmp_path):
 def test_a_replaced_file_keeps_its_owner_mode_and_extended_attributes(tmp_path):
     path = tmp_path / "model.py"
     path.write_text("old text, longer than the new one\n")
-    path.chmod(0o640)
-    try:
-        os.setxattr(path, "user.origin", b"review-42")
-    except OSError:
-        pytest.skip("no user extended attributes on this file system")
-    if os.geteuid() == 0:
-        os.chown(path, 1234, 5678)
+    give_metadata(path)
     before = path.stat()
     write._temp_of(path).write_bytes(b"a stale temporary file, longer than the new text")
     write._replace(path, b"new\n")
