@@ -6,11 +6,15 @@ interprets every module those reach, and another walks the registry
 modules' imports and checks that their files compile (the facts worker,
 the longest of the round, reads them without that check and caches their
 facts only once it has passed), while the parent imports libcst for
-classification and reads the speculators.
+classification and reads the speculators. From four jobs on, each of the
+two is split in two (two facts workers with half the entries each; the
+syntax check in a worker of its own), so that on many CPUs the parent's own
+work, not a worker, decides when the round ends.
 Round two (classify) is forked after that import, so its workers inherit
 libcst and every fact read so far; they classify chunks of registry entries
-from the front, taking the next as they finish one, while the parent, which
-would otherwise wait, classifies chunks from the back (one fork fewer).
+from the front of a shared queue, taking the next as they finish one, while
+the parent, which would otherwise wait, classifies chunks from the back (one
+fork fewer); each worker sends its answers back once, when the queue is empty.
 
 ``fix`` uses a WarmWorker instead: forked first, it imports libcst while
 the parent scans and plans from the caches, then rewrites the files in forks
@@ -53,18 +57,70 @@ R = TypeVar("R")
 
 # Fewer drafters than this and forking costs more than it saves (plugin dirs, fixtures).
 MIN_ENTRIES = 16
+# From this many jobs, round one's two workers become four (see _index_in_workers).
+SPLIT_ROUND_ONE_JOBS = 4
 # Classification chunks per worker, handed out as workers free up: drafters differ in cost.
 CHUNKS_PER_WORKER = 4
 
 
+# How long taking a chunk may wait for the queue's lock (held for microseconds) before the
+# holder is taken for a worker that died holding it.
+QUEUE_LOCK_TIMEOUT_S = 60.0
+
+
+class ChunkQueue:
+    """Chunk numbers ``0 .. count-1``, taken from the front by forked workers and from the back by
+    the parent, under a lock the fork shares.
+
+    One task per worker that loops on this queue, instead of one pool task per chunk: with a
+    task per chunk, each worker waited 15-50 ms between chunks for the pool's management
+    thread, which competes for the parent's interpreter lock while the parent classifies.
+    """
+
+    def __init__(self, count: int):
+        context = multiprocessing.get_context("fork")
+        self._lock = context.Lock()
+        self._ends = context.RawArray("i", [0, count])  # [front, back): the chunks not taken yet
+
+    def take_front(self) -> int | None:
+        """The first chunk not taken yet; None when every chunk is taken."""
+        with self._locked():
+            front, back = self._ends
+            if front >= back:
+                return None
+            self._ends[0] = front + 1
+            return front
+
+    def take_back(self) -> int | None:
+        """The last chunk not taken yet; None when every chunk is taken."""
+        with self._locked():
+            front, back = self._ends
+            if front >= back:
+                return None
+            self._ends[1] = back - 1
+            return back - 1
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        if not self._lock.acquire(timeout=QUEUE_LOCK_TIMEOUT_S):
+            raise RuntimeError("a scan worker stopped while taking work from the classification queue")
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+
 @dataclass
 class Inherited:
-    """What a forked scan worker gets from the parent: its scanner, the entries, what it had read."""
+    """What a forked scan worker gets from the parent: its scanner, the entries, what it had read;
+    in the classification round, the chunks of entries and the queue that hands them out."""
 
     scanner: Scanner
     entries: list[RegistryEntry]
     known: frozenset[str]  # modules the parent had read when it forked
     known_located: frozenset[str]  # modules the parent had located when it forked
+    chunks: list[list[int]] = field(default_factory=list)
+    queue: ChunkQueue | None = None
 
 
 _inherited: Inherited | None = None  # set in each scan worker by its pool's initializer; never in the parent
@@ -163,22 +219,32 @@ def _index_chunk(positions: list[int]) -> Harvest:
     return harvest
 
 
-def _chain_entries() -> Harvest:
-    """The registry modules' import chains, then their whole-file syntax check (which the
-    facts worker, the longest of the round, leaves to this one)."""
+def _chain_entries(with_syntax_check: bool) -> Harvest:
+    """The registry modules' import chains, then (``with_syntax_check``, unless another worker
+    makes it) their whole-file syntax check, which the facts workers leave to this one."""
     state = _state()
     state.scanner.walk_import_chains(state.entries)
     harvest = _harvest(state)
-    harvest.syntax_errors = state.scanner.index.syntax_errors(sorted(_registry_modules(state.entries)))
+    if with_syntax_check:
+        harvest.syntax_errors = _registry_syntax_errors(state)
     return harvest
+
+
+def _check_registry_syntax() -> Harvest:
+    """The registry modules' whole-file syntax check alone (on many CPUs, beside the chain walk)."""
+    state = _state()
+    syntax_errors = _registry_syntax_errors(state)
+    harvest = _harvest(state)
+    harvest.syntax_errors = syntax_errors
+    return harvest
+
+
+def _registry_syntax_errors(state: Inherited) -> dict[str, str]:
+    return state.scanner.index.syntax_errors(sorted(_registry_modules(state.entries)))
 
 
 def _registry_modules(entries: list[RegistryEntry]) -> frozenset[str]:
     return frozenset(entry.module for entry in entries)
-
-
-def _store_facts(modules: list[str]) -> None:
-    _state().scanner.index.store_facts(modules)
 
 
 def _walk_class_chains(scanner: Scanner, entries: list[RegistryEntry]) -> None:
@@ -204,43 +270,49 @@ def _classify(scanner: Scanner, entries: list[RegistryEntry], positions: list[in
     return resolutions, unresolved
 
 
-def _classify_chunk(positions: list[int]) -> tuple[list[tuple[int, Resolution]], list[tuple[int, Unresolved]], Harvest]:
+def _classify_share(unstored: list[str]) -> tuple[dict[int, Classified], Harvest]:
+    """Cache this worker's share of the facts round one left uncached, then classify chunks from
+    the queue's front until none is left; the answers by chunk number, and what was read."""
     state = _state()
-    return (*_classify(state.scanner, state.entries, positions), _harvest(state))
+    assert state.queue is not None, "a classification task ran in a worker forked without a queue"
+    state.scanner.index.store_facts(unstored)
+    done: dict[int, Classified] = {}
+    while (number := state.queue.take_front()) is not None:
+        done[number] = _classify(state.scanner, state.entries, state.chunks[number])
+    return done, _harvest(state)
 
 
 def _classify_with_workers(
     scanner: Scanner, entries: list[RegistryEntry], chunks: list[list[int]], jobs: int, unstored: list[str]
 ) -> list[Classified]:
-    """Every chunk classified, by ``jobs - 1`` forked workers taking chunks from the front and this
-    process taking them from the back until it meets a chunk a worker has begun; the workers first
-    cache the ``unstored`` facts, each a share (on many CPUs one worker caching them all would
-    finish last)."""
+    """Every chunk classified, by ``jobs - 1`` forked workers taking chunks from the front of a
+    queue and this process taking them from the back; the workers first cache the ``unstored``
+    facts, each a share (on many CPUs one worker caching them all would finish last)."""
     workers = max(1, min(jobs, len(chunks)) - 1)
-    with frozen_heap(), _fork_pool(scanner, entries, workers) as pool:
-        storing = [pool.submit(_store_facts, unstored[share::workers]) for share in range(workers)]
-        futures = [pool.submit(_classify_chunk, chunk) for chunk in chunks]
-        here: dict[int, Classified] = {}
-        for number in reversed(range(len(chunks))):
-            if not futures[number].cancel():  # begun (or queued for a worker): the rest are theirs
-                break
-            here[number] = _classify(scanner, entries, chunks[number])
-        parts = []
-        for number, future in enumerate(futures):
-            if number in here:
-                parts.append(here[number])
-                continue
-            found, missing, harvest = future.result()
+    queue = ChunkQueue(len(chunks))
+    with frozen_heap(), _fork_pool(scanner, entries, workers, chunks, queue) as pool:
+        shares = [pool.submit(_classify_share, unstored[share::workers]) for share in range(workers)]
+        parts: dict[int, Classified] = {}
+        while (number := queue.take_back()) is not None:
+            parts[number] = _classify(scanner, entries, chunks[number])
+        for share in shares:
+            done, harvest = share.result()
             _absorb(scanner, harvest)
-            parts.append((found, missing))
-        for stored in storing:
-            stored.result()
-    return parts
+            parts.update(done)
+    return [parts[number] for number in range(len(chunks))]
 
 
-def _fork_pool(scanner: Scanner, entries: list[RegistryEntry], workers: int):
+def _fork_pool(
+    scanner: Scanner,
+    entries: list[RegistryEntry],
+    workers: int,
+    chunks: list[list[int]] | None = None,
+    queue: ChunkQueue | None = None,
+):
     """A pool whose workers fork (at the first submit) from the parent as it is now."""
-    state = Inherited(scanner, entries, frozenset(scanner.index.loaded()), frozenset(scanner.index.located))
+    state = Inherited(
+        scanner, entries, frozenset(scanner.index.loaded()), frozenset(scanner.index.located), chunks or [], queue
+    )
     return forked_pool(workers, state)
 
 
@@ -278,25 +350,42 @@ def forked(jobs: int) -> Resolve | None:
     return resolve
 
 
+def _index_in_workers(scanner: Scanner, entries: list[RegistryEntry], jobs: int) -> tuple[list[Harvest], list[Harvest]]:
+    """Round one: the harvests of the import-chain and syntax-check workers, and of the facts
+    workers, which read the modules that resolving every entry reaches.
+
+    Two workers below ``SPLIT_ROUND_ONE_JOBS`` jobs (one walks the registry modules' imports and
+    checks their syntax, one reads facts); from there four (each job split in two: the facts
+    workers take half the entries each), so that on many CPUs no worker outlasts this process,
+    which meanwhile imports libcst and reads the speculators (round two inherits all of it).
+    """
+    split = jobs >= SPLIT_ROUND_ONE_JOBS
+    with _fork_pool(scanner, entries, 4 if split else 2) as pool:
+        if split:
+            chaining = [pool.submit(_chain_entries, False), pool.submit(_check_registry_syntax)]
+            indexing = [pool.submit(_index_chunk, half) for half in chunk_entries(entries, 2)]
+        else:
+            chaining = [pool.submit(_chain_entries, True)]
+            indexing = [pool.submit(_index_chunk, list(range(len(entries))))]
+        load_rules()
+        scanner.prepare_callers()
+        return [f.result() for f in chaining], [f.result() for f in indexing]
+
+
 def resolve_in_workers(
     scanner: Scanner, entries: list[RegistryEntry], jobs: int
 ) -> tuple[list[Resolution], list[Unresolved]]:
     """``scanner.resolve_here(entries)``, computed by ``jobs`` forked workers."""
     chunks = chunk_entries(entries, jobs * CHUNKS_PER_WORKER)
-    # Two indexing workers, one reading the modules that resolution reaches, one walking
-    # the registry modules' imports, while this process imports libcst and reads the
-    # speculators (classification workers inherit all three).
-    with _fork_pool(scanner, entries, 2) as pool:
-        chaining = pool.submit(_chain_entries)
-        indexing = pool.submit(_index_chunk, list(range(len(entries))))
-        load_rules()
-        scanner.prepare_callers()
-        chained, indexed = chaining.result(), indexing.result()
-    _absorb(scanner, chained)
+    chained, indexed = _index_in_workers(scanner, entries, jobs)
+    for harvest in chained:
+        _absorb(scanner, harvest)
+    syntax_errors = {module: error for harvest in chained for module, error in harvest.syntax_errors.items()}
     unstored: list[str] = []
-    if not any(module in chained.syntax_errors for module in indexed.unchecked):
-        _absorb(scanner, indexed)
-        unstored = indexed.unstored
+    if not any(module in syntax_errors for harvest in indexed for module in harvest.unchecked):
+        for harvest in indexed:
+            _absorb(scanner, harvest)
+        unstored = list(dict.fromkeys(module for harvest in indexed for module in harvest.unstored))
     # else a registry module does not compile, yet its facts were read as if it did: they are
     # dropped, and round two reads every module again, checked.
     _walk_class_chains(scanner, entries)

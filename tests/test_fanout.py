@@ -27,7 +27,7 @@ def test_scan_is_identical_at_any_job_count_with_and_without_cache(vllm_release,
     serial = _scan(tree, "--no-cache", "--jobs", "1")
     assert serial[0] == 0, serial[2]
     assert '"status": "missing_fixable"' in serial[1]
-    for jobs in ("2", "3", "0"):
+    for jobs in ("2", "3", "4", "8", "0"):
         assert _scan(tree, "--no-cache", "--jobs", jobs) == serial, f"--jobs {jobs}"
     env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
     assert _scan(tree, "--jobs", "2", env=env) == serial  # cold: workers fill the facts cache
@@ -61,7 +61,8 @@ def _broken_release(vllm_release, tmp_path, appended: str):
 
 def test_an_error_met_by_a_worker_is_reported_as_without_workers(vllm_release, tmp_path):
     tree, serial = _broken_release(vllm_release, tmp_path, "\nBROKEN = (\n")
-    assert _scan(tree, "--no-cache", "--jobs", "2") == serial
+    for jobs in ("2", "4"):  # round one in two workers, and in four
+        assert _scan(tree, "--no-cache", "--jobs", jobs) == serial, f"--jobs {jobs}"
 
 
 def test_a_syntax_error_in_a_part_the_cut_drops_is_found_as_without_workers(vllm_release, tmp_path):
@@ -70,10 +71,11 @@ def test_a_syntax_error_in_a_part_the_cut_drops_is_found_as_without_workers(vllm
     tree, serial = _broken_release(
         vllm_release, tmp_path, "\n\nclass Unwatched:\n    def helper(self):\n        return )\n"
     )
-    assert _scan(tree, "--no-cache", "--jobs", "2") == serial
-    env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
-    assert _scan(tree, "--jobs", "2", env=env) == serial  # nothing unchecked was cached
-    assert _scan(tree, "--jobs", "1", env=env) == serial
+    for jobs in ("2", "4"):  # round one in two workers (one checks the syntax), and in four
+        assert _scan(tree, "--no-cache", "--jobs", jobs) == serial, f"--jobs {jobs}"
+        env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / f"cache-{jobs}")}
+        assert _scan(tree, "--jobs", jobs, env=env) == serial  # nothing unchecked was cached
+        assert _scan(tree, "--jobs", "1", env=env) == serial
 
 
 def test_chunks_keep_a_module_together_and_cover_every_entry():
