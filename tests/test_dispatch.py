@@ -121,6 +121,39 @@ def test_unknown_branches_that_both_bind_keep_both() -> None:
     assert set(found.values()) == {"import:pkg.fast | import:pkg.slow"}
 
 
+def test_else_and_finally_of_a_module_level_try_run_after_its_body() -> None:
+    """The body's imports are taken to succeed: ``else`` runs, and ``finally`` always does."""
+    found = where(
+        HEADER + "try:\n    import triton\nexcept ImportError:\n    triton = None\n"
+        "else:\n    from .triton_kernels import Drafter\n"
+    )
+    assert set(found.values()) == {"import:pkg.triton_kernels"}
+    found = where(
+        HEADER + "try:\n    from .nvidia import Drafter\nfinally:\n"
+        '    if current_platform.is_xpu():\n        raise NotImplementedError("no XPU")\n'
+    )
+    assert found.pop("xpu") == "raises: import raises NotImplementedError (line 7): no XPU"
+    assert set(found.values()) == {"import:pkg.nvidia"}
+
+
+def test_a_raise_a_handler_may_catch_runs_the_handlers_instead() -> None:
+    """Each handler is an alternative; one that raises again is dropped, as an unknown branch is.
+    When every handler raises, the import fails for the body's reason."""
+    body = (
+        HEADER + 'try:\n    if current_platform.is_xpu():\n        raise ImportError("no XPU kernels")\n'
+        "    from .nvidia import Drafter\n"
+    )
+    found = where(
+        body + "except ImportError:\n    from .generic import Drafter\nexcept RuntimeError:\n    raise\n"
+        "except Exception:\n    from .fallback import Drafter\nelse:\n    from .fast import Drafter\n"
+    )
+    assert found.pop("xpu") == "import:pkg.generic | import:pkg.fallback"
+    assert set(found.values()) == {"import:pkg.fast"}
+    found = where(body + "except ImportError:\n    raise\nexcept Exception:\n    raise\n")  # the body's reason
+    assert found.pop("xpu") == "raises: import raises ImportError (line 5): no XPU kernels"
+    assert set(found.values()) == {"import:pkg.nvidia"}
+
+
 LAZY = (
     HEADER
     + """\

@@ -50,7 +50,7 @@ class _Interpreter:
         elif isinstance(node, ast.If):
             self.conditional(node)
         elif isinstance(node, ast.Try):
-            self.run(node.body)
+            self.attempt(node)
         elif isinstance(node, FUNCTIONS):
             self.state.pop(node.name, None)
         else:
@@ -67,6 +67,29 @@ class _Interpreter:
             taken.run(node.body)
             skipped.run(node.orelse)
             self.merge(taken, skipped)
+
+    def attempt(self, node: ast.Try) -> None:
+        """``try``: the body's imports are taken to succeed, so ``else`` and ``finally`` run after it,
+        as they do in Python. A ``raise`` in the body that a handler may catch runs the handlers
+        instead, each an alternative; as for an unknown condition, one that raises is dropped (when
+        all do, the body's raise is the reason)."""
+        self.run(node.body)
+        if self.error and node.handlers:
+            handlers = []
+            for handler in node.handlers:
+                branch = self.fork()  # from the bindings made before the raise
+                branch.run(handler.body)
+                handlers.append(branch)
+            caught = handlers[0]
+            for other in handlers[1:]:
+                both = self.fork()
+                both.merge(caught, other)
+                caught = both
+            self.state, self.all_names = caught.state, caught.all_names
+            self.error = self.error if caught.error else None
+        elif not self.error:
+            self.run(node.orelse)
+        self.run(node.finalbody)
 
     def merge(self, first: _Interpreter, second: _Interpreter) -> None:
         if first.error and second.error:
