@@ -14,7 +14,7 @@ import ast
 import pytest
 
 from mtp_audit.index.fact_types import Target
-from mtp_audit.index.facts import extract_facts
+from mtp_audit.index.facts import check_syntax, extract_facts
 from mtp_audit.index.platforms import evaluate, string_values
 from mtp_audit.model import PLATFORMS
 
@@ -151,6 +151,15 @@ def test_a_raise_a_handler_may_catch_runs_the_handlers_instead() -> None:
     assert set(found.values()) == {"import:pkg.fast"}
     found = where(body + "except ImportError:\n    raise\nexcept Exception:\n    raise\n")  # the body's reason
     assert found.pop("xpu") == "raises: import raises ImportError (line 5): no XPU kernels"
+    assert set(found.values()) == {"import:pkg.nvidia"}
+
+
+def test_a_module_level_condition_on_all() -> None:
+    found = where(
+        HEADER + '__all__ = ["Drafter", "cpu"]\n\nif current_platform.device_type in __all__:\n'
+        '    raise NotImplementedError("not on CPU")\nfrom .nvidia import Drafter\n'
+    )
+    assert found.pop("cpu") == "raises: import raises NotImplementedError (line 6): not on CPU"
     assert set(found.values()) == {"import:pkg.nvidia"}
 
 
@@ -341,6 +350,18 @@ def test_relative_imports_climb_from_a_module_or_a_package() -> None:
 def test_a_module_that_does_not_parse_says_where(source: str, error: str) -> None:
     facts = extract_facts(source, "pkg", "pkg/__init__.py", True)
     assert facts.parse_error == error and facts.bindings == {} and facts.classes == []
+
+
+def test_a_syntax_error_in_code_the_prefilter_cuts_is_the_modules_error() -> None:
+    """Python compiles the whole file; ``check_whole=False`` leaves that to ``check_syntax``."""
+    source = (
+        "class Drafter:\n    def other(self):\n        return (\n\n"
+        "    def compute_logits(self, hidden_states):\n        return self.lm_head(hidden_states)\n"
+    )
+    assert extract_facts(source, "pkg", "pkg/__init__.py", True).parse_error == "line 3: '(' was never closed"
+    deferred = extract_facts(source, "pkg", "pkg/__init__.py", True, check_whole=False)
+    assert deferred.parse_error is None and [c.name for c in deferred.classes] == ["Drafter"]
+    assert check_syntax(source, "pkg/__init__.py") == "line 3: '(' was never closed"
 
 
 LAZY_FORMS = (
