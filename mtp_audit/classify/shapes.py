@@ -162,6 +162,13 @@ _PLAIN = _method("""
 """)
 
 
+_ASSIGNED = _method("""
+    def compute_logits(self, hidden_states):
+        logits = self.logits_processor(self.lm_head, hidden_states)
+        return logits
+""")
+
+
 _BRANCHED = _method("""
     def compute_logits(self, hidden_states):
         if self.lora_head is not None:
@@ -741,15 +748,7 @@ class ConditionalHead(ShapeRule):
     after = ("several-heads", "head-loop")
     VALID = (
         Example(_PLAIN, LogitsKind.HEAD, "head"),
-        Example(
-            _method("""
-            def compute_logits(self, hidden_states):
-                logits = self.logits_processor(self.lm_head, hidden_states)
-                return logits
-        """),
-            LogitsKind.HEAD,
-            "head",
-        ),
+        Example(_ASSIGNED, LogitsKind.HEAD, "head"),
         Example(_BRANCHED, LogitsKind.HEAD, "head"),
         Example(
             _method("""
@@ -927,15 +926,7 @@ class PostProcessing(ShapeRule):
     after = ("conditional-head",)
     VALID = (
         Example(_PLAIN, LogitsKind.HEAD, "head"),
-        Example(
-            _method("""
-            def compute_logits(self, hidden_states):
-                logits = self.logits_processor(self.lm_head, hidden_states)
-                return logits
-        """),
-            LogitsKind.HEAD,
-            "head",
-        ),
+        Example(_ASSIGNED, LogitsKind.HEAD, "head"),
     )
     INVALID = (
         Example(
