@@ -220,6 +220,33 @@ def test_recover_undoes_the_write_when_a_file_changed_since_and_leaves_that_file
     assert not (tree / write.JOURNAL).exists()
 
 
+def test_recover_with_nothing_to_put_back_names_every_file_changed_since(tmp_path, capsys):
+    tree, entries = journaled_tree(tmp_path, {"a": "old", "b": "edited", "c": "deleted"})
+    edited = (tree / "b.py").read_bytes()
+    write.recover(tree)
+    assert contents(entries) == ["old", edited, None]
+    assert capsys.readouterr().err == (
+        f"mtp-audit: undid a fix that was interrupted in {tree}; {tree / 'b.py'}, {tree / 'c.py'} changed since, "
+        "left as they are\n"
+    )
+
+
+def test_a_journal_this_user_cannot_finish_stops_the_command_and_is_kept(tmp_path, monkeypatch):
+    tree, entries = journaled_tree(tmp_path, {"a": "new", "b": "old"})
+
+    def read_only(root):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(write, "tree_lock", read_only)
+    with pytest.raises(UsageError) as refusal:
+        write.recover(tree)
+    assert str(refusal.value) == (
+        f"{tree / write.JOURNAL}: an interrupted fix left this journal, and this user cannot finish it "
+        "(no write access to the tree)"
+    )
+    assert (tree / write.JOURNAL).exists() and contents(entries) == ["new", "old"]
+
+
 def test_recover_writes_each_file_back_in_its_own_encoding(tmp_path, capsys):
     tree, entries = journaled_tree(tmp_path, {"a": "new", "b": "old"}, encoding="latin-1")
     write.recover(tree)
@@ -288,8 +315,12 @@ def test_an_owner_this_user_cannot_give_back_refuses_the_write(tmp_path, monkeyp
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(os, "fchown", refuse)
-    with pytest.raises(UsageError, match=rf"belongs to uid {owner.st_uid}, gid {owner.st_gid}.*nothing written"):
+    with pytest.raises(UsageError) as refusal:
         write._replace(path, b"new\n")
+    assert str(refusal.value) == (
+        f"{path} belongs to uid {owner.st_uid}, gid {owner.st_gid}, which this user cannot give the rewritten "
+        "file; nothing written"
+    )
     assert path.read_bytes() == b"old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.py"]
 
