@@ -18,7 +18,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import __version__
-from .commands.trees import model_types, resolve_tree, run_scan
+from .commands.trees import cached_chain_answers, model_types, resolve_tree, run_scan
 from .errors import InternalError, UsageError
 from .locate import locate
 from .model import ScanResult, Status
@@ -385,7 +385,14 @@ def fix_command(
         follow_symlinks=follow_symlinks,
     )
     result = plan_fix(
-        tree, model, sweep_all, None if no_cache else FactsCache(), model_types(tree), workers, factor_pre_head
+        tree,
+        model,
+        sweep_all,
+        None if no_cache else FactsCache(),
+        model_types(tree),
+        workers,
+        factor_pre_head,
+        cached_chain_answers(tree, no_cache),
     )
     if result.refusal and not quiet:
         print(f"mtp-audit: no fix written into this plugin: {result.refusal}", file=sys.stderr)

@@ -35,12 +35,14 @@ def plan_fix(
     model_types: dict[str, list[str]] | None = None,
     jobs: int = 1,
     factor_pre_head: bool = False,
+    chain_answers: dict[tuple[str, str], str | None] | None = None,
 ) -> FixResult:
     """``jobs`` workers rewrite the files; the scan stays in this process, whose analyses the
-    blast-radius check reuses. ``factor_pre_head``: long pre-head blocks go into a shared helper."""
+    blast-radius check reuses. ``factor_pre_head``: long pre-head blocks go into a shared helper.
+    ``chain_answers``: the import-chain answers of a scan of the same files (see ``scan``)."""
     memo.use_cache(cache)  # before forking: the workers read cached mirrors too
     with warm_worker(jobs, _load_rewriter) as worker:
-        result, scanner, resolutions = scan(tree, cache)
+        result, scanner, resolutions = scan(tree, cache, chain_answers=chain_answers)
         if result.parse_errors:  # as scan: an input error, exit 2, and nothing is written
             named = "; ".join(f"{file}: {message}" for file, message in result.parse_errors)
             raise UsageError(f"{named}; nothing written, fix the file(s) and run fix again")

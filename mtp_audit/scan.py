@@ -265,14 +265,20 @@ class Resolve(Protocol):
 
 
 def scan(
-    tree: SourceTree, cache: FactsCache | None = None, resolve: Resolve | None = None
+    tree: SourceTree,
+    cache: FactsCache | None = None,
+    resolve: Resolve | None = None,
+    chain_answers: dict[tuple[str, str], str | None] | None = None,
 ) -> tuple[ScanResult, Scanner, list[Resolution]]:
     """Run the pipeline; ``scanner.index.observed`` then says what the result depends on.
 
-    ``resolve``, when given, does the resolving and classifying (see fanout.forked).
+    ``resolve``, when given, does the resolving and classifying (see fanout.forked);
+    ``chain_answers``, the import-chain answers of an earlier scan of the same files.
     """
     memo.use_cache(cache)
     scanner = Scanner(tree, cache)
+    if chain_answers:
+        scanner.index.chains.seed(chain_answers)
     entries = scanner.entries()
     if resolve is not None:
         resolutions, unresolved = resolve(scanner, entries)

@@ -196,3 +196,40 @@ def test_entries_hold_only_data():
     ):
         with pytest.raises(UnreadableEntry):
             loads(hostile)
+
+
+def test_fix_after_a_scan_reuses_its_import_chain_answers_while_nothing_changed(tmp_path, monkeypatch):
+    from mtp_audit.cache import FactsCache
+    from mtp_audit.commands.trees import cached_chain_answers, run_scan
+    from mtp_audit.fix import plan_fix
+    from mtp_audit.index.imports import ImportChains
+    from mtp_audit.locate import locate
+
+    monkeypatch.setenv("MTP_AUDIT_CACHE_DIR", str(tmp_path / "cache"))
+    root = build_tree(FIXTURES / "scan" / "import_chain", tmp_path / "tree")
+    tree = locate(root)
+    run_scan(tree, no_cache=False, jobs=1)
+    answers = cached_chain_answers(tree, no_cache=False)
+    assert answers and any(answers.values()), "a failing chain is among the answers"
+    assert cached_chain_answers(tree, no_cache=True) is None
+
+    walked: list[tuple[str, str]] = []
+    walk = ImportChains._walk
+
+    def counted_walk(self, start: str, platform: str):
+        walked.append((start, platform))
+        return walk(self, start, platform)
+
+    monkeypatch.setattr(ImportChains, "_walk", counted_walk)
+
+    def outcome(fix) -> list:
+        return [(o.action, o.reason) for o in fix.plan.outcomes] + [(r.path, r.new) for r in fix.rewrites]
+
+    seeded = plan_fix(tree, None, True, FactsCache(), {}, 1, False, answers)
+    assert walked == []
+    plain = plan_fix(tree, None, True, FactsCache(), {}, 1, False, None)
+    assert walked and outcome(seeded) == outcome(plain)
+
+    helpers = root / "vllm/model_executor/models/chain_helpers.py"
+    helpers.write_text(helpers.read_text() + "# edited since the scan\n")
+    assert cached_chain_answers(tree, no_cache=False) is None

@@ -111,6 +111,20 @@ class ResultCache:
         self._store = Store(directory or default_cache_dir(), "results")
 
     def load(self, tree: SourceTree) -> ScanResult | None:
+        entry = self._valid_entry(tree)
+        if entry is None:
+            return None
+        entry.result.tree = tree  # the version file is read afresh every time
+        return entry.result
+
+    def chain_answers(self, tree: SourceTree) -> dict[tuple[str, str], str | None] | None:
+        """The import-chain answers of the cached scan of ``tree``, by (module, platform), while
+        every file that scan looked at is unchanged: ``fix`` reuses them instead of walking
+        the same imports again."""
+        entry = self._valid_entry(tree)
+        return None if entry is None else entry.chains
+
+    def _valid_entry(self, tree: SourceTree) -> _ResultEntry | None:
         path = self._path(tree)
         entry = self._store.load(path, _ResultEntry)
         if entry is MISSING:
@@ -119,16 +133,18 @@ class ResultCache:
             isinstance(entry.observed, Observed)
             and isinstance(entry.observed.files, dict)
             and isinstance(entry.result, ScanResult)
+            and isinstance(entry.chains, dict)
         ):
             self._store.reject(path, "not a scan result")
             return None
         if not entry.observed.still_true(tree.root):
             return None
-        entry.result.tree = tree  # the version file is read afresh every time
-        return entry.result
+        return entry
 
-    def store(self, tree: SourceTree, observed: Observed, result: ScanResult) -> None:
-        self._store.save(self._path(tree), _ResultEntry(observed, result))
+    def store(
+        self, tree: SourceTree, observed: Observed, result: ScanResult, chains: dict[tuple[str, str], str | None]
+    ) -> None:
+        self._store.save(self._path(tree), _ResultEntry(observed, result, chains))
 
     def _path(self, tree: SourceTree) -> Path:
         plugins = [(p.name, p.version, str(p.location)) for p in tree.plugins]  # installing one changes the result
@@ -139,3 +155,4 @@ class ResultCache:
 class _ResultEntry:
     observed: Observed
     result: ScanResult
+    chains: dict[tuple[str, str], str | None]  # (module, platform) -> why its import fails (None: it does not)

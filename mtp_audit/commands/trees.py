@@ -75,5 +75,13 @@ def run_scan(tree: SourceTree, no_cache: bool, jobs: int = 0) -> ScanResult:
 
     result, scanner, _ = scan(tree, None if no_cache else FactsCache(), forked(resolve_jobs(jobs)))
     if results and not result.parse_errors:
-        results.store(tree, Observed(dict(scanner.index.observed)), result)
+        results.store(tree, Observed(dict(scanner.index.observed)), result, scanner.index.chains.answers())
     return result
+
+
+def cached_chain_answers(tree: SourceTree, no_cache: bool) -> dict[tuple[str, str], str | None] | None:
+    """The import-chain answers of the last scan of ``tree`` (``run_scan``) if nothing it read has
+    changed since; None without one."""
+    if no_cache or not tree.is_vllm or tree.follow_symlinks:
+        return None
+    return ResultCache(default_cache_dir()).chain_answers(tree)

@@ -286,6 +286,15 @@ class ImportChains:
             self.described[key] = None if chain is None else self._describe(module, chain, platform)
         return self.described[key]
 
+    def answers(self) -> dict[tuple[str, str], str | None]:
+        """Every answer given so far, by (module, platform)."""
+        return dict(self.described)
+
+    def seed(self, answers: dict[tuple[str, str], str | None]) -> None:
+        """Take the answers a scan of the same files gave (``ResultCache.chain_answers``): asked
+        again, they are not walked again."""
+        self.described.update(answers)
+
     def absorb(self, other: ImportChains) -> None:
         """Take in what another process's walks found, from the same files."""
         for platform in PLATFORMS:
