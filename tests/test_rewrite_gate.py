@@ -483,3 +483,22 @@ def test_import_torch_in_a_file_without_imports_comes_with_one_blank_line() -> N
     assert result.added_import and result.new.startswith("import torch\n\nclass Drafter:\n")
     with pytest.raises(UnsafeRewrite, match="line 3 was inserted outside"):
         check_rewrite(dataclasses.replace(result, new=result.new.replace("import torch\n\n", "import torch\n\n\n")))
+
+
+UNBOUND = OLD.replace("import torch\n", "").replace("@torch.no_grad()", "@no_grad()")
+
+
+@pytest.mark.parametrize("ending", ["final", "no-final"])
+@pytest.mark.parametrize("newline", ["\r\n", "\r"], ids=["crlf", "cr"])
+@pytest.mark.parametrize(
+    "source, binds_torch", [(OLD, True), (NESTED, True), (UNBOUND, False)], ids=["class", "nested", "import"]
+)
+def test_every_newline_style_gets_the_same_rewrite(source: str, binds_torch: bool, newline: str, ending: str) -> None:
+    """A file whose lines end in CRLF or a bare CR (Python reads both) gets the bytes an LF file
+    gets, in its own newline: the method laid out alike, every old line kept, and a last line
+    without a newline ended with the file's own."""
+    expected = rewrite_file("pkg/drafter.py", source, [_insertion(source)], binds_torch).new.replace("\n", newline)
+    styled = source.replace("\n", newline)
+    styled = styled if ending == "final" else styled.removesuffix(newline)
+    result = rewrite_file("pkg/drafter.py", styled, [_insertion(styled)], binds_torch)
+    assert result.new == expected and result.old == styled
