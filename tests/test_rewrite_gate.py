@@ -9,10 +9,11 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import libcst as cst
 import pytest
 
 from mtp_audit.apply.changes import FileJob, Rewrite, UnsafeRewrite
-from mtp_audit.apply.rewrite import _uses_torch, check_rewrite, rewrite_file, rewrite_files
+from mtp_audit.apply.rewrite import _uses_torch, check_rewrite, rewrite_file, rewrite_files, with_final_newline
 from mtp_audit.classify.analysis import Insertion
 from mtp_audit.cstnodes import parse_method
 from mtp_audit.index.facts import extract_facts
@@ -502,3 +503,22 @@ def test_every_newline_style_gets_the_same_rewrite(source: str, binds_torch: boo
     styled = styled if ending == "final" else styled.removesuffix(newline)
     result = rewrite_file("pkg/drafter.py", styled, [_insertion(styled)], binds_torch)
     assert result.new == expected and result.old == styled
+
+
+@pytest.mark.parametrize(
+    "source, ended",
+    [
+        ("x = 1", "x = 1\n"),
+        ("x = 1\r\ny = 2", "x = 1\r\ny = 2\r\n"),
+        ("x = 1\ry = 2", "x = 1\ry = 2\r"),
+        ("x = 1\r\ny = 2\nz = 3", "x = 1\r\ny = 2\nz = 3\r\n"),  # mixed: the first line's, as libcst writes
+        ("x = 1\r", "x = 1\r"),
+        ("x = 1\r\n", "x = 1\r\n"),
+        ("", ""),
+    ],
+)
+def test_a_last_line_is_ended_with_the_newline_libcst_writes_the_method_in(source: str, ended: str) -> None:
+    """The one byte a fix may add outside the method: the same newline libcst gives the new lines."""
+    assert with_final_newline(source) == ended
+    if not source.endswith(("\n", "\r")) and source:
+        assert ended == source + cst.parse_module(source).default_newline
