@@ -246,8 +246,7 @@ def _dropped_tail(text: str, module: cst.Module) -> str:
     end in a bare CR (libcst 1.9 reads ``"x\\r\\r"`` and writes ``"x\\r"``), else nothing."""
     if not text.endswith("\r"):  # the only case: no need to write a whole module back to find out
         return ""
-    code = module.code
-    return text[len(code) :] if text.startswith(code) else ""
+    return text[len(module.code) :]
 
 
 def check_rewrite(rewrite: Rewrite, old_tree: ast.Module | None = None) -> None:
