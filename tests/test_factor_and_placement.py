@@ -353,6 +353,16 @@ def test_factor_pre_head_writes_the_expected_file_in_its_own_newline(newline: st
     assert factored.path == path and factored.new == (case / "expected" / path).read_text().replace("\n", newline)
 
 
+@pytest.mark.parametrize("newline", ["\r\n", "\r"], ids=["crlf", "cr"])
+def test_a_factored_file_that_needs_import_torch_keeps_its_newline(newline: str, long_head) -> None:
+    _, path, source, insertions = long_head
+    unbound = source.replace("import torch\n", "import math\n", 1)  # the same lines, torch not bound
+    expected = rewrite_factored(path, unbound, insertions, binds_torch=False)
+    assert expected.added_import and expected.factored
+    styled = rewrite_factored(path, unbound.replace("\n", newline), insertions, binds_torch=False)
+    assert styled.new == expected.new.replace("\n", newline)
+
+
 def test_the_pre_head_block_is_found_after_a_docstring_and_another_method(tmp_path: Path) -> None:
     case = FIXTURES / "fix" / "factor_pre_head"
     tree = build_tree(case, tmp_path / "tree", "input")
