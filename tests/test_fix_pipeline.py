@@ -502,3 +502,30 @@ def test_the_blast_radius_reads_how_the_speculators_call_each_drafter(tmp_path: 
         "MultiModuleSpeculator (vllm/v1/worker/gpu/spec_decode/multi_module.py:9) "
         "calls get_top_tokens(hidden_states, spec_step_idx=spec_step_idx)"
     )
+
+
+def test_a_drafter_refused_for_two_of_its_classes_names_each_victim(tmp_path: Path) -> None:
+    """Wrapper delegates compute_logits to a BaseMTP: the fix writes into both, and each has a masked
+    subclass among the drafters. The refusal names both conflicts, one after the other."""
+    tree = build_tree(FIXTURES / "fix" / "refusals", tmp_path / "tree", "input")
+    (tree / MODELS / "wrapper.py").write_text(
+        "import torch\nfrom torch import nn\n\nfrom .base_mtp import BaseMTP\n\n\nclass Wrapper(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.model = BaseMTP()\n\n"
+        "    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:\n"
+        "        return self.model.compute_logits(hidden_states)\n\n\nclass MaskedWrapper(Wrapper):\n"
+        "    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:\n"
+        "        logits = super().compute_logits(hidden_states)\n"
+        "        logits[..., self.limit :] = -torch.inf\n        return logits\n"
+    )
+    registry = tree / MODELS / "registry.py"
+    added = '    "WrapperModel": ("wrapper", "Wrapper"),\n    "MaskedWrapperModel": ("wrapper", "MaskedWrapper"),\n}'
+    registry.write_text(registry.read_text().replace("}", added))
+    result = _fix(tree, ["--model", "WrapperModel"])
+    [outcome] = result.plan.outcomes
+    assert outcome.action == "refused" and [i.target.name for i in outcome.insertions] == ["Wrapper", "BaseMTP"]
+    parts = re.split(r"; (?=adding get_top_tokens to )", outcome.reason.removeprefix("blast radius: "))
+    assert [re.match(r"adding get_top_tokens to (\w+) would make (.+?) divergent on ", p).groups() for p in parts] == [
+        ("Wrapper", f"MaskedWrapperModel (MaskedWrapper, {MODELS}/wrapper.py:16)"),
+        ("BaseMTP", f"MaskedMTPModel (MaskedMTP, {MODELS}/masked_mtp.py:6)"),
+    ]
+    assert result.rewrites == []
