@@ -340,6 +340,29 @@ def test_factor_pre_head_writes_a_file_without_a_final_newline(tmp_path: Path) -
     assert (tree / path).read_text() == (case / "expected" / path).read_text()
 
 
+@pytest.mark.parametrize("newline", ["\r\n", "\r"], ids=["crlf", "cr"])
+def test_factor_pre_head_writes_the_expected_file_in_its_own_newline(newline: str, tmp_path: Path) -> None:
+    """A file whose lines end in CRLF or a bare CR gets the expected file's bytes in its newline (libcst
+    writes a bare-CR module back without its last newline: it is put back)."""
+    case = FIXTURES / "fix" / "factor_pre_head"
+    tree = build_tree(case, tmp_path / "tree", "input")
+    path = f"{MODELS}/long_head_mtp.py"
+    (tree / path).write_bytes((tree / path).read_bytes().replace(b"\n", newline.encode()))
+    result = plan_fix(locate(tree), None, True, None, factor_pre_head=True)
+    [factored] = [r for r in result.rewrites if r.factored]
+    assert factored.path == path and factored.new == (case / "expected" / path).read_text().replace("\n", newline)
+
+
+@pytest.mark.parametrize("newline", ["\r\n", "\r"], ids=["crlf", "cr"])
+def test_a_factored_file_that_needs_import_torch_keeps_its_newline(newline: str, long_head) -> None:
+    _, path, source, insertions = long_head
+    unbound = source.replace("import torch\n", "import math\n", 1)  # the same lines, torch not bound
+    expected = rewrite_factored(path, unbound, insertions, binds_torch=False)
+    assert expected.added_import and expected.factored
+    styled = rewrite_factored(path, unbound.replace("\n", newline), insertions, binds_torch=False)
+    assert styled.new == expected.new.replace("\n", newline)
+
+
 def test_the_pre_head_block_is_found_after_a_docstring_and_another_method(tmp_path: Path) -> None:
     case = FIXTURES / "fix" / "factor_pre_head"
     tree = build_tree(case, tmp_path / "tree", "input")

@@ -447,3 +447,85 @@ def test_each_asked_record_gets_one_outcome_that_names_it(tmp_path: Path) -> Non
     [outcome] = _fix(tree, ["--model", "toy_dspark"]).plan.outcomes
     assert (outcome.record.arch, outcome.action) == ("ToyDSparkModel", "refused")
     assert outcome.reason.startswith("not_applicable: no speculator that can hold it calls get_top_tokens")
+
+
+OWN_TOP = (
+    "import torch\n\nfrom .masked_mtp import MaskedMTP\n\n\nclass OwnTop(MaskedMTP):\n"
+    "    def get_top_tokens(self, hidden_states: torch.Tensor) -> torch.Tensor:\n"
+    "        return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n"
+)
+
+
+@pytest.mark.parametrize("elsewhere", ["base_mtp:BaseMTP", "own_top:OwnTop"], ids=["safe", "already-divergent"])
+def test_a_victim_on_one_platform_only_blocks_the_fix(tmp_path: Path, elsewhere: str) -> None:
+    """PlatMTP's base is MaskedMTP on CUDA only: the method added to BaseMTP would make it divergent
+    there. On the platforms looked at before CUDA it is safe after the fix, or was divergent before
+    it already: neither hides CUDA."""
+    tree = build_tree(FIXTURES / "fix" / "refusals", tmp_path / "tree", "input")
+    (tree / MODELS / "own_top.py").write_text(OWN_TOP)
+    module, name = elsewhere.split(":")
+    (tree / MODELS / "plat_mtp.py").write_text(
+        "from vllm.platforms import current_platform\n\n"
+        f"if current_platform.is_cuda():\n    from .masked_mtp import MaskedMTP as PlatBase\n"
+        f"else:\n    from .{module} import {name} as PlatBase\n\n\nclass PlatMTP(PlatBase):\n    pass\n"
+    )
+    (tree / MODELS / "registry.py").write_text(
+        "_SPECULATIVE_DECODING_MODELS = {\n"
+        '    "BaseMTPModel": ("base_mtp", "BaseMTP"),\n'
+        '    "PlatMTPModel": ("plat_mtp", "PlatMTP"),\n}\n'
+    )
+    result = _fix(tree, ["--model", "BaseMTPModel"])
+    [outcome] = result.plan.outcomes
+    assert outcome.action == "refused" and result.rewrites == []
+    assert outcome.reason.startswith(
+        f"blast radius: adding get_top_tokens to BaseMTP would make PlatMTPModel (PlatMTP, {MODELS}/plat_mtp.py:9) "
+        "divergent on cuda: "
+    )
+
+
+def test_the_blast_radius_reads_how_the_speculators_call_each_drafter(tmp_path: Path) -> None:
+    """ToyStepMTP keeps its own compute_logits(hidden_states, spec_step_idx) and would inherit the
+    get_top_tokens(hidden_states) written into ToyMTP: the refusal names the speculator whose call
+    passes spec_step_idx to it (a call that would raise), as a scan of the fixed tree would."""
+    tree = build_tree(FIXTURES / "scan" / "call_contract", tmp_path / "contract")
+    (tree / MODELS / "toy_step_mtp.py").write_text(
+        "import torch\n\nfrom .toy_mtp import ToyMTP\n\n\nclass ToyStepMTP(ToyMTP):\n"
+        "    def compute_logits(self, hidden_states: torch.Tensor, spec_step_idx: int = 0) -> torch.Tensor:\n"
+        "        return super().compute_logits(hidden_states)\n"
+    )
+    [outcome] = _fix(tree, ["--model", "ToyMTPModel"]).plan.outcomes
+    assert outcome.action == "refused"
+    assert outcome.reason.startswith(
+        "blast radius: adding get_top_tokens to ToyMTP would make ToyStepMTP "
+        f"(ToyStepMTP, {MODELS}/toy_step_mtp.py:6) divergent on cpu,cuda,rocm,tpu,xpu: "
+        "get_top_tokens inherited from ToyMTP; "
+        "MultiModuleSpeculator (vllm/v1/worker/gpu/spec_decode/multi_module.py:9) "
+        "calls get_top_tokens(hidden_states, spec_step_idx=spec_step_idx)"
+    )
+
+
+def test_a_drafter_refused_for_two_of_its_classes_names_each_victim(tmp_path: Path) -> None:
+    """Wrapper delegates compute_logits to a BaseMTP: the fix writes into both, and each has a masked
+    subclass among the drafters. The refusal names both conflicts, one after the other."""
+    tree = build_tree(FIXTURES / "fix" / "refusals", tmp_path / "tree", "input")
+    (tree / MODELS / "wrapper.py").write_text(
+        "import torch\nfrom torch import nn\n\nfrom .base_mtp import BaseMTP\n\n\nclass Wrapper(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.model = BaseMTP()\n\n"
+        "    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:\n"
+        "        return self.model.compute_logits(hidden_states)\n\n\nclass MaskedWrapper(Wrapper):\n"
+        "    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:\n"
+        "        logits = super().compute_logits(hidden_states)\n"
+        "        logits[..., self.limit :] = -torch.inf\n        return logits\n"
+    )
+    registry = tree / MODELS / "registry.py"
+    added = '    "WrapperModel": ("wrapper", "Wrapper"),\n    "MaskedWrapperModel": ("wrapper", "MaskedWrapper"),\n}'
+    registry.write_text(registry.read_text().replace("}", added))
+    result = _fix(tree, ["--model", "WrapperModel"])
+    [outcome] = result.plan.outcomes
+    assert outcome.action == "refused" and [i.target.name for i in outcome.insertions] == ["Wrapper", "BaseMTP"]
+    parts = re.split(r"; (?=adding get_top_tokens to )", outcome.reason.removeprefix("blast radius: "))
+    assert [re.match(r"adding get_top_tokens to (\w+) would make (.+?) divergent on ", p).groups() for p in parts] == [
+        ("Wrapper", f"MaskedWrapperModel (MaskedWrapper, {MODELS}/wrapper.py:16)"),
+        ("BaseMTP", f"MaskedMTPModel (MaskedMTP, {MODELS}/masked_mtp.py:6)"),
+    ]
+    assert result.rewrites == []

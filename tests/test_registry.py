@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -166,6 +167,23 @@ def test_a_registry_that_cannot_be_read_says_why(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as info:
         read_registry(ModuleIndex(SourceTree(tmp_path, tmp_path / "vllm", None)))
     assert str(info.value) == f"{REGISTRY}: cannot be read (Is a directory); cannot read the registry"
+
+
+def test_a_plugin_tree_that_cannot_be_listed_names_the_directory_and_why(tmp_path: Path) -> None:
+    """A directory whose path runs past the system's limit (root or not, listing it fails): the
+    scan stops with that directory and the system's reason, not a traceback."""
+    parent = os.open(tmp_path, os.O_RDONLY)
+    for _ in range(20):  # 20 nested names of 250 characters: past PATH_MAX (4,096)
+        os.mkdir("d" * 250, dir_fd=parent)
+        child = os.open("d" * 250, os.O_RDONLY, dir_fd=parent)
+        os.close(parent)
+        parent = child
+    os.close(parent)
+    with pytest.raises(UsageError) as info:
+        heuristic_entries(ModuleIndex(SourceTree(tmp_path, None, None)))
+    where, _, why = str(info.value).rpartition(": ")
+    assert why == "cannot be read (File name too long)"
+    assert where.startswith(f"{tmp_path}/{'d' * 250}/") and len(where) > 4096
 
 
 def test_plugin_files_that_cannot_be_modules_are_skipped(tmp_path: Path) -> None:

@@ -9,10 +9,11 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import libcst as cst
 import pytest
 
 from mtp_audit.apply.changes import FileJob, Rewrite, UnsafeRewrite
-from mtp_audit.apply.rewrite import _uses_torch, check_rewrite, rewrite_file, rewrite_files
+from mtp_audit.apply.rewrite import _uses_torch, check_rewrite, rewrite_file, rewrite_files, with_final_newline
 from mtp_audit.classify.analysis import Insertion
 from mtp_audit.cstnodes import parse_method
 from mtp_audit.index.facts import extract_facts
@@ -483,3 +484,41 @@ def test_import_torch_in_a_file_without_imports_comes_with_one_blank_line() -> N
     assert result.added_import and result.new.startswith("import torch\n\nclass Drafter:\n")
     with pytest.raises(UnsafeRewrite, match="line 3 was inserted outside"):
         check_rewrite(dataclasses.replace(result, new=result.new.replace("import torch\n\n", "import torch\n\n\n")))
+
+
+UNBOUND = OLD.replace("import torch\n", "").replace("@torch.no_grad()", "@no_grad()")
+
+
+@pytest.mark.parametrize("ending", ["final", "no-final"])
+@pytest.mark.parametrize("newline", ["\r\n", "\r"], ids=["crlf", "cr"])
+@pytest.mark.parametrize(
+    "source, binds_torch", [(OLD, True), (NESTED, True), (UNBOUND, False)], ids=["class", "nested", "import"]
+)
+def test_every_newline_style_gets_the_same_rewrite(source: str, binds_torch: bool, newline: str, ending: str) -> None:
+    """A file whose lines end in CRLF or a bare CR (Python reads both) gets the bytes an LF file
+    gets, in its own newline: the method laid out alike, every old line kept, and a last line
+    without a newline ended with the file's own."""
+    expected = rewrite_file("pkg/drafter.py", source, [_insertion(source)], binds_torch).new.replace("\n", newline)
+    styled = source.replace("\n", newline)
+    styled = styled if ending == "final" else styled.removesuffix(newline)
+    result = rewrite_file("pkg/drafter.py", styled, [_insertion(styled)], binds_torch)
+    assert result.new == expected and result.old == styled
+
+
+@pytest.mark.parametrize(
+    "source, ended",
+    [
+        ("x = 1", "x = 1\n"),
+        ("x = 1\r\ny = 2", "x = 1\r\ny = 2\r\n"),
+        ("x = 1\ry = 2", "x = 1\ry = 2\r"),
+        ("x = 1\r\ny = 2\nz = 3", "x = 1\r\ny = 2\nz = 3\r\n"),  # mixed: the first line's, as libcst writes
+        ("x = 1\r", "x = 1\r"),
+        ("x = 1\r\n", "x = 1\r\n"),
+        ("", ""),
+    ],
+)
+def test_a_last_line_is_ended_with_the_newline_libcst_writes_the_method_in(source: str, ended: str) -> None:
+    """The one byte a fix may add outside the method: the same newline libcst gives the new lines."""
+    assert with_final_newline(source) == ended
+    if not source.endswith(("\n", "\r")) and source:
+        assert ended == source + cst.parse_module(source).default_newline

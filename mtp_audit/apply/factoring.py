@@ -25,7 +25,7 @@ from ..synthesize.factor import HELPER, factor_pre_head
 from ..synthesize.layout import format_methods
 from ..synthesize.mirror import mirror_function
 from .changes import Rewrite, UnsafeRewrite
-from .rewrite import _class_depth, _inserted_lines, _module_classes, _uses_torch, with_final_newline
+from .rewrite import _class_depth, _dropped_tail, _inserted_lines, _module_classes, _uses_torch, with_final_newline
 
 
 def factors(insertion: Insertion) -> bool:
@@ -81,7 +81,9 @@ class _Replace(cst.CSTTransformer):
 
 def rewrite_factored(path: str, source: str, insertions: list[Insertion], binds_torch: bool) -> Rewrite:
     """The file with each planned class's mirror, and its pre-head block in a helper where it is long."""
-    wrapper = cst.MetadataWrapper(cst.parse_module(with_final_newline(source)))  # as rewrite_file ends it
+    ended = with_final_newline(source)  # as rewrite_file ends it
+    module = cst.parse_module(ended)
+    wrapper = cst.MetadataWrapper(module)
     nodes = _class_nodes(wrapper, insertions)
     missing = [i for i in insertions if (i.target.name, i.target.line) not in nodes]
     if missing:
@@ -118,7 +120,7 @@ def rewrite_factored(path: str, source: str, insertions: list[Insertion], binds_
             plans[id(node)] = (None, [mirror])
             methods.append(mirror)
     transformer = _Replace(plans)
-    new_source = wrapper.module.visit(transformer).code
+    new_source = wrapper.module.visit(transformer).code + _dropped_tail(ended, module)
     added_import = not binds_torch and any(_uses_torch(method, source) for method in methods)
     if added_import:
         from libcst.codemod import CodemodContext
@@ -126,7 +128,8 @@ def rewrite_factored(path: str, source: str, insertions: list[Insertion], binds_
 
         context = CodemodContext()
         AddImportsVisitor.add_needed_import(context, "torch")
-        new_source = AddImportsVisitor(context).transform_module(cst.parse_module(new_source)).code
+        module = cst.parse_module(new_source)
+        new_source = AddImportsVisitor(context).transform_module(module).code + _dropped_tail(new_source, module)
     targets = [(i.target.name, i.target.line) for i in insertions]
     rewrite = Rewrite(
         path, source, new_source, [i.target.name for i in insertions], added_import, targets, factored=helpers

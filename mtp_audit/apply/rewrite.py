@@ -141,7 +141,8 @@ def rewrite_file(
 
         context = CodemodContext()
         AddImportsVisitor.add_needed_import(context, "torch")
-        new_source = AddImportsVisitor(context).transform_module(cst.parse_module(new_source)).code
+        module = cst.parse_module(new_source)
+        new_source = AddImportsVisitor(context).transform_module(module).code + _dropped_tail(new_source, module)
     targets = [(i.target.name, i.target.line) for i in insertions]
     rewrite = Rewrite(path, original, new_source, inserted, added_import, targets)
     check_rewrite(rewrite, old_tree)
@@ -211,9 +212,10 @@ def _by_class(
     inserted: list[str] = []
     for insertion in sorted(insertions, key=lambda i: i.target.line):
         first, end, header = _anchor_piece(lines, classes[(insertion.target.name, insertion.target.line)])
-        piece = cst.parse_module(header + "".join(lines[first:end]))
+        text = header + "".join(lines[first:end])
+        piece = cst.parse_module(text)
         transformer = InsertTopTokens({id(piece.body[-1]): mirrors[insertion.target]})
-        new_piece = piece.visit(transformer).code
+        new_piece = piece.visit(transformer).code + _dropped_tail(text, piece)
         assert new_piece.startswith(header)
         out.append("".join(lines[position:first]))
         out.append(new_piece[len(header) :])
@@ -226,7 +228,8 @@ def _by_class(
 def _through_module(
     source: str, lines: list[str], classes: dict, insertions: list[Insertion], mirrors: dict
 ) -> tuple[str, list[str]]:
-    wrapper = cst.MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
+    module = cst.parse_module(source)
+    wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
     positions = wrapper.resolve(PositionProvider)
     wanted = {(i.target.name, i.target.line): mirrors[i.target] for i in insertions}
     methods = {  # a class is known by its name and the line of that name, as ast reports it
@@ -235,7 +238,15 @@ def _through_module(
         if (key := (node.name.value, positions[node.name].start.line)) in wanted
     }
     transformer = InsertTopTokens(methods)
-    return wrapper.module.visit(transformer).code, transformer.inserted
+    return wrapper.module.visit(transformer).code + _dropped_tail(source, module), transformer.inserted
+
+
+def _dropped_tail(text: str, module: cst.Module) -> str:
+    """What libcst leaves out when it writes ``text`` back: the last newline of a file whose lines
+    end in a bare CR (libcst 1.9 reads ``"x\\r\\r"`` and writes ``"x\\r"``), else nothing."""
+    if not text.endswith("\r"):  # the only case: no need to write a whole module back to find out
+        return ""
+    return text[len(module.code) :]
 
 
 def check_rewrite(rewrite: Rewrite, old_tree: ast.Module | None = None) -> None:
