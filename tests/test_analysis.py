@@ -1037,3 +1037,59 @@ def test_a_parameter_no_caller_passes_is_not_held_against_a_super_get_top_tokens
         "get_top_tokens defined; get_top_tokens of Base " + AT.format(4) + " is written differently from "
         "compute_logits of ExampleMTP " + AT.format(9) + "; run `mtp-audit verify`"
     )
+
+
+def test_a_delegate_annotated_with_a_class_whose_name_starts_with_x(tmp_path: Path) -> None:
+    """Only the quotes around an annotation are dropped: the class name itself is kept whole."""
+    head = INNER_HEAD.replace("Inner", "XverseModel")
+    for case, annotation in enumerate(('"XverseModel"', "XverseModel", "'XverseModel'")):
+        analysis = analyse(
+            tmp_path / str(case),
+            head + f"\n\nclass ExampleMTP:\n    model: {annotation}\n\n" + DELEGATE,
+        )
+        assert analysis.status == Status.MISSING_FIXABLE, annotation
+        assert [c.name for c in analysis.delegates] == ["XverseModel"]
+        assert analysis.reason == TO_INNER.replace("Inner", "XverseModel")
+
+
+def with_a_super_get_top_tokens_in(source: str, index: int) -> str:
+    """``delegation_chain`` with D<index>'s get_top_tokens moved to a base class ``Handing`` and
+    replaced by ``return super().get_top_tokens(hidden_states)``."""
+    handing = "    def get_top_tokens(self, hidden_states):\n        return self.model.get_top_tokens(hidden_states)\n"
+    start = source.index(f"class D{index}:")
+    end = source.index(handing, start) + len(handing)
+    own = source[start:end].replace(f"class D{index}:", f"class D{index}(Handing):").replace(handing, SUPER_TOP_TOKENS)
+    return "class Handing:\n" + handing + "\n\n" + source[:start] + own + source[end:]
+
+
+def test_the_depth_of_a_delegation_chain_counts_across_a_super_get_top_tokens(tmp_path: Path) -> None:
+    expected = "get_top_tokens defined; " + "".join(
+        f"delegates to D{k}: get_top_tokens defined; " for k in range(1, 10)
+    )
+    nine = analyse(tmp_path / "nine", with_a_super_get_top_tokens_in(delegation_chain(9, top_tokens=True), 5), "D0")
+    assert (nine.status, nine.consistency) == (Status.SUPPORTED, Consistency.MIRROR)
+    assert nine.reason.startswith(expected + "mirror of compute_logits of D9 ")
+    # the super() at D5 does not start the count again: ten delegations are still too deep
+    ten = analyse(tmp_path / "ten", with_a_super_get_top_tokens_in(delegation_chain(10, top_tokens=True), 5), "D0")
+    assert (ten.status, ten.consistency) == (Status.SUPPORTED, Consistency.UNPROVEN)
+    assert ten.reason == expected + "delegation chain too deep"
+
+
+def test_a_masking_compute_logits_against_a_super_get_top_tokens_without_its_parameter(tmp_path: Path) -> None:
+    """A super() get_top_tokens is not said to ignore the mask (the method it reaches masks too): the
+    verdict names only the parameter it does not accept."""
+    source = (
+        "class Base:\n    def get_top_tokens(self, hidden_states):\n"
+        "        logits = self.logits_processor(self.lm_head, hidden_states)\n"
+        '        logits.masked_fill_(self.suppressed, -float("inf"))\n        return logits.argmax(dim=-1)\n\n\n'
+        "class ExampleMTP(Base):\n    def compute_logits(self, hidden_states, temperature=1.0):\n"
+        "        logits = self.logits_processor(self.lm_head, hidden_states) / temperature\n"
+        '        logits.masked_fill_(self.suppressed, -float("inf"))\n        return logits\n\n' + SUPER_TOP_TOKENS
+    )
+    analysis = analyse(tmp_path, source)
+    assert (analysis.status, analysis.consistency) == (Status.SUPPORTED, Consistency.DIVERGENT)
+    assert analysis.reason == (
+        "get_top_tokens defined; compute_logits of ExampleMTP " + AT.format(9) + " takes temperature, which it "
+        "reads (line 10: `logits = self.logits_processor(self.lm_head, hidden_states) / temperature`); "
+        "get_top_tokens of ExampleMTP " + AT.format(14) + " does not accept it"
+    )
