@@ -206,7 +206,7 @@ def chunk_entries(entries: list[RegistryEntry], jobs: int) -> list[list[int]]:
 def _index_chunk(positions: list[int]) -> Harvest:
     state = _state()
     scanner = state.scanner
-    scanner.index.checked_elsewhere = _registry_modules(state.entries)  # checked by _chain_entries
+    scanner.index.checked_elsewhere = _registry_modules(state.entries)  # checked by _check_registry_modules
     scanner.index.store_later = True  # by a round-two worker: this is the round's longest task
     for position in positions:
         entry = state.entries[position]
@@ -219,28 +219,16 @@ def _index_chunk(positions: list[int]) -> Harvest:
     return harvest
 
 
-def _chain_entries(with_syntax_check: bool) -> Harvest:
-    """The registry modules' import chains, then (``with_syntax_check``, unless another worker
-    makes it) their whole-file syntax check, which the facts workers leave to this one."""
+def _check_registry_modules(walk_chains: bool, check_syntax: bool) -> Harvest:
+    """The registry modules' import chains and/or their whole-file syntax check, which the facts
+    workers leave to this one (on many CPUs, one worker does each)."""
     state = _state()
-    state.scanner.walk_import_chains(state.entries)
-    harvest = _harvest(state)
-    if with_syntax_check:
-        harvest.syntax_errors = _registry_syntax_errors(state)
-    return harvest
-
-
-def _check_registry_syntax() -> Harvest:
-    """The registry modules' whole-file syntax check alone (on many CPUs, beside the chain walk)."""
-    state = _state()
-    syntax_errors = _registry_syntax_errors(state)
+    if walk_chains:
+        state.scanner.walk_import_chains(state.entries)
+    syntax_errors = state.scanner.index.syntax_errors(sorted(_registry_modules(state.entries))) if check_syntax else {}
     harvest = _harvest(state)
     harvest.syntax_errors = syntax_errors
     return harvest
-
-
-def _registry_syntax_errors(state: Inherited) -> dict[str, str]:
-    return state.scanner.index.syntax_errors(sorted(_registry_modules(state.entries)))
 
 
 def _registry_modules(entries: list[RegistryEntry]) -> frozenset[str]:
@@ -362,10 +350,13 @@ def _index_in_workers(scanner: Scanner, entries: list[RegistryEntry], jobs: int)
     split = jobs >= SPLIT_ROUND_ONE_JOBS
     with _fork_pool(scanner, entries, 4 if split else 2) as pool:
         if split:
-            chaining = [pool.submit(_chain_entries, False), pool.submit(_check_registry_syntax)]
+            chaining = [
+                pool.submit(_check_registry_modules, walk_chains=True, check_syntax=False),
+                pool.submit(_check_registry_modules, walk_chains=False, check_syntax=True),
+            ]
             indexing = [pool.submit(_index_chunk, half) for half in chunk_entries(entries, 2)]
         else:
-            chaining = [pool.submit(_chain_entries, True)]
+            chaining = [pool.submit(_check_registry_modules, walk_chains=True, check_syntax=True)]
             indexing = [pool.submit(_index_chunk, list(range(len(entries))))]
         load_rules()
         scanner.prepare_callers()

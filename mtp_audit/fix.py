@@ -22,7 +22,7 @@ from .fanout import WarmWorker, warm_worker
 from .index.encoding import NotDecodable, decode_source
 from .index.fact_types import ModuleFacts
 from .locate import local_argmax_in
-from .model import SourceTree, Status
+from .model import ChainAnswers, SourceTree, Status
 from .scan import Scanner, scan
 from .select import select
 
@@ -35,7 +35,7 @@ def plan_fix(
     model_types: dict[str, list[str]] | None = None,
     jobs: int = 1,
     factor_pre_head: bool = False,
-    chain_answers: dict[tuple[str, str], str | None] | None = None,
+    chain_answers: ChainAnswers | None = None,
 ) -> FixResult:
     """``jobs`` workers rewrite the files; the scan stays in this process, whose analyses the
     blast-radius check reuses. ``factor_pre_head``: long pre-head blocks go into a shared helper.

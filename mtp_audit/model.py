@@ -8,6 +8,8 @@ from enum import Enum
 from pathlib import Path
 
 PLATFORMS: tuple[str, ...] = ("cpu", "cuda", "rocm", "tpu", "xpu")
+# Import-chain answers: (module, platform) -> why importing the module fails there (None: it does not).
+ChainAnswers = dict[tuple[str, str], str | None]
 
 if sys.version_info >= (3, 11):
     from enum import StrEnum

@@ -19,6 +19,7 @@ from .index.modules import ModuleIndex
 from .locate import LOGITS_PROCESSOR, has_local_argmax
 from .model import (
     PLATFORMS,
+    ChainAnswers,
     ClassKey,
     DrafterRecord,
     Location,
@@ -268,7 +269,7 @@ def scan(
     tree: SourceTree,
     cache: FactsCache | None = None,
     resolve: Resolve | None = None,
-    chain_answers: dict[tuple[str, str], str | None] | None = None,
+    chain_answers: ChainAnswers | None = None,
 ) -> tuple[ScanResult, Scanner, list[Resolution]]:
     """Run the pipeline; ``scanner.index.observed`` then says what the result depends on.
 

@@ -14,7 +14,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..model import ScanResult, SourceTree
+from ..model import ChainAnswers, ScanResult, SourceTree
 from .store import MISSING, Store, atomic_write, default_cache_dir
 
 __all__ = [
@@ -117,7 +117,7 @@ class ResultCache:
         entry.result.tree = tree  # the version file is read afresh every time
         return entry.result
 
-    def chain_answers(self, tree: SourceTree) -> dict[tuple[str, str], str | None] | None:
+    def chain_answers(self, tree: SourceTree) -> ChainAnswers | None:
         """The import-chain answers of the cached scan of ``tree``, by (module, platform), while
         every file that scan looked at is unchanged: ``fix`` reuses them instead of walking
         the same imports again."""
@@ -141,9 +141,7 @@ class ResultCache:
             return None
         return entry
 
-    def store(
-        self, tree: SourceTree, observed: Observed, result: ScanResult, chains: dict[tuple[str, str], str | None]
-    ) -> None:
+    def store(self, tree: SourceTree, observed: Observed, result: ScanResult, chains: ChainAnswers) -> None:
         self._store.save(self._path(tree), _ResultEntry(observed, result, chains))
 
     def _path(self, tree: SourceTree) -> Path:
@@ -155,4 +153,4 @@ class ResultCache:
 class _ResultEntry:
     observed: Observed
     result: ScanResult
-    chains: dict[tuple[str, str], str | None]  # (module, platform) -> why its import fails (None: it does not)
+    chains: ChainAnswers

@@ -12,7 +12,7 @@ from pathlib import Path
 from ..cache import ResultCache, default_cache_dir
 from ..errors import UsageError
 from ..locate import locate
-from ..model import ScanResult, SourceTree
+from ..model import ChainAnswers, ScanResult, SourceTree
 from ..sources import Progress, release_tree
 
 
@@ -65,7 +65,7 @@ def model_types(tree: SourceTree) -> dict[str, list[str]]:
 
 def run_scan(tree: SourceTree, no_cache: bool, jobs: int = 0) -> ScanResult:
     """The scan result: from the result cache when nothing it depends on changed."""
-    results = None if no_cache or not tree.is_vllm or tree.follow_symlinks else ResultCache(default_cache_dir())
+    results = _result_cache(tree, no_cache)
     cached = results.load(tree) if results else None
     if cached is not None:
         return cached
@@ -79,9 +79,13 @@ def run_scan(tree: SourceTree, no_cache: bool, jobs: int = 0) -> ScanResult:
     return result
 
 
-def cached_chain_answers(tree: SourceTree, no_cache: bool) -> dict[tuple[str, str], str | None] | None:
+def cached_chain_answers(tree: SourceTree, no_cache: bool) -> ChainAnswers | None:
     """The import-chain answers of the last scan of ``tree`` (``run_scan``) if nothing it read has
     changed since; None without one."""
-    if no_cache or not tree.is_vllm or tree.follow_symlinks:
-        return None
-    return ResultCache(default_cache_dir()).chain_answers(tree)
+    results = _result_cache(tree, no_cache)
+    return results.chain_answers(tree) if results else None
+
+
+def _result_cache(tree: SourceTree, no_cache: bool) -> ResultCache | None:
+    """The whole-result cache, for a vLLM tree read without following symlinks out of it."""
+    return None if no_cache or not tree.is_vllm or tree.follow_symlinks else ResultCache(default_cache_dir())

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..model import PLATFORMS
+from ..model import PLATFORMS, ChainAnswers
 from .ast_tools import absolute_module, walk_statements
 from .interpreter import _raise_reason
 from .platforms import evaluate
@@ -274,7 +274,7 @@ class ImportChains:
         self.index = index
         self.importable: dict[str, set[str]] = {p: set() for p in PLATFORMS}
         self.failing: dict[str, dict[str, tuple[Step, ...]]] = {p: {} for p in PLATFORMS}
-        self.described: dict[tuple[str, str], str | None] = {}
+        self.described: ChainAnswers = {}
         self._edges_of: dict[tuple[str, int], tuple[list[ImportStatement], list[Step]]] = {}
 
     def error(self, module: str, platform: str) -> str | None:
@@ -286,11 +286,11 @@ class ImportChains:
             self.described[key] = None if chain is None else self._describe(module, chain, platform)
         return self.described[key]
 
-    def answers(self) -> dict[tuple[str, str], str | None]:
+    def answers(self) -> ChainAnswers:
         """Every answer given so far, by (module, platform)."""
         return dict(self.described)
 
-    def seed(self, answers: dict[tuple[str, str], str | None]) -> None:
+    def seed(self, answers: ChainAnswers) -> None:
         """Take the answers a scan of the same files gave (``ResultCache.chain_answers``): asked
         again, they are not walked again."""
         self.described.update(answers)
