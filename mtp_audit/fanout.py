@@ -17,8 +17,9 @@ the parent, which would otherwise wait, classifies chunks from the back (one
 fork fewer); each worker sends its answers back once, when the queue is empty.
 
 ``fix`` uses a WarmWorker instead: forked first, it imports libcst while
-the parent scans and plans from the caches, then rewrites the files in forks
-of itself.
+the parent scans and plans from the caches, answers what the plan asks that
+the caches lack (so the parent never imports libcst), then rewrites the
+files in forks of itself.
 
 Workers compute exactly what the serial scan computes, from the same bytes,
 and the parent puts their answers back in registry order, so the result is
@@ -409,7 +410,8 @@ def frozen_heap() -> Iterator[None]:
 
 class WarmWorker:
     """A forked process that runs ``warm_up`` (an import) now, while the caller goes on, and
-    later maps a task over chunks in ``jobs`` forks of itself, which inherit what it imported.
+    later answers calls itself (``ask``) or maps a task over chunks in ``jobs`` forks of itself,
+    which inherit what it imported and answered.
 
     Tasks and chunks are pickled: the worker inherits nothing the caller computes after the
     fork. One warm process, not ``jobs``: on few CPUs, several importing at once would slow
@@ -427,8 +429,16 @@ class WarmWorker:
 
     def map(self, task: Callable[[T], R], chunks: list[T]) -> list[R]:
         """``[task(c) for c in chunks]``, computed in the worker's forks; their exceptions are raised here."""
+        return self._request(_MAP, task, chunks)
+
+    def ask(self, task: Callable[..., R], *args) -> R:
+        """``task(*args)``, computed in the worker itself (what it computes stays there, for its later
+        forks too); its exception is raised here."""
+        return self._request(_ASK, task, args)
+
+    def _request(self, kind: str, task: Callable, payload):
         self._used = True
-        self._connection.send((task, chunks))
+        self._connection.send((kind, task, payload))
         failed, value = self._connection.recv()
         if failed:
             raise value
@@ -451,15 +461,21 @@ class WarmWorker:
         self._connection.close()
 
 
+_MAP, _ASK = "map", "ask"
+
+
 def _serve(connection, jobs: int, warm_up: Callable[[], None], parent: int) -> None:
     die_with_parent(parent)
     warm_up()
-    gc.freeze()  # this process only forks from now on (see frozen_heap)
+    gc.freeze()  # what the warm-up imported is shared with every fork (see frozen_heap)
     while (request := connection.recv()) is not None:
-        task, chunks = request
+        kind, task, payload = request
         try:
-            with forked_pool(min(jobs, len(chunks)) or 1) as pool:
-                reply = (False, list(pool.map(task, chunks)))
+            if kind == _ASK:
+                reply = (False, task(*payload))
+            else:
+                with forked_pool(min(jobs, len(payload)) or 1) as pool:
+                    reply = (False, list(pool.map(task, payload)))
         except Exception as error:  # sent back to be raised in the caller
             reply = (True, error)
         try:

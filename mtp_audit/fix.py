@@ -3,7 +3,9 @@
 Only synthesis and insertion need libcst (0.6 s to import), and with cached
 facts the scan and the plan need none: with ``jobs`` above one, the workers
 that rewrite are forked first and import libcst while this process scans
-and plans.
+and plans; what the plan asks that no cache holds (the mirrors its
+blast-radius checks compare, after a scan alone) the warm worker answers
+(``memo.delegated``), so this process never imports libcst.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def plan_fix(
     blast-radius check reuses. ``factor_pre_head``: long pre-head blocks go into a shared helper.
     ``chain_answers``: the import-chain answers of a scan of the same files (see ``scan``)."""
     memo.use_cache(cache)  # before forking: the workers read cached mirrors too
-    with warm_worker(jobs, _load_rewriter) as worker:
+    with warm_worker(jobs, _load_rewriter) as worker, memo.delegated(worker.ask if worker else None):
         result, scanner, resolutions = scan(tree, cache, chain_answers=chain_answers)
         if result.parse_errors:  # as scan: an input error, exit 2, and nothing is written
             named = "; ".join(f"{file}: {message}" for file, message in result.parse_errors)
@@ -128,6 +130,8 @@ def _keep_plugin_fixes_in_plugins(tree: SourceTree, plan: Plan) -> None:
 
 
 def _load_rewriter() -> None:
+    """The warm worker's import: the rules, for the answers the plan asks of it, and the rewriter."""
+    memo.load_rules()
     from .apply import rewrite  # noqa: F401
 
 

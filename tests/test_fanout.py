@@ -131,6 +131,10 @@ def test_a_warm_worker_returns_results_in_order_and_raises_task_errors():
         with pytest.raises(ValueError, match="task 1 failed"):
             worker.map(_fail, [1])
         assert worker.map(_square, [3]) == [9]  # still serving after a failed task
+        assert worker.ask(_square, 5) == 25  # answered by the worker itself, between maps
+        with pytest.raises(ValueError, match="task 2 failed"):
+            worker.ask(_fail, 2)
+        assert worker.map(_square, [4, 6]) == [16, 36]
     with warm_worker(1, lambda: None) as worker:
         assert worker is None  # one job: the caller does the work itself
 
@@ -142,25 +146,48 @@ def test_a_warm_worker_given_no_work_is_stopped_not_waited_for():
     assert time.monotonic() - start < 60  # not the warm-up's 120 s
 
 
+_FIX_PROBE = (
+    "import sys\n"
+    "from pathlib import Path\n"
+    "from mtp_audit.apply.write import unified_diff\n"
+    "from mtp_audit.fix import plan_fix\n"
+    "from mtp_audit.cache import FactsCache\n"
+    "from mtp_audit.locate import locate\n"
+    "result = plan_fix(locate(Path(sys.argv[1])), None, True, FactsCache(), None, 2)\n"
+    "sys.stdout.write(''.join(unified_diff(r) for r in result.rewrites))\n"
+    "print('libcst' in sys.modules)\n"
+)
+
+
+def _fix_probe(tree, env) -> str:
+    """The diff ``fix --all`` plans at two jobs in a fresh process, and whether that process imported libcst."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FIX_PROBE, str(tree)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_fix_from_cached_analyses_leaves_libcst_to_the_workers(vllm_release, tmp_path):
     """The parent scans and plans from the caches; only the forked rewriter imports libcst."""
     tree = vllm_release("0.34.0")
     env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
     first = run_cli("fix", str(tree), "--all", "--diff", "--quiet", "--jobs", "2", env=env)
     assert first.stdout.count("+    def get_top_tokens(") >= 40, first.stderr
-    probe = (
-        "import sys\n"
-        "from pathlib import Path\n"
-        "from mtp_audit.apply.write import unified_diff\n"
-        "from mtp_audit.fix import plan_fix\n"
-        "from mtp_audit.cache import FactsCache\n"
-        "from mtp_audit.locate import locate\n"
-        "result = plan_fix(locate(Path(sys.argv[1])), None, True, FactsCache(), None, 2)\n"
-        "sys.stdout.write(''.join(unified_diff(r) for r in result.rewrites))\n"
-        "print('libcst' in sys.modules)\n"
-    )
-    second = subprocess.run(
-        [sys.executable, "-c", probe, str(tree)], capture_output=True, text=True, env={**os.environ, **env}, check=False
-    )
-    assert second.returncode == 0, second.stderr
-    assert second.stdout == first.stdout + "False\n"
+    assert _fix_probe(tree, env) == first.stdout + "False\n"
+
+
+def test_fix_after_a_scan_asks_the_warm_worker_for_the_mirrors_it_plans(vllm_release, tmp_path):
+    """After a scan alone, no mirror is cached: the plan's blast-radius checks need them, and the
+    warm worker (which has libcst) computes them, so the parent still never imports libcst; the
+    diff is the one-process fix's."""
+    tree = vllm_release("0.34.0")
+    env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
+    assert run_cli("scan", str(tree), "--quiet", "--fail-on", "never", env=env).returncode == 0
+    serial = run_cli("fix", str(tree), "--all", "--diff", "--quiet", "--no-cache", "--jobs", "1")
+    assert serial.stdout.count("+    def get_top_tokens(") >= 40, serial.stderr
+    assert _fix_probe(tree, env) == serial.stdout + "False\n"

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from ..cache import FactsCache
 
 _store: AnswerStore | None = None  # None: answers are memoised in this process only
+# Set by ``delegated``: computes a missing answer elsewhere, from the rule's name and arguments.
+_delegate: Callable[[Callable[[str, tuple], object], str, tuple], object] | None = None
+_ANSWERS: dict[str, Callable] = {}  # every stored rule's memoised answer, by name (see answer_here)
 Rule = TypeVar("Rule", bound=Callable)
 
 
@@ -35,6 +38,24 @@ def use_cache(cache: FactsCache | None) -> None:
     """Keep answers beside ``cache``'s facts from now on (None: in this process only)."""
     global _store
     _store = cache.answers() if cache is not None else None
+
+
+@contextlib.contextmanager
+def delegated(ask: Callable[[Callable[[str, tuple], object], str, tuple], object] | None) -> Iterator[None]:
+    """Answers that neither this process nor the store has are computed by ``ask(answer_here,
+    name, args)`` (e.g. ``WarmWorker.ask``: a process that has libcst already, and stores what it
+    computes) instead of here, where the first one would import libcst; None: here, as usual."""
+    global _delegate
+    _delegate = ask
+    try:
+        yield
+    finally:
+        _delegate = None
+
+
+def answer_here(name: str, args: tuple) -> object:
+    """The stored rule ``name``'s answer for ``args``, computed in this process if need be."""
+    return _ANSWERS[name](*args)
 
 
 def load_rules() -> None:
@@ -118,12 +139,16 @@ def stored(kind: type | tuple[type, ...]) -> Callable[[Rule], Rule]:
                 value = store.load(path, kind)
                 if value is not MISSING:
                     return value
+            if _delegate is not None:
+                return _delegate(answer_here, name, args)
             load_rules()
             value = rule(*args)
             if path is not None:
                 store.save(path, value)
             return value
 
+        name = f"{rule.__module__}.{rule.__name__}"
+        _ANSWERS[name] = answer
         return answer  # type: ignore[return-value]
 
     return wrap
