@@ -429,16 +429,16 @@ class WarmWorker:
 
     def map(self, task: Callable[[T], R], chunks: list[T]) -> list[R]:
         """``[task(c) for c in chunks]``, computed in the worker's forks; their exceptions are raised here."""
-        return self._request(_MAP, task, chunks)
+        return self._request(True, task, chunks)
 
     def ask(self, task: Callable[..., R], *args) -> R:
         """``task(*args)``, computed in the worker itself (what it computes stays there, for its later
         forks too); its exception is raised here."""
-        return self._request(_ASK, task, args)
+        return self._request(False, task, args)
 
-    def _request(self, kind: str, task: Callable, payload):
+    def _request(self, in_forks: bool, task: Callable, payload):
         self._used = True
-        self._connection.send((kind, task, payload))
+        self._connection.send((in_forks, task, payload))
         failed, value = self._connection.recv()
         if failed:
             raise value
@@ -461,21 +461,18 @@ class WarmWorker:
         self._connection.close()
 
 
-_MAP, _ASK = "map", "ask"
-
-
 def _serve(connection, jobs: int, warm_up: Callable[[], None], parent: int) -> None:
     die_with_parent(parent)
     warm_up()
     gc.freeze()  # what the warm-up imported is shared with every fork (see frozen_heap)
     while (request := connection.recv()) is not None:
-        kind, task, payload = request
+        in_forks, task, payload = request
         try:
-            if kind == _ASK:
-                reply = (False, task(*payload))
-            else:
+            if in_forks:
                 with forked_pool(min(jobs, len(payload)) or 1) as pool:
                     reply = (False, list(pool.map(task, payload)))
+            else:
+                reply = (False, task(*payload))
         except Exception as error:  # sent back to be raised in the caller
             reply = (True, error)
         try:

@@ -10,6 +10,8 @@ blast-radius checks compare, after a scan alone) the warm worker answers
 
 from __future__ import annotations
 
+import functools
+
 from .apply.changes import FileJob, Rewrite, UnsafeRewrite
 from .apply.inheritors import find_inheritors
 from .apply.placement import prefer_drafter_only
@@ -43,7 +45,7 @@ def plan_fix(
     blast-radius check reuses. ``factor_pre_head``: long pre-head blocks go into a shared helper.
     ``chain_answers``: the import-chain answers of a scan of the same files (see ``scan``)."""
     memo.use_cache(cache)  # before forking: the workers read cached mirrors too
-    with warm_worker(jobs, _load_rewriter) as worker, memo.delegated(worker.ask if worker else None):
+    with warm_worker(jobs, _load_rules_and_rewriter) as worker, memo.delegated(_asking(worker)):
         result, scanner, resolutions = scan(tree, cache, chain_answers=chain_answers)
         if result.parse_errors:  # as scan: an input error, exit 2, and nothing is written
             named = "; ".join(f"{file}: {message}" for file, message in result.parse_errors)
@@ -129,7 +131,12 @@ def _keep_plugin_fixes_in_plugins(tree: SourceTree, plan: Plan) -> None:
     plan.insertions = [i for i in plan.insertions if i.target in kept]
 
 
-def _load_rewriter() -> None:
+def _asking(worker: WarmWorker | None) -> memo.Delegate | None:
+    """Missing rule answers computed by ``worker`` (which keeps them for its forks); None: here."""
+    return functools.partial(worker.ask, memo.answer_here) if worker else None
+
+
+def _load_rules_and_rewriter() -> None:
     """The warm worker's import: the rules, for the answers the plan asks of it, and the rewriter."""
     memo.load_rules()
     from .apply import rewrite  # noqa: F401

@@ -28,8 +28,9 @@ if TYPE_CHECKING:
     from ..cache import FactsCache
 
 _store: AnswerStore | None = None  # None: answers are memoised in this process only
-# Set by ``delegated``: computes a missing answer elsewhere, from the rule's name and arguments.
-_delegate: Callable[[Callable[[str, tuple], object], str, tuple], object] | None = None
+# Computes a missing answer elsewhere from the rule's name and arguments (see ``delegated``).
+Delegate = Callable[[str, tuple], object]
+_delegate: Delegate | None = None
 _ANSWERS: dict[str, Callable] = {}  # every stored rule's memoised answer, by name (see answer_here)
 Rule = TypeVar("Rule", bound=Callable)
 
@@ -41,12 +42,12 @@ def use_cache(cache: FactsCache | None) -> None:
 
 
 @contextlib.contextmanager
-def delegated(ask: Callable[[Callable[[str, tuple], object], str, tuple], object] | None) -> Iterator[None]:
-    """Answers that neither this process nor the store has are computed by ``ask(answer_here,
-    name, args)`` (e.g. ``WarmWorker.ask``: a process that has libcst already, and stores what it
+def delegated(delegate: Delegate | None) -> Iterator[None]:
+    """Answers that neither this process nor the store has are computed by ``delegate(name, args)``
+    (e.g. ``answer_here`` run by a ``WarmWorker``, which has libcst already and stores what it
     computes) instead of here, where the first one would import libcst; None: here, as usual."""
     global _delegate
-    _delegate = ask
+    _delegate = delegate
     try:
         yield
     finally:
@@ -140,7 +141,7 @@ def stored(kind: type | tuple[type, ...]) -> Callable[[Rule], Rule]:
                 if value is not MISSING:
                     return value
             if _delegate is not None:
-                return _delegate(answer_here, name, args)
+                return _delegate(name, args)
             load_rules()
             value = rule(*args)
             if path is not None:
