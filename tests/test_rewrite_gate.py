@@ -13,7 +13,8 @@ import libcst as cst
 import pytest
 
 from mtp_audit.apply.changes import FileJob, Rewrite, UnsafeRewrite
-from mtp_audit.apply.rewrite import _uses_torch, check_rewrite, rewrite_file, rewrite_files, with_final_newline
+from mtp_audit.apply.rewrite import check_rewrite, rewrite_file, rewrite_files
+from mtp_audit.apply.source_text import uses_torch, with_final_newline
 from mtp_audit.classify.analysis import Insertion
 from mtp_audit.cstnodes import parse_method
 from mtp_audit.index.facts import extract_facts
@@ -469,7 +470,7 @@ def test_import_torch_is_added_only_for_a_method_that_evaluates_torch(method, he
     """A file that does not bind ``torch`` gets ``import torch`` when the written method would evaluate
     it, when run or when defined: not for a quoted annotation, nor any under postponed annotations."""
     _, node = parse_method(method)
-    assert _uses_torch(node, header + "class Drafter:\n    pass\n") is evaluates
+    assert uses_torch(node, header + "class Drafter:\n    pass\n") is evaluates
 
 
 def test_import_torch_in_a_file_without_imports_comes_with_one_blank_line() -> None:

@@ -25,7 +25,7 @@ from ..synthesize.factor import HELPER, factor_pre_head
 from ..synthesize.layout import format_methods
 from ..synthesize.mirror import mirror_function
 from .changes import Rewrite, UnsafeRewrite
-from .rewrite import _class_depth, _dropped_tail, _inserted_lines, _module_classes, _uses_torch, with_final_newline
+from .source_text import class_depth, dropped_tail, inserted_lines, module_classes, uses_torch, with_final_newline
 
 
 def factors(insertion: Insertion) -> bool:
@@ -96,7 +96,7 @@ def rewrite_factored(path: str, source: str, insertions: list[Insertion], binds_
     shapes: list[tuple[cst.ClassDef, bool]] = []
     for insertion in insertions:
         node = nodes[(insertion.target.name, insertion.target.line)]
-        depth = _class_depth(lines[insertion.target.line - 1])
+        depth = class_depth(lines[insertion.target.line - 1])
         own = _own_compute_logits(node) if insertion.source.owner == insertion.target else None
         taken = {s.name.value for s in node.body.body if isinstance(s, cst.FunctionDef)}
         factored = factor_pre_head(own, taken) if own is not None else None
@@ -120,8 +120,8 @@ def rewrite_factored(path: str, source: str, insertions: list[Insertion], binds_
             plans[id(node)] = (None, [mirror])
             methods.append(mirror)
     transformer = _Replace(plans)
-    new_source = wrapper.module.visit(transformer).code + _dropped_tail(ended, module)
-    added_import = not binds_torch and any(_uses_torch(method, source) for method in methods)
+    new_source = wrapper.module.visit(transformer).code + dropped_tail(ended, module)
+    added_import = not binds_torch and any(uses_torch(method, source) for method in methods)
     if added_import:
         from libcst.codemod import CodemodContext
         from libcst.codemod.visitors import AddImportsVisitor
@@ -129,7 +129,7 @@ def rewrite_factored(path: str, source: str, insertions: list[Insertion], binds_
         context = CodemodContext()
         AddImportsVisitor.add_needed_import(context, "torch")
         module = cst.parse_module(new_source)
-        new_source = AddImportsVisitor(context).transform_module(module).code + _dropped_tail(new_source, module)
+        new_source = AddImportsVisitor(context).transform_module(module).code + dropped_tail(new_source, module)
     targets = [(i.target.name, i.target.line) for i in insertions]
     rewrite = Rewrite(
         path, source, new_source, [i.target.name for i in insertions], added_import, targets, factored=helpers
@@ -173,7 +173,7 @@ def check_factored(rewrite: Rewrite, factored: set[str]) -> None:
     old_tree = ast.parse(rewrite.old)
     planned = set(rewrite.targets)
     spans_old, spans_new = [], []
-    for old, new in zip(_module_classes(old_tree), _module_classes(new_tree)):
+    for old, new in zip(module_classes(old_tree), module_classes(new_tree)):
         if (old.name, old.lineno) not in planned:
             continue
         if any(isinstance(s, ast.FunctionDef) and s.name in ("get_top_tokens", HELPER) for s in old.body):
@@ -197,7 +197,7 @@ def check_factored(rewrite: Rewrite, factored: set[str]) -> None:
         raise UnsafeRewrite(f"{rewrite.path}: with {HELPER} inlined, the file is not the old one plus the new methods")
     old_kept = _outside(physical_lines(with_final_newline(rewrite.old)), spans_old)  # as check_rewrite reads it
     new_kept = _outside(physical_lines(rewrite.new), spans_new)
-    extra = _inserted_lines(old_kept, new_kept)
+    extra = inserted_lines(old_kept, new_kept)
     if extra is None or any(new_kept[n - 1].strip() and new_kept[n - 1].strip() != "import torch" for n in extra):
         raise UnsafeRewrite(f"{rewrite.path}: the rewrite changes lines outside compute_logits and the new methods")
 

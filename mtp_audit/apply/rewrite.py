@@ -21,6 +21,7 @@ from ..synthesize.answers import mirror_text
 from ..synthesize.conventions import follow_annotation_style
 from ..synthesize.layout import format_methods
 from .changes import FileJob, Rewrite, UnsafeRewrite
+from .source_text import class_depth, dropped_tail, inserted_lines, module_classes, uses_torch, with_final_newline
 
 # Module-level statement containers: the only nodes the transformer needs to enter.
 _CONTAINERS = (cst.Module, cst.If, cst.Else, cst.IndentedBlock, cst.Try, cst.ExceptHandler, cst.Finally, cst.With)
@@ -65,26 +66,6 @@ def _is_compute_logits(statement: cst.BaseStatement) -> bool:
     return m.matches(statement, m.FunctionDef(name=m.Name("compute_logits")))
 
 
-def _class_depth(source_line: str) -> int:
-    indent = source_line[: len(source_line) - len(source_line.lstrip())]
-    return 1 + indent.count("\t") + (len(indent.replace("\t", "")) // 4)
-
-
-def _module_classes(tree: ast.Module) -> list[ast.ClassDef]:
-    """Classes at module level, inside module-level if/try blocks too."""
-    found, stack = [], list(reversed(tree.body))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.ClassDef):
-            found.append(node)
-        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for block in ("body", "orelse", "finalbody"):
-                stack.extend(reversed(getattr(node, block, []) or []))
-            for handler in getattr(node, "handlers", []):
-                stack.extend(reversed(handler.body))
-    return found
-
-
 def mirror_requests(source: str, insertions: list[Insertion]) -> list[tuple[cst.FunctionDef, int]]:
     """The unformatted mirror of each insertion, with the class nesting depth ruff must format it at."""
     lines = physical_lines(source)
@@ -92,7 +73,7 @@ def mirror_requests(source: str, insertions: list[Insertion]) -> list[tuple[cst.
     for insertion in insertions:
         _, method = parse_method(mirror_text(insertion.source.method.text))  # the cached mirror, as a node
         method = follow_annotation_style(method, insertion.source.method.text)
-        requests.append((method, _class_depth(lines[insertion.target.line - 1])))
+        requests.append((method, class_depth(lines[insertion.target.line - 1])))
     return requests
 
 
@@ -124,7 +105,7 @@ def rewrite_file(
     original, source = source, with_final_newline(source)
     lines = physical_lines(source)
     old_tree = ast.parse(source)
-    classes = {(node.name, node.lineno): node for node in _module_classes(old_tree)}
+    classes = {(node.name, node.lineno): node for node in module_classes(old_tree)}
     missing = [i for i in insertions if (i.target.name, i.target.line) not in classes]
     if missing:
         wanted = ", ".join(f"{i.target.name} (line {i.target.line})" for i in missing)
@@ -134,7 +115,7 @@ def rewrite_file(
     mirrors = {insertion.target: method for insertion, method in zip(insertions, methods)}
     nested = any(lines[i.target.line - 1][:1].isspace() for i in insertions)
     new_source, inserted = (_through_module if nested else _by_class)(source, lines, classes, insertions, mirrors)
-    added_import = not binds_torch and any(_uses_torch(method, source) for method in methods)
+    added_import = not binds_torch and any(uses_torch(method, source) for method in methods)
     if added_import:  # rare (vLLM's model files import torch): the codemod machinery is imported here
         from libcst.codemod import CodemodContext
         from libcst.codemod.visitors import AddImportsVisitor
@@ -142,36 +123,11 @@ def rewrite_file(
         context = CodemodContext()
         AddImportsVisitor.add_needed_import(context, "torch")
         module = cst.parse_module(new_source)
-        new_source = AddImportsVisitor(context).transform_module(module).code + _dropped_tail(new_source, module)
+        new_source = AddImportsVisitor(context).transform_module(module).code + dropped_tail(new_source, module)
     targets = [(i.target.name, i.target.line) for i in insertions]
     rewrite = Rewrite(path, original, new_source, inserted, added_import, targets)
     check_rewrite(rewrite, old_tree)
     return rewrite
-
-
-def with_final_newline(source: str) -> str:
-    """``source`` ending its last line: a method appended after it needs one (the only byte a fix
-    adds outside the method, and what ruff's formatting asks for anyway)."""
-    if not source or source.endswith(("\n", "\r")):
-        return source
-    first = physical_lines(source)[0]
-    return source + (first[len(first.rstrip("\r\n")) :] or "\n")
-
-
-def _uses_torch(method: cst.FunctionDef, source: str) -> bool:
-    """Whether the method evaluates ``torch`` when run or defined: a quoted annotation does not,
-    nor does any annotation under ``from __future__ import annotations``."""
-    tree = ast.parse(cst.Module(body=[method]).code).body[0]
-    assert isinstance(tree, ast.FunctionDef)
-    postponed = any(
-        isinstance(s, ast.ImportFrom) and s.module == "__future__" and any(a.name == "annotations" for a in s.names)
-        for s in ast.parse(source).body
-    )
-    arguments = [*tree.args.posonlyargs, *tree.args.args, *tree.args.kwonlyargs, tree.args.vararg, tree.args.kwarg]
-    annotations = [a.annotation for a in arguments if a is not None and a.annotation is not None]
-    annotations += [tree.returns] if tree.returns is not None else []
-    skipped = {id(n) for a in annotations if postponed for n in ast.walk(a)}
-    return any(isinstance(n, ast.Name) and n.id == "torch" and id(n) not in skipped for n in ast.walk(tree))
 
 
 def _first_line(node: ast.stmt) -> int:
@@ -215,7 +171,7 @@ def _by_class(
         text = header + "".join(lines[first:end])
         piece = cst.parse_module(text)
         transformer = InsertTopTokens({id(piece.body[-1]): mirrors[insertion.target]})
-        new_piece = piece.visit(transformer).code + _dropped_tail(text, piece)
+        new_piece = piece.visit(transformer).code + dropped_tail(text, piece)
         assert new_piece.startswith(header)
         out.append("".join(lines[position:first]))
         out.append(new_piece[len(header) :])
@@ -238,15 +194,7 @@ def _through_module(
         if (key := (node.name.value, positions[node.name].start.line)) in wanted
     }
     transformer = InsertTopTokens(methods)
-    return wrapper.module.visit(transformer).code + _dropped_tail(source, module), transformer.inserted
-
-
-def _dropped_tail(text: str, module: cst.Module) -> str:
-    """What libcst leaves out when it writes ``text`` back: the last newline of a file whose lines
-    end in a bare CR (libcst 1.9 reads ``"x\\r\\r"`` and writes ``"x\\r"``), else nothing."""
-    if not text.endswith("\r"):  # the only case: no need to write a whole module back to find out
-        return ""
-    return text[len(module.code) :]
+    return wrapper.module.visit(transformer).code + dropped_tail(source, module), transformer.inserted
 
 
 def check_rewrite(rewrite: Rewrite, old_tree: ast.Module | None = None) -> None:
@@ -262,10 +210,10 @@ def check_rewrite(rewrite: Rewrite, old_tree: ast.Module | None = None) -> None:
         new_tree = compile(rewrite.new, rewrite.path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:
         raise UnsafeRewrite(f"{rewrite.path}: the rewrite does not parse ({error.msg}, line {error.lineno})") from None
-    inserted = _inserted_lines(physical_lines(with_final_newline(rewrite.old)), physical_lines(rewrite.new))
+    inserted = inserted_lines(physical_lines(with_final_newline(rewrite.old)), physical_lines(rewrite.new))
     if inserted is None:
         raise UnsafeRewrite(f"{rewrite.path}: the rewrite edits existing lines")
-    old_all, new_all = _module_classes(old_tree or ast.parse(rewrite.old)), _module_classes(new_tree)
+    old_all, new_all = module_classes(old_tree or ast.parse(rewrite.old)), module_classes(new_tree)
     if [c.name for c in old_all] != [c.name for c in new_all]:
         raise UnsafeRewrite(f"{rewrite.path}: the rewrite changes the file's classes")
     planned = set(rewrite.targets)
@@ -296,14 +244,3 @@ def check_rewrite(rewrite: Rewrite, old_tree: ast.Module | None = None) -> None:
     stray = [n for n in inserted if n not in allowed and not (n in blank_ok and not new_lines[n - 1].strip())]
     if stray:
         raise UnsafeRewrite(f"{rewrite.path}: line {stray[0]} was inserted outside the new methods")
-
-
-def _inserted_lines(old: list[str], new: list[str]) -> list[int] | None:
-    """1-based numbers of the lines of ``new`` that are not ``old``'s, if ``old`` is all there, in order."""
-    inserted, position = [], 0
-    for number, line in enumerate(new, 1):
-        if position < len(old) and line == old[position]:
-            position += 1
-        else:
-            inserted.append(number)
-    return inserted if position == len(old) else None

@@ -1,0 +1,79 @@
+"""Reading and ending a file's text the way both rewrites (a mirror, a factored helper) need it.
+
+Shared by ``rewrite`` and ``factoring``: where a class sits and how deep, which
+lines a rewrite inserted, whether a new method needs ``import torch``, and the
+bytes libcst drops when it writes a module back.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import libcst as cst
+
+from ..index.prefilter import physical_lines
+
+
+def class_depth(source_line: str) -> int:
+    """How many levels deep the methods of the class on ``source_line`` sit: ruff formats a new one there."""
+    indent = source_line[: len(source_line) - len(source_line.lstrip())]
+    return 1 + indent.count("\t") + (len(indent.replace("\t", "")) // 4)
+
+
+def module_classes(tree: ast.Module) -> list[ast.ClassDef]:
+    """Classes at module level, inside module-level if/try blocks too."""
+    found, stack = [], list(reversed(tree.body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.ClassDef):
+            found.append(node)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for block in ("body", "orelse", "finalbody"):
+                stack.extend(reversed(getattr(node, block, []) or []))
+            for handler in getattr(node, "handlers", []):
+                stack.extend(reversed(handler.body))
+    return found
+
+
+def with_final_newline(source: str) -> str:
+    """``source`` ending its last line: a method appended after it needs one (the only byte a fix
+    adds outside the method, and what ruff's formatting asks for anyway)."""
+    if not source or source.endswith(("\n", "\r")):
+        return source
+    first = physical_lines(source)[0]
+    return source + (first[len(first.rstrip("\r\n")) :] or "\n")
+
+
+def uses_torch(method: cst.FunctionDef, source: str) -> bool:
+    """Whether the method evaluates ``torch`` when run or defined: a quoted annotation does not,
+    nor does any annotation under ``from __future__ import annotations``."""
+    tree = ast.parse(cst.Module(body=[method]).code).body[0]
+    assert isinstance(tree, ast.FunctionDef)
+    postponed = any(
+        isinstance(s, ast.ImportFrom) and s.module == "__future__" and any(a.name == "annotations" for a in s.names)
+        for s in ast.parse(source).body
+    )
+    arguments = [*tree.args.posonlyargs, *tree.args.args, *tree.args.kwonlyargs, tree.args.vararg, tree.args.kwarg]
+    annotations = [a.annotation for a in arguments if a is not None and a.annotation is not None]
+    annotations += [tree.returns] if tree.returns is not None else []
+    skipped = {id(n) for a in annotations if postponed for n in ast.walk(a)}
+    return any(isinstance(n, ast.Name) and n.id == "torch" and id(n) not in skipped for n in ast.walk(tree))
+
+
+def dropped_tail(text: str, module: cst.Module) -> str:
+    """What libcst leaves out when it writes ``text`` back: the last newline of a file whose lines
+    end in a bare CR (libcst 1.9 reads ``"x\\r\\r"`` and writes ``"x\\r"``), else nothing."""
+    if not text.endswith("\r"):  # the only case: no need to write a whole module back to find out
+        return ""
+    return text[len(module.code) :]
+
+
+def inserted_lines(old: list[str], new: list[str]) -> list[int] | None:
+    """1-based numbers of the lines of ``new`` that are not ``old``'s, if ``old`` is all there, in order."""
+    inserted, position = [], 0
+    for number, line in enumerate(new, 1):
+        if position < len(old) and line == old[position]:
+            position += 1
+        else:
+            inserted.append(number)
+    return inserted if position == len(old) else None
