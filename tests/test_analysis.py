@@ -875,8 +875,8 @@ def test_a_delegating_drafter_judged_by_its_callers(tmp_path: Path) -> None:
     assert [c.name for c in without_step.delegates] == ["Inner"] and without_step.insertions == []
     assert without_step.reason.endswith(
         "compute_logits reads spec_step_idx (line 11: `return self.model.compute_logits(hidden_states, "
-        "spec_step_idx)`): a mirror would draft with the default instead; the call site must pass the same "
-        "arguments to both methods"
+        "spec_step_idx)`): a mirror would draft with other values than compute_logits gets; the call site must "
+        "pass the same arguments to both methods"
     )
 
 

@@ -1192,3 +1192,78 @@ def test_comments_on_the_runners_imports(tmp_path: Path) -> None:
         ("vllm.v1.spec_decode.medusa.MedusaProposer", V1_HOW),
     ]
     assert not index.index.read_errors
+
+
+LOOKUPS = {
+    "v1/worker/gpu/spec_decode/__init__.py": """\
+        from . import speculator as speculators
+
+
+        def init_speculator(config, device):
+            if config.speculative_config.method == "mtp":
+                from .lookups import TwoArgSuperSpeculator
+
+                return TwoArgSuperSpeculator(config, device)
+            if config.speculative_config.method == "eagle":
+                return speculators.HandingSpeculator(config, device)
+            raise NotImplementedError
+        """,
+    "v1/worker/gpu/spec_decode/speculator.py": """\
+        def greedy(model, hidden_states, step):
+            alias = model
+            return alias.get_top_tokens(hidden_states)
+
+
+        def by_keyword(hidden_states, *, drafter):
+            return drafter.compute_logits(hidden_states)
+
+
+        class HandingSpeculator:
+            def propose(self, hidden_states):
+                greedy(self.model, hidden_states, 0)
+                return by_keyword(hidden_states, drafter=self.model)
+        """,
+    "v1/worker/gpu/spec_decode/lookups.py": """\
+        class Base:
+            def propose(self, hidden_states):
+                return self._draft(hidden_states)
+
+            def _draft(self, hidden_states):
+                return self.model.get_top_tokens(hidden_states)
+
+
+        class Middle(Base):
+            def _draft(self, hidden_states):
+                return self.model.compute_draft_logits(hidden_states)
+
+
+        class TwoArgSuperSpeculator(Middle):
+            def _draft(self, hidden_states):
+                return super(Middle, self)._draft(hidden_states)
+
+
+        class ExplicitSpeculator(Middle):
+            def _draft(self, hidden_states):
+                return Base._draft(self, hidden_states)
+        """,
+}
+LOOKUP = "vllm.v1.worker.gpu.spec_decode."
+
+
+def test_lookups_a_drafting_path_makes(tmp_path: Path) -> None:
+    index = caller_index(tmp_path, LOOKUPS)
+    # super(Middle, self) goes on after Middle, not after the caller's class: Base's _draft
+    assert drafted_with(index.reach(f"{LOOKUP}lookups.TwoArgSuperSpeculator")) == [
+        ("get_top_tokens", ("hidden_states",), 6)
+    ]
+    # Base._draft(self, ...) is Base's, whatever overrides it
+    assert drafted_with(index.reach(f"{LOOKUP}lookups.ExplicitSpeculator")) == [
+        ("get_top_tokens", ("hidden_states",), 6)
+    ]
+    # the drafter handed to module-level functions, by position (and aliased there) or by keyword
+    reach = index.reach(f"{LOOKUP}speculator.HandingSpeculator")
+    assert drafted_with(reach) == [("get_top_tokens", ("hidden_states",), 3), ("compute_logits", ("hidden_states",), 7)]
+    # chosen through a relative import inside the function, and through an imported module
+    mtp, eagle = drafter(), drafter("ToyEagleModel", "ToyEagle", ("eagle",))
+    assert [q for q, _ in index.candidates(mtp)] == [f"{LOOKUP}lookups.TwoArgSuperSpeculator"]
+    assert [q for q, _ in index.candidates(eagle)] == [f"{LOOKUP}speculator.HandingSpeculator"]

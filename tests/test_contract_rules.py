@@ -66,18 +66,43 @@ def test_every_contract_rule_is_described_and_unique():
 
 READS_STEP = "(line 3: `return self.logits_processor(self.heads[spec_step_idx], hidden_states)`)"
 REASONS = [  # each INVALID example's reason, in CONTRACT_RULES order: the caller, its file and line, the call
-    "no speculator that can hold it calls get_top_tokens: ExampleSpeculator (speculator.py:1) drafts with "
-    "compute_logits",
+    "no speculator that can hold it calls get_top_tokens: ExampleSpeculator (speculator.py:1) drafts "
+    "with compute_logits",
     "get_top_tokens defined; ExampleSpeculator (speculator.py:3) calls get_top_tokens(hidden_states, "
-    "spec_step_idx=spec_step_idx); get_top_tokens of ExampleMTP (vllm/model_executor/models/example_mtp.py:4) "
-    "does not accept spec_step_idx= (TypeError)",
-    "ExampleSpeculator (speculator.py:3) calls get_top_tokens(hidden_states) but compute_logits(hidden_states, "
-    "spec_step_idx=spec_step_idx) (speculator.py:2) on the same path, and compute_logits reads spec_step_idx "
-    f"{READS_STEP}: a mirror would draft with the default instead; the call site must pass the same arguments "
-    "to both methods",
-    "get_top_tokens defined; ExampleSpeculator (speculator.py:3) calls get_top_tokens(hidden_states) but "
-    f"compute_logits(hidden_states, step) (speculator.py:2) on the same path, and compute_logits reads "
-    f"spec_step_idx {READS_STEP}",
+    "spec_step_idx=spec_step_idx); get_top_tokens of ExampleMTP "
+    "(vllm/model_executor/models/example_mtp.py:4) does not accept spec_step_idx= (TypeError)",
+    "ExampleSpeculator (speculator.py:3) calls get_top_tokens(hidden_states) but "
+    "compute_logits(hidden_states, spec_step_idx=spec_step_idx) (speculator.py:2) on the same path, "
+    "and compute_logits reads spec_step_idx "
+    f"{READS_STEP}"
+    ": a mirror would draft with other values than compute_logits gets; the call site must pass the "
+    "same arguments to both methods",
+    "get_top_tokens defined; ExampleSpeculator (speculator.py:3) calls get_top_tokens(hidden_states) "
+    "but compute_logits(hidden_states, step) (speculator.py:2) on the same path, and compute_logits "
+    "reads spec_step_idx "
+    f"{READS_STEP}",
+    "ExampleSpeculator (speculator.py:3) calls get_top_tokens(hidden_states, spec_step_idx=0) but "
+    "compute_logits(hidden_states, spec_step_idx=step) (speculator.py:2) on the same path: "
+    "spec_step_idx is `0` for get_top_tokens and `step` for compute_logits, and compute_logits reads "
+    "spec_step_idx "
+    f"{READS_STEP}"
+    ": a mirror would draft with other values than compute_logits gets; the call site must pass the "
+    "same arguments to both methods",
+    "get_top_tokens defined; ExampleSpeculator (speculator.py:3) calls get_top_tokens(hidden_states, "
+    "spec_step_idx=step) but compute_logits(hidden_states) (speculator.py:2) on the same path: "
+    "spec_step_idx is `step` for get_top_tokens and `0` (its default) for compute_logits, and "
+    "compute_logits reads spec_step_idx "
+    f"{READS_STEP}",
+    "ExampleSpeculator (speculator.py:3) calls get_top_tokens(hidden_states, "
+    "spec_step_idx=self.draft_step) but compute_logits(hidden_states, spec_step_idx=step) "
+    "(speculator.py:2) on the same path: spec_step_idx is `self.draft_step` for get_top_tokens and "
+    "`step` for compute_logits, which only run-time values can compare: a mirror is safe only where "
+    "both get the same values; the call site must pass the same arguments to both methods",
+    "get_top_tokens defined; mirror of compute_logits of ExampleMTP "
+    "(vllm/model_executor/models/example_mtp.py:2); yet ExampleSpeculator (speculator.py:3) calls "
+    "get_top_tokens(self.last_hidden_states) but compute_logits(hidden_states) (speculator.py:2) on "
+    "the same path: hidden_states is `self.last_hidden_states` for get_top_tokens and "
+    "`hidden_states` for compute_logits, which only run-time values can compare",
 ]
 
 
@@ -139,7 +164,7 @@ def test_an_argument_read_only_in_a_condition(tmp_path: Path):
     assert analysis.reason == (
         "get_top_tokens defined; ExampleSpeculator (speculator.py:3) calls get_top_tokens(hidden_states) but "
         "compute_logits(hidden_states, spec_step_idx=spec_step_idx) (speculator.py:2) on the same path, and "
-        "compute_logits reads spec_step_idx"
+        "compute_logits reads spec_step_idx, which get_top_tokens has no parameter for"
     )
 
 

@@ -21,7 +21,7 @@ from ..model import ClassKey, Consistency, Status
 from ..resolve.mro import Hierarchy, MethodHit, Mro
 from ..resolve.names import resolve_expression
 from .calls import Contract, first_read, passed_to_top_tokens, reads
-from .contract_rules import CallSiteArguments, CallTypeError, Uncalled
+from .contract_rules import CallSiteArguments, CallSiteUnproven, CallTypeError, Uncalled
 from .memo import (
     fingerprint,
     logits_shape,
@@ -93,6 +93,10 @@ class Analyzer:
             return analysis
         if analysis.status == Status.SUPPORTED:
             analysis.rule = self._contract_rule(analysis, contract) or analysis.rule
+            unsure = self._unproven_call(analysis, contract)
+            if unsure is not None:
+                analysis.consistency, analysis.rule = Consistency.UNPROVEN, CallSiteUnproven.id
+                analysis.reason += f"; yet {unsure}"
             return analysis
         uncalled = Uncalled.check(contract)
         if uncalled and analysis.status != Status.NOT_APPLICABLE:
@@ -117,7 +121,12 @@ class Analyzer:
                     (
                         CallSiteArguments,
                         CallSiteArguments.check(reach, pair, params, cl.method.text, params, cl.method.line),
-                        "a mirror would draft with the default instead",
+                        "a mirror would draft with other values than compute_logits gets",
+                    ),
+                    (
+                        CallSiteUnproven,
+                        CallSiteUnproven.check(reach, pair, params, cl.method.text, params),
+                        "a mirror is safe only where both get the same values",
                     ),
                 ):
                     if why:
@@ -129,6 +138,23 @@ class Analyzer:
                             rule=rule.id,
                         )
         return analysis
+
+    def _unproven_call(self, analysis: Analysis, contract: Contract) -> str | None:
+        """Why a mirror (or equivalent) may still draft other tokens under a caller: it gives the two
+        methods arguments only run-time values can compare."""
+        cl, gtt = analysis.compute_logits, analysis.get_top_tokens
+        if analysis.consistency not in (Consistency.MIRROR, Consistency.EQUIVALENT) or cl is None or gtt is None:
+            return None
+        cparams = logits_shape(cl.method.text, cl.method.line).params
+        gparams = top_tokens_shape(gtt.method.text, gtt.method.line).params
+        return next(
+            (
+                why
+                for reach, pair in contract.viable_pairs(cparams)
+                if (why := CallSiteUnproven.check(reach, pair, cparams, cl.method.text, gparams))
+            ),
+            None,
+        )
 
     def _contract_rule(self, analysis: Analysis, contract: Contract) -> str | None:
         """The call-contract rule behind a divergent verdict, if one decided it."""

@@ -144,6 +144,101 @@ def first_read(text: str, name: str, def_line: int) -> str | None:
     return f"(line {def_line + statement.lineno - func.lineno}: `{ast.unparse(statement).splitlines()[0]}`)"
 
 
+def received(params: list[Param], call: ModelCall) -> dict[str, str] | None:
+    """What each parameter of a method with ``params`` gets from ``call``: the argument as written, or
+    ``=`` and the default the call leaves it; None when a ``*``/``**`` argument hides which gets what."""
+    positional = call.args[: call.positional]
+    keywords = call.args[call.positional :]
+    if any(a.startswith("*") for a in positional) or any(a.startswith("**") for a in keywords):
+        return None
+    out = {p.name: f"={_normal(p.default)}" for p in params if p.default is not None}
+    named = [p for p in params if p.kind in (ParamKind.POSONLY, ParamKind.POS)]
+    out.update((p.name, value) for p, value in zip(named, positional))
+    out.update(keyword.split("=", 1) for keyword in keywords)  # type: ignore[arg-type]
+    return out
+
+
+def counterpart(name: str, logits_params: list[Param], top_params: list[Param]) -> str | None:
+    """The parameter of get_top_tokens that stands for compute_logits's ``name``: the same name, or
+    a renamed one in the same place (``step_idx`` for ``spec_step_idx``); None: it has none."""
+    if any(p.name == name for p in top_params):
+        return name
+    logits_named = [p.name for p in logits_params if p.kind in (ParamKind.POSONLY, ParamKind.POS)]
+    top_named = [p.name for p in top_params if p.kind in (ParamKind.POSONLY, ParamKind.POS)]
+    if name in logits_named and logits_named.index(name) < len(top_named):
+        renamed = top_named[logits_named.index(name)]
+        return None if any(p.name == renamed for p in logits_params) else renamed
+    return None
+
+
+def agree(first: str, second: str) -> bool | None:
+    """Do two argument values (``=`` marks a default) agree on every call? True: the same code or the
+    same constant; False: a constant against other code or another constant (the classic case: the
+    default step against the loop's step); None: two expressions that run-time values decide."""
+    if first.lstrip("=") == second.lstrip("="):
+        return True
+    constants = [_constant(v.lstrip("=")) for v in (first, second)]
+    if all(c is not _NOT_CONSTANT for c in constants):
+        return constants[0] == constants[1] and type(constants[0]) is type(constants[1])
+    return False if any(c is not _NOT_CONSTANT for c in constants) else None
+
+
+_NOT_CONSTANT = object()
+
+
+def _constant(text: str) -> object:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return _NOT_CONSTANT
+
+
+@functools.lru_cache(maxsize=1024)
+def _normal(text: str) -> str:
+    """A default as ``ast.unparse`` writes it, as the caller's arguments are."""
+    try:
+        return ast.unparse(ast.parse(text, mode="eval"))
+    except (SyntaxError, ValueError, RecursionError):
+        return text
+
+
+@dataclass(frozen=True)
+class ArgumentGap:
+    """A parameter compute_logits reads that one caller gives the two methods differently, on one path."""
+
+    logits: ModelCall
+    name: str | None  # None: a ``*``/``**`` argument hides which parameter gets what
+    logits_value: str = ""  # as passed; ``=`` and the default when the call leaves it
+    top_value: str | None = None  # None: get_top_tokens has no such parameter
+    provable: bool = False  # different on some call (a constant against other code), not only written differently
+
+
+def argument_gaps(pair: CallPair, logits_params: list[Param], logits_text: str, top_params: list[Param]):
+    """Every parameter compute_logits reads whose value the caller gives get_top_tokens (a method with
+    ``top_params``: a mirror has ``logits_params``) differently, for each compute_logits call paired."""
+    top_values = received(top_params, pair.top_tokens)
+    gaps: list[ArgumentGap] = []
+    for logits in pair.logits:
+        values = received(logits_params, logits)
+        if values is None or top_values is None:
+            gaps.append(ArgumentGap(logits, None))
+            continue
+        for param in logits_params:
+            value = values.get(param.name)
+            if value is None or not reads(logits_text, param.name):
+                continue
+            other = counterpart(param.name, logits_params, top_params)
+            if other is None:
+                if not value.startswith("="):
+                    gaps.append(ArgumentGap(logits, param.name, value, None, True))
+                continue
+            top_value = top_values.get(other)
+            same = None if top_value is None else agree(value, top_value)
+            if top_value is not None and same is not True:
+                gaps.append(ArgumentGap(logits, param.name, value, top_value, same is False))
+    return gaps
+
+
 def passed_to_top_tokens(contract: Contract, params: list[Param]) -> set[str]:
     """The parameters of a ``get_top_tokens`` with ``params`` that some caller binds."""
     out: set[str] = set()

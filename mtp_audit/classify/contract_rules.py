@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from ..model import Consistency, Status
 from ..resolve.callers import CallPair, ModelCall, Reach
-from .calls import Contract, bind, first_read, form, reads, where
+from .calls import Contract, argument_gaps, bind, first_read, form, where
 from .shape_types import Param
 
 
@@ -112,14 +112,17 @@ class CallTypeError(ContractRule):
 
 class CallSiteArguments(ContractRule):
     """The tokens must match ``compute_logits(...).argmax(-1)`` as each caller calls both. A caller
-    that passes ``compute_logits`` an argument it reads (``spec_step_idx``, which picks each step's
-    head) but calls ``get_top_tokens`` without it drafts every step with the default: a mirror is
-    refused, naming the call site, and an existing method is divergent. mtp-audit does not edit the
-    call site: a speculator serves many drafters, and passing a new argument there changes them all."""
+    that gives ``compute_logits`` a value of an argument it reads (``spec_step_idx``, which picks each
+    step's head) and ``get_top_tokens`` another (none, so the default; another constant; the step the
+    other call leaves to its default) drafts some step with another head: a mirror is refused, naming
+    the call site, and an existing method is divergent. Arguments are compared by what each parameter
+    receives, so a renamed parameter passed in the same place is the same argument. mtp-audit does
+    not edit the call site: a speculator serves many drafters, and passing a new argument there
+    changes them all."""
 
     id = "MTP203"
     name = "call-site-arguments"
-    message = "a caller passes compute_logits an argument it reads but not get_top_tokens"
+    message = "a caller gives compute_logits and get_top_tokens different values of an argument compute_logits reads"
     VALID = (
         CallExample(
             "def compute_logits(self, hidden_states, spec_step_idx=0):\n"
@@ -132,6 +135,20 @@ class CallSiteArguments(ContractRule):
             "    return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n",
             ("hidden_states",),
             ("hidden_states",),
+        ),
+        CallExample(  # the same value, once by position and once by keyword, or as the default
+            "def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+            "    return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n",
+            ("hidden_states", "0"),
+            ("hidden_states", "spec_step_idx=0"),
+        ),
+        CallExample(  # a renamed parameter in the same place receives the same step
+            "def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+            "    return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n",
+            ("hidden_states", "step"),
+            ("hidden_states", "spec_step_idx=step"),
+            "def get_top_tokens(self, hidden_states, step_idx=0):\n"
+            "    return self.logits_processor.get_top_tokens(self.heads[step_idx], hidden_states)\n",
         ),
     )
     INVALID = (
@@ -151,6 +168,22 @@ class CallSiteArguments(ContractRule):
             "    return self.logits_processor.get_top_tokens(self.heads[spec_step_idx], hidden_states)\n",
             expected=(Status.SUPPORTED, Consistency.DIVERGENT),
         ),
+        CallExample(  # a constant step for get_top_tokens, the loop's step for compute_logits
+            "def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+            "    return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n",
+            ("hidden_states", "spec_step_idx=0"),
+            ("hidden_states", "spec_step_idx=step"),
+            expected=(Status.MISSING_MANUAL, None),
+        ),
+        CallExample(  # the other way round: get_top_tokens gets the step, compute_logits its default
+            "def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+            "    return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n",
+            ("hidden_states", "spec_step_idx=step"),
+            ("hidden_states",),
+            "def get_top_tokens(self, hidden_states, spec_step_idx=0):\n"
+            "    return self.logits_processor.get_top_tokens(self.heads[spec_step_idx], hidden_states)\n",
+            expected=(Status.SUPPORTED, Consistency.DIVERGENT),
+        ),
     )
 
     @staticmethod
@@ -163,21 +196,87 @@ class CallSiteArguments(ContractRule):
         def_line: int | None = None,
     ) -> str | None:
         """``def_line``: the line of compute_logits's ``def``, to name the statement that reads the argument."""
-        top_bound, _ = bind(top_params, pair.top_tokens)
-        for logits in pair.logits:
-            bound, _ = bind(logits_params, logits)
-            for name in sorted(bound - top_bound):
-                if reads(logits_text, name):
-                    read = first_read(logits_text, name, def_line) if def_line is not None else None
-                    return (
-                        f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)} but "
-                        f"{form(logits)} ({where(logits)}) on the same path, and compute_logits reads {name}"
-                        + (f" {read}" if read else "")
-                    )
-        return None
+        gap = next((g for g in argument_gaps(pair, logits_params, logits_text, top_params) if g.provable), None)
+        if gap is None:
+            return None
+        assert gap.name is not None
+        read = first_read(logits_text, gap.name, def_line) if def_line is not None else None
+        reads_it = f"compute_logits reads {gap.name}" + (f" {read}" if read else "")
+        calls = f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)} but {form(gap.logits)} "
+        calls += f"({where(gap.logits)}) on the same path"
+        if gap.top_value is None and gap.name in pair.top_tokens.keywords:  # taken by its **kwargs
+            return (
+                f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)} and {form(gap.logits)} "
+                f"({where(gap.logits)}) on the same path; {reads_it}, which get_top_tokens has no parameter for "
+                "(its **kwargs takes it)"
+            )
+        if gap.top_value is None:
+            return f"{calls}, and {reads_it}, which get_top_tokens has no parameter for"
+        if gap.top_value.startswith("=") and not gap.logits_value.startswith("="):
+            return f"{calls}, and {reads_it}"
+        return (
+            f"{calls}: {gap.name} is {_value(gap.top_value)} for get_top_tokens and {_value(gap.logits_value)} "
+            f"for compute_logits, and {reads_it}"
+        )
 
 
-CONTRACT_RULES: tuple[type[ContractRule], ...] = (Uncalled, CallTypeError, CallSiteArguments)
+class CallSiteUnproven(ContractRule):
+    """A caller gives the two methods arguments that are written differently but that no static
+    reading can compare (``self.draft_step`` against ``step``, other hidden states, ``*args``): the
+    tokens agree only if run-time values do. A mirror is then not provably safe and is refused,
+    naming the call site; an existing method, otherwise the mirror, is unproven (``verify``)."""
+
+    id = "MTP204"
+    name = "call-site-unproven"
+    message = "a caller gives compute_logits and get_top_tokens arguments only run-time values can compare"
+    VALID = (
+        CallExample(
+            "def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+            "    return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n",
+            ("hidden_states", "spec_step_idx=step"),
+            ("hidden_states", "step"),
+        ),
+    )
+    INVALID = (
+        CallExample(
+            "def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+            "    return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n",
+            ("hidden_states", "spec_step_idx=self.draft_step"),
+            ("hidden_states", "spec_step_idx=step"),
+            expected=(Status.MISSING_MANUAL, None),
+        ),
+        CallExample(
+            "def compute_logits(self, hidden_states):\n    return self.logits_processor(self.lm_head, hidden_states)\n",
+            ("self.last_hidden_states",),
+            ("hidden_states",),
+            "def get_top_tokens(self, hidden_states):\n"
+            "    return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n",
+            expected=(Status.SUPPORTED, Consistency.UNPROVEN),
+        ),
+    )
+
+    @staticmethod
+    def check(
+        reach: Reach, pair: CallPair, logits_params: list[Param], logits_text: str, top_params: list[Param]
+    ) -> str | None:
+        gap = next((g for g in argument_gaps(pair, logits_params, logits_text, top_params) if not g.provable), None)
+        if gap is None:
+            return None
+        calls = f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)} but {form(gap.logits)} "
+        calls += f"({where(gap.logits)}) on the same path"
+        if gap.name is None:
+            return f"{calls}: a *args or **kwargs argument hides which parameter gets what"
+        return (
+            f"{calls}: {gap.name} is {_value(gap.top_value or '')} for get_top_tokens and "
+            f"{_value(gap.logits_value)} for compute_logits, which only run-time values can compare"
+        )
+
+
+def _value(value: str) -> str:
+    return f"`{value[1:]}` (its default)" if value.startswith("=") else f"`{value}`"
+
+
+CONTRACT_RULES: tuple[type[ContractRule], ...] = (Uncalled, CallTypeError, CallSiteArguments, CallSiteUnproven)
 
 
 def example_contract(example: CallExample) -> Contract:

@@ -157,6 +157,7 @@ class CallerIndex:
         self._archs_of_type: dict[str, set[str]] = {}
         self._mros: dict[str, list[str]] = {}
         self._config_classes: list[_Class] | None = None
+        self._functions: dict[str, tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef]] | None = None
         if package is None:
             return
         for folder in (V2_DIR, V1_DIR):
@@ -333,7 +334,9 @@ class CallerIndex:
         return out
 
     def _class_named(self, local: dict[str, str], module: _Module, name: str) -> str | None:
-        qualname = local.get(name, f"{module.name}.{name}")
+        """The speculator ``name`` stands for: an imported or local class, or one reached through an
+        imported module (``speculators.MTPSpeculator`` after ``from . import speculator as speculators``)."""
+        qualname = _qualified(local, module, name)
         if qualname in self.classes and self._is_caller(qualname):
             return qualname
         return None
@@ -350,7 +353,7 @@ class CallerIndex:
                 if not CONSTRUCTION_HINT.search(module.source):
                     continue
                 for function in _functions(module.tree):
-                    local = {**module.imports, **_local_imports(ast.walk(function))}
+                    local = {**module.imports, **_local_imports(ast.walk(function), module)}
                     if self._constructed(local, module, function):
                         self._selector_functions.append((module, function, self._compact(local, module, function.body)))
         return self._selector_functions
@@ -565,12 +568,12 @@ class CallerIndex:
                 if method is None:
                     continue
                 module = self.modules[cls.module]
-                local = {**module.imports, **_local_imports(ast.walk(method))}
+                local = {**module.imports, **_local_imports(ast.walk(method), module)}
                 for sub in ast.walk(method):
                     if isinstance(sub, ast.Return) and sub.value is not None:
                         for value in _branches(sub.value):
                             name_ = _dotted(value)
-                            target = local.get(name_ or "", f"{module.name}.{name_}")
+                            target = _qualified(local, module, name_) if name_ else None
                             if target in self.classes:
                                 todo.append(target)
                 break
@@ -629,27 +632,37 @@ class CallerIndex:
         reach = Reach(cls.name, cls.file, cls.line)
         calls: dict[tuple[str, str], list[ModelCall]] = {}  # (owner, method) -> drafter calls inside it
         edges: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        todo = []
+        todo: list[tuple[str, str, str | None]] = []  # (class, method, None) or (function, name, its drafter parameter)
         for entry in ENTRY_POINTS:
             hit = self._find(mro, entry)
             if hit:
-                todo.append((hit[0], hit[1].qualname, entry))
+                todo.append((hit[1].qualname, entry, None))
         seen = set()
         while todo:
-            position, owner, name = todo.pop()
-            if (owner, name) in seen:
+            owner, name, handed = todo.pop()
+            node = (owner, name)
+            if node in seen:
                 continue
-            seen.add((owner, name))
-            function = self.classes[owner].methods[name]
-            found, called = self._calls_in(function, self.classes[owner].file)
-            calls[(owner, name)] = found
-            edges[(owner, name)] = []
-            for is_super, callee in called:
-                hit = self._find(mro, callee, position + 1 if is_super else 0)
+            seen.add(node)
+            if handed is None:
+                home = self.classes[owner]
+                found, called = self._calls_in(home.methods[name], home.module, home.file, owner=owner)
+            else:
+                module, function = self._module_functions()[owner]
+                found, called = self._calls_in(function, module.name, module.file, drafters=(handed,))
+            calls[node] = found
+            edges[node] = []
+            for call in called:
+                if isinstance(call, _FunctionCall):
+                    edges[node].append((call.function, call.parameter))
+                    todo.append((call.function, call.parameter, call.parameter))
+                    continue
+                start = _lookup_start(mro, call)
+                hit = self._find(mro, call.method, start) if start is not None else None
                 if hit is None:
                     continue
-                edges[(owner, name)].append((hit[1].qualname, callee))
-                todo.append((hit[0], hit[1].qualname, callee))
+                edges[node].append((hit[1].qualname, call.method))
+                todo.append((hit[1].qualname, call.method, None))
         below: dict[tuple[str, str], list[ModelCall]] = {}
 
         def reachable(node: tuple[str, str], stack: frozenset = frozenset()) -> list[ModelCall]:
@@ -694,19 +707,29 @@ class CallerIndex:
             frontier = [c for item in frontier for c in callers_of.get(item, []) if c not in seen]
         return []
 
-    def _calls_in(self, function: ast.AST, file: str) -> tuple[list[ModelCall], list[tuple[bool, str]]]:
-        """Calls on the drafter, and calls of methods of self (``super()`` ones flagged)."""
+    def _calls_in(
+        self, function: ast.AST, module: str, file: str, owner: str | None = None, drafters: tuple[str, ...] = ()
+    ) -> tuple[list[ModelCall], list[_SelfCall | _FunctionCall]]:
+        """Calls on the drafter (``self.model``, a local alias, or ``drafters``: the parameters a
+        module-level function gets it in), calls of the speculator's own methods (on ``self``,
+        through ``super()`` or ``super(Cls, self)``, or explicitly, ``Base.method(self, ...)``),
+        and module-level functions of the caller files that the drafter is handed to."""
         nodes = list(ast.walk(function))
-        aliases = {
+        aliases = {*drafters}
+        aliases |= {
             t.id
             for node in nodes
-            if isinstance(node, ast.Assign) and _is_drafter(node.value, set())
+            if isinstance(node, ast.Assign) and _is_drafter(node.value, aliases)
             for t in node.targets
             if isinstance(t, ast.Name)
         }
-        model_calls, self_calls = [], []
+        model_calls: list[ModelCall] = []
+        self_calls: list[_SelfCall | _FunctionCall] = []
         for node in nodes:
-            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            if not isinstance(node, ast.Call):
+                continue
+            if not isinstance(node.func, ast.Attribute):
+                self_calls += self._handed_to(node, module, aliases)
                 continue
             receiver, method = node.func.value, node.func.attr
             if _is_drafter(receiver, aliases):
@@ -719,12 +742,87 @@ class CallerIndex:
                 )
                 keywords = tuple(k.arg for k in node.keywords if k.arg)
                 model_calls.append(ModelCall(method, args, keywords, len(node.args), file, node.lineno))
+            elif owner is None:
+                self_calls += self._handed_to(node, module, aliases)
             elif isinstance(receiver, ast.Name) and receiver.id == "self":
-                self_calls.append((False, method))
+                self_calls.append(_SelfCall(method))
             elif isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) and receiver.func.id == "super":
-                self_calls.append((True, method))
+                anchor = _dotted(receiver.args[0]) if receiver.args else None
+                self_calls.append(_SelfCall(method, after=self._qualname_in(module, anchor) if anchor else owner))
+            elif node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "self":
+                name = _dotted(receiver)
+                if name is not None and (explicit := self._qualname_in(module, name)) in self.classes:
+                    self_calls.append(_SelfCall(method, at=explicit))
+                else:
+                    self_calls += self._handed_to(node, module, aliases)
+            else:
+                self_calls += self._handed_to(node, module, aliases)
         model_calls.sort(key=lambda c: c.line)
         return model_calls, self_calls
+
+    def _handed_to(self, call: ast.Call, module: str, aliases: set[str]) -> list[_FunctionCall]:
+        """The module-level function of the caller files that ``call`` hands the drafter to, with the
+        parameter that receives it (``greedy_draft(self.model, ...)``); others are not followed."""
+        name = _dotted(call.func)
+        target = self._module_functions().get(self._qualname_in(module, name)) if name else None
+        if target is None:
+            return []
+        function = target[1]
+        positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+        out = [
+            _FunctionCall(self._qualname_in(module, name), positional[i])  # type: ignore[arg-type]
+            for i, arg in enumerate(call.args)
+            if i < len(positional) and _is_drafter(arg, aliases)
+        ]
+        out += [
+            _FunctionCall(self._qualname_in(module, name), k.arg)  # type: ignore[arg-type]
+            for k in call.keywords
+            if k.arg and _is_drafter(k.value, aliases)
+        ]
+        return out
+
+    def _module_functions(self) -> dict[str, tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef]]:
+        """Module-level functions of the caller files, by qualified name."""
+        if self._functions is None:
+            self._functions = {
+                f"{module.name}.{node.name}": (module, node)
+                for module in self.modules.values()
+                for node in module.tree.body
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            }
+        return self._functions
+
+    def _qualname_in(self, module: str, name: str) -> str:
+        """The qualified name ``name`` has in ``module`` (one of its imports, or its own)."""
+        home = self.modules.get(module)
+        return _qualified(home.imports, home, name) if home is not None else name
+
+
+@dataclass(frozen=True)
+class _FunctionCall:
+    """A module-level function the drafter is handed to, and the parameter that receives it."""
+
+    function: str
+    parameter: str
+
+
+@dataclass(frozen=True)
+class _SelfCall:
+    """A call of one of the speculator's own methods, and where its MRO lookup starts."""
+
+    method: str
+    after: str | None = None  # after this class (``super()``: the caller's own; ``super(Cls, self)``: Cls)
+    at: str | None = None  # from this class on (``Base.method(self, ...)``)
+
+
+def _lookup_start(mro: list[str], call: _SelfCall) -> int | None:
+    """Where in ``mro`` the lookup of ``call`` starts; None when the class it names is not in the MRO
+    (no lookup there is known)."""
+    if call.at is not None:
+        return mro.index(call.at) if call.at in mro else None
+    if call.after is not None:
+        return mro.index(call.after) + 1 if call.after in mro else None
+    return 0
 
 
 def _is_drafter(node: ast.expr, aliases: set[str]) -> bool:
@@ -793,14 +891,8 @@ def _imports(tree: ast.Module, module: str, is_package: bool) -> dict[str, str]:
                 + getattr(node, "finalbody", [])
                 + [s for h in getattr(node, "handlers", []) for s in h.body]
             )
-        if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                parts = parts[: len(parts) - node.level + 1]
-                base = ".".join([*parts, base] if base else parts)
-            for alias in node.names:
-                out[alias.asname or alias.name] = f"{base}.{alias.name}"
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.update(_bound(node, package))
     return out
 
 
@@ -850,14 +942,39 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
-def _local_imports(nodes: Iterable[ast.AST]) -> dict[str, str]:
-    """Names bound by ``from X import Y`` among a function's nodes (vLLM imports speculators lazily)."""
-    return {
-        alias.asname or alias.name: f"{node.module}.{alias.name}"
-        for node in nodes
-        if isinstance(node, ast.ImportFrom) and node.module and not node.level
-        for alias in node.names
-    }
+def _qualified(local: dict[str, str], module: _Module, name: str) -> str:
+    """What a (dotted) name in ``module`` stands for: an imported or local name, or one reached
+    through an imported module (``speculators.MTPSpeculator`` after ``import ... as speculators``)."""
+    head, dot, rest = name.partition(".")
+    if dot and head in local:
+        return f"{local[head]}.{rest}"
+    return local.get(name, f"{module.name}.{name}")
+
+
+def _local_imports(nodes: Iterable[ast.AST], module: _Module) -> dict[str, str]:
+    """Names bound by the imports among a function's nodes (vLLM imports speculators lazily),
+    relative ones (``from .mtp import X``) resolved against ``module``."""
+    out: dict[str, str] = {}
+    package = module.name if module.file.endswith("__init__.py") else module.name.rpartition(".")[0]
+    for node in nodes:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.update(_bound(node, package))
+    return out
+
+
+def _bound(node: ast.Import | ast.ImportFrom, package: str) -> dict[str, str]:
+    """Local name -> qualified name for one import statement in a module of ``package``."""
+    if isinstance(node, ast.Import):  # ``import a.b as m`` binds m to a.b; ``import a.b`` binds a to a
+        return {
+            alias.asname or alias.name.partition(".")[0]: alias.name if alias.asname else alias.name.partition(".")[0]
+            for alias in node.names
+        }
+    base = node.module or ""
+    if node.level:
+        parts = package.split(".")
+        parts = parts[: len(parts) - node.level + 1]
+        base = ".".join([*parts, base] if base else parts)
+    return {alias.asname or alias.name: f"{base}.{alias.name}" for alias in node.names}
 
 
 def _functions(tree: ast.Module) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
