@@ -548,6 +548,29 @@ def pre_commit_command(
     raise typer.Exit(exit_codes.pre_commit_exit(len(records)))
 
 
+def _run_app() -> None:
+    """The typer app, with click's usage errors (an unknown option, a bad value) in one line on
+    stderr like the tool's own, where typer would draw a box; exit codes as typer gives them.
+
+    Click's classes are taken from ``typer.BadParameter``'s bases: typer 0.28 vendors click
+    (``typer._click``), older releases use click itself.
+    """
+    bases = {cls.__name__: cls for cls in typer.BadParameter.__mro__}
+    try:
+        code = app(standalone_mode=False)
+    except bases["ClickException"] as error:
+        if type(error).__name__ == "NoArgsIsHelpError":  # a bare command: typer has printed its help
+            sys.exit(2)
+        context = getattr(error, "ctx", None) if isinstance(error, bases["UsageError"]) else None
+        hint = f" (`{context.command_path} --help` says more)" if context is not None else ""
+        raise UsageError(f"{error.format_message()}{hint}") from None
+    except typer.Abort:
+        print("mtp-audit: aborted", file=sys.stderr)
+        sys.exit(1)
+    if isinstance(code, int) and code:
+        sys.exit(code)
+
+
 def main() -> None:
     from .lifecycle import Interrupted, handle_ctrl_c, ignore_ctrl_c, on_big_stack
     from .outputs import OutputFailed, guard_stdout, silence_stdout
@@ -555,7 +578,7 @@ def main() -> None:
     handle_ctrl_c()
     guard_stdout()
     try:
-        on_big_stack(app)
+        on_big_stack(_run_app)
     except UsageError as error:
         print(f"mtp-audit: {error}", file=sys.stderr)
         sys.exit(2)
