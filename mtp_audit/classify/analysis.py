@@ -378,6 +378,10 @@ class Analyzer:
             return Consistency.DIVERGENT, (
                 f"get_top_tokens of {self.where(gtt)} is {gtt.method.where}: a call returns a coroutine, not token ids"
             )
+        if gtt.method.how == "logits":
+            return Consistency.DIVERGENT, (
+                f"get_top_tokens of {gtt.owner.name} is {gtt.method.where}: a call returns the logits, not token ids"
+            )
         if gtt.method.how in ("conditional", "outside"):
             return Consistency.UNPROVEN, (
                 f"get_top_tokens of {gtt.owner.name} is {gtt.method.where}; run `mtp-audit verify`"

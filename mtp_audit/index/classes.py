@@ -56,10 +56,12 @@ def _collect_members(cls: ClassFacts, body: list[ast.stmt], text: _Source, under
             value = text.segment(statement.value)
             line = text.line(statement)
             cls.methods[name] = MethodFacts(
-                name, cls.line, (f"@rebound_in_class_body({value})\ndef {name}(self, *args, **kwargs):\n    ...\n")
+                name, line, (f"@rebound_in_class_body({value})\ndef {name}(self, *args, **kwargs):\n    ...\n")
             )
             if isinstance(statement.value, ast.Constant) and statement.value.value is None:
                 cls.methods[name].how, cls.methods[name].where = "none", f"{name} = None (line {line})"
+            elif name == "get_top_tokens" and value == "compute_logits" and "compute_logits" in cls.methods:
+                cls.methods[name].how, cls.methods[name].where = "logits", f"{name} = compute_logits (line {line})"
         elif isinstance(statement, ast.Delete):
             for target in statement.targets:
                 if isinstance(target, ast.Name) and target.id in WATCHED_METHODS:

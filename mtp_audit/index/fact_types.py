@@ -14,7 +14,7 @@ from .prefilter import physical_lines
 
 # A Literal, not an Enum: facts are cached, and a plain string keeps their entries small and fast to load.
 TargetKind = Literal["class", "import", "module", "unknown", "unavailable"]
-MethodHow = Literal["def", "async", "conditional", "none", "deleted", "outside"]
+MethodHow = Literal["def", "async", "conditional", "none", "deleted", "outside", "logits"]
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,8 @@ class MethodFacts:
     # How the name is bound, when not by a plain ``def`` in the class body: "async" (async def),
     # "conditional" (a def under ``if``/``try`` in the class body), "none" (``= None``),
     # "deleted" (``del`` in the class body: lookup goes on to the bases), "outside" (setattr
-    # or an attribute assignment after the class). ``where`` says it in words, for reasons.
+    # or an attribute assignment after the class), "logits" (``get_top_tokens = compute_logits``: the
+    # class's own compute_logits under the other name). ``where`` says it in words, for reasons.
     how: MethodHow = "def"
     where: str = ""
 
