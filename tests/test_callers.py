@@ -1117,6 +1117,19 @@ CHAINS = {
         """,
     "an-alias-only": """        return DefaultSpeculator(spec)
         """,
+    "local-values": """\
+        method = spec.method
+        many = spec.num_speculative_tokens > 1
+        fallback = None
+        fallback = spec.method
+        if method == "mtp":
+            if many:
+                return MultiSpeculator(spec)
+            return MTPSpeculator(spec)
+        if fallback == "eagle":
+            return EagleSpeculator(spec)
+        return FallbackSpeculator(spec)
+        """,
 }
 CHOSEN = {  # chain -> (speculators of an MTP drafter, of an EAGLE one)
     "do-then-if": (
@@ -1131,6 +1144,8 @@ CHOSEN = {  # chain -> (speculators of an MTP drafter, of an EAGLE one)
     "nested-exits": (["MTPSpeculator", "MultiSpeculator"], ["EagleSpeculator"]),
     "not-callers-and-modules": (["MTPSpeculator"], ["FallbackSpeculator"]),
     "an-alias-only": (["FallbackSpeculator"], ["FallbackSpeculator"]),
+    # a local assigned once is its value; one assigned twice is not known
+    "local-values": (["MTPSpeculator", "MultiSpeculator"], ["EagleSpeculator", "FallbackSpeculator"]),
 }
 
 

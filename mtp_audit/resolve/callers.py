@@ -24,6 +24,7 @@ Nothing is imported or run: CPython's ``ast`` reads the files.
 from __future__ import annotations
 
 import ast
+import copy
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -355,19 +356,23 @@ class CallerIndex:
                 for function in _functions(module.tree):
                     local = {**module.imports, **_local_imports(ast.walk(function), module)}
                     if self._constructed(local, module, function):
-                        self._selector_functions.append((module, function, self._compact(local, module, function.body)))
+                        compact = self._compact(local, module, function.body, _assigned_once(function))
+                        self._selector_functions.append((module, function, compact))
         return self._selector_functions
 
-    def _compact(self, local: dict[str, str], module: _Module, body: list[ast.stmt]) -> list[tuple]:
+    def _compact(
+        self, local: dict[str, str], module: _Module, body: list[ast.stmt], values: dict[str, ast.expr]
+    ) -> list[tuple]:
         """The statements of ``body`` that matter for selection: ``if``s around constructions or
-        exits, exits (``return``, ``raise``) with what they construct, and constructions."""
+        exits, exits (``return``, ``raise``) with what they construct, and constructions. A local
+        the function assigns once (``method = spec.method``) is read in a condition as its value."""
         out: list[tuple] = []
         for statement in body:
             if isinstance(statement, ast.If):
-                then = self._compact(local, module, statement.body)
-                orelse = self._compact(local, module, statement.orelse)
+                then = self._compact(local, module, statement.body, values)
+                orelse = self._compact(local, module, statement.orelse, values)
                 if then or orelse:
-                    out.append(("if", statement.test, then, orelse))
+                    out.append(("if", _Substituted(values).visit(copy.deepcopy(statement.test)), then, orelse))
             elif isinstance(statement, (ast.Return, ast.Raise)):
                 out.append(("exit", self._constructed(local, module, statement)))
             elif not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -823,6 +828,38 @@ def _lookup_start(mro: list[str], call: _SelfCall) -> int | None:
     if call.after is not None:
         return mro.index(call.after) + 1 if call.after in mro else None
     return 0
+
+
+def _assigned_once(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr]:
+    """Locals the function binds exactly once, by a plain ``name = value``: in a condition after
+    it, the name is that value."""
+    bound: dict[str, list[ast.expr | None]] = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            bound.setdefault(node.targets[0].id, []).append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.With, ast.NamedExpr, ast.Assign)):
+            for target in ast.walk(node.target if hasattr(node, "target") else node):
+                if isinstance(target, ast.Name) and isinstance(target.ctx, ast.Store):
+                    bound.setdefault(target.id, []).extend([None, None])  # bound otherwise: not a value
+    arguments = function.args
+    parameters = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+    parameters |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
+    return {
+        name: values[0]
+        for name, values in bound.items()
+        if len(values) == 1 and values[0] is not None and name not in parameters
+    }
+
+
+class _Substituted(ast.NodeTransformer):
+    """A condition with each local assigned once replaced by its value (not substituted again)."""
+
+    def __init__(self, values: dict[str, ast.expr]):
+        self.values = values
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        value = self.values.get(node.id)
+        return copy.deepcopy(value) if value is not None and isinstance(node.ctx, ast.Load) else node
 
 
 def _is_drafter(node: ast.expr, aliases: set[str]) -> bool:
