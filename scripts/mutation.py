@@ -118,6 +118,13 @@ SAMPLE = [
     # the call contract: binding a caller's arguments
     ("mtp_audit.classify.calls.x_bind", "if call.positional >= len(positional) and not star:"),
     ("mtp_audit.classify.calls.x_bind", "elif starstar:"),
+    # the call contract: comparing the values a caller gives the two methods
+    ("mtp_audit.classify.calls.x_agree", 'if first.lstrip("=") != second.lstrip("="):'),
+    ("mtp_audit.classify.calls.x_agree", "return True if any(c is not _NOT_CONSTANT for c in constants) else None"),
+    (
+        "mtp_audit.classify.calls.x_argument_gaps",
+        "gaps.append(ArgumentGap(logits, param.name, value, top_value, same is not False))",
+    ),
 ]
 # In-process tests that reach the sampled functions; the rest of the selection is not needed.
 SAMPLE_TESTS = [
@@ -127,6 +134,7 @@ SAMPLE_TESTS = [
     "tests/test_names.py",
     "tests/test_registry.py",
     "tests/test_calls.py",
+    "tests/test_contract_rules.py",
 ]
 _COPIED = ["mtp_audit", "templates", "tests", "docs"]
 _GENERATE = """
