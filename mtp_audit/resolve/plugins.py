@@ -213,7 +213,10 @@ class _Reader:
         return entry_name
 
 
-def _guards(statements: list[ast.stmt], around: tuple[Guard, ...] = (), found: dict | None = None) -> dict:
+Guards = dict[int, tuple[Guard, ...]]  # id(call) -> the conditions it runs under
+
+
+def _guards(statements: list[ast.stmt], around: tuple[Guard, ...] = (), found: Guards | None = None) -> Guards:
     """id(call) -> the conditions it runs under in a block: the ``if`` tests around it, and those of
     earlier ``if``s of the block whose branch leaves it (``if not current_platform.is_rocm(): return``)."""
     found = {} if found is None else found
@@ -237,7 +240,8 @@ def _guards(statements: list[ast.stmt], around: tuple[Guard, ...] = (), found: d
     return found
 
 
-def _mark(node: ast.AST, around: tuple[Guard, ...], found: dict) -> None:
+def _mark(node: ast.AST, around: tuple[Guard, ...], found: Guards) -> None:
+    """Every call inside ``node`` runs under ``around`` (until a block inside says more)."""
     for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
         found[id(call)] = around
 
