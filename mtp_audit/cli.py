@@ -269,6 +269,8 @@ def scan_command(
             file=sys.stderr,
         )
     result = run_scan(tree, no_cache, jobs)
+    for note in result.registry_notes:
+        print(f"warning: registry entry not read: {note}", file=sys.stderr)
     for note in result.notes:
         print(f"warning: plugin registration not read: {note}", file=sys.stderr)
     if not tree.is_vllm and not result.records and not result.parse_errors:

@@ -212,3 +212,4 @@ class ScanResult:
     unresolved: list[Unresolved]
     parse_errors: list[tuple[str, str]]  # (file, message)
     notes: list[str] = field(default_factory=list)  # plugin registrations that could not be read
+    registry_notes: list[str] = field(default_factory=list)  # registry content that could not be read

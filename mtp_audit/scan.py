@@ -33,7 +33,7 @@ from .resolve.callers import CallerIndex, declared_config
 from .resolve.mro import Hierarchy
 from .resolve.names import Missing, resolve_name
 from .resolve.plugins import effective_registry, plugin_tree_entries, read_plugin
-from .resolve.registry import heuristic_entries, read_registry
+from .resolve.registry import heuristic_entries, registry_reading
 from .synthesize.answers import MIRROR_RULE
 
 
@@ -61,6 +61,7 @@ class Scanner:
         self.hierarchies = {p: Hierarchy(self.index, p) for p in PLATFORMS}
         self.analyzers = {p: Analyzer(h, MIRROR_RULE) for p, h in self.hierarchies.items()}
         self.plugin_notes: list[str] = []  # plugin code that could not be read (registrations skipped)
+        self.registry_notes: list[str] = []  # parts of the speculative dict that could not be read
         self._callers: CallerIndex | None = None
         self._config_text: dict[str, str | None] = {}  # file -> its text if it names a speculator config
 
@@ -128,13 +129,15 @@ class Scanner:
                     f"{version} has no LogitsProcessor.get_top_tokens, so there is nothing for drafters "
                     "to opt into; it ships with vLLM 0.20 and later"
                 )
-            entries = read_registry(self.index)
+            entries, self.registry_notes = registry_reading(self.index)
             if self.tree.plugins:
                 readings = [read_plugin(self.index, plugin) for plugin in self.tree.plugins]
                 self.plugin_notes = [note for reading in readings for note in reading.skipped]
                 entries = effective_registry(entries, readings)
             return entries
-        in_tree = read_registry(ModuleIndex(self.tree.runs_with)) if self.tree.runs_with else []
+        in_tree, self.registry_notes = (
+            registry_reading(ModuleIndex(self.tree.runs_with)) if self.tree.runs_with else ([], [])
+        )
         entries, self.plugin_notes = plugin_tree_entries(self.index, in_tree, heuristic_entries(self.index))
         return entries
 
@@ -291,5 +294,6 @@ def scan(
         unresolved=unresolved,
         parse_errors=sorted(scanner.index.read_errors.items()),
         notes=scanner.plugin_notes,
+        registry_notes=scanner.registry_notes,
     )
     return result, scanner, resolutions

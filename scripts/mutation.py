@@ -102,7 +102,8 @@ SAMPLE = [
     ("mtp_audit.index.platforms.x_evaluate", "return None if inner is None else inner"),
     (
         "mtp_audit.index.platforms.x_evaluate",
-        "return platform not in PLATFORM_PREDICATES[predicate] if predicate in PLATFORM_PREDICATES else None",
+        "return platform not in PLATFORM_PREDICATES[predicate] "
+        'if platform in DEVICE_TYPE else predicate == "is_out_of_tree"',
     ),
     # following names: cycles, a platform's import error, star imports
     ("mtp_audit.resolve.names.x_resolve_name", "seen = _seen & {key}"),
@@ -110,10 +111,10 @@ SAMPLE = [
     ("mtp_audit.resolve.names.x_resolve_name", "if all(isinstance(r, Missing) for r in found):"),
     # the registry: which classes are drafters
     (
-        "mtp_audit.resolve.registry.x_read_registry",
-        "if OTHER_DICT_DRAFTER.search(arch) and OTHER_DICT_DRAFTER.search(cls):",
+        "mtp_audit.resolve.registry.x_registry_reading",
+        "if id(item) not in reported and (OTHER_DICT_DRAFTER.search(arch) and OTHER_DICT_DRAFTER.search(cls)):",
     ),
-    ("mtp_audit.resolve.registry.x__entries", "if arch is None or len(pair) != 2 or None not in pair:"),
+    ("mtp_audit.resolve.registry.x__entries", "if len(pair) != 2 or None not in pair:"),
     ("mtp_audit.resolve.registry.x__entries", 'if all(part.isidentifier() for part in module_name.split(".")):'),
     # the call contract: binding a caller's arguments
     ("mtp_audit.classify.calls.x_bind", "if call.positional >= len(positional) and not star:"),

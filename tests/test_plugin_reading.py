@@ -390,3 +390,98 @@ def test_a_later_import_of_a_name_replaces_an_earlier_one(tmp_path: Path) -> Non
     )
     reading = read_plugin(index_of(tmp_path), PluginDist("eta", "1.0", tmp_path, ((GENERAL, "eta", "eta:register"),)))
     assert [(r.arch, r.file) for r in reading.registrations] == [("CurrentMTPModel", "eta/current.py")]
+
+
+ZETA = {
+    "zeta/__init__.py": """\
+        from typing import TYPE_CHECKING
+
+        from vllm import ModelRegistry
+        from vllm.platforms import current_platform
+
+        from . import helpers
+
+
+        def register():
+            if current_platform.is_rocm():
+                ModelRegistry.register_model("IfMTPModel", "zeta.m:RocmIf")
+            else:
+                ModelRegistry.register_model("IfMTPModel", "zeta.m:OtherIf")
+            if current_platform.device_type == "cuda" and not current_platform.is_rocm():
+                ModelRegistry.register_model("NvidiaMTPModel", "zeta.m:Nvidia")
+            if current_platform.is_out_of_tree():
+                ModelRegistry.register_model("OotMTPModel", "zeta.m:Oot")
+            if TYPE_CHECKING:
+                ModelRegistry.register_model("NeverMTPModel", "zeta.m:Never")
+            for _ in range(1):
+                try:
+                    if current_platform.is_xpu():
+                        ModelRegistry.register_model("NestedMTPModel", "zeta.m:XpuNested")
+                except ImportError:
+                    pass
+            if current_platform.is_tpu():
+                helpers.on_tpu()
+            if not current_platform.is_cpu():
+                raise RuntimeError("zeta runs on CPUs")
+            ModelRegistry.register_model("CpuMTPModel", "zeta.m:CpuOnly")
+        """,
+    "zeta/helpers.py": """\
+        from vllm import ModelRegistry
+
+
+        def on_tpu():
+            ModelRegistry.register_model("HelperMTPModel", "zeta.m:TpuHelper")
+        """,
+    "zeta/platform.py": "def activate():\n    return 'zeta.platform.Npu'\n\n\nclass Npu:\n    device_name = 'npu'\n",
+}
+
+
+def test_platform_conditions_around_registrations(tmp_path: Path) -> None:
+    """Each call applies where the conditions around it (and around the calls leading to it, and an
+    earlier ``if`` that raises) hold; on a plugin's platform only ``is_out_of_tree()`` is true."""
+    root = write_files(tmp_path, ZETA)
+    points = ((GENERAL, "zeta", "zeta:register"), (PLATFORM, "zeta_npu", "zeta.platform:activate"))
+    plugin = PluginDist("zeta", "1.0", root, points)
+    reading = read_plugin(index_of(root), plugin)
+    assert reading.platforms == ["npu"]
+    entries = effective_registry([], [reading])
+    assert sorted((e.arch, e.cls, e.scope) for e in entries) == [
+        ("CpuMTPModel", "CpuOnly", ("cpu",)),
+        ("HelperMTPModel", "TpuHelper", ("tpu",)),
+        ("IfMTPModel", "OtherIf", ("cpu", "cuda", "tpu", "xpu", "npu")),
+        ("IfMTPModel", "RocmIf", ("rocm",)),
+        ("NestedMTPModel", "XpuNested", ("xpu",)),
+        ("NvidiaMTPModel", "Nvidia", ("cuda", "npu")),  # a plugin platform's device_type is not known
+        ("OotMTPModel", "Oot", ("npu",)),
+    ]
+
+
+def test_an_undecided_condition_keeps_both_the_registration_and_what_it_replaces(tmp_path: Path) -> None:
+    """In a plugin source tree too (every register_model call, module level included)."""
+    root = write_files(
+        tmp_path,
+        {
+            "eta/__init__.py": """\
+                import os
+
+                from vllm import ModelRegistry
+                from vllm.platforms import current_platform
+
+                if os.environ.get("ETA_FAST"):
+                    ModelRegistry.register_model("ToyMTPModel", "eta.m:FastToy")
+                if current_platform.is_cuda():
+                    ModelRegistry.register_model("DeepSeekMTPModel", "eta.m:CudaDeepSeek")
+                """,
+        },
+    )
+    in_tree = [
+        RegistryEntry("DeepSeekMTPModel", "vllm.models.deepseek_mtp", "DeepSeekMTP", "_SPECULATIVE_DECODING_MODELS"),
+        RegistryEntry("ToyMTPModel", "vllm.models.toy_mtp", "ToyMTP", "_SPECULATIVE_DECODING_MODELS"),
+    ]
+    reading = registrations_in(index_of(root), ["eta"], PluginDist("eta", "1.0", root, ()))
+    assert sorted((e.arch, e.cls, e.scope) for e in effective_registry(in_tree, [reading])) == [
+        ("DeepSeekMTPModel", "CudaDeepSeek", ("cuda",)),
+        ("DeepSeekMTPModel", "DeepSeekMTP", ("cpu", "rocm", "tpu", "xpu")),
+        ("ToyMTPModel", "FastToy", PLATFORMS),
+        ("ToyMTPModel", "ToyMTP", None),  # every platform still: ETA_FAST may be unset
+    ]

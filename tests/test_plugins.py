@@ -16,6 +16,7 @@ from conftest import BASE, FIXTURES, run_cli
 
 PLUGINS = FIXTURES / "plugins"
 SITE = PLUGINS / "site"
+COND = PLUGINS / "conditional"  # a general plugin registering on some platforms only
 TOY = ("vllm.model_executor.models.toy_mtp", "ToyMTP")
 OTHER = {"module": "vllm.model_executor.models.other_mtp", "class": "OtherMTP"}
 
@@ -118,6 +119,25 @@ def test_no_plugins_is_vllm_alone(tmp_path):
     assert [(r[0], r[1], r[5]) for r in rows(result.stdout)] == [
         ("OtherMTPModel", "OtherMTP", "vllm"),
         ("ToyMTPModel", "ToyMTP", "vllm"),
+    ]
+
+
+def test_registrations_under_platform_conditions_apply_where_they_hold(tmp_path):
+    """acme-cond registers under ``if current_platform.is_rocm()`` / an undecidable ``elif``, and
+    past an early ``return`` on ``not is_cuda_alike()`` through a helper."""
+    tree = vllm_tree(tmp_path / "v")
+    result = run_cli("scan", str(tree), "--plugin-path", str(COND), "--format", "json", "--fail-on", "never")
+    assert result.returncode == 0, result.stderr
+    source, toy, other = "acme-cond 0.1.0", TOY, tuple(OTHER.values())
+    assert [(r[0], r[1], r[2], r[5], r[6]) for r in rows(result.stdout)] == [
+        # past the early return: ROCm and CUDA only; the in-tree class keeps the rest
+        ("OtherMTPModel", "CudaOtherMTP", ("cuda", "rocm"), source, other),
+        ("OtherMTPModel", "OtherMTP", ("cpu", "tpu", "xpu"), "vllm", None),
+        # an environment variable cannot be decided: registered and not, both kept, except on
+        # ROCm, where the first branch is taken and the elif never runs
+        ("ToyMTPModel", "FastToyMTP", ("cpu", "cuda", "tpu", "xpu"), source, toy),
+        ("ToyMTPModel", "RocmToyMTP", ("rocm",), source, toy),
+        ("ToyMTPModel", "ToyMTP", ("cpu", "cuda", "tpu", "xpu"), "vllm", None),
     ]
 
 

@@ -54,14 +54,114 @@ NOT_A_DICT = list()
             "_SPECULATIVE_DECODING_MODELS",
         ),
         RegistryEntry("DeepSeekV4MTPModel", "vllm.models.deepseek_v4", "DeepSeekV4MTP", "_SPECULATIVE_DECODING_MODELS"),
-        RegistryEntry("MiMoMTPModel", "vllm.model_executor.models.mimo_mtp", "MiMoMTP", "_TEXT_GENERATION_MODELS"),
+        # spread into the speculative dict, where Python puts it: reported there, once
         RegistryEntry(
             "TransformersMTP",
             "vllm.model_executor.models.transformers",
             "TransformersMTPModel",
-            "_TRANSFORMERS_BACKEND_MODELS",
+            "_SPECULATIVE_DECODING_MODELS",
         ),
+        RegistryEntry("MiMoMTPModel", "vllm.model_executor.models.mimo_mtp", "MiMoMTP", "_TEXT_GENERATION_MODELS"),
     ]
+
+
+SPEC = "_SPECULATIVE_DECODING_MODELS"
+DICT_FORMS = [
+    (  # ** of a dict bound earlier, spread in place; a later duplicate key replaces the earlier value
+        f'_BASE = {{"AMTP": ("m", "A")}}\n{SPEC} = {{"DMTP": ("m", "D1"), **_BASE, "DMTP": ("m", "D2")}}\n',
+        [("DMTP", "D2"), ("AMTP", "A")],
+        [],
+    ),
+    (  # statements after the literal, in order
+        f'{SPEC} = {{"AMTP": ("m", "A"), "GoneMTP": ("m", "G")}}\n'
+        f'{SPEC}["SetMTP"] = ("m", "S")\n'
+        f'{SPEC}.update({{"UpdMTP": ("m", "U")}}, KwMTP=("m", "K"))\n'
+        f'{SPEC}.update(**{{"StarMTP": ("m", "St")}})\n'
+        f'del {SPEC}["GoneMTP"]\n'
+        f'{SPEC}["AMTP"] = ("m", "A2")\n',
+        [("AMTP", "A2"), ("SetMTP", "S"), ("UpdMTP", "U"), ("KwMTP", "K"), ("StarMTP", "St")],
+        [],
+    ),
+    (  # unions of literals and of names, and |=
+        '_LATE = {"LMTP": ("m", "L")}\n'
+        f'{SPEC}: dict[str, tuple[str, str]] = {{"AMTP": ("m", "A")}} | _LATE\n'
+        f'{SPEC} = {SPEC} | {{"UMTP": ("m", "U")}}\n'
+        f'{SPEC} |= {{"IMTP": ("m", "I")}}\n',
+        [("AMTP", "A"), ("LMTP", "L"), ("UMTP", "U"), ("IMTP", "I")],
+        [],
+    ),
+    (  # B = A names the same dict, as in Python: a change through either is seen by both
+        f'_BASE = {{"AMTP": ("m", "A")}}\n{SPEC} = _BASE\n_BASE["BMTP"] = ("m", "B")\n',
+        [("AMTP", "A"), ("BMTP", "B")],
+        [],
+    ),
+    (  # what cannot be read statically is named, with its line; the rest is still read
+        f"""\
+def make():
+    return {{}}
+
+
+_SPREAD = {{**make()}}
+{SPEC} = {{
+    "AMTP": ("m", "A"),
+    **make(),
+    **{{k: v for k, v in make().items()}},
+    **_LATER,
+    **_SPREAD,
+}}
+{SPEC}.update(make())
+{SPEC} = {SPEC} | make()
+{SPEC}.pop("AMTP")
+{SPEC} -= {{}}
+del {SPEC}[key]
+if FLAG:
+    {SPEC}["IfMTP"] = ("m", "I")
+try:
+    {SPEC}.update(extra)
+except ImportError:
+    pass
+_LATER = {{}}
+""",
+        [("AMTP", "A")],
+        [
+            "8: `**make()`: not a dict literal",
+            "9: `**{k: v for k, v in make().items()}`: not a dict literal",
+            "10: `**_LATER`: not a dict literal",
+            "5: `**make()`: not a dict literal",  # in _SPREAD, spread into the speculative dict
+            f"13: `{SPEC}.update(make())`: `make()` is not a dict literal",
+            "14: `make()`: not a dict literal",
+            f"15: `{SPEC}.pop('AMTP')`: a change mtp-audit does not follow",
+            f"16: `{SPEC} -= {{}}`: a change mtp-audit does not follow",
+            f"17: `del {SPEC}[key]`: a key that is not a string",
+            f"19: `{SPEC}['IfMTP'] = ('m', 'I')`: inside a module-level `if` block",
+            f"21: `{SPEC}.update(extra)`: inside a module-level `try` block",
+        ],
+    ),
+    (  # other dicts: entries spread into a later dict are reported once; their gaps are not warned about
+        f'_TEXT = {{"XMTP": ("m", "X"), **make()}}\n{SPEC} = {{}}\n_ALL = {{**_TEXT, **{SPEC}, **make()}}\n',
+        [("XMTP", "X")],
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "text, found, notes", DICT_FORMS, ids=["spread-duplicates", "statements", "unions", "alias", "unreadable", "others"]
+)
+def test_the_speculative_dict_is_read_as_python_builds_it(
+    tmp_path: Path, text: str, found: list[tuple[str, str]], notes: list[str]
+) -> None:
+    from mtp_audit.resolve.registry import registry_reading
+
+    path = tmp_path / REGISTRY
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    entries, warnings = registry_reading(ModuleIndex(SourceTree(tmp_path, tmp_path / "vllm", None)))
+    assert [(e.arch, e.cls) for e in entries] == found
+    assert len(warnings) == len(notes), warnings
+    for warning, note in zip(warnings, notes):
+        assert warning.startswith(f"{REGISTRY}:{note}"), warning
+        assert warning.endswith(f"; {SPEC} may hold drafters mtp-audit does not see")
 
 
 @pytest.mark.parametrize(

@@ -51,6 +51,8 @@ def test_scan_fixture(case: Path, tmp_path: Path) -> None:
     result, _, _ = scan(locate(tree))
     assert not result.parse_errors
     assert not result.unresolved, result.unresolved
+    notes_file = case / "expected_notes.txt"  # registry content the scan warns it cannot read
+    assert result.registry_notes == (notes_file.read_text().splitlines() if notes_file.exists() else [])
     from mtp_audit.report.json_report import render_json
 
     actual = [project(r) for r in check_scan_json(render_json(result))["drafters"]]

@@ -1,8 +1,10 @@
 """Evaluate module-level platform conditions the way vLLM evaluates them at run time.
 
 ``TYPE_CHECKING`` is false at run time; ``current_platform.is_X()`` is true on X
-only; ``device_type`` is ``"cuda"`` on both CUDA and ROCm. Anything else is
-unknown (``None``), and the interpreter then keeps both branches.
+only; ``device_type`` is ``"cuda"`` on both CUDA and ROCm. On an out-of-tree
+platform (a platform plugin's device name) only ``is_out_of_tree()`` is true and
+``device_type`` is unknown. Anything else is unknown (``None``), and the
+interpreter then keeps both branches.
 """
 
 from __future__ import annotations
@@ -67,7 +69,9 @@ def evaluate(
         predicate = _platform_attribute(node.func)
         if predicate is None:
             return None
-        return platform in PLATFORM_PREDICATES[predicate] if predicate in PLATFORM_PREDICATES else None
+        if predicate not in PLATFORM_PREDICATES:
+            return None
+        return platform in PLATFORM_PREDICATES[predicate] if platform in DEVICE_TYPE else predicate == "is_out_of_tree"
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         inner = evaluate(node.operand, platform, name, all_names)
         return None if inner is None else not inner
@@ -87,6 +91,8 @@ def _compare(
 ) -> bool | None:
     operator, comparator = node.ops[0], node.comparators[0]
     if _platform_attribute(node.left) == "device_type":
+        if platform not in DEVICE_TYPE:
+            return None  # a plugin platform's device_type is its own
         subject = DEVICE_TYPE[platform]
     elif name is not None and isinstance(node.left, ast.Name) and node.left.id == name[0]:
         subject = name[1]  # inside __getattr__(name)

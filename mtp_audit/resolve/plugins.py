@@ -4,9 +4,11 @@ vLLM loads the functions named by the ``vllm.general_plugins`` entry points on
 every platform, and the one named by the ``vllm.platform_plugins`` entry point of
 the platform it runs on; a function may call
 ``ModelRegistry.register_model(arch, "module:Class")`` (or pass the class),
-directly or through helpers of its own package. All of it is read statically:
-entry points from ``entry_points.txt`` with ``importlib.metadata``, functions with
-``ast``; no plugin is imported.
+directly or through helpers of its own package, often only on some platforms
+(``if current_platform.is_rocm():``). All of it is read statically: entry points
+from ``entry_points.txt`` with ``importlib.metadata``, functions with ``ast``,
+platform conditions with the evaluator the dispatch interpreter uses; no plugin is
+imported.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..index.modules import ModuleIndex
-from ..index.platforms import literal_string
+from ..index.platforms import evaluate, literal_string
 from ..locate import GENERAL, PLATFORM, discover
 from ..model import PLATFORMS, PluginDist, RegistryEntry
 from .registry import OTHER_DICT_DRAFTER, SPECULATIVE
@@ -27,6 +29,7 @@ REGISTERED = "register_model"  # the registry name of a plugin's entries
 MAX_CALL_DEPTH = 8  # helpers calling helpers: deeper chains are not followed
 # Outside the speculative dict "Eagle" also names target models; an EAGLE drafter's arch starts with it.
 EAGLE_ARCH = re.compile(r"^Eagle|Eagle3")
+Guard = tuple[ast.expr, bool]  # a condition a call runs under, and whether it holds there
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,18 @@ class Registration:
     group: str  # GENERAL or PLATFORM
     file: str
     line: int
+    conditions: tuple[Guard, ...] = ()  # the ``if`` tests around the call, and around the calls leading to it
+
+    def applies_on(self, platform: str) -> bool | None:
+        """Whether vLLM makes this call on ``platform``; None when a condition cannot be decided."""
+        truth: bool | None = True
+        for test, holds in self.conditions:
+            value = evaluate(test, platform)
+            if value is None:
+                truth = None
+            elif value != holds:
+                return False
+        return truth
 
 
 @dataclass
@@ -88,10 +103,10 @@ class _Reader:
             self.trees[module] = result
         return self.trees[module]
 
-    def follow(self, module: str, function: str, group: str, depth: int) -> None:
-        if (module, function, group) in self.seen or module.split(".")[0] not in self.packages:
+    def follow(self, module: str, function: str, group: str, depth: int, conditions: tuple[Guard, ...] = ()) -> None:
+        if (module, function, group, conditions) in self.seen or module.split(".")[0] not in self.packages:
             return
-        self.seen.add((module, function, group))
+        self.seen.add((module, function, group, conditions))
         parsed = self.parsed(module)
         entry_point = depth == 0  # deeper, a call may name a class or a variable: nothing to follow
         if parsed is None:
@@ -103,18 +118,20 @@ class _Reader:
         if definition is None:
             target = _module_binding(tree, module, is_package, function)
             if target is not None and target[1]:
-                self.follow(target[0], target[1], group, depth)  # re-exported from another module
+                self.follow(target[0], target[1], group, depth, conditions)  # re-exported from another module
             elif entry_point:
                 self.skipped.append(f"{file}: no function {function}, which entry point {module}:{function} names")
             return
         local = _local_bindings(definition, module, is_package)
+        guards = _guards(definition.body)
         for call in (n for n in ast.walk(definition) if isinstance(n, ast.Call)):
+            where = conditions + guards.get(id(call), ())
             if _is_register_model(call):
-                self.register(call, tree, module, is_package, local, group, file)
+                self.register(call, tree, module, is_package, local, group, file, where)
             elif depth < MAX_CALL_DEPTH:
                 callee = self.callee(call.func, tree, module, is_package, local)
                 if callee is not None:
-                    self.follow(*callee, group, depth + 1)
+                    self.follow(*callee, group, depth + 1, where)
 
     def callee(
         self, func: ast.expr, tree: ast.Module, module: str, is_package: bool, local: dict[str, tuple[str, str]]
@@ -142,6 +159,7 @@ class _Reader:
         local: dict[str, tuple[str, str]],
         group: str,
         file: str,
+        conditions: tuple[Guard, ...] = (),
     ) -> None:
         args = list(call.args) + [None] * 2
         arch_node = args[0] or _keyword(call, "model_arch")
@@ -154,7 +172,7 @@ class _Reader:
                 "architecture and a 'module:Class' string or an imported class"
             )
             return
-        registration = Registration(arch, target[0], target[1], self.plugin, group, file, call.lineno)
+        registration = Registration(arch, target[0], target[1], self.plugin, group, file, call.lineno, conditions)
         if registration not in self.registrations:
             self.registrations.append(registration)
 
@@ -193,6 +211,44 @@ class _Reader:
                             if value:
                                 return value
         return entry_name
+
+
+Guards = dict[int, tuple[Guard, ...]]  # id(call) -> the conditions it runs under
+
+
+def _guards(statements: list[ast.stmt], around: tuple[Guard, ...] = (), found: Guards | None = None) -> Guards:
+    """id(call) -> the conditions it runs under in a block: the ``if`` tests around it, and those of
+    earlier ``if``s of the block whose branch leaves it (``if not current_platform.is_rocm(): return``)."""
+    found = {} if found is None else found
+    for statement in statements:
+        if isinstance(statement, ast.If):
+            _mark(statement.test, around, found)
+            _guards(statement.body, (*around, (statement.test, True)), found)
+            _guards(statement.orelse, (*around, (statement.test, False)), found)
+            if _leaves(statement.body) and not _leaves(statement.orelse):
+                around = (*around, (statement.test, False))
+            elif _leaves(statement.orelse) and not _leaves(statement.body):
+                around = (*around, (statement.test, True))
+            continue
+        _mark(statement, around, found)  # then the blocks inside it, whose own ifs say more
+        for block in ("body", "orelse", "finalbody", "handlers", "cases"):
+            inner = getattr(statement, block, None)
+            if isinstance(inner, list):
+                _guards([s for s in inner if isinstance(s, ast.stmt)], around, found)
+                for holder in (s for s in inner if isinstance(s, (ast.ExceptHandler, ast.match_case))):
+                    _guards(holder.body, around, found)
+    return found
+
+
+def _mark(node: ast.AST, around: tuple[Guard, ...], found: Guards) -> None:
+    """Every call inside ``node`` runs under ``around`` (until a block inside says more)."""
+    for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+        found[id(call)] = around
+
+
+def _leaves(block: list[ast.stmt]) -> bool:
+    """A block that ends by leaving the block around it: what follows runs only when it was not taken."""
+    return bool(block) and isinstance(block[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
 
 
 def _top_level_function(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
@@ -289,10 +345,11 @@ def registrations_in(index: ModuleIndex, modules: list[str], plugin: PluginDist)
         if parsed is None:
             continue
         tree, file, is_package = parsed
+        guards = _guards(tree.body)
         for call, function in sorted(_calls_with_function(tree), key=lambda p: (p[0].lineno, p[0].col_offset)):
             if _is_register_model(call):
                 local = _local_bindings(function, module, is_package) if function is not None else {}
-                reader.register(call, tree, module, is_package, local, GENERAL, file)
+                reader.register(call, tree, module, is_package, local, GENERAL, file, guards.get(id(call), ()))
     return PluginReading(reader.registrations, [], reader.skipped)
 
 
@@ -321,7 +378,9 @@ def effective_registry(in_tree: list[RegistryEntry], readings: list[PluginReadin
 
     A general plugin's registration applies wherever it loads: every in-tree platform and every
     plugin platform; it replaces the entry it names there. A platform plugin's applies on its
-    own platform only (its device name), and the in-tree entry stays on the others."""
+    own platform only (its device name), and the in-tree entry stays on the others. Either is
+    narrowed by the platform conditions around the call: where one cannot be decided, both the
+    registration and what it would replace are kept."""
     labels = sorted({p for r in readings for p in r.platforms} - set(PLATFORMS))
     everywhere = (*PLATFORMS, *labels)
     drafter_archs = {e.arch for e in in_tree if e.arch and e.registry == SPECULATIVE}
@@ -342,13 +401,15 @@ def effective_registry(in_tree: list[RegistryEntry], readings: list[PluginReadin
 def _register(
     entries: list[RegistryEntry], arch: str, alternatives: list[Registration], scope: tuple[str, ...]
 ) -> list[RegistryEntry]:
-    """``entries`` with ``arch`` registered anew on ``scope``: what it replaces stays elsewhere."""
+    """``entries`` with ``arch`` registered anew on ``scope``, where the calls' conditions allow:
+    what they replace stays where no call is sure to run."""
     replaced = [e for e in entries if e.arch == arch]
     original = next((e for e in replaced if e.source == "vllm"), replaced[0] if replaced else None)
+    surely = {p for p in scope if any(r.applies_on(p) for r in alternatives)}  # True, not None
     kept = []
     for entry in entries:
         everywhere_before = entry.scope or PLATFORMS
-        remaining = tuple(p for p in everywhere_before if p not in scope)
+        remaining = tuple(p for p in everywhere_before if p not in surely)
         if entry.arch != arch or remaining == everywhere_before:
             kept.append(entry)
         elif remaining:
@@ -359,8 +420,11 @@ def _register(
             )
     replaces = (original.module, original.cls) if original else None
     for registration in alternatives:
+        where = tuple(p for p in scope if registration.applies_on(p) is not False)
+        if not where:
+            continue
         entry = RegistryEntry(
-            arch, registration.module, registration.cls, REGISTERED, registration.plugin.label, replaces, scope
+            arch, registration.module, registration.cls, REGISTERED, registration.plugin.label, replaces, where
         )
         if entry not in kept:
             kept.append(entry)
