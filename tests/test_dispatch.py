@@ -10,13 +10,15 @@ drops a drafter from a platform or adds one.
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 
 import pytest
 
-from mtp_audit.index.fact_types import Target
+from mtp_audit.index.fact_types import Target, TryOutcome
 from mtp_audit.index.facts import check_syntax, extract_facts
 from mtp_audit.index.platforms import evaluate, string_values
 from mtp_audit.model import PLATFORMS
+from mtp_audit.resolve.attempts import catches
 
 
 def where(source: str, name: str = "Drafter") -> dict[str, str]:
@@ -122,12 +124,15 @@ def test_unknown_branches_that_both_bind_keep_both() -> None:
 
 
 def test_else_and_finally_of_a_module_level_try_run_after_its_body() -> None:
-    """The body's imports are taken to succeed: ``else`` runs, and ``finally`` always does."""
+    """``else`` runs where the body's imports succeed, and ``finally`` always does. Whether an import
+    raises is for resolution to say (fixture ``dispatch_try_fallback``): the facts
+    keep both outcomes, the name unbound where the handler runs."""
     found = where(
         HEADER + "try:\n    import triton\nexcept ImportError:\n    triton = None\n"
         "else:\n    from .triton_kernels import Drafter\n"
     )
-    assert set(found.values()) == {"import:pkg.triton_kernels"}
+    unbound = "unavailable: Drafter is not bound when the import at line 4 raises"
+    assert set(found.values()) == {f"import:pkg.triton_kernels | {unbound}"}
     found = where(
         HEADER + "try:\n    from .nvidia import Drafter\nfinally:\n"
         '    if current_platform.is_xpu():\n        raise NotImplementedError("no XPU")\n'
@@ -152,6 +157,66 @@ def test_a_raise_a_handler_may_catch_runs_the_handlers_instead() -> None:
     found = where(body + "except ImportError:\n    raise\nexcept Exception:\n    raise\n")  # the body's reason
     assert found.pop("xpu") == "raises: import raises ImportError (line 5): no XPU kernels"
     assert set(found.values()) == {"import:pkg.nvidia"}
+
+
+def test_an_import_fallback_keeps_every_outcome_marked() -> None:
+    """``try: from .fast import X`` / ``except ImportError: from .slow import X``: each binding is marked
+    with the outcome it holds under (the body ran, or its import statement N raised and handler M
+    ran); a name every outcome binds alike stays unmarked."""
+    found = bindings(
+        "import os\n\ntry:\n    from .fast import Drafter\n    FAST = True\n"
+        "except (ImportError, OSError):\n    from .slow import Drafter\n    FAST = False\nexcept ValueError:\n"
+        "    pass\n"
+    )
+    assert found["os"] == [Target("module", "os")]
+    outcome = TryOutcome((4,), (("pkg.fast", "pkg.fast.Drafter"),), (("ImportError", "OSError"), ("ValueError",)))
+    caught, passed = replace(outcome, failed_at=0, handler=0), replace(outcome, failed_at=0, handler=1)
+    assert found["Drafter"] == [
+        Target("import", "pkg.fast", "Drafter", (outcome,)),
+        Target("import", "pkg.slow", "Drafter", (caught,)),
+        Target("unavailable", "Drafter is not bound when the import at line 4 raises", when=(passed,)),
+    ]
+    assert [t.when for t in found["FAST"]] == [(outcome,), (caught,), (passed,)]
+
+
+def test_a_try_body_that_is_not_only_imports_and_bindings_is_taken_to_succeed() -> None:
+    found = bindings(
+        "try:\n    for _ in ():\n        pass\n    from .fast import Drafter\nexcept ImportError:\n"
+        "    from .slow import Drafter\n"
+    )
+    assert found["Drafter"] == [Target("import", "pkg.fast", "Drafter")]
+
+
+@pytest.mark.parametrize(
+    ("names", "raised", "caught"),
+    [
+        ((), "NotImplementedError", True),  # a bare except
+        (("ImportError",), "ImportError", True),
+        (("ImportError",), "ModuleNotFoundError", True),
+        (("ModuleNotFoundError",), "ImportError", False),  # the subclass does not catch its base
+        (("ValueError",), "ImportError", False),
+        (("ValueError", "Exception"), "ImportError", True),
+        (("builtins.ImportError",), "ImportError", True),
+        (("BaseException",), "KernelMissing", True),
+        (("Exception",), "KernelMissing", None),  # a class of the tree's own: not known
+        (("ImportError",), None, None),  # a bare ``raise`` or ``raise error``
+        (("KernelMissing",), "ImportError", None),  # may be an alias of ImportError
+        (("KernelMissing", "ValueError"), "ImportError", None),
+    ],
+)
+def test_which_handlers_catch_which_raises(names: tuple[str, ...], raised: str | None, caught: bool | None) -> None:
+    assert catches(names, raised) is caught
+
+
+def test_an_import_fallback_inside_module_getattr() -> None:
+    getattr_def = (
+        '__all__ = ["A", "B"]\n\ndef __getattr__(name):\n    if name == "A":\n        try:\n'
+        "            from .fast import A\n        except ImportError:\n            from .slow import A\n"
+        "        return A\n    try:\n        return __import__(name)\n    except ImportError:\n        return None\n"
+    )
+    found = bindings(getattr_def)
+    assert [(t.a, t.when[0].failed_at) for t in found["A"]] == [("pkg.fast", -1), ("pkg.slow", 0)]
+    assert found["B"] == [Target("unknown", "a return inside a try in __getattr__")]
 
 
 def test_a_module_level_condition_on_all() -> None:

@@ -276,6 +276,7 @@ class ImportChains:
         self.failing: dict[str, dict[str, tuple[Step, ...]]] = {p: {} for p in PLATFORMS}
         self.described: ChainAnswers = {}
         self._edges_of: dict[tuple[str, int], tuple[list[ImportStatement], list[Step]]] = {}
+        self._first_raise: dict[tuple[str, str], str | None] = {}
 
     def error(self, module: str, platform: str) -> str | None:
         """Why importing ``module`` on ``platform`` raises, itself or through what it imports; None
@@ -285,6 +286,24 @@ class ImportChains:
             chain = self._walk(module, platform)
             self.described[key] = None if chain is None else self._describe(module, chain, platform)
         return self.described[key]
+
+    def first_raise(self, module: str, platform: str) -> str | None:
+        """Why importing ``module`` on ``platform`` raises (the raising module and its reason), walked
+        afresh: which exception a ``try`` meets must not depend on what earlier walks memoised, and
+        this walk records nothing here, so the chains' descriptions stay what they would be without it."""
+        key = (module, platform)
+        if key not in self._first_raise:
+            walker = ImportChains(self.index)
+            walker._edges_of = self._edges_of  # the edges are the same whoever walks them
+            chain = walker._walk(module, platform) if walker._in_tree(module) else None
+            if chain is None:
+                self._first_raise[key] = None
+            else:
+                raiser = chain[-1].target if chain else module
+                facts = self.index.import_facts(raiser)
+                assert facts is not None
+                self._first_raise[key] = f"{self._path(raiser)}: {facts.errors[platform]}"
+        return self._first_raise[key]
 
     def answers(self) -> ChainAnswers:
         """Every answer given so far, by (module, platform)."""
@@ -305,7 +324,9 @@ class ImportChains:
             self.described.setdefault(key, reason)
 
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k not in ("index", "_edges_of")}  # handed between processes
+        return {
+            k: v for k, v in self.__dict__.items() if k not in ("index", "_edges_of", "_first_raise")
+        }  # handed between processes
 
     def _edges(self, module: str, platform: str) -> list[Step]:
         facts = self.index.import_facts(module)

@@ -50,6 +50,13 @@ def _run_function_body(statements: list[ast.stmt], local: _Interpreter, name: tu
             if result:
                 return result
             continue
+        if isinstance(statement, ast.Try):
+            if any(isinstance(node, ast.Return) for node in ast.walk(statement)):
+                return [Target("unknown", "a return inside a try in __getattr__")]
+            local.attempt(statement)  # as at module level: bindings, each marked with its outcome
+            if local.error:
+                return [Target("unavailable", local.error)]
+            continue
         if isinstance(statement, ast.Return) and statement.value is not None:
             return _return_value(statement.value, local, name)
         if isinstance(statement, ast.Raise):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..index.modules import ModuleIndex
 from ..model import ClassKey
+from .attempts import holding
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,9 @@ def resolve_name(
                 if not all(isinstance(r, Missing) for r in found):
                     return found
         return [Missing(f"{facts.path}: {name} is not defined on {platform}")]
+    targets, uncaught = holding(index, targets, platform)
+    if uncaught:
+        return [Missing(f"{facts.path}: {uncaught}")]
     out: list[Resolved] = []
     for target in targets:
         if target.kind == "class":
