@@ -14,11 +14,14 @@ from dataclasses import replace
 
 import pytest
 
+from conftest import BASE, build_tree, run_cli
 from mtp_audit.index.fact_types import Target, TryOutcome
 from mtp_audit.index.facts import check_syntax, extract_facts
 from mtp_audit.index.platforms import evaluate, string_values
+from mtp_audit.locate import locate
 from mtp_audit.model import PLATFORMS
 from mtp_audit.resolve.attempts import catches
+from mtp_audit.scan import scan
 
 
 def where(source: str, name: str = "Drafter") -> dict[str, str]:
@@ -328,8 +331,8 @@ def test_what_each_kind_of_assignment_binds() -> None:
         "D": [Target("unknown", "Undefined")],
         "E": [Target("unknown", "expression")],
         "F": [Target("unknown", "Undefined.deep.attr")],
-        "G": [Target("unknown", "3")],
-        "H": [Target("unknown", "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx")],  # the first 40 characters
+        "G": [Target("constant", "3")],
+        "H": [Target("constant", "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx")],  # the first 40 characters
         "I": [Target("unknown", "List")],
         "J": [Target("import", "pkg.x", "Head")],
         "L": [Target("import", "pkg.x", "Head")],
@@ -632,3 +635,44 @@ def test_all_unknown_without_a_module_all() -> None:
 )
 def test_string_values(text: str, values: list[str] | None) -> None:
     assert string_values(ast.parse(text, mode="eval").body) == values
+
+
+PART_MTP = """import torch
+from torch import nn
+
+
+class PartMTP(nn.Module):
+    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor | None:
+        return self.logits_processor(self.lm_head, hidden_states)
+"""
+
+
+def test_a_platform_the_tool_cannot_follow_is_unresolved_not_unavailable(tmp_path) -> None:
+    """A raise means a platform has no drafter, and so does a name bound to a value there (``X = None``,
+    as DeepSeek-V4's DSpark entry on ROCm and XPU in 0.25); a name the tool cannot follow there is
+    reported as unresolved (and scan exits 1), even when the other platforms resolve."""
+    tree = build_tree(BASE, tmp_path / "tree")
+    files = {
+        "vllm/model_executor/models/registry.py": (
+            '_SPECULATIVE_DECODING_MODELS = {"PartMTPModel": ("vllm.part", "PartMTP")}\n'
+        ),
+        "vllm/part/__init__.py": HEADER + "if current_platform.is_rocm():\n    PartMTP = make_rocm_drafter()\n"
+        'elif current_platform.is_xpu():\n    raise NotImplementedError("no XPU")\n'
+        "elif current_platform.is_tpu():\n    PartMTP = None\nelse:\n    from .nvidia import PartMTP\n",
+        "vllm/part/nvidia.py": PART_MTP,
+    }
+    for path, text in files.items():
+        (tree / path).parent.mkdir(parents=True, exist_ok=True)
+        (tree / path).write_text(text)
+    result, _, _ = scan(locate(tree))
+    [record] = result.records
+    assert record.platforms == ["cpu", "cuda"]
+    assert [(u.platform, u.reason) for u in record.unavailable_on] == [
+        ("tpu", "vllm/part/__init__.py: cannot follow PartMTP = None"),  # a value, decided: no drafter there
+        ("xpu", "vllm/part/__init__.py: import raises NotImplementedError (line 6): no XPU"),
+    ]
+    assert [(u.arch, u.platforms, u.reason) for u in result.unresolved] == [
+        ("PartMTPModel", ["rocm"], "vllm/part/__init__.py: cannot follow PartMTP = Call")
+    ]
+    assert run_cli("scan", str(tree), "--format", "json", "--fail-on", "never").returncode == 0
+    assert run_cli("scan", str(tree), "--format", "json", "--fail-on", "divergent").returncode == 1

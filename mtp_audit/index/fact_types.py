@@ -13,7 +13,7 @@ from typing import Literal
 from .prefilter import physical_lines
 
 # A Literal, not an Enum: facts are cached, and a plain string keeps their entries small and fast to load.
-TargetKind = Literal["class", "import", "module", "unknown", "unavailable"]
+TargetKind = Literal["class", "import", "module", "constant", "unknown", "unavailable"]
 MethodHow = Literal["def", "async", "conditional", "none", "deleted", "outside"]
 
 
@@ -36,7 +36,8 @@ class Target:
     """What a module-level name is bound to.
 
     kind: ``class`` (a = line of the local class), ``import`` (a = module,
-    b = name; ``a.b`` may be a submodule), ``module`` (a = module),
+    b = name; ``a.b`` may be a submodule), ``module`` (a = module), ``constant`` (a = its
+    repr: ``X = None`` on a platform without the class is decided, not unfollowed),
     ``unknown`` (a = code that could not be followed), ``unavailable`` (a = why the name
     cannot be had: its import raises). ``when``: the ``try`` outcomes under which the
     binding holds (all of them; empty: always).

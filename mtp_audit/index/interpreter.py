@@ -199,7 +199,7 @@ class _Interpreter:
                     out.append(Target("unknown", dotted(node) or "expression"))
             return out
         if isinstance(node, ast.Constant):
-            return [Target("unknown", repr(node.value)[:40])]
+            return [Target("constant", repr(node.value)[:40])]
         return [Target("unknown", type(node).__name__)]
 
 

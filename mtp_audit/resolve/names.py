@@ -28,7 +28,10 @@ class External:
 
 @dataclass(frozen=True)
 class Missing:
+    """No class: ``undecided`` when the tool could not follow the name (not that Python would fail)."""
+
     reason: str
+    undecided: bool = False
 
 
 Resolved = ClassKey | ModuleRef | External | Missing
@@ -76,8 +79,10 @@ def resolve_name(
             out.append(ModuleRef(target.a) if index.is_module(target.a) else External(target.a))
         elif target.kind == "unavailable":
             out.append(Missing(f"{facts.path}: {target.a}"))
-        else:
+        elif target.kind == "constant":  # a value, never a class: decided, that platform has none
             out.append(Missing(f"{facts.path}: cannot follow {name} = {target.a}"))
+        else:
+            out.append(Missing(f"{facts.path}: cannot follow {name} = {target.a}", undecided=True))
     return _dedupe(out)
 
 
