@@ -17,6 +17,7 @@ import pytest
 from conftest import BASE, build_tree, run_cli
 from mtp_audit.index.fact_types import Target, TryOutcome
 from mtp_audit.index.facts import check_syntax, extract_facts
+from mtp_audit.index.imports import _interpreted_imports
 from mtp_audit.index.platforms import evaluate, string_values
 from mtp_audit.locate import locate
 from mtp_audit.model import PLATFORMS
@@ -676,3 +677,35 @@ def test_a_platform_the_tool_cannot_follow_is_unresolved_not_unavailable(tmp_pat
     ]
     assert run_cli("scan", str(tree), "--format", "json", "--fail-on", "never").returncode == 0
     assert run_cli("scan", str(tree), "--format", "json", "--fail-on", "divergent").returncode == 1
+
+
+def test_module_level_names_that_decide_a_condition() -> None:
+    """``current_platform`` under another name, a flag bound to a decided condition (rebinding it to
+    something unknown makes it unknown again), and a conditional expression, which binds per platform."""
+    alias = "from vllm.platforms import current_platform as cp\n\n"
+    assert where(
+        alias + "if cp.is_rocm():\n    from .amd import Drafter\nelse:\n    from .nvidia import Drafter\n"
+    ) == {p: "import:pkg.amd" if p == "rocm" else "import:pkg.nvidia" for p in PLATFORMS}
+    flag = HEADER + "_ON_AMD = current_platform.is_rocm()\n_ON_AMD_TOO = _ON_AMD\n"
+    branch = "if _ON_AMD_TOO:\n    from .amd import Drafter\nelse:\n    from .nvidia import Drafter\n"
+    assert where(flag + branch)["rocm"] == "import:pkg.amd" and where(flag + branch)["cuda"] == "import:pkg.nvidia"
+    assert bindings(flag, "rocm")["_ON_AMD"] == [Target("constant", "True")]
+    rebound = flag + "_ON_AMD_TOO = os.environ.get('AMD')\n" + branch
+    assert set(where(rebound).values()) == {"import:pkg.amd | import:pkg.nvidia"}
+    choice = (
+        HEADER
+        + "from . import amd, nvidia\n\nDrafter = amd.Drafter if current_platform.is_rocm() else nvidia.Drafter\n"
+    )
+    assert where(choice) == {p: "import:pkg.amd" if p == "rocm" else "import:pkg.nvidia" for p in PLATFORMS}
+    unknown = (
+        "import os\nfrom . import amd, nvidia\n\nDrafter = amd.Drafter if os.environ.get('A') else nvidia.Drafter\n"
+    )
+    assert set(where(unknown).values()) == {"import:pkg.amd | import:pkg.nvidia"}
+
+
+def test_an_alias_of_current_platform_decides_an_import_chain_raise() -> None:
+    source = (
+        'from vllm.platforms import current_platform as cp\n\nif cp.is_xpu():\n    raise NotImplementedError("x")\n'
+    )
+    facts = _interpreted_imports(source, "pkg.kernels", False)
+    assert facts is not None and list(facts.errors) == ["xpu"]

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from ..model import PLATFORMS, ChainAnswers
 from .ast_tools import absolute_module, walk_statements
 from .interpreter import _raise_reason
-from .platforms import evaluate
+from .platforms import PLATFORM, evaluate
 
 if TYPE_CHECKING:
     from .modules import ModuleIndex
@@ -200,6 +200,11 @@ class _TopLevel:
 
     def __init__(self, module: str, is_package: bool, platform: str):
         self.module, self.is_package, self.platform = module, is_package, platform
+        self.aliases: set[str] = set()  # ``from vllm.platforms import current_platform as cp``
+
+    def lookup(self, name: str) -> str | None:
+        """For ``platforms.evaluate``: only aliases of current_platform (the cut keeps no other binding)."""
+        return PLATFORM if name in self.aliases else None
 
     def run(self, statements: list[ast.stmt], guarded: bool) -> tuple[list[ImportStatement], str | None]:
         """The imports that surely run, in order, and why the block raises (None: it does not)."""
@@ -207,6 +212,8 @@ class _TopLevel:
         for node in statements:
             error = None
             if isinstance(node, (ast.Import, ast.ImportFrom)):
+                if isinstance(node, ast.ImportFrom) and node.module == "vllm.platforms":
+                    self.aliases.update(a.asname for a in node.names if a.name == PLATFORM and a.asname)
                 if not guarded:
                     imports.append(self.statement(node))
             elif isinstance(node, ast.If):
@@ -233,7 +240,7 @@ class _TopLevel:
         return imports, None
 
     def branch(self, node: ast.If, guarded: bool) -> tuple[list[ImportStatement], str | None]:
-        truth = evaluate(node.test, self.platform)
+        truth = evaluate(node.test, self.platform, lookup=self.lookup)
         if truth is not None:
             return self.run(node.body if truth else node.orelse, guarded)
         taken, taken_error = self.run(node.body, guarded)

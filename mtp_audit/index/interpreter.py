@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from .ast_tools import FUNCTIONS, _strings, absolute_module, dotted
 from .fact_types import ModuleFacts, Target, TryOutcome
-from .platforms import evaluate, literal_string, string_values
+from .platforms import PLATFORM, evaluate, literal_string, string_values
 
 if TYPE_CHECKING:
     from .facts import _Source
@@ -58,8 +58,22 @@ class _Interpreter:
         else:
             self.simple(node)
 
+    def truth(self, test: ast.expr) -> bool | None:
+        """A condition's truth here, module-level names included (``cp.is_rocm()``, ``if _IS_ROCM:``)."""
+        return evaluate(test, self.platform, all_names=self.all_names, lookup=self.lookup)
+
+    def lookup(self, name: str) -> bool | str | None:
+        """What ``name`` holds, for ``platforms.evaluate``: ``PLATFORM`` when it is vLLM's
+        current_platform, a bool when it is bound to one (a flag), else None."""
+        targets = self.state.get(name)
+        if targets == [_CURRENT_PLATFORM]:
+            return PLATFORM
+        if targets is not None and len(targets) == 1 and targets[0].kind == "constant":
+            return {"True": True, "False": False}.get(targets[0].a)
+        return None
+
     def conditional(self, node: ast.If) -> None:
-        truth = evaluate(node.test, self.platform, all_names=self.all_names)
+        truth = self.truth(node.test)
         if truth is True:
             self.run(node.body)
         elif truth is False:
@@ -200,9 +214,21 @@ class _Interpreter:
             return out
         if isinstance(node, ast.Constant):
             return [Target("constant", repr(node.value)[:40])]
+        if isinstance(node, ast.IfExp):  # an arm per platform; where the test is unknown, both
+            truth = self.truth(node.test)
+            arms = [node.body] if truth is True else [node.orelse] if truth is False else [node.body, node.orelse]
+            out = []
+            for arm in arms:
+                out.extend(t for t in self.expression(arm) if t not in out)
+            return out
+        truth = self.truth(node) if isinstance(node, _CONDITIONS) else None
+        if truth is not None:  # a flag: _IS_ROCM = current_platform.is_rocm()
+            return [Target("constant", repr(truth))]
         return [Target("unknown", type(node).__name__)]
 
 
+_CURRENT_PLATFORM = Target("import", "vllm.platforms", PLATFORM)
+_CONDITIONS = (ast.Call, ast.Compare, ast.BoolOp, ast.UnaryOp)  # what may be a decided platform condition
 _BINDING = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Pass)
 
 

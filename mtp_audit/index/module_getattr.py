@@ -40,7 +40,7 @@ def _run_function_body(statements: list[ast.stmt], local: _Interpreter, name: tu
             branch: list[ast.stmt] = [statement]
             while len(branch) == 1 and isinstance(branch[0], ast.If):
                 test = branch[0]
-                truth = evaluate(test.test, local.platform, name=name, all_names=local.all_names)
+                truth = evaluate(test.test, local.platform, name=name, all_names=local.all_names, lookup=local.lookup)
                 if truth is None:
                     return [Target("unknown", "a condition in __getattr__")]
                 branch = test.body if truth else test.orelse
