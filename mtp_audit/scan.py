@@ -169,6 +169,7 @@ class Scanner:
         unresolved: list[Unresolved] = []
         for entry in entries:
             missing: dict[str, list[str]] = {}
+            undecided: set[str] = set()  # reasons the tool could not follow: unresolved, never unavailable
             scope = entry.scope or PLATFORMS
             in_tree = [p for p in PLATFORMS if p in scope]
             labels = tuple(sorted(p for p in scope if p not in PLATFORMS))
@@ -179,6 +180,8 @@ class Scanner:
                 if not keys:
                     why = "; ".join(f.reason for f in found if isinstance(f, Missing)) or "not a class"
                     missing.setdefault(why, []).append(platform)
+                    if any(isinstance(f, Missing) and f.undecided for f in found):
+                        undecided.add(why)
                 elif all(failures):
                     missing.setdefault(str(failures[0]), []).append(platform)
                 for key, failure in zip(keys, failures):
@@ -191,10 +194,11 @@ class Scanner:
                         )
                     res.analyses[platform] = self.analyzers[platform].analyze(key, contract=res.contract)
             mine = [r for r in resolutions.values() if r.entry == entry]
+            unavailable = {p: why for why, platforms in missing.items() if why not in undecided for p in platforms}
             for res in mine:  # a record of plugin platforms alone lists no in-tree ones
-                res.unavailable = {} if res.proxy else {p: why for why, platforms in missing.items() for p in platforms}
-            if len(missing) and not mine:
-                for why, platforms in missing.items():
+                res.unavailable = {} if res.proxy else unavailable
+            for why, platforms in missing.items():  # what raises is unavailable beside a record; the rest unresolved
+                if why in undecided or not mine:
                     unresolved.append(Unresolved(entry.arch, entry.module, entry.cls, platforms, why))
         out = list(resolutions.values())
         if not self.tree.is_vllm:  # heuristic finds: keep those with a logits method somewhere

@@ -10,13 +10,19 @@ drops a drafter from a platform or adds one.
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 
 import pytest
 
-from mtp_audit.index.fact_types import Target
+from conftest import BASE, build_tree, run_cli
+from mtp_audit.index.fact_types import Target, TryOutcome
 from mtp_audit.index.facts import check_syntax, extract_facts
+from mtp_audit.index.imports import _interpreted_imports
 from mtp_audit.index.platforms import evaluate, string_values
+from mtp_audit.locate import locate
 from mtp_audit.model import PLATFORMS
+from mtp_audit.resolve.attempts import catches
+from mtp_audit.scan import scan
 
 
 def where(source: str, name: str = "Drafter") -> dict[str, str]:
@@ -122,12 +128,15 @@ def test_unknown_branches_that_both_bind_keep_both() -> None:
 
 
 def test_else_and_finally_of_a_module_level_try_run_after_its_body() -> None:
-    """The body's imports are taken to succeed: ``else`` runs, and ``finally`` always does."""
+    """``else`` runs where the body's imports succeed, and ``finally`` always does. Whether an import
+    raises is for resolution to say (fixture ``dispatch_try_fallback``): the facts
+    keep both outcomes, the name unbound where the handler runs."""
     found = where(
         HEADER + "try:\n    import triton\nexcept ImportError:\n    triton = None\n"
         "else:\n    from .triton_kernels import Drafter\n"
     )
-    assert set(found.values()) == {"import:pkg.triton_kernels"}
+    unbound = "unavailable: Drafter is not bound when the import at line 4 raises"
+    assert set(found.values()) == {f"import:pkg.triton_kernels | {unbound}"}
     found = where(
         HEADER + "try:\n    from .nvidia import Drafter\nfinally:\n"
         '    if current_platform.is_xpu():\n        raise NotImplementedError("no XPU")\n'
@@ -152,6 +161,66 @@ def test_a_raise_a_handler_may_catch_runs_the_handlers_instead() -> None:
     found = where(body + "except ImportError:\n    raise\nexcept Exception:\n    raise\n")  # the body's reason
     assert found.pop("xpu") == "raises: import raises ImportError (line 5): no XPU kernels"
     assert set(found.values()) == {"import:pkg.nvidia"}
+
+
+def test_an_import_fallback_keeps_every_outcome_marked() -> None:
+    """``try: from .fast import X`` / ``except ImportError: from .slow import X``: each binding is marked
+    with the outcome it holds under (the body ran, or its import statement N raised and handler M
+    ran); a name every outcome binds alike stays unmarked."""
+    found = bindings(
+        "import os\n\ntry:\n    from .fast import Drafter\n    FAST = True\n"
+        "except (ImportError, OSError):\n    from .slow import Drafter\n    FAST = False\nexcept ValueError:\n"
+        "    pass\n"
+    )
+    assert found["os"] == [Target("module", "os")]
+    outcome = TryOutcome((4,), (("pkg.fast", "pkg.fast.Drafter"),), (("ImportError", "OSError"), ("ValueError",)))
+    caught, passed = replace(outcome, failed_at=0, handler=0), replace(outcome, failed_at=0, handler=1)
+    assert found["Drafter"] == [
+        Target("import", "pkg.fast", "Drafter", (outcome,)),
+        Target("import", "pkg.slow", "Drafter", (caught,)),
+        Target("unavailable", "Drafter is not bound when the import at line 4 raises", when=(passed,)),
+    ]
+    assert [t.when for t in found["FAST"]] == [(outcome,), (caught,), (passed,)]
+
+
+def test_a_try_body_that_is_not_only_imports_and_bindings_is_taken_to_succeed() -> None:
+    found = bindings(
+        "try:\n    for _ in ():\n        pass\n    from .fast import Drafter\nexcept ImportError:\n"
+        "    from .slow import Drafter\n"
+    )
+    assert found["Drafter"] == [Target("import", "pkg.fast", "Drafter")]
+
+
+@pytest.mark.parametrize(
+    ("names", "raised", "caught"),
+    [
+        ((), "NotImplementedError", True),  # a bare except
+        (("ImportError",), "ImportError", True),
+        (("ImportError",), "ModuleNotFoundError", True),
+        (("ModuleNotFoundError",), "ImportError", False),  # the subclass does not catch its base
+        (("ValueError",), "ImportError", False),
+        (("ValueError", "Exception"), "ImportError", True),
+        (("builtins.ImportError",), "ImportError", True),
+        (("BaseException",), "KernelMissing", True),
+        (("Exception",), "KernelMissing", None),  # a class of the tree's own: not known
+        (("ImportError",), None, None),  # a bare ``raise`` or ``raise error``
+        (("KernelMissing",), "ImportError", None),  # may be an alias of ImportError
+        (("KernelMissing", "ValueError"), "ImportError", None),
+    ],
+)
+def test_which_handlers_catch_which_raises(names: tuple[str, ...], raised: str | None, caught: bool | None) -> None:
+    assert catches(names, raised) is caught
+
+
+def test_an_import_fallback_inside_module_getattr() -> None:
+    getattr_def = (
+        '__all__ = ["A", "B"]\n\ndef __getattr__(name):\n    if name == "A":\n        try:\n'
+        "            from .fast import A\n        except ImportError:\n            from .slow import A\n"
+        "        return A\n    try:\n        return __import__(name)\n    except ImportError:\n        return None\n"
+    )
+    found = bindings(getattr_def)
+    assert [(t.a, t.when[0].failed_at) for t in found["A"]] == [("pkg.fast", -1), ("pkg.slow", 0)]
+    assert found["B"] == [Target("unknown", "a return inside a try in __getattr__")]
 
 
 def test_a_module_level_condition_on_all() -> None:
@@ -263,8 +332,8 @@ def test_what_each_kind_of_assignment_binds() -> None:
         "D": [Target("unknown", "Undefined")],
         "E": [Target("unknown", "expression")],
         "F": [Target("unknown", "Undefined.deep.attr")],
-        "G": [Target("unknown", "3")],
-        "H": [Target("unknown", "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx")],  # the first 40 characters
+        "G": [Target("constant", "3")],
+        "H": [Target("constant", "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx")],  # the first 40 characters
         "I": [Target("unknown", "List")],
         "J": [Target("import", "pkg.x", "Head")],
         "L": [Target("import", "pkg.x", "Head")],
@@ -567,3 +636,76 @@ def test_all_unknown_without_a_module_all() -> None:
 )
 def test_string_values(text: str, values: list[str] | None) -> None:
     assert string_values(ast.parse(text, mode="eval").body) == values
+
+
+PART_MTP = """import torch
+from torch import nn
+
+
+class PartMTP(nn.Module):
+    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor | None:
+        return self.logits_processor(self.lm_head, hidden_states)
+"""
+
+
+def test_a_platform_the_tool_cannot_follow_is_unresolved_not_unavailable(tmp_path) -> None:
+    """A raise means a platform has no drafter, and so does a name bound to a value there (``X = None``,
+    as DeepSeek-V4's DSpark entry on ROCm and XPU in 0.25); a name the tool cannot follow there is
+    reported as unresolved (and scan exits 1), even when the other platforms resolve."""
+    tree = build_tree(BASE, tmp_path / "tree")
+    files = {
+        "vllm/model_executor/models/registry.py": (
+            '_SPECULATIVE_DECODING_MODELS = {"PartMTPModel": ("vllm.part", "PartMTP")}\n'
+        ),
+        "vllm/part/__init__.py": HEADER + "if current_platform.is_rocm():\n    PartMTP = make_rocm_drafter()\n"
+        'elif current_platform.is_xpu():\n    raise NotImplementedError("no XPU")\n'
+        "elif current_platform.is_tpu():\n    PartMTP = None\nelse:\n    from .nvidia import PartMTP\n",
+        "vllm/part/nvidia.py": PART_MTP,
+    }
+    for path, text in files.items():
+        (tree / path).parent.mkdir(parents=True, exist_ok=True)
+        (tree / path).write_text(text)
+    result, _, _ = scan(locate(tree))
+    [record] = result.records
+    assert record.platforms == ["cpu", "cuda"]
+    assert [(u.platform, u.reason) for u in record.unavailable_on] == [
+        ("tpu", "vllm/part/__init__.py: cannot follow PartMTP = None"),  # a value, decided: no drafter there
+        ("xpu", "vllm/part/__init__.py: import raises NotImplementedError (line 6): no XPU"),
+    ]
+    assert [(u.arch, u.platforms, u.reason) for u in result.unresolved] == [
+        ("PartMTPModel", ["rocm"], "vllm/part/__init__.py: cannot follow PartMTP = Call")
+    ]
+    assert run_cli("scan", str(tree), "--format", "json", "--fail-on", "never").returncode == 0
+    assert run_cli("scan", str(tree), "--format", "json", "--fail-on", "divergent").returncode == 1
+
+
+def test_module_level_names_that_decide_a_condition() -> None:
+    """``current_platform`` under another name, a flag bound to a decided condition (rebinding it to
+    something unknown makes it unknown again), and a conditional expression, which binds per platform."""
+    alias = "from vllm.platforms import current_platform as cp\n\n"
+    assert where(
+        alias + "if cp.is_rocm():\n    from .amd import Drafter\nelse:\n    from .nvidia import Drafter\n"
+    ) == {p: "import:pkg.amd" if p == "rocm" else "import:pkg.nvidia" for p in PLATFORMS}
+    flag = HEADER + "_ON_AMD = current_platform.is_rocm()\n_ON_AMD_TOO = _ON_AMD\n"
+    branch = "if _ON_AMD_TOO:\n    from .amd import Drafter\nelse:\n    from .nvidia import Drafter\n"
+    assert where(flag + branch)["rocm"] == "import:pkg.amd" and where(flag + branch)["cuda"] == "import:pkg.nvidia"
+    assert bindings(flag, "rocm")["_ON_AMD"] == [Target("constant", "True")]
+    rebound = flag + "_ON_AMD_TOO = os.environ.get('AMD')\n" + branch
+    assert set(where(rebound).values()) == {"import:pkg.amd | import:pkg.nvidia"}
+    choice = (
+        HEADER
+        + "from . import amd, nvidia\n\nDrafter = amd.Drafter if current_platform.is_rocm() else nvidia.Drafter\n"
+    )
+    assert where(choice) == {p: "import:pkg.amd" if p == "rocm" else "import:pkg.nvidia" for p in PLATFORMS}
+    unknown = (
+        "import os\nfrom . import amd, nvidia\n\nDrafter = amd.Drafter if os.environ.get('A') else nvidia.Drafter\n"
+    )
+    assert set(where(unknown).values()) == {"import:pkg.amd | import:pkg.nvidia"}
+
+
+def test_an_alias_of_current_platform_decides_an_import_chain_raise() -> None:
+    source = (
+        'from vllm.platforms import current_platform as cp\n\nif cp.is_xpu():\n    raise NotImplementedError("x")\n'
+    )
+    facts = _interpreted_imports(source, "pkg.kernels", False)
+    assert facts is not None and list(facts.errors) == ["xpu"]

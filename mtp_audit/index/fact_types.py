@@ -13,8 +13,22 @@ from typing import Literal
 from .prefilter import physical_lines
 
 # A Literal, not an Enum: facts are cached, and a plain string keeps their entries small and fast to load.
-TargetKind = Literal["class", "import", "module", "unknown", "unavailable"]
+TargetKind = Literal["class", "import", "module", "constant", "unknown", "unavailable"]
 MethodHow = Literal["def", "async", "conditional", "none", "deleted", "outside", "logits"]
+
+
+@dataclass(frozen=True)
+class TryOutcome:
+    """One way a module-level ``try`` whose body imports can end: the body ran through (``failed_at``
+    -1), or its import statement ``failed_at`` raised and handler ``handler`` caught it. Which one
+    happens on a platform depends on other modules (does the import raise, and what), so the facts
+    keep every outcome and resolution picks (``resolve.attempts``)."""
+
+    lines: tuple[int, ...]  # the body's import statements, in order
+    imports: tuple[tuple[str, ...], ...]  # per statement, the modules it may import (``from m import x``: m, m.x)
+    handlers: tuple[tuple[str, ...], ...]  # per handler, the exception names it catches; () for a bare except
+    failed_at: int = -1
+    handler: int = -1
 
 
 @dataclass(frozen=True)
@@ -22,14 +36,17 @@ class Target:
     """What a module-level name is bound to.
 
     kind: ``class`` (a = line of the local class), ``import`` (a = module,
-    b = name; ``a.b`` may be a submodule), ``module`` (a = module),
+    b = name; ``a.b`` may be a submodule), ``module`` (a = module), ``constant`` (a = its
+    repr: ``X = None`` on a platform without the class is decided, not unfollowed),
     ``unknown`` (a = code that could not be followed), ``unavailable`` (a = why the name
-    cannot be had: its import raises).
+    cannot be had: its import raises). ``when``: the ``try`` outcomes under which the
+    binding holds (all of them; empty: always).
     """
 
     kind: TargetKind
     a: str = ""
     b: str = ""
+    when: tuple[TryOutcome, ...] = ()
 
 
 @dataclass

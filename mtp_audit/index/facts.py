@@ -27,6 +27,7 @@ from .classes import _assigned_after, _collect_classes
 from .fact_types import ModuleFacts, Target
 from .interpreter import _Interpreter
 from .module_getattr import _evaluate_getattr, _lazy_candidates
+from .platforms import PLATFORM_PREDICATES
 from .prefilter import Reduced, physical_lines, reduce_source, whole
 
 
@@ -131,8 +132,24 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
 
 
 def _reads_platform(tree: ast.Module, getattr_def: ast.stmt | None) -> bool:
-    """Only an ``if`` or ``__getattr__`` reads the platform; without one, every platform binds alike."""
-    return getattr_def is not None or any(isinstance(s, ast.If) for s in walk_statements(tree.body))
+    """Only an ``if``, ``__getattr__``, or a name bound to a conditional expression or a platform
+    predicate (``_IS_ROCM = current_platform.is_rocm()``) reads the platform; without one, every
+    platform binds alike."""
+    if getattr_def is not None:
+        return True
+    for statement in walk_statements(tree.body):
+        if isinstance(statement, ast.If):
+            return True
+        value = statement.value if isinstance(statement, (ast.Assign, ast.AnnAssign)) else None
+        if value is not None and any(_platform_dependent(node) for node in ast.walk(value)):
+            return True
+    return False
+
+
+def _platform_dependent(node: ast.AST) -> bool:
+    return isinstance(node, ast.IfExp) or (
+        isinstance(node, ast.Attribute) and (node.attr in PLATFORM_PREDICATES or node.attr == "device_type")
+    )
 
 
 def _share_with_earlier(

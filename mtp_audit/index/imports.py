@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from ..model import PLATFORMS, ChainAnswers
 from .ast_tools import absolute_module, walk_statements
 from .interpreter import _raise_reason
-from .platforms import evaluate
+from .platforms import PLATFORM, evaluate
 
 if TYPE_CHECKING:
     from .modules import ModuleIndex
@@ -200,6 +200,11 @@ class _TopLevel:
 
     def __init__(self, module: str, is_package: bool, platform: str):
         self.module, self.is_package, self.platform = module, is_package, platform
+        self.aliases: set[str] = set()  # ``from vllm.platforms import current_platform as cp``
+
+    def lookup(self, name: str) -> str | None:
+        """For ``platforms.evaluate``: only aliases of current_platform (the cut keeps no other binding)."""
+        return PLATFORM if name in self.aliases else None
 
     def run(self, statements: list[ast.stmt], guarded: bool) -> tuple[list[ImportStatement], str | None]:
         """The imports that surely run, in order, and why the block raises (None: it does not)."""
@@ -207,6 +212,8 @@ class _TopLevel:
         for node in statements:
             error = None
             if isinstance(node, (ast.Import, ast.ImportFrom)):
+                if isinstance(node, ast.ImportFrom) and node.module == "vllm.platforms":
+                    self.aliases.update(a.asname for a in node.names if a.name == PLATFORM and a.asname)
                 if not guarded:
                     imports.append(self.statement(node))
             elif isinstance(node, ast.If):
@@ -233,7 +240,7 @@ class _TopLevel:
         return imports, None
 
     def branch(self, node: ast.If, guarded: bool) -> tuple[list[ImportStatement], str | None]:
-        truth = evaluate(node.test, self.platform)
+        truth = evaluate(node.test, self.platform, lookup=self.lookup)
         if truth is not None:
             return self.run(node.body if truth else node.orelse, guarded)
         taken, taken_error = self.run(node.body, guarded)
@@ -276,6 +283,7 @@ class ImportChains:
         self.failing: dict[str, dict[str, tuple[Step, ...]]] = {p: {} for p in PLATFORMS}
         self.described: ChainAnswers = {}
         self._edges_of: dict[tuple[str, int], tuple[list[ImportStatement], list[Step]]] = {}
+        self._first_raise: dict[tuple[str, str], str | None] = {}
 
     def error(self, module: str, platform: str) -> str | None:
         """Why importing ``module`` on ``platform`` raises, itself or through what it imports; None
@@ -285,6 +293,24 @@ class ImportChains:
             chain = self._walk(module, platform)
             self.described[key] = None if chain is None else self._describe(module, chain, platform)
         return self.described[key]
+
+    def first_raise(self, module: str, platform: str) -> str | None:
+        """Why importing ``module`` on ``platform`` raises (the raising module and its reason), walked
+        afresh: which exception a ``try`` meets must not depend on what earlier walks memoised, and
+        this walk records nothing here, so the chains' descriptions stay what they would be without it."""
+        key = (module, platform)
+        if key not in self._first_raise:
+            walker = ImportChains(self.index)
+            walker._edges_of = self._edges_of  # the edges are the same whoever walks them
+            chain = walker._walk(module, platform) if walker._in_tree(module) else None
+            if chain is None:
+                self._first_raise[key] = None
+            else:
+                raiser = chain[-1].target if chain else module
+                facts = self.index.import_facts(raiser)
+                assert facts is not None
+                self._first_raise[key] = f"{self._path(raiser)}: {facts.errors[platform]}"
+        return self._first_raise[key]
 
     def answers(self) -> ChainAnswers:
         """Every answer given so far, by (module, platform)."""
@@ -305,7 +331,9 @@ class ImportChains:
             self.described.setdefault(key, reason)
 
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k not in ("index", "_edges_of")}  # handed between processes
+        return {
+            k: v for k, v in self.__dict__.items() if k not in ("index", "_edges_of", "_first_raise")
+        }  # handed between processes
 
     def _edges(self, module: str, platform: str) -> list[Step]:
         facts = self.index.import_facts(module)

@@ -4,11 +4,13 @@ what (a local class, an import, a module), and whether importing the module rais
 from __future__ import annotations
 
 import ast
+import dataclasses
+import re
 from typing import TYPE_CHECKING
 
 from .ast_tools import FUNCTIONS, _strings, absolute_module, dotted
-from .fact_types import ModuleFacts, Target
-from .platforms import evaluate, literal_string, string_values
+from .fact_types import ModuleFacts, Target, TryOutcome
+from .platforms import PLATFORM, evaluate, literal_string, string_values
 
 if TYPE_CHECKING:
     from .facts import _Source
@@ -56,8 +58,22 @@ class _Interpreter:
         else:
             self.simple(node)
 
+    def truth(self, test: ast.expr) -> bool | None:
+        """A condition's truth here, module-level names included (``cp.is_rocm()``, ``if _IS_ROCM:``)."""
+        return evaluate(test, self.platform, all_names=self.all_names, lookup=self.lookup)
+
+    def lookup(self, name: str) -> bool | str | None:
+        """What ``name`` holds, for ``platforms.evaluate``: ``PLATFORM`` when it is vLLM's
+        current_platform, a bool when it is bound to one (a flag), else None."""
+        targets = self.state.get(name)
+        if targets == [_CURRENT_PLATFORM]:
+            return PLATFORM
+        if targets is not None and len(targets) == 1 and targets[0].kind == "constant":
+            return {"True": True, "False": False}.get(targets[0].a)
+        return None
+
     def conditional(self, node: ast.If) -> None:
-        truth = evaluate(node.test, self.platform, all_names=self.all_names)
+        truth = self.truth(node.test)
         if truth is True:
             self.run(node.body)
         elif truth is False:
@@ -69,10 +85,13 @@ class _Interpreter:
             self.merge(taken, skipped)
 
     def attempt(self, node: ast.Try) -> None:
-        """``try``: the body's imports are taken to succeed, so ``else`` and ``finally`` run after it,
+        """``try``: a body of imports and plain bindings with handlers keeps every outcome (``fallback``);
+        otherwise the body's imports are taken to succeed, so ``else`` and ``finally`` run after it,
         as they do in Python. A ``raise`` in the body that a handler may catch runs the handlers
         instead, each an alternative; as for an unknown condition, one that raises is dropped (when
         all do, the body's raise is the reason)."""
+        if self.fallback(node):
+            return
         self.run(node.body)
         if self.error and node.handlers:
             handlers = []
@@ -90,6 +109,41 @@ class _Interpreter:
         elif not self.error:
             self.run(node.orelse)
         self.run(node.finalbody)
+
+    def fallback(self, node: ast.Try) -> bool:
+        """``try: from .fast import X`` / ``except ImportError: from .slow import X``: whether the body's
+        import raises depends on what it imports, which another module's facts say; so every outcome
+        is kept, each binding marked with the outcome it holds under (``Target.when``), and resolution
+        picks. False (nothing done) unless the body holds imports and nothing but simple bindings."""
+        positions = [i for i, s in enumerate(node.body) if isinstance(s, (ast.Import, ast.ImportFrom))]
+        if not positions or not node.handlers or not all(isinstance(s, _BINDING) for s in node.body):
+            return False
+        lines = tuple(self.text.line(node.body[i]) for i in positions)
+        imports = tuple(self.imported(node.body[i]) for i in positions)  # type: ignore[arg-type]
+        handlers = tuple(_caught_names(h.type) for h in node.handlers)
+        ran = self.fork()
+        ran.run(node.body)
+        ran.run(node.orelse)
+        outcomes = [(ran, TryOutcome(lines, imports, handlers))]
+        for statement, position in enumerate(positions):
+            before = self.fork()
+            before.run(node.body[:position])
+            for number, handler in enumerate(node.handlers):
+                caught = before.fork()
+                caught.run(handler.body)
+                outcomes.append((caught, TryOutcome(lines, imports, handlers, statement, number)))
+        self.state = _by_outcome(outcomes)
+        self.all_names = ran.all_names
+        self.run(node.finalbody)
+        return True
+
+    def imported(self, node: ast.Import | ast.ImportFrom) -> tuple[str, ...]:
+        """The modules an import statement may import: ``import a.b`` a.b; ``from m import x`` m, and m.x
+        where that is a submodule (resolution checks)."""
+        if isinstance(node, ast.Import):
+            return tuple(alias.name for alias in node.names)
+        source = absolute_module(self.facts.module, self.facts.is_package, node.level, node.module)
+        return (source, *(f"{source}.{alias.name}" for alias in node.names if alias.name != "*"))
 
     def merge(self, first: _Interpreter, second: _Interpreter) -> None:
         if first.error and second.error:
@@ -159,8 +213,67 @@ class _Interpreter:
                     out.append(Target("unknown", dotted(node) or "expression"))
             return out
         if isinstance(node, ast.Constant):
-            return [Target("unknown", repr(node.value)[:40])]
+            return [Target("constant", repr(node.value)[:40])]
+        if isinstance(node, ast.IfExp):  # an arm per platform; where the test is unknown, both
+            truth = self.truth(node.test)
+            arms = [node.body] if truth is True else [node.orelse] if truth is False else [node.body, node.orelse]
+            out = []
+            for arm in arms:
+                out.extend(t for t in self.expression(arm) if t not in out)
+            return out
+        truth = self.truth(node) if isinstance(node, _CONDITIONS) else None
+        if truth is not None:  # a flag: _IS_ROCM = current_platform.is_rocm()
+            return [Target("constant", repr(truth))]
         return [Target("unknown", type(node).__name__)]
+
+
+_CURRENT_PLATFORM = Target("import", "vllm.platforms", PLATFORM)
+_CONDITIONS = (ast.Call, ast.Compare, ast.BoolOp, ast.UnaryOp)  # what may be a decided platform condition
+_BINDING = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Pass)
+
+
+def _caught_names(node: ast.expr | None) -> tuple[str, ...]:
+    """The exception names an ``except`` clause names (``()``: a bare ``except``, which catches all)."""
+    if node is None:
+        return ()
+    elements = node.elts if isinstance(node, ast.Tuple) else [node]
+    return tuple(dotted(e) or "?" for e in elements)
+
+
+def _unbound(name: str, outcome: TryOutcome) -> str:
+    if outcome.failed_at < 0:
+        return f"{name} is not bound when the imports at line {outcome.lines[0]} succeed"
+    return f"{name} is not bound when the import at line {outcome.lines[outcome.failed_at]} raises"
+
+
+def _by_outcome(outcomes: list[tuple[_Interpreter, TryOutcome]]) -> dict[str, list[Target]]:
+    """The bindings after a ``try`` with several outcomes: a name bound alike in all of them keeps its
+    targets; any other holds each outcome's targets marked with it (unbound there: unavailable; an
+    outcome that raises makes every name unavailable under it)."""
+    names = list(dict.fromkeys(name for interpreter, _ in outcomes for name in interpreter.state))
+    if any(interpreter.error for interpreter, _ in outcomes):
+        merged = {}
+    else:
+        merged = {n: outcomes[0][0].state[n] for n in names if all(n in i.state for i, _ in outcomes)}
+        merged = {n: t for n, t in merged.items() if all(i.state[n] == t for i, _ in outcomes)}
+    for name in names:
+        if name in merged:
+            continue
+        targets: list[Target] = []
+        for interpreter, outcome in outcomes:
+            if interpreter.error:
+                held = [Target("unavailable", interpreter.error)]
+            else:
+                held = interpreter.state.get(name, [Target("unavailable", _unbound(name, outcome))])
+            targets.extend(dataclasses.replace(t, when=(*t.when, outcome)) for t in held)
+        merged[name] = targets
+    return merged
+
+
+def raised_name(reason: str) -> str | None:
+    """The exception a ``_raise_reason`` names (``...: import raises ImportError (line 4): ...``), if any."""
+    found = re.search(r"(?:import|__getattr__) raises ([\w.]+) \(line", reason)
+    return found.group(1).rsplit(".", 1)[-1] if found else None
 
 
 def _raise_reason(node: ast.Raise, text: _Source) -> str:

@@ -40,7 +40,7 @@ def _run_function_body(statements: list[ast.stmt], local: _Interpreter, name: tu
             branch: list[ast.stmt] = [statement]
             while len(branch) == 1 and isinstance(branch[0], ast.If):
                 test = branch[0]
-                truth = evaluate(test.test, local.platform, name=name, all_names=local.all_names)
+                truth = evaluate(test.test, local.platform, name=name, all_names=local.all_names, lookup=local.lookup)
                 if truth is None:
                     return [Target("unknown", "a condition in __getattr__")]
                 branch = test.body if truth else test.orelse
@@ -49,6 +49,13 @@ def _run_function_body(statements: list[ast.stmt], local: _Interpreter, name: tu
             result = _run_function_body(branch, local, name) if branch else []
             if result:
                 return result
+            continue
+        if isinstance(statement, ast.Try):
+            if any(isinstance(node, ast.Return) for node in ast.walk(statement)):
+                return [Target("unknown", "a return inside a try in __getattr__")]
+            local.attempt(statement)  # as at module level: bindings, each marked with its outcome
+            if local.error:
+                return [Target("unavailable", local.error)]
             continue
         if isinstance(statement, ast.Return) and statement.value is not None:
             return _return_value(statement.value, local, name)

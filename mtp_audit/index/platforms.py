@@ -3,13 +3,20 @@
 ``TYPE_CHECKING`` is false at run time; ``current_platform.is_X()`` is true on X
 only; ``device_type`` is ``"cuda"`` on both CUDA and ROCm. On an out-of-tree
 platform (a platform plugin's device name) only ``is_out_of_tree()`` is true and
-``device_type`` is unknown. Anything else is unknown (``None``), and the
+``device_type`` is unknown. What a module-level name holds comes from a ``lookup``
+the caller hands in: ``PLATFORM`` for a name bound to ``current_platform`` (``import
+... as cp``), a bool for a flag bound to a decided condition (``_IS_ROCM =
+current_platform.is_rocm()``). Anything else is unknown (``None``), and the
 interpreter then keeps both branches.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
+
+PLATFORM = "current_platform"  # what a ``Lookup`` answers for a name bound to vLLM's current_platform
+Lookup = Callable[[str], "bool | str | None"]
 
 DEVICE_TYPE = {"cuda": "cuda", "rocm": "cuda", "xpu": "xpu", "cpu": "cpu", "tpu": "tpu"}
 
@@ -29,9 +36,13 @@ def _named(node: ast.expr, name: str) -> bool:
     return (isinstance(node, ast.Name) and node.id == name) or (isinstance(node, ast.Attribute) and node.attr == name)
 
 
-def _platform_attribute(node: ast.expr) -> str | None:
-    """X of ``current_platform.X``."""
-    if isinstance(node, ast.Attribute) and _named(node.value, "current_platform"):
+def _platform_attribute(node: ast.expr, lookup: Lookup | None = None) -> str | None:
+    """X of ``current_platform.X`` (or of ``cp.X`` where ``cp`` is bound to it)."""
+    if not isinstance(node, ast.Attribute):
+        return None
+    if _named(node.value, PLATFORM):
+        return node.attr
+    if lookup is not None and isinstance(node.value, ast.Name) and lookup(node.value.id) == PLATFORM:
         return node.attr
     return None
 
@@ -57,40 +68,52 @@ def string_values(node: ast.expr) -> list[str] | None:
 
 
 def evaluate(
-    node: ast.expr, platform: str, name: tuple[str, str] | None = None, all_names: list[str] | None = None
+    node: ast.expr,
+    platform: str,
+    name: tuple[str, str] | None = None,
+    all_names: list[str] | None = None,
+    lookup: Lookup | None = None,
 ) -> bool | None:
     """Three-valued truth of a condition on ``platform``.
 
-    ``name`` is (parameter, value) inside a module ``__getattr__``.
+    ``name`` is (parameter, value) inside a module ``__getattr__``; ``lookup``, what a module-level
+    name holds (see the module's docstring).
     """
     if _named(node, "TYPE_CHECKING"):
         return False
+    if isinstance(node, ast.Name) and lookup is not None:
+        held = lookup(node.id)
+        return held if isinstance(held, bool) else None
     if isinstance(node, ast.Call) and not node.args and not node.keywords:
-        predicate = _platform_attribute(node.func)
+        predicate = _platform_attribute(node.func, lookup)
         if predicate is None:
             return None
         if predicate not in PLATFORM_PREDICATES:
             return None
         return platform in PLATFORM_PREDICATES[predicate] if platform in DEVICE_TYPE else predicate == "is_out_of_tree"
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        inner = evaluate(node.operand, platform, name, all_names)
+        inner = evaluate(node.operand, platform, name, all_names, lookup)
         return None if inner is None else not inner
     if isinstance(node, ast.BoolOp):  # Kleene logic: unknown unless the known values decide
-        values = [evaluate(v, platform, name, all_names) for v in node.values]
+        values = [evaluate(v, platform, name, all_names, lookup) for v in node.values]
         decisive = isinstance(node.op, ast.Or)
         if decisive in values:
             return decisive
         return (not decisive) if all(v is not None for v in values) else None
     if isinstance(node, ast.Compare) and len(node.ops) == 1:
-        return _compare(node, platform, name, all_names)
+        return _compare(node, platform, name, all_names, lookup)
     return None
 
 
 def _compare(
-    node: ast.Compare, platform: str, name: tuple[str, str] | None, all_names: list[str] | None
+    node: ast.Compare,
+    platform: str,
+    name: tuple[str, str] | None,
+    all_names: list[str] | None,
+    lookup: Lookup | None,
 ) -> bool | None:
     operator, comparator = node.ops[0], node.comparators[0]
-    if _platform_attribute(node.left) == "device_type":
+    if _platform_attribute(node.left, lookup) == "device_type":
         if platform not in DEVICE_TYPE:
             return None  # a plugin platform's device_type is its own
         subject = DEVICE_TYPE[platform]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..index.modules import ModuleIndex
 from ..model import ClassKey
+from .attempts import holding
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,10 @@ class External:
 
 @dataclass(frozen=True)
 class Missing:
+    """No class: ``undecided`` when the tool could not follow the name (not that Python would fail)."""
+
     reason: str
+    undecided: bool = False
 
 
 Resolved = ClassKey | ModuleRef | External | Missing
@@ -57,6 +61,9 @@ def resolve_name(
                 if not all(isinstance(r, Missing) for r in found):
                     return found
         return [Missing(f"{facts.path}: {name} is not defined on {platform}")]
+    targets, uncaught = holding(index, targets, platform)
+    if uncaught:
+        return [Missing(f"{facts.path}: {uncaught}")]
     out: list[Resolved] = []
     for target in targets:
         if target.kind == "class":
@@ -72,8 +79,10 @@ def resolve_name(
             out.append(ModuleRef(target.a) if index.is_module(target.a) else External(target.a))
         elif target.kind == "unavailable":
             out.append(Missing(f"{facts.path}: {target.a}"))
-        else:
+        elif target.kind == "constant":  # a value, never a class: decided, that platform has none
             out.append(Missing(f"{facts.path}: cannot follow {name} = {target.a}"))
+        else:
+            out.append(Missing(f"{facts.path}: cannot follow {name} = {target.a}", undecided=True))
     return _dedupe(out)
 
 
