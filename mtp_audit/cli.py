@@ -273,6 +273,8 @@ def scan_command(
         print(f"warning: registry entry not read: {note}", file=sys.stderr)
     for note in result.notes:
         print(f"warning: plugin registration not read: {note}", file=sys.stderr)
+    for note in result.caller_notes:
+        print(f"warning: speculator not followed: {note}", file=sys.stderr)
     if not tree.is_vllm and not result.records and not result.parse_errors:
         raise UsageError(
             f"{tree.root}: no drafter found: no vllm/model_executor/models/registry.py, no "

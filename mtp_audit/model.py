@@ -213,3 +213,4 @@ class ScanResult:
     parse_errors: list[tuple[str, str]]  # (file, message)
     notes: list[str] = field(default_factory=list)  # plugin registrations that could not be read
     registry_notes: list[str] = field(default_factory=list)  # registry content that could not be read
+    caller_notes: list[str] = field(default_factory=list)  # speculators constructed that could not be followed

@@ -299,5 +299,6 @@ def scan(
         parse_errors=sorted(scanner.index.read_errors.items()),
         notes=scanner.plugin_notes,
         registry_notes=scanner.registry_notes,
+        caller_notes=scanner.callers.unfollowed() if tree.is_vllm else [],
     )
     return result, scanner, resolutions

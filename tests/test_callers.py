@@ -1221,6 +1221,10 @@ LOOKUPS = {
                 return TwoArgSuperSpeculator(config, device)
             if config.speculative_config.method == "eagle":
                 return speculators.HandingSpeculator(config, device)
+            if config.speculative_config.method == "medusa":
+                from vllm.plugins.medusa import MedusaSpeculator
+
+                return MedusaSpeculator(config, device)
             raise NotImplementedError
         """,
     "v1/worker/gpu/spec_decode/speculator.py": """\
@@ -1282,3 +1286,8 @@ def test_lookups_a_drafting_path_makes(tmp_path: Path) -> None:
     mtp, eagle = drafter(), drafter("ToyEagleModel", "ToyEagle", ("eagle",))
     assert [q for q, _ in index.candidates(mtp)] == [f"{LOOKUP}lookups.TwoArgSuperSpeculator"]
     assert [q for q, _ in index.candidates(eagle)] == [f"{LOOKUP}speculator.HandingSpeculator"]
+    # a speculator constructed there that no caller file defines is said, not silently dropped
+    assert index.unfollowed() == [
+        "vllm/v1/worker/gpu/spec_decode/__init__.py:14: MedusaSpeculator(...) in init_speculator is not a "
+        "speculator class of the caller files; the drafters it may hold are judged without it"
+    ]

@@ -53,6 +53,7 @@ METHODS_BY_NAME = (  # name fragment -> speculative methods a drafter of that na
 )
 # Files worth parsing: they define or construct speculators, or name their classes.
 CALLER_FILE = re.compile(rb"Speculator|Proposer|speculator_class|def propose")
+CALLER_NAME = re.compile(r"(?:Speculator|Proposer)$")
 CONSTRUCTION_HINT = re.compile(r"^(?!\s*class\s).*(Speculator|Proposer)\(", re.M)
 DEF_LINE = re.compile(r"^(\s*)(?:async\s+)?def\s")
 DECLARED_CONFIG = re.compile(r"^(\s+)speculator_config_class\s*(?::[^=]*)?=\s*([A-Za-z_][\w.]*)", re.M)
@@ -341,6 +342,23 @@ class CallerIndex:
         if qualname in self.classes and self._is_caller(qualname):
             return qualname
         return None
+
+    def unfollowed(self) -> list[str]:
+        """Constructions in the choosing functions named like a speculator (``...Speculator(...)``,
+        ``...Proposer(...)``) that are no class of the caller files: the drafters they may hold are
+        judged without them, which a user should know."""
+        out: list[str] = []
+        for module, function, _ in self._selectors():
+            local = {**module.imports, **_local_imports(ast.walk(function), module)}
+            for node in ast.walk(function):
+                name = _dotted(node.func) if isinstance(node, ast.Call) else None
+                if name and CALLER_NAME.search(name) and self._class_named(local, module, name) is None:
+                    note = (
+                        f"{module.file}:{node.lineno}: {name}(...) in {function.name} is not a speculator class "
+                        "of the caller files; the drafters it may hold are judged without it"
+                    )
+                    out += [note] if note not in out else []
+        return out
 
     def _is_caller(self, qualname: str) -> bool:
         """A speculator or proposer: a class with a drafting entry point in its MRO."""
