@@ -18,7 +18,7 @@ from typing import ClassVar
 import libcst as cst
 import libcst.matchers as m
 
-from ..cstnodes import nodes_of, parse_method
+from ..cstnodes import nodes_of, one_statement_per_line, parse_method
 from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL, SELF, SUPER_CALL
 from .shape_types import LogitsKind, LogitsShape, Param, ParamKind, PostKind
 
@@ -64,12 +64,13 @@ class _Body:
     """A method body without its docstring, with cheap node lookups and real line numbers.
 
     Lines come from CPython's ast of the same text (libcst's PositionProvider
-    would cost more than the whole analysis): within one statement, nodes of
-    one kind appear in the same order in both trees.
+    would cost more than the whole analysis): the body holds one statement per
+    line (``a; b`` is split), so its statements are the ast's, one for one, and
+    within one statement nodes of one kind appear in the same order in both trees.
     """
 
     def __init__(self, func: cst.FunctionDef, module: cst.Module, text: str, first_line: int):
-        statements = list(func.body.body)
+        statements = one_statement_per_line(func.body.body)
         self.docstring = bool(statements) and m.matches(statements[0], DOCSTRING)
         self.statements = statements[1:] if self.docstring else statements
         self.decorators = [module.code_for_node(d.decorator).strip() for d in func.decorators]
@@ -634,7 +635,7 @@ def _branched(body: _Body) -> _Branched | None:
         node = node.orelse
     calls, names = [], set()
     for arm in arms:
-        statements = list(getattr(arm, "body", []))
+        statements = one_statement_per_line(arm.body) if isinstance(arm, cst.IndentedBlock) else []
         found = _head_expression(statements[-1]) if statements else None
         if found is None or not m.matches(found[0], HEAD_CALL):
             return None
@@ -761,6 +762,23 @@ class ConditionalHead(ShapeRule):
                 else:
                     head = self.heads[spec_step_idx]
                     return self.logits_processor(head, hidden_states)
+        """),
+            LogitsKind.HEAD,
+            "head",
+        ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                assert self.lm_head is not None; return self.logits_processor(self.lm_head, hidden_states)
+        """),
+            LogitsKind.HEAD,
+            "head",
+        ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                head = self.lm_head; scale = 2
+                return self.logits_processor(head, hidden_states * scale)
         """),
             LogitsKind.HEAD,
             "head",
@@ -965,6 +983,15 @@ class PostProcessing(ShapeRule):
             def compute_logits(self, hidden_states):
                 logits = self.logits_processor(self.lm_head, hidden_states)
                 return logits.float()
+        """),
+            LogitsKind.MANUAL,
+            "post-other",
+        ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                logits = self.logits_processor(self.lm_head, hidden_states); logits = logits.float()
+                return logits
         """),
             LogitsKind.MANUAL,
             "post-other",

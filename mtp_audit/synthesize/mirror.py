@@ -13,7 +13,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import parse_template_statement
 
-from ..cstnodes import nodes_of, parse_method
+from ..cstnodes import nodes_of, one_statement_per_line, parse_method
 from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL
 from ..templating import template
 
@@ -23,7 +23,8 @@ class MirrorError(Exception):
 
 
 def _statements(func: cst.FunctionDef) -> list[cst.BaseStatement]:
-    statements = list(func.body.body)
+    """The body without its docstring, one statement per line (as the shape rules read it)."""
+    statements = one_statement_per_line(func.body.body)
     if statements and m.matches(statements[0], DOCSTRING):
         statements = statements[1:]
     return statements
@@ -80,7 +81,7 @@ def _mirror_arms(statement: cst.If) -> cst.If:
 
     def arm(block: cst.BaseSuite) -> cst.BaseSuite:
         assert isinstance(block, cst.IndentedBlock)
-        *before, last = block.body
+        *before, last = one_statement_per_line(block.body)
         call = last.body[0].value  # type: ignore[attr-defined]
         return block.with_changes(body=[*before, _returning(last, call)])
 
