@@ -25,7 +25,7 @@ from ..synthesize.factor import HELPER, factor_pre_head
 from ..synthesize.layout import format_methods
 from ..synthesize.mirror import mirror_function
 from .changes import Rewrite, UnsafeRewrite
-from .source_text import class_depth, dropped_tail, inserted_lines, module_classes, uses_torch, with_final_newline
+from .source_text import class_depth, dropped_tail, ended_for, inserted_lines, kept_lines, module_classes, uses_torch
 
 
 def factors(insertion: Insertion) -> bool:
@@ -81,7 +81,8 @@ class _Replace(cst.CSTTransformer):
 
 def rewrite_factored(path: str, source: str, insertions: list[Insertion], binds_torch: bool) -> Rewrite:
     """The file with each planned class's mirror, and its pre-head block in a helper where it is long."""
-    ended = with_final_newline(source)  # as rewrite_file ends it
+    planned = {(i.target.name, i.target.line) for i in insertions}
+    ended = ended_for(source, [c for c in module_classes(ast.parse(source)) if (c.name, c.lineno) in planned])
     module = cst.parse_module(ended)
     wrapper = cst.MetadataWrapper(module)
     nodes = _class_nodes(wrapper, insertions)
@@ -195,7 +196,7 @@ def check_factored(rewrite: Rewrite, factored: set[str]) -> None:
         ]
     if ast.dump(new_tree) != ast.dump(old_tree):
         raise UnsafeRewrite(f"{rewrite.path}: with {HELPER} inlined, the file is not the old one plus the new methods")
-    old_kept = _outside(physical_lines(with_final_newline(rewrite.old)), spans_old)  # as check_rewrite reads it
+    old_kept = _outside(kept_lines(rewrite.old, rewrite.new), spans_old)  # as check_rewrite reads it
     new_kept = _outside(physical_lines(rewrite.new), spans_new)
     extra = inserted_lines(old_kept, new_kept)
     if extra is None or any(new_kept[n - 1].strip() and new_kept[n - 1].strip() != "import torch" for n in extra):

@@ -44,6 +44,29 @@ def with_final_newline(source: str) -> str:
     return source + (first[len(first.rstrip("\r\n")) :] or "\n")
 
 
+def anchor_statement(node: ast.ClassDef) -> ast.stmt:
+    """The statement of a class that a new method follows: ``compute_logits``, else the last one."""
+    return next(
+        (s for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == "compute_logits"),
+        node.body[-1],
+    )
+
+
+def ended_for(source: str, targets: list[ast.ClassDef]) -> str:
+    """``source``, its last line ended only when a new method goes after it (the statement the
+    method follows ends on that line): elsewhere the file keeps its bytes, an unended last line too."""
+    last = len(physical_lines(source))
+    if any(anchor_statement(node).end_lineno == last for node in targets):
+        return with_final_newline(source)
+    return source
+
+
+def kept_lines(old: str, new: str) -> list[str]:
+    """The lines of ``old`` that ``new`` must hold, in order: an unended last line stays as it is,
+    unless ``new`` ends its own last line, which only a method added after it may do."""
+    return physical_lines(with_final_newline(old) if new.endswith(("\n", "\r")) else old)
+
+
 def uses_torch(method: cst.FunctionDef, source: str) -> bool:
     """Whether the method evaluates ``torch`` when run or defined: a quoted annotation does not,
     nor does any annotation under ``from __future__ import annotations``."""
