@@ -25,7 +25,16 @@ from ..synthesize.factor import HELPER, factor_pre_head
 from ..synthesize.layout import format_methods
 from ..synthesize.mirror import mirror_function
 from .changes import Rewrite, UnsafeRewrite
-from .source_text import class_depth, dropped_tail, ended_for, inserted_lines, kept_lines, module_classes, uses_torch
+from .source_text import (
+    class_depth,
+    dropped_tail,
+    ended_for,
+    inserted_lines,
+    kept_lines,
+    late_torch,
+    module_classes,
+    uses_torch,
+)
 
 
 def factors(insertion: Insertion) -> bool:
@@ -109,17 +118,22 @@ def rewrite_factored(path: str, source: str, insertions: list[Insertion], binds_
             requests += [(factored.compute_logits, depth), (mirror, depth), (factored.helper, depth)]
         shapes.append((node, factored is not None))
     formatted = iter(format_methods(requests))
-    plans, helpers, methods = {}, [], []
-    for node, is_factored in shapes:
+    plans, helpers, methods, placed = {}, [], [], []
+    for insertion, (node, is_factored) in zip(insertions, shapes):
         if is_factored:
             new_cl, mirror, helper = next(formatted), next(formatted), next(formatted)
             plans[id(node)] = (new_cl, [mirror, helper])
             helpers.append(node.name.value)
             methods += [mirror, helper]
+            placed += [(insertion.target.name, insertion.target.line, m) for m in (new_cl, mirror, helper)]
         else:
             mirror = next(formatted)
             plans[id(node)] = (None, [mirror])
             methods.append(mirror)
+            placed.append((insertion.target.name, insertion.target.line, mirror))
+    late = late_torch(source, ast.parse(source), placed) if binds_torch else None
+    if late is not None:
+        raise UnsafeRewrite(f"{path}: {late}")
     transformer = _Replace(plans)
     new_source = wrapper.module.visit(transformer).code + dropped_tail(ended, module)
     added_import = not binds_torch and any(uses_torch(method, source) for method in methods)

@@ -28,6 +28,7 @@ from .source_text import (
     ended_for,
     inserted_lines,
     kept_lines,
+    late_torch,
     module_classes,
     uses_torch,
 )
@@ -122,6 +123,10 @@ def rewrite_file(
     lines = physical_lines(source)
     if methods is None:
         methods = format_methods(mirror_requests(source, insertions))
+    placed = [(i.target.name, i.target.line, method) for i, method in zip(insertions, methods)]
+    late = late_torch(source, old_tree, placed) if binds_torch else None
+    if late is not None:
+        raise UnsafeRewrite(f"{path}: {late}")
     mirrors = {insertion.target: method for insertion, method in zip(insertions, methods)}
     nested = any(lines[i.target.line - 1][:1].isspace() for i in insertions)
     new_source, inserted = (_through_module if nested else _by_class)(source, lines, classes, insertions, mirrors)
