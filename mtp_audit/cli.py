@@ -369,7 +369,7 @@ def fix_command(
         verify_report is not None,
         bool(vllm_version),
     )
-    from .apply.write import unified_diff
+    from .apply.write import diff_bytes
     from .cache import FactsCache
     from .fanout import resolve_jobs
     from .fix import plan_fix, write_fix
@@ -408,8 +408,10 @@ def fix_command(
 
         body = render_pr_body(result, f"mtp-audit fix{mode} {targets}", verify_report)
     if diff:
+        sys.stdout.flush()  # the diff goes to the buffer below, in each file's own bytes
         for rewrite in result.rewrites:
-            sys.stdout.write(unified_diff(rewrite))
+            sys.stdout.buffer.write(diff_bytes(rewrite))
+        sys.stdout.buffer.flush()
     elif patches is not None:
         from .report.patches import write_patches
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
@@ -69,3 +69,24 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 
 def nodes_of(node: cst.CSTNode, types: type | tuple[type, ...]) -> list:
     return [n for n in walk(node) if isinstance(n, types)]
+
+
+def one_statement_per_line(statements: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """``a; b`` as two statement lines, the way CPython's ast and ruff see a block: the rules and the
+    mirror then read (and the mirror writes) one statement per line, and a body's statements line up
+    with the ast's. The first piece keeps the line's leading lines, the last its trailing comment."""
+    out: list[cst.BaseStatement] = []
+    for statement in statements:
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) < 2:
+            out.append(statement)
+            continue
+        last = len(statement.body) - 1
+        for index, small in enumerate(statement.body):
+            out.append(
+                cst.SimpleStatementLine(
+                    body=[small.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)],
+                    leading_lines=statement.leading_lines if index == 0 else (),
+                    trailing_whitespace=statement.trailing_whitespace if index == last else cst.TrailingWhitespace(),
+                )
+            )
+    return out

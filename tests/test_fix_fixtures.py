@@ -28,12 +28,30 @@ def _ruff_clean(data: bytes) -> bool:
     return result.returncode == 0
 
 
+def _applied_diff(tree: Path, args: list[str], expected_exit: int, into: Path) -> Path:
+    """A copy of ``tree`` with ``fix --diff`` applied by ``git apply``: the diff's bytes must be the
+    files' bytes (their encoding, their newlines, an unended last line marked as git marks it)."""
+    diff = subprocess.run(
+        [sys.executable, "-m", "mtp_audit", "fix", str(tree), *args, "--diff"], capture_output=True, check=False
+    )
+    assert diff.returncode == expected_exit, diff.stderr
+    shutil.copytree(tree, into)
+    subprocess.run(["git", "init", "-q"], cwd=into, check=True)
+    applied = subprocess.run(
+        ["git", "apply", "--allow-empty", "-"], input=diff.stdout, cwd=into, capture_output=True, check=False
+    )
+    assert applied.returncode == 0, applied.stderr.decode(errors="replace")
+    return into
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_fix_fixture(case: Path, tmp_path: Path) -> None:
     tree = build_tree(case, tmp_path / "tree", "input")
     before = _files(tree)
     args = (case / "args.txt").read_text().split()
     expected_exit = int((case / "expected_exit").read_text()) if (case / "expected_exit").exists() else 0
+
+    patched = _applied_diff(tree, args, expected_exit, tmp_path / "patched")
 
     result = run_cli("fix", str(tree), *args)
     assert result.returncode == expected_exit, result.stderr
@@ -55,6 +73,8 @@ def test_fix_fixture(case: Path, tmp_path: Path) -> None:
         assert after[path] == expected[path], path
         if _ruff_clean(before[path]):
             assert _ruff_clean(after[path]), f"{path} is no longer ruff-format clean"
+
+    assert _files(patched) == after, "git apply of fix --diff does not give what fix writes"
 
     again = run_cli("fix", str(tree), *args)
     assert again.returncode == expected_exit, again.stderr

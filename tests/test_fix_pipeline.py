@@ -17,7 +17,7 @@ import pytest
 
 from conftest import FIXTURES, build_tree
 from mtp_audit.apply.changes import Rewrite
-from mtp_audit.apply.write import unified_diff, write_all
+from mtp_audit.apply.write import diff_bytes, unified_diff, write_all
 from mtp_audit.errors import UsageError
 from mtp_audit.fix import plan_fix, write_fix
 from mtp_audit.locate import locate
@@ -127,6 +127,25 @@ def test_unified_diff_shows_only_the_insertion() -> None:
     diff = unified_diff(Rewrite("pkg/m.py", "a\nb\n", "a\nnew\nb\n", [], False, []))
     assert diff.startswith("--- a/pkg/m.py\n+++ b/pkg/m.py\n")
     assert [line for line in diff.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")] == ["+new"]
+
+
+def test_unified_diff_marks_a_last_line_without_a_newline_as_git_does() -> None:
+    """Without git's marker the removed and the added last line run together into one line."""
+    diff = unified_diff(Rewrite("pkg/m.py", "a\nb", "a\nb\nnew\n", [], False, []))
+    assert diff.endswith(" a\n-b\n\\ No newline at end of file\n+b\n+new\n")
+
+
+@pytest.mark.parametrize(
+    "text, encoding, line",
+    [
+        ("# café\nx = 1", "latin-1", "# café\n".encode("latin-1")),
+        ("# café\nx = 1", "utf-8-sig", "\ufeff# café\n".encode()),
+    ],
+)
+def test_diff_bytes_are_the_files_bytes(text: str, encoding: str, line: bytes) -> None:
+    """The diff of a file in another encoding (or with a BOM) holds its lines as the file holds them."""
+    diff = diff_bytes(Rewrite("pkg/m.py", text, text + "\ny = 2\n", [], False, [], encoding=encoding))
+    assert b"\n " + line in diff and diff.startswith(b"--- a/pkg/m.py\n")
 
 
 MODELS = "vllm/model_executor/models"

@@ -364,6 +364,24 @@ def test_compute_logits_at_the_end_of_a_file_without_a_newline() -> None:
     result = rewrite_file("pkg/drafter.py", source, [_insertion(source)], binds_torch=True)
     assert result.new.startswith(source)
     assert "return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)" in result.new
+    assert result.new.endswith("hidden_states)\n")
+
+
+@pytest.mark.parametrize("source", [OLD, NESTED, OLD + "# the end"], ids=["class", "nested", "comment"])
+def test_a_method_inserted_before_the_end_leaves_an_unended_last_line_unended(source: str) -> None:
+    """The rest of the file is untouched, byte for byte: a last line without a newline keeps going
+    without one when the new method goes before it (it needs one only where the method follows it)."""
+    unended = source.removesuffix("\n")
+    expected = rewrite_file("pkg/drafter.py", source, [_insertion(source)], binds_torch=True).new
+    result = rewrite_file("pkg/drafter.py", unended, [_insertion(unended)], binds_torch=True)
+    assert result.new == expected.removesuffix("\n") and not result.new.endswith("\n")
+
+
+def test_a_final_newline_with_nothing_after_it_is_refused() -> None:
+    """The gate lets the old last line gain its newline only where new lines follow it."""
+    check_rewrite(rewrite(GOOD.removesuffix("\n"), old=OLD.removesuffix("\n")))
+    with pytest.raises(UnsafeRewrite, match="ends the file's last line"):
+        check_rewrite(rewrite(GOOD, old=OLD.removesuffix("\n")))
 
 
 @pytest.mark.parametrize("where", ["top", "three-before", "three-after", "other-class"])
@@ -498,10 +516,11 @@ UNBOUND = OLD.replace("import torch\n", "").replace("@torch.no_grad()", "@no_gra
 def test_every_newline_style_gets_the_same_rewrite(source: str, binds_torch: bool, newline: str, ending: str) -> None:
     """A file whose lines end in CRLF or a bare CR (Python reads both) gets the bytes an LF file
     gets, in its own newline: the method laid out alike, every old line kept, and a last line
-    without a newline ended with the file's own."""
+    without a newline left so (the method goes before it)."""
     expected = rewrite_file("pkg/drafter.py", source, [_insertion(source)], binds_torch).new.replace("\n", newline)
     styled = source.replace("\n", newline)
     styled = styled if ending == "final" else styled.removesuffix(newline)
+    expected = expected if ending == "final" else expected.removesuffix(newline)
     result = rewrite_file("pkg/drafter.py", styled, [_insertion(styled)], binds_torch)
     assert result.new == expected and result.old == styled
 

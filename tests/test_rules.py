@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from mtp_audit.classify.shapes import RULES, Example, ShapeRule, _decompose, analyze_compute_logits, params_of
+from mtp_audit.synthesize.mirror import mirror_code
 
 DEFINED = ShapeRule.__subclasses__()
 BY_NAME = {rule.name: rule for rule in DEFINED}
@@ -345,29 +346,66 @@ def test_a_mask_inside_the_block_is_named_at_its_own_line():
 
 
 @pytest.mark.parametrize(
-    ("first_arm", "after"),
+    ("first_arm", "after", "rule", "reason"),
     [
         (
             "if hidden_states is None:\n            return None\n"
             "        return self.logits_processor(self.lora_head, hidden_states)",
             "",
+            "several-heads",
+            "several head calls (lines 5, 7)",
         ),
         (
             "logits = self.logits_processor(self.lora_head, hidden_states)",
             "    return logits[..., : self.vocab_size]\n",
+            "post-vocab",
+            "the vocabulary of the logits changed after the head call (line 6: `logits[..., : self.vocab_size]`)",
+        ),
+        (
+            "logits = self.logits_processor(self.lora_head, hidden_states)",
+            "    logits = logits.float()\n    return logits\n",
+            "post-other",
+            "logits post-processed after the head call (line 6: `logits = logits.float()`)",
         ),
     ],
 )
-def test_arms_that_do_more_than_call_the_head_are_not_mirrored_arm_by_arm(first_arm, after):
+def test_arms_that_do_more_than_call_the_head_are_not_mirrored_arm_by_arm(first_arm, after, rule, reason):
     """An arm that may return before its head call, or logits the body changes after the `if`: a
-    get_top_tokens mirroring each arm's head call would select other tokens."""
+    get_top_tokens mirroring each arm's head call would select other tokens. The reason names what
+    blocks the mirror: the statement after the `if`, where the arms themselves would do."""
     second_arm = "logits = " if after else "return "
     code = (
         f"def compute_logits(self, hidden_states):\n    if self.first:\n        {first_arm}\n    else:\n"
         f"        {second_arm}self.logits_processor(self.lm_head, hidden_states)\n{after}"
     )
     shape = analyze_compute_logits(code, 1)
-    assert (shape.kind, shape.rule) == ("manual", "several-heads"), shape.reason
+    assert (shape.kind, shape.rule, shape.reason) == ("manual", rule, reason)
+
+
+@pytest.mark.parametrize(
+    "arms",
+    [
+        "    if self.first:\n        return self.logits_processor(self.h1, hidden_states)\n    else:\n"
+        "        logits = self.logits_processor(self.h2, hidden_states)\n        return logits\n",
+        "    if self.first:\n        if self.second:\n"
+        "            logits = self.logits_processor(self.h1, hidden_states)\n"
+        "        else:\n            logits = self.logits_processor(self.h3, hidden_states)\n"
+        "    else:\n        logits = self.logits_processor(self.h2, hidden_states)\n    return logits\n",
+        "    if self.first:\n        return self.logits_processor(self.h1, hidden_states)\n    else:\n"
+        "        logits = self.logits_processor(self.h2, hidden_states)\n    return logits\n",
+    ],
+    ids=["return-and-assign", "nested", "return-and-assign-then-return"],
+)
+def test_arms_in_their_own_forms_are_mirrored_branch_by_branch(arms: str):
+    """Each arm ends in its head call in its own form (``return CALL``, ``NAME = CALL`` then
+    ``return NAME``, a nested if/else); the mirror returns the get_top_tokens call in every arm."""
+    code = f"def compute_logits(self, hidden_states):\n{arms}"
+    shape = analyze_compute_logits(code, 1)
+    assert (shape.kind, shape.rule) == ("head", "head"), shape.reason
+    mirror = mirror_code(code)
+    calls = code.count("self.logits_processor(")
+    assert mirror.count("return self.logits_processor.get_top_tokens(self.h") == calls, mirror
+    assert "logits" not in mirror.replace("logits_processor", ""), mirror
 
 
 @pytest.mark.parametrize(

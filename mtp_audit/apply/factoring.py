@@ -25,7 +25,16 @@ from ..synthesize.factor import HELPER, factor_pre_head
 from ..synthesize.layout import format_methods
 from ..synthesize.mirror import mirror_function
 from .changes import Rewrite, UnsafeRewrite
-from .source_text import class_depth, dropped_tail, inserted_lines, module_classes, uses_torch, with_final_newline
+from .source_text import (
+    class_depth,
+    dropped_tail,
+    ended_for,
+    inserted_lines,
+    kept_lines,
+    late_torch,
+    module_classes,
+    uses_torch,
+)
 
 
 def factors(insertion: Insertion) -> bool:
@@ -81,7 +90,8 @@ class _Replace(cst.CSTTransformer):
 
 def rewrite_factored(path: str, source: str, insertions: list[Insertion], binds_torch: bool) -> Rewrite:
     """The file with each planned class's mirror, and its pre-head block in a helper where it is long."""
-    ended = with_final_newline(source)  # as rewrite_file ends it
+    planned = {(i.target.name, i.target.line) for i in insertions}
+    ended = ended_for(source, [c for c in module_classes(ast.parse(source)) if (c.name, c.lineno) in planned])
     module = cst.parse_module(ended)
     wrapper = cst.MetadataWrapper(module)
     nodes = _class_nodes(wrapper, insertions)
@@ -108,17 +118,22 @@ def rewrite_factored(path: str, source: str, insertions: list[Insertion], binds_
             requests += [(factored.compute_logits, depth), (mirror, depth), (factored.helper, depth)]
         shapes.append((node, factored is not None))
     formatted = iter(format_methods(requests))
-    plans, helpers, methods = {}, [], []
-    for node, is_factored in shapes:
+    plans, helpers, methods, placed = {}, [], [], []
+    for insertion, (node, is_factored) in zip(insertions, shapes):
         if is_factored:
             new_cl, mirror, helper = next(formatted), next(formatted), next(formatted)
             plans[id(node)] = (new_cl, [mirror, helper])
             helpers.append(node.name.value)
             methods += [mirror, helper]
+            placed += [(insertion.target.name, insertion.target.line, m) for m in (new_cl, mirror, helper)]
         else:
             mirror = next(formatted)
             plans[id(node)] = (None, [mirror])
             methods.append(mirror)
+            placed.append((insertion.target.name, insertion.target.line, mirror))
+    late = late_torch(source, ast.parse(source), placed) if binds_torch else None
+    if late is not None:
+        raise UnsafeRewrite(f"{path}: {late}")
     transformer = _Replace(plans)
     new_source = wrapper.module.visit(transformer).code + dropped_tail(ended, module)
     added_import = not binds_torch and any(uses_torch(method, source) for method in methods)
@@ -195,7 +210,7 @@ def check_factored(rewrite: Rewrite, factored: set[str]) -> None:
         ]
     if ast.dump(new_tree) != ast.dump(old_tree):
         raise UnsafeRewrite(f"{rewrite.path}: with {HELPER} inlined, the file is not the old one plus the new methods")
-    old_kept = _outside(physical_lines(with_final_newline(rewrite.old)), spans_old)  # as check_rewrite reads it
+    old_kept = _outside(kept_lines(rewrite.old, rewrite.new), spans_old)  # as check_rewrite reads it
     new_kept = _outside(physical_lines(rewrite.new), spans_new)
     extra = inserted_lines(old_kept, new_kept)
     if extra is None or any(new_kept[n - 1].strip() and new_kept[n - 1].strip() != "import torch" for n in extra):

@@ -21,7 +21,17 @@ from ..synthesize.answers import mirror_text
 from ..synthesize.conventions import follow_annotation_style
 from ..synthesize.layout import format_methods
 from .changes import FileJob, Rewrite, UnsafeRewrite
-from .source_text import class_depth, dropped_tail, inserted_lines, module_classes, uses_torch, with_final_newline
+from .source_text import (
+    anchor_statement,
+    class_depth,
+    dropped_tail,
+    ended_for,
+    inserted_lines,
+    kept_lines,
+    late_torch,
+    module_classes,
+    uses_torch,
+)
 
 # Module-level statement containers: the only nodes the transformer needs to enter.
 _CONTAINERS = (cst.Module, cst.If, cst.Else, cst.IndentedBlock, cst.Try, cst.ExceptHandler, cst.Finally, cst.With)
@@ -102,16 +112,21 @@ def rewrite_file(
     and regenerating a whole model file for one method costs ten times more.
     A class nested in a block is done through the whole module instead.
     """
-    original, source = source, with_final_newline(source)
-    lines = physical_lines(source)
+    original = source
     old_tree = ast.parse(source)
     classes = {(node.name, node.lineno): node for node in module_classes(old_tree)}
     missing = [i for i in insertions if (i.target.name, i.target.line) not in classes]
     if missing:
         wanted = ", ".join(f"{i.target.name} (line {i.target.line})" for i in missing)
         raise UnsafeRewrite(f"{path}: the file no longer has the classes planned for: {wanted}; scan again")
+    source = ended_for(source, [classes[(i.target.name, i.target.line)] for i in insertions])
+    lines = physical_lines(source)
     if methods is None:
         methods = format_methods(mirror_requests(source, insertions))
+    placed = [(i.target.name, i.target.line, method) for i, method in zip(insertions, methods)]
+    late = late_torch(source, old_tree, placed) if binds_torch else None
+    if late is not None:
+        raise UnsafeRewrite(f"{path}: {late}")
     mirrors = {insertion.target: method for insertion, method in zip(insertions, methods)}
     nested = any(lines[i.target.line - 1][:1].isspace() for i in insertions)
     new_source, inserted = (_through_module if nested else _by_class)(source, lines, classes, insertions, mirrors)
@@ -146,14 +161,7 @@ def _anchor_piece(lines: list[str], node: ast.ClassDef) -> tuple[int, int, str]:
     body = node.body
     if body[0].lineno == node.lineno:
         return _first_line(node), node.end_lineno or node.lineno, ""
-    anchor = next(
-        (
-            i
-            for i, s in enumerate(body)
-            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == "compute_logits"
-        ),
-        len(body) - 1,
-    )
+    anchor = body.index(anchor_statement(node))
     first = _first_line(body[anchor])
     end = _first_line(body[anchor + 1]) if anchor + 1 < len(body) else node.end_lineno or node.lineno
     newline = lines[first][len(lines[first].rstrip("\r\n")) :] or "\n"
@@ -210,9 +218,14 @@ def check_rewrite(rewrite: Rewrite, old_tree: ast.Module | None = None) -> None:
         new_tree = compile(rewrite.new, rewrite.path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:
         raise UnsafeRewrite(f"{rewrite.path}: the rewrite does not parse ({error.msg}, line {error.lineno})") from None
-    inserted = inserted_lines(physical_lines(with_final_newline(rewrite.old)), physical_lines(rewrite.new))
+    new_lines = physical_lines(rewrite.new)
+    inserted = inserted_lines(kept_lines(rewrite.old, rewrite.new), new_lines)
     if inserted is None:
         raise UnsafeRewrite(f"{rewrite.path}: the rewrite edits existing lines")
+    if kept_lines(rewrite.old, rewrite.new)[-1:] != physical_lines(rewrite.old)[-1:] and (
+        not inserted or inserted[-1] != len(new_lines)
+    ):
+        raise UnsafeRewrite(f"{rewrite.path}: the rewrite ends the file's last line, and adds nothing after it")
     old_all, new_all = module_classes(old_tree or ast.parse(rewrite.old)), module_classes(new_tree)
     if [c.name for c in old_all] != [c.name for c in new_all]:
         raise UnsafeRewrite(f"{rewrite.path}: the rewrite changes the file's classes")
@@ -240,7 +253,6 @@ def check_rewrite(rewrite: Rewrite, old_tree: ast.Module | None = None) -> None:
             raise UnsafeRewrite(f"{rewrite.path}: class {old.name} changed beyond the added method")
     if len(touched) != len(planned) or added != len(planned):
         raise UnsafeRewrite(f"{rewrite.path}: not exactly one method added per planned class")
-    new_lines = physical_lines(rewrite.new)
     stray = [n for n in inserted if n not in allowed and not (n in blank_ok and not new_lines[n - 1].strip())]
     if stray:
         raise UnsafeRewrite(f"{rewrite.path}: line {stray[0]} was inserted outside the new methods")

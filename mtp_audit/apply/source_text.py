@@ -44,20 +44,100 @@ def with_final_newline(source: str) -> str:
     return source + (first[len(first.rstrip("\r\n")) :] or "\n")
 
 
+def anchor_statement(node: ast.ClassDef) -> ast.stmt:
+    """The statement of a class that a new method follows: ``compute_logits``, else the last one."""
+    return next(
+        (s for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == "compute_logits"),
+        node.body[-1],
+    )
+
+
+def ended_for(source: str, targets: list[ast.ClassDef]) -> str:
+    """``source``, its last line ended only when a new method goes after it (the statement the
+    method follows ends on that line): elsewhere the file keeps its bytes, an unended last line too."""
+    last = len(physical_lines(source))
+    if any(anchor_statement(node).end_lineno == last for node in targets):
+        return with_final_newline(source)
+    return source
+
+
+def kept_lines(old: str, new: str) -> list[str]:
+    """The lines of ``old`` that ``new`` must hold, in order: an unended last line stays as it is,
+    unless ``new`` ends its own last line, which only a method added after it may do."""
+    return physical_lines(with_final_newline(old) if new.endswith(("\n", "\r")) else old)
+
+
 def uses_torch(method: cst.FunctionDef, source: str) -> bool:
     """Whether the method evaluates ``torch`` when run or defined: a quoted annotation does not,
     nor does any annotation under ``from __future__ import annotations``."""
-    tree = ast.parse(cst.Module(body=[method]).code).body[0]
-    assert isinstance(tree, ast.FunctionDef)
-    postponed = any(
-        isinstance(s, ast.ImportFrom) and s.module == "__future__" and any(a.name == "annotations" for a in s.names)
-        for s in ast.parse(source).body
-    )
+    tree = _function(method)
+    postponed = _postponed(source)
     arguments = [*tree.args.posonlyargs, *tree.args.args, *tree.args.kwonlyargs, tree.args.vararg, tree.args.kwarg]
     annotations = [a.annotation for a in arguments if a is not None and a.annotation is not None]
     annotations += [tree.returns] if tree.returns is not None else []
     skipped = {id(n) for a in annotations if postponed for n in ast.walk(a)}
     return any(isinstance(n, ast.Name) and n.id == "torch" and id(n) not in skipped for n in ast.walk(tree))
+
+
+def _function(method: cst.FunctionDef) -> ast.FunctionDef:
+    tree = ast.parse(cst.Module(body=[method]).code).body[0]
+    assert isinstance(tree, ast.FunctionDef)
+    return tree
+
+
+def _postponed(source: str) -> bool:
+    """``from __future__ import annotations``: no annotation is evaluated when a method is defined."""
+    return any(
+        isinstance(s, ast.ImportFrom) and s.module == "__future__" and any(a.name == "annotations" for a in s.names)
+        for s in ast.parse(source).body
+    )
+
+
+def uses_torch_when_defined(method: cst.FunctionDef, source: str) -> bool:
+    """Whether defining the method (its annotations, unless postponed, and its defaults) reads
+    ``torch``: that happens when the class body runs, at import, not when the method is called."""
+    tree = _function(method)
+    arguments = [*tree.args.posonlyargs, *tree.args.args, *tree.args.kwonlyargs, tree.args.vararg, tree.args.kwarg]
+    evaluated = [*tree.args.defaults, *(d for d in tree.args.kw_defaults if d is not None)]
+    if not _postponed(source):
+        evaluated += [a.annotation for a in arguments if a is not None and a.annotation is not None]
+        evaluated += [tree.returns] if tree.returns is not None else []
+    return any(isinstance(n, ast.Name) and n.id == "torch" for node in evaluated for n in ast.walk(node))
+
+
+def binds_torch_before(tree: ast.Module, line: int) -> bool:
+    """Whether a module-level statement (in a module-level block too) above ``line`` binds ``torch``:
+    an import below a class is not bound yet when the class body runs."""
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if node.lineno >= line or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+            (a.asname or a.name.split(".")[0]) == "torch" for a in node.names
+        ):
+            return True
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if any(isinstance(t, ast.Name) and t.id == "torch" for t in targets):
+            return True
+        for block in ("body", "orelse", "finalbody"):
+            stack.extend(getattr(node, block, []) or [])
+        for handler in getattr(node, "handlers", []):
+            stack.extend(handler.body)
+    return False
+
+
+def late_torch(source: str, tree: ast.Module, placed: list[tuple[str, int, cst.FunctionDef]]) -> str | None:
+    """Why a method cannot go into its class as the file stands: defining it reads ``torch``, which
+    the file imports only below the class (``placed``: class name, line, method). The codemod adds no
+    second import of a name the module imports, and moving the file's own is not a fix's to do."""
+    for name, line, method in placed:
+        if uses_torch_when_defined(method, source) and not binds_torch_before(tree, line):
+            return (
+                f"torch is imported only below class {name} (line {line}), and the new method's annotations "
+                "read it when the class body runs (NameError at import); import torch above the class first"
+            )
+    return None
 
 
 def dropped_tail(text: str, module: cst.Module) -> str:

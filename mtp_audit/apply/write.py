@@ -28,6 +28,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import stat
 import sys
 from collections.abc import Iterator
@@ -40,15 +41,43 @@ JOURNAL = ".mtp-audit-journal"
 _TEMP_SUFFIX = ".mtp-audit-tmp"
 
 
+_GIT_LINE = re.compile(r"[^\n]*\n|[^\n]+\Z")
+
+
+def git_lines(text: str) -> list[str]:
+    """Lines as git reads them (ends kept): split at ``\\n`` only, so a bare CR or a form feed stays
+    inside its line, where ``git apply`` looks for it."""
+    return _GIT_LINE.findall(text)
+
+
+def diff_lines(old: str, new: str, fromfile: str, tofile: str) -> list[str]:
+    """Unified diff lines, each ending in a newline, as git writes them: a last line without one is
+    followed by git's ``\\ No newline at end of file`` (without it the next line runs on)."""
+    return [
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+        for line in difflib.unified_diff(git_lines(old), git_lines(new), fromfile=fromfile, tofile=tofile, n=3)
+    ]
+
+
 def unified_diff(rewrite: Rewrite) -> str:
-    return "".join(
-        difflib.unified_diff(
-            rewrite.old.splitlines(keepends=True),
-            rewrite.new.splitlines(keepends=True),
-            fromfile=f"a/{rewrite.path}",
-            tofile=f"b/{rewrite.path}",
-        )
-    )
+    return "".join(diff_lines(rewrite.old, rewrite.new, f"a/{rewrite.path}", f"b/{rewrite.path}"))
+
+
+def diff_bytes(rewrite: Rewrite) -> bytes:
+    """``unified_diff`` in the file's own bytes, for ``git apply`` to find its lines: each line is
+    encoded as the file is (its PEP 263 codec; a BOM stays at the start of the first line), the
+    ``---``/``+++`` headers in UTF-8."""
+    bom = "\ufeff" if rewrite.encoding == "utf-8-sig" else ""
+    codec = "utf-8" if bom else rewrite.encoding
+    lines = diff_lines(bom + rewrite.old, bom + rewrite.new, f"a/{rewrite.path}", f"b/{rewrite.path}")
+    header = [line.encode("utf-8") for line in lines[:2]]
+    try:
+        return b"".join(header + [line.encode(codec) for line in lines[2:]])
+    except UnicodeEncodeError as error:
+        raise UsageError(
+            f"{rewrite.path}: the new method has text that {rewrite.encoding} (the file's encoding) "
+            f"cannot hold ({error.reason}); no diff printed"
+        ) from None
 
 
 def _digest(data: bytes) -> str:

@@ -18,7 +18,7 @@ from typing import ClassVar
 import libcst as cst
 import libcst.matchers as m
 
-from ..cstnodes import nodes_of, parse_method
+from ..cstnodes import nodes_of, one_statement_per_line, parse_method
 from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL, SELF, SUPER_CALL
 from .shape_types import LogitsKind, LogitsShape, Param, ParamKind, PostKind
 
@@ -64,12 +64,13 @@ class _Body:
     """A method body without its docstring, with cheap node lookups and real line numbers.
 
     Lines come from CPython's ast of the same text (libcst's PositionProvider
-    would cost more than the whole analysis): within one statement, nodes of
-    one kind appear in the same order in both trees.
+    would cost more than the whole analysis): the body holds one statement per
+    line (``a; b`` is split), so its statements are the ast's, one for one, and
+    within one statement nodes of one kind appear in the same order in both trees.
     """
 
     def __init__(self, func: cst.FunctionDef, module: cst.Module, text: str, first_line: int):
-        statements = list(func.body.body)
+        statements = one_statement_per_line(func.body.body)
         self.docstring = bool(statements) and m.matches(statements[0], DOCSTRING)
         self.statements = statements[1:] if self.docstring else statements
         self.decorators = [module.code_for_node(d.decorator).strip() for d in func.decorators]
@@ -547,7 +548,27 @@ class SeveralHeads(ShapeRule):
     name = "several-heads"
     message = "compute_logits calls the head more than once"
     after = ("no-head", "mask-in-branch")
-    VALID = (Example(_PLAIN, LogitsKind.HEAD, "head"), Example(_BRANCHED, LogitsKind.HEAD, "head"))
+    VALID = (
+        Example(_PLAIN, LogitsKind.HEAD, "head"),
+        Example(_BRANCHED, LogitsKind.HEAD, "head"),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                if self.first:
+                    return self.logits_processor(self.first_head, hidden_states)
+                elif self.nested:
+                    if self.second:
+                        logits = self.logits_processor(self.second_head, hidden_states)
+                    else:
+                        logits = self.logits_processor(self.third_head, hidden_states)
+                else:
+                    logits = self.logits_processor(self.lm_head, hidden_states)
+                return logits
+        """),
+            LogitsKind.HEAD,
+            "head",
+        ),
+    )
     INVALID = (
         Example(
             _method("""
@@ -574,7 +595,7 @@ class SeveralHeads(ShapeRule):
 
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
         calls = [c for s in body.statements for c in _calls(body, s, LOGITS_CALL)]
-        if len(calls) > 1 and _branched(body) is None:
+        if len(calls) > 1 and _branched_arms(body) is None:
             lines = ", ".join(str(body.line(c)) for c in calls)
             return LogitsShape(
                 LogitsKind.MANUAL, "several-heads", f"several head calls (lines {lines})", body.line(calls[0]), params
@@ -604,7 +625,17 @@ class _Branched:
 
     index: int  # of the ``if`` in the body's statements
     calls: tuple[cst.Call, ...]
-    name: str | None  # the name every arm assigns and the body then returns; None: every arm returns
+    name: str | None  # the name the arms that do not return assign, and the body then returns; None: all return
+
+
+@dataclass(frozen=True)
+class _Arms:
+    """The head calls ending the arms of an ``if`` chain, each arm in its own form (``return CALL``,
+    ``NAME = CALL`` with or without ``return NAME`` after it, a nested chain), and the name the arms
+    that do not return assign (None: every arm returns)."""
+
+    calls: tuple[cst.Call, ...]
+    name: str | None
 
 
 def _arms(statement: cst.If) -> list[cst.BaseSuite] | None:
@@ -619,42 +650,91 @@ def _arms(statement: cst.If) -> list[cst.BaseSuite] | None:
     return [*arms, node.body]
 
 
-def _branched(body: _Body) -> _Branched | None:
-    index = next((i for i, s in enumerate(body.statements) if _calls(body, s, LOGITS_CALL)), None)
-    if index is None or not isinstance(body.statements[index], cst.If):
-        return None
-    statement = body.statements[index]
+def _has_head(node: cst.CSTNode) -> bool:
+    return any(m.matches(c, LOGITS_CALL) for c in nodes_of(node, cst.Call))
+
+
+def _returns_name(statements: list[cst.BaseStatement], name: str | None) -> bool:
+    """``statements`` is exactly ``return NAME``."""
+    return (
+        name is not None
+        and len(statements) == 1
+        and m.matches(statements[0], m.SimpleStatementLine(body=[m.Return(value=m.Name(name))]))
+    )
+
+
+def _chain_arms(statement: cst.If) -> _Arms | None:
+    """Every arm of the chain ends in its head call (no head call in a condition); None otherwise,
+    or when the arms that do not return assign different names."""
     arms = _arms(statement)
     if arms is None:
         return None
     node: cst.BaseSuite | cst.If | cst.Else | None = statement
-    while isinstance(node, cst.If):  # no head call in a condition
-        if any(m.matches(c, LOGITS_CALL) for c in nodes_of(node.test, cst.Call)):
+    while isinstance(node, cst.If):
+        if _has_head(node.test):
             return None
         node = node.orelse
-    calls, names = [], set()
+    calls: list[cst.Call] = []
+    names: set[str] = set()
     for arm in arms:
-        statements = list(getattr(arm, "body", []))
-        found = _head_expression(statements[-1]) if statements else None
-        if found is None or not m.matches(found[0], HEAD_CALL):
+        found = _block_arms(one_statement_per_line(arm.body) if isinstance(arm, cst.IndentedBlock) else [])
+        if found is None:
             return None
-        for earlier in statements[:-1]:
-            nodes = nodes_of(earlier, (cst.Call, cst.Return, cst.Yield))
-            if any(isinstance(n, (cst.Return, cst.Yield)) or m.matches(n, LOGITS_CALL) for n in nodes):
-                return None
-        calls.append(found[0])
-        names.add(found[1])
-    if len(names) != 1:
+        calls += found.calls
+        names |= {found.name} if found.name is not None else set()
+    if len(names) > 1:
         return None
-    name = names.pop()
+    return _Arms(tuple(calls), names.pop() if names else None)
+
+
+def _block_arms(statements: list[cst.BaseStatement]) -> _Arms | None:
+    """One arm: statements without a return or a head call, then its head (``return CALL``,
+    ``NAME = CALL``, or a nested chain), then nothing or ``return NAME``."""
+    index = next((i for i, s in enumerate(statements) if _has_head(s)), None)
+    if index is None:
+        return None
+    for earlier in statements[:index]:
+        if nodes_of(earlier, (cst.Return, cst.Yield)):
+            return None
+    head, after = statements[index], statements[index + 1 :]
+    if isinstance(head, cst.If):
+        found = _chain_arms(head)
+    else:
+        expression = _head_expression(head)
+        found = (
+            _Arms((expression[0],), expression[1])
+            if expression is not None and m.matches(expression[0], HEAD_CALL)
+            else None
+        )
+    if found is None or not after:
+        return found
+    return _Arms(found.calls, None) if _returns_name(after, found.name) else None
+
+
+def _branched_arms(body: _Body) -> tuple[int, _Arms] | None:
+    """The body's first head statement, an ``if`` chain whose every arm ends in its head call, and
+    those arms; what follows the ``if`` is not looked at, save that it calls no head."""
+    index = next((i for i, s in enumerate(body.statements) if _calls(body, s, LOGITS_CALL)), None)
+    if index is None or not isinstance(body.statements[index], cst.If):
+        return None
+    arms = _chain_arms(body.statements[index])  # type: ignore[arg-type]
+    if arms is None or any(_has_head(s) for s in body.statements[index + 1 :]):
+        return None
+    return index, arms
+
+
+def _branched(body: _Body) -> _Branched | None:
+    """Arms that end in their head calls, then nothing (every arm returns) or ``return NAME``."""
+    found = _branched_arms(body)
+    if found is None:
+        return None
+    index, arms = found
     tail = body.statements[index + 1 :]
-    if name is None and tail:
-        return None
-    if name is not None and not (
-        len(tail) == 1 and m.matches(tail[0], m.SimpleStatementLine(body=[m.Return(value=m.Name(name))]))
-    ):
-        return None
-    return _Branched(index, tuple(calls), name)
+    if arms.name is None and not tail:
+        return _Branched(index, arms.calls, None)
+    if _returns_name(tail, arms.name):
+        return _Branched(index, arms.calls, arms.name)
+    return None
 
 
 MASK_CALL = m.Call(
@@ -765,6 +845,23 @@ class ConditionalHead(ShapeRule):
             LogitsKind.HEAD,
             "head",
         ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                assert self.lm_head is not None; return self.logits_processor(self.lm_head, hidden_states)
+        """),
+            LogitsKind.HEAD,
+            "head",
+        ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                head = self.lm_head; scale = 2
+                return self.logits_processor(head, hidden_states * scale)
+        """),
+            LogitsKind.HEAD,
+            "head",
+        ),
     )
     INVALID = (
         Example(
@@ -788,7 +885,7 @@ class ConditionalHead(ShapeRule):
 
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
         statement = body.statements[_head_index(body)]
-        if _head_expression(statement) is None and _branched(body) is None:
+        if _head_expression(statement) is None and _branched_arms(body) is None:
             call = _calls(body, statement, LOGITS_CALL)[0]
             return LogitsShape(
                 LogitsKind.MANUAL,
@@ -972,6 +1069,28 @@ class PostProcessing(ShapeRule):
         Example(
             _method("""
             def compute_logits(self, hidden_states):
+                logits = self.logits_processor(self.lm_head, hidden_states); logits = logits.float()
+                return logits
+        """),
+            LogitsKind.MANUAL,
+            "post-other",
+        ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                if self.lora_head is not None:
+                    logits = self.logits_processor(self.lora_head, hidden_states)
+                else:
+                    logits = self.logits_processor(self.lm_head, hidden_states)
+                logits = logits.float()
+                return logits
+        """),
+            LogitsKind.MANUAL,
+            "post-other",
+        ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
                 logits = self.logits_processor(self.lm_head, hidden_states)
         """),
             LogitsKind.MANUAL,
@@ -991,6 +1110,9 @@ class PostProcessing(ShapeRule):
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
         if _branched(body) is not None:
             return None
+        arms = _branched_arms(body)
+        if arms is not None:
+            return self._after_arms(body, params, *arms)
         index = _head_index(body)
         call, name = _head_expression(body.statements[index])  # type: ignore[misc]
         tail = body.statements[index + 1 :]
@@ -1021,11 +1143,43 @@ class PostProcessing(ShapeRule):
         kind = _post_kind(body, tail, name)
         line, code = _deciding(body, tail, kind)
         shape = _head_shape(body, params, call, manual=True)
+        return self._post(shape, kind, line, code)
+
+    @staticmethod
+    def _post(shape: LogitsShape, kind: PostKind, line: int, code: str) -> LogitsShape:
         shape.rule = f"post-{kind.replace('_', '-')}"
         shape.reason = f"{POST_REASONS[kind]} (line {line}: `{code}`)"
         shape.line = line
         shape.post = kind
         return shape
+
+    def _after_arms(self, body: _Body, params: list[Param], index: int, arms: _Arms) -> LogitsShape:
+        """Arms that each end in their head call, followed by what a mirror cannot carry: the reason
+        names that statement (not the several head calls)."""
+        tail = body.statements[index + 1 :]
+        if arms.name is None:
+            line = body.line(tail[0])
+            return LogitsShape(
+                LogitsKind.MANUAL,
+                "unreachable-tail",
+                f"statements after an `if` whose every arm returns (line {line})",
+                line,
+                params,
+            )
+        if not tail:
+            line = body.line(body.statements[index])
+            return LogitsShape(
+                LogitsKind.MANUAL,
+                "no-return",
+                f"the head call's result is never returned (the `if` at line {line})",
+                line,
+                params,
+            )
+        kind = _post_kind(body, tail, arms.name)
+        line, code = _deciding(body, tail, kind)
+        shape = _branched_shape(body, params, _Branched(index, arms.calls, arms.name))
+        shape.kind = LogitsKind.MANUAL
+        return self._post(shape, kind, line, code)
 
 
 class HeadArguments(ShapeRule):
@@ -1067,9 +1221,9 @@ class HeadArguments(ShapeRule):
     )
 
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
-        branched = _branched(body)
-        if branched is not None:
-            return next((shape for c in branched.calls if (shape := self._check_call(body, params, c))), None)
+        arms = _branched_arms(body)
+        if arms is not None:
+            return next((shape for c in arms[1].calls if (shape := self._check_call(body, params, c))), None)
         call, _ = _head_expression(body.statements[_head_index(body)])  # type: ignore[misc]
         if not m.matches(call, HEAD_CALL):
             return None

@@ -10,7 +10,6 @@ tag in the subject, as ``git am`` drops every leading ``[...]`` otherwise).
 
 from __future__ import annotations
 
-import difflib
 import functools
 import hashlib
 import re
@@ -23,6 +22,7 @@ from .. import __version__
 from ..apply.families import Family, module_of, split_families
 from ..apply.plan import Action, Plan
 from ..apply.result import FixResult
+from ..apply.write import diff_lines
 from ..classify.memo import logits_shape
 from ..errors import UsageError
 from ..templating import template
@@ -52,14 +52,8 @@ class FileChange:
     @functools.cached_property
     def diff_lines(self) -> list[str]:
         """Unified diff lines, each ending in a newline, as git writes them."""
-        old = (self.old or "").splitlines(keepends=True)
-        new = self.new.splitlines(keepends=True)
-        lines = []
-        for line in difflib.unified_diff(
-            old, new, fromfile="/dev/null" if self.old is None else f"a/{self.path}", tofile=f"b/{self.path}", n=3
-        ):
-            lines.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
-        return lines
+        fromfile = "/dev/null" if self.old is None else f"a/{self.path}"
+        return diff_lines(self.old or "", self.new, fromfile, f"b/{self.path}")
 
     def git_diff(self) -> str:
         header = [f"diff --git a/{self.path} b/{self.path}\n"]

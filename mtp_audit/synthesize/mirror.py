@@ -13,7 +13,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import parse_template_statement
 
-from ..cstnodes import nodes_of, parse_method
+from ..cstnodes import nodes_of, one_statement_per_line, parse_method
 from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL
 from ..templating import template
 
@@ -23,7 +23,8 @@ class MirrorError(Exception):
 
 
 def _statements(func: cst.FunctionDef) -> list[cst.BaseStatement]:
-    statements = list(func.body.body)
+    """The body without its docstring, one statement per line (as the shape rules read it)."""
+    statements = one_statement_per_line(func.body.body)
     if statements and m.matches(statements[0], DOCSTRING):
         statements = statements[1:]
     return statements
@@ -75,23 +76,61 @@ def _returning(head_statement: cst.BaseStatement, call: cst.Call) -> cst.SimpleS
 
 
 def _mirror_arms(statement: cst.If) -> cst.If:
-    """The ``if`` with each arm's final head statement (``return CALL`` or ``NAME = CALL``, which
-    the shape rules checked) returning the get_top_tokens call instead."""
-
-    def arm(block: cst.BaseSuite) -> cst.BaseSuite:
-        assert isinstance(block, cst.IndentedBlock)
-        *before, last = block.body
-        call = last.body[0].value  # type: ignore[attr-defined]
-        return block.with_changes(body=[*before, _returning(last, call)])
-
+    """The ``if`` with each arm, in its own form (which the shape rules checked), returning the
+    get_top_tokens call instead of its head call."""
     orelse = statement.orelse
     if isinstance(orelse, cst.If):
         orelse = _mirror_arms(orelse)
     elif isinstance(orelse, cst.Else):
-        orelse = orelse.with_changes(body=arm(orelse.body))
+        orelse = orelse.with_changes(body=_mirror_arm(orelse.body))
     else:
         raise MirrorError("an `if` without `else` has no arm for every path")
-    return statement.with_changes(body=arm(statement.body), orelse=orelse)
+    return statement.with_changes(body=_mirror_arm(statement.body), orelse=orelse)
+
+
+def _mirror_arm(block: cst.BaseSuite) -> cst.BaseSuite:
+    """One arm: the statements before its head kept, the head (``return CALL``, ``NAME = CALL``, a
+    nested if/else) returning the get_top_tokens call; a ``return NAME`` after ``NAME = CALL`` goes
+    with it, as in ``logits = <call>; return logits`` becoming ``return <call>``."""
+    if not isinstance(block, cst.IndentedBlock):
+        raise MirrorError("a one-line arm")
+    statements = one_statement_per_line(block.body)
+    index = next(
+        (i for i, s in enumerate(statements) if any(m.matches(c, LOGITS_CALL) for c in nodes_of(s, cst.Call))), None
+    )
+    if index is None:
+        raise MirrorError("an arm without a head call")
+    head, after = statements[index], statements[index + 1 :]
+    assigned = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name())], value=LOGITS_CALL)])
+    returned = m.SimpleStatementLine(body=[m.Return(value=LOGITS_CALL)])
+    if isinstance(head, cst.If):
+        new = _mirror_arms(head)
+        name = _assigned_in_arms(head)
+    elif m.matches(head, assigned) or m.matches(head, returned):
+        new = _returning(head, head.body[0].value)  # type: ignore[attr-defined]
+        name = head.body[0].targets[0].target.value if m.matches(head, assigned) else None  # type: ignore[attr-defined]
+    else:
+        raise MirrorError("an arm's head call is not `return CALL` or `NAME = CALL`")
+    if after and not (
+        name is not None
+        and len(after) == 1
+        and m.matches(after[0], m.SimpleStatementLine(body=[m.Return(value=m.Name(name))]))
+    ):
+        raise MirrorError("statements after an arm's head call")
+    return block.with_changes(body=[*statements[:index], new])
+
+
+def _assigned_in_arms(statement: cst.If) -> str | None:
+    """The name a nested chain's arms assign their head call to (a ``return NAME`` after the chain
+    returns it), if any."""
+    names = {
+        t.target.value
+        for a in nodes_of(statement, cst.Assign)
+        if m.matches(a.value, LOGITS_CALL)
+        for t in a.targets
+        if isinstance(t.target, cst.Name)
+    }
+    return names.pop() if len(names) == 1 else None
 
 
 @functools.lru_cache(maxsize=4096)
