@@ -6,6 +6,7 @@ and ``rewrite_file`` must refuse to produce one.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 
@@ -488,7 +489,7 @@ def test_import_torch_is_added_only_for_a_method_that_evaluates_torch(method, he
     """A file that does not bind ``torch`` gets ``import torch`` when the written method would evaluate
     it, when run or when defined: not for a quoted annotation, nor any under postponed annotations."""
     _, node = parse_method(method)
-    assert uses_torch(node, header + "class Drafter:\n    pass\n") is evaluates
+    assert uses_torch(node, ast.parse(header + "class Drafter:\n    pass\n")) is evaluates
 
 
 def test_import_torch_in_a_file_without_imports_comes_with_one_blank_line() -> None:

@@ -131,12 +131,13 @@ def rewrite_factored(path: str, source: str, insertions: list[Insertion], binds_
             plans[id(node)] = (None, [mirror])
             methods.append(mirror)
             placed.append((insertion.target.name, insertion.target.line, mirror))
-    late = late_torch(source, ast.parse(source), placed) if binds_torch else None
+    old_tree = ast.parse(source)
+    late = late_torch(old_tree, placed) if binds_torch else None
     if late is not None:
         raise UnsafeRewrite(f"{path}: {late}")
     transformer = _Replace(plans)
     new_source = wrapper.module.visit(transformer).code + dropped_tail(ended, module)
-    added_import = not binds_torch and any(uses_torch(method, source) for method in methods)
+    added_import = not binds_torch and any(uses_torch(method, old_tree) for method in methods)
     if added_import:
         from libcst.codemod import CodemodContext
         from libcst.codemod.visitors import AddImportsVisitor

@@ -124,13 +124,13 @@ def rewrite_file(
     if methods is None:
         methods = format_methods(mirror_requests(source, insertions))
     placed = [(i.target.name, i.target.line, method) for i, method in zip(insertions, methods)]
-    late = late_torch(source, old_tree, placed) if binds_torch else None
+    late = late_torch(old_tree, placed) if binds_torch else None
     if late is not None:
         raise UnsafeRewrite(f"{path}: {late}")
     mirrors = {insertion.target: method for insertion, method in zip(insertions, methods)}
     nested = any(lines[i.target.line - 1][:1].isspace() for i in insertions)
     new_source, inserted = (_through_module if nested else _by_class)(source, lines, classes, insertions, mirrors)
-    added_import = not binds_torch and any(uses_torch(method, source) for method in methods)
+    added_import = not binds_torch and any(uses_torch(method, old_tree) for method in methods)
     if added_import:  # rare (vLLM's model files import torch): the codemod machinery is imported here
         from libcst.codemod import CodemodContext
         from libcst.codemod.visitors import AddImportsVisitor

@@ -67,11 +67,11 @@ def kept_lines(old: str, new: str) -> list[str]:
     return physical_lines(with_final_newline(old) if new.endswith(("\n", "\r")) else old)
 
 
-def uses_torch(method: cst.FunctionDef, source: str) -> bool:
-    """Whether the method evaluates ``torch`` when run or defined: a quoted annotation does not,
-    nor does any annotation under ``from __future__ import annotations``."""
+def uses_torch(method: cst.FunctionDef, module: ast.Module) -> bool:
+    """Whether the method evaluates ``torch`` when run or defined, in ``module`` (the file's tree): a
+    quoted annotation does not, nor does any annotation under ``from __future__ import annotations``."""
     tree = _function(method)
-    postponed = _postponed(source)
+    postponed = _postponed(module)
     arguments = [*tree.args.posonlyargs, *tree.args.args, *tree.args.kwonlyargs, tree.args.vararg, tree.args.kwarg]
     annotations = [a.annotation for a in arguments if a is not None and a.annotation is not None]
     annotations += [tree.returns] if tree.returns is not None else []
@@ -85,21 +85,21 @@ def _function(method: cst.FunctionDef) -> ast.FunctionDef:
     return tree
 
 
-def _postponed(source: str) -> bool:
+def _postponed(module: ast.Module) -> bool:
     """``from __future__ import annotations``: no annotation is evaluated when a method is defined."""
     return any(
         isinstance(s, ast.ImportFrom) and s.module == "__future__" and any(a.name == "annotations" for a in s.names)
-        for s in ast.parse(source).body
+        for s in module.body
     )
 
 
-def uses_torch_when_defined(method: cst.FunctionDef, source: str) -> bool:
+def uses_torch_when_defined(method: cst.FunctionDef, module: ast.Module) -> bool:
     """Whether defining the method (its annotations, unless postponed, and its defaults) reads
     ``torch``: that happens when the class body runs, at import, not when the method is called."""
     tree = _function(method)
     arguments = [*tree.args.posonlyargs, *tree.args.args, *tree.args.kwonlyargs, tree.args.vararg, tree.args.kwarg]
     evaluated = [*tree.args.defaults, *(d for d in tree.args.kw_defaults if d is not None)]
-    if not _postponed(source):
+    if not _postponed(module):
         evaluated += [a.annotation for a in arguments if a is not None and a.annotation is not None]
         evaluated += [tree.returns] if tree.returns is not None else []
     return any(isinstance(n, ast.Name) and n.id == "torch" for node in evaluated for n in ast.walk(node))
@@ -127,12 +127,12 @@ def binds_torch_before(tree: ast.Module, line: int) -> bool:
     return False
 
 
-def late_torch(source: str, tree: ast.Module, placed: list[tuple[str, int, cst.FunctionDef]]) -> str | None:
+def late_torch(tree: ast.Module, placed: list[tuple[str, int, cst.FunctionDef]]) -> str | None:
     """Why a method cannot go into its class as the file stands: defining it reads ``torch``, which
     the file imports only below the class (``placed``: class name, line, method). The codemod adds no
     second import of a name the module imports, and moving the file's own is not a fix's to do."""
     for name, line, method in placed:
-        if uses_torch_when_defined(method, source) and not binds_torch_before(tree, line):
+        if not binds_torch_before(tree, line) and uses_torch_when_defined(method, tree):
             return (
                 f"torch is imported only below class {name} (line {line}), and the new method's annotations "
                 "read it when the class body runs (NameError at import); import torch above the class first"
