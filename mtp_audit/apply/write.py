@@ -64,18 +64,22 @@ def unified_diff(rewrite: Rewrite) -> str:
 
 
 def diff_bytes(rewrite: Rewrite) -> bytes:
-    """``unified_diff`` in the file's own bytes, for ``git apply`` to find its lines: each line is
+    """``unified_diff`` in the file's own bytes (see ``encoded_diff``)."""
+    return encoded_diff(rewrite.old, rewrite.new, rewrite.path, f"a/{rewrite.path}", rewrite.encoding)
+
+
+def encoded_diff(old: str, new: str, path: str, fromfile: str, encoding: str) -> bytes:
+    """The unified diff of a file in its own bytes, for ``git apply`` to find its lines: each line is
     encoded as the file is (its PEP 263 codec; a BOM stays at the start of the first line), the
     ``---``/``+++`` headers in UTF-8."""
-    bom = "\ufeff" if rewrite.encoding == "utf-8-sig" else ""
-    codec = "utf-8" if bom else rewrite.encoding
-    lines = diff_lines(bom + rewrite.old, bom + rewrite.new, f"a/{rewrite.path}", f"b/{rewrite.path}")
+    bom = "\ufeff" if encoding == "utf-8-sig" else ""
+    lines = diff_lines(bom + old if old else old, bom + new, fromfile, f"b/{path}")
     header = [line.encode("utf-8") for line in lines[:2]]
     try:
-        return b"".join(header + [line.encode(codec) for line in lines[2:]])
+        return b"".join(header + [line.encode("utf-8" if bom else encoding) for line in lines[2:]])
     except UnicodeEncodeError as error:
         raise UsageError(
-            f"{rewrite.path}: the new method has text that {rewrite.encoding} (the file's encoding) "
+            f"{path}: the new method has text that {encoding} (the file's encoding) "
             f"cannot hold ({error.reason}); no diff printed"
         ) from None
 

@@ -22,7 +22,7 @@ from .. import __version__
 from ..apply.families import Family, module_of, split_families
 from ..apply.plan import Action, Plan
 from ..apply.result import FixResult
-from ..apply.write import diff_lines
+from ..apply.write import diff_lines, encoded_diff
 from ..classify.memo import logits_shape
 from ..errors import UsageError
 from ..templating import template
@@ -40,6 +40,7 @@ class FileChange:
     old: str | None  # None: a new file
     new: str
     mode: str  # git's file mode, "100644" or "100755"
+    encoding: str = "utf-8"  # the file's own (PEP 263 codec, or utf-8-sig for a BOM): the patch holds its bytes
 
     @property
     def added(self) -> int:
@@ -55,18 +56,21 @@ class FileChange:
         fromfile = "/dev/null" if self.old is None else f"a/{self.path}"
         return diff_lines(self.old or "", self.new, fromfile, f"b/{self.path}")
 
-    def git_diff(self) -> str:
+    def git_diff(self) -> bytes:
+        """The file's part of the patch: git's header in UTF-8, the diff in the file's own bytes."""
+        fromfile = "/dev/null" if self.old is None else f"a/{self.path}"
+        diff = encoded_diff(self.old or "", self.new, self.path, fromfile, self.encoding)
         header = [f"diff --git a/{self.path} b/{self.path}\n"]
+        new = _blob(self.new.encode(self.encoding))
         if self.old is None:
-            header += [f"new file mode {self.mode}\n", f"index 0000000..{_blob(self.new)[:7]}\n"]
+            header += [f"new file mode {self.mode}\n", f"index 0000000..{new[:7]}\n"]
         else:
-            header += [f"index {_blob(self.old)[:7]}..{_blob(self.new)[:7]} {self.mode}\n"]
-        return "".join(header + self.diff_lines)
+            header += [f"index {_blob(self.old.encode(self.encoding))[:7]}..{new[:7]} {self.mode}\n"]
+        return "".join(header).encode("utf-8") + diff
 
 
-def _blob(text: str) -> str:
-    """The git object id of a file with this text."""
-    data = text.encode("utf-8")
+def _blob(data: bytes) -> str:
+    """The git object id of a file with these bytes."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
@@ -121,7 +125,8 @@ class Patch:
     changes: list[FileChange]
     test_path: str
 
-    def render(self, total: int, body: str) -> str:
+    def render(self, total: int, body: str) -> bytes:
+        """The patch as ``git format-patch`` writes it: UTF-8 but for each file's diff, in its own bytes."""
         stat_lines = [
             f" {c.path} | {c.added + c.removed} {'+' * min(c.added, 60)}{'-' * min(c.removed, 60)}\n"
             for c in self.changes
@@ -132,7 +137,7 @@ class Patch:
         summary += f", {added} insertion{'s' if added != 1 else ''}(+)" if added else ""
         summary += f", {removed} deletion{'s' if removed != 1 else ''}(-)" if removed else ""
         number = f"{self.number}/{total}" if total > 1 else ""
-        return "".join(
+        head = "".join(
             [
                 f"From {'0' * 40} Mon Sep 17 00:00:00 2001\n",
                 f"From: {AUTHOR}\n",
@@ -144,12 +149,10 @@ class Patch:
                 *stat_lines,
                 summary + "\n",
                 "\n",
-                *(c.git_diff() for c in self.changes),
-                "-- \n",
-                f"mtp-audit {__version__}\n",
-                "\n",
             ]
         )
+        tail = f"-- \nmtp-audit {__version__}\n\n"
+        return head.encode("utf-8") + b"".join(c.git_diff() for c in self.changes) + tail.encode("utf-8")
 
 
 def build_patches(result: FixResult) -> list[Patch]:
@@ -161,7 +164,7 @@ def build_patches(result: FixResult) -> list[Patch]:
         if test_path in seen_tests or (root / test_path).exists():
             raise UsageError(f"{test_path} would be written twice or exists already in {root}")
         seen_tests.add(test_path)
-        changes = [FileChange(r.path, r.old, r.new, _mode(root / r.path)) for r in family.rewrites]
+        changes = [FileChange(r.path, r.old, r.new, _mode(root / r.path), r.encoding) for r in family.rewrites]
         changes.append(FileChange(test_path, None, render_family_test(family.name, _stepped(family)), "100644"))
         patches.append(Patch(number, family, subject(family), _file_name(number, subject(family)), changes, test_path))
     return patches
@@ -189,7 +192,7 @@ def write_patches(result: FixResult, folder: Path, command: str, verify_report: 
             own_rows_only=True,
         )
         path = folder / patch.file_name
-        path.write_text(patch.render(len(patches), body), encoding="utf-8", newline="")
+        path.write_bytes(patch.render(len(patches), body))
         written.append(path)
     (folder / "README.md").write_text(render_index(result, patches), encoding="utf-8")
     return written
