@@ -242,6 +242,11 @@ def test_rewrite_files_adds_import_torch_only_where_torch_is_not_bound() -> None
     )
     assert not bound.added_import and bound.new.count("import torch\n") == 1
     assert added.added_import and "import torch" in added.new.splitlines() and "import torch" not in unbound
+    # imported, then rebound at the bottom (the facts see torch bound to something else): the codemod
+    # adds no second import, and the rewrite does not claim one
+    rebound = OLD + "\n\ntorch = None\n"
+    (shadowed,) = rewrite_files([FileJob("pkg/rebound.py", rebound, [_insertion(rebound)], False)])
+    assert not shadowed.added_import and shadowed.new.count("import torch\n") == 1
 
 
 NESTED = '''\

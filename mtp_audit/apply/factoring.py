@@ -34,6 +34,7 @@ from .source_text import (
     late_torch,
     module_classes,
     uses_torch,
+    with_torch_import,
 )
 
 
@@ -137,15 +138,9 @@ def rewrite_factored(path: str, source: str, insertions: list[Insertion], binds_
         raise UnsafeRewrite(f"{path}: {late}")
     transformer = _Replace(plans)
     new_source = wrapper.module.visit(transformer).code + dropped_tail(ended, module)
-    added_import = not binds_torch and any(uses_torch(method, old_tree) for method in methods)
-    if added_import:
-        from libcst.codemod import CodemodContext
-        from libcst.codemod.visitors import AddImportsVisitor
-
-        context = CodemodContext()
-        AddImportsVisitor.add_needed_import(context, "torch")
-        module = cst.parse_module(new_source)
-        new_source = AddImportsVisitor(context).transform_module(module).code + dropped_tail(new_source, module)
+    added_import = False
+    if not binds_torch and any(uses_torch(method, old_tree) for method in methods):
+        new_source, added_import = with_torch_import(new_source)
     targets = [(i.target.name, i.target.line) for i in insertions]
     rewrite = Rewrite(
         path, source, new_source, [i.target.name for i in insertions], added_import, targets, factored=helpers

@@ -31,6 +31,7 @@ from .source_text import (
     late_torch,
     module_classes,
     uses_torch,
+    with_torch_import,
 )
 
 # Module-level statement containers: the only nodes the transformer needs to enter.
@@ -130,15 +131,9 @@ def rewrite_file(
     mirrors = {insertion.target: method for insertion, method in zip(insertions, methods)}
     nested = any(lines[i.target.line - 1][:1].isspace() for i in insertions)
     new_source, inserted = (_through_module if nested else _by_class)(source, lines, classes, insertions, mirrors)
-    added_import = not binds_torch and any(uses_torch(method, old_tree) for method in methods)
-    if added_import:  # rare (vLLM's model files import torch): the codemod machinery is imported here
-        from libcst.codemod import CodemodContext
-        from libcst.codemod.visitors import AddImportsVisitor
-
-        context = CodemodContext()
-        AddImportsVisitor.add_needed_import(context, "torch")
-        module = cst.parse_module(new_source)
-        new_source = AddImportsVisitor(context).transform_module(module).code + dropped_tail(new_source, module)
+    added_import = False
+    if not binds_torch and any(uses_torch(method, old_tree) for method in methods):
+        new_source, added_import = with_torch_import(new_source)
     targets = [(i.target.name, i.target.line) for i in insertions]
     rewrite = Rewrite(path, original, new_source, inserted, added_import, targets)
     check_rewrite(rewrite, old_tree)

@@ -140,6 +140,20 @@ def late_torch(tree: ast.Module, placed: list[tuple[str, int, cst.FunctionDef]])
     return None
 
 
+def with_torch_import(source: str) -> tuple[str, bool]:
+    """``source`` with ``import torch`` added by libcst's ``AddImportsVisitor``, and whether it added
+    one: it adds none where the module imports torch already (then bound to something else later,
+    which is why the caller asked). Rare in vLLM, so the codemod machinery is imported here."""
+    from libcst.codemod import CodemodContext
+    from libcst.codemod.visitors import AddImportsVisitor
+
+    context = CodemodContext()
+    AddImportsVisitor.add_needed_import(context, "torch")
+    module = cst.parse_module(source)
+    new_source = AddImportsVisitor(context).transform_module(module).code + dropped_tail(source, module)
+    return new_source, new_source != source
+
+
 def dropped_tail(text: str, module: cst.Module) -> str:
     """What libcst leaves out when it writes ``text`` back: the last newline of a file whose lines
     end in a bare CR (libcst 1.9 reads ``"x\\r\\r"`` and writes ``"x\\r"``), else nothing."""
