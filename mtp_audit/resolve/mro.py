@@ -64,8 +64,9 @@ class Hierarchy:
     def bases(self, key: ClassKey) -> tuple[list[MroItem], list[str]]:
         items: list[MroItem] = []
         unresolved: list[str] = []
-        for code in self.class_facts(key).bases:
-            found = resolve_expression(self.index, key.module, code, self.platform)
+        cls = self.class_facts(key)
+        for code in cls.bases:
+            found = resolve_expression(self.index, key.module, code, self.platform, cls.bound_then.get(self.platform))
             hits = [f for f in found if isinstance(f, (ClassKey, External))]
             if hits:
                 items.append(hits[0])
