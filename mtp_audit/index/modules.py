@@ -208,9 +208,15 @@ class ModuleIndex:
                 except (NotDecodable, OSError):  # named where its facts are read
                     source = None
                 if source is not None:
-                    result = extract_imports(source, module, is_package)
+                    result = extract_imports(source, module, is_package, self._on_sys_path(path))
             self._imports[module] = result
         return self._imports[module]
+
+    def _on_sys_path(self, path: Path) -> bool:
+        """Is the root holding ``path`` a directory on ``sys.path`` (a vLLM tree's, or an extra root: an
+        installed plugin, the vLLM a plugin runs with)? A plugin directory scanned alone may be a package
+        itself, so a relative import may climb above what the tool takes for the top level."""
+        return self.tree.is_vllm or self.relative(path) == path.as_posix()  # outside the root: an extra one
 
     def chain_error(self, module: str, platform: str) -> str | None:
         """Why importing ``module`` fails on ``platform``, through anything it imports at top level."""
