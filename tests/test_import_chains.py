@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BASE, FIXTURES, build_tree
+from conftest import BASE, FIXTURES, build_tree, run_cli
 from mtp_audit.index.imports import ImportStatement, _interpreted_imports, _plain_imports, extract_imports
 from mtp_audit.locate import locate
 from mtp_audit.model import PLATFORMS
@@ -178,3 +178,46 @@ def test_a_drafter_whose_import_chain_climbs_above_vllm_has_no_platform(tmp_path
             f" {path}: import raises {BEYOND}",
         ),
     ]
+
+
+BROKEN_BASE = """from torch import nn
+
+
+class BrokenBase(nn.Module):
+    def compute_logits(self, hidden_states):
+        return self.logits_processor(self.lm_head, hidden_states)
+
+    def forward(self, x) return x
+"""
+
+
+def test_a_drafter_whose_base_module_does_not_parse_has_no_platform(tmp_path: Path) -> None:
+    """The drafter's module imports its base's, which raises SyntaxError: Python never defines the drafter.
+    No record (not ``not_applicable`` for a base not followed); the file's error and exit code 2 stay."""
+    tree = build_tree(BASE, tmp_path / "tree")
+    models = tree / "vllm" / "model_executor" / "models"
+    (models / "registry.py").write_text(
+        '_SPECULATIVE_DECODING_MODELS = {"DerivedMTPModel": ("derived_mtp", "DerivedMTP"),'
+        ' "LazyMTPModel": ("lazy_mtp", "LazyMTP")}\n'
+    )
+    (models / "broken_base.py").write_text(BROKEN_BASE)
+    (models / "derived_mtp.py").write_text(
+        "from .broken_base import BrokenBase\n\n\nclass DerivedMTP(BrokenBase):\n    pass\n"
+    )
+    lazy = "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from .broken_base import BrokenBase\n"
+    (models / "lazy_mtp.py").write_text(lazy + "\n\nclass LazyMTP(BrokenBase):\n    pass\n")
+    result, _, _ = scan(locate(tree))
+    assert result.parse_errors == [("vllm/model_executor/models/broken_base.py", "syntax error, line 8: expected ':'")]
+    # imported under TYPE_CHECKING only, never at run time: Python fails on the name, and the scan says as before
+    assert {(r.cls, r.status.value) for r in result.records} == {("LazyMTP", "not_applicable")}
+    assert [(u.arch, u.platforms, u.reason) for u in result.unresolved] == [
+        (
+            "DerivedMTPModel",
+            sorted(PLATFORMS),
+            "import chain: vllm/model_executor/models/derived_mtp.py:1 imports vllm.model_executor.models.broken_base;"
+            " vllm/model_executor/models/broken_base.py: syntax error, line 8: expected ':'",
+        )
+    ]
+    run = run_cli("scan", str(tree), "--format", "json")
+    assert run.returncode == 2
+    assert "error: vllm/model_executor/models/broken_base.py: syntax error, line 8: expected ':'" in run.stderr

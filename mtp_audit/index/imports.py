@@ -327,6 +327,34 @@ class ImportChains:
                 self._first_raise[key] = f"{self._path(raiser)}: {facts.errors[platform]}"
         return self._first_raise[key]
 
+    def path_to(self, start: str, target: str, platform: str) -> tuple[Step, ...] | None:
+        """The first chain of top-level imports, in the order they run, by which importing ``start`` imports
+        ``target`` (empty: ``start`` is ``target``); None when it does not. Walked afresh, recording nothing."""
+        if start == target:
+            return ()
+        visited = {start}
+        path: list[Step] = []
+        stack = [iter(self._edges(start, platform))]
+        while stack:
+            step = next(stack[-1], None)
+            if step is None:
+                stack.pop()
+                if path:
+                    path.pop()
+                continue
+            if step.target == target:
+                return (*path, step)
+            if step.target in visited or not self._in_tree(step.target):
+                continue
+            visited.add(step.target)
+            path.append(step)
+            stack.append(iter(self._edges(step.target, platform)))
+        return None
+
+    def describe_chain(self, start: str, chain: tuple[Step, ...], own: str) -> str:
+        """``own`` (why the chain's last module fails), after the chain from ``start`` to it."""
+        return self._describe(start, chain, "", own)
+
     def answers(self) -> ChainAnswers:
         """Every answer given so far, by (module, platform)."""
         return dict(self.described)
@@ -425,11 +453,12 @@ class ImportChains:
             failing.setdefault(step.module, chain[position:])
         return chain
 
-    def _describe(self, start: str, chain: tuple[Step, ...], platform: str) -> str:
-        raiser = chain[-1].target if chain else start
-        facts = self.index.import_facts(raiser)
-        assert facts is not None
-        own = f"{self._path(raiser)}: {facts.errors[platform]}"
+    def _describe(self, start: str, chain: tuple[Step, ...], platform: str, own: str = "") -> str:
+        if not own:
+            raiser = chain[-1].target if chain else start
+            facts = self.index.import_facts(raiser)
+            assert facts is not None
+            own = f"{self._path(raiser)}: {facts.errors[platform]}"
         if not chain:
             return own
         parts = []

@@ -195,6 +195,15 @@ class ModuleIndex:
                 return f"{facts.path}: {facts.import_errors[platform]}"
         return None
 
+    def unparsed(self, module: str) -> str | None:
+        """The first of ``module``'s packages, or itself, whose source does not parse (importing it raises)."""
+        parts = module.split(".")
+        for end in range(1, len(parts) + 1):
+            facts = self.facts(".".join(parts[:end]))
+            if facts is not None and facts.parse_error:
+                return facts.module
+        return None
+
     def import_facts(self, module: str) -> ImportFacts | None:
         """What importing ``module`` runs (see ``imports``); None when it is not in the tree, cannot
         be decoded or does not parse."""

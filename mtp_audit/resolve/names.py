@@ -29,10 +29,12 @@ class External:
 
 @dataclass(frozen=True)
 class Missing:
-    """No class: ``undecided`` when the tool could not follow the name (not that Python would fail)."""
+    """No class: ``undecided`` when the tool could not follow the name (not that Python would fail);
+    ``unparsed``: the module whose syntax error stops it (importing that module raises SyntaxError)."""
 
     reason: str
     undecided: bool = False
+    unparsed: str | None = None
 
 
 Resolved = ClassKey | ModuleRef | External | Missing
@@ -57,7 +59,7 @@ def resolve_name(
         return [External(f"{module}.{name}")]
     error = index.import_error(module, platform)
     if error:
-        return [Missing(error)]
+        return [Missing(error, unparsed=index.unparsed(module))]
     targets = bound if bound is not None else facts.bindings.get(platform, {}).get(name)
     if targets is None:
         if index.is_module(f"{module}.{name}"):
