@@ -213,7 +213,24 @@ class Scanner:
     def import_failure(self, entry: RegistryEntry, key: ClassKey, platform: str) -> str | None:
         """Why the registry's module or the class's module fails to import on ``platform``, through
         anything it imports; None when both import."""
-        return self.index.chain_error(entry.module, platform) or self.index.chain_error(key.module, platform)
+        return (
+            self.index.chain_error(entry.module, platform)
+            or self.index.chain_error(key.module, platform)
+            or self.syntax_failure(key, platform)
+        )
+
+    def syntax_failure(self, key: ClassKey, platform: str) -> str | None:
+        """A module that does not parse, where a base of the class stops, and that the class's module imports
+        at top level (itself or through others): importing it raises SyntaxError, so the class is never
+        defined. Import chains do not parse every module they pass; the bases' modules are parsed."""
+        for module in self.hierarchies[platform].mro(key).unparsed:
+            chain = self.index.chains.path_to(key.module, module, platform)
+            if chain is not None:
+                facts = self.index.facts(module)
+                assert facts is not None
+                own = f"{facts.path}: syntax error, {facts.parse_error}"
+                return self.index.chains.describe_chain(key.module, chain, own)
+        return None
 
     def record(self, res: Resolution, resolved_on: list[str], analysis: Analysis) -> DrafterRecord:
         h = self.hierarchies[resolved_on[0]]

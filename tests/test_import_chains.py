@@ -6,8 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import BASE, FIXTURES, build_tree, run_cli
 from mtp_audit.index.imports import ImportStatement, _interpreted_imports, _plain_imports, extract_imports
+from mtp_audit.locate import locate
+from mtp_audit.model import PLATFORMS
+from mtp_audit.scan import scan
 
 
 def _lines(statements: list[ImportStatement]) -> list[tuple[str, tuple[str, ...], int]]:
@@ -124,3 +127,97 @@ def test_interpreter_runs_imports_and_raises_per_platform() -> None:
     assert [s.module for s in facts.imports["cuda"]] == ["vllm.platforms", "vllm.models.fam.nvidia", ""]
     assert facts.imports["cuda"][2].names == ("optional_feature",)  # the branch that does not raise
     assert [s.module for s in facts.imports["xpu"]] == ["vllm.platforms"]
+
+
+BEYOND = "ImportError (line 3): attempted relative import beyond top-level package"
+
+
+def test_a_relative_import_above_the_top_level_package_raises() -> None:
+    """``from .... import x`` four levels up from ``vllm.model_executor.models.m`` leaves ``vllm``: an ImportError
+    on every platform, unless a handler may catch it, or the tool cannot know where the top level is."""
+    source = "import torch\n\nfrom .... import something\n"
+    facts = extract_imports(source, "vllm.model_executor.models.m", False)
+    assert facts is not None and facts.errors == {p: f"import raises {BEYOND}" for p in PLATFORMS}
+    assert not extract_imports(source.replace("....", "..."), "vllm.model_executor.models.m", False).errors
+    assert not extract_imports(source, "vllm.model_executor.models.m", True).errors  # a package: one level more
+    assert not extract_imports(source, "vllm.model_executor.models.m", False, top=False).errors
+    caught = "try:\n    from .... import something\nexcept ImportError:\n    something = None\n"
+    assert not extract_imports(caught, "vllm.model_executor.models.m", False).errors
+
+
+CLIMBING_MTP = """from torch import nn
+
+from .... import something  # noqa: F401
+
+
+class ClimbingMTP(nn.Module):
+    def compute_logits(self, hidden_states):
+        return self.logits_processor(self.lm_head, hidden_states)
+"""
+
+
+def test_a_drafter_whose_import_chain_climbs_above_vllm_has_no_platform(tmp_path: Path) -> None:
+    """Python cannot import the drafter's module (itself, or a module it imports): no record, the statement named."""
+    tree = build_tree(BASE, tmp_path / "tree")
+    models = tree / "vllm" / "model_executor" / "models"
+    (models / "registry.py").write_text(
+        '_SPECULATIVE_DECODING_MODELS = {"ClimbingMTPModel": ("climbing_mtp", "ClimbingMTP"),'
+        ' "UserMTPModel": ("user_mtp", "ClimbingMTP")}\n'
+    )
+    (models / "climbing_mtp.py").write_text(CLIMBING_MTP)
+    (models / "user_mtp.py").write_text("from .climbing_mtp import ClimbingMTP  # noqa: F401\n")
+    result, _, _ = scan(locate(tree))
+    assert not result.records
+    path = "vllm/model_executor/models/climbing_mtp.py"
+    assert [(u.arch, u.platforms, u.reason) for u in result.unresolved] == [
+        ("ClimbingMTPModel", sorted(PLATFORMS), f"{path}: import raises {BEYOND}"),
+        (
+            "UserMTPModel",
+            sorted(PLATFORMS),
+            f"import chain: vllm/model_executor/models/user_mtp.py:1 imports vllm.model_executor.models.climbing_mtp;"
+            f" {path}: import raises {BEYOND}",
+        ),
+    ]
+
+
+BROKEN_BASE = """from torch import nn
+
+
+class BrokenBase(nn.Module):
+    def compute_logits(self, hidden_states):
+        return self.logits_processor(self.lm_head, hidden_states)
+
+    def forward(self, x) return x
+"""
+
+
+def test_a_drafter_whose_base_module_does_not_parse_has_no_platform(tmp_path: Path) -> None:
+    """The drafter's module imports its base's, which raises SyntaxError: Python never defines the drafter.
+    No record (not ``not_applicable`` for a base not followed); the file's error and exit code 2 stay."""
+    tree = build_tree(BASE, tmp_path / "tree")
+    models = tree / "vllm" / "model_executor" / "models"
+    (models / "registry.py").write_text(
+        '_SPECULATIVE_DECODING_MODELS = {"DerivedMTPModel": ("derived_mtp", "DerivedMTP"),'
+        ' "LazyMTPModel": ("lazy_mtp", "LazyMTP")}\n'
+    )
+    (models / "broken_base.py").write_text(BROKEN_BASE)
+    (models / "derived_mtp.py").write_text(
+        "from .broken_base import BrokenBase\n\n\nclass DerivedMTP(BrokenBase):\n    pass\n"
+    )
+    lazy = "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from .broken_base import BrokenBase\n"
+    (models / "lazy_mtp.py").write_text(lazy + "\n\nclass LazyMTP(BrokenBase):\n    pass\n")
+    result, _, _ = scan(locate(tree))
+    assert result.parse_errors == [("vllm/model_executor/models/broken_base.py", "syntax error, line 8: expected ':'")]
+    # imported under TYPE_CHECKING only, never at run time: Python fails on the name, and the scan says as before
+    assert {(r.cls, r.status.value) for r in result.records} == {("LazyMTP", "not_applicable")}
+    assert [(u.arch, u.platforms, u.reason) for u in result.unresolved] == [
+        (
+            "DerivedMTPModel",
+            sorted(PLATFORMS),
+            "import chain: vllm/model_executor/models/derived_mtp.py:1 imports vllm.model_executor.models.broken_base;"
+            " vllm/model_executor/models/broken_base.py: syntax error, line 8: expected ':'",
+        )
+    ]
+    run = run_cli("scan", str(tree), "--format", "json")
+    assert run.returncode == 2
+    assert "error: vllm/model_executor/models/broken_base.py: syntax error, line 8: expected ':'" in run.stderr

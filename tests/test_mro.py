@@ -261,3 +261,64 @@ def test_absorbed_orders_are_used_and_never_replace_computed_ones(tmp_path: Path
     assert parent.memoised() == worker.memoised()
     assert parent.memoised()[keys[0]] is own
     assert all(parent.mro(key) is worker.memoised()[key] for key in keys[1:])
+
+
+BOUND_THEN = """\
+from vllm.platforms import current_platform
+
+
+class A:
+    pass
+
+
+class A(A):
+    pass
+
+
+class B:
+    pass
+
+
+Base = A
+if current_platform.is_rocm():
+    Base = B
+
+
+class Leaf(Base):
+    pass
+
+
+Base = None
+"""
+
+
+def test_a_base_is_what_its_name_is_bound_to_when_the_class_statement_runs(tmp_path: Path) -> None:
+    """``class A(A):`` derives from the earlier A; a name rebound after the class is not its base, on any platform."""
+    (tmp_path / "m.py").write_text(BOUND_THEN)
+    namespace: dict = {}
+    exec(
+        BOUND_THEN.replace("from vllm.platforms import current_platform\n", "").replace(
+            "current_platform.is_rocm()", "False"
+        ),
+        namespace,
+    )
+    assert [c.__name__ for c in namespace["Leaf"].mro()] == ["Leaf", "A", "A", "object"]
+    lines = BOUND_THEN.splitlines()
+    leaf = ClassKey("m", "Leaf", lines.index("class Leaf(Base):") + 1)
+    expected = {"cuda": [("A", 8), ("A", 4)], "rocm": [("B", 12)]}
+    for platform, bases in expected.items():
+        mro = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), platform).mro(leaf)
+        assert not mro.unresolved, mro.unresolved
+        found = [(item.name, item.line) for item in mro.classes if isinstance(item, ClassKey)]
+        assert found == [("Leaf", leaf.line), *bases]
+
+
+def test_a_redefined_class_derives_from_the_earlier_one_where_no_platform_is_read(tmp_path: Path) -> None:
+    where = write_module(tmp_path, "pkg.classes", {"A": [], "B": ["A"]})
+    source = (tmp_path / "pkg" / "classes.py").read_text()
+    (tmp_path / "pkg" / "classes.py").write_text(source.replace("class B(A):", "class A(A):"))
+    for platform in ("cuda", "xpu"):  # the module is run once, its facts shared by every platform
+        mro = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), platform).mro(
+            ClassKey("pkg.classes", "A", where["B"])
+        )
+        assert [(item.name, item.line) for item in mro.classes] == [("A", where["B"]), ("A", where["A"])]

@@ -92,6 +92,9 @@ class ClassFacts:
     init_attrs: dict[str, list[str]] = field(default_factory=dict)  # self.X = Callee(...)
     annotations: dict[str, str] = field(default_factory=dict)  # class-level X: Type
     init_raises: str | None = None  # __init__ only raises: a placeholder class
+    # platform -> base name -> what it was bound to when the class statement ran, kept only where that
+    # differs from the module's final binding (``class X(X):`` redefining X, ``Base`` rebound later)
+    bound_then: dict[str, dict[str, list[Target]]] = field(default_factory=dict)
 
 
 @dataclass

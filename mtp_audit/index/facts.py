@@ -117,6 +117,7 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
             facts.bindings[platform] = {}
             continue
         bindings = interpreter.state
+        _keep_bases_then(facts, platform, interpreter.bases_then, bindings)
         if getattr_def is not None:
             for name in _lazy_candidates(getattr_def, interpreter.all_names):
                 if name not in bindings:
@@ -128,7 +129,22 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
             facts.bindings[platform] = facts.bindings[first]
             if first in facts.import_errors:
                 facts.import_errors[platform] = facts.import_errors[first]
+            for cls in facts.classes:
+                if first in cls.bound_then:
+                    cls.bound_then[platform] = cls.bound_then[first]
     return facts
+
+
+def _keep_bases_then(
+    facts: ModuleFacts, platform: str, bases_then: dict[int, dict[str, list[Target]]], final: dict[str, list[Target]]
+) -> None:
+    """Record on each class the base bindings of its statement's time that the final bindings do not
+    tell (almost never: the facts stay as small as before)."""
+    for line, then in bases_then.items():
+        changed = {name: targets for name, targets in then.items() if final.get(name) != targets}
+        cls = facts.class_at(line) if changed else None
+        if cls is not None:
+            cls.bound_then[platform] = changed
 
 
 def _reads_platform(tree: ast.Module, getattr_def: ast.stmt | None) -> bool:

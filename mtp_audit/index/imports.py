@@ -112,12 +112,18 @@ def top_level_code(source: str) -> str:
     return "".join(out)
 
 
-def extract_imports(source: str, module: str, is_package: bool) -> ImportFacts | None:
-    """The import facts of one module; None when it does not parse."""
+def extract_imports(source: str, module: str, is_package: bool, top: bool = True) -> ImportFacts | None:
+    """The import facts of one module; None when it does not parse. ``top``: the module's first name is a
+    top-level package (its root is on ``sys.path``), so a relative import that climbs above it raises."""
     plain = _plain_imports(source, module, is_package)
     if plain is not None:
         return ImportFacts({platform: plain for platform in PLATFORMS}, {})
-    return _interpreted_imports(source, module, is_package)
+    return _interpreted_imports(source, module, is_package, top)
+
+
+def beyond_top(module: str, is_package: bool, level: int) -> bool:
+    """Does ``from {level dots} import ...`` in ``module`` climb above its top-level package (an ImportError)?"""
+    return level > module.count(".") + is_package
 
 
 def _plain_imports(source: str, module: str, is_package: bool) -> list[ImportStatement] | None:
@@ -147,6 +153,8 @@ def _plain_imports(source: str, module: str, is_package: bool) -> list[ImportSta
                 statements.append(ImportStatement("", names, line_number))
             continue
         dots = len(origin) - len(origin.lstrip("."))
+        if beyond_top(module, is_package, dots):
+            return None  # it raises: the interpreter's turn
         target = absolute_module(module, is_package, dots, origin[dots:] or None)
         statements.append(ImportStatement(target, (), line_number, text))
     return statements
@@ -165,7 +173,7 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _interpreted_imports(source: str, module: str, is_package: bool) -> ImportFacts | None:
+def _interpreted_imports(source: str, module: str, is_package: bool, top: bool = True) -> ImportFacts | None:
     try:
         tree = ast.parse(top_level_code(source))
     except (SyntaxError, ValueError):
@@ -176,7 +184,7 @@ def _interpreted_imports(source: str, module: str, is_package: bool) -> ImportFa
     result = ImportFacts()
     per_platform = any(isinstance(s, ast.If) for s in walk_statements(tree.body))
     for platform in PLATFORMS if per_platform else PLATFORMS[:1]:
-        imports, error = _TopLevel(module, is_package, platform).run(tree.body, guarded=False)
+        imports, error = _TopLevel(module, is_package, platform, top).run(tree.body, guarded=False)
         result.imports[platform] = next((i for i in result.imports.values() if i == imports), imports)
         if error:
             result.errors[platform] = error
@@ -198,8 +206,8 @@ class _Lines:
 class _TopLevel:
     """Runs top-level statements on one platform for their imports and raises only."""
 
-    def __init__(self, module: str, is_package: bool, platform: str):
-        self.module, self.is_package, self.platform = module, is_package, platform
+    def __init__(self, module: str, is_package: bool, platform: str, top: bool = True):
+        self.module, self.is_package, self.platform, self.top = module, is_package, platform, top
         self.aliases: set[str] = set()  # ``from vllm.platforms import current_platform as cp``
 
     def lookup(self, name: str) -> str | None:
@@ -214,7 +222,8 @@ class _TopLevel:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 if isinstance(node, ast.ImportFrom) and node.module == "vllm.platforms":
                     self.aliases.update(a.asname for a in node.names if a.name == PLATFORM and a.asname)
-                if not guarded:
+                error = None if guarded else self.beyond(node)
+                if not guarded and not error:
                     imports.append(self.statement(node))
             elif isinstance(node, ast.If):
                 sub, error = self.branch(node, guarded)
@@ -238,6 +247,12 @@ class _TopLevel:
             if error:
                 return imports, error
         return imports, None
+
+    def beyond(self, node: ast.Import | ast.ImportFrom) -> str | None:
+        """Why a relative import above the top-level package raises, as ``_raise_reason`` words a raise."""
+        if not (self.top and isinstance(node, ast.ImportFrom) and beyond_top(self.module, self.is_package, node.level)):
+            return None
+        return f"import raises ImportError (line {node.lineno}): attempted relative import beyond top-level package"
 
     def branch(self, node: ast.If, guarded: bool) -> tuple[list[ImportStatement], str | None]:
         truth = evaluate(node.test, self.platform, lookup=self.lookup)
@@ -311,6 +326,34 @@ class ImportChains:
                 assert facts is not None
                 self._first_raise[key] = f"{self._path(raiser)}: {facts.errors[platform]}"
         return self._first_raise[key]
+
+    def path_to(self, start: str, target: str, platform: str) -> tuple[Step, ...] | None:
+        """The first chain of top-level imports, in the order they run, by which importing ``start`` imports
+        ``target`` (empty: ``start`` is ``target``); None when it does not. Walked afresh, recording nothing."""
+        if start == target:
+            return ()
+        visited = {start}
+        path: list[Step] = []
+        stack = [iter(self._edges(start, platform))]
+        while stack:
+            step = next(stack[-1], None)
+            if step is None:
+                stack.pop()
+                if path:
+                    path.pop()
+                continue
+            if step.target == target:
+                return (*path, step)
+            if step.target in visited or not self._in_tree(step.target):
+                continue
+            visited.add(step.target)
+            path.append(step)
+            stack.append(iter(self._edges(step.target, platform)))
+        return None
+
+    def describe_chain(self, start: str, chain: tuple[Step, ...], own: str) -> str:
+        """``own`` (why the chain's last module fails), after the chain from ``start`` to it."""
+        return self._describe(start, chain, "", own)
 
     def answers(self) -> ChainAnswers:
         """Every answer given so far, by (module, platform)."""
@@ -410,11 +453,12 @@ class ImportChains:
             failing.setdefault(step.module, chain[position:])
         return chain
 
-    def _describe(self, start: str, chain: tuple[Step, ...], platform: str) -> str:
-        raiser = chain[-1].target if chain else start
-        facts = self.index.import_facts(raiser)
-        assert facts is not None
-        own = f"{self._path(raiser)}: {facts.errors[platform]}"
+    def _describe(self, start: str, chain: tuple[Step, ...], platform: str, own: str = "") -> str:
+        if not own:
+            raiser = chain[-1].target if chain else start
+            facts = self.index.import_facts(raiser)
+            assert facts is not None
+            own = f"{self._path(raiser)}: {facts.errors[platform]}"
         if not chain:
             return own
         parts = []

@@ -30,11 +30,13 @@ class _Interpreter:
         self.state: dict[str, list[Target]] = {}
         self.all_names: list[str] | None = None
         self.error: str | None = None
+        self.bases_then: dict[int, dict[str, list[Target]]] = {}  # class line -> its base names' targets then
 
     def fork(self) -> _Interpreter:
         other = _Interpreter(self.facts, self.platform, self.text)
         other.state = {k: list(v) for k, v in self.state.items()}
         other.all_names = list(self.all_names) if self.all_names is not None else None
+        other.bases_then = self.bases_then  # a class runs in one branch: every fork records into one dict
         return other
 
     def run(self, statements: list[ast.stmt]) -> None:
@@ -48,6 +50,7 @@ class _Interpreter:
 
     def statement(self, node: ast.stmt) -> None:
         if isinstance(node, ast.ClassDef):
+            self.remember_bases(self.text.line(node))
             self.bind(node.name, [Target("class", str(self.text.line(node)))])
         elif isinstance(node, ast.If):
             self.conditional(node)
@@ -57,6 +60,15 @@ class _Interpreter:
             self.state.pop(node.name, None)
         else:
             self.simple(node)
+
+    def remember_bases(self, line: int) -> None:
+        """What the class's base names are bound to as its statement runs: Python evaluates the bases
+        then, so a later rebinding (``class X(X):``, ``Base = Other`` after the class) does not apply."""
+        cls = self.facts.class_at(line)
+        if cls is None:
+            return
+        heads = {_head(code) for code in cls.bases}
+        self.bases_then[line] = {name: list(self.state[name]) for name in heads if name in self.state}
 
     def truth(self, test: ast.expr) -> bool | None:
         """A condition's truth here, module-level names included (``cp.is_rocm()``, ``if _IS_ROCM:``)."""
@@ -230,6 +242,11 @@ class _Interpreter:
 _CURRENT_PLATFORM = Target("import", "vllm.platforms", PLATFORM)
 _CONDITIONS = (ast.Call, ast.Compare, ast.BoolOp, ast.UnaryOp)  # what may be a decided platform condition
 _BINDING = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Pass)
+
+
+def _head(code: str) -> str:
+    """The name a base expression starts with (``nn`` of ``nn.Module``, ``Generic`` of ``Generic[T]``)."""
+    return code.split("[", 1)[0].split(".", 1)[0].strip()
 
 
 def _caught_names(node: ast.expr | None) -> tuple[str, ...]:

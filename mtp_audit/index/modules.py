@@ -195,6 +195,15 @@ class ModuleIndex:
                 return f"{facts.path}: {facts.import_errors[platform]}"
         return None
 
+    def unparsed(self, module: str) -> str | None:
+        """The first of ``module``'s packages, or itself, whose source does not parse (importing it raises)."""
+        parts = module.split(".")
+        for end in range(1, len(parts) + 1):
+            facts = self.facts(".".join(parts[:end]))
+            if facts is not None and facts.parse_error:
+                return facts.module
+        return None
+
     def import_facts(self, module: str) -> ImportFacts | None:
         """What importing ``module`` runs (see ``imports``); None when it is not in the tree, cannot
         be decoded or does not parse."""
@@ -208,9 +217,15 @@ class ModuleIndex:
                 except (NotDecodable, OSError):  # named where its facts are read
                     source = None
                 if source is not None:
-                    result = extract_imports(source, module, is_package)
+                    result = extract_imports(source, module, is_package, self._on_sys_path(path))
             self._imports[module] = result
         return self._imports[module]
+
+    def _on_sys_path(self, path: Path) -> bool:
+        """Is the root holding ``path`` a directory on ``sys.path`` (a vLLM tree's, or an extra root: an
+        installed plugin, the vLLM a plugin runs with)? A plugin directory scanned alone may be a package
+        itself, so a relative import may climb above what the tool takes for the top level."""
+        return self.tree.is_vllm or self.relative(path) == path.as_posix()  # outside the root: an extra one
 
     def chain_error(self, module: str, platform: str) -> str | None:
         """Why importing ``module`` fails on ``platform``, through anything it imports at top level."""

@@ -23,6 +23,7 @@ CYCLE = "inheritance cycle through"
 class Mro:
     classes: list[MroItem]
     unresolved: list[str] = field(default_factory=list)  # bases that could not be followed
+    unparsed: list[str] = field(default_factory=list)  # modules whose syntax errors stopped them
 
 
 @dataclass(frozen=True)
@@ -61,18 +62,22 @@ class Hierarchy:
         assert facts is not None
         return facts.path
 
-    def bases(self, key: ClassKey) -> tuple[list[MroItem], list[str]]:
+    def bases(self, key: ClassKey) -> tuple[list[MroItem], list[str], list[str]]:
+        """The bases that resolve; those that do not, with why; the modules that do not parse among the causes."""
         items: list[MroItem] = []
         unresolved: list[str] = []
-        for code in self.class_facts(key).bases:
-            found = resolve_expression(self.index, key.module, code, self.platform)
+        unparsed: list[str] = []
+        cls = self.class_facts(key)
+        for code in cls.bases:
+            found = resolve_expression(self.index, key.module, code, self.platform, cls.bound_then.get(self.platform))
             hits = [f for f in found if isinstance(f, (ClassKey, External))]
             if hits:
                 items.append(hits[0])
             else:
                 reasons = "; ".join(f.reason for f in found if isinstance(f, Missing))
                 unresolved.append(f"{code} ({reasons})" if reasons else code)
-        return items, unresolved
+                unparsed.extend(f.unparsed for f in found if isinstance(f, Missing) and f.unparsed)
+        return items, unresolved, list(dict.fromkeys(unparsed))
 
     def mro(self, key: ClassKey) -> Mro:
         if key in self._mro:
@@ -86,23 +91,25 @@ class Hierarchy:
             self._active.discard(key)
 
     def _linearize(self, key: ClassKey) -> Mro:
-        bases, unresolved = self.bases(key)
+        bases, unresolved, unparsed = self.bases(key)
         if len(bases) == 1:  # single inheritance, by far the most common: C3 gives the base's MRO
             base = bases[0]
             if not isinstance(base, ClassKey):
-                return self._memo(key, Mro([key, base], unresolved))
+                return self._memo(key, Mro([key, base], unresolved, unparsed))
             sub = self.mro(base)
             unresolved.extend(u for u in sub.unresolved if u not in unresolved)
-            return self._memo(key, Mro([key, *sub.classes], unresolved))
+            unparsed.extend(u for u in sub.unparsed if u not in unparsed)
+            return self._memo(key, Mro([key, *sub.classes], unresolved, unparsed))
         parents = []
         for base in bases:
             if isinstance(base, ClassKey):
                 sub = self.mro(base)
                 parents.append(list(sub.classes))
                 unresolved.extend(u for u in sub.unresolved if u not in unresolved)
+                unparsed.extend(u for u in sub.unparsed if u not in unparsed)
             else:
                 parents.append([base])
-        return self._memo(key, Mro([key, *_c3([*parents, list(bases)])], unresolved))
+        return self._memo(key, Mro([key, *_c3([*parents, list(bases)])], unresolved, unparsed))
 
     def _memo(self, key: ClassKey, result: Mro) -> Mro:
         if not any(u.startswith(CYCLE) for u in result.unresolved):  # a cycle reads differently from each class on it

@@ -9,6 +9,7 @@ from __future__ import annotations
 import builtins
 from dataclasses import dataclass
 
+from ..index.fact_types import Target
 from ..index.modules import ModuleIndex
 from ..model import ClassKey
 from .attempts import holding
@@ -28,18 +29,27 @@ class External:
 
 @dataclass(frozen=True)
 class Missing:
-    """No class: ``undecided`` when the tool could not follow the name (not that Python would fail)."""
+    """No class: ``undecided`` when the tool could not follow the name (not that Python would fail);
+    ``unparsed``: the module whose syntax error stops it (importing that module raises SyntaxError)."""
 
     reason: str
     undecided: bool = False
+    unparsed: str | None = None
 
 
 Resolved = ClassKey | ModuleRef | External | Missing
 
 
 def resolve_name(
-    index: ModuleIndex, module: str, name: str, platform: str, _seen: frozenset = frozenset()
+    index: ModuleIndex,
+    module: str,
+    name: str,
+    platform: str,
+    _seen: frozenset = frozenset(),
+    bound: list[Target] | None = None,
 ) -> list[Resolved]:
+    """What ``name`` in ``module`` is on ``platform``: by its final binding, or by ``bound`` (its binding
+    at some earlier statement, such as a class statement whose base it is)."""
     key = (module, name)
     if key in _seen:
         return [Missing(f"import cycle through {module}.{name}")]
@@ -49,8 +59,8 @@ def resolve_name(
         return [External(f"{module}.{name}")]
     error = index.import_error(module, platform)
     if error:
-        return [Missing(error)]
-    targets = facts.bindings.get(platform, {}).get(name)
+        return [Missing(error, unparsed=index.unparsed(module))]
+    targets = bound if bound is not None else facts.bindings.get(platform, {}).get(name)
     if targets is None:
         if index.is_module(f"{module}.{name}"):
             return [ModuleRef(f"{module}.{name}")]
@@ -86,17 +96,21 @@ def resolve_name(
     return _dedupe(out)
 
 
-def resolve_expression(index: ModuleIndex, module: str, code: str, platform: str) -> list[Resolved]:
-    """Resolve a dotted expression such as ``nn.Module`` or ``Generic[T]`` in ``module``."""
+def resolve_expression(
+    index: ModuleIndex, module: str, code: str, platform: str, bound_then: dict[str, list[Target]] | None = None
+) -> list[Resolved]:
+    """Resolve a dotted expression such as ``nn.Module`` or ``Generic[T]`` in ``module``; ``bound_then``: names
+    bound otherwise where the expression is evaluated than at the end of the module (``ClassFacts.bound_then``)."""
     dotted = code.split("[", 1)[0].strip()
     parts = [p.strip() for p in dotted.split(".")]
     if not parts or not all(p.isidentifier() for p in parts):
         return [Missing(f"cannot follow base {code}")]
     facts = index.facts(module)
-    bound = facts is not None and parts[0] in facts.bindings.get(platform, {})
+    then = (bound_then or {}).get(parts[0])
+    bound = then is not None or (facts is not None and parts[0] in facts.bindings.get(platform, {}))
     if not bound and parts[0] in vars(builtins):
         return [External(dotted)]
-    current = resolve_name(index, module, parts[0], platform)
+    current = resolve_name(index, module, parts[0], platform, bound=then)
     for attr in parts[1:]:
         nxt: list[Resolved] = []
         for item in current:
