@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BASE, FIXTURES, build_tree, run_cli
+from mtp_audit.index.encoding import decode_source
 from mtp_audit.index.imports import ImportStatement, _interpreted_imports, _plain_imports, extract_imports
 from mtp_audit.locate import locate
 from mtp_audit.model import PLATFORMS
@@ -30,7 +31,7 @@ FIXTURE_FILES = sorted(FIXTURES.rglob("*.py"))
 def test_line_scanner_agrees_with_interpreter(path: Path) -> None:
     root = next(parent for parent in path.parents if (parent / "vllm").is_dir() or parent == FIXTURES)
     module, is_package = _module_name(path, root)
-    source = path.read_text()
+    source, _ = decode_source(path.read_bytes())  # a fixture may be latin-1 (fix/file_encodings)
     plain = _plain_imports(source, module, is_package)
     interpreted = _interpreted_imports(source, module, is_package)
     if plain is None or interpreted is None:
