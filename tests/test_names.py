@@ -100,6 +100,29 @@ def test_star_imports_the_last_that_has_the_name_wins(tmp_path: Path) -> None:
     assert resolve_name(index, "pkg", "Nowhere", "cuda") == [Missing("pkg/__init__.py: Nowhere is not defined on cuda")]
 
 
+def test_a_star_import_rebinds_only_the_names_bound_before_it(tmp_path: Path) -> None:
+    """Statements run in order: a star import after a class rebinds its name, one before does not; a name
+    ``__getattr__`` gives is asked for only when the module lacks it, so a star import wins over it; a star
+    import of a module outside the tree (what it exports is unknown) leaves the explicit binding."""
+    index = index_of(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/src.py": "class Drafter:\n    pass\n",
+            "pkg/after.py": "class Drafter:\n    pass\n\n\nfrom .src import *\n",
+            "pkg/before.py": "from .src import *\n\n\nclass Drafter:\n    pass\n",
+            "pkg/lazy.py": "from .src import *\n\n__all__ = ['Drafter']\n\n\ndef __getattr__(name):\n"
+            "    if name == 'Drafter':\n        from .other import Drafter\n\n        return Drafter\n",
+            "pkg/other.py": "class Drafter:\n    pass\n",
+            "pkg/outside.py": "class Drafter:\n    pass\n\n\nfrom torch import *\n",
+        },
+    )
+    assert resolve_name(index, "pkg.after", "Drafter", "cuda") == [ClassKey("pkg.src", "Drafter", 1)]
+    assert resolve_name(index, "pkg.before", "Drafter", "cuda") == [ClassKey("pkg.before", "Drafter", 4)]
+    assert resolve_name(index, "pkg.lazy", "Drafter", "cuda") == [ClassKey("pkg.src", "Drafter", 1)]
+    assert resolve_name(index, "pkg.outside", "Drafter", "cuda") == [ClassKey("pkg.outside", "Drafter", 1)]
+
+
 def test_an_import_cycle_is_named_not_followed_forever(tmp_path: Path) -> None:
     index = index_of(
         tmp_path,

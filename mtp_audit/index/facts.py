@@ -119,9 +119,7 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
         bindings = interpreter.state
         _keep_bases_then(facts, platform, interpreter.bases_then, bindings)
         if getattr_def is not None:
-            for name in _lazy_candidates(getattr_def, interpreter.all_names):
-                if name not in bindings:
-                    bindings[name] = _evaluate_getattr(getattr_def, name, interpreter)
+            bindings = _with_lazy(bindings, getattr_def, interpreter)
         facts.bindings[platform] = _share_with_earlier(bindings, facts.bindings)
     if not per_platform:
         first = PLATFORMS[0]
@@ -135,16 +133,38 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
     return facts
 
 
+def _with_lazy(bindings: dict[str, list[Target]], getattr_def: ast.stmt, interpreter: _Interpreter) -> dict:
+    """``bindings`` with the names that ``__getattr__`` gives, put first: Python asks it only for a name the
+    module lacks, so any star import rebinds them (as if it ran after)."""
+    lazy = {
+        name: _evaluate_getattr(getattr_def, name, interpreter)
+        for name in _lazy_candidates(getattr_def, interpreter.all_names)
+        if name not in bindings
+    }
+    return {**lazy, **bindings} if lazy else bindings
+
+
 def _keep_bases_then(
     facts: ModuleFacts, platform: str, bases_then: dict[int, dict[str, list[Target]]], final: dict[str, list[Target]]
 ) -> None:
     """Record on each class the base bindings of its statement's time that the final bindings do not
     tell (almost never: the facts stay as small as before)."""
     for line, then in bases_then.items():
-        changed = {name: targets for name, targets in then.items() if final.get(name) != targets}
+        changed = {name: t for name, t in then.items() if final.get(name) != t or _star_after(final, name)}
         cls = facts.class_at(line) if changed else None
         if cls is not None:
             cls.bound_then[platform] = changed
+
+
+def _star_after(final: dict[str, list[Target]], name: str) -> bool:
+    """Whether a star import ran after ``name`` was bound: it may rebind the name, but not what a class
+    statement before it already evaluated."""
+    for key in reversed(final):
+        if key == name:
+            return False
+        if key.startswith("*"):
+            return True
+    return False
 
 
 def _reads_platform(tree: ast.Module, getattr_def: ast.stmt | None) -> bool:

@@ -46,6 +46,9 @@ class _Interpreter:
             self.statement(statement)
 
     def bind(self, name: str, targets: list[Target]) -> None:
+        """Rebinding moves the name last: the bindings keep the order of the statements that made them, which
+        tells resolution whether a star import ran after a name's binding (and may have rebound it)."""
+        self.state.pop(name, None)
         self.state[name] = targets
 
     def statement(self, node: ast.stmt) -> None:
