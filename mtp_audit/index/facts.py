@@ -25,7 +25,7 @@ from ..model import PLATFORMS
 from .ast_tools import FUNCTIONS, walk_statements
 from .classes import _assigned_after, _collect_classes
 from .fact_types import ModuleFacts, Target
-from .interpreter import _Interpreter
+from .interpreter import _NO_ALL, _Interpreter
 from .module_getattr import _evaluate_getattr, _lazy_candidates
 from .platforms import PLATFORM_PREDICATES
 from .prefilter import Reduced, physical_lines, reduce_source, whole
@@ -117,6 +117,8 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
             facts.bindings[platform] = {}
             continue
         bindings = interpreter.state
+        if interpreter.exports != _NO_ALL:
+            facts.exports[platform] = interpreter.exports  # type: ignore[assignment]
         _keep_bases_then(facts, platform, interpreter.bases_then, bindings)
         if getattr_def is not None:
             bindings = _with_lazy(bindings, getattr_def, interpreter)
@@ -127,6 +129,8 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
             facts.bindings[platform] = facts.bindings[first]
             if first in facts.import_errors:
                 facts.import_errors[platform] = facts.import_errors[first]
+            if first in facts.exports:
+                facts.exports[platform] = facts.exports[first]
             for cls in facts.classes:
                 if first in cls.bound_then:
                     cls.bound_then[platform] = cls.bound_then[first]

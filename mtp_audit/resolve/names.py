@@ -66,7 +66,8 @@ def resolve_name(
         if index.is_module(f"{module}.{name}"):
             return [ModuleRef(f"{module}.{name}")]
         found = _from_stars(index, bindings, name, platform, seen)
-        return found or [Missing(f"{facts.path}: {name} is not defined on {platform}")]
+        why = f"{facts.path}: {name} is not defined on {platform}{_left_out(index, bindings, name, platform)}"
+        return found or [Missing(why)]
     if bound is None:
         found = _from_stars(index, bindings, name, platform, seen, after=name)
         if found:
@@ -114,12 +115,38 @@ def _from_stars(
         if not key.startswith("*"):
             continue
         source = bindings[key][0].a
-        if after is not None and index.facts(source) is None:
+        if (after is not None and index.facts(source) is None) or not _exported(index, source, name, platform):
             continue
         found = resolve_name(index, source, name, platform, seen)
         if not all(isinstance(r, Missing) for r in found):
             return found
     return None
+
+
+def _exported(index: ModuleIndex, module: str, name: str, platform: str) -> bool:
+    """Whether ``from module import *`` binds ``name``: the names its ``__all__`` lists, or without one every
+    name not starting with ``_``; an ``__all__`` that is not a literal list is taken to list it (as though
+    read), and so is any name of a module outside the tree."""
+    facts = index.facts(module)
+    if facts is None:
+        return True
+    if platform not in facts.exports:
+        return not name.startswith("_")
+    listed = facts.exports[platform]
+    return listed is None or name in listed
+
+
+def _left_out(index: ModuleIndex, bindings: dict[str, list[Target]], name: str, platform: str) -> str:
+    """Why a star import whose module binds ``name`` does not bring it (empty when none), for the reason."""
+    for key in reversed(bindings):
+        source = bindings[key][0].a if key.startswith("*") else None
+        facts = index.facts(source) if source else None
+        if facts is None or name not in facts.bindings.get(platform, {}) or _exported(index, source, name, platform):
+            continue
+        if platform in facts.exports:
+            return f" (from {source} import * leaves it out: not in its __all__)"
+        return f" (from {source} import * leaves it out: it starts with _)"
+    return ""
 
 
 def resolve_expression(
