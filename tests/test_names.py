@@ -100,6 +100,65 @@ def test_star_imports_the_last_that_has_the_name_wins(tmp_path: Path) -> None:
     assert resolve_name(index, "pkg", "Nowhere", "cuda") == [Missing("pkg/__init__.py: Nowhere is not defined on cuda")]
 
 
+def test_a_star_import_rebinds_only_the_names_bound_before_it(tmp_path: Path) -> None:
+    """Statements run in order: a star import after a class rebinds its name, one before does not; a name
+    ``__getattr__`` gives is asked for only when the module lacks it, so a star import wins over it; a star
+    import of a module outside the tree (what it exports is unknown) leaves the explicit binding."""
+    index = index_of(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/src.py": "class Drafter:\n    pass\n",
+            "pkg/after.py": "class Drafter:\n    pass\n\n\nfrom .src import *\n",
+            "pkg/before.py": "from .src import *\n\n\nclass Drafter:\n    pass\n",
+            "pkg/lazy.py": "from .src import *\n\n__all__ = ['Drafter']\n\n\ndef __getattr__(name):\n"
+            "    if name == 'Drafter':\n        from .other import Drafter\n\n        return Drafter\n",
+            "pkg/other.py": "class Drafter:\n    pass\n",
+            "pkg/outside.py": "class Drafter:\n    pass\n\n\nfrom torch import *\n",
+        },
+    )
+    assert resolve_name(index, "pkg.after", "Drafter", "cuda") == [ClassKey("pkg.src", "Drafter", 1)]
+    assert resolve_name(index, "pkg.before", "Drafter", "cuda") == [ClassKey("pkg.before", "Drafter", 4)]
+    assert resolve_name(index, "pkg.lazy", "Drafter", "cuda") == [ClassKey("pkg.src", "Drafter", 1)]
+    assert resolve_name(index, "pkg.outside", "Drafter", "cuda") == [ClassKey("pkg.outside", "Drafter", 1)]
+
+
+def test_a_star_import_binds_only_what_all_lists(tmp_path: Path) -> None:
+    """``import *`` binds the names a literal ``__all__`` lists (``+=`` and ``append`` included, per platform
+    under an ``if``), or without one the names not starting with ``_``; an ``__all__`` that is not a literal
+    list is taken to list the name, as before."""
+    drafter = "class Drafter:\n    pass\n\n\nclass _Private:\n    pass\n\n\n"
+    index = index_of(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/listed.py": drafter + "__all__ = ['Other']\n__all__ += ['Drafter']\n",
+            "pkg/unlisted.py": drafter + "__all__ = ('Other',)\n__all__.append('Also')\n",
+            "pkg/per.py": HEADER + drafter + "__all__ = ['Other']\nif current_platform.is_rocm():\n"
+            "    __all__.extend(['Drafter'])\n",
+            "pkg/unread.py": drafter + "__all__ = ['Other'] + NAMES\n",
+            "pkg/none.py": drafter,
+            **{f"pkg/from_{m}.py": f"from .{m} import *\n" for m in ("listed", "unlisted", "per", "unread", "none")},
+        },
+    )
+    assert resolve_name(index, "pkg.from_listed", "Drafter", "cuda") == [ClassKey("pkg.listed", "Drafter", 1)]
+    assert resolve_name(index, "pkg.from_unlisted", "Drafter", "cuda") == [
+        Missing(
+            "pkg/from_unlisted.py: Drafter is not defined on cuda (from pkg.unlisted import * leaves it out: "
+            "not in its __all__)"
+        )
+    ]
+    assert resolve_name(index, "pkg.from_per", "Drafter", "rocm") == [ClassKey("pkg.per", "Drafter", 2)]
+    assert resolve_name(index, "pkg.from_per", "Drafter", "cuda")[0].reason.endswith("not in its __all__)")
+    assert resolve_name(index, "pkg.from_unread", "Drafter", "cuda") == [ClassKey("pkg.unread", "Drafter", 1)]
+    assert resolve_name(index, "pkg.from_none", "Drafter", "cuda") == [ClassKey("pkg.none", "Drafter", 1)]
+    assert resolve_name(index, "pkg.from_none", "_Private", "cuda") == [
+        Missing(
+            "pkg/from_none.py: _Private is not defined on cuda (from pkg.none import * leaves it out: it starts with _)"
+        )
+    ]
+
+
 def test_an_import_cycle_is_named_not_followed_forever(tmp_path: Path) -> None:
     index = index_of(
         tmp_path,

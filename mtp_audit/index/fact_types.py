@@ -105,6 +105,9 @@ class ModuleFacts:
     classes: list[ClassFacts] = field(default_factory=list)
     bindings: dict[str, dict[str, list[Target]]] = field(default_factory=dict)  # platform -> name
     import_errors: dict[str, str] = field(default_factory=dict)  # platform -> why import fails
+    # platform -> the names ``__all__`` lists (None: not a literal list, taken to list any name); a platform
+    # absent: no ``__all__`` (``import *`` binds the names not starting with ``_``)
+    exports: dict[str, list[str] | None] = field(default_factory=dict)
     parse_error: str | None = None
 
     def class_at(self, line: int) -> ClassFacts | None:

@@ -25,7 +25,7 @@ from ..model import PLATFORMS
 from .ast_tools import FUNCTIONS, walk_statements
 from .classes import _assigned_after, _collect_classes
 from .fact_types import ModuleFacts, Target
-from .interpreter import _Interpreter
+from .interpreter import _NO_ALL, _Interpreter
 from .module_getattr import _evaluate_getattr, _lazy_candidates
 from .platforms import PLATFORM_PREDICATES
 from .prefilter import Reduced, physical_lines, reduce_source, whole
@@ -117,11 +117,11 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
             facts.bindings[platform] = {}
             continue
         bindings = interpreter.state
+        if interpreter.exports != _NO_ALL:
+            facts.exports[platform] = interpreter.exports  # type: ignore[assignment]
         _keep_bases_then(facts, platform, interpreter.bases_then, bindings)
         if getattr_def is not None:
-            for name in _lazy_candidates(getattr_def, interpreter.all_names):
-                if name not in bindings:
-                    bindings[name] = _evaluate_getattr(getattr_def, name, interpreter)
+            bindings = _with_lazy(bindings, getattr_def, interpreter)
         facts.bindings[platform] = _share_with_earlier(bindings, facts.bindings)
     if not per_platform:
         first = PLATFORMS[0]
@@ -129,10 +129,23 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
             facts.bindings[platform] = facts.bindings[first]
             if first in facts.import_errors:
                 facts.import_errors[platform] = facts.import_errors[first]
+            if first in facts.exports:
+                facts.exports[platform] = facts.exports[first]
             for cls in facts.classes:
                 if first in cls.bound_then:
                     cls.bound_then[platform] = cls.bound_then[first]
     return facts
+
+
+def _with_lazy(bindings: dict[str, list[Target]], getattr_def: ast.stmt, interpreter: _Interpreter) -> dict:
+    """``bindings`` with the names that ``__getattr__`` gives, put first: Python asks it only for a name the
+    module lacks, so any star import rebinds them (as if it ran after)."""
+    lazy = {
+        name: _evaluate_getattr(getattr_def, name, interpreter)
+        for name in _lazy_candidates(getattr_def, interpreter.all_names)
+        if name not in bindings
+    }
+    return {**lazy, **bindings} if lazy else bindings
 
 
 def _keep_bases_then(
@@ -141,10 +154,21 @@ def _keep_bases_then(
     """Record on each class the base bindings of its statement's time that the final bindings do not
     tell (almost never: the facts stay as small as before)."""
     for line, then in bases_then.items():
-        changed = {name: targets for name, targets in then.items() if final.get(name) != targets}
+        changed = {name: t for name, t in then.items() if final.get(name) != t or _star_after(final, name)}
         cls = facts.class_at(line) if changed else None
         if cls is not None:
             cls.bound_then[platform] = changed
+
+
+def _star_after(final: dict[str, list[Target]], name: str) -> bool:
+    """Whether a star import ran after ``name`` was bound: it may rebind the name, but not what a class
+    statement before it already evaluated."""
+    for key in reversed(final):
+        if key == name:
+            return False
+        if key.startswith("*"):
+            return True
+    return False
 
 
 def _reads_platform(tree: ast.Module, getattr_def: ast.stmt | None) -> bool:

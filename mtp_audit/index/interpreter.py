@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Union
 
 from .ast_tools import FUNCTIONS, _strings, absolute_module, dotted
 from .fact_types import ModuleFacts, Target, TryOutcome
@@ -29,6 +29,7 @@ class _Interpreter:
         self.text = text
         self.state: dict[str, list[Target]] = {}
         self.all_names: list[str] | None = None
+        self.exports: Exports = _NO_ALL  # what ``import *`` of this module binds, as far as ``__all__`` tells
         self.error: str | None = None
         self.bases_then: dict[int, dict[str, list[Target]]] = {}  # class line -> its base names' targets then
 
@@ -36,6 +37,7 @@ class _Interpreter:
         other = _Interpreter(self.facts, self.platform, self.text)
         other.state = {k: list(v) for k, v in self.state.items()}
         other.all_names = list(self.all_names) if self.all_names is not None else None
+        other.exports = self.exports
         other.bases_then = self.bases_then  # a class runs in one branch: every fork records into one dict
         return other
 
@@ -46,6 +48,9 @@ class _Interpreter:
             self.statement(statement)
 
     def bind(self, name: str, targets: list[Target]) -> None:
+        """Rebinding moves the name last: the bindings keep the order of the statements that made them, which
+        tells resolution whether a star import ran after a name's binding (and may have rebound it)."""
+        self.state.pop(name, None)
         self.state[name] = targets
 
     def statement(self, node: ast.stmt) -> None:
@@ -116,7 +121,7 @@ class _Interpreter:
                 both = self.fork()
                 both.merge(caught, other)
                 caught = both
-            self.state, self.all_names = caught.state, caught.all_names
+            self.state, self.all_names, self.exports = caught.state, caught.all_names, caught.exports
             self.error = self.error if caught.error else None
         elif not self.error:
             self.run(node.orelse)
@@ -145,7 +150,7 @@ class _Interpreter:
                 caught.run(handler.body)
                 outcomes.append((caught, TryOutcome(lines, imports, handlers, statement, number)))
         self.state = _by_outcome(outcomes)
-        self.all_names = ran.all_names
+        self.all_names, self.exports = ran.all_names, ran.exports
         self.run(node.finalbody)
         return True
 
@@ -169,6 +174,7 @@ class _Interpreter:
                 bucket.extend(t for t in targets if t not in bucket)
         self.state = merged
         self.all_names = branches[0].all_names
+        self.exports = _merged_exports([b.exports for b in branches])
 
     def simple(self, node: ast.stmt) -> None:
         if isinstance(node, ast.Import):
@@ -194,10 +200,12 @@ class _Interpreter:
                     continue
                 if target.id == "__all__":
                     self.all_names = string_values(node.value) or []
+                    self.exports = _literal_names(node.value)
                 else:
                     self.bind(target.id, self.expression(node.value))
         elif isinstance(node, ast.AugAssign) and _is_all(node.target):
             self.all_names = (self.all_names or []) + (string_values(node.value) or [])
+            self.exports = _extended(self.exports, _literal_names(node.value))
         elif (
             isinstance(node, ast.Expr)
             and isinstance(node.value, ast.Call)
@@ -207,6 +215,10 @@ class _Interpreter:
             call = node.value  # __all__.extend([...]) / __all__.append("...")
             values = string_values(call.args[0]) if call.args else None
             self.all_names = (self.all_names or []) + (values or [])
+            added = _literal_names(call.args[0]) if call.func.attr == "extend" and len(call.args) == 1 else None
+            if call.func.attr == "append" and len(call.args) == 1 and literal_string(call.args[0]) is not None:
+                added = [literal_string(call.args[0])]  # type: ignore[list-item]
+            self.exports = _extended(self.exports, added)
         elif isinstance(node, ast.Raise):
             self.error = _raise_reason(node, self.text)
 
@@ -242,6 +254,35 @@ class _Interpreter:
 _CURRENT_PLATFORM = Target("import", "vllm.platforms", PLATFORM)
 _CONDITIONS = (ast.Call, ast.Compare, ast.BoolOp, ast.UnaryOp)  # what may be a decided platform condition
 _BINDING = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Pass)
+
+
+# ``__all__`` as far as it is read: absent (``_NO_ALL``: ``import *`` binds every name not starting with ``_``),
+# the names of a literal list or tuple, or None (bound to something else: the tool assumes it lists any name).
+Exports = Union[list[str], None, tuple[()]]
+_NO_ALL: tuple[()] = ()
+
+
+def _literal_names(node: ast.expr) -> list[str] | None:
+    """The strings of a literal list or tuple (a bare string is not one: ``import *`` would take its
+    characters as the names)."""
+    return string_values(node) if isinstance(node, (ast.List, ast.Tuple)) else None
+
+
+def _extended(exports: Exports, added: list[str] | None) -> Exports:
+    """``__all__`` after ``+=``/``extend``/``append``: unreadable when either part is (or ``__all__`` was unbound)."""
+    if isinstance(exports, list) and added is not None:
+        return [*exports, *added]
+    return None
+
+
+def _merged_exports(branches: list[Exports]) -> Exports:
+    """``__all__`` after branches that may each run: the same in all, or the union of lists; otherwise
+    unreadable (one branch without ``__all__`` exports names the other's list may leave out)."""
+    if all(e == branches[0] for e in branches):
+        return branches[0]
+    if all(isinstance(e, list) for e in branches):
+        return list(dict.fromkeys(n for e in branches for n in e))  # type: ignore[union-attr]
+    return None
 
 
 def _head(code: str) -> str:

@@ -60,17 +60,18 @@ def resolve_name(
     error = index.import_error(module, platform)
     if error:
         return [Missing(error, unparsed=index.unparsed(module))]
-    targets = bound if bound is not None else facts.bindings.get(platform, {}).get(name)
+    bindings = facts.bindings.get(platform, {})
+    targets = bound if bound is not None else bindings.get(name)
     if targets is None:
         if index.is_module(f"{module}.{name}"):
             return [ModuleRef(f"{module}.{name}")]
-        # The last star import that has the name wins: each rebinds what the ones before bound.
-        for star, star_targets in reversed(facts.bindings.get(platform, {}).items()):
-            if star.startswith("*"):
-                found = resolve_name(index, star_targets[0].a, name, platform, seen)
-                if not all(isinstance(r, Missing) for r in found):
-                    return found
-        return [Missing(f"{facts.path}: {name} is not defined on {platform}")]
+        found = _from_stars(index, bindings, name, platform, seen)
+        why = f"{facts.path}: {name} is not defined on {platform}{_left_out(index, bindings, name, platform)}"
+        return found or [Missing(why)]
+    if bound is None:
+        found = _from_stars(index, bindings, name, platform, seen, after=name)
+        if found:
+            return found
     targets, uncaught = holding(index, targets, platform)
     if uncaught:
         return [Missing(f"{facts.path}: {uncaught}")]
@@ -94,6 +95,58 @@ def resolve_name(
         else:
             out.append(Missing(f"{facts.path}: cannot follow {name} = {target.a}", undecided=True))
     return _dedupe(out)
+
+
+def _from_stars(
+    index: ModuleIndex,
+    bindings: dict[str, list[Target]],
+    name: str,
+    platform: str,
+    seen: frozenset,
+    after: str | None = None,
+) -> list[Resolved] | None:
+    """What the star imports give ``name``, the last that has it winning (each rebinds what the statements
+    before bound); with ``after``, only the star imports run after that name's own binding (the bindings keep
+    statement order), and only those of scanned modules: whether torch's ``*`` has the name is unknown, so
+    the explicit binding stays. None: no star import gives it."""
+    for key in reversed(bindings):
+        if key == after:
+            break
+        if not key.startswith("*"):
+            continue
+        source = bindings[key][0].a
+        if (after is not None and index.facts(source) is None) or not _exported(index, source, name, platform):
+            continue
+        found = resolve_name(index, source, name, platform, seen)
+        if not all(isinstance(r, Missing) for r in found):
+            return found
+    return None
+
+
+def _exported(index: ModuleIndex, module: str, name: str, platform: str) -> bool:
+    """Whether ``from module import *`` binds ``name``: the names its ``__all__`` lists, or without one every
+    name not starting with ``_``; an ``__all__`` that is not a literal list is taken to list it (as though
+    read), and so is any name of a module outside the tree."""
+    facts = index.facts(module)
+    if facts is None:
+        return True
+    if platform not in facts.exports:
+        return not name.startswith("_")
+    listed = facts.exports[platform]
+    return listed is None or name in listed
+
+
+def _left_out(index: ModuleIndex, bindings: dict[str, list[Target]], name: str, platform: str) -> str:
+    """Why a star import whose module binds ``name`` does not bring it (empty when none), for the reason."""
+    for key in reversed(bindings):
+        source = bindings[key][0].a if key.startswith("*") else None
+        facts = index.facts(source) if source else None
+        if facts is None or name not in facts.bindings.get(platform, {}) or _exported(index, source, name, platform):
+            continue
+        if platform in facts.exports:
+            return f" (from {source} import * leaves it out: not in its __all__)"
+        return f" (from {source} import * leaves it out: it starts with _)"
+    return ""
 
 
 def resolve_expression(
