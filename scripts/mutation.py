@@ -108,7 +108,7 @@ SAMPLE = [
     # following names: cycles, a platform's import error, star imports
     ("mtp_audit.resolve.names.x_resolve_name", "seen = _seen & {key}"),
     ("mtp_audit.resolve.names.x_resolve_name", "error = index.import_error(platform)"),
-    ("mtp_audit.resolve.names.x_resolve_name", "if all(isinstance(r, Missing) for r in found):"),
+    ("mtp_audit.resolve.names.x__from_stars", "if all(isinstance(r, Missing) for r in found):"),
     # the registry: which classes are drafters
     (
         "mtp_audit.resolve.registry.x_registry_reading",
