@@ -10,11 +10,14 @@ thread notices the parent's pid change and exits.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 _PR_SET_PDEATHSIG = 1
 WATCHDOG_PERIOD_S = 0.25
@@ -73,12 +76,42 @@ def ignore_ctrl_c() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+_SCRATCH: list[str] = []  # the scratch directories in use, for ``interrupted`` to remove
+
+
+@contextmanager
+def scratch_directory(prefix: str) -> Iterator[str]:
+    """A temporary directory, removed on the way out, and by ``interrupted`` too: its ``os._exit``
+    skips every context exit, and a worker blocked in a wait does not unwind in time."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    _SCRATCH.append(path)
+    try:
+        yield path
+    finally:
+        _SCRATCH.remove(path)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove_scratch() -> None:
+    """Renamed first, so that workers still writing until they die with us cannot create files in
+    it again; removed then."""
+    for path in list(_SCRATCH):
+        gone = f"{path}.interrupted"
+        try:
+            os.rename(path, gone)
+        except OSError:
+            gone = path
+        shutil.rmtree(gone, ignore_errors=True)
+
+
 def interrupted() -> None:
     """Ctrl-C: one line, exit 130 now; workers die with us, nothing waits for them.
 
     Exit handlers are skipped on purpose: they join worker pools that may be mid-task.
-    Writes in progress have already been undone (``apply.write`` rolls back on the way up).
+    Writes in progress have already been undone (``apply.write`` rolls back on the way up);
+    scratch directories are removed here.
     """
+    _remove_scratch()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

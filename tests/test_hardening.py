@@ -384,3 +384,31 @@ def test_a_ctrl_c_after_the_command_has_ended_changes_nothing(tmp_path):
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
     assert (result.returncode, result.stderr) == (1, ""), result.stderr
     assert json.loads(result.stdout)["drafters"][0]["status"] == "missing_fixable"
+
+
+SCRATCH_THEN_CTRL_C = """
+import os, sys, threading, time
+from mtp_audit.lifecycle import interrupted, scratch_directory
+with scratch_directory("mtp-audit-test-") as scratch:
+    print(scratch, flush=True)
+    def worker():  # a worker process still writing into it while the parent exits
+        while True:
+            try:
+                open(os.path.join(scratch, "rank0.log"), "a").write("x")
+            except OSError:
+                pass
+            time.sleep(0.001)
+    threading.Thread(target=worker, daemon=True).start()
+    time.sleep(0.05)
+    interrupted()  # what Ctrl-C ends in: os._exit(130), no context exits
+"""
+
+
+def test_a_ctrl_c_leaves_no_scratch_directory(tmp_path):
+    """verify's scratch directory (plans, rank logs) goes with the command, also when Ctrl-C ends it."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", SCRATCH_THEN_CTRL_C], capture_output=True, text=True, env=env)
+    assert done.returncode == 130 and done.stderr == "mtp-audit: interrupted\n"
+    scratch = Path(done.stdout.strip())
+    assert scratch.parent == tmp_path and not scratch.exists()
+    assert list(tmp_path.iterdir()) == []

@@ -16,7 +16,6 @@ import re
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -24,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
-from ..lifecycle import die_with_parent
+from ..lifecycle import die_with_parent, scratch_directory
 from ..model import DrafterRecord, SourceTree, Status, StrEnum
 from .constants import HIDDEN
 
@@ -301,7 +300,7 @@ def verify(
     ]
     if not targets:
         return outcomes
-    with tempfile.TemporaryDirectory(prefix="mtp-audit-verify-") as scratch:
+    with scratch_directory("mtp-audit-verify-") as scratch:
         for tp in tps:
             folder = Path(scratch) / f"tp{tp}"
             folder.mkdir()
