@@ -64,6 +64,15 @@ def handle_ctrl_c() -> None:
     """From now on Ctrl-C raises Interrupted (unless SIGINT was ignored when we started)."""
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _raise_interrupted)
+        sys.unraisablehook = _quiet_when_interrupted
+
+
+def _quiet_when_interrupted(unraisable) -> None:
+    """Python's report of an exception it cannot raise, but not for Ctrl-C's: Interrupted raised
+    inside a callback (an import's module-lock weakref, a ``__del__``) would print "Exception
+    ignored" and a traceback after "mtp-audit: interrupted"; the command ends either way."""
+    if not isinstance(unraisable.exc_value, Interrupted):
+        sys.__unraisablehook__(unraisable)
 
 
 def ignore_ctrl_c() -> None:

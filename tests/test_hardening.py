@@ -412,3 +412,26 @@ def test_a_ctrl_c_leaves_no_scratch_directory(tmp_path):
     scratch = Path(done.stdout.strip())
     assert scratch.parent == tmp_path and not scratch.exists()
     assert list(tmp_path.iterdir()) == []
+
+
+CTRL_C_IN_A_CALLBACK = """
+import sys
+from mtp_audit.lifecycle import Interrupted, handle_ctrl_c
+handle_ctrl_c()
+class Finalized:
+    def __del__(self):
+        raise Interrupted  # Ctrl-C arriving while Python runs a callback: it cannot raise it
+Finalized()
+class Broken:
+    def __del__(self):
+        raise ValueError("a real bug")
+Broken()
+"""
+
+
+def test_a_ctrl_c_inside_a_callback_prints_no_traceback():
+    """Ctrl-C arriving in an import's module-lock callback printed "Exception ignored ... Traceback"
+    after "mtp-audit: interrupted" (fault checks); other unraisable errors are still reported."""
+    done = subprocess.run([sys.executable, "-c", CTRL_C_IN_A_CALLBACK], capture_output=True, text=True)
+    assert done.returncode == 0
+    assert "Interrupted" not in done.stderr and "ValueError: a real bug" in done.stderr
