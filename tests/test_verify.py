@@ -58,10 +58,10 @@ def test_nemotron_033_passes_at_tp_1_and_2_and_emits_a_test(vllm_release, tmp_pa
         str(report),
     )
     assert preview.returncode == 0, preview.stderr
-    assert "| `NemotronHMTPModel` | `NemotronHMTP` | cpu, cuda, rocm, tpu, xpu | 2 | pass | 584 |" in body.read_text()
+    assert "| `NemotronHMTPModel` | `NemotronHMTP` | cpu, cuda, rocm, tpu, xpu | 2 | pass | 2664 |" in body.read_text()
     rows = [line for line in result.stdout.splitlines() if line.startswith("│ NemotronHMTPModel")]
-    assert len(rows) == 16 and all(" pass " in row for row in rows)  # 2 TP x 2 dtypes x 4 cases
-    for case in ("random", "ties", "padding", "large"):
+    assert len(rows) == 20 and all(" pass " in row for row in rows)  # 2 TP x 2 dtypes x 5 cases
+    for case in ("random", "ties", "padding", "large", "winners"):
         assert any(case in row for row in rows)
     text = emitted.read_text()
     assert text.startswith("# SPDX-License-Identifier: Apache-2.0\n")
@@ -273,3 +273,48 @@ def test_a_tied_embedding_head_is_built_as_a_head(vllm_release, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     [row] = _results(report)
     assert row["verdict"] == "pass" and row["rows"] > 0
+
+
+def _planted(vllm_release, tmp_path: Path, relative: str, old: str, new: str) -> Path:
+    """A copy of 0.34.0 with one change in one file."""
+    tree = tmp_path / "vllm-0.34.0"
+    shutil.copytree(vllm_release("0.34.0") / "vllm", tree / "vllm")
+    source = tree / "vllm" / relative
+    text = source.read_text()
+    assert text.count(old) == 1
+    source.write_text(text.replace(old, new))
+    return tree
+
+
+def test_a_fixed_token_masked_after_the_head_is_caught_by_the_winners_case(vllm_release, tmp_path):
+    """No random row makes token 0 the argmax; the winners case makes every id win a row in turn."""
+    head_call = "return self.logits_processor(mtp_layer.shared_head.head, hidden_states)"
+    masked = "logits = self.logits_processor(mtp_layer.shared_head.head, hidden_states)\n"
+    masked += '        logits[:, 0] = -float("inf")\n        return logits'
+    tree = _planted(vllm_release, tmp_path, "models/glm5next/common/mtp.py", head_call, masked)
+    report = tmp_path / "glm.json"
+    result = run_cli("verify", str(tree), "--model", "glm5next", "--tp", "1,2", "--json", str(report))
+    assert result.returncode == 1, result.stdout + result.stderr
+    rows = _results(report)
+    assert {row["tp"] for row in rows} == {1, 2}
+    for row in rows:
+        assert row["verdict"] == "MISMATCH"
+        assert "winners batch=1040" in row["detail"] and "get_top_tokens = 0 (logit -inf)" in row["detail"]
+
+
+def test_a_config_slice_of_the_logits_is_tried_inside_the_vocabulary(vllm_release, tmp_path):
+    """Nemotron3_5TranscribeMTP masks logits[..., config.speechlm_output_vocab_size:]; at the vocabulary size
+    that masks nothing, so an inherited get_top_tokens that ignores it passed."""
+    anchor = "    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:\n"
+    inherited = (
+        "    def get_top_tokens(self, hidden_states: torch.Tensor) -> torch.Tensor:\n"
+        "        return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n\n"
+    )
+    tree = _planted(vllm_release, tmp_path, "model_executor/models/nemotron_h_mtp.py", anchor, inherited + anchor)
+    report = tmp_path / "nemo.json"
+    result = run_cli("verify", str(tree), "--model", "Nemotron3_5TranscribeMTP", "--tp", "1", "--json", str(report))
+    assert result.returncode == 1, result.stdout + result.stderr
+    [row] = _results(report)
+    variants = {v["variant"]: v["verdict"] for v in row["variants"]}
+    assert variants["Nemotron3_5TranscribeMTP.lm_head=head, config.speechlm_output_vocab_size=520"] == "MISMATCH"
+    assert variants["Nemotron3_5TranscribeMTP.lm_head=head, config.speechlm_output_vocab_size=1040"] == "pass"

@@ -111,12 +111,15 @@ class Fabricator:
     config_values: dict[str, object] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what stood in for what (a custom op's other implementation)
     config_reads: dict[str, object] = field(default_factory=dict)  # config attribute -> the value read
+    logit_indices: set[str] = field(default_factory=set)  # config attributes that index or slice the logits
+    head_weights: dict[int, torch.Tensor] = field(default_factory=dict)  # a head's storage -> its unsharded weight
 
     def __post_init__(self):
         self.target_vocab = self.target_vocab or self.vocab
 
     def instance(self, cls: type, path: str = "model") -> nn.Module:
         obj = object.__new__(cls)  # not cls.__new__: mixins (SupportsQuant) run config lookups there
+        self.logit_indices |= _config_logit_indices(cls)
         nn.Module.__init__(obj)
         self.paths[id(obj)] = path
         return obj
@@ -331,6 +334,8 @@ class Fabricator:
             return self.target_vocab
         if name.endswith(("eps", "epsilon")):  # rms_norm_eps, hc_eps: a small float, not a configuration point
             return 1e-6
+        if name in self.logit_indices:
+            return self._config_point(key, self._logit_index_alternatives(name))
         if name.endswith("vocab_size"):
             return self.vocab
         if name == "hidden_size":
@@ -339,7 +344,18 @@ class Fabricator:
             return START_LAYER
         if name.startswith("num_") and name.endswith("_layers"):  # num_nextn_predict_layers
             return NUM_STEPS
-        alternatives = [("None", None), ("2", 2)]  # falsy and truthy; 2 also serves as a small size
+        return self._config_point(key, [("None", None), ("2", 2)])  # falsy and truthy; 2 also a small size
+
+    def _logit_index_alternatives(self, name: str) -> list[tuple[str, object]]:
+        """An integer that indexes or slices the logits is also tried inside the vocabulary: set to the
+        vocabulary size, ``logits[..., n:] = -inf`` masks nothing, and a method ignoring it passes."""
+        inside = self.vocab // 2
+        if name.endswith("vocab_size"):
+            return [(str(self.vocab), self.vocab), (str(inside), inside)]
+        return [("None", None), ("2", 2), (str(inside), inside)]
+
+    def _config_point(self, key: str, alternatives: list[tuple[str, object]]):
+        """A config value with alternatives: a configuration point, model-wide."""
         self.points[key] = [label for label, _ in alternatives]
         value = alternatives[self.choices.get(key, 0)][1]
         self.config_values[key] = value
@@ -381,6 +397,8 @@ class Fabricator:
         head.weight_loader(head.weight, weight)
         with portable_cpu_gemm():
             head.quant_method.process_weights_after_loading(head)
+        # every rank loaded its shard of this one matrix: it is the head's weight gathered across TP ranks
+        self.head_weights[storage(head.weight)] = weight
         return head
 
     def norm(self, seed: int) -> RMSNorm:
@@ -389,6 +407,14 @@ class Fabricator:
         with torch.no_grad():
             norm.weight.copy_(0.5 + torch.rand(self.hidden, generator=generator))
         return norm
+
+
+def storage(tensor: torch.Tensor) -> int | None:
+    """Where a tensor's values live: a view of a head's weight (``weight.t()``) is that head."""
+    try:
+        return tensor.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # a tensor without storage (a subclass, a meta tensor)
+        return None
 
 
 class PortableForward:
@@ -624,6 +650,43 @@ def _class_sources(cls: type) -> list[str]:
         except (OSError, TypeError):
             continue
     return out
+
+
+LOGIT_METHODS = ("compute_logits", "get_top_tokens")
+
+
+@functools.cache
+def _config_logit_indices(cls: type) -> frozenset[str]:
+    """Config attributes (other than ``vocab_size``, the head's own size) that the MRO's compute_logits or
+    get_top_tokens uses inside a subscript (``logits[..., self.config.n :]``), directly or through a local
+    name assigned from it: values worth trying inside the vocabulary."""
+    found: set[str] = set()
+    for source in _class_sources(cls):
+        for method in ast.walk(_parsed(source)):
+            if isinstance(method, ast.FunctionDef) and method.name in LOGIT_METHODS:
+                found |= _subscript_config_reads(method)
+    return frozenset(found - {"vocab_size"})
+
+
+def _subscript_config_reads(method: ast.FunctionDef) -> set[str]:
+    """``config.X`` read in a subscript of ``method``, or through ``n = self.config.X`` then ``[..., n:]``."""
+    aliases: dict[str, str] = {}
+    for node in ast.walk(method):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            read = CONFIG_READ.fullmatch(ast.unparse(node.value))
+            if read:
+                aliases[node.targets[0].id] = read.group(1) or read.group(2)
+    found: set[str] = set()
+    for node in ast.walk(method):
+        if not isinstance(node, ast.Subscript):
+            continue
+        for inner in ast.walk(node.slice):
+            read = CONFIG_READ.fullmatch(ast.unparse(inner)) if isinstance(inner, (ast.Attribute, ast.Call)) else None
+            if read:
+                found.add(read.group(1) or read.group(2))
+            elif isinstance(inner, ast.Name) and inner.id in aliases:
+                found.add(aliases[inner.id])
+    return found
 
 
 def _assigned_values(cls: type, name: str) -> list[str]:

@@ -76,7 +76,78 @@ def _cases() -> list[tuple[str, object, float]]:
         ("ties", HeadRows("ties"), 1.0),
         ("padding", HeadRows("negative"), 1.0),
         ("large", None, 1e4),
+        (WINNERS, None, 1.0),
     ]
+
+
+WINNERS = "winners"  # one row per token id, built to make it the head's winner (see winner_rows)
+WINNERS_REACHED = "winners case: at least"
+WINNER_STRIDE = 16  # interpreted kernels: every 16th id (65 rows), as the largest batch of the other cases
+
+
+class HeadInputs(torch.overrides.TorchFunctionMode):
+    """Records the first tensor multiplied with a head's weight (``F.linear(x, weight)``, ``x @ weight.t()``):
+    the hidden states as the head sees them, after whatever compute_logits does to them first."""
+
+    def __init__(self, heads: dict[int, torch.Tensor]):
+        super().__init__()
+        self.heads = heads
+        self.seen: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        from .fabricate import storage
+
+        kwargs = kwargs or {}
+        if self.seen is None:
+            tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+            heads = [self.heads[storage(t)] for t in tensors if storage(t) in self.heads]
+            inputs = [t for t in tensors if storage(t) not in self.heads]
+            if heads and inputs and inputs[0].shape[-1] == heads[0].shape[-1]:
+                self.seen = (inputs[0].detach().float().clone(), heads[0])
+        return func(*args, **kwargs)
+
+
+def winner_rows(fabricator, model, form: CallForm, step: int | None, width: int) -> torch.Tensor | None:
+    """Row i built from row i of the head compute_logits uses (gathered across TP ranks), so that id i
+    wins, and a mask of a fixed id shows: a best effort. A per-coordinate scaling (an RMSNorm's weight)
+    between compute_logits' input and the head's is measured on a probe and undone; a row wider than
+    the head's (DeepSeek-V4's hc_mult copies) repeats it. None when no head input was seen."""
+    probe = _hidden("random", 8, 1.0, fabricator.dtype, seed=101, width=width)
+    args, kwargs = bind(form.compute_logits, probe, step)
+    mode = HeadInputs(fabricator.head_weights)
+    try:
+        with torch.no_grad():
+            fabricator.call(model, "compute_logits", *args, **kwargs)  # builds what it reads, outside the mode
+            with mode:
+                fabricator.call(model, "compute_logits", *args, **kwargs)
+    except Exception as error:
+        if type(error).__name__ == "CannotBuild" or isinstance(error, CallArgument):
+            raise
+        return None  # the other cases report what compute_logits raises
+    if mode.seen is None:
+        return None
+    seen, weight = mode.seen
+    rows = weight.float()
+    if width == rows.shape[-1] and seen.shape == probe.shape:
+        rows = rows / _diagonal_gain(probe.float(), seen)
+    elif width % rows.shape[-1] == 0:
+        rows = rows.repeat(1, width // rows.shape[-1])
+    else:
+        return None
+    return (rows / rows.pow(2).mean(-1, keepdim=True).sqrt()).to(fabricator.dtype)
+
+
+def _diagonal_gain(before: torch.Tensor, after: torch.Tensor) -> torch.Tensor | float:
+    """``after ≈ scale_row * gain * before`` (an RMSNorm: gain its weight): the gain, else 1 (no such map)."""
+    ratio = after / before
+    ratio = ratio / ratio.abs().mean(-1, keepdim=True)
+    gain = ratio.median(0).values
+    if not torch.isfinite(gain).all() or (gain <= 0).any():
+        return 1.0
+    fit = before * gain
+    scale = (fit * after).sum(-1, keepdim=True) / (fit * fit).sum(-1, keepdim=True)
+    residual = (after - scale * fit).norm() / after.norm()
+    return gain if residual < 0.05 else 1.0
 
 
 def _hidden(case: str, batch: int, scale: float, dtype: torch.dtype, seed: int, width: int = HIDDEN) -> torch.Tensor:
@@ -208,23 +279,29 @@ def verify_target(target: dict, rank: int, world: int) -> dict:
     seen: set[frozenset] = set()
     while pending and len(result["variants"]) < MAX_VARIANTS:
         choices = pending.pop(0)
-        if frozenset(choices.items()) in seen:
+        if _choice_key(choices) in seen:
             continue
-        seen.add(frozenset(choices.items()))
+        seen.add(_choice_key(choices))
         variant = run_variant(cls, choices, forms)
         result["variants"].append(variant)
-        seen.add(frozenset(variant["choices"].items()))
+        seen.add(_choice_key(variant["choices"]))
         if result["recipe"] is None and variant["compared"] and not variant["raised"]:
             result["recipe"] = variant["recipe"]
         for point, labels in variant["points"].items():
             for index in range(len(labels)):
                 candidate = {**variant["choices"], point: index}
-                if frozenset(candidate.items()) not in seen and candidate not in pending:
+                if _choice_key(candidate) not in seen and candidate not in pending:
                     pending.append(candidate)
     if not any(v["compared"] for v in result["variants"]):
         failed = [op for v in result["variants"] for op in v["failed_ops"]]
         result["ops"] = list(dict.fromkeys(failed)) or custom_ops(module)
     return result
+
+
+def _choice_key(choices: dict) -> frozenset:
+    """A configuration as the fabricator builds it: a point left out takes its first alternative, so
+    ``{a: 0}`` and ``{a: 0, b: 0}`` are one configuration, run once."""
+    return frozenset((point, index) for point, index in choices.items() if index)
 
 
 KERNEL_CALL = re.compile(r"\b([A-Za-z_][\w.]*(?:kernel|KERNEL|tilelang|triton|_C\.|ops\.)[\w.]*)\s*\(")
@@ -333,6 +410,7 @@ def run_variant(cls: type, choices: dict, forms: list[CallForm]) -> dict:
         "recipe": None,
         "failed_ops": [],
     }
+    started = InterpretedLaunches.count
     for dtype_name, dtype in DTYPES.items():
         for case, override, scale in _cases():
             fabricator = Fabricator(VOCAB, HIDDEN, dtype, seed=7, head_override=override, choices=dict(choices))
@@ -340,7 +418,7 @@ def run_variant(cls: type, choices: dict, forms: list[CallForm]) -> dict:
             widths: dict[str, int] = {}
             raised: set[tuple[str, int | None]] = set()  # (form, step) where compute_logits raised: not rerun
             launches = InterpretedLaunches.count
-            for batch in BATCHES:
+            for batch in BATCHES if case != WINNERS else (VOCAB,):
                 if (
                     batch == BATCHES[-1]
                     and case not in INTERPRETED_LARGE_BATCH_CASES
@@ -360,9 +438,14 @@ def run_variant(cls: type, choices: dict, forms: list[CallForm]) -> dict:
                         try:
                             if form.label not in widths:
                                 widths[form.label] = hidden_width(fabricator, model, form, step)
-                            h = _hidden(
-                                case, batch, scale, dtype, seed=batch * 31 + (step or 0), width=widths[form.label]
-                            )
+                            if case == WINNERS:
+                                h = _winners(variant, fabricator, model, form, step, widths[form.label], started)
+                                if h is None:
+                                    continue
+                            else:
+                                h = _hidden(
+                                    case, batch, scale, dtype, seed=batch * 31 + (step or 0), width=widths[form.label]
+                                )
                             record = _run_case(fabricator, model, form, h, step)
                         except CannotBuild as error:
                             _note(variant, f"not built: {error}")
@@ -391,7 +474,27 @@ def run_variant(cls: type, choices: dict, forms: list[CallForm]) -> dict:
     return variant
 
 
+def _winners(variant: dict, fabricator, model, form: CallForm, step, width: int, started: int) -> torch.Tensor | None:
+    """The winners case's rows; every 16th id where this configuration's kernels ran interpreted."""
+    rows = winner_rows(fabricator, model, form, step, width)
+    if rows is None:
+        _scope(variant, "winners case not built: no head input seen in compute_logits")
+    elif InterpretedLaunches.count > started:
+        _scope(variant, f"kernels run in Triton's interpreter: the winners case takes every {WINNER_STRIDE}th id")
+        rows = rows[::WINNER_STRIDE]
+    return rows
+
+
+def _scope(variant: dict, note: str) -> None:
+    variant["scope"] = list(dict.fromkeys([*variant.get("scope", []), note]))
+
+
 def _finish(variant: dict, fabricator) -> dict:
+    reached = [(c["winners"], c["batch"]) for c in variant["cases"] if c["case"] == WINNERS and "winners" in c]
+    if reached:
+        distinct, rows = min(reached)
+        variant["scope"] = [n for n in variant.get("scope", []) if not n.startswith(WINNERS_REACHED)]
+        _scope(variant, f"{WINNERS_REACHED} {distinct} distinct ids won its {rows} rows")
     variant["points"].update(fabricator.points)
     variant["scope"] = list(dict.fromkeys([*variant.get("scope", []), *fabricator.notes]))
     variant["choices"] = {point: fabricator.choices.get(point, 0) for point in variant["points"]}
@@ -480,6 +583,7 @@ def _compare(logits, ids) -> dict:
     if logits is None:  # ranks other than 0 get no logits under TP: their ids are compared across ranks
         return record
     expected = logits.argmax(-1)
+    record["winners"] = int(expected.unique().numel())  # distinct ids that won a row (the winners case's reach)
     wrong = (expected != ids.to(expected.device)).nonzero().flatten().tolist()
     if wrong:
         row = wrong[0]
