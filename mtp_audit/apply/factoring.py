@@ -33,7 +33,6 @@ from .source_text import (
     kept_lines,
     late_torch,
     module_classes,
-    uses_torch,
     with_torch_import,
 )
 
@@ -92,7 +91,8 @@ class _Replace(cst.CSTTransformer):
 def rewrite_factored(path: str, source: str, insertions: list[Insertion], binds_torch: bool) -> Rewrite:
     """The file with each planned class's mirror, and its pre-head block in a helper where it is long."""
     planned = {(i.target.name, i.target.line) for i in insertions}
-    ended = ended_for(source, [c for c in module_classes(ast.parse(source)) if (c.name, c.lineno) in planned])
+    old_tree = ast.parse(source)
+    ended = ended_for(source, [c for c in module_classes(old_tree) if (c.name, c.lineno) in planned])
     module = cst.parse_module(ended)
     wrapper = cst.MetadataWrapper(module)
     nodes = _class_nodes(wrapper, insertions)
@@ -132,20 +132,17 @@ def rewrite_factored(path: str, source: str, insertions: list[Insertion], binds_
             plans[id(node)] = (None, [mirror])
             methods.append(mirror)
             placed.append((insertion.target.name, insertion.target.line, mirror))
-    old_tree = ast.parse(source)
     late = late_torch(old_tree, placed) if binds_torch else None
     if late is not None:
         raise UnsafeRewrite(f"{path}: {late}")
     transformer = _Replace(plans)
     new_source = wrapper.module.visit(transformer).code + dropped_tail(ended, module)
-    added_import = False
-    if not binds_torch and any(uses_torch(method, old_tree) for method in methods):
-        new_source, added_import = with_torch_import(new_source)
+    new_source, added_import = with_torch_import(new_source, old_tree, methods, binds_torch)
     targets = [(i.target.name, i.target.line) for i in insertions]
     rewrite = Rewrite(
         path, source, new_source, [i.target.name for i in insertions], added_import, targets, factored=helpers
     )
-    check_factored(rewrite, set(helpers))
+    check_factored(rewrite, set(helpers), old_tree)
     return rewrite
 
 
@@ -172,16 +169,17 @@ def _inline_helper(method: ast.FunctionDef, helper: ast.FunctionDef) -> None:
     raise UnsafeRewrite(f"compute_logits does not call {HELPER}")
 
 
-def check_factored(rewrite: Rewrite, factored: set[str]) -> None:
+def check_factored(rewrite: Rewrite, factored: set[str], old_tree: ast.Module | None = None) -> None:
     """Raise UnsafeRewrite unless ``new`` is ``old`` once each helper is inlined and the new methods removed.
 
-    ``factored``: the classes whose compute_logits now calls the helper.
+    ``factored``: the classes whose compute_logits now calls the helper; ``old_tree``: ``ast.parse(rewrite.old)``,
+    when the caller has it already.
     """
     try:
         new_tree = compile(rewrite.new, rewrite.path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:
         raise UnsafeRewrite(f"{rewrite.path}: the rewrite does not parse ({error.msg}, line {error.lineno})") from None
-    old_tree = ast.parse(rewrite.old)
+    old_tree = old_tree or ast.parse(rewrite.old)
     planned = set(rewrite.targets)
     spans_old, spans_new = [], []
     for old, new in zip(module_classes(old_tree), module_classes(new_tree)):

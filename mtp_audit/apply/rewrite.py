@@ -30,7 +30,6 @@ from .source_text import (
     kept_lines,
     late_torch,
     module_classes,
-    uses_torch,
     with_torch_import,
 )
 
@@ -131,9 +130,7 @@ def rewrite_file(
     mirrors = {insertion.target: method for insertion, method in zip(insertions, methods)}
     nested = any(lines[i.target.line - 1][:1].isspace() for i in insertions)
     new_source, inserted = (_through_module if nested else _by_class)(source, lines, classes, insertions, mirrors)
-    added_import = False
-    if not binds_torch and any(uses_torch(method, old_tree) for method in methods):
-        new_source, added_import = with_torch_import(new_source)
+    new_source, added_import = with_torch_import(new_source, old_tree, methods, binds_torch)
     targets = [(i.target.name, i.target.line) for i in insertions]
     rewrite = Rewrite(path, original, new_source, inserted, added_import, targets)
     check_rewrite(rewrite, old_tree)

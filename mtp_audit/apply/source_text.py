@@ -55,6 +55,8 @@ def anchor_statement(node: ast.ClassDef) -> ast.stmt:
 def ended_for(source: str, targets: list[ast.ClassDef]) -> str:
     """``source``, its last line ended only when a new method goes after it (the statement the
     method follows ends on that line): elsewhere the file keeps its bytes, an unended last line too."""
+    if not source or source.endswith(("\n", "\r")):  # nothing to end (most files): no need to count lines
+        return source
     last = len(physical_lines(source))
     if any(anchor_statement(node).end_lineno == last for node in targets):
         return with_final_newline(source)
@@ -140,10 +142,15 @@ def late_torch(tree: ast.Module, placed: list[tuple[str, int, cst.FunctionDef]])
     return None
 
 
-def with_torch_import(source: str) -> tuple[str, bool]:
-    """``source`` with ``import torch`` added by libcst's ``AddImportsVisitor``, and whether it added
-    one: it adds none where the module imports torch already (then bound to something else later,
-    which is why the caller asked). Rare in vLLM, so the codemod machinery is imported here."""
+def with_torch_import(
+    source: str, old_tree: ast.Module, methods: list[cst.FunctionDef], binds_torch: bool
+) -> tuple[str, bool]:
+    """``source`` (the rewritten file; ``old_tree``: the file before) with ``import torch`` added by libcst's
+    ``AddImportsVisitor`` where the module does not bind torch and a new method evaluates it, and whether it
+    added one: it adds none where the module imports torch already (then bound to something else later).
+    Rare in vLLM, so the codemod machinery is imported here."""
+    if binds_torch or not any(uses_torch(method, old_tree) for method in methods):
+        return source, False
     from libcst.codemod import CodemodContext
     from libcst.codemod.visitors import AddImportsVisitor
 

@@ -153,8 +153,9 @@ def _keep_bases_then(
 ) -> None:
     """Record on each class the base bindings of its statement's time that the final bindings do not
     tell (almost never: the facts stay as small as before)."""
+    stars = any(key.startswith("*") for key in final)
     for line, then in bases_then.items():
-        changed = {name: t for name, t in then.items() if final.get(name) != t or _star_after(final, name)}
+        changed = {name: t for name, t in then.items() if final.get(name) != t or (stars and _star_after(final, name))}
         cls = facts.class_at(line) if changed else None
         if cls is not None:
             cls.bound_then[platform] = changed

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..index.ast_tools import absolute_module
 from ..index.modules import ModuleIndex
 from .model_types import model_type_map
 
@@ -318,7 +319,7 @@ class CallerIndex:
     def candidates(self, drafter: Drafter) -> list[tuple[str, str]]:
         """(speculator qualname, how it is chosen) for every speculator that can hold ``drafter``."""
         found: dict[str, str] = {}
-        for module, function, compact in self._selectors():
+        for module, function, compact, _ in self._selectors():
             for qualname in self._select(compact, drafter)[0]:
                 found.setdefault(qualname, f"{module.file}:{function.name}")
         for qualname, how in self._by_config(drafter):
@@ -348,8 +349,7 @@ class CallerIndex:
         ``...Proposer(...)``) that are no class of the caller files: the drafters they may hold are
         judged without them, which a user should know."""
         out: list[str] = []
-        for module, function, _ in self._selectors():
-            local = {**module.imports, **_local_imports(ast.walk(function), module)}
+        for module, function, _, local in self._selectors():
             for node in ast.walk(function):
                 name = _dotted(node.func) if isinstance(node, ast.Call) else None
                 if name and CALLER_NAME.search(name) and self._class_named(local, module, name) is None:
@@ -357,25 +357,26 @@ class CallerIndex:
                         f"{module.file}:{node.lineno}: {name}(...) in {function.name} is not a speculator class "
                         "of the caller files; the drafters it may hold are judged without it"
                     )
-                    out += [note] if note not in out else []
-        return out
+                    out.append(note)
+        return list(dict.fromkeys(out))
 
     def _is_caller(self, qualname: str) -> bool:
         """A speculator or proposer: a class with a drafting entry point in its MRO."""
         return any(entry in self.classes[c].methods for c in self._mro(qualname) for entry in ENTRY_POINTS)
 
-    def _selectors(self) -> list[tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef]]:
-        """The functions that construct speculators: where the choice among them is made."""
+    def _selectors(self) -> list[tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef, list[tuple], dict[str, str]]]:
+        """The functions that construct speculators (where the choice among them is made), each with its
+        compacted body and the names in its scope."""
         if self._selector_functions is None:
             self._selector_functions = []
             for module in self.modules.values():
                 if not CONSTRUCTION_HINT.search(module.source):
                     continue
                 for function in _functions(module.tree):
-                    local = {**module.imports, **_local_imports(ast.walk(function), module)}
+                    local = _scope(module, function)
                     if self._constructed(local, module, function):
                         compact = self._compact(local, module, function.body, _assigned_once(function))
-                        self._selector_functions.append((module, function, compact))
+                        self._selector_functions.append((module, function, compact, local))
         return self._selector_functions
 
     def _compact(
@@ -591,7 +592,7 @@ class CallerIndex:
                 if method is None:
                     continue
                 module = self.modules[cls.module]
-                local = {**module.imports, **_local_imports(ast.walk(method), module)}
+                local = _scope(module, method)
                 for sub in ast.walk(method):
                     if isinstance(sub, ast.Return) and sub.value is not None:
                         for value in _branches(sub.value):
@@ -787,21 +788,18 @@ class CallerIndex:
         """The module-level function of the caller files that ``call`` hands the drafter to, with the
         parameter that receives it (``greedy_draft(self.model, ...)``); others are not followed."""
         name = _dotted(call.func)
-        target = self._module_functions().get(self._qualname_in(module, name)) if name else None
-        if target is None:
+        qualname = self._qualname_in(module, name) if name else None
+        target = self._module_functions().get(qualname) if qualname else None
+        if qualname is None or target is None:
             return []
         function = target[1]
         positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
         out = [
-            _FunctionCall(self._qualname_in(module, name), positional[i])  # type: ignore[arg-type]
+            _FunctionCall(qualname, positional[i])
             for i, arg in enumerate(call.args)
             if i < len(positional) and _is_drafter(arg, aliases)
         ]
-        out += [
-            _FunctionCall(self._qualname_in(module, name), k.arg)  # type: ignore[arg-type]
-            for k in call.keywords
-            if k.arg and _is_drafter(k.value, aliases)
-        ]
+        out += [_FunctionCall(qualname, k.arg) for k in call.keywords if k.arg and _is_drafter(k.value, aliases)]
         return out
 
     def _module_functions(self) -> dict[str, tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef]]:
@@ -935,7 +933,6 @@ def _branches(node: ast.expr) -> Iterator[ast.expr]:
 def _imports(tree: ast.Module, module: str, is_package: bool) -> dict[str, str]:
     """Names bound by the module's top-level imports (under ``if`` too) -> qualified names."""
     out: dict[str, str] = {}
-    package = module if is_package else module.rpartition(".")[0]
     todo = list(tree.body)
     while todo:
         node = todo.pop()
@@ -947,7 +944,7 @@ def _imports(tree: ast.Module, module: str, is_package: bool) -> dict[str, str]:
                 + [s for h in getattr(node, "handlers", []) for s in h.body]
             )
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            out.update(_bound(node, package))
+            out.update(_bound(node, module, is_package))
     return out
 
 
@@ -1006,29 +1003,29 @@ def _qualified(local: dict[str, str], module: _Module, name: str) -> str:
     return local.get(name, f"{module.name}.{name}")
 
 
+def _scope(module: _Module, function: ast.AST) -> dict[str, str]:
+    """The names a function of ``module`` sees: the module's imports, then its own."""
+    return {**module.imports, **_local_imports(ast.walk(function), module)}
+
+
 def _local_imports(nodes: Iterable[ast.AST], module: _Module) -> dict[str, str]:
     """Names bound by the imports among a function's nodes (vLLM imports speculators lazily),
     relative ones (``from .mtp import X``) resolved against ``module``."""
     out: dict[str, str] = {}
-    package = module.name if module.file.endswith("__init__.py") else module.name.rpartition(".")[0]
     for node in nodes:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            out.update(_bound(node, package))
+            out.update(_bound(node, module.name, module.file.endswith("__init__.py")))
     return out
 
 
-def _bound(node: ast.Import | ast.ImportFrom, package: str) -> dict[str, str]:
-    """Local name -> qualified name for one import statement in a module of ``package``."""
+def _bound(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> dict[str, str]:
+    """Local name -> qualified name for one import statement in ``module``."""
     if isinstance(node, ast.Import):  # ``import a.b as m`` binds m to a.b; ``import a.b`` binds a to a
         return {
             alias.asname or alias.name.partition(".")[0]: alias.name if alias.asname else alias.name.partition(".")[0]
             for alias in node.names
         }
-    base = node.module or ""
-    if node.level:
-        parts = package.split(".")
-        parts = parts[: len(parts) - node.level + 1]
-        base = ".".join([*parts, base] if base else parts)
+    base = absolute_module(module, is_package, node.level, node.module)
     return {alias.asname or alias.name: f"{base}.{alias.name}" for alias in node.names}
 
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..index.ast_tools import absolute_module
 from ..index.modules import ModuleIndex
 from ..index.platforms import evaluate, literal_string
 from ..locate import GENERAL, PLATFORM, discover
@@ -257,22 +258,13 @@ def _top_level_function(tree: ast.Module, name: str) -> ast.FunctionDef | ast.As
     )
 
 
-def _absolute(module: str, is_package: bool, level: int, name: str | None) -> str:
-    if not level:
-        return name or ""
-    parts = module.split(".")
-    base = parts if is_package else parts[:-1]
-    base = base[: len(base) - (level - 1)]
-    return ".".join([*base, name] if name else base)
-
-
 def _imports(statements, module: str, is_package: bool) -> dict[str, tuple[str, str]]:
     """name -> (module, attribute): ``from m import a as b`` gives b -> (m, a); ``import m.n as x``
     gives x -> (m.n, "")."""
     bound: dict[str, tuple[str, str]] = {}
     for node in statements:
         if isinstance(node, ast.ImportFrom):
-            source = _absolute(module, is_package, node.level, node.module)
+            source = absolute_module(module, is_package, node.level, node.module)
             for alias in node.names:
                 if alias.name != "*":
                     bound[alias.asname or alias.name] = (source, alias.name)

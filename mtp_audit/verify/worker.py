@@ -90,18 +90,19 @@ class HeadInputs(torch.overrides.TorchFunctionMode):
     the hidden states as the head sees them, after whatever compute_logits does to them first."""
 
     def __init__(self, heads: dict[int, torch.Tensor]):
+        from .fabricate import storage  # bound once: __torch_function__ runs on every torch call
+
         super().__init__()
         self.heads = heads
+        self.storage = storage
         self.seen: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        from .fabricate import storage
-
         kwargs = kwargs or {}
         if self.seen is None:
-            tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
-            heads = [self.heads[storage(t)] for t in tensors if storage(t) in self.heads]
-            inputs = [t for t in tensors if storage(t) not in self.heads]
+            keyed = [(a, self.storage(a)) for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+            heads = [self.heads[key] for _, key in keyed if key in self.heads]
+            inputs = [t for t, key in keyed if key not in self.heads]
             if heads and inputs and inputs[0].shape[-1] == heads[0].shape[-1]:
                 self.seen = (inputs[0].detach().float().clone(), heads[0])
         return func(*args, **kwargs)
