@@ -139,6 +139,8 @@ def test_a_changed_source_hash_misses_every_entry(tmp_path, monkeypatch):
 
 
 class _RunsCode:
+    marker = Path(os.devnull)  # each test points it at a file of its own
+
     def __reduce__(self):
         return os.system, (f"touch {_RunsCode.marker}",)
 
@@ -176,10 +178,12 @@ def test_a_bad_cache_entry_is_rebuilt_and_never_run(damage, tmp_path):
     assert json.loads(rebuilt.stdout) == expected and "warning" not in rebuilt.stderr
 
 
-def test_entries_hold_only_data():
+def test_entries_hold_only_data(tmp_path):
     """The codec writes JSON and reads back only mtp_audit's dataclasses and enums, fields set without
     running any constructor."""
     from mtp_audit.cache.codec import UnreadableEntry, dumps, loads
+
+    _RunsCode.marker = tmp_path / "ran"
     from mtp_audit.classify.shape_types import LogitsKind, LogitsShape, Param, ParamKind
     from mtp_audit.model import ClassKey
 
@@ -193,9 +197,28 @@ def test_entries_hold_only_data():
         b'{"e":"os:environ","v":1}',
         b'{"c":"mtp_audit.cache.store:Store","v":[]}',
         b"[" * 100000,
+        b'{"r":0}',
+        b'{"t":[{"d":[[],[]]},{"r":1}]}',
     ):
         with pytest.raises(UnreadableEntry):
             loads(hostile)
+    assert not _RunsCode.marker.exists()
+
+
+def test_an_object_held_twice_is_written_once_and_read_back_shared():
+    """Facts share one bindings dict between platforms: the entry holds it once, and so does what is read."""
+    from mtp_audit.cache.codec import dumps, loads
+    from mtp_audit.model import ClassKey
+
+    key = ClassKey("m", "C", 1)
+    bindings = {"x": [key], "y": []}
+    value = {"cuda": bindings, "rocm": bindings, "cpu": {"x": [key], "y": []}, "keys": (key, key)}
+    data = dumps(value)
+    assert data.count(b'"x"') == 2  # the shared dict once, the equal one again
+    back = loads(data)
+    assert back == value
+    assert back["cuda"] is back["rocm"] and back["cpu"] is not back["cuda"]
+    assert back["keys"][0] is back["keys"][1] is back["cuda"]["x"][0]
 
 
 def test_fix_after_a_scan_reuses_its_import_chain_answers_while_nothing_changed(tmp_path, monkeypatch):

@@ -3,8 +3,11 @@
 Every JSON object is a tag: ``{"d": [keys, values]}`` a dict with string keys,
 ``{"m": [[k, v], ...]}`` any other dict, ``{"t": [...]}`` a tuple, ``{"s": [...]}`` a set,
 ``{"f": [...]}`` a frozenset, ``{"p": "..."}`` a path, ``{"e": "module:Name", "v": value}``
-an enum member, ``{"c": "module:Name", "v": [field values]}`` a dataclass. JSON's parser
-hands each object to ``_tag`` as it completes, innermost first (no second walk).
+an enum member, ``{"c": "module:Name", "v": [field values]}`` a dataclass, ``{"r": n}`` the
+n-th dict or dataclass completed before it (numbered innermost first, as JSON's parser
+completes them): an object held in several places, such as the bindings dict that a module's
+facts share between platforms, is written once and read back shared, as it was. JSON's
+parser hands each object to ``_tag`` as it completes, innermost first (no second walk).
 
 A class is only looked up among the dataclasses and enums of mtp_audit modules already
 imported: nothing is imported, and no constructor or ``__post_init__`` runs (fields are set
@@ -47,32 +50,56 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return names
 
 
-def _encode(value: object) -> object:
-    kind = type(value)
-    if kind in _SCALARS:
-        return value
-    if kind is list:
-        return [v if type(v) is str else _encode(v) for v in value]
-    if kind is dict:
-        if all(type(k) is str for k in value):
-            return {"d": [list(value), [v if type(v) is str else _encode(v) for v in value.values()]]}
-        return {"m": [[_encode(k), _encode(v)] for k, v in value.items()]}
-    if kind is tuple:
-        return {"t": [v if type(v) is str else _encode(v) for v in value]}
-    if kind in (set, frozenset):
-        return {"s" if kind is set else "f": [_encode(v) for v in sorted(value, key=repr)]}
-    if isinstance(value, enum.Enum):
-        return {"e": _name(kind), "v": value.value}
-    if isinstance(value, PurePath):
-        return {"p": str(value)}
-    if dataclasses.is_dataclass(value):
-        items = [getattr(value, name) for name in _field_names(kind)]
-        return {"c": _name(kind), "v": [v if type(v) is str else _encode(v) for v in items]}
-    raise TypeError(f"cannot keep a {kind.__name__} in the cache")
+class _Encoder:
+    """One ``dumps``: numbers each dict and dataclass as it completes, and writes a reference
+    for one met again (the same object, not an equal one)."""
+
+    def __init__(self) -> None:
+        self.numbers: dict[int, int] = {}
+
+    def shared(self, value: object) -> dict | None:
+        number = self.numbers.get(id(value))
+        return None if number is None else {"r": number}
+
+    def done(self, value: object, encoded: dict) -> dict:
+        self.numbers[id(value)] = len(self.numbers)
+        return encoded
+
+    def encode(self, value: object) -> object:
+        kind = type(value)
+        if kind in _SCALARS:
+            return value
+        if kind is list:
+            return [v if type(v) is str else self.encode(v) for v in value]
+        if kind is dict:
+            reference = self.shared(value)
+            if reference is not None:
+                return reference
+            if all(type(k) is str for k in value):
+                body = {"d": [list(value), [v if type(v) is str else self.encode(v) for v in value.values()]]}
+            else:
+                body = {"m": [[self.encode(k), self.encode(v)] for k, v in value.items()]}
+            return self.done(value, body)
+        if kind is tuple:
+            return {"t": [v if type(v) is str else self.encode(v) for v in value]}
+        if kind in (set, frozenset):
+            return {"s" if kind is set else "f": [self.encode(v) for v in sorted(value, key=repr)]}
+        if isinstance(value, enum.Enum):
+            return {"e": _name(kind), "v": value.value}
+        if isinstance(value, PurePath):
+            return {"p": str(value)}
+        if dataclasses.is_dataclass(value):
+            reference = self.shared(value)
+            if reference is not None:
+                return reference
+            items = [getattr(value, name) for name in _field_names(kind)]
+            body = {"c": _name(kind), "v": [v if type(v) is str else self.encode(v) for v in items]}
+            return self.done(value, body)
+        raise TypeError(f"cannot keep a {kind.__name__} in the cache")
 
 
 def dumps(value: object) -> bytes:
-    return json.dumps(_encode(value), separators=(",", ":"), ensure_ascii=False).encode()
+    return json.dumps(_Encoder().encode(value), separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _class(name: object) -> tuple[type, tuple[str, ...] | None]:
@@ -98,9 +125,12 @@ def _class(name: object) -> tuple[type, tuple[str, ...] | None]:
     return found
 
 
-def _tag(value: dict) -> object:
+def _tag(value: dict, completed: list) -> object:
+    """The value one JSON object stands for; ``completed``: the dicts and dataclasses read so far."""
     if len(value) == 1:
         ((tag, body),) = value.items()
+        if tag == "r" and type(body) is int and 0 <= body < len(completed):
+            return completed[body]
         if (
             tag == "d"
             and type(body) is list
@@ -109,11 +139,11 @@ def _tag(value: dict) -> object:
             and type(body[1]) is list
             and len(body[0]) == len(body[1])
         ):
-            return dict(zip(body[0], body[1]))
+            return _completed(completed, dict(zip(body[0], body[1])))
         if tag == "t" and type(body) is list:
             return tuple(body)
         if tag == "m" and type(body) is list and all(type(i) is list and len(i) == 2 for i in body):
-            return dict(body)
+            return _completed(completed, dict(body))
         if tag == "s" and type(body) is list:
             return set(body)
         if tag == "f" and type(body) is list:
@@ -128,7 +158,7 @@ def _tag(value: dict) -> object:
             obj = object.__new__(cls)
             for name, item in zip(names, value["v"]):
                 object.__setattr__(obj, name, item)
-            return obj
+            return _completed(completed, obj)
         if "e" in value:
             cls, names = _class(value["e"])
             if names is not None:
@@ -137,10 +167,16 @@ def _tag(value: dict) -> object:
     raise UnreadableEntry(f"unknown object {str(value)[:60]}")
 
 
+def _completed(completed: list, value: object) -> object:
+    completed.append(value)
+    return value
+
+
 def loads(data: bytes) -> object:
     """The value ``dumps`` wrote; UnreadableEntry for anything else."""
     try:
-        return json.loads(data, object_hook=_tag)
+        completed: list = []
+        return json.loads(data, object_hook=lambda value: _tag(value, completed))
     except UnreadableEntry:
         raise
     except (ValueError, TypeError, RecursionError) as error:  # torn, garbage, unhashable keys, too deep
