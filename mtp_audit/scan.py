@@ -76,7 +76,7 @@ class Scanner:
         """Read the callers and follow their drafting paths now (e.g. while a worker indexes), so
         forked workers inherit them."""
         if self.tree.is_vllm:
-            self.callers.reach_all()
+            self.callers.prepare()
 
     def contract(self, entry: RegistryEntry, key: ClassKey, platform: str) -> Contract:
         """The speculators that can hold this drafter, with what their drafting paths call."""

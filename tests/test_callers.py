@@ -824,7 +824,7 @@ def test_a_speculators_drafting_path_follows_its_mro(tmp_path: Path) -> None:
 
 def test_an_inheritance_cycle_ends(tmp_path: Path) -> None:
     index = caller_index(tmp_path, MRO)
-    index.reach_all()
+    index.prepare()
     assert drafted_with(index.reach(f"{MIXED}LoopBackSpeculator")) == [("get_top_tokens", ("hidden_states",), 65)]
     assert drafted_with(index.reach(f"{MIXED}LoopSpeculator")) == [("get_top_tokens", ("hidden_states",), 65)]
 

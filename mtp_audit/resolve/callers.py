@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ..index.ast_tools import absolute_module
 from ..index.modules import ModuleIndex
-from .model_types import model_type_map
+from .model_types import model_types_in
 
 V2_DIR = ("v1", "worker", "gpu", "spec_decode")
 V1_DIR = ("v1", "spec_decode")
@@ -155,7 +155,7 @@ class CallerIndex:
         self._predicates: dict[str, Truth] = {}
         self._predicate_defs: dict[str, ast.FunctionDef] = {}
         self._literals: dict[str, tuple[str, ...]] = {}
-        self._types_of_arch: dict[str, set[str]] | None = None
+        self._types_of_arch: dict[str, set[str]] = {}  # drafter architecture -> its model types
         self._selector_functions: list | None = None
         self._archs_of_type: dict[str, set[str]] = {}
         self._mros: dict[str, list[str]] = {}
@@ -241,6 +241,9 @@ class CallerIndex:
             tree = ast.parse(self.index.read_bytes(path))
         except (SyntaxError, ValueError, OSError):
             return
+        for model_type, archs in model_types_in(tree).items():
+            for name in archs:
+                self._types_of_arch.setdefault(name, set()).add(model_type)
         for node in tree.body:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 self._literals[node.targets[0].id] = tuple(self._literal_strings(node.value))
@@ -296,12 +299,6 @@ class CallerIndex:
     # -- drafter facts ------------------------------------------------------------------
 
     def drafter(self, arch: str | None, cls: str, declared_config: str | None) -> Drafter:
-        if self._types_of_arch is None:
-            self._types_of_arch = {}
-            if self.package is not None:
-                for model_type, archs in model_type_map(self.package).items():
-                    for name in archs:
-                        self._types_of_arch.setdefault(name, set()).add(model_type)
         types = frozenset(self._types_of_arch.get(arch or "", set()))
         methods: set[str] = set()
         mtp_types = set(self._literals.get("MTPModelTypes", ()))
@@ -632,11 +629,14 @@ class CallerIndex:
             sequences = [s[1:] if s and s[0] == head else s for s in sequences]
         return out
 
-    def reach_all(self) -> None:
-        """Follow every speculator's and proposer's drafting path now (see ``reach``)."""
+    def prepare(self) -> None:
+        """Follow every speculator's and proposer's drafting path (see ``reach``) and find the choosing
+        functions and config classes now, so that forked workers inherit them instead of each redoing them."""
         for qualname in self.classes:
             if self._is_caller(qualname):
                 self.reach(qualname)
+        self._selectors()
+        self._configs()
 
     def reach(self, qualname: str) -> Reach:
         if qualname not in self._reach:

@@ -44,6 +44,11 @@ def model_type_map(package_dir: Path) -> dict[str, list[str]]:
         module = ast.parse(path.read_bytes())
     except (SyntaxError, ValueError):
         return {}
+    return model_types_in(module)
+
+
+def model_types_in(module: ast.Module) -> dict[str, list[str]]:
+    """``model_type_map`` of the speculative config already parsed (the caller index parses it too)."""
     origins: dict[str, set[str]] = {}
     mapping: dict[str, set[str]] = {}
     for node in _preorder(module, ast.If):
