@@ -28,6 +28,17 @@ def _ruff_clean(data: bytes) -> bool:
     return result.returncode == 0
 
 
+def _undefined_names(data: bytes) -> str:
+    """ruff's F821 findings in a written file (empty: none), e.g. ``torch`` named and never imported."""
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--isolated", "--select", "F821", "--output-format", "concise", "-"],
+        input=data,
+        capture_output=True,
+        check=False,
+    )
+    return "" if result.returncode == 0 else result.stdout.decode(errors="replace")
+
+
 def _applied_diff(tree: Path, args: list[str], expected_exit: int, into: Path) -> Path:
     """A copy of ``tree`` with ``fix --diff`` applied by ``git apply``: the diff's bytes must be the
     files' bytes (their encoding, their newlines, an unended last line marked as git marks it)."""
@@ -73,6 +84,8 @@ def test_fix_fixture(case: Path, tmp_path: Path) -> None:
         assert after[path] == expected[path], path
         if _ruff_clean(before[path]):
             assert _ruff_clean(after[path]), f"{path} is no longer ruff-format clean"
+        if not _undefined_names(before[path]):
+            assert not _undefined_names(after[path]), f"{path}: {_undefined_names(after[path])}"
 
     assert _files(patched) == after, "git apply of fix --diff does not give what fix writes"
 

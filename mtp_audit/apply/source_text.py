@@ -69,16 +69,12 @@ def kept_lines(old: str, new: str) -> list[str]:
     return physical_lines(with_final_newline(old) if new.endswith(("\n", "\r")) else old)
 
 
-def uses_torch(method: cst.FunctionDef, module: ast.Module) -> bool:
-    """Whether the method evaluates ``torch`` when run or defined, in ``module`` (the file's tree): a
-    quoted annotation does not, nor does any annotation under ``from __future__ import annotations``."""
-    tree = _function(method)
-    postponed = _postponed(module)
-    arguments = [*tree.args.posonlyargs, *tree.args.args, *tree.args.kwonlyargs, tree.args.vararg, tree.args.kwarg]
-    annotations = [a.annotation for a in arguments if a is not None and a.annotation is not None]
-    annotations += [tree.returns] if tree.returns is not None else []
-    skipped = {id(n) for a in annotations if postponed for n in ast.walk(a)}
-    return any(isinstance(n, ast.Name) and n.id == "torch" and id(n) not in skipped for n in ast.walk(tree))
+def uses_torch(method: cst.FunctionDef) -> bool:
+    """Whether the method names ``torch`` anywhere, annotations included: under ``from __future__ import
+    annotations`` one is not evaluated, yet a module that never binds torch leaves it an undefined name
+    (ruff's F821, a type checker's error), so the import is added for it too (``late_torch`` decides
+    whether an import below the class is bound in time)."""
+    return any(isinstance(n, ast.Name) and n.id == "torch" for n in ast.walk(_function(method)))
 
 
 def _function(method: cst.FunctionDef) -> ast.FunctionDef:
@@ -149,7 +145,7 @@ def with_torch_import(
     ``AddImportsVisitor`` where the module does not bind torch and a new method evaluates it, and whether it
     added one: it adds none where the module imports torch already (then bound to something else later).
     Rare in vLLM, so the codemod machinery is imported here."""
-    if binds_torch or not any(uses_torch(method, old_tree) for method in methods):
+    if binds_torch or not any(uses_torch(method) for method in methods):
         return source, False
     from libcst.codemod import CodemodContext
     from libcst.codemod.visitors import AddImportsVisitor
