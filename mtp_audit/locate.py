@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import os
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -142,6 +143,8 @@ def discover(search_paths: list[Path] | None = None) -> list[PluginDist]:
     """Distributions with vLLM plugin entry points, in ``search_paths`` (default: ``sys.path``).
 
     A name found twice is the first one, as ``importlib.metadata`` and so vLLM see it."""
+    if search_paths is not None and not any(map(_holds_metadata, search_paths)):
+        return []  # a source tree on its own (most scans): no need to import importlib.metadata
     import importlib.metadata
 
     paths = None if search_paths is None else [str(p) for p in search_paths]
@@ -155,6 +158,18 @@ def discover(search_paths: list[Path] | None = None) -> list[PluginDist]:
             location = Path(str(dist.locate_file(""))).resolve()
             found[_normal(name)] = PluginDist(name, dist.version, location, points)
     return sorted(found.values(), key=lambda d: _normal(d.name))
+
+
+def _holds_metadata(folder: Path) -> bool:
+    """Whether ``importlib.metadata`` may find a distribution in ``folder``: it has a ``.dist-info``,
+    ``.egg-info`` or ``.egg`` entry, or is not a directory it can list (a zip on ``sys.path``)."""
+    try:
+        with os.scandir(folder) as entries:
+            return any(e.name.lower().endswith((".dist-info", ".egg-info", ".egg")) for e in entries)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
 
 
 def _normal(name: str) -> str:

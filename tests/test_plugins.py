@@ -48,6 +48,23 @@ def rows(stdout: str) -> list[tuple]:
     )
 
 
+def test_discovery_looks_for_metadata_only_where_importlib_metadata_would_find_it(tmp_path):
+    """A folder with no .dist-info, .egg-info or .egg entry holds no distribution: discovery skips it
+    (and a plain source tree is searched without importing importlib.metadata); a zip is left to it."""
+    from mtp_audit.locate import _holds_metadata
+    from mtp_audit.resolve.plugins import discover
+
+    assert discover([tmp_path]) == [] and not _holds_metadata(tmp_path)
+    assert not _holds_metadata(tmp_path / "missing")
+    for name in ("x-1.0.dist-info", "Y.EGG-INFO", "z-2.0-py3.egg"):
+        (tmp_path / name).mkdir()
+        assert _holds_metadata(tmp_path)
+        (tmp_path / name).rmdir()
+    (tmp_path / "plugins.zip").write_bytes(b"")
+    assert _holds_metadata(tmp_path / "plugins.zip")
+    assert discover([tmp_path, SITE]) == discover([SITE])
+
+
 def test_discovery_reads_entry_points_without_importing():
     from mtp_audit.resolve.plugins import GENERAL, PLATFORM, discover
 
