@@ -4,11 +4,14 @@ from __future__ import annotations
 
 
 def main() -> None:
-    from .lifecycle import handle_ctrl_c
+    from .lifecycle import Interrupted, handle_ctrl_c, interrupted, usable_stderr
 
+    usable_stderr()
     handle_ctrl_c()
-    from .cli import main as run
-
+    try:
+        from .cli import main as run
+    except Interrupted:  # Ctrl-C while the command's modules import: as anywhere else
+        interrupted()
     run()
 
 

@@ -134,6 +134,12 @@ def _progress(quiet: bool):
     return None if quiet else _download_progress
 
 
+def _say(quiet: bool, line: str) -> None:
+    """A note or warning on stderr; ``--quiet`` keeps only the exit code and errors."""
+    if not quiet:
+        print(line, file=sys.stderr)
+
+
 def _download_progress(message: str):
     """A spinner on a terminal; one line in a log, where a spinner would be noise."""
     if sys.stderr.isatty():  # not rich's is_terminal, which FORCE_COLOR makes true in logs too
@@ -254,33 +260,33 @@ def scan_command(
         plugin_paths=plugin_path,
         follow_symlinks=follow_symlinks,
     )
+    result = run_scan(tree, no_cache, jobs)
     if not tree.is_vllm:
         from .resolve.registry import PLUGIN_HEURISTIC
 
+        if not result.records and not result.parse_errors:
+            raise UsageError(
+                f"{tree.root}: no drafter found: no vllm/model_executor/models/registry.py, no "
+                f"register_model call and no {PLUGIN_HEURISTIC}; give a vLLM checkout, a vllm package "
+                "or a plugin's model directory"
+            )
         with_vllm = (
             f"running with vLLM {tree.vllm_version or '(version unknown)'} at {tree.runs_with.root}"
             if tree.runs_with
             else "no vLLM found to run with (--vllm names one)"
         )
-        print(
+        _say(
+            quiet,
             f"note: {tree.root} has no vllm/ registry; scanning it as a plugin directory ({with_vllm}): "
             f"architectures from its register_model calls, then {PLUGIN_HEURISTIC} that no registration "
             "names, reported with arch null",
-            file=sys.stderr,
         )
-    result = run_scan(tree, no_cache, jobs)
     for note in result.registry_notes:
-        print(f"warning: registry entry not read: {note}", file=sys.stderr)
+        _say(quiet, f"warning: registry entry not read: {note}")
     for note in result.notes:
-        print(f"warning: plugin registration not read: {note}", file=sys.stderr)
+        _say(quiet, f"warning: plugin registration not read: {note}")
     for note in result.caller_notes:
-        print(f"warning: speculator not followed: {note}", file=sys.stderr)
-    if not tree.is_vllm and not result.records and not result.parse_errors:
-        raise UsageError(
-            f"{tree.root}: no drafter found: no vllm/model_executor/models/registry.py, no "
-            f"register_model call and no {PLUGIN_HEURISTIC}; give a vLLM checkout, a vllm package "
-            "or a plugin's model directory"
-        )
+        _say(quiet, f"warning: speculator not followed: {note}")
     if by_model_type:
         from .report.model_types import model_type_rows, render_model_types
 
@@ -294,10 +300,7 @@ def scan_command(
     if not quiet:
         _render_scan(result, format, verbose, show_all)
     for u in result.unresolved:
-        print(
-            f"warning: {u.arch} -> {u.module}.{u.cls} does not resolve on {','.join(u.platforms)}: {u.reason}",
-            file=sys.stderr,
-        )
+        _say(quiet, f"warning: {u.arch} -> {u.module}.{u.cls} does not resolve on {','.join(u.platforms)}: {u.reason}")
     raise typer.Exit(
         exit_codes.scan_exit(
             len(findings(result.records, fail_on.value)),

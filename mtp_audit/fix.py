@@ -96,7 +96,7 @@ def _without_local_argmax(tree: SourceTree) -> str | None:
     if not local_argmax_in(tree.runs_with):
         return (
             f"this plugin runs with vLLM {tree.runs_with.vllm_version or '(version unknown)'} "
-            f"({tree.runs_with.root}), whose LogitsProcessor has no get_top_tokens (vLLM 0.20 and later): "
+            f"({tree.runs_with.root}), whose LogitsProcessor has no get_top_tokens (vLLM 0.16 and earlier): "
             "the method would call what that vLLM does not have"
         )
     return None

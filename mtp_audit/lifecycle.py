@@ -60,6 +60,13 @@ def _raise_interrupted(signum, frame) -> None:
     raise Interrupted
 
 
+def usable_stderr() -> None:
+    """With file descriptor 2 closed (``2>&-``) Python sets ``sys.stderr`` to None, and a ``print(...,
+    file=sys.stderr)`` then writes to stdout, into the report: errors and warnings go nowhere instead."""
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115  (for the life of the process)
+
+
 def handle_ctrl_c() -> None:
     """From now on Ctrl-C raises Interrupted (unless SIGINT was ignored when we started)."""
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
@@ -89,10 +96,11 @@ _SCRATCH: list[str] = []  # the scratch directories in use, for ``interrupted`` 
 
 
 @contextmanager
-def scratch_directory(prefix: str) -> Iterator[str]:
-    """A temporary directory, removed on the way out, and by ``interrupted`` too: its ``os._exit``
-    skips every context exit, and a worker blocked in a wait does not unwind in time."""
-    path = tempfile.mkdtemp(prefix=prefix)
+def scratch_directory(prefix: str, folder: str | os.PathLike | None = None) -> Iterator[str]:
+    """A temporary directory (in ``folder``, else the system's), removed on the way out, and by
+    ``interrupted`` too: its ``os._exit`` skips every context exit, and a worker blocked in a wait
+    does not unwind in time."""
+    path = tempfile.mkdtemp(prefix=prefix, dir=folder)
     _SCRATCH.append(path)
     try:
         yield path

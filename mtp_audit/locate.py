@@ -84,7 +84,7 @@ def read_version(root: Path) -> str | None:
 
 
 def has_local_argmax(logits_processor_source: str) -> bool:
-    """True when ``LogitsProcessor.get_top_tokens`` exists (vLLM 0.20 and later)."""
+    """True when ``LogitsProcessor.get_top_tokens`` exists (vLLM 0.17 and later)."""
     if "def get_top_tokens" not in logits_processor_source:
         return False
     try:

@@ -64,6 +64,13 @@ class _GuardedStdout:
     def isatty(self) -> bool:
         return self._stream is not None and self._stream.isatty()
 
+    @property
+    def buffer(self) -> _GuardedStdout:
+        """The binary stream (``fix --diff`` writes the files' own bytes), guarded the same way."""
+        if self._stream is None:
+            raise OutputFailed("standard output is closed")
+        return _GuardedStdout(self._stream.buffer)
+
     def __getattr__(self, name: str):
         if self._stream is None:
             raise AttributeError(name)

@@ -38,7 +38,7 @@ from .synthesize.answers import MIRROR_RULE
 
 
 class PreLocalArgmaxRelease(UsageError):
-    """vLLM before 0.20: LogitsProcessor.get_top_tokens does not exist."""
+    """vLLM 0.16 and earlier: LogitsProcessor.get_top_tokens does not exist."""
 
 
 @dataclass
@@ -127,7 +127,7 @@ class Scanner:
                 version = f"vLLM {self.tree.vllm_version}" if self.tree.vllm_version else "this vLLM"
                 raise PreLocalArgmaxRelease(
                     f"{version} has no LogitsProcessor.get_top_tokens, so there is nothing for drafters "
-                    "to opt into; it ships with vLLM 0.20 and later"
+                    "to opt into (it first shipped in vLLM 0.17)"
                 )
             entries, self.registry_notes = registry_reading(self.index)
             if self.tree.plugins:

@@ -8,7 +8,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import zipfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -17,6 +16,7 @@ from pathlib import Path
 import platformdirs
 
 from .errors import UsageError
+from .lifecycle import scratch_directory
 
 VERSION = re.compile(r"^\d+\.\d+(\.\d+)*([.-]?(post|rc|dev)\d+)?$")
 
@@ -44,7 +44,7 @@ def release_tree(version: str, *, offline: bool = False, progress: Progress | No
     if offline:
         raise UsageError(f"vLLM {version} is not in the cache ({target}) and --offline was given")
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+    with scratch_directory(".download-", target.parent) as scratch:
         with (progress or nullcontext)(
             f"downloading the vllm=={version} wheel with pip, once: its vllm/*.py are kept in {target}"
         ):
@@ -95,7 +95,7 @@ def released_wheel(name: str, version: str, *, progress: Progress | None = None)
     if found:
         return found[0]
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+    with scratch_directory(".download-", target.parent) as scratch:
         with (progress or nullcontext)(f"downloading the {name}=={version} wheel with pip, once, into {target}"):
             wheel = _download(f"{name}=={version}", Path(scratch))
         staging = Path(scratch) / "entry"

@@ -170,6 +170,15 @@ def test_a_directory_with_no_drafter_is_an_input_error(tmp_path):
     result = run_cli("scan", str(plugin))
     assert result.returncode == 2 and result.stdout == ""
     assert "no drafter found" in result.stderr and "registry.py" in result.stderr and "*_mtp*" in result.stderr
+    assert len(result.stderr.splitlines()) == 1  # the error alone, as for every input error (no plugin note)
+
+
+def test_quiet_keeps_only_the_exit_code_and_errors_for_a_plugin_directory():
+    plugin = FIXTURES / "scan" / "plugin_dir"
+    loud = run_cli("scan", str(plugin), "--fail-on", "never")
+    quiet = run_cli("scan", str(plugin), "--fail-on", "never", "--quiet")
+    assert loud.stderr.startswith("note: ") and quiet.returncode == loud.returncode == 0
+    assert quiet.stdout == quiet.stderr == ""
 
 
 def test_by_model_type_in_every_format(tmp_path):

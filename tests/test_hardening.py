@@ -341,6 +341,68 @@ def test_closed_stdout_is_one_line_exit_2(tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("args", [["scan", "--format", "json"], ["fix", "--all", "--diff"]])
+def test_closed_stdout_is_one_line_exit_2_for_text_and_bytes(tmp_path, args):
+    """``fix --diff`` writes the files' own bytes (``sys.stdout.buffer``): guarded as text output is."""
+    tree = tree_of("direct_head", tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "mtp_audit", args[0], str(tree), *args[1:]],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert_clean_failure(result, 2, "standard output is closed")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "args, code", [(["scan", "--format", "json"], 2), (["fix", "--model", "ToyMTPModel", "--check"], 1)]
+)
+def test_closed_stderr_keeps_stdout_clean(tmp_path, args, code):
+    """With fd 2 closed, Python's ``sys.stderr`` is None and ``print(file=None)`` writes to stdout: errors
+    and warnings went into the JSON report, and ``fix --check`` died on ``isatty``."""
+    tree = tree_of("direct_head", tmp_path)
+    if args[0] == "scan":
+        (tree / MODELS / "broken.py").write_text("def broken(:\n")
+        registry = tree / MODELS / "registry.py"
+        registry.write_text(registry.read_text().replace("}", '    "BrokenModel": ("broken", "Broken"),\n}'))
+    result = subprocess.run(
+        [sys.executable, "-m", "mtp_audit", args[0], str(tree), *args[1:]],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        check=False,
+        preexec_fn=lambda: os.close(2),
+        env={k: v for k, v in os.environ.items() if k != "COLUMNS"},  # the width then comes from stderr
+    )
+    assert result.returncode == code
+    if args[0] == "scan":
+        assert json.loads(result.stdout)["drafters"]
+    else:
+        assert result.stdout == ""
+
+
+CTRL_C_WHILE_IMPORTING = """
+import os, signal, sys
+class CtrlCOnTyper:
+    def find_spec(self, name, path=None, target=None):
+        if name == "typer":
+            os.kill(os.getpid(), signal.SIGINT)  # as if the user pressed Ctrl-C while typer imports
+        return None
+sys.meta_path.insert(0, CtrlCOnTyper())
+sys.argv = ["mtp-audit", "scan", "."]
+from mtp_audit.__main__ import main
+main()
+"""
+
+
+def test_a_ctrl_c_while_the_command_imports_is_one_line_exit_130():
+    done = subprocess.run([sys.executable, "-c", CTRL_C_WHILE_IMPORTING], capture_output=True, text=True)
+    assert done.returncode == 130 and done.stderr == "mtp-audit: interrupted\n", done.stderr
+
+
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 def test_full_disk_on_stdout_is_one_line_exit_2(tmp_path):
     tree = tree_of("direct_head", tmp_path)
@@ -411,6 +473,32 @@ def test_a_ctrl_c_leaves_no_scratch_directory(tmp_path):
     assert done.returncode == 130 and done.stderr == "mtp-audit: interrupted\n"
     scratch = Path(done.stdout.strip())
     assert scratch.parent == tmp_path and not scratch.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+CTRL_C_WHILE_DOWNLOADING = """
+import os, signal, sys, time
+from pathlib import Path
+from mtp_audit import sources
+from mtp_audit.lifecycle import handle_ctrl_c
+handle_ctrl_c()
+def stalled(spec, into, pattern="*.whl"):
+    (Path(into) / "vllm-9.9.9-py3-none-any.whl.part").write_bytes(b"x")  # what pip has fetched so far
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)
+sources._download = stalled
+from mtp_audit.cli import main
+sys.argv = ["mtp-audit", "scan", "--vllm-version", "9.9.9"]
+main()
+"""
+
+
+def test_a_ctrl_c_during_a_download_leaves_nothing_in_the_sources_cache(tmp_path):
+    """The download's scratch directory (where pip puts the partial wheel) went with ``os._exit``'s skipped
+    context exits; it is a lifecycle scratch directory now, removed by the Ctrl-C handler."""
+    env = {**os.environ, "MTP_AUDIT_SOURCES_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", CTRL_C_WHILE_DOWNLOADING], capture_output=True, text=True, env=env)
+    assert done.returncode == 130 and done.stderr.endswith("mtp-audit: interrupted\n"), done.stderr
     assert list(tmp_path.iterdir()) == []
 
 

@@ -72,7 +72,8 @@ POLICY: tuple[Rule, ...] = (
         "every command",
         ERROR,
         "usage or input error: an unknown option or `--model`, an ambiguous `--model` "
-        "for `fix`/`verify`, a missing PATH, a release before 0.20; one line on stderr, "
+        "for `fix`/`verify`, a missing PATH, a vLLM whose `LogitsProcessor` has no `get_top_tokens` "
+        "(0.16 and earlier); one line on stderr, "
         "nothing written",
     ),
 )
