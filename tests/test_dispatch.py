@@ -18,10 +18,10 @@ from conftest import BASE, build_tree, run_cli
 from mtp_audit.index.fact_types import Target, TryOutcome
 from mtp_audit.index.facts import check_syntax, extract_facts
 from mtp_audit.index.imports import _interpreted_imports
+from mtp_audit.index.interpreter import catches
 from mtp_audit.index.platforms import evaluate, string_values
 from mtp_audit.locate import locate
 from mtp_audit.model import PLATFORMS
-from mtp_audit.resolve.attempts import catches
 from mtp_audit.scan import scan
 
 
@@ -146,18 +146,22 @@ def test_else_and_finally_of_a_module_level_try_run_after_its_body() -> None:
 
 
 def test_a_raise_a_handler_may_catch_runs_the_handlers_instead() -> None:
-    """Each handler is an alternative; one that raises again is dropped, as an unknown branch is.
-    When every handler raises, the import fails for the body's reason."""
+    """Each handler that may catch the raise is an alternative, up to the first that surely does (by the
+    built-in hierarchy); one that raises again is dropped, as an unknown branch is. When every handler
+    raises, or none can catch it, the import fails for the body's reason."""
     body = (
         HEADER + 'try:\n    if current_platform.is_xpu():\n        raise ImportError("no XPU kernels")\n'
         "    from .nvidia import Drafter\n"
     )
     found = where(
-        body + "except ImportError:\n    from .generic import Drafter\nexcept (RuntimeError, OSError):\n"
-        "    from .fallback import Drafter\nexcept Exception:\n    raise\nelse:\n    from .fast import Drafter\n"
+        body + "except KernelError:\n    from .generic import Drafter\nexcept (RuntimeError, OSError):\n"
+        "    from .fallback import Drafter\nexcept ImportError:\n    from .portable import Drafter\n"
+        "except Exception:\n    from .never import Drafter\nelse:\n    from .fast import Drafter\n"
     )
-    assert found.pop("xpu") == "import:pkg.generic | import:pkg.fallback"
+    assert found.pop("xpu") == "import:pkg.generic | import:pkg.portable"  # KernelError: the tree's own, may catch
     assert set(found.values()) == {"import:pkg.fast"}
+    found = where(body + "except (RuntimeError, OSError):\n    from .fallback import Drafter\n")
+    assert found.pop("xpu") == "raises: import raises ImportError (line 5): no XPU kernels"
     found = where(body + "except ImportError:\n    raise\nexcept Exception:\n    raise\n")  # the body's reason
     assert found.pop("xpu") == "raises: import raises ImportError (line 5): no XPU kernels"
     assert set(found.values()) == {"import:pkg.nvidia"}
@@ -332,12 +336,14 @@ def test_what_each_kind_of_assignment_binds() -> None:
         "D": [Target("unknown", "Undefined")],
         "E": [Target("unknown", "expression")],
         "F": [Target("unknown", "Undefined.deep.attr")],
-        "G": [Target("constant", "3")],
-        "H": [Target("constant", "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx")],  # the first 40 characters
+        "G": [Target("constant", "3", "11")],  # with its line
+        "H": [Target("constant", "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", "12")],  # the first 40 characters
         "I": [Target("unknown", "List")],
         "J": [Target("import", "pkg.x", "Head")],
         "L": [Target("import", "pkg.x", "Head")],
         "M": [Target("import", "pkg.x", "Head")],
+        "N": [Target("import", "pkg.x", "Head")],  # a tuple of as many values: pairwise
+        "O": [Target("import", "pkg.x", "Head")],
     }
 
 
@@ -387,7 +393,7 @@ def test_a_condition_on_all_without_a_module_all_is_unknown() -> None:
         "from . import impl\n\ndef __getattr__(name):\n    if name in __all__:\n"
         '        return getattr(impl, name)\n    if name == "A":\n        return impl.B\n'
     )
-    assert found["A"] == [Target("unknown", "a condition in __getattr__")]
+    assert found["A"] == [Target("unknown", "if name in __all__: cannot be decided", "4")]
 
 
 def test_relative_imports_climb_from_a_module_or_a_package() -> None:
@@ -477,7 +483,7 @@ def test_module_getattr_forms() -> None:
         "Computed": [Target("unknown", "getattr with a computed name")],
         "OneArgument": [Target("unknown", "Call")],
         "Missing": [Target("unavailable", "__getattr__ has no entry for Missing")],
-        "Unknown": [Target("unknown", "a condition in __getattr__")],
+        "Unknown": [Target("unknown", 'if os.environ.get("X"): cannot be decided', "20")],
         "Other": [Target("import", "pkg.other", "Other")],
         "Tabled": [Target("import", "pkg.impl", "T")],  # a name only __getattr__'s own strings mention
     }
@@ -669,7 +675,7 @@ def test_a_platform_the_tool_cannot_follow_is_unresolved_not_unavailable(tmp_pat
     [record] = result.records
     assert record.platforms == ["cpu", "cuda"]
     assert [(u.platform, u.reason) for u in record.unavailable_on] == [
-        ("tpu", "vllm/part/__init__.py: cannot follow PartMTP = None"),  # a value, decided: no drafter there
+        ("tpu", "vllm/part/__init__.py:8: PartMTP = None on tpu"),  # a value, decided: no drafter there
         ("xpu", "vllm/part/__init__.py: import raises NotImplementedError (line 6): no XPU"),
     ]
     assert [(u.arch, u.platforms, u.reason) for u in result.unresolved] == [
@@ -689,7 +695,7 @@ def test_module_level_names_that_decide_a_condition() -> None:
     flag = HEADER + "_ON_AMD = current_platform.is_rocm()\n_ON_AMD_TOO = _ON_AMD\n"
     branch = "if _ON_AMD_TOO:\n    from .amd import Drafter\nelse:\n    from .nvidia import Drafter\n"
     assert where(flag + branch)["rocm"] == "import:pkg.amd" and where(flag + branch)["cuda"] == "import:pkg.nvidia"
-    assert bindings(flag, "rocm")["_ON_AMD"] == [Target("constant", "True")]
+    assert bindings(flag, "rocm")["_ON_AMD"] == [Target("constant", "True", "3")]
     rebound = flag + "_ON_AMD_TOO = os.environ.get('AMD')\n" + branch
     assert set(where(rebound).values()) == {"import:pkg.amd | import:pkg.nvidia"}
     choice = (
@@ -709,3 +715,69 @@ def test_an_alias_of_current_platform_decides_an_import_chain_raise() -> None:
     )
     facts = _interpreted_imports(source, "pkg.kernels", False)
     assert facts is not None and list(facts.errors) == ["xpu"]
+
+
+def test_statements_that_rebind_in_ways_not_followed_say_so() -> None:
+    """A loop, an unpacking of something else than as many values, ``+=``, a ``with ... as``, a ``match``
+    capture and ``globals()`` with a computed key may rebind a name: it is marked with the statement, never
+    left at its earlier binding (``A, B = x, y`` and ``globals()["A"] = x`` are followed)."""
+    found = bindings(
+        "from .x import A, B, C, D, E, F, G\n\nfor A in ():\n    pass\nwhile False:\n    B = 1\nC, _ = pair\n"
+        "D += 1\nwith open('f') as E:\n    pass\nmatch C:\n    case F:\n        pass\n"
+        "globals()['G'] = D\nglobals()[key] = D\n"
+    )
+    assert {n: found[n] for n in "ABCDEFG"} == {
+        "A": [Target("unknown", "globals()[key] = D", "15")],
+        "B": [Target("unknown", "globals()[key] = D", "15")],
+        "C": [Target("unknown", "globals()[key] = D", "15")],
+        "D": [Target("unknown", "globals()[key] = D", "15")],
+        "E": [Target("unknown", "globals()[key] = D", "15")],
+        "F": [Target("unknown", "globals()[key] = D", "15")],
+        "G": [Target("unknown", "globals()[key] = D", "15")],
+    }
+    each = bindings(
+        "from .x import A, B, C, D, E, F\n\nfor A in ():\n    pass\nwhile False:\n    B = 1\nC, _ = pair\n"
+        "D += 1\nwith open('f') as E:\n    pass\nmatch C:\n    case F:\n        pass\n"
+    )
+    assert {n: each[n][0].a for n in "ABCDEF"} == {
+        "A": "for A in ():",
+        "B": "while False:",
+        "C": "C, _ = pair",
+        "D": "D += 1",
+        "E": "with open('f') as E:",
+        "F": "match C:",
+    }
+    assert bindings("from .x import A\n\nglobals()['A'] = A.Inner\n")["A"] == [Target("import", "pkg.x.A", "Inner")]
+
+
+def test_a_with_body_runs_and_its_raise_propagates_unless_suppressed() -> None:
+    """A quiet manager lets a raise by; ``suppress(E)`` catches E (by the built-in hierarchy) and nothing else;
+    a manager the tool does not know may swallow anything."""
+    raising = '    if current_platform.is_xpu():\n        raise ModuleNotFoundError("no XPU")\nfrom .x import Drafter\n'
+    assert where(HEADER + "import warnings\nwith warnings.catch_warnings():\n" + raising)["xpu"] == (
+        "raises: import raises ModuleNotFoundError (line 6): no XPU"
+    )
+    suppressing = HEADER + "import contextlib\nwith contextlib.suppress(ImportError):\n" + raising
+    assert where(suppressing)["xpu"] == "import:pkg.x"
+    assert where(HEADER + "from contextlib import suppress\nwith suppress(OSError):\n" + raising)["xpu"] == (
+        "raises: import raises ModuleNotFoundError (line 6): no XPU"
+    )
+    assert where(HEADER + "with registering():\n" + raising)["xpu"] == "import:pkg.x"
+    chain = HEADER + "import torch\nwith torch.no_grad():\n" + raising.replace("from .x import Drafter\n", "")
+    assert list(_interpreted_imports(chain, "pkg.kernels", False).errors) == ["xpu"]  # type: ignore[union-attr]
+    unknown = HEADER + "with registering():\n" + raising.replace("from .x import Drafter\n", "")
+    assert _interpreted_imports(unknown, "pkg.kernels", False).errors == {}  # type: ignore[union-attr]
+
+
+def test_an_assert_decided_false_raises_in_an_import_chain_too() -> None:
+    source = HEADER + 'assert not current_platform.is_tpu(), "no TPU"\nassert os.environ.get("X")\n'
+    facts = _interpreted_imports(source, "pkg.kernels", False)
+    assert facts is not None and facts.errors == {"tpu": "import raises AssertionError (line 3): no TPU"}
+
+
+def test_a_match_on_an_undecidable_subject_keeps_every_case() -> None:
+    found = where(
+        "import os\n\nmatch os.environ.get('KIND'):\n    case 'a':\n        from .a import Drafter\n"
+        "    case _:\n        from .b import Drafter\n"
+    )
+    assert set(found.values()) == {"import:pkg.a | import:pkg.b"}

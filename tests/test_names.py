@@ -190,7 +190,7 @@ def test_what_cannot_be_followed_says_why(tmp_path: Path) -> None:
     assert resolve_name(index, "pkg", "Drafter", "cuda") == [
         Missing("pkg/__init__.py: cannot follow Drafter = Call", undecided=True)  # the tool's limit: unresolved
     ]
-    assert resolve_name(index, "pkg", "Alias", "cuda") == [Missing("pkg/__init__.py: cannot follow Alias = 3")]
+    assert resolve_name(index, "pkg", "Alias", "cuda") == [Missing("pkg/__init__.py:2: Alias = 3 on cuda")]
     assert resolve_name(index, "pkg.lazy", "Drafter", "cuda") == [
         Missing("pkg/lazy.py: __getattr__ raises ImportError (line 3): needs kernels")
     ]

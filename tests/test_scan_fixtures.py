@@ -50,7 +50,9 @@ def test_scan_fixture(case: Path, tmp_path: Path) -> None:
         return
     result, _, _ = scan(locate(tree))
     assert not result.parse_errors
-    assert not result.unresolved, result.unresolved
+    unresolved_file = case / "expected_unresolved.txt"  # "ARCH on PLATFORMS: reason", one line each
+    unresolved = [f"{u.arch} on {','.join(u.platforms)}: {u.reason}" for u in result.unresolved]
+    assert unresolved == (unresolved_file.read_text().splitlines() if unresolved_file.exists() else [])
     notes_file = case / "expected_notes.txt"  # registry content the scan warns it cannot read
     assert result.registry_notes == (notes_file.read_text().splitlines() if notes_file.exists() else [])
     from mtp_audit.report.json_report import render_json

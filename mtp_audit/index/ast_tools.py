@@ -64,3 +64,32 @@ def _is_docstring(statement: ast.stmt) -> bool:
         and isinstance(statement.value, ast.Constant)
         and isinstance(statement.value.value, str)
     )
+
+
+def match_as_if(node: ast.Match) -> list[ast.stmt]:
+    """A ``match`` as the ``if``/``elif`` chain it runs as: ``case "cuda" | "rocm":`` tests ``subject == "cuda"
+    or subject == "rocm"``, an irrefutable ``case _:`` (or ``case name:``) is the ``else``. A pattern of
+    another kind, or a guard, tests ``...``, which no condition evaluator decides: that case is an alternative."""
+    chain: list[ast.stmt] = []
+    for case in reversed(node.cases):
+        test = _pattern_test(node.subject, case.pattern)
+        if test is None and case.guard is None:
+            chain = case.body
+        else:
+            undecided = test is None or case.guard is not None
+            chain = [ast.If(test=ast.Constant(...) if undecided else test, body=case.body, orelse=chain)]
+    return chain
+
+
+def _pattern_test(subject: ast.expr, pattern: ast.pattern) -> ast.expr | None:
+    """The condition a pattern tests, ``...`` where it is not a literal one; None: it always matches."""
+    if isinstance(pattern, ast.MatchAs):
+        return None if pattern.pattern is None else _pattern_test(subject, pattern.pattern)
+    if isinstance(pattern, ast.MatchValue):
+        return ast.Compare(left=subject, ops=[ast.Eq()], comparators=[pattern.value])
+    if isinstance(pattern, ast.MatchOr):
+        tests = [_pattern_test(subject, p) for p in pattern.patterns]
+        if any(t is None for t in tests):
+            return None
+        return ast.BoolOp(op=ast.Or(), values=tests)
+    return ast.Constant(...)

@@ -37,8 +37,9 @@ class Target:
 
     kind: ``class`` (a = line of the local class), ``import`` (a = module,
     b = name; ``a.b`` may be a submodule), ``module`` (a = module), ``constant`` (a = its
-    repr: ``X = None`` on a platform without the class is decided, not unfollowed),
-    ``unknown`` (a = code that could not be followed), ``unavailable`` (a = why the name
+    repr, b = its line: ``X = None`` on a platform without the class is decided, not unfollowed),
+    ``unknown`` (a = code that could not be followed; b = its line, where a is the statement that
+    binds the name in a way the tool does not follow, such as a loop), ``unavailable`` (a = why the name
     cannot be had: its import raises). ``when``: the ``try`` outcomes under which the
     binding holds (all of them; empty: always).
     """
@@ -108,6 +109,7 @@ class ModuleFacts:
     # platform -> the names ``__all__`` lists (None: not a literal list, taken to list any name); a platform
     # absent: no ``__all__`` (``import *`` binds the names not starting with ``_``)
     exports: dict[str, list[str] | None] = field(default_factory=dict)
+    unlisted: dict[str, str] = field(default_factory=dict)  # platform -> why ``__getattr__`` may serve other names
     parse_error: str | None = None
 
     def class_at(self, line: int) -> ClassFacts | None:

@@ -27,7 +27,7 @@ from .classes import _assigned_after, _collect_classes
 from .fact_types import ModuleFacts, Target
 from .interpreter import _NO_ALL, _Interpreter
 from .module_getattr import _evaluate_getattr, _lazy_candidates
-from .platforms import PLATFORM_PREDICATES
+from .platforms import PLATFORM_PREDICATES, string_values
 from .prefilter import Reduced, physical_lines, reduce_source, whole
 
 
@@ -121,7 +121,9 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
             facts.exports[platform] = interpreter.exports  # type: ignore[assignment]
         _keep_bases_then(facts, platform, interpreter.bases_then, bindings)
         if getattr_def is not None:
+            interpreter.collections = _string_collections(tree.body)
             bindings = _with_lazy(bindings, getattr_def, interpreter)
+            _note_unlisted(facts, platform, getattr_def, interpreter)
         facts.bindings[platform] = _share_with_earlier(bindings, facts.bindings)
     if not per_platform:
         first = PLATFORMS[0]
@@ -139,13 +141,50 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
 
 def _with_lazy(bindings: dict[str, list[Target]], getattr_def: ast.stmt, interpreter: _Interpreter) -> dict:
     """``bindings`` with the names that ``__getattr__`` gives, put first: Python asks it only for a name the
-    module lacks, so any star import rebinds them (as if it ran after)."""
+    module lacks (never bound, or deleted), so any star import rebinds them (as if it ran after)."""
     lazy = {
         name: _evaluate_getattr(getattr_def, name, interpreter)
-        for name in _lazy_candidates(getattr_def, interpreter.all_names)
-        if name not in bindings
+        for name in _lazy_candidates(getattr_def, interpreter.all_names, interpreter.collections)
+        if name not in bindings or _deleted(bindings[name])
     }
-    return {**lazy, **bindings} if lazy else bindings
+    if not lazy:
+        return bindings
+    return {**lazy, **{name: targets for name, targets in bindings.items() if name not in lazy}}
+
+
+def _deleted(targets: list[Target]) -> bool:
+    """Unbound by ``del`` (the only binding that is unavailable under every ``try`` outcome)."""
+    return all(t.kind == "unavailable" and not t.when for t in targets)
+
+
+def _note_unlisted(facts: ModuleFacts, platform: str, getattr_def: ast.stmt, interpreter: _Interpreter) -> None:
+    """Where ``__getattr__`` may serve a name the tool did not list (its test cannot be decided, or it serves
+    any name), say why: a name not bound is then not known to be undefined."""
+    served = _evaluate_getattr(getattr_def, "", interpreter)  # "": never a name it lists
+    if any(t.kind != "unavailable" for t in served):
+        undecided = next((t for t in served if t.kind == "unknown" and t.b), None)
+        why = f"line {undecided.b}: {undecided.a}" if undecided else f"line {interpreter.text.line(getattr_def)}"
+        facts.unlisted[platform] = f"its __getattr__ may serve it ({why})"
+
+
+def _string_collections(statements: list[ast.stmt]) -> dict[str, list[str]]:
+    """Module-level names bound (last) to a literal set, list or tuple of strings, or a dict of strings to
+    strings: what ``if name in _LAZY:`` in ``__getattr__`` tests."""
+    found: dict[str, list[str]] = {}
+    for statement in statements:
+        if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
+            continue
+        value = statement.value
+        strings = string_values(value) if isinstance(value, (ast.Set, ast.List, ast.Tuple)) else None
+        if isinstance(value, ast.Dict) and not any(k is None for k in value.keys):
+            keys, values = string_values(ast.List(value.keys)), string_values(ast.List(value.values))  # type: ignore[arg-type]
+            strings = keys if values is not None else None
+        for target in statement.targets if isinstance(statement, ast.Assign) else [statement.target]:
+            if isinstance(target, ast.Name):
+                found.pop(target.id, None)
+                if strings is not None:
+                    found[target.id] = strings
+    return found
 
 
 def _keep_bases_then(
@@ -173,15 +212,17 @@ def _star_after(final: dict[str, list[Target]], name: str) -> bool:
 
 
 def _reads_platform(tree: ast.Module, getattr_def: ast.stmt | None) -> bool:
-    """Only an ``if``, ``__getattr__``, or a name bound to a conditional expression or a platform
-    predicate (``_IS_ROCM = current_platform.is_rocm()``) reads the platform; without one, every
-    platform binds alike."""
+    """Only an ``if``, a ``match``, ``__getattr__``, or a name bound to (or an ``assert`` of) a conditional
+    expression or a platform predicate (``_IS_ROCM = current_platform.is_rocm()``) reads the platform;
+    without one, every platform binds alike."""
     if getattr_def is not None:
         return True
     for statement in walk_statements(tree.body):
-        if isinstance(statement, ast.If):
+        if isinstance(statement, (ast.If, ast.Match)):
             return True
         value = statement.value if isinstance(statement, (ast.Assign, ast.AnnAssign)) else None
+        if isinstance(statement, ast.Assert):
+            value = statement.test
         if value is not None and any(_platform_dependent(node) for node in ast.walk(value)):
             return True
     return False

@@ -16,7 +16,8 @@ not parse (a column-0 line inside a multi-line string), the whole file is.
 
 Conservative where Python's behaviour is not known statically: an import or
 raise under a condition that cannot be evaluated, in a loop, or inside a
-``try`` with handlers or a ``with`` (which may catch it) does not count;
+``try`` with handlers or a ``with`` whose manager may swallow it (any but
+``warnings.catch_warnings()``, ``torch.no_grad()`` and the like) does not count;
 nor does a dependency that does not parse (its own error is reported when it
 is a drafter's module or package).
 """
@@ -29,23 +30,23 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..model import PLATFORMS, ChainAnswers
-from .ast_tools import absolute_module, walk_statements
-from .interpreter import _raise_reason
+from .ast_tools import absolute_module, match_as_if, walk_statements
+from .interpreter import _raise_reason, suppressed
 from .platforms import PLATFORM, evaluate
 
 if TYPE_CHECKING:
     from .modules import ModuleIndex
 
 _STATEMENT = re.compile(r"\n[^ \t\r\n\f#)\]}]")  # a line that starts a top-level statement
-_SIMPLE_KEPT = re.compile(r"(?:import|from|raise)\b")
+_SIMPLE_KEPT = re.compile(r"(?:import|from|raise|assert)\b")
 _BLOCK = re.compile(r"(?:if|try|for|while|with|async|match)\b")
 _CONTINUATION = re.compile(r"(?:elif|else|except|finally|case)\b")
-_TOP_LEVEL = re.compile(  # a column-0 import with its names, or a column-0 block or raise
+_TOP_LEVEL = re.compile(  # a column-0 import with its names, or a column-0 block, raise or assert
     # The lookahead (the first letters of the keywords below) turns away most lines (indented ones)
     # at one character, instead of trying each keyword in turn: 40% of reading an import chain.
     r"\n(?=[fiewtamr])(?:(?:from[ \t]+(?P<origin>\.*[\w.]*)[ \t]+)?import\b[ \t]*"
     r"(?P<names>\((?:[^)#]|#[^\n]*)*\)|(?:[^\n\\]|\\[\s\S])*)"
-    r"|(?P<block>(?:if|elif|else|try|except|finally|for|while|with|async|match|raise)\b[^\n]*))"
+    r"|(?P<block>(?:if|elif|else|try|except|finally|for|while|with|async|match|raise|assert)\b[^\n]*))"
 )
 _COMMENT = re.compile(r"#[^\n]*")
 _NOT_RUN = re.compile(
@@ -87,7 +88,7 @@ def _statement_starts(source: str) -> list[int]:
 
 
 def top_level_code(source: str) -> str:
-    """``source`` with only what can import or raise at top level: imports, ``raise`` and the blocks
+    """``source`` with only what can import or raise at top level: imports, ``raise``, ``assert`` and the blocks
     (``if``/``elif``/``else``, ``try``, ...) that contain one; the rest is blanked, line numbers kept."""
     starts = _statement_starts(source)
     if not starts:
@@ -97,7 +98,7 @@ def top_level_code(source: str) -> str:
     group: list[str] = []  # a block and its continuations
 
     def flush() -> None:
-        keep = any("import" in g or "raise" in g for g in group)
+        keep = any("import" in g or "raise" in g or "assert" in g for g in group)
         out.extend(g if keep else "\n" * g.count("\n") for g in group)
         group.clear()
 
@@ -184,7 +185,7 @@ def _interpreted_imports(source: str, module: str, is_package: bool, top: bool =
         except (SyntaxError, ValueError):
             return None
     result = ImportFacts()
-    per_platform = any(isinstance(s, ast.If) for s in walk_statements(tree.body))
+    per_platform = any(isinstance(s, (ast.If, ast.Match, ast.Assert)) for s in walk_statements(tree.body))
     for platform in PLATFORMS if per_platform else PLATFORMS[:1]:
         imports, error = _TopLevel(module, is_package, platform, top).run(tree.body, guarded=False)
         result.imports[platform] = next((i for i in result.imports.values() if i == imports), imports)
@@ -242,10 +243,22 @@ class _TopLevel:
                         if error:
                             break
             elif isinstance(node, (ast.With, ast.AsyncWith)):
-                sub, error = self.run(node.body, True)  # a context manager may swallow what it raises
-                error = None
+                quiet = suppressed(node.items, {}) is None  # a manager the tool knows lets what it raises by
+                sub, error = self.run(node.body, guarded or not quiet)
+                imports.extend(sub)
+                error = error if quiet else None
+            elif isinstance(node, ast.Match):
+                sub, error = self.run(match_as_if(node), guarded)
+                imports.extend(sub)
             elif isinstance(node, ast.Raise) and not guarded:
                 error = _raise_reason(node, _Lines())  # type: ignore[arg-type]
+            elif (
+                isinstance(node, ast.Assert)
+                and not guarded
+                and evaluate(node.test, self.platform, lookup=self.lookup) is False
+            ):
+                failure = ast.Call(ast.Name("AssertionError", ast.Load()), [node.msg] if node.msg else [], [])
+                error = _raise_reason(ast.copy_location(ast.Raise(exc=failure), node), _Lines())  # type: ignore[arg-type]
             if error:
                 return imports, error
         return imports, None

@@ -4,11 +4,12 @@ what (a local class, an import, a module), and whether importing the module rais
 from __future__ import annotations
 
 import ast
+import builtins
 import dataclasses
 import re
 from typing import TYPE_CHECKING, Union
 
-from .ast_tools import FUNCTIONS, _strings, absolute_module, dotted
+from .ast_tools import FUNCTIONS, _strings, absolute_module, dotted, match_as_if, walk_statements
 from .fact_types import ModuleFacts, Target, TryOutcome
 from .platforms import PLATFORM, evaluate, literal_string, string_values
 
@@ -32,12 +33,14 @@ class _Interpreter:
         self.exports: Exports = _NO_ALL  # what ``import *`` of this module binds, as far as ``__all__`` tells
         self.error: str | None = None
         self.bases_then: dict[int, dict[str, list[Target]]] = {}  # class line -> its base names' targets then
+        self.collections: dict[str, list[str]] = _NO_COLLECTIONS  # name -> its literal strings, for ``__getattr__``
 
     def fork(self) -> _Interpreter:
         other = _Interpreter(self.facts, self.platform, self.text)
         other.state = {k: list(v) for k, v in self.state.items()}
         other.all_names = list(self.all_names) if self.all_names is not None else None
         other.exports = self.exports
+        other.collections = self.collections
         other.bases_then = self.bases_then  # a class runs in one branch: every fork records into one dict
         return other
 
@@ -54,17 +57,65 @@ class _Interpreter:
         self.state[name] = targets
 
     def statement(self, node: ast.stmt) -> None:
-        if isinstance(node, ast.ClassDef):
-            self.remember_bases(self.text.line(node))
-            self.bind(node.name, [Target("class", str(self.text.line(node)))])
-        elif isinstance(node, ast.If):
-            self.conditional(node)
-        elif isinstance(node, ast.Try):
-            self.attempt(node)
-        elif isinstance(node, FUNCTIONS):
-            self.state.pop(node.name, None)
-        else:
+        """By the statement's type (one dict lookup: most statements are imports and assignments)."""
+        handler = _STATEMENTS.get(type(node))
+        if handler is None:
             self.simple(node)
+        else:
+            handler(self, node)
+
+    def define_class(self, node: ast.ClassDef) -> None:
+        self.remember_bases(self.text.line(node))
+        self.bind(node.name, [Target("class", str(self.text.line(node)))])
+
+    def define_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.state.pop(node.name, None)
+
+    def unfollowed(self, names: list[str], node: ast.stmt) -> None:
+        """Mark names a statement binds in a way the tool does not follow (a loop, ``A, B = pair``): never left
+        at an earlier binding, they resolve to nothing, saying which statement (the record goes unresolved)."""
+        header = self.text.lines[node.lineno - 1].strip()
+        for name in names:
+            self.bind(name, [Target("unknown", header[:80], str(self.text.line(node)))])
+
+    def within(self, node: ast.With | ast.AsyncWith) -> None:
+        """``with``: the body runs, so its bindings happen, and what it raises propagates, unless a manager may
+        suppress it: then the body runs as a ``try`` whose handler does nothing (``contextlib.suppress(E)``:
+        ``except E``; a manager the tool does not know may swallow anything: a bare ``except``)."""
+        self.unfollowed([n for i in node.items if i.optional_vars for n in stored_names(i.optional_vars)], node)
+        caught = suppressed(node.items, self.state)
+        if caught is None:
+            self.run(node.body)
+            return
+        kind = ast.Tuple(elts=caught, ctx=ast.Load()) if caught else None
+        handler = ast.ExceptHandler(type=kind, name=None, body=[])
+        self.attempt(ast.Try(body=node.body, handlers=[handler], orelse=[], finalbody=[]))
+
+    def loop(self, node: ast.For | ast.AsyncFor | ast.While) -> None:
+        """A loop runs its body any number of times: what it binds, its target included, is not followed, and
+        what it raises does not count (it may never run)."""
+        self.unfollowed(bound_names([node]), node)
+
+    def match(self, node: ast.Match) -> None:
+        """``match`` runs as its ``if``/``elif`` chain (``case "cuda":`` on ``current_platform.device_type`` is
+        decided per platform, a pattern the tool cannot decide keeps its case as an alternative); the names a
+        pattern captures are not followed."""
+        captured = [n.name for c in node.cases for n in ast.walk(c.pattern) if getattr(n, "name", None)]
+        self.unfollowed(captured, node)
+        self.run(match_as_if(node))
+
+    def check(self, node: ast.Assert) -> None:
+        """``assert COND``: where COND is decided false, importing the module raises AssertionError there;
+        where it cannot be decided, nothing (as for an ``if`` that cannot be)."""
+        if self.truth(node.test) is False:
+            failure = ast.Call(ast.Name("AssertionError", ast.Load()), [node.msg] if node.msg else [], [])
+            self.error = _raise_reason(ast.copy_location(ast.Raise(exc=failure), node), self.text)
+
+    def delete(self, node: ast.Delete) -> None:
+        """``del NAME`` unbinds it where it runs: a later lookup finds it unavailable, saying where it went."""
+        for target in node.targets:
+            for name in stored_names(target):
+                self.bind(name, [Target("unavailable", f"{name} is deleted (line {self.text.line(node)}: del)")])
 
     def remember_bases(self, line: int) -> None:
         """What the class's base names are bound to as its statement runs: Python evaluates the bases
@@ -79,14 +130,17 @@ class _Interpreter:
         """A condition's truth here, module-level names included (``cp.is_rocm()``, ``if _IS_ROCM:``)."""
         return evaluate(test, self.platform, all_names=self.all_names, lookup=self.lookup)
 
-    def lookup(self, name: str) -> bool | str | None:
+    def lookup(self, name: str) -> bool | str | list[str] | None:
         """What ``name`` holds, for ``platforms.evaluate``: ``PLATFORM`` when it is vLLM's
-        current_platform, a bool when it is bound to one (a flag), else None."""
+        current_platform, a bool when it is bound to one (a flag), the strings of a literal collection
+        (``_LAZY = {"X"}``, read for ``__getattr__``), else None."""
         targets = self.state.get(name)
         if targets == [_CURRENT_PLATFORM]:
             return PLATFORM
         if targets is not None and len(targets) == 1 and targets[0].kind == "constant":
             return {"True": True, "False": False}.get(targets[0].a)
+        if targets is not None and len(targets) == 1 and targets[0].kind == "unknown":
+            return self.collections.get(name)  # still bound to its literal (a rebinding would say what else)
         return None
 
     def conditional(self, node: ast.If) -> None:
@@ -104,15 +158,17 @@ class _Interpreter:
     def attempt(self, node: ast.Try) -> None:
         """``try``: a body of imports and plain bindings with handlers keeps every outcome (``fallback``);
         otherwise the body's imports are taken to succeed, so ``else`` and ``finally`` run after it,
-        as they do in Python. A ``raise`` in the body that a handler may catch runs the handlers
-        instead, each an alternative; as for an unknown condition, one that raises is dropped (when
-        all do, the body's raise is the reason)."""
+        as they do in Python. A ``raise`` in the body runs the handlers that may catch it instead (up
+        to the first that surely does), each an alternative; one that none can catch propagates. As
+        for an unknown condition, a handler that raises is dropped (when all do, the body's raise is
+        the reason)."""
         if self.fallback(node):
             return
         self.run(node.body)
-        if self.error and node.handlers:
+        catching = _catching(node.handlers, raised_name(self.error)) if self.error else []
+        if catching:
             handlers = []
-            for handler in node.handlers:
+            for handler in catching:
                 branch = self.fork()  # from the bindings made before the raise
                 branch.run(handler.body)
                 handlers.append(branch)
@@ -197,8 +253,8 @@ class _Interpreter:
                 return
             for target in targets:
                 if not isinstance(target, ast.Name):
-                    continue
-                if target.id == "__all__":
+                    self.unpack(target, node.value, node)
+                elif target.id == "__all__":
                     self.all_names = string_values(node.value) or []
                     self.exports = _literal_names(node.value)
                 else:
@@ -206,6 +262,8 @@ class _Interpreter:
         elif isinstance(node, ast.AugAssign) and _is_all(node.target):
             self.all_names = (self.all_names or []) + (string_values(node.value) or [])
             self.exports = _extended(self.exports, _literal_names(node.value))
+        elif isinstance(node, ast.AugAssign):
+            self.unfollowed(stored_names(node.target), node)
         elif (
             isinstance(node, ast.Expr)
             and isinstance(node.value, ast.Call)
@@ -219,8 +277,26 @@ class _Interpreter:
             if call.func.attr == "append" and len(call.args) == 1 and literal_string(call.args[0]) is not None:
                 added = [literal_string(call.args[0])]  # type: ignore[list-item]
             self.exports = _extended(self.exports, added)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and _is_globals(node.value.func):
+            self.unfollowed([n for n in self.state if not n.startswith("*")], node)  # globals().update(...)
         elif isinstance(node, ast.Raise):
             self.error = _raise_reason(node, self.text)
+
+    def unpack(self, target: ast.expr, value: ast.expr, node: ast.stmt) -> None:
+        """``A, B = x, y`` binds pairwise, and ``globals()["A"] = x`` binds A; any other target that binds names
+        (``A, B = pair``, ``*rest``) is not followed, and ``globals()[key] = x`` may rebind any name so far."""
+        if _pairwise(target, value):
+            values = [self.expression(v) for v in value.elts]  # type: ignore[attr-defined]
+            for name, targets in zip(target.elts, values):  # type: ignore[attr-defined]
+                self.bind(name.id, targets)
+        elif isinstance(target, ast.Subscript) and _is_globals(target.value):
+            key = literal_string(target.slice)
+            if key is None:
+                self.unfollowed([n for n in self.state if not n.startswith("*")], node)
+            else:
+                self.bind(key, self.expression(value))
+        else:
+            self.unfollowed(stored_names(target), node)
 
     def expression(self, node: ast.expr) -> list[Target]:
         """What an expression evaluates to, as targets."""
@@ -236,8 +312,8 @@ class _Interpreter:
                 else:
                     out.append(Target("unknown", dotted(node) or "expression"))
             return out
-        if isinstance(node, ast.Constant):
-            return [Target("constant", repr(node.value)[:40])]
+        if isinstance(node, ast.Constant):  # with its line, for the reason a platform has no class
+            return [Target("constant", repr(node.value)[:40], str(self.text.line(node)))]
         if isinstance(node, ast.IfExp):  # an arm per platform; where the test is unknown, both
             truth = self.truth(node.test)
             arms = [node.body] if truth is True else [node.orelse] if truth is False else [node.body, node.orelse]
@@ -247,10 +323,28 @@ class _Interpreter:
             return out
         truth = self.truth(node) if isinstance(node, _CONDITIONS) else None
         if truth is not None:  # a flag: _IS_ROCM = current_platform.is_rocm()
-            return [Target("constant", repr(truth))]
+            return [Target("constant", repr(truth), str(self.text.line(node)))]
+        if isinstance(node, ast.Call) and dotted(node.func) in QUIET_MANAGERS:  # a lock, for ``with _LOCK:``
+            return [Target("unknown", f"{dotted(node.func)}()")]
         return [Target("unknown", type(node).__name__)]
 
 
+_STATEMENTS = {
+    ast.ClassDef: _Interpreter.define_class,
+    ast.If: _Interpreter.conditional,
+    ast.Try: _Interpreter.attempt,
+    ast.FunctionDef: _Interpreter.define_function,
+    ast.AsyncFunctionDef: _Interpreter.define_function,
+    ast.With: _Interpreter.within,
+    ast.AsyncWith: _Interpreter.within,
+    ast.For: _Interpreter.loop,
+    ast.AsyncFor: _Interpreter.loop,
+    ast.While: _Interpreter.loop,
+    ast.Match: _Interpreter.match,
+    ast.Assert: _Interpreter.check,
+    ast.Delete: _Interpreter.delete,
+}
+_NO_COLLECTIONS: dict[str, list[str]] = {}
 _CURRENT_PLATFORM = Target("import", "vllm.platforms", PLATFORM)
 _CONDITIONS = (ast.Call, ast.Compare, ast.BoolOp, ast.UnaryOp)  # what may be a decided platform condition
 _BINDING = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Pass)
@@ -260,6 +354,75 @@ _BINDING = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.AugAssign
 # the names of a literal list or tuple, or None (bound to something else: the tool assumes it lists any name).
 Exports = Union[list[str], None, tuple[()]]
 _NO_ALL: tuple[()] = ()
+
+
+# Context managers that never suppress what their body raises (by the name they are called by).
+QUIET_MANAGERS = frozenset(
+    {
+        *("warnings.catch_warnings", "catch_warnings", "contextlib.nullcontext", "nullcontext", "open"),
+        *("torch.no_grad", "no_grad", "torch.inference_mode", "inference_mode", "torch.enable_grad"),
+        *("threading.Lock", "threading.RLock", "Lock", "RLock"),
+        *("contextlib.redirect_stdout", "contextlib.redirect_stderr", "redirect_stdout", "redirect_stderr"),
+    }
+)
+
+
+def suppressed(items: list[ast.withitem], state: dict[str, list[Target]]) -> list[ast.expr] | None:
+    """What a ``with`` statement's managers may suppress: None, nothing (each is a ``suppress()`` or in
+    ``QUIET_MANAGERS``, called or a name bound to one such as a lock); the exception names of its
+    ``suppress(E, ...)``; or ``[]``, anything (a manager the tool does not know)."""
+    caught: list[ast.expr] | None = None
+    for item in items:
+        manager = item.context_expr
+        called = dotted(manager.func) if isinstance(manager, ast.Call) else None
+        if called in QUIET_MANAGERS:
+            continue
+        if called is not None and called.rsplit(".", 1)[-1] == "suppress" and not manager.keywords:  # type: ignore[attr-defined]
+            if manager.args:  # type: ignore[attr-defined]
+                caught = [*(caught or []), *manager.args]  # type: ignore[attr-defined]
+            continue
+        bound = state.get(manager.id) if isinstance(manager, ast.Name) else None
+        if bound and len(bound) == 1 and bound[0].kind == "unknown" and bound[0].a[:-2] in QUIET_MANAGERS:
+            continue
+        return []
+    return caught
+
+
+def stored_names(target: ast.expr) -> list[str]:
+    """The names an assignment (or ``del``, or ``as``) target binds: ``A``, ``A, *B``; not ``a.b`` or ``a[i]``."""
+    return [n.id for n in ast.walk(target) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)]
+
+
+def bound_names(statements: list[ast.stmt]) -> list[str]:
+    """Every name the statements bind, in nested blocks too (not inside a ``def`` or ``class``)."""
+    names: list[str] = []
+    for statement in walk_statements(statements):
+        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+            names.extend(a.asname or a.name.split(".")[0] for a in statement.names if a.name != "*")
+        elif isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
+            names.append(statement.name)
+        for child in ast.iter_child_nodes(statement):
+            if not isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
+                names.extend(stored_names(child))  # type: ignore[arg-type]
+    return list(dict.fromkeys(names))
+
+
+def _pairwise(target: ast.expr, value: ast.expr) -> bool:
+    """``A, B = x, y``: names against as many values, nothing starred."""
+    return (
+        isinstance(target, (ast.Tuple, ast.List))
+        and isinstance(value, (ast.Tuple, ast.List))
+        and len(target.elts) == len(value.elts)
+        and all(isinstance(e, ast.Name) for e in target.elts)
+        and not any(isinstance(e, ast.Starred) for e in value.elts)
+    )
+
+
+def _is_globals(node: ast.expr) -> bool:
+    """``globals()`` (a subscript's value), or a method of it (``globals().update``)."""
+    if isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "globals"
 
 
 def _literal_names(node: ast.expr) -> list[str] | None:
@@ -288,6 +451,40 @@ def _merged_exports(branches: list[Exports]) -> Exports:
 def _head(code: str) -> str:
     """The name a base expression starts with (``nn`` of ``nn.Module``, ``Generic`` of ``Generic[T]``)."""
     return code.split("[", 1)[0].split(".", 1)[0].strip()
+
+
+def catches(names: tuple[str, ...], raised: str | None) -> bool | None:
+    """Does an ``except`` naming ``names`` catch ``raised`` (an exception's name; None: not known)?
+    Decided for built-in exceptions by their hierarchy; None where a name is not a built-in one."""
+    if not names:
+        return True
+    answer: bool | None = False
+    for name in names:
+        handler, exception = _builtin_exception(name), _builtin_exception(raised)
+        if handler is BaseException or (
+            handler is not None and exception is not None and issubclass(exception, handler)
+        ):
+            return True
+        if handler is None or exception is None:
+            answer = None
+    return answer
+
+
+def _builtin_exception(name: str | None) -> type[BaseException] | None:
+    value = getattr(builtins, name.rsplit(".", 1)[-1], None) if name else None
+    return value if isinstance(value, type) and issubclass(value, BaseException) else None
+
+
+def _catching(handlers: list[ast.ExceptHandler], raised: str | None) -> list[ast.ExceptHandler]:
+    """The handlers that may run for ``raised``, in order, up to the first that surely catches it."""
+    out = []
+    for handler in handlers:
+        caught = catches(_caught_names(handler.type), raised)
+        if caught is not False:
+            out.append(handler)
+        if caught:
+            break
+    return out
 
 
 def _caught_names(node: ast.expr | None) -> tuple[str, ...]:

@@ -15,9 +15,18 @@ if TYPE_CHECKING:
     from .interpreter import _Interpreter
 
 
-def _lazy_candidates(getattr_def: ast.FunctionDef | ast.AsyncFunctionDef, all_names: list[str] | None) -> list[str]:
+def _lazy_candidates(
+    getattr_def: ast.FunctionDef | ast.AsyncFunctionDef, all_names: list[str] | None, collections: dict[str, list[str]]
+) -> list[str]:
+    """The names ``__getattr__`` may serve: those ``__all__`` lists, the strings it holds, and those of a
+    module-level literal it tests a name against (``if name in _LAZY:``)."""
     names = list(all_names or [])
-    for value in _strings(getattr_def):
+    tested = [
+        collections.get(node.comparators[0].id, [])
+        for node in ast.walk(getattr_def)
+        if isinstance(node, ast.Compare) and isinstance(node.comparators[0], ast.Name)
+    ]
+    for value in [*_strings(getattr_def), *(name for group in tested for name in group)]:
         if value.isidentifier() and value not in names:
             names.append(value)
     return names
@@ -42,7 +51,8 @@ def _run_function_body(statements: list[ast.stmt], local: _Interpreter, name: tu
                 test = branch[0]
                 truth = evaluate(test.test, local.platform, name=name, all_names=local.all_names, lookup=local.lookup)
                 if truth is None:
-                    return [Target("unknown", "a condition in __getattr__")]
+                    header = local.text.lines[test.lineno - 1].strip()[:80]
+                    return [Target("unknown", f"{header} cannot be decided", str(local.text.line(test)))]
                 branch = test.body if truth else test.orelse
                 if truth:
                     break

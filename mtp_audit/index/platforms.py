@@ -6,7 +6,8 @@ platform (a platform plugin's device name) only ``is_out_of_tree()`` is true and
 ``device_type`` is unknown. What a module-level name holds comes from a ``lookup``
 the caller hands in: ``PLATFORM`` for a name bound to ``current_platform`` (``import
 ... as cp``), a bool for a flag bound to a decided condition (``_IS_ROCM =
-current_platform.is_rocm()``). Anything else is unknown (``None``), and the
+current_platform.is_rocm()``), the strings of a literal collection a name is tested against
+(``name in _LAZY``). Anything else is unknown (``None``), and the
 interpreter then keeps both branches.
 """
 
@@ -16,7 +17,7 @@ import ast
 from collections.abc import Callable
 
 PLATFORM = "current_platform"  # what a ``Lookup`` answers for a name bound to vLLM's current_platform
-Lookup = Callable[[str], "bool | str | None"]
+Lookup = Callable[[str], "bool | str | list[str] | None"]
 
 DEVICE_TYPE = {"cuda": "cuda", "rocm": "cuda", "xpu": "xpu", "cpu": "cpu", "tpu": "tpu"}
 
@@ -123,6 +124,9 @@ def _compare(
         return None
     if isinstance(comparator, ast.Name) and comparator.id == "__all__":
         options = all_names
+    elif isinstance(comparator, ast.Name) and lookup is not None:
+        held = lookup(comparator.id)  # a module-level literal of strings (``name in _LAZY``)
+        options = held if isinstance(held, list) else None
     else:
         options = string_values(comparator)
     if options is None:

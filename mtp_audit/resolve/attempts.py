@@ -8,10 +8,8 @@ first that raises decides which handler runs, by the exception it raises, as Pyt
 
 from __future__ import annotations
 
-import builtins
-
 from ..index.fact_types import Target, TryOutcome
-from ..index.interpreter import raised_name
+from ..index.interpreter import catches, raised_name
 from ..index.modules import ModuleIndex
 
 UNCAUGHT = -1  # ``TryOutcome.handler`` when no handler catches: the module raises
@@ -57,28 +55,6 @@ def _first_raise(index: ModuleIndex, modules: tuple[str, ...], platform: str) ->
             if reason is not None:
                 return reason
     return None
-
-
-def catches(names: tuple[str, ...], raised: str | None) -> bool | None:
-    """Does an ``except`` naming ``names`` catch ``raised`` (an exception's name; None: not known)?
-    Decided for built-in exceptions by their hierarchy; None where a name is not a built-in one."""
-    if not names:
-        return True
-    answer: bool | None = False
-    for name in names:
-        handler, exception = _builtin_exception(name), _builtin_exception(raised)
-        if handler is BaseException or (
-            handler is not None and exception is not None and issubclass(exception, handler)
-        ):
-            return True
-        if handler is None or exception is None:
-            answer = None
-    return answer
-
-
-def _builtin_exception(name: str | None) -> type[BaseException] | None:
-    value = getattr(builtins, name.rsplit(".", 1)[-1], None) if name else None
-    return value if isinstance(value, type) and issubclass(value, BaseException) else None
 
 
 def _uncaught(index: ModuleIndex, outcome: TryOutcome, platform: str) -> str:

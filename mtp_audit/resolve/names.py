@@ -66,8 +66,13 @@ def resolve_name(
         if index.is_module(f"{module}.{name}"):
             return [ModuleRef(f"{module}.{name}")]
         found = _from_stars(index, bindings, name, platform, seen)
-        why = f"{facts.path}: {name} is not defined on {platform}{_left_out(index, bindings, name, platform)}"
-        return found or [Missing(why)]
+        if found:
+            return found
+        if platform in facts.unlisted:
+            return [Missing(f"{facts.path}: {name} is not bound on {platform}; {facts.unlisted[platform]}", True)]
+        return [
+            Missing(f"{facts.path}: {name} is not defined on {platform}{_left_out(index, bindings, name, platform)}")
+        ]
     if bound is None:
         found = _from_stars(index, bindings, name, platform, seen, after=name)
         if found:
@@ -91,7 +96,9 @@ def resolve_name(
         elif target.kind == "unavailable":
             out.append(Missing(f"{facts.path}: {target.a}"))
         elif target.kind == "constant":  # a value, never a class: decided, that platform has none
-            out.append(Missing(f"{facts.path}: cannot follow {name} = {target.a}"))
+            out.append(Missing(f"{facts.path}:{target.b}: {name} = {target.a} on {platform}"))
+        elif target.b:  # a statement that binds it in a way not followed (a loop, ``A, B = pair``)
+            out.append(Missing(f"{facts.path}: cannot follow {name} (line {target.b}: {target.a})", undecided=True))
         else:
             out.append(Missing(f"{facts.path}: cannot follow {name} = {target.a}", undecided=True))
     return _dedupe(out)
