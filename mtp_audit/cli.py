@@ -272,7 +272,7 @@ def scan_command(
     for note in result.registry_notes:
         print(f"warning: registry entry not read: {note}", file=sys.stderr)
     for note in result.notes:
-        print(f"warning: plugin registration not read: {note}", file=sys.stderr)
+        print(f"warning: {note}", file=sys.stderr)
     for note in result.caller_notes:
         print(f"warning: speculator not followed: {note}", file=sys.stderr)
     if not tree.is_vllm and not result.records and not result.parse_errors:

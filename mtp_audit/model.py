@@ -211,6 +211,6 @@ class ScanResult:
     records: list[DrafterRecord]
     unresolved: list[Unresolved]
     parse_errors: list[tuple[str, str]]  # (file, message)
-    notes: list[str] = field(default_factory=list)  # plugin registrations that could not be read
+    notes: list[str] = field(default_factory=list)  # about plugins: registrations not read, entry points not called
     registry_notes: list[str] = field(default_factory=list)  # registry content that could not be read
     caller_notes: list[str] = field(default_factory=list)  # speculators constructed that could not be followed
