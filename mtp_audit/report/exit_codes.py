@@ -72,7 +72,7 @@ POLICY: tuple[Rule, ...] = (
         "every command",
         ERROR,
         "usage or input error: an unknown option or `--model`, an ambiguous `--model` "
-        "for `fix`/`verify`, a missing PATH, a release before 0.20; one line on stderr, "
+        "for `fix`/`verify`, a missing PATH or `--plugin-path`, a release before 0.20; one line on stderr, "
         "nothing written",
     ),
 )
