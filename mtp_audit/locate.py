@@ -161,7 +161,8 @@ def discover(search_paths: list[Path] | None = None) -> list[PluginDist]:
         points = tuple((ep.group, ep.name, ep.value) for ep in dist.entry_points if ep.group in GROUPS)
         if points:
             location = Path(str(dist.locate_file(""))).resolve()
-            found[_normal(name)] = PluginDist(name, dist.version, location, points)
+            packages = tuple((dist.read_text("top_level.txt") or "").split())
+            found[_normal(name)] = PluginDist(name, dist.version, location, points, packages)
     return list(found.values())
 
 

@@ -48,6 +48,7 @@ class PluginDist:
     version: str
     location: Path  # the directory holding its packages (the dist-info's parent)
     entry_points: tuple[tuple[str, str, str], ...]  # (group, name, "module:function")
+    packages: tuple[str, ...] = ()  # its top-level packages, from top_level.txt where it has one
 
     @property
     def label(self) -> str:

@@ -458,3 +458,10 @@ def test_two_plugins_over_one_in_tree_drafter_name_it_as_replaced(tmp_path):
     result = scan_with(vllm_tree(tmp_path / "v"), site)
     [toy] = [r for r in rows(result.stdout) if r[0] == "ToyMTPModel"]
     assert toy[6] == TOY
+
+
+def test_a_helper_in_another_package_of_the_distribution_is_followed(tmp_path):
+    """acme-two ships acme_two and acme_two_models (top_level.txt); its entry point calls into the second."""
+    result = scan_with(vllm_tree(tmp_path / "v"), PLUGINS / "two_packages")
+    toy = [(r[1], r[5], r[6]) for r in rows(result.stdout) if r[0] == "ToyMTPModel"]
+    assert toy == [("TwoToyMTP", "acme-two 0.1.0", TOY)]

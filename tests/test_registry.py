@@ -585,7 +585,12 @@ def test_a_plugins_entry_points_are_followed_into_its_own_packages_only(tmp_path
     ]
     # a platform's device_name, else its device_type, else the entry point's name
     assert reading.platforms == ["beta_n", "beta_npu", "beta_typed", "beta_u"]
-    assert reading.skipped == ["beta/impl.py: no function nope, which entry point beta.impl:nope names"]
+    assert reading.skipped == [
+        # other_pkg registers models, and is not the plugin's: said, not followed
+        "other_pkg/__init__.py: other_pkg.register_all() is called, but other_pkg is not a package of beta 0.1 "
+        "(its entry points' or its top_level.txt's): not followed",
+        "beta/impl.py: no function nope, which entry point beta.impl:nope names",
+    ]
     assert reading.notes == [
         "plugin beta 0.1: entry point missing (beta.absent:register) fails to import, so vLLM never calls it "
         "and its registrations do not apply: no module beta.absent in the plugin"

@@ -177,7 +177,9 @@ class _Reader:
     def __init__(self, index: ModuleIndex, plugin: PluginDist):
         self.index = index
         self.plugin = plugin
+        # Its own code: the packages its entry points name, and the others it ships (top_level.txt).
         self.packages = {value.split(":")[0].strip().split(".")[0] for _, _, value in plugin.entry_points}
+        self.packages |= set(plugin.packages)
         self.registrations: list[Registration] = []
         self.skipped: list[str] = []
         self.notes: list[str] = []
@@ -228,7 +230,10 @@ class _Reader:
         return None
 
     def follow(self, module: str, function: str, group: str, depth: int, conditions: tuple[Guard, ...] = ()) -> None:
-        if (module, function) in self.active or module.split(".")[0] not in self.packages:
+        if module.split(".")[0] not in self.packages:
+            self.outside(module, function)
+            return
+        if (module, function) in self.active:
             return
         parsed = self.parsed_or_skipped(module)
         entry_point = depth == 0  # deeper, a call may name a class or a variable: nothing to follow
@@ -252,6 +257,18 @@ class _Reader:
             scope = _Scope(tree, module, is_package, file, local, _nested_functions(definition.body), names)
             self.run(definition, scope, group, depth, conditions)
         self.active.discard((module, function))
+
+    def outside(self, module: str, function: str) -> None:
+        """A call into a package that is not the plugin's is not followed; say so when that module
+        registers models (another package of the distribution that no top_level.txt names)."""
+        found = self.index.locate(module) if module.split(".")[0] != "vllm" else None
+        if found is not None and b"register_model" in self.index.read_bytes(found[0]):
+            note = (
+                f"{self.index.relative(found[0])}: {module}.{function}() is called, but {module.split('.')[0]} "
+                f"is not a package of {self.plugin.label} (its entry points' or its top_level.txt's): not followed"
+            )
+            if note not in self.skipped:
+                self.skipped.append(note)
 
     def run(
         self,
