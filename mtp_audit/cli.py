@@ -284,7 +284,7 @@ def scan_command(
     for note in result.registry_notes:
         _say(quiet, f"warning: registry entry not read: {note}")
     for note in result.notes:
-        _say(quiet, f"warning: plugin registration not read: {note}")
+        _say(quiet, f"warning: {note}")
     for note in result.caller_notes:
         _say(quiet, f"warning: speculator not followed: {note}")
     if by_model_type:

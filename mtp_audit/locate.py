@@ -109,6 +109,9 @@ def with_plugins(tree: SourceTree, plugin_paths: list[Path]) -> SourceTree:
     on_path = [Path(p or ".").resolve() for p in sys.path]
     if tree.root in on_path:
         search += on_path
+    for path in plugin_paths:
+        if not path.expanduser().is_dir():
+            raise UsageError(f"--plugin-path {path}: no such directory")
     search += [p.expanduser().resolve() for p in plugin_paths]
     plugins = tuple(discover(list(dict.fromkeys(search))))
     extra = tuple(dict.fromkeys(p.location for p in plugins if p.location != tree.root))
@@ -140,9 +143,11 @@ def local_argmax_in(tree: SourceTree) -> bool:
 
 
 def discover(search_paths: list[Path] | None = None) -> list[PluginDist]:
-    """Distributions with vLLM plugin entry points, in ``search_paths`` (default: ``sys.path``).
+    """Distributions with vLLM plugin entry points, in ``search_paths`` (default: ``sys.path``), in
+    the order ``importlib.metadata`` and so vLLM find them: by search path, then in the order a
+    directory lists its entries (not sorted); their entry points in the order of ``entry_points.txt``.
 
-    A name found twice is the first one, as ``importlib.metadata`` and so vLLM see it."""
+    A name found twice is the first one, as ``importlib.metadata`` sees it."""
     if search_paths is not None and not any(map(_holds_metadata, search_paths)):
         return []  # a source tree on its own (most scans): no need to import importlib.metadata
     import importlib.metadata
@@ -153,11 +158,12 @@ def discover(search_paths: list[Path] | None = None) -> list[PluginDist]:
         name = dist.metadata["Name"]
         if not name or _normal(name) in found or _normal(name) == "vllm":  # vLLM's own entry points are in-tree
             continue
-        points = tuple(sorted((ep.group, ep.name, ep.value) for ep in dist.entry_points if ep.group in GROUPS))
+        points = tuple((ep.group, ep.name, ep.value) for ep in dist.entry_points if ep.group in GROUPS)
         if points:
             location = Path(str(dist.locate_file(""))).resolve()
-            found[_normal(name)] = PluginDist(name, dist.version, location, points)
-    return sorted(found.values(), key=lambda d: _normal(d.name))
+            packages = tuple((dist.read_text("top_level.txt") or "").split())
+            found[_normal(name)] = PluginDist(name, dist.version, location, points, packages)
+    return list(found.values())
 
 
 def _holds_metadata(folder: Path) -> bool:

@@ -48,6 +48,7 @@ class PluginDist:
     version: str
     location: Path  # the directory holding its packages (the dist-info's parent)
     entry_points: tuple[tuple[str, str, str], ...]  # (group, name, "module:function")
+    packages: tuple[str, ...] = ()  # its top-level packages, from top_level.txt where it has one
 
     @property
     def label(self) -> str:
@@ -211,6 +212,6 @@ class ScanResult:
     records: list[DrafterRecord]
     unresolved: list[Unresolved]
     parse_errors: list[tuple[str, str]]  # (file, message)
-    notes: list[str] = field(default_factory=list)  # plugin registrations that could not be read
+    notes: list[str] = field(default_factory=list)  # about plugins: registrations not read, entry points not called
     registry_notes: list[str] = field(default_factory=list)  # registry content that could not be read
     caller_notes: list[str] = field(default_factory=list)  # speculators constructed that could not be followed

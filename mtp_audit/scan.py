@@ -32,7 +32,7 @@ from .model import (
 from .resolve.callers import CallerIndex, declared_config
 from .resolve.mro import Hierarchy
 from .resolve.names import Missing, resolve_name
-from .resolve.plugins import effective_registry, plugin_tree_entries, read_plugin
+from .resolve.plugins import effective_registry, plugin_tree_entries, plugin_warnings, read_plugins
 from .resolve.registry import heuristic_entries, registry_reading
 from .synthesize.answers import MIRROR_RULE
 
@@ -60,7 +60,7 @@ class Scanner:
         self.index = ModuleIndex(tree, cache)
         self.hierarchies = {p: Hierarchy(self.index, p) for p in PLATFORMS}
         self.analyzers = {p: Analyzer(h, MIRROR_RULE) for p, h in self.hierarchies.items()}
-        self.plugin_notes: list[str] = []  # plugin code that could not be read (registrations skipped)
+        self.plugin_notes: list[str] = []  # plugin code that could not be read, entry points vLLM never calls
         self.registry_notes: list[str] = []  # parts of the speculative dict that could not be read
         self._callers: CallerIndex | None = None
         self._config_text: dict[str, str | None] = {}  # file -> its text if it names a speculator config
@@ -131,8 +131,8 @@ class Scanner:
                 )
             entries, self.registry_notes = registry_reading(self.index)
             if self.tree.plugins:
-                readings = [read_plugin(self.index, plugin) for plugin in self.tree.plugins]
-                self.plugin_notes = [note for reading in readings for note in reading.skipped]
+                readings = read_plugins(self.index, self.tree.plugins)
+                self.plugin_notes = plugin_warnings(readings)
                 entries = effective_registry(entries, readings)
             return entries
         in_tree, self.registry_notes = (

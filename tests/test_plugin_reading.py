@@ -182,16 +182,20 @@ def test_a_package_plugin_bound_through_blocks_and_relative_imports(tmp_path: Pa
     ]
     assert {r.group for r in reading.registrations} == {GENERAL}
     # the device name of the class the platform function returns (an annotated class constant,
-    # after others), else the entry point's name
-    assert reading.platforms == ["elsewhere", "gamma", "gone", "nofunc"]
+    # after others), else the entry point's name; gamma.gone is never loaded, so never a platform
+    assert reading.platforms == ["elsewhere", "gamma", "nofunc"]
     unreadable = (
         "register_model with arguments that are not a string architecture and a 'module:Class' "
         "string or an imported class"
     )
     assert reading.skipped == [
         f"{init}:53: {unreadable}",  # an architecture and no class
-        "gamma 1.0: entry point module gamma.gone not found",
+        f"{init}:54: (...).register_model(...) is not followed to vLLM's ModelRegistry",
         "gamma/entry.py: no function absent, which entry point gamma.entry:absent names",
+    ]
+    assert reading.notes == [
+        "plugin gamma 1.0: entry point gone (gamma.gone:activate) fails to import, so vLLM never calls it "
+        "and its registrations do not apply: no module gamma.gone in the plugin"
     ]
 
 
@@ -485,3 +489,135 @@ def test_an_undecided_condition_keeps_both_the_registration_and_what_it_replaces
         ("ToyMTPModel", "FastToy", PLATFORMS),
         ("ToyMTPModel", "ToyMTP", None),  # every platform still: ETA_FAST may be unset
     ]
+
+
+def test_platform_conditions_read_names_as_dispatch_does(tmp_path: Path) -> None:
+    """``current_platform`` under another name, and module-level flags bound to a platform check,
+    decided by the dispatch interpreter's bindings of the plugin's module, as in vLLM's own modules."""
+    root = write_files(
+        tmp_path,
+        {
+            "theta/__init__.py": """\
+                from vllm import ModelRegistry
+                from vllm.platforms import current_platform as cp
+
+                _IS_ROCM = cp.is_rocm()
+                _ON_XPU = cp.is_xpu()
+
+
+                def register():
+                    if cp.is_cuda():
+                        ModelRegistry.register_model("AliasMTPModel", "theta.m:CudaAlias")
+                    if _IS_ROCM:
+                        ModelRegistry.register_model("FlagMTPModel", "theta.m:RocmFlag")
+                    from vllm.platforms import current_platform as local_cp
+
+                    if not _ON_XPU and local_cp.is_tpu():
+                        ModelRegistry.register_model("LocalMTPModel", "theta.m:TpuLocal")
+                """,
+            "theta/platform.py": ZETA["zeta/platform.py"].replace("zeta", "theta"),
+        },
+    )
+    points = ((GENERAL, "theta", "theta:register"), (PLATFORM, "theta_npu", "theta.platform:activate"))
+    reading = read_plugin(index_of(root), PluginDist("theta", "1.0", root, points))
+    assert sorted((e.arch, e.cls, e.scope) for e in effective_registry([], [reading])) == [
+        ("AliasMTPModel", "CudaAlias", ("cuda",)),  # an alias: decided on the plugin's platform too
+        ("FlagMTPModel", "RocmFlag", ("rocm", "npu")),  # a flag: the interpreter does not run on npu
+        ("LocalMTPModel", "TpuLocal", ("tpu",)),
+    ]
+
+
+def test_registry_aliases_are_followed_and_other_receivers_warned(tmp_path: Path) -> None:
+    root = write_files(
+        tmp_path,
+        {
+            "iota/__init__.py": """\
+                import vllm
+                from vllm import ModelRegistry as registry
+                from vllm.model_executor.models import ModelRegistry as models_registry
+
+
+                def register():
+                    from vllm.model_executor.models.registry import ModelRegistry as local_registry
+
+                    registry.register_model("AliasMTPModel", "iota.m:Alias")
+                    vllm.ModelRegistry.register_model("DottedMTPModel", "iota.m:Dotted")
+                    models_registry.register_model("ModelsMTPModel", "iota.m:Models")
+                    local_registry.register_model("LocalMTPModel", "iota.m:Local")
+                    make_registry().register_model("MadeMTPModel", "iota.m:Made")
+                    some.registry.register_model("SomeMTPModel", "iota.m:Some")
+                """,
+        },
+    )
+    reading = read_plugin(index_of(root), PluginDist("iota", "1.0", root, ((GENERAL, "iota", "iota:register"),)))
+    assert [r.cls for r in reading.registrations] == ["Alias", "Dotted", "Models", "Local"]
+    assert reading.skipped == [
+        "iota/__init__.py:13: (...).register_model(...) is not followed to vLLM's ModelRegistry",
+        "iota/__init__.py:14: some.registry.register_model(...) is not followed to vLLM's ModelRegistry",
+    ]
+
+
+def test_a_nested_function_registers_only_when_called(tmp_path: Path) -> None:
+    root = write_files(
+        tmp_path,
+        {
+            "kappa/__init__.py": """\
+                from vllm import ModelRegistry
+
+
+                def register():
+                    def _never():
+                        ModelRegistry.register_model("NeverMTPModel", "kappa.m:Never")
+
+                    def _called():
+                        ModelRegistry.register_model("CalledMTPModel", "kappa.m:Called")
+
+                    _called()
+                    return _never
+                """,
+        },
+    )
+    reading = read_plugin(index_of(root), PluginDist("kappa", "1.0", root, ((GENERAL, "k", "kappa:register"),)))
+    assert [r.arch for r in reading.registrations] == ["CalledMTPModel"]
+
+
+def test_a_registration_in_an_except_block_may_or_may_not_run(tmp_path: Path) -> None:
+    """Whether the ``try`` body raises is not decided: the handler's registration and the body's are both
+    kept, until a later call replaces them both (on ROCm)."""
+    root = write_files(
+        tmp_path,
+        {
+            "lam/__init__.py": """\
+                from vllm import ModelRegistry
+                from vllm.platforms import current_platform
+
+
+                def register():
+                    try:
+                        from .fast import FastToy
+
+                        ModelRegistry.register_model("ToyMTPModel", FastToy)
+                    except ImportError:
+                        ModelRegistry.register_model("ToyMTPModel", "lam.slow:SlowToy")
+                    if current_platform.is_rocm():
+                        ModelRegistry.register_model("ToyMTPModel", "lam.rocm:RocmToy")
+                """,
+        },
+    )
+    reading = read_plugin(index_of(root), PluginDist("lam", "1.0", root, ((GENERAL, "lam", "lam:register"),)))
+    toy = RegistryEntry("ToyMTPModel", "vllm.models.toy_mtp", "ToyMTP", "_SPECULATIVE_DECODING_MODELS")
+    elsewhere = ("cpu", "cuda", "tpu", "xpu")
+    assert sorted((e.cls, e.scope) for e in effective_registry([toy], [reading])) == [
+        ("FastToy", elsewhere),
+        ("RocmToy", ("rocm",)),
+        ("SlowToy", elsewhere),
+    ]
+
+
+def test_a_registration_replaces_vllms_entry_also_after_another_plugins() -> None:
+    toy = RegistryEntry("ToyMTPModel", "vllm.models.toy_mtp", "ToyMTP", "_SPECULATIVE_DECODING_MODELS")
+    readings = [
+        PluginReading([Registration("ToyMTPModel", f"{name}.m", name, plugin, GENERAL, "r.py", 1)], [], [])
+        for name, plugin in (("A", PluginDist("a", "1", Path("/s"), ())), ("B", PluginDist("b", "1", Path("/s"), ())))
+    ]
+    assert [(e.cls, e.replaces) for e in effective_registry([toy], readings)] == [("B", (toy.module, toy.cls))]

@@ -68,7 +68,7 @@ def test_discovery_looks_for_metadata_only_where_importlib_metadata_would_find_i
 def test_discovery_reads_entry_points_without_importing():
     from mtp_audit.resolve.plugins import GENERAL, PLATFORM, discover
 
-    found = discover([SITE])
+    found = sorted(discover([SITE]), key=lambda d: d.name)  # in the order the directory lists them
     assert [(d.name, d.version) for d in found] == [("acme-npu", "0.3.0"), ("acme-vllm-plugin", "1.2.0")]
     assert found[0].entry_points == ((PLATFORM, "acme_npu", "acme_npu:register"),)
     assert found[1].entry_points == ((GENERAL, "acme", "acme_vllm:register"),)  # console_scripts left out
@@ -82,7 +82,7 @@ def test_registrations_are_followed_through_helpers(tmp_path):
     from mtp_audit.resolve.plugins import read_plugin
 
     tree = with_plugins(locate(vllm_tree(tmp_path / "v")), [SITE])
-    npu, acme = tree.plugins
+    npu, acme = sorted(tree.plugins, key=lambda d: d.name)
     index = ModuleIndex(tree)
     general = read_plugin(index, acme)
     # register -> registration.register_all -> _register_drafters (same module) and helpers.register_new
@@ -381,3 +381,87 @@ def test_result_cache_follows_the_plugins(tmp_path):
     helpers.write_text(helpers.read_text().replace('"AcmeNewMTPModel"', '"AcmeRenamedMTPModel"'))
     archs = [r[0] for r in rows(run_cli(*scan, "--plugin-path", str(site)).stdout)]
     assert "AcmeRenamedMTPModel" in archs and "AcmeNewMTPModel" not in archs
+
+
+def scan_with(tree: Path, *sites: Path, fmt: str = "json") -> subprocess.CompletedProcess:
+    paths = [option for site in sites for option in ("--plugin-path", str(site))]
+    return run_cli("scan", str(tree), *paths, "--format", fmt, "--fail-on", "never")
+
+
+def test_a_later_registration_of_an_architecture_replaces_the_earlier_one(tmp_path):
+    """acme-seq registers ToyMTPModel twice in a row, and OtherMTPModel once, then again on ROCm only:
+    as vLLM's ModelRegistry, the later call wins, per platform."""
+    result = scan_with(vllm_tree(tmp_path / "v"), PLUGINS / "sequential")
+    assert result.returncode == 0, result.stderr
+    every, source = ("cpu", "cuda", "rocm", "tpu", "xpu"), "acme-seq 0.1.0"
+    assert [(r[0], r[1], r[2], r[5], r[6]) for r in rows(result.stdout)] == [
+        ("OtherMTPModel", "AnyOtherMTP", ("cpu", "cuda", "tpu", "xpu"), source, tuple(OTHER.values())),
+        ("OtherMTPModel", "RocmOtherMTP", ("rocm",), source, tuple(OTHER.values())),
+        ("ToyMTPModel", "SecondToyMTP", every, source, TOY),
+    ]
+
+
+def test_a_plugin_whose_module_fails_to_import_registers_nothing(tmp_path):
+    """vLLM logs "Failed to load plugin" and never calls the function: ToyMTP stays, and a warning says why."""
+    result = scan_with(vllm_tree(tmp_path / "v"), PLUGINS / "broken")
+    assert [(r[0], r[1], r[5]) for r in rows(result.stdout)] == [
+        ("OtherMTPModel", "OtherMTP", "vllm"),
+        ("ToyMTPModel", "ToyMTP", "vllm"),
+    ]
+    [warning] = result.stderr.splitlines()
+    assert warning.startswith("warning: plugin acme-broken 0.1.0: entry point acme_broken (acme_broken:register)")
+    assert "fails to import" in warning and "acme_broken/unparsable.py: cannot parse" in warning
+
+
+def test_an_entry_point_name_taken_twice_keeps_the_one_found_last(tmp_path):
+    """vLLM keeps loaded plugins in a dict by entry-point name: of two distributions naming theirs
+    ``register``, only the one importlib.metadata finds last (the later search path) is called."""
+    tree = vllm_tree(tmp_path / "v")
+    first, second = PLUGINS / "collide_first", PLUGINS / "collide_second"
+    for order, kept, shadowed in (((first, second), "Second", "first"), ((second, first), "First", "second")):
+        result = scan_with(tree, *order)
+        toy = [(r[1], r[5]) for r in rows(result.stdout) if r[0] == "ToyMTPModel"]
+        assert toy == [(f"{kept}ToyMTP", f"acme-{kept.lower()} 0.1.0")]
+        [warning] = result.stderr.splitlines()
+        assert warning.startswith(f"warning: plugin acme-{shadowed} 0.1.0: entry point register (acme_{shadowed}")
+        assert "is shadowed by" in warning
+
+
+def test_in_tree_drafters_are_used_on_a_plugin_platform_too(tmp_path):
+    """acme-bare adds the platform "bare" and registers nothing: vLLM's drafters run there."""
+    tree = vllm_tree(tmp_path / "v")
+    result = scan_with(tree, PLUGINS / "bare_platform")
+    every = ("bare", "cpu", "cuda", "rocm", "tpu", "xpu")
+    assert [(r[0], r[1], r[2]) for r in rows(result.stdout)] == [
+        ("OtherMTPModel", "OtherMTP", every),
+        ("ToyMTPModel", "ToyMTP", every),
+    ]
+    markdown = scan_with(tree, PLUGINS / "bare_platform", fmt="markdown").stdout
+    assert "bare, cpu, cuda, rocm, tpu, xpu" in markdown
+
+
+def test_a_plugin_path_that_does_not_exist_is_a_usage_error(tmp_path):
+    result = scan_with(vllm_tree(tmp_path / "v"), tmp_path / "no-such-site")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        f"mtp-audit: --plugin-path {tmp_path / 'no-such-site'}: no such directory"
+    ]
+
+
+def test_two_plugins_over_one_in_tree_drafter_name_it_as_replaced(tmp_path):
+    """docs/json.md: ``replaces`` is the in-tree class, also when another plugin registered over it first."""
+    site = tmp_path / "site"
+    shutil.copytree(PLUGINS / "collide_first", site)
+    shutil.copytree(PLUGINS / "collide_second", site, dirs_exist_ok=True)
+    points = site / "acme_second-0.1.0.dist-info/entry_points.txt"
+    points.write_text(points.read_text().replace("register =", "second ="))  # no name taken twice
+    result = scan_with(vllm_tree(tmp_path / "v"), site)
+    [toy] = [r for r in rows(result.stdout) if r[0] == "ToyMTPModel"]
+    assert toy[6] == TOY
+
+
+def test_a_helper_in_another_package_of_the_distribution_is_followed(tmp_path):
+    """acme-two ships acme_two and acme_two_models (top_level.txt); its entry point calls into the second."""
+    result = scan_with(vllm_tree(tmp_path / "v"), PLUGINS / "two_packages")
+    toy = [(r[1], r[5], r[6]) for r in rows(result.stdout) if r[0] == "ToyMTPModel"]
+    assert toy == [("TwoToyMTP", "acme-two 0.1.0", TOY)]

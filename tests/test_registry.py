@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from mtp_audit.errors import UsageError
 from mtp_audit.index.modules import ModuleIndex
-from mtp_audit.model import PluginDist, RegistryEntry, SourceTree
+from mtp_audit.model import PLATFORMS, PluginDist, RegistryEntry, SourceTree
 from mtp_audit.resolve.plugins import GENERAL, PLATFORM, REGISTERED, PluginReading, Registration, effective_registry
 from mtp_audit.resolve.registry import heuristic_entries, read_registry
 
@@ -321,10 +322,10 @@ def test_plugin_registrations_replace_in_tree_entries_where_they_apply() -> None
         ["npu"],
         ("DeepSeekMTPModel", "npu_ext.mtp", "NpuMTP"),
         ("LlamaForCausalLM", "npu_ext.llama", "NpuLlama"),
-    )  # not a drafter: left alone
+    )  # not a drafter: left alone, and in use on the plugin's platform too
     assert effective_registry(in_tree, [on_npu]) == [
         deepseek,
-        target,
+        replace(target, scope=(*PLATFORMS, "npu")),
         RegistryEntry("DeepSeekMTPModel", "npu_ext.mtp", "NpuMTP", REGISTERED, "npu 1.0", replaced, ("npu",)),
     ]
     # a platform plugin for an in-tree platform: the in-tree entry keeps the other platforms
@@ -337,7 +338,7 @@ def test_plugin_registrations_replace_in_tree_entries_where_they_apply() -> None
         RegistryEntry("DeepSeekMTPModel", "kernels.mtp", "FastMTP", REGISTERED, "kernels 1.0", replaced, ("cuda",)),
     ]
     # a general plugin applies wherever it loads, after the platform plugins: it replaces them too;
-    # an architecture registered in two branches gives both classes (once each); new drafters join
+    # its calls run one after another, the last of an architecture wins; new drafters join
     everywhere = ("cpu", "cuda", "rocm", "tpu", "xpu", "npu")
     anywhere = reading(
         general,
@@ -351,9 +352,8 @@ def test_plugin_registrations_replace_in_tree_entries_where_they_apply() -> None
         ("AcmeForCausalLM", "acme.target", "AcmeForCausalLM"),
     )
     assert effective_registry(in_tree, [anywhere, on_npu]) == [
-        target,
+        replace(target, scope=everywhere),
         RegistryEntry("DeepSeekMTPModel", "acme.mtp", "AcmeMTP", REGISTERED, "acme 1.0", replaced, everywhere),
-        RegistryEntry("DeepSeekMTPModel", "acme.mtp_v2", "AcmeMTPv2", REGISTERED, "acme 1.0", replaced, everywhere),
         RegistryEntry("AcmeDraftModel", "acme.draft", "AcmeDraft", REGISTERED, "acme 1.0", None, everywhere),
         RegistryEntry("Eagle3Acme", "acme.eagle", "AcmeHead", REGISTERED, "acme 1.0", None, everywhere),
     ]
@@ -502,6 +502,7 @@ def test_every_form_of_register_model_in_a_plugin_tree(tmp_path: Path) -> None:
     )
     assert reading.skipped == [
         *(f"acme/reg.py:{line}: {unreadable}" for line in (25, 26, 27, 28, 29)),
+        "acme/reg.py:30: OtherRegistry.register_model(...) is not followed to vLLM's ModelRegistry",
         "acme/broken.py: cannot parse (invalid syntax (<unknown>, line 1))",
     ]
     assert reading.platforms == []
@@ -585,6 +586,12 @@ def test_a_plugins_entry_points_are_followed_into_its_own_packages_only(tmp_path
     # a platform's device_name, else its device_type, else the entry point's name
     assert reading.platforms == ["beta_n", "beta_npu", "beta_typed", "beta_u"]
     assert reading.skipped == [
-        "beta 0.1: entry point module beta.absent not found",
+        # other_pkg registers models, and is not the plugin's: said, not followed
+        "other_pkg/__init__.py: other_pkg.register_all() is called, but other_pkg is not a package of beta 0.1 "
+        "(its entry points' or its top_level.txt's): not followed",
         "beta/impl.py: no function nope, which entry point beta.impl:nope names",
+    ]
+    assert reading.notes == [
+        "plugin beta 0.1: entry point missing (beta.absent:register) fails to import, so vLLM never calls it "
+        "and its registrations do not apply: no module beta.absent in the plugin"
     ]

@@ -72,8 +72,8 @@ POLICY: tuple[Rule, ...] = (
         "every command",
         ERROR,
         "usage or input error: an unknown option or `--model`, an ambiguous `--model` "
-        "for `fix`/`verify`, a missing PATH, a vLLM whose `LogitsProcessor` has no `get_top_tokens` "
-        "(0.16 and earlier); one line on stderr, "
+        "for `fix`/`verify`, a missing PATH or `--plugin-path`, a vLLM whose `LogitsProcessor` has no "
+        "`get_top_tokens` (0.16 and earlier); one line on stderr, "
         "nothing written",
     ),
 )

@@ -16,12 +16,14 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..index.ast_tools import absolute_module
+from ..index.ast_tools import FUNCTIONS, absolute_module, dotted
+from ..index.fact_types import Target
 from ..index.modules import ModuleIndex
-from ..index.platforms import evaluate, literal_string
+from ..index.platforms import PLATFORM as CURRENT_PLATFORM
+from ..index.platforms import Lookup, evaluate, literal_string
 from ..locate import GENERAL, PLATFORM, discover
 from ..model import PLATFORMS, PluginDist, RegistryEntry
 from .registry import OTHER_DICT_DRAFTER, SPECULATIVE
@@ -30,7 +32,43 @@ REGISTERED = "register_model"  # the registry name of a plugin's entries
 MAX_CALL_DEPTH = 8  # helpers calling helpers: deeper chains are not followed
 # Outside the speculative dict "Eagle" also names target models; an EAGLE drafter's arch starts with it.
 EAGLE_ARCH = re.compile(r"^Eagle|Eagle3")
-Guard = tuple[ast.expr, bool]  # a condition a call runs under, and whether it holds there
+# Where vLLM's ModelRegistry can be imported from (``from vllm import ModelRegistry as registry``).
+REGISTRY_HOMES = {"vllm", "vllm.model_executor.models", "vllm.model_executor.models.registry"}
+# The binding the dispatch interpreter gives ``current_platform`` imported from ``vllm.platforms``.
+BOUND_PLATFORM = Target("import", "vllm.platforms", CURRENT_PLATFORM)
+# The condition of an ``except`` block: whether the ``try`` body raises is not decided.
+CAUGHT = ast.Name(id="<the try body raised>")
+
+
+@dataclass(frozen=True, eq=False)
+class Names:
+    """What the names of a condition hold when a plugin's function runs, for ``platforms.evaluate``:
+    the function's own imports, then its module's bindings as the dispatch interpreter left them on
+    each in-tree platform (``import current_platform as cp``, ``_IS_ROCM = current_platform.is_rocm()``).
+    On a plugin's platform the interpreter does not run: an alias of current_platform is known, a flag
+    is not."""
+
+    bindings: dict[str, dict[str, list[Target]]]  # ModuleFacts.bindings: platform -> name -> targets
+    local: dict[str, tuple[str, str]]  # the function's imports
+
+    def on(self, platform: str) -> Lookup:
+        module_level = self.bindings.get(platform)
+
+        def lookup(name: str) -> bool | str | None:
+            if name in self.local:
+                return CURRENT_PLATFORM if self.local[name] == ("vllm.platforms", CURRENT_PLATFORM) else None
+            targets = (module_level or self.bindings.get(PLATFORMS[0]) or {}).get(name)
+            if targets == [BOUND_PLATFORM]:
+                return CURRENT_PLATFORM
+            if module_level is not None and targets and len(targets) == 1 and targets[0].kind == "constant":
+                return {"True": True, "False": False}.get(targets[0].a)
+            return None
+
+        return lookup
+
+
+NO_NAMES = Names({}, {})
+Guard = tuple[ast.expr, bool, Names]  # a condition a call runs under, whether it holds there, its names
 
 
 @dataclass(frozen=True)
@@ -49,8 +87,8 @@ class Registration:
     def applies_on(self, platform: str) -> bool | None:
         """Whether vLLM makes this call on ``platform``; None when a condition cannot be decided."""
         truth: bool | None = True
-        for test, holds in self.conditions:
-            value = evaluate(test, platform)
+        for test, holds, names in self.conditions:
+            value = evaluate(test, platform, lookup=names.on(platform))
             if value is None:
                 truth = None
             elif value != holds:
@@ -60,35 +98,94 @@ class Registration:
 
 @dataclass
 class PluginReading:
-    """What one plugin registers, the device names of its platforms, and what could not be read."""
+    """What one plugin registers, the device names of its platforms, what could not be read
+    (``skipped``) and what else a user should know (``notes``: an entry point vLLM never calls)."""
 
     registrations: list[Registration]
     platforms: list[str]
     skipped: list[str]
+    notes: list[str] = field(default_factory=list)
+    failed: bool = False  # an entry point whose module fails to import: vLLM never calls its function
 
 
 def read_plugin(index: ModuleIndex, plugin: PluginDist) -> PluginReading:
     """Follow each entry point's function, and the plugin's own functions it calls."""
     reader = _Reader(index, plugin)
     platforms = []
+    failed = False
     for group, name, value in plugin.entry_points:
         module, _, function = value.partition(":")
-        function = function.split("[")[0].strip()
-        reader.follow(module.strip(), function, group, 0)
+        module, function = module.strip(), function.split("[")[0].strip()
+        why = reader.load_failure(module, set())
+        if why is not None:  # vLLM: plugin.load() raises, "Failed to load plugin", the function never runs
+            reader.notes.append(
+                f"plugin {plugin.label}: entry point {name} ({value}) fails to import, so vLLM never calls "
+                f"it and its registrations do not apply: {why}"
+            )
+            failed = True
+            continue
+        reader.follow(module, function, group, 0)
         if group == PLATFORM:
-            platforms.append(reader.platform_name(module.strip(), function, name))
-    return PluginReading(reader.registrations, sorted(set(platforms)), reader.skipped)
+            platforms.append(reader.platform_name(module, function, name))
+    return PluginReading(reader.registrations, sorted(set(platforms)), reader.skipped, reader.notes, failed)
+
+
+def read_plugins(index: ModuleIndex, plugins: tuple[PluginDist, ...]) -> list[PluginReading]:
+    """One reading per entry point vLLM calls, in the order it calls them. vLLM keeps the functions it
+    loads in a dict by entry-point name (one per group), filled in discovery order: an entry point of
+    a later distribution with the name of an earlier one's replaces it, in its place; one whose module
+    fails to import is left out, and the earlier one stays."""
+    called: dict[tuple[str, str], tuple[PluginDist, str, PluginReading]] = {}
+    unloaded = []
+    for plugin in plugins:
+        for group, name, value in plugin.entry_points:
+            reading = read_plugin(index, replace(plugin, entry_points=((group, name, value),)))
+            earlier = called.get((group, name))
+            if reading.failed:
+                unloaded.append(reading)
+                continue
+            if earlier is not None:
+                reading.notes.append(
+                    f"plugin {earlier[0].label}: entry point {name} ({earlier[1]}) is shadowed by {plugin.label}'s "
+                    f"of the same name ({value}): vLLM calls only the one found last"
+                )
+            called[(group, name)] = (plugin, value, reading)
+    return [reading for _, _, reading in called.values()] + unloaded
+
+
+def plugin_warnings(readings: list[PluginReading]) -> list[str]:
+    """The readings' notes, each a line of its own for a ``warning:`` on stderr (once: a plugin source
+    tree is read from its entry points and again call by call)."""
+    skipped = [f"plugin registration not read: {s}" for r in readings for s in r.skipped]
+    return list(dict.fromkeys([*skipped, *(note for r in readings for note in r.notes)]))
+
+
+@dataclass
+class _Scope:
+    """A function being read: its module's tree, the names it can see and the conditions it runs under."""
+
+    tree: ast.Module
+    module: str
+    is_package: bool
+    file: str
+    local: dict[str, tuple[str, str]]
+    nested: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]  # functions it defines, followed when called
+    names: Names
 
 
 class _Reader:
     def __init__(self, index: ModuleIndex, plugin: PluginDist):
         self.index = index
         self.plugin = plugin
+        # Its own code: the packages its entry points name, and the others it ships (top_level.txt).
         self.packages = {value.split(":")[0].strip().split(".")[0] for _, _, value in plugin.entry_points}
+        self.packages |= set(plugin.packages)
         self.registrations: list[Registration] = []
         self.skipped: list[str] = []
-        self.seen: set[tuple[str, str, str]] = set()
+        self.notes: list[str] = []
+        self.active: set[tuple[str, str]] = set()  # the functions being followed: a cycle ends
         self.trees: dict[str, tuple[ast.Module, str, bool] | None] = {}
+        self.unparsed: dict[str, str] = {}  # module -> why it cannot be parsed
 
     def parsed(self, module: str) -> tuple[ast.Module, str, bool] | None:
         """(tree, file, is_package) of one of the plugin's modules; None if not found or not Python."""
@@ -100,21 +197,52 @@ class _Reader:
                 try:
                     result = ast.parse(self.index.read_bytes(path)), self.index.relative(path), is_package
                 except (SyntaxError, ValueError) as error:
-                    self.skipped.append(f"{self.index.relative(path)}: cannot parse ({error})")
+                    self.unparsed[module] = f"{self.index.relative(path)}: cannot parse ({error})"
             self.trees[module] = result
         return self.trees[module]
 
-    def follow(self, module: str, function: str, group: str, depth: int, conditions: tuple[Guard, ...] = ()) -> None:
-        if (module, function, group, conditions) in self.seen or module.split(".")[0] not in self.packages:
-            return
-        self.seen.add((module, function, group, conditions))
+    def parsed_or_skipped(self, module: str) -> tuple[ast.Module, str, bool] | None:
+        """``parsed``, saying in ``skipped`` when the module does not parse."""
         parsed = self.parsed(module)
+        if parsed is None and module in self.unparsed and self.unparsed[module] not in self.skipped:
+            self.skipped.append(self.unparsed[module])
+        return parsed
+
+    def load_failure(self, module: str, seen: set[str]) -> str | None:
+        """Why importing ``module`` raises, as far as the plugin's own modules tell: it or a parent
+        package is missing or does not parse, or so is a module of the plugin it imports at top level
+        (outside ``try``, ``if`` and functions). None when nothing says it fails."""
+        parts = module.split(".")
+        for end in range(1, len(parts) + 1):
+            name = ".".join(parts[:end])
+            if name in seen or name.split(".")[0] not in self.packages:
+                continue
+            seen.add(name)
+            parsed = self.parsed(name)
+            if parsed is None:
+                return self.unparsed.get(name, f"no module {name} in the plugin")
+            tree, file, is_package = parsed
+            for statement in tree.body:
+                for imported in _imported_modules(statement, name, is_package, self.index.is_module):
+                    why = self.load_failure(imported, seen)
+                    if why is not None:
+                        return f"{file}:{statement.lineno} imports {imported}; {why}"
+        return None
+
+    def follow(self, module: str, function: str, group: str, depth: int, conditions: tuple[Guard, ...] = ()) -> None:
+        if module.split(".")[0] not in self.packages:
+            self.outside(module, function)
+            return
+        if (module, function) in self.active:
+            return
+        parsed = self.parsed_or_skipped(module)
         entry_point = depth == 0  # deeper, a call may name a class or a variable: nothing to follow
         if parsed is None:
-            if entry_point:
+            if entry_point and module not in self.unparsed:
                 self.skipped.append(f"{self.plugin.label}: entry point module {module} not found")
             return
         tree, file, is_package = parsed
+        self.active.add((module, function))
         definition = _top_level_function(tree, function)
         if definition is None:
             target = _module_binding(tree, module, is_package, function)
@@ -122,17 +250,83 @@ class _Reader:
                 self.follow(target[0], target[1], group, depth, conditions)  # re-exported from another module
             elif entry_point:
                 self.skipped.append(f"{file}: no function {function}, which entry point {module}:{function} names")
-            return
-        local = _local_bindings(definition, module, is_package)
+        else:
+            facts = self.index.facts(module)
+            local = _local_bindings(definition, module, is_package)
+            names = Names(facts.bindings if facts else {}, local)
+            scope = _Scope(tree, module, is_package, file, local, _nested_functions(definition.body), names)
+            self.run(definition, scope, group, depth, conditions)
+        self.active.discard((module, function))
+
+    def outside(self, module: str, function: str) -> None:
+        """A call into a package that is not the plugin's is not followed; say so when that module
+        registers models (another package of the distribution that no top_level.txt names)."""
+        found = self.index.locate(module) if module.split(".")[0] != "vllm" else None
+        if found is not None and b"register_model" in self.index.read_bytes(found[0]):
+            note = (
+                f"{self.index.relative(found[0])}: {module}.{function}() is called, but {module.split('.')[0]} "
+                f"is not a package of {self.plugin.label} (its entry points' or its top_level.txt's): not followed"
+            )
+            if note not in self.skipped:
+                self.skipped.append(note)
+
+    def run(
+        self,
+        definition: ast.FunctionDef | ast.AsyncFunctionDef,
+        scope: _Scope,
+        group: str,
+        depth: int,
+        conditions: tuple[Guard, ...],
+    ) -> None:
+        """The calls of a function's body, in the order they run: registrations, and the plugin's
+        functions it calls (its own nested ones included), followed under the conditions of the call."""
         guards = _guards(definition.body)
-        for call in (n for n in ast.walk(definition) if isinstance(n, ast.Call)):
-            where = conditions + guards.get(id(call), ())
-            if _is_register_model(call):
-                self.register(call, tree, module, is_package, local, group, file, where)
-            elif depth < MAX_CALL_DEPTH:
-                callee = self.callee(call.func, tree, module, is_package, local)
+        for call in _calls_in_order(definition.body):
+            where = conditions + tuple((test, holds, scope.names) for test, holds in guards.get(id(call), ()))
+            kind = self.registry_call(call, scope)
+            if kind is True:
+                self.register(call, scope.tree, scope.module, scope.is_package, scope.local, group, scope.file, where)
+            elif kind is None:
+                self.skipped.append(f"{scope.file}:{call.lineno}: {_unfollowed(call)}")
+            elif depth >= MAX_CALL_DEPTH:
+                continue
+            elif isinstance(call.func, ast.Name) and call.func.id in scope.nested:
+                nested = scope.nested[call.func.id]
+                key = (scope.module, f"{definition.name}.{nested.name}:{nested.lineno}")
+                if key not in self.active:
+                    self.active.add(key)
+                    inner = _Scope(
+                        scope.tree,
+                        scope.module,
+                        scope.is_package,
+                        scope.file,
+                        {**scope.local, **_local_bindings(nested, scope.module, scope.is_package)},
+                        {**scope.nested, **_nested_functions(nested.body)},
+                        scope.names,
+                    )
+                    self.run(nested, inner, group, depth + 1, where)
+                    self.active.discard(key)
+            else:
+                callee = self.callee(call.func, scope.tree, scope.module, scope.is_package, scope.local)
                 if callee is not None:
                     self.follow(*callee, group, depth + 1, where)
+
+    def registry_call(self, call: ast.Call, scope: _Scope) -> bool | None:
+        """True for ``ModelRegistry.register_model(...)`` (vLLM's registry under any name it is imported
+        as); None for another ``X.register_model(...)``, which the reader cannot follow; else False."""
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr == "register_model"):
+            return False
+        receiver = func.value
+        if isinstance(receiver, ast.Attribute) and receiver.attr == "ModelRegistry":
+            return True
+        if isinstance(receiver, ast.Name):
+            bound = scope.local.get(receiver.id) or _module_binding(
+                scope.tree, scope.module, scope.is_package, receiver.id
+            )
+            if receiver.id == "ModelRegistry" or (bound and bound[1] == "ModelRegistry" and bound[0] in REGISTRY_HOMES):
+                return True
+        return None
 
     def callee(
         self, func: ast.expr, tree: ast.Module, module: str, is_package: bool, local: dict[str, tuple[str, str]]
@@ -173,9 +367,9 @@ class _Reader:
                 "architecture and a 'module:Class' string or an imported class"
             )
             return
-        registration = Registration(arch, target[0], target[1], self.plugin, group, file, call.lineno, conditions)
-        if registration not in self.registrations:
-            self.registrations.append(registration)
+        self.registrations.append(
+            Registration(arch, target[0], target[1], self.plugin, group, file, call.lineno, conditions)
+        )
 
     def class_target(
         self, node: ast.expr, tree: ast.Module, module: str, is_package: bool, local: dict[str, tuple[str, str]]
@@ -214,12 +408,14 @@ class _Reader:
         return entry_name
 
 
-Guards = dict[int, tuple[Guard, ...]]  # id(call) -> the conditions it runs under
+Condition = tuple[ast.expr, bool]  # a test, and whether it holds where a call runs
+Guards = dict[int, tuple[Condition, ...]]  # id(call) -> the conditions it runs under
 
 
-def _guards(statements: list[ast.stmt], around: tuple[Guard, ...] = (), found: Guards | None = None) -> Guards:
-    """id(call) -> the conditions it runs under in a block: the ``if`` tests around it, and those of
-    earlier ``if``s of the block whose branch leaves it (``if not current_platform.is_rocm(): return``)."""
+def _guards(statements: list[ast.stmt], around: tuple[Condition, ...] = (), found: Guards | None = None) -> Guards:
+    """id(call) -> the conditions it runs under in a block: the ``if`` tests around it, those of
+    earlier ``if``s of the block whose branch leaves it (``if not current_platform.is_rocm(): return``),
+    and ``CAUGHT`` in an ``except`` block (it runs only when the ``try`` body raises)."""
     found = {} if found is None else found
     for statement in statements:
         if isinstance(statement, ast.If):
@@ -236,12 +432,14 @@ def _guards(statements: list[ast.stmt], around: tuple[Guard, ...] = (), found: G
             inner = getattr(statement, block, None)
             if isinstance(inner, list):
                 _guards([s for s in inner if isinstance(s, ast.stmt)], around, found)
-                for holder in (s for s in inner if isinstance(s, (ast.ExceptHandler, ast.match_case))):
+                for holder in (s for s in inner if isinstance(s, ast.ExceptHandler)):
+                    _guards(holder.body, (*around, (CAUGHT, True)), found)
+                for holder in (s for s in inner if isinstance(s, ast.match_case)):
                     _guards(holder.body, around, found)
     return found
 
 
-def _mark(node: ast.AST, around: tuple[Guard, ...], found: Guards) -> None:
+def _mark(node: ast.AST, around: tuple[Condition, ...], found: Guards) -> None:
     """Every call inside ``node`` runs under ``around`` (until a block inside says more)."""
     for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
         found[id(call)] = around
@@ -250,6 +448,47 @@ def _mark(node: ast.AST, around: tuple[Guard, ...], found: Guards) -> None:
 def _leaves(block: list[ast.stmt]) -> bool:
     """A block that ends by leaving the block around it: what follows runs only when it was not taken."""
     return bool(block) and isinstance(block[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
+
+
+def _calls_in_order(statements: list[ast.stmt]) -> list[ast.Call]:
+    """The calls a block makes, in source order (as they run, one statement after another), leaving
+    out the bodies of the functions and lambdas it defines: those run only when called (a ``def``
+    runs its decorators and defaults)."""
+    calls = []
+    pending: list[ast.AST] = list(statements)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, FUNCTIONS):
+            pending += [*node.decorator_list, *node.args.defaults, *(d for d in node.args.kw_defaults if d)]
+            continue
+        if isinstance(node, ast.Call):
+            calls.append(node)
+        pending += [child for child in ast.iter_child_nodes(node) if not isinstance(child, ast.Lambda)]
+    return sorted(calls, key=lambda c: (c.lineno, c.col_offset))
+
+
+def _nested_functions(statements: list[ast.stmt]) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The functions a block defines (in its ``if``/``try``/... blocks too, not inside other functions)."""
+    found = {}
+    pending: list[ast.AST] = list(statements)
+    while pending:
+        node = pending.pop(0)
+        if isinstance(node, FUNCTIONS):
+            found[node.name] = node
+        elif not isinstance(node, (ast.expr, ast.ClassDef)):
+            pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _imported_modules(statement: ast.stmt, module: str, is_package: bool, is_module) -> list[str]:
+    """The modules a top-level import statement imports (``from p import m``: p, and p.m when it is a
+    module), in order; [] for another statement."""
+    if isinstance(statement, ast.Import):
+        return [alias.name for alias in statement.names]
+    if not isinstance(statement, ast.ImportFrom):
+        return []
+    source = absolute_module(module, is_package, statement.level, statement.module)
+    return [source] + [f"{source}.{a.name}" for a in statement.names if is_module(f"{source}.{a.name}")]
 
 
 def _top_level_function(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
@@ -299,13 +538,9 @@ def _module_level_imports(statements: list[ast.stmt]) -> Iterator[ast.Import | a
             yield from _module_level_imports(node.body)
 
 
-def _is_register_model(call: ast.Call) -> bool:
-    func = call.func
-    if not (isinstance(func, ast.Attribute) and func.attr == "register_model"):
-        return False
-    receiver = func.value
-    name = receiver.attr if isinstance(receiver, ast.Attribute) else getattr(receiver, "id", "")
-    return name == "ModelRegistry"
+def _unfollowed(call: ast.Call) -> str:
+    """A ``register_model`` call on something that is not followed to vLLM's ModelRegistry."""
+    return f"{dotted(call.func) or '(...).register_model'}(...) is not followed to vLLM's ModelRegistry"
 
 
 def _keyword(call: ast.Call, name: str) -> ast.expr | None:
@@ -333,15 +568,22 @@ def registrations_in(index: ModuleIndex, modules: list[str], plugin: PluginDist)
     points may not be declared in it), as a general plugin's."""
     reader = _Reader(index, plugin)
     for module in modules:
-        parsed = reader.parsed(module)
+        parsed = reader.parsed_or_skipped(module)
         if parsed is None:
             continue
         tree, file, is_package = parsed
         guards = _guards(tree.body)
+        facts = index.facts(module)
         for call, function in sorted(_calls_with_function(tree), key=lambda p: (p[0].lineno, p[0].col_offset)):
-            if _is_register_model(call):
-                local = _local_bindings(function, module, is_package) if function is not None else {}
-                reader.register(call, tree, module, is_package, local, GENERAL, file, guards.get(id(call), ()))
+            local = _local_bindings(function, module, is_package) if function is not None else {}
+            names = Names(facts.bindings if facts else {}, local)
+            scope = _Scope(tree, module, is_package, file, local, {}, names)
+            kind = reader.registry_call(call, scope)
+            if kind is True:
+                where = tuple((test, holds, names) for test, holds in guards.get(id(call), ()))
+                reader.register(call, tree, module, is_package, local, GENERAL, file, where)
+            elif kind is None:
+                reader.skipped.append(f"{file}:{call.lineno}: {_unfollowed(call)}")
     return PluginReading(reader.registrations, [], reader.skipped)
 
 
@@ -365,62 +607,64 @@ def is_drafter(arch: str, cls: str, drafter_archs: set[str]) -> bool:
 
 
 def effective_registry(in_tree: list[RegistryEntry], readings: list[PluginReading]) -> list[RegistryEntry]:
-    """In-tree entries, then the plugins' drafter registrations: platform plugins' first (vLLM
-    resolves its platform before it loads the general plugins), each phase in plugin order.
+    """In-tree entries, then the plugins' drafter registrations, made one after another as vLLM makes
+    them: platform plugins' first (vLLM resolves its platform before it loads the general plugins),
+    each phase in reading order, each reading's calls in the order they run. ``register_model`` of an
+    architecture replaces what it was (a later call wins), per platform.
 
-    A general plugin's registration applies wherever it loads: every in-tree platform and every
-    plugin platform; it replaces the entry it names there. A platform plugin's applies on its
-    own platform only (its device name), and the in-tree entry stays on the others. Either is
-    narrowed by the platform conditions around the call: where one cannot be decided, both the
-    registration and what it would replace are kept."""
+    In-tree entries apply on every platform, plugin platforms included. A general plugin's
+    registration applies wherever it loads: every in-tree platform and every plugin platform. A
+    platform plugin's applies on its own platform only (its device name). Either is narrowed by the
+    platform conditions around the call: where one cannot be decided, both the registration and what
+    it would replace are kept."""
     labels = sorted({p for r in readings for p in r.platforms} - set(PLATFORMS))
     everywhere = (*PLATFORMS, *labels)
     drafter_archs = {e.arch for e in in_tree if e.arch and e.registry == SPECULATIVE}
-    entries = list(in_tree)
-    for phase in (PLATFORM, GENERAL):
-        for reading in readings:
-            by_arch: dict[str, list[Registration]] = {}
-            for registration in reading.registrations:  # a function may register an arch in two branches
-                if registration.group == phase:
-                    by_arch.setdefault(registration.arch, []).append(registration)
-            scope = everywhere if phase == GENERAL else tuple(reading.platforms)
-            for arch, alternatives in by_arch.items():
-                if is_drafter(arch, alternatives[0].cls, drafter_archs):
-                    entries = _register(entries, arch, alternatives, scope)
+    calls = [
+        (registration, everywhere if phase == GENERAL else tuple(reading.platforms))
+        for phase in (PLATFORM, GENERAL)
+        for reading in readings
+        for registration in reading.registrations
+        if registration.group == phase
+    ]
+    drafters = {r.arch for r, _ in calls if is_drafter(r.arch, r.cls, drafter_archs)}
+    calls = [(r, scope) for r, scope in calls if r.arch in drafters]
+    possible = {(e.arch, p): [e] for e in in_tree if e.arch in drafters for p in everywhere}  # in effect there
+    replaces: dict[RegistryEntry, tuple[str, str] | None] = {}
+    made: dict[tuple[str, str, str, str], RegistryEntry] = {}  # one entry per (arch, class, plugin)
+    for registration, scope in calls:
+        arch = registration.arch
+        entry = made.setdefault(
+            (arch, registration.module, registration.cls, registration.plugin.label),
+            RegistryEntry(arch, registration.module, registration.cls, REGISTERED, registration.plugin.label),
+        )
+        prior = []  # what it may replace, where it may run
+        for platform in scope:
+            applies = registration.applies_on(platform)
+            before = possible.setdefault((arch, platform), [])
+            if applies is not False:
+                prior += [e for e in before if e != entry and e not in prior]
+            if applies is True:
+                possible[(arch, platform)] = [entry]
+            elif applies is None and entry not in before:
+                before.append(entry)
+        replaces[entry] = replaces.get(entry) or _replaced(arch, in_tree, prior)
+    entries = []
+    for entry in in_tree:
+        where = tuple(p for p in everywhere if entry.arch not in drafters or entry in possible[(entry.arch, p)])
+        entries += [entry] if where == PLATFORMS else [replace(entry, scope=where)] if where else []
+    for entry in made.values():
+        where = tuple(p for p in everywhere if entry in possible.get((entry.arch, p), []))
+        if where:
+            entries.append(replace(entry, replaces=replaces[entry], scope=where))
     return entries
 
 
-def _register(
-    entries: list[RegistryEntry], arch: str, alternatives: list[Registration], scope: tuple[str, ...]
-) -> list[RegistryEntry]:
-    """``entries`` with ``arch`` registered anew on ``scope``, where the calls' conditions allow:
-    what they replace stays where no call is sure to run."""
-    replaced = [e for e in entries if e.arch == arch]
-    original = next((e for e in replaced if e.source == "vllm"), replaced[0] if replaced else None)
-    surely = {p for p in scope if any(r.applies_on(p) for r in alternatives)}  # True, not None
-    kept = []
-    for entry in entries:
-        everywhere_before = entry.scope or PLATFORMS
-        remaining = tuple(p for p in everywhere_before if p not in surely)
-        if entry.arch != arch or remaining == everywhere_before:
-            kept.append(entry)
-        elif remaining:
-            kept.append(
-                RegistryEntry(
-                    entry.arch, entry.module, entry.cls, entry.registry, entry.source, entry.replaces, remaining
-                )
-            )
-    replaces = (original.module, original.cls) if original else None
-    for registration in alternatives:
-        where = tuple(p for p in scope if registration.applies_on(p) is not False)
-        if not where:
-            continue
-        entry = RegistryEntry(
-            arch, registration.module, registration.cls, REGISTERED, registration.plugin.label, replaces, where
-        )
-        if entry not in kept:
-            kept.append(entry)
-    return kept
+def _replaced(arch: str, in_tree: list[RegistryEntry], before: list[RegistryEntry]) -> tuple[str, str] | None:
+    """What a registration replaces: vLLM's own entry of the architecture, else the plugin
+    registration in effect before it."""
+    original = next((e for e in in_tree if e.arch == arch), before[0] if before else None)
+    return (original.module, original.cls) if original else None
 
 
 def tree_plugin(root: Path) -> PluginDist:
@@ -488,4 +732,4 @@ def plugin_tree_entries(
     entries = [e for e in effective_registry(in_tree, readings) if e.source != "vllm"]
     registered = {e.module for e in entries} | {r.module for reading in readings for r in reading.registrations}
     entries += [e for e in heuristic if e.module not in registered]
-    return entries, [s for reading in readings for s in reading.skipped]
+    return entries, plugin_warnings(readings)
