@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 
 from .apply.changes import FileJob, Rewrite, UnsafeRewrite
-from .apply.inheritors import find_inheritors
+from .apply.inheritors import find_inheritors, name_clashes
 from .apply.placement import prefer_drafter_only
 from .apply.plan import Action, Plan, make_plan
 from .apply.result import FixResult
@@ -26,9 +26,10 @@ from .fanout import WarmWorker, warm_worker
 from .index.encoding import NotDecodable, decode_source
 from .index.fact_types import ModuleFacts
 from .locate import local_argmax_in
-from .model import ChainAnswers, SourceTree, Status
+from .model import ChainAnswers, ClassKey, SourceTree, Status
 from .scan import Scanner, scan
 from .select import select
+from .templating import PRE_HEAD, defined_name
 
 
 def plan_fix(
@@ -63,8 +64,9 @@ def plan_fix(
         notes = prefer_drafter_only(scanner, resolutions, plan, inheritors)
         if notes:  # methods moved: they reach other classes now
             inheritors = find_inheritors(scanner, resolutions, plan.insertions)
+        clashes = _helper_clashes(scanner, plan.insertions) if factor_pre_head else None
         while True:
-            rewrites, failures = _rewrites(scanner, plan.insertions, worker, jobs, factor_pre_head)
+            rewrites, failures = _rewrites(scanner, plan.insertions, worker, jobs, clashes)
             if not failures:
                 kept = [i.target for i in plan.insertions]
                 return FixResult(
@@ -76,7 +78,9 @@ def plan_fix(
                     [n for n in notes if all(k in kept for k in n.into)],
                 )
             for outcome in plan.outcomes:  # a drafter is fixed whole or not at all
-                failed = [failures[i.target] for i in outcome.insertions if i.target in failures]
+                # a method not in the plan's own (a copy dropped for the owner's) is the owner's to write
+                needed = [i.target if i in plan.insertions else i.source.owner for i in outcome.insertions]
+                failed = [failures[k] for k in needed if k in failures]
                 if outcome.action == Action.FIX and failed:
                     outcome.action, outcome.reason = Action.REFUSED, failed[0]
             kept = {i.target for o in plan.outcomes if o.action == Action.FIX for i in o.insertions}
@@ -157,7 +161,7 @@ def _rewrite_chunk(jobs: list[FileJob]) -> list[Rewrite | UnsafeRewrite]:
             outcomes.append(next(plain))
             continue
         try:
-            outcomes.append(rewrite_factored(job.path, job.source, job.insertions, job.binds_torch))
+            outcomes.append(rewrite_factored(job.path, job.source, job.insertions, job.binds_torch, job.helper_clashes))
         except UnsafeRewrite as error:
             outcomes.append(error)
     return outcomes
@@ -183,10 +187,22 @@ def _chunks(jobs: list[FileJob], count: int) -> list[list[FileJob]]:
     return [chunk for chunk in chunks if chunk]
 
 
+def _helper_clashes(scanner: Scanner, insertions: list[Insertion]) -> dict[ClassKey, str]:
+    """For ``--factor-pre-head``: the classes that may own the helper (their own compute_logits is
+    mirrored) and bind its name, themselves or in a subclass, with where (``name_clashes``)."""
+    owners = [i.target for i in insertions if i.source.owner == i.target]
+    return name_clashes(scanner, owners, defined_name(PRE_HEAD))
+
+
 def _rewrites(
-    scanner: Scanner, insertions: list[Insertion], worker: WarmWorker | None, jobs: int, factor_pre_head: bool = False
+    scanner: Scanner,
+    insertions: list[Insertion],
+    worker: WarmWorker | None,
+    jobs: int,
+    helper_clashes: dict[ClassKey, str] | None = None,
 ) -> tuple[list[Rewrite], dict]:
-    """Rewrite every touched file, in the worker's forks when there is one (one ruff run per chunk)."""
+    """Rewrite every touched file, in the worker's forks when there is one (one ruff run per chunk).
+    ``helper_clashes``: None without ``--factor-pre-head``, else what ``_helper_clashes`` found."""
     by_module: dict[str, list[Insertion]] = {}
     for insertion in insertions:
         by_module.setdefault(insertion.target.module, []).append(insertion)
@@ -202,7 +218,8 @@ def _rewrites(
             raise UsageError(
                 f"{facts.path}: cannot be read ({getattr(error, 'strerror', None) or error}); nothing written"
             ) from None
-        files.append(FileJob(facts.path, source, group, _binds_torch(facts), factor_pre_head))
+        clashes = {i.target: helper_clashes[i.target] for i in group if i.target in (helper_clashes or {})}
+        files.append(FileJob(facts.path, source, group, _binds_torch(facts), helper_clashes is not None, clashes))
     if not files:
         return [], {}
     if worker is None:

@@ -13,6 +13,7 @@ from pathlib import Path
 _PACKAGE = Path(__file__).resolve().parent
 # Shipped in the wheel under the package; in a checkout, the top-level folder.
 TEMPLATE_DIRS = (_PACKAGE / "templates", _PACKAGE.parent / "templates")
+PRE_HEAD = "pre_head.py.tmpl"  # the helper ``fix --factor-pre-head`` shares the pre-head block through
 
 
 @functools.cache
@@ -23,3 +24,9 @@ def template(name: str) -> str:
         if path.is_file():
             return path.read_text(encoding="utf-8")
     raise FileNotFoundError(f"mtp-audit template {name} is missing from the installation")
+
+
+def defined_name(name: str) -> str:
+    """The name that template ``name``'s ``def`` binds (``pre_head.py.tmpl``: the factored helper's):
+    code that must know it without building the method (or importing libcst) reads it here."""
+    return template(name).split("(", 1)[0].removeprefix("def ").strip()

@@ -23,18 +23,23 @@ MIRROR = (
 SUPER = "    def compute_logits(self, hidden_states):\n        return super().compute_logits(hidden_states)\n"
 
 
-def analyzer_of(tmp_path: Path, source: str, name: str = "ExampleMTP") -> tuple[Analyzer, ClassKey]:
+def analyzer_of(
+    tmp_path: Path, source: str, name: str = "ExampleMTP", others: dict[str, str] | None = None
+) -> tuple[Analyzer, ClassKey]:
+    """``others``: more model modules beside example_mtp.py, file name -> source."""
     root = build_tree(BASE, tmp_path / "tree")
     models = root / "vllm" / "model_executor" / "models"
     (models / "example_mtp.py").write_text(source)
+    for file, text in (others or {}).items():
+        (models / file).write_text(text)
     (models / "registry.py").write_text(f'_SPECULATIVE_DECODING_MODELS = {{"M": ("example_mtp", "{name}")}}\n')
     scanner = Scanner(locate(root))
     key = next(k for k in resolve_name(scanner.index, MODULE, name, "cuda") if isinstance(k, ClassKey))
     return scanner.analyzers["cuda"], key
 
 
-def analyse(tmp_path: Path, source: str, name: str = "ExampleMTP") -> Analysis:
-    analyzer, key = analyzer_of(tmp_path, source, name)
+def analyse(tmp_path: Path, source: str, name: str = "ExampleMTP", others: dict[str, str] | None = None) -> Analysis:
+    analyzer, key = analyzer_of(tmp_path, source, name, others)
     return analyzer.analyze(key)
 
 
@@ -722,14 +727,18 @@ def test_a_super_inlined_in_a_class_the_drafter_inherits_from(tmp_path: Path) ->
 def test_an_inherited_head_is_mirrored_in_the_drafter_when_it_uses_only_self(tmp_path: Path) -> None:
     only_self = analyse(tmp_path / "self", BASE_HEAD + "\n\nclass ExampleMTP(Base):\n    pass\n")
     assert [(i.target.name, i.source.owner.name) for i in only_self.insertions] == [("ExampleMTP", "Base")]
-    module_name = analyse(
-        tmp_path / "module",
+    base = (
         "from torch.nn import functional as F\n\n\nclass Base:\n    def compute_logits(self, hidden_states):\n"
-        "        return self.logits_processor(self.lm_head, F.normalize(hidden_states))\n\n\n"
-        "class ExampleMTP(Base):\n    pass\n",
+        "        return self.logits_processor(self.lm_head, F.normalize(hidden_states))\n"
     )
-    # compute_logits reads a name besides self (F): the mirror stays beside it, in Base
-    assert [(i.target.name, i.source.owner.name) for i in module_name.insertions] == [("Base", "Base")]
+    same_module = analyse(tmp_path / "same", base + "\n\nclass ExampleMTP(Base):\n    pass\n")
+    # compute_logits reads a module name (F) when it runs: in the drafter of the same module, the same F
+    assert [(i.target.name, i.source.owner.name) for i in same_module.insertions] == [("ExampleMTP", "Base")]
+    other_module = analyse(
+        tmp_path / "other", "from .base import Base\n\n\nclass ExampleMTP(Base):\n    pass\n", others={"base.py": base}
+    )
+    # in another module, F may be unbound or another object: the mirror stays beside compute_logits, in Base
+    assert [(i.target.name, i.source.owner.name) for i in other_module.insertions] == [("Base", "Base")]
     own = analyse(tmp_path / "own", BASE_HEAD.replace("class Base", "class ExampleMTP"))
     assert [(i.target.name, i.source.owner.name) for i in own.insertions] == [("ExampleMTP", "ExampleMTP")]
 

@@ -442,3 +442,74 @@ def test_the_factoring_rewrite_refuses_a_file_whose_planned_classes_moved(tmp_pa
         + "; scan again",
     ):
         rewrite_factored(path, moved, insertions, binds_torch=True)
+
+
+LONG_MTP = "vllm/model_executor/models/long_mtp.py"
+VARIANT = "class LongVariantMTP(LongMTP):\n    def _pre_head(self, hidden_states: torch.Tensor) -> torch.Tensor:\n"
+
+
+@pytest.mark.parametrize(
+    ("edit", "extra", "clash"),
+    [
+        ({}, {}, f"its subclass LongVariantMTP ({LONG_MTP}:14) binds _pre_head (line 15)"),
+        (
+            {VARIANT: "class LongVariantMTP(LongMTP):\n    _pre_head = None\n\n    def _other(self, hidden_states):\n"},
+            {},
+            f"its subclass LongVariantMTP ({LONG_MTP}:14) binds _pre_head (line 15)",
+        ),
+        (
+            {VARIANT: "class LongVariantMTP(LongMTP):\n    def _pre_head_cache(self, hidden_states):\n"},
+            {
+                "deep_mtp.py": "from .long_mtp import LongVariantMTP\n\n\nclass DeepMTP(LongVariantMTP):\n"
+                "    def __init__(self) -> None:\n        self._pre_head = print\n"
+            },
+            "its subclass DeepMTP (vllm/model_executor/models/deep_mtp.py:4) binds _pre_head (line 6)",
+        ),
+        (
+            {
+                VARIANT: "class LongVariantMTP(LongMTP):\n    def _pre_head_cache(self, hidden_states):\n",
+                "class LongMTP(nn.Module):\n": "class LongMTP(nn.Module):\n"
+                "    if True:\n        from os import sep as _pre_head\n\n",
+            },
+            {},
+            "it binds _pre_head (line 7)",
+        ),
+        ({VARIANT: "class LongVariantMTP(LongMTP):\n    def _pre_head_cache(self, hidden_states):\n"}, {}, None),
+    ],
+    ids=["subclass_method", "subclass_attribute", "grandchild_instance_attribute", "own_import", "no_clash"],
+)
+def test_a_helper_that_a_class_or_any_inheritor_binds_is_refused(
+    tmp_path: Path, edit: dict[str, str], extra: dict[str, str], clash: str | None
+) -> None:
+    """``self._pre_head(...)`` in the rewritten compute_logits reaches the subclass's binding on its
+    instances: the inherited compute_logits would change silently. The clash is named, with its line."""
+    tree = build_tree(FIXTURES / "fix" / "factor_pre_head_subclass", tmp_path / "tree", "input")
+    source = (tree / LONG_MTP).read_text()
+    for old, new in edit.items():
+        assert old in source
+        source = source.replace(old, new)
+    (tree / LONG_MTP).write_text(source)
+    for file, text in extra.items():
+        (tree / "vllm" / "model_executor" / "models" / file).write_text(text)
+    result = plan_fix(locate(tree), ["LongMTP"], False, None, factor_pre_head=True)
+    (outcome,) = result.plan.outcomes
+    if clash is None:
+        assert outcome.action == "fix" and [r.factored for r in result.rewrites] == [["LongMTP"]]
+    else:
+        assert outcome.action == "refused" and result.rewrites == []
+        assert outcome.reason == (
+            f"unsafe rewrite refused: {LONG_MTP}: no _pre_head helper in LongMTP: {clash}, and "
+            "LongMTP.compute_logits would call that one there; fix without --factor-pre-head writes the plain mirror"
+        )
+
+
+def test_a_drafter_that_inherits_a_refused_method_is_refused_with_it(tmp_path: Path) -> None:
+    """LongVariantMTP's copy of the mirror is dropped for LongMTP's own: when LongMTP's rewrite is
+    refused, LongVariantMTP would get nothing, and is refused too (it was said fixed)."""
+    tree = build_tree(FIXTURES / "fix" / "factor_pre_head_subclass", tmp_path / "tree", "input")
+    result = plan_fix(locate(tree), None, True, None, factor_pre_head=True)
+    assert [(o.record.cls, o.action) for o in result.plan.outcomes] == [
+        ("LongMTP", "refused"),
+        ("LongVariantMTP", "refused"),
+    ]
+    assert result.plan.outcomes[0].reason == result.plan.outcomes[1].reason and result.rewrites == []

@@ -3,8 +3,9 @@
 A hand-written get_top_tokens that keeps its tokens in a variable, arm by arm or not, or carries a
 docstring, is still the mirror; the local-argmax mixin is recognised by its own head call and remap
 only; a get_top_tokens that leaves the hidden states as they are, where compute_logits transforms
-them, diverges; an inherited compute_logits is mirrored in the drafter only when the mirror needs
-nothing but self, its parameters, builtins and torch. ``classify.memo`` keeps these answers on disk.
+them, diverges; an inherited compute_logits is mirrored in the drafter only when the mirror means the
+same there: it needs nothing but self, its parameters, builtins and torch, or module names in a drafter
+of the same module, and nothing ties it to its class. ``classify.memo`` keeps these answers on disk.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from test_analysis import AT, PRE_HEAD, analyse
 from conftest import FIXTURES, build_tree
 from mtp_audit.cache import FactsCache
 from mtp_audit.classify import memo, method_checks, shapes
+from mtp_audit.classify.shape_types import FreeNames
 from mtp_audit.locate import locate
 from mtp_audit.model import Consistency, Status
 from mtp_audit.scan import scan
@@ -308,6 +310,110 @@ def test_an_inherited_compute_logits_that_needs_its_own_class_or_module_is_mirro
     assert [(i.target.name, i.source.owner.name) for i in analysis.insertions] == [("Base", "Base")]
 
 
+def method(signature: str, *statements: str) -> str:
+    return f"def compute_logits({signature}) -> torch.Tensor:\n" + "".join(f"    {s}\n" for s in statements or ["pass"])
+
+
+PRIVATE = "the private name __head (Python mangles it with the class's name)"
+ZERO_ARGUMENT_SUPER = "super() (it starts after the class it is written in)"
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        (method("self, hs", "hs = hs * SCALE", "return f(hs)"), FreeNames(("SCALE", "f"), (), None)),
+        (method("self, hs, n: int = N"), FreeNames((), ("N", "int"), None)),
+        (method('self, hs: "IntermediateTensors"'), FreeNames((), ("IntermediateTensors",), None)),
+        (method("self, hs: \"Optional['typing.Any']\""), FreeNames((), ("Optional", "typing"), None)),
+        (method('self, hs: "a b"'), FreeNames((), (), "the quoted annotation '\"a b\"', which quotes no expression")),
+        (method("self, hs", "global G", "G = hs", "return __name__"), FreeNames(("G", "__name__"), (), None)),
+        (method("self, hs", "return self.__head(hs)"), FreeNames((), (), PRIVATE)),
+        (
+            method("self, hs", "return __class__"),
+            FreeNames(("__class__",), (), "__class__ (the class it is written in)"),
+        ),
+        (method("self, hs", "return super().f(hs)"), FreeNames(("super",), (), ZERO_ARGUMENT_SUPER)),
+        (method("self, hs", "return super(Base, self).f(hs)"), FreeNames(("Base", "super"), (), None)),
+        (
+            method("self, hs", "nonlocal q", "return q"),
+            FreeNames(("q",), (), "`nonlocal q` (a name of an enclosing function)"),
+        ),
+    ],
+    ids=[
+        "module_names",
+        "default",
+        "quoted",
+        "quoted_in_quoted",
+        "unparsable",
+        "module_bound",
+        "private",
+        "class_cell",
+        "super",
+        "explicit_super",
+        "nonlocal",
+    ],
+)
+def test_free_names_by_when_they_are_read_and_what_ties_a_method_to_its_class(code: str, expected: FreeNames) -> None:
+    """Names a copy of the method reads when it runs, those its ``def`` reads (defaults, annotations,
+    quoted or not) and what makes it mean something else in another class; decorators and the return
+    annotation are left out (the mirror has neither of its own)."""
+    assert method_checks.free_names(code) == expected
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        inherited("hidden_states = hidden_states * SCALE", imports="SCALE = 2\n\n\n"),
+        inherited("hidden_states = hidden_states * float(__name__ != 'x')"),
+        inherited("global CALLS", "CALLS = 1"),
+    ],
+    ids=["module_constant", "module_dunder", "global"],
+)
+def test_module_names_read_when_it_runs_mean_the_same_in_a_drafter_of_the_same_module(
+    tmp_path: Path, source: str
+) -> None:
+    analysis = analyse(tmp_path, source)
+    assert [(i.target.name, i.source.owner.name) for i in analysis.insertions] == [("ExampleMTP", "Base")]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        inherited("hidden_states = hidden_states * SCALE", imports="SCALE = 2\n\n\n"),
+        inherited("hidden_states = hidden_states * float(__name__ != 'x')"),
+        inherited(signature='self, hidden_states: "IntermediateTensors"'),
+    ],
+    ids=["module_constant", "module_dunder", "quoted_annotation"],
+)
+def test_module_names_keep_the_mirror_beside_compute_logits_when_the_drafter_is_in_another_module(
+    tmp_path: Path, source: str
+) -> None:
+    base, _ = source.split("class ExampleMTP")
+    drafter = "from .base_lm import Base\n\n\nclass ExampleMTP(Base):\n    pass\n"
+    analysis = analyse(tmp_path, drafter, others={"base_lm.py": base})
+    assert [(i.target.name, i.source.owner.name) for i in analysis.insertions] == [("Base", "Base")]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        inherited("hidden_states = self.__norm(hidden_states)"),
+        inherited("assert __class__ is not None"),
+        inherited("hidden_states = super().final_norm(hidden_states)"),
+        inherited(signature="self, hidden_states, spec_step_idx: int = STEP", imports="STEP = 0\n\n\n"),
+        inherited(signature='self, hidden_states: "IntermediateTensors"'),
+    ],
+    ids=["private_name", "class_cell", "super", "default", "quoted_annotation"],
+)
+def test_a_method_tied_to_its_class_or_read_as_its_def_runs_stays_beside_it_in_the_same_module_too(
+    tmp_path: Path, source: str
+) -> None:
+    """``self.__norm`` is ``self._Base__norm`` in Base, ``self._ExampleMTP__norm`` in ExampleMTP; a default
+    or an annotation is read as the class statement runs, where a module name may be bound otherwise."""
+    analysis = analyse(tmp_path, source)
+    assert [(i.target.name, i.source.owner.name) for i in analysis.insertions] == [("Base", "Base")]
+
+
 def test_answers_are_kept_beside_the_facts_and_read_back_without_running_a_rule(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(memo, "_store", None)  # scan() sets it; put back the in-process default afterwards
     tree = locate(build_tree(FIXTURES / "scan" / "consistency", tmp_path / "tree"))
@@ -318,7 +424,7 @@ def test_answers_are_kept_beside_the_facts_and_read_back_without_running_a_rule(
     def not_run(*args):
         raise AssertionError("a rule ran although its answer is cached")
 
-    for rule in ("analyze_get_top_tokens", "normalize", "self_contained", "returns_plain_head"):
+    for rule in ("analyze_get_top_tokens", "normalize", "free_names", "returns_plain_head"):
         monkeypatch.setattr(method_checks, rule, not_run)
     monkeypatch.setattr(shapes, "analyze_compute_logits", not_run)
     for answer in vars(memo).values():

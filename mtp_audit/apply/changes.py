@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..classify.analysis import Insertion
+from ..model import ClassKey
 
 
 class UnsafeRewrite(Exception):
@@ -24,6 +25,8 @@ class FileJob:
     insertions: list[Insertion]
     binds_torch: bool  # ``torch`` is bound at run time on every platform: no import to add
     factor_pre_head: bool = False  # share a long pre-head block through a helper (fix --factor-pre-head)
+    # planned class -> why it may not get the helper: it or a subclass binds the name (``name_clashes``)
+    helper_clashes: dict[ClassKey, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -19,6 +19,7 @@ from libcst.metadata import PositionProvider
 from ..classify.analysis import Insertion
 from ..cstnodes import nodes_of, parse_method
 from ..index.prefilter import physical_lines
+from ..model import ClassKey
 from ..synthesize.answers import mirror_text
 from ..synthesize.conventions import follow_annotation_style
 from ..synthesize.factor import HELPER, factor_pre_head
@@ -88,8 +89,15 @@ class _Replace(cst.CSTTransformer):
         return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
 
 
-def rewrite_factored(path: str, source: str, insertions: list[Insertion], binds_torch: bool) -> Rewrite:
-    """The file with each planned class's mirror, and its pre-head block in a helper where it is long."""
+def rewrite_factored(
+    path: str, source: str, insertions: list[Insertion], binds_torch: bool, clashes: dict[ClassKey, str] | None = None
+) -> Rewrite:
+    """The file with each planned class's mirror, and its pre-head block in a helper where it is long.
+
+    ``clashes``: planned class -> where it or a subclass binds the helper's name (``name_clashes``);
+    such a class is refused the helper, since its compute_logits would call that binding there.
+    """
+    clashes = clashes or {}
     planned = {(i.target.name, i.target.line) for i in insertions}
     old_tree = ast.parse(source)
     ended = ended_for(source, [c for c in module_classes(old_tree) if (c.name, c.lineno) in planned])
@@ -111,6 +119,12 @@ def rewrite_factored(path: str, source: str, insertions: list[Insertion], binds_
         own = _own_compute_logits(node) if insertion.source.owner == insertion.target else None
         taken = {s.name.value for s in node.body.body if isinstance(s, cst.FunctionDef)}
         factored = factor_pre_head(own, taken) if own is not None else None
+        if factored is not None and insertion.target in clashes:
+            name = insertion.target.name
+            raise UnsafeRewrite(
+                f"{path}: no {HELPER} helper in {name}: {clashes[insertion.target]}, and {name}.compute_logits "
+                "would call that one there; fix without --factor-pre-head writes the plain mirror"
+            )
         if factored is None:
             _, mirror = parse_method(mirror_text(insertion.source.method.text))
             requests.append((follow_annotation_style(mirror, insertion.source.method.text), depth))

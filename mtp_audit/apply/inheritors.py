@@ -11,12 +11,14 @@ modules are indexed, round after round, until no new subclass turns up.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from weakref import WeakKeyDictionary
 
 from ..classify.analysis import Insertion, Overlay
+from ..index.ast_tools import FUNCTIONS, walk_statements
 from ..model import PLATFORMS, ClassKey
 from ..scan import Resolution, Scanner
 from ..synthesize.answers import synthetic_mirror
@@ -88,10 +90,7 @@ def find_inheritors(scanner: Scanner, resolutions: list[Resolution], insertions:
     """Every subclass (on any platform) of a class the plan writes into, with what it gets."""
     if not insertions:
         return []
-    tree = scanner.tree
-    texts = _BASE_NAMES.get(scanner)
-    if texts is None:  # one reading per scan: placement and the plan ask several times
-        texts = _BASE_NAMES[scanner] = BaseNames(tree.root, tree.package_dir or tree.root)
+    texts = _base_names(scanner)
     overlay: Overlay = {i.target: {"get_top_tokens": synthetic_mirror(i.source)} for i in insertions}
     drafters = {res.key: res.entry.arch or res.key.name for res in resolutions}
     for res in resolutions:  # a drafter's delegates serve it: they are part of the drafter
@@ -112,6 +111,15 @@ def find_inheritors(scanner: Scanner, resolutions: list[Resolution], insertions:
                 )
             )
     return sorted(found, key=lambda i: (i.base.module, i.base.name, i.file, i.cls.line))
+
+
+def _base_names(scanner: Scanner) -> BaseNames:
+    """The tree's ``BaseNames``, read once per scan: placement, the plan and the fix ask several times."""
+    texts = _BASE_NAMES.get(scanner)
+    if texts is None:
+        tree = scanner.tree
+        texts = _BASE_NAMES[scanner] = BaseNames(tree.root, tree.package_dir or tree.root)
+    return texts
 
 
 def _subclasses(scanner: Scanner, texts: BaseNames, bases: set[ClassKey]) -> dict[ClassKey, dict[ClassKey, list[str]]]:
@@ -157,3 +165,65 @@ def _result(scanner: Scanner, key: ClassKey, platforms: list[str], overlay: Over
         if label not in results:
             results.append(label)
     return "; ".join(results)
+
+
+def name_clashes(scanner: Scanner, bases: list[ClassKey], name: str) -> dict[ClassKey, str]:
+    """Class of ``bases`` -> where it, or a class of the tree that inherits from it (on any platform),
+    binds ``name`` itself, in words; classes where none does are left out.
+
+    A method ``name`` added to a base, and called as ``self.name(...)`` by its ``compute_logits``,
+    reaches such a class's instances as that class's own ``name``, not the one added: its
+    inherited ``compute_logits`` changes silently (``fix --factor-pre-head``'s helper).
+    """
+    texts = _base_names(scanner)
+    parsed: dict[str, ast.Module | None] = {}
+    clashes: dict[ClassKey, str] = {}
+    for base in bases:
+        for key in [base, *_subclasses(scanner, texts, {base})]:
+            file = scanner.hierarchies[PLATFORMS[0]].file_of(key)
+            if file not in parsed:
+                try:
+                    parsed[file] = ast.parse((scanner.tree.root / file).read_bytes())
+                except (OSError, SyntaxError, ValueError):  # its facts were read: the file changed since
+                    parsed[file] = None
+            tree = parsed[file]
+            node = next((c for c in _class_nodes(tree) if (c.name, c.lineno) == (key.name, key.line)), None)
+            line = _binding_line(node, name) if node else None
+            if tree is None or node is None or line is not None:
+                how = f"binds {name} (line {line})" if line is not None else "cannot be read again"
+                who = "it" if key == base else f"its subclass {key.name} ({file}:{key.line})"
+                clashes[base] = f"{who} {how}"
+                break
+    return clashes
+
+
+def _class_nodes(tree: ast.Module | None) -> list[ast.ClassDef]:
+    """The classes the facts know (at the top level, or under an ``if`` or ``try`` there)."""
+    return [n for n in walk_statements(tree.body) if isinstance(n, ast.ClassDef)] if tree else []
+
+
+def _binding_line(cls: ast.ClassDef, name: str) -> int | None:
+    """Where the class binds ``name``: a ``def``, an assignment or an import in its body (an ``if``,
+    ``for``, ``with`` or ``try`` there included), or ``<anything>.name = ...`` in one of its methods;
+    None when it does not."""
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Attribute) and node.attr == name and _stored(node):
+            return node.lineno
+    for statement in walk_statements(cls.body):
+        if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
+            bound = [statement.name]
+        elif isinstance(statement, (ast.Import, ast.ImportFrom)):
+            bound = [a.asname or a.name.split(".")[0] for a in statement.names]
+        else:
+            own = [getattr(statement, "target", None), *(i.optional_vars for i in getattr(statement, "items", []))]
+            if not hasattr(statement, "body"):  # a simple statement: all of it is its own
+                own.append(statement)
+            bound = [n.id for o in own if o for n in ast.walk(o) if isinstance(n, ast.Name) and _stored(n)]
+            bound += [h.name for h in getattr(statement, "handlers", []) if h.name]
+        if name in bound:
+            return statement.lineno
+    return None
+
+
+def _stored(node: ast.Name | ast.Attribute) -> bool:
+    return isinstance(node.ctx, ast.Store)

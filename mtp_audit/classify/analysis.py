@@ -24,9 +24,9 @@ from .calls import Contract, first_read, passed_to_top_tokens, reads
 from .contract_rules import CallSiteArguments, CallSiteUnproven, CallTypeError, Uncalled
 from .memo import (
     fingerprint,
+    free_names,
     logits_shape,
     returns_plain_head,
-    self_contained,
     top_tokens_shape,
 )
 from .shape_types import LogitsKind, ParamKind, PostKind, TopTokensKind
@@ -236,8 +236,9 @@ class Analyzer:
         return self._delegating(key, mro, cl, shape, overlay, _depth, inherited)
 
     def _placement(self, key: ClassKey, cl: MethodHit) -> ClassKey:
-        """The drafter class itself when the mirror can live there, else the owner of compute_logits."""
-        if cl.owner == key or not self_contained(cl.method.text):
+        """The drafter class itself when the mirror means the same there (``FreeNames.movable``: in the
+        module of compute_logits, the module's names are the same ones), else the owner of compute_logits."""
+        if cl.owner == key or not free_names(cl.method.text).movable(key.module == cl.owner.module):
             return cl.owner
         return key
 

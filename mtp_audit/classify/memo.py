@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ..cache import MISSING, AnswerStore
 from ..index.fact_types import libcst_code
-from .shape_types import LogitsShape, TopTokensShape
+from .shape_types import FreeNames, LogitsShape, TopTokensShape
 
 if TYPE_CHECKING:
     from ..cache import FactsCache
@@ -206,9 +206,9 @@ def fingerprint(text: str) -> str:
     return normalize(libcst_code(text))
 
 
-@stored(bool)
-def self_contained(text: str) -> bool:
-    from .method_checks import self_contained as rule
+@stored(FreeNames)
+def free_names(text: str) -> FreeNames:
+    from .method_checks import free_names as rule
 
     return rule(libcst_code(text))
 

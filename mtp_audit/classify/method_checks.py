@@ -1,21 +1,21 @@
 """Checks on a method's text that are not compute_logits shape rules (those are ``shapes``):
 the shape of a ``get_top_tokens``, the layout-blind fingerprint two methods are compared by,
-whether a get_top_tokens hands the head its hidden states untouched, and whether a method
-uses nothing but what a mirror written elsewhere would have. ``memo`` caches their answers.
+whether a get_top_tokens hands the head its hidden states untouched, and what a method reads
+from outside itself (where a mirror of it may be written). ``memo`` caches their answers.
 """
 
 from __future__ import annotations
 
 import ast
-import builtins
 import textwrap
+from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
 
 from ..cstnodes import nodes_of, parse_method
 from ..patterns import SELF
-from .shape_types import TopTokensKind, TopTokensShape
+from .shape_types import FreeNames, TopTokensKind, TopTokensShape
 from .shapes import _decompose, params_of
 
 LOCAL_ARGMAX_REMAP = m.BinaryOperation(operator=m.Add(), right=m.Subscript())
@@ -140,27 +140,97 @@ def returns_plain_head(code: str, hidden: str) -> bool:
     return not any(m.matches(n, reassigned) for n in nodes_of(func.body, (cst.AssignTarget, cst.AugAssign)))
 
 
-_BUILTINS = frozenset(vars(builtins))
+@dataclass(frozen=True)
+class Anchor:
+    """A construct whose meaning depends on the class a method's text is written in: a copy of the
+    text in another class (a subclass of its own) means something else."""
+
+    pattern: m.BaseMatcherNode
+    why: str  # ``{}``: the construct's code
 
 
-def self_contained(code: str) -> bool:
-    """True when a method uses only self, its parameters, its locals, builtins and ``torch`` (in the
-    annotations of its parameters too)."""
-    _, func = parse_method(code)
-    nodes = nodes_of(func, (cst.Name, cst.Attribute, cst.Arg, cst.AssignTarget, cst.Call, cst.Param))
-    if any(isinstance(n, cst.Call) and m.matches(n.func, m.Name("super")) for n in nodes):
-        return False
-    known = {"self", "torch"} | _BUILTINS
-    known |= {n.name.value for n in nodes if isinstance(n, cst.Param)}
-    known |= {n.target.value for n in nodes if isinstance(n, cst.AssignTarget) and isinstance(n.target, cst.Name)}
-    not_free = {id(n.attr) for n in nodes if isinstance(n, cst.Attribute)}
-    not_free |= {id(n.keyword) for n in nodes if isinstance(n, cst.Arg) and n.keyword is not None}
-    not_free |= {id(n.name) for n in nodes if isinstance(n, cst.Param)}
-    not_free |= _return_annotation_names(func)
-    return all(n.value in known or id(n) in not_free for n in nodes if isinstance(n, cst.Name) and n is not func.name)
+def _private(name: str) -> bool:
+    return name.startswith("__") and not name.endswith("__")
 
 
-def _return_annotation_names(func: cst.FunctionDef) -> set[int]:
-    """The mirror writes its own return annotation (``-> torch.Tensor``). The parameters' annotations
-    it copies, and the ``def`` evaluates them in the module it is written into."""
-    return {id(n) for n in nodes_of(func.returns, cst.Name)} if func.returns else set()
+ANCHORS = (
+    Anchor(m.Name(m.MatchIfTrue(_private)), "the private name {} (Python mangles it with the class's name)"),
+    Anchor(m.Name("__class__"), "{} (the class it is written in)"),
+    Anchor(m.Call(func=m.Name("super"), args=[]), "{} (it starts after the class it is written in)"),
+    Anchor(m.Nonlocal(), "`{}` (a name of an enclosing function)"),
+)
+
+
+def free_names(code: str) -> FreeNames:
+    """What a method reads from outside itself (``FreeNames``): all but its parameters and locals.
+
+    The mirror writes its own return annotation (``-> torch.Tensor``) and no decorator: those are
+    left out. A quoted annotation is read like an unquoted one (ruff and ``get_type_hints`` do).
+    A name the method declares ``global`` is a module's, even where the method assigns it.
+    """
+    module, func = parse_method(code)
+    params = [*func.params.posonly_params, *func.params.params, *func.params.kwonly_params]
+    params += [p for p in (func.params.star_arg, func.params.star_kwarg) if isinstance(p, cst.Param)]
+    anchored = _anchor(module, [*params, func.body])
+    at_def = [p.default for p in params if p.default] + [p.annotation for p in params if p.annotation]
+    defined, unquoted_def = _names_read(at_def)
+    run, unquoted_run = _names_read([func.body])
+    unparsed = unquoted_def or unquoted_run
+    if anchored is None and unparsed is not None:
+        anchored = f"the quoted annotation {unparsed!r}, which quotes no expression"
+    declared = {item.name.value for g in nodes_of(func.body, cst.Global) for item in g.names}
+    local = {p.name.value for p in nodes_of(func, cst.Param)}
+    local |= {t.target.value for t in nodes_of(func.body, cst.AssignTarget) if isinstance(t.target, cst.Name)}
+    local -= declared
+    return FreeNames(tuple(sorted(set(run) - local)), tuple(sorted(set(defined))), anchored)
+
+
+def _anchor(module: cst.Module, parts: list[cst.CSTNode]) -> str | None:
+    """Why ``parts`` mean something else in another class (the first ``ANCHORS`` finds), or None."""
+    for part in parts:
+        for node in nodes_of(part, (cst.Name, cst.Call, cst.Nonlocal)):
+            for anchor in ANCHORS:
+                if m.matches(node, anchor.pattern):
+                    return anchor.why.format(module.code_for_node(node).strip())
+    return None
+
+
+def _names_read(parts: list[cst.CSTNode]) -> tuple[list[str], str | None]:
+    """The names ``parts`` read (an attribute's, a keyword's and a parameter's names are not read),
+    quoted annotations parsed; and the first quoted annotation that does not parse, or None."""
+    names: list[str] = []
+    for part in parts:
+        nodes = nodes_of(part, (cst.Name, cst.Attribute, cst.Arg, cst.Param, cst.Annotation))
+        not_read = {id(n.attr) for n in nodes if isinstance(n, cst.Attribute)}
+        not_read |= {id(n.keyword) for n in nodes if isinstance(n, cst.Arg) and n.keyword is not None}
+        not_read |= {id(n.name) for n in nodes if isinstance(n, cst.Param)}
+        names += [n.value for n in nodes if isinstance(n, cst.Name) and id(n) not in not_read]
+        for annotation in (n for n in nodes if isinstance(n, cst.Annotation)):
+            for quoted in _quoted(annotation.annotation):
+                expression = _unquoted(quoted)
+                if expression is None:
+                    return names, cst.Module([]).code_for_node(quoted)
+                inner, unparsed = _names_read([cst.Annotation(expression)])
+                names += inner
+                if unparsed is not None:
+                    return names, unparsed
+    return names, None
+
+
+def _quoted(annotation: cst.BaseExpression) -> list[cst.SimpleString | cst.ConcatenatedString | cst.FormattedString]:
+    """The strings in an annotation (``"X"``, ``Optional["X"]``), each read as the expression it quotes."""
+    strings = nodes_of(annotation, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString))
+    parts = {id(p) for s in strings if isinstance(s, cst.ConcatenatedString) for p in (s.left, s.right)}
+    return [s for s in strings if id(s) not in parts]
+
+
+def _unquoted(quoted: cst.SimpleString | cst.ConcatenatedString | cst.FormattedString) -> cst.BaseExpression | None:
+    """The expression a string in an annotation quotes; None when it quotes none (an f-string, bytes,
+    text that does not parse)."""
+    text = None if isinstance(quoted, cst.FormattedString) else quoted.evaluated_value
+    if not isinstance(text, str):
+        return None
+    try:
+        return cst.parse_expression(text.strip())
+    except cst.ParserSyntaxError:
+        return None

@@ -3,6 +3,7 @@ cache (classify.memo) load without importing the parser."""
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
 
 from ..model import StrEnum
@@ -71,3 +72,32 @@ class LogitsShape:
 class TopTokensShape:
     kind: TopTokensKind
     params: list[Param]
+
+
+# Names that mean the same in every class of every module: ``torch`` (the fix imports it where it is not
+# bound) and the builtins. Not the dunder ones: in a method, ``__name__``, ``__file__``, ``__spec__``...
+# are the module's own globals before they are builtins.
+EVERYWHERE = frozenset({"torch"} | {n for n in vars(builtins) if not n.startswith("__")})
+
+
+@dataclass(frozen=True)
+class FreeNames:
+    """What a method's text reads from outside itself, for a copy of it written into another class.
+
+    A copy reads ``run`` (its body's free names) where it is written, when it runs: in another
+    class of the same module they are the same module globals. It reads ``defined`` (its
+    parameters' defaults and annotations, quoted ones too) when the ``def`` runs, in the class
+    body it is written into: another class statement, where a module name may be bound to
+    something else. ``anchored`` says why the text means something else in any other class
+    (a private name, ``__class__``, a zero-argument ``super()``...), None when nothing does.
+    """
+
+    run: tuple[str, ...]
+    defined: tuple[str, ...]
+    anchored: str | None
+
+    def movable(self, same_module: bool) -> bool:
+        """Whether a copy means the same in another class, of the same module or of another one."""
+        if self.anchored is not None or not EVERYWHERE.issuperset(self.defined):
+            return False
+        return same_module or EVERYWHERE.issuperset(self.run)

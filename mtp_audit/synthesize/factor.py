@@ -20,9 +20,9 @@ from libcst.helpers import parse_template_statement
 
 from ..cstnodes import nodes_of
 from ..patterns import DOCSTRING, LOGITS_CALL
-from ..templating import template
+from ..templating import PRE_HEAD, defined_name, template
 
-HELPER = "_pre_head"
+HELPER = defined_name(PRE_HEAD)
 MIN_STATEMENTS = 3  # factor only blocks longer than this: a two-line pre-head reads better copied
 
 
@@ -85,7 +85,7 @@ def factor_pre_head(compute_logits: cst.FunctionDef, taken: set[str]) -> Factore
     own = {p.name.value: p for p in compute_logits.params.params}
     hidden_param = own[hidden]
     helper = parse_template_statement(
-        template("pre_head.py.tmpl"),
+        template(PRE_HEAD),
         params=cst.Parameters(
             params=[
                 cst.Param(cst.Name("self")),
