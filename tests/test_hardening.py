@@ -326,21 +326,6 @@ def test_encodings_read_like_cpython_and_written_back_the_same(tmp_path, prefix,
     compile(data, str(path), "exec")
 
 
-def test_closed_stdout_is_one_line_exit_2(tmp_path):
-    tree = tree_of("direct_head", tmp_path)
-    command = [sys.executable, "-m", "mtp_audit", "scan", str(tree), "--format", "json"]
-    result = subprocess.run(
-        command,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        check=False,
-        preexec_fn=lambda: os.close(1),
-    )
-    assert_clean_failure(result, 2, "standard output is closed")
-    assert len(result.stderr.strip().splitlines()) == 1
-
-
 @pytest.mark.parametrize("args", [["scan", "--format", "json"], ["fix", "--all", "--diff"]])
 def test_closed_stdout_is_one_line_exit_2_for_text_and_bytes(tmp_path, args):
     """``fix --diff`` writes the files' own bytes (``sys.stdout.buffer``): guarded as text output is."""
