@@ -168,7 +168,9 @@ def discover(search_paths: list[Path] | None = None) -> list[PluginDist]:
 
 def _holds_metadata(folder: Path) -> bool:
     """Whether ``importlib.metadata`` may find a distribution in ``folder``: it has a ``.dist-info``,
-    ``.egg-info`` or ``.egg`` entry, or is not a directory it can list (a zip on ``sys.path``)."""
+    ``.egg-info`` or ``.egg`` entry, is an egg itself, or is not a directory it can list (a zip on ``sys.path``)."""
+    if folder.name.lower().endswith(".egg"):  # an egg on the path: its EGG-INFO is the metadata
+        return True
     try:
         with os.scandir(folder) as entries:
             return any(e.name.lower().endswith((".dist-info", ".egg-info", ".egg")) for e in entries)

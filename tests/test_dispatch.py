@@ -781,3 +781,19 @@ def test_a_match_on_an_undecidable_subject_keeps_every_case() -> None:
         "    case _:\n        from .b import Drafter\n"
     )
     assert set(found.values()) == {"import:pkg.a | import:pkg.b"}
+
+
+@pytest.mark.parametrize("change", ['_LAZY |= {"Y"}', '_LAZY.add("Y")', '_LAZY = {"X", "Y"}'])
+def test_a_lazy_name_set_changed_after_its_literal_is_not_read_as_the_literal(change):
+    """``if name in _LAZY:`` in ``__getattr__`` is decided by the literal only while nothing changes it: a
+    set grown later would make Y "not defined" when the module serves it."""
+    source = (
+        f'_LAZY = {{"X"}}\n{change}\n'
+        "def __getattr__(name):\n"
+        "    if name in _LAZY:\n"
+        "        from .impl import X, Y\n"
+        "        return globals()[name]\n"
+        "    raise AttributeError(name)\n"
+    )
+    facts = extract_facts(source, "vllm.m", "vllm/m.py", False)
+    assert "cannot be decided" in facts.unlisted["cuda"]

@@ -621,3 +621,62 @@ def test_a_registration_replaces_vllms_entry_also_after_another_plugins() -> Non
         for name, plugin in (("A", PluginDist("a", "1", Path("/s"), ())), ("B", PluginDist("b", "1", Path("/s"), ())))
     ]
     assert [(e.cls, e.replaces) for e in effective_registry([toy], readings)] == [("B", (toy.module, toy.cls))]
+
+
+def test_a_module_without_a_py_file_is_not_taken_for_a_failed_import(tmp_path: Path) -> None:
+    """A namespace package (no ``__init__.py``) or a compiled extension imports; only a module nothing in
+    the tree can be, or one that does not parse, makes the entry point fail."""
+    from mtp_audit.resolve.plugins import read_plugins
+
+    write_files(
+        tmp_path,
+        {
+            "acme/vplug/__init__.py": """
+                from vllm import ModelRegistry
+                from acme.vplug._C import ops
+                def register():
+                    ModelRegistry.register_model("AcmeMTPModel", "acme.vplug.model:AcmeMTP")
+                """,
+            "acme/vplug/_C.cpython-311-x86_64-linux-gnu.so": b"",
+        },
+    )
+    plugin = PluginDist("acme", "1", tmp_path, ((GENERAL, "acme", "acme.vplug:register"),))
+    (reading,) = read_plugins(index_of(tmp_path), (plugin,))
+    assert [(r.arch, r.cls) for r in reading.registrations] == [("AcmeMTPModel", "AcmeMTP")]
+    assert not reading.failed and reading.notes == []
+
+
+def test_one_entry_point_may_call_into_another_entry_points_package(tmp_path: Path) -> None:
+    """The distribution's code is every package its entry points name, also read one entry point at a time."""
+    from mtp_audit.resolve.plugins import read_plugins
+
+    write_files(
+        tmp_path,
+        {
+            "pkga/__init__.py": "from pkgb.helpers import reg\ndef register():\n    reg()\n",
+            "pkgb/__init__.py": "",
+            "pkgb/helpers.py": """
+                from vllm import ModelRegistry
+                def reg():
+                    ModelRegistry.register_model("OtherMTPModel", "pkgb.model:OtherMTP")
+                def plat():
+                    return "pkgb.platform:P"
+                """,
+        },
+    )
+    plugin = PluginDist("two", "1", tmp_path, ((GENERAL, "a", "pkga:register"), (PLATFORM, "b", "pkgb.helpers:plat")))
+    readings = read_plugins(index_of(tmp_path), (plugin,))
+    assert [r.arch for reading in readings for r in reading.registrations] == ["OtherMTPModel"]
+
+
+def test_an_architecture_in_two_in_tree_dicts_keeps_both_where_no_plugin_replaces_it() -> None:
+    drafter = RegistryEntry("FooMTPModel", "vllm.a", "FooMTP", "_SPECULATIVE_DECODING_MODELS")
+    other = RegistryEntry("FooMTPModel", "vllm.b", "FooMTP2", "_TRANSFORMERS_BACKEND_MODELS")
+    plugin = PluginDist("npuplug", "1", Path("/x"), ())
+    scoped = Registration("FooMTPModel", "npuplug.m", "NpuMTP", plugin, PLATFORM, "m.py", 3, ())
+    entries = effective_registry([drafter, other], [PluginReading([scoped], ["npu"], [])])
+    assert {(e.module, e.cls) for e in entries} >= {
+        ("vllm.a", "FooMTP"),
+        ("vllm.b", "FooMTP2"),
+        ("npuplug.m", "NpuMTP"),
+    }

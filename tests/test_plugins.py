@@ -62,6 +62,8 @@ def test_discovery_looks_for_metadata_only_where_importlib_metadata_would_find_i
         (tmp_path / name).rmdir()
     (tmp_path / "plugins.zip").write_bytes(b"")
     assert _holds_metadata(tmp_path / "plugins.zip")
+    (tmp_path / "acme-1.0-py3.egg" / "EGG-INFO").mkdir(parents=True)
+    assert _holds_metadata(tmp_path / "acme-1.0-py3.egg")  # an egg on sys.path holds its own metadata
     assert discover([tmp_path, SITE]) == discover([SITE])
 
 

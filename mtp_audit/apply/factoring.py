@@ -151,7 +151,7 @@ def rewrite_factored(
         raise UnsafeRewrite(f"{path}: {late}")
     transformer = _Replace(plans)
     new_source = wrapper.module.visit(transformer).code + dropped_tail(ended, module)
-    new_source, added_import = with_torch_import(new_source, old_tree, methods, binds_torch)
+    new_source, added_import = with_torch_import(new_source, methods, binds_torch)
     targets = [(i.target.name, i.target.line) for i in insertions]
     rewrite = Rewrite(
         path, source, new_source, [i.target.name for i in insertions], added_import, targets, factored=helpers

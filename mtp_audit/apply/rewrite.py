@@ -130,7 +130,7 @@ def rewrite_file(
     mirrors = {insertion.target: method for insertion, method in zip(insertions, methods)}
     nested = any(lines[i.target.line - 1][:1].isspace() for i in insertions)
     new_source, inserted = (_through_module if nested else _by_class)(source, lines, classes, insertions, mirrors)
-    new_source, added_import = with_torch_import(new_source, old_tree, methods, binds_torch)
+    new_source, added_import = with_torch_import(new_source, methods, binds_torch)
     targets = [(i.target.name, i.target.line) for i in insertions]
     rewrite = Rewrite(path, original, new_source, inserted, added_import, targets)
     check_rewrite(rewrite, old_tree)

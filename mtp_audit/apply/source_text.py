@@ -138,10 +138,8 @@ def late_torch(tree: ast.Module, placed: list[tuple[str, int, cst.FunctionDef]])
     return None
 
 
-def with_torch_import(
-    source: str, old_tree: ast.Module, methods: list[cst.FunctionDef], binds_torch: bool
-) -> tuple[str, bool]:
-    """``source`` (the rewritten file; ``old_tree``: the file before) with ``import torch`` added by libcst's
+def with_torch_import(source: str, methods: list[cst.FunctionDef], binds_torch: bool) -> tuple[str, bool]:
+    """``source`` (the rewritten file) with ``import torch`` added by libcst's
     ``AddImportsVisitor`` where the module does not bind torch and a new method evaluates it, and whether it
     added one: it adds none where the module imports torch already (then bound to something else later).
     Rare in vLLM, so the codemod machinery is imported here."""

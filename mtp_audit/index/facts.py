@@ -109,6 +109,7 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
     _assigned_after(tree, facts.classes, text)
     getattr_def = next((s for s in tree.body if isinstance(s, FUNCTIONS) and s.name == "__getattr__"), None)
     per_platform = _reads_platform(tree, getattr_def)
+    collections = _string_collections(tree) if getattr_def is not None else {}
     for platform in PLATFORMS if per_platform else PLATFORMS[:1]:
         interpreter = _Interpreter(facts, platform, text)
         interpreter.run(tree.body)
@@ -121,7 +122,7 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
             facts.exports[platform] = interpreter.exports  # type: ignore[assignment]
         _keep_bases_then(facts, platform, interpreter.bases_then, bindings)
         if getattr_def is not None:
-            interpreter.collections = _string_collections(tree.body)
+            interpreter.collections = collections
             bindings = _with_lazy(bindings, getattr_def, interpreter)
             _note_unlisted(facts, platform, getattr_def, interpreter)
         facts.bindings[platform] = _share_with_earlier(bindings, facts.bindings)
@@ -167,11 +168,12 @@ def _note_unlisted(facts: ModuleFacts, platform: str, getattr_def: ast.stmt, int
         facts.unlisted[platform] = f"its __getattr__ may serve it ({why})"
 
 
-def _string_collections(statements: list[ast.stmt]) -> dict[str, list[str]]:
-    """Module-level names bound (last) to a literal set, list or tuple of strings, or a dict of strings to
-    strings: what ``if name in _LAZY:`` in ``__getattr__`` tests."""
+def _string_collections(tree: ast.Module) -> dict[str, list[str]]:
+    """Module-level names bound once, to a literal set, list or tuple of strings or a dict of strings to
+    strings, and never changed: what ``if name in _LAZY:`` in ``__getattr__`` tests. A name assigned
+    again anywhere (``|=`` included) or given a method call (``_LAZY.add(...)``) holds other strings."""
     found: dict[str, list[str]] = {}
-    for statement in statements:
+    for statement in tree.body:
         if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
             continue
         value = statement.value
@@ -180,11 +182,17 @@ def _string_collections(statements: list[ast.stmt]) -> dict[str, list[str]]:
             keys, values = string_values(ast.List(value.keys)), string_values(ast.List(value.values))  # type: ignore[arg-type]
             strings = keys if values is not None else None
         for target in statement.targets if isinstance(statement, ast.Assign) else [statement.target]:
-            if isinstance(target, ast.Name):
-                found.pop(target.id, None)
-                if strings is not None:
-                    found[target.id] = strings
-    return found
+            if isinstance(target, ast.Name) and strings is not None:
+                found[target.id] = strings
+    if not found:
+        return found
+    stores: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)) and node.id in found:
+            stores[node.id] = stores.get(node.id, 0) + 1
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in found:
+            stores[node.value.id] = 2  # a method of it called, or an attribute set: it may change
+    return {name: strings for name, strings in found.items() if stores.get(name, 0) == 1}
 
 
 def _keep_bases_then(

@@ -14,6 +14,7 @@ imported.
 from __future__ import annotations
 
 import ast
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -139,7 +140,7 @@ def read_plugins(index: ModuleIndex, plugins: tuple[PluginDist, ...]) -> list[Pl
     unloaded = []
     for plugin in plugins:
         for group, name, value in plugin.entry_points:
-            reading = read_plugin(index, replace(plugin, entry_points=((group, name, value),)))
+            reading = read_plugin(index, _one_entry_point(plugin, group, name, value))
             earlier = called.get((group, name))
             if reading.failed:
                 unloaded.append(reading)
@@ -171,6 +172,13 @@ class _Scope:
     local: dict[str, tuple[str, str]]
     nested: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]  # functions it defines, followed when called
     names: Names
+
+
+def _one_entry_point(plugin: PluginDist, group: str, name: str, value: str) -> PluginDist:
+    """``plugin`` with one of its entry points, still owning the packages all of them name (one entry
+    point's code may call into another's package: it is the same distribution's code)."""
+    named = (v.split(":")[0].strip().split(".")[0] for _, _, v in plugin.entry_points)
+    return replace(plugin, entry_points=((group, name, value),), packages=(*plugin.packages, *named))
 
 
 class _Reader:
@@ -208,6 +216,21 @@ class _Reader:
             self.skipped.append(self.unparsed[module])
         return parsed
 
+    def may_import_otherwise(self, module: str) -> bool:
+        """Whether something other than a ``.py`` file may be ``module`` where the index looks: a directory
+        (a namespace package) or another file of that name (a compiled extension, bytecode)."""
+        *parents, last = module.split(".")
+        for root in (self.index.tree.root, *self.index.tree.extra_roots):
+            folder = root.joinpath(*parents)
+            if (folder / last).is_dir():
+                return True
+            try:
+                if any(entry.startswith(f"{last}.") for entry in os.listdir(folder)):
+                    return True
+            except OSError:
+                continue
+        return False
+
     def load_failure(self, module: str, seen: set[str]) -> str | None:
         """Why importing ``module`` raises, as far as the plugin's own modules tell: it or a parent
         package is missing or does not parse, or so is a module of the plugin it imports at top level
@@ -220,7 +243,11 @@ class _Reader:
             seen.add(name)
             parsed = self.parsed(name)
             if parsed is None:
-                return self.unparsed.get(name, f"no module {name} in the plugin")
+                if name in self.unparsed:
+                    return self.unparsed[name]
+                if self.may_import_otherwise(name):  # a namespace package, a compiled extension
+                    return None
+                return f"no module {name} in the plugin"
             tree, file, is_package = parsed
             for statement in tree.body:
                 for imported in _imported_modules(statement, name, is_package, self.index.is_module):
@@ -629,7 +656,11 @@ def effective_registry(in_tree: list[RegistryEntry], readings: list[PluginReadin
     ]
     drafters = {r.arch for r, _ in calls if is_drafter(r.arch, r.cls, drafter_archs)}
     calls = [(r, scope) for r, scope in calls if r.arch in drafters]
-    possible = {(e.arch, p): [e] for e in in_tree if e.arch in drafters for p in everywhere}  # in effect there
+    possible: dict[tuple[str, str], list[RegistryEntry]] = {}  # in effect there
+    for e in in_tree:
+        if e.arch in drafters:
+            for p in everywhere:
+                possible.setdefault((e.arch, p), []).append(e)
     replaces: dict[RegistryEntry, tuple[str, str] | None] = {}
     made: dict[tuple[str, str, str, str], RegistryEntry] = {}  # one entry per (arch, class, plugin)
     for registration, scope in calls:
