@@ -474,9 +474,18 @@ VARIANT = "class LongVariantMTP(LongMTP):\n    def _pre_head(self, hidden_states
             {},
             "it binds _pre_head (line 7)",
         ),
+        (
+            {VARIANT: "class LongVariantMTP(Cached, LongMTP):\n    def _pre_head_cache(self, hidden_states):\n"},
+            {
+                "cached.py": "class Cached:\n    def _pre_head(self, hidden_states):\n        return hidden_states\n",
+                "long_mtp.py+": "from .cached import Cached\n",
+            },
+            f"its subclass LongVariantMTP ({LONG_MTP}:15) through Cached "
+            "(vllm/model_executor/models/cached.py:1), which binds _pre_head (line 2)",
+        ),
         ({VARIANT: "class LongVariantMTP(LongMTP):\n    def _pre_head_cache(self, hidden_states):\n"}, {}, None),
     ],
-    ids=["subclass_method", "subclass_attribute", "grandchild_instance_attribute", "own_import", "no_clash"],
+    ids=["subclass_method", "subclass_attribute", "grandchild_instance_attribute", "own_import", "mixin", "no_clash"],
 )
 def test_a_helper_that_a_class_or_any_inheritor_binds_is_refused(
     tmp_path: Path, edit: dict[str, str], extra: dict[str, str], clash: str | None
@@ -490,7 +499,11 @@ def test_a_helper_that_a_class_or_any_inheritor_binds_is_refused(
         source = source.replace(old, new)
     (tree / LONG_MTP).write_text(source)
     for file, text in extra.items():
-        (tree / "vllm" / "model_executor" / "models" / file).write_text(text)
+        if file.endswith("+"):  # prepended to a file of the fixture
+            target = tree / "vllm" / "model_executor" / "models" / file[:-1]
+            target.write_text(text + target.read_text())
+        else:
+            (tree / "vllm" / "model_executor" / "models" / file).write_text(text)
     result = plan_fix(locate(tree), ["LongMTP"], False, None, factor_pre_head=True)
     (outcome,) = result.plan.outcomes
     if clash is None:

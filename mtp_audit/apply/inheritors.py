@@ -180,21 +180,40 @@ def name_clashes(scanner: Scanner, bases: list[ClassKey], name: str) -> dict[Cla
     clashes: dict[ClassKey, str] = {}
     for base in bases:
         for key in [base, *_subclasses(scanner, texts, {base})]:
-            file = scanner.hierarchies[PLATFORMS[0]].file_of(key)
-            if file not in parsed:
-                try:
-                    parsed[file] = ast.parse((scanner.tree.root / file).read_bytes())
-                except (OSError, SyntaxError, ValueError):  # its facts were read: the file changed since
-                    parsed[file] = None
-            tree = parsed[file]
-            node = next((c for c in _class_nodes(tree) if (c.name, c.lineno) == (key.name, key.line)), None)
-            line = _binding_line(node, name) if node else None
-            if tree is None or node is None or line is not None:
-                how = f"binds {name} (line {line})" if line is not None else "cannot be read again"
-                who = "it" if key == base else f"its subclass {key.name} ({file}:{key.line})"
-                clashes[base] = f"{who} {how}"
+            for owner in _ahead_of(scanner, key, base):  # a mixin before the base in key's MRO counts too
+                file = scanner.hierarchies[PLATFORMS[0]].file_of(owner)
+                if file not in parsed:
+                    try:
+                        parsed[file] = ast.parse((scanner.tree.root / file).read_bytes())
+                    except (OSError, SyntaxError, ValueError):  # its facts were read: the file changed since
+                        parsed[file] = None
+                tree = parsed[file]
+                node = next((c for c in _class_nodes(tree) if (c.name, c.lineno) == (owner.name, owner.line)), None)
+                line = _binding_line(node, name) if node else None
+                if tree is None or node is None or line is not None:
+                    how = f"binds {name} (line {line})" if line is not None else "cannot be read again"
+                    who = (
+                        "it"
+                        if key == base
+                        else f"its subclass {key.name} ({scanner.hierarchies[PLATFORMS[0]].file_of(key)}:{key.line})"
+                    )
+                    via = "" if owner == key else f" through {owner.name} ({file}:{owner.line}), which"
+                    clashes[base] = f"{who}{via} {how}"
+                    break
+            if base in clashes:
                 break
     return clashes
+
+
+def _ahead_of(scanner: Scanner, key: ClassKey, base: ClassKey) -> list[ClassKey]:
+    """``key`` and the tree's classes that its MRO puts before ``base`` on any platform (its mixins)."""
+    found = [key]
+    for platform in PLATFORMS:
+        classes = scanner.hierarchies[platform].mro(key).classes
+        if base not in classes:
+            continue
+        found += [c for c in classes[: classes.index(base)] if isinstance(c, ClassKey) and c not in found]
+    return found
 
 
 def _class_nodes(tree: ast.Module | None) -> list[ast.ClassDef]:
