@@ -797,3 +797,22 @@ def test_a_lazy_name_set_changed_after_its_literal_is_not_read_as_the_literal(ch
     )
     facts = extract_facts(source, "vllm.m", "vllm/m.py", False)
     assert "cannot be decided" in facts.unlisted["cuda"]
+
+
+def test_a_class_defined_in_a_match_case_is_a_class_where_that_case_runs():
+    """The interpreter runs a case body; the facts must hold the class it defines, else the binding
+    points at no class and the drafter is taken for missing where it exists."""
+    source = (
+        "from vllm.platforms import current_platform\n"
+        "match current_platform.device_type:\n"
+        '    case "xpu":\n'
+        "        class Drafter:\n"
+        "            def compute_logits(self, hidden_states):\n"
+        "                return self.logits_processor(self.lm_head, hidden_states)\n"
+        "    case _:\n"
+        "        Drafter = None\n"
+    )
+    facts = extract_facts(source, "vllm.m", "vllm/m.py", False)
+    assert [(c.name, c.line, list(c.methods)) for c in facts.classes] == [("Drafter", 4, ["compute_logits"])]
+    assert facts.bindings["xpu"]["Drafter"] == [Target("class", "4")]
+    assert facts.bindings["cpu"]["Drafter"][0].kind == "constant"

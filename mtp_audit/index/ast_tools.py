@@ -28,7 +28,7 @@ def dotted(node: ast.expr | None) -> str | None:
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-def _blocks(statement: ast.stmt) -> list[list[ast.stmt]]:
+def _blocks(statement: ast.stmt, cases: bool = True) -> list[list[ast.stmt]]:
     blocks = []
     for attr in ("body", "orelse", "finalbody"):
         part = getattr(statement, attr, None)
@@ -36,17 +36,20 @@ def _blocks(statement: ast.stmt) -> list[list[ast.stmt]]:
             blocks.append(part)
     for handler in getattr(statement, "handlers", ()):
         blocks.append(handler.body)
+    for case in getattr(statement, "cases", ()) if cases else ():  # ``match``: each case's body may run
+        blocks.append(case.body)
     return blocks
 
 
-def walk_statements(statements: list[ast.stmt]):
-    """Statements in source order, entering if/try/with/for bodies, never defs or classes."""
+def walk_statements(statements: list[ast.stmt], cases: bool = True):
+    """Statements in source order, entering if/try/with/for bodies and (``cases``) match cases, never
+    defs or classes."""
     for statement in statements:
         yield statement
         if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
             continue
-        for block in _blocks(statement):
-            yield from walk_statements(block)
+        for block in _blocks(statement, cases):
+            yield from walk_statements(block, cases)
 
 
 def _strings(node: ast.AST) -> list[str]:

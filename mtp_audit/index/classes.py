@@ -139,9 +139,10 @@ def _registered_name(node: ast.stmt) -> str | None:
 
 
 def _init_attributes(init: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[str]]:
-    """``self.X = Callee(...)`` assignments in ``__init__``, in any nested block."""
+    """``self.X = Callee(...)`` assignments in ``__init__``, in any nested block but a ``match`` case (the
+    pre-filter cuts ``__init__`` to its ``self.`` statements and their blocks: a cut file reads none)."""
     found: dict[str, list[str]] = {}
-    for node in walk_statements(init.body):
+    for node in walk_statements(init.body, cases=False):
         registered = _registered_name(node)
         if registered is not None:
             bucket = found.setdefault(registered, [])
