@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..model import PLATFORMS, ChainAnswers
 from .ast_tools import absolute_module, match_as_if, walk_statements
-from .interpreter import _raise_reason, suppressed
+from .interpreter import _raise_reason, failed_assert, suppressed
 from .platforms import PLATFORM, evaluate
 
 if TYPE_CHECKING:
@@ -257,8 +258,7 @@ class _TopLevel:
                 and not guarded
                 and evaluate(node.test, self.platform, lookup=self.lookup) is False
             ):
-                failure = ast.Call(ast.Name("AssertionError", ast.Load()), [node.msg] if node.msg else [], [])
-                error = _raise_reason(ast.copy_location(ast.Raise(exc=failure), node), _Lines())  # type: ignore[arg-type]
+                error = _raise_reason(failed_assert(node), _Lines())  # type: ignore[arg-type]
             if error:
                 return imports, error
         return imports, None
@@ -347,23 +347,9 @@ class ImportChains:
         ``target`` (empty: ``start`` is ``target``); None when it does not. Walked afresh, recording nothing."""
         if start == target:
             return ()
-        visited = {start}
-        path: list[Step] = []
-        stack = [iter(self._edges(start, platform))]
-        while stack:
-            step = next(stack[-1], None)
-            if step is None:
-                stack.pop()
-                if path:
-                    path.pop()
-                continue
+        for path, step in self._depth_first(start, platform, set(), frozenset()):
             if step.target == target:
                 return (*path, step)
-            if step.target in visited or not self._in_tree(step.target):
-                continue
-            visited.add(step.target)
-            path.append(step)
-            stack.append(iter(self._edges(step.target, platform)))
         return None
 
     def describe_chain(self, start: str, chain: tuple[Step, ...], own: str) -> str:
@@ -429,6 +415,30 @@ class ImportChains:
         facts = self.index.import_facts(module)
         return facts is not None and platform in facts.errors
 
+    def _depth_first(
+        self, start: str, platform: str, visited: set[str], skipped: set[str] | frozenset[str]
+    ) -> Iterator[tuple[tuple[Step, ...], Step]]:
+        """Each top-level import step from ``start`` on, depth first in the order the imports run, with the
+        steps before it: once per module of the tree (``visited`` fills with them, ``start`` first), none
+        into ``skipped``. The caller stops where it finds what it looks for; a step is entered after it."""
+        visited.add(start)
+        path: list[Step] = []  # the steps to the module whose edges are on top of ``stack``
+        stack = [iter(self._edges(start, platform))]
+        while stack:
+            step = next(stack[-1], None)
+            if step is None:
+                stack.pop()
+                if path:
+                    path.pop()
+                continue
+            target = step.target
+            if target in visited or target in skipped or not self._in_tree(target):
+                continue
+            visited.add(target)
+            yield tuple(path), step
+            path.append(step)
+            stack.append(iter(self._edges(target, platform)))
+
     def _walk(self, start: str, platform: str) -> tuple[Step, ...] | None:
         """The chain from ``start`` to the first module that raises (empty: ``start`` raises)."""
         importable, failing = self.importable[platform], self.failing[platform]
@@ -438,29 +448,15 @@ class ImportChains:
             return failing[start]
         if self._raises(start, platform):
             return ()
-        visited = {start}
-        path: list[Step] = []  # the steps to the module whose edges are on top of ``stack``
-        stack = [iter(self._edges(start, platform))]
+        visited: set[str] = set()
         chain: tuple[Step, ...] | None = None
-        while stack:
-            step = next(stack[-1], None)
-            if step is None:
-                stack.pop()
-                if path:
-                    path.pop()
-                continue
-            target = step.target
-            if target in visited or target in importable or not self._in_tree(target):
-                continue
-            if target in failing:
-                chain = (*path, step, *failing[target])
+        for path, step in self._depth_first(start, platform, visited, importable):
+            if step.target in failing:
+                chain = (*path, step, *failing[step.target])
                 break
-            visited.add(target)
-            if self._raises(target, platform):
+            if self._raises(step.target, platform):
                 chain = (*path, step)
                 break
-            path.append(step)
-            stack.append(iter(self._edges(target, platform)))
         if chain is None:
             importable.update(visited)  # nothing any of them imports raises
             return None

@@ -108,8 +108,7 @@ class _Interpreter:
         """``assert COND``: where COND is decided false, importing the module raises AssertionError there;
         where it cannot be decided, nothing (as for an ``if`` that cannot be)."""
         if self.truth(node.test) is False:
-            failure = ast.Call(ast.Name("AssertionError", ast.Load()), [node.msg] if node.msg else [], [])
-            self.error = _raise_reason(ast.copy_location(ast.Raise(exc=failure), node), self.text)
+            self.error = _raise_reason(failed_assert(node), self.text)
 
     def delete(self, node: ast.Delete) -> None:
         """``del NAME`` unbinds it where it runs: a later lookup finds it unavailable, saying where it went."""
@@ -135,13 +134,9 @@ class _Interpreter:
         current_platform, a bool when it is bound to one (a flag), the strings of a literal collection
         (``_LAZY = {"X"}``, read for ``__getattr__``), else None."""
         targets = self.state.get(name)
-        if targets == [_CURRENT_PLATFORM]:
-            return PLATFORM
-        if targets is not None and len(targets) == 1 and targets[0].kind == "constant":
-            return {"True": True, "False": False}.get(targets[0].a)
         if targets is not None and len(targets) == 1 and targets[0].kind == "unknown":
             return self.collections.get(name)  # still bound to its literal (a rebinding would say what else)
-        return None
+        return platform_or_flag(targets)
 
     def conditional(self, node: ast.If) -> None:
         truth = self.truth(node.test)
@@ -346,6 +341,24 @@ _STATEMENTS = {
 }
 _NO_COLLECTIONS: dict[str, list[str]] = {}
 _CURRENT_PLATFORM = Target("import", "vllm.platforms", PLATFORM)
+
+
+def platform_or_flag(targets: list[Target] | None) -> bool | str | None:
+    """What a name bound to ``targets`` means to ``platforms.evaluate``: ``PLATFORM`` when it is vLLM's
+    current_platform, a bool when it is a flag (``_IS_ROCM = current_platform.is_rocm()``), else None."""
+    if targets == [_CURRENT_PLATFORM]:
+        return PLATFORM
+    if targets is not None and len(targets) == 1 and targets[0].kind == "constant":
+        return {"True": True, "False": False}.get(targets[0].a)
+    return None
+
+
+def failed_assert(node: ast.Assert) -> ast.Raise:
+    """The raise a failing ``assert`` is, for ``_raise_reason`` (facts and import chains word it alike)."""
+    failure = ast.Call(ast.Name("AssertionError", ast.Load()), [node.msg] if node.msg else [], [])
+    return ast.copy_location(ast.Raise(exc=failure), node)
+
+
 _CONDITIONS = (ast.Call, ast.Compare, ast.BoolOp, ast.UnaryOp)  # what may be a decided platform condition
 _BINDING = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Pass)
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..index.ast_tools import FUNCTIONS, absolute_module, dotted
 from ..index.fact_types import Target
+from ..index.interpreter import platform_or_flag
 from ..index.modules import ModuleIndex
 from ..index.platforms import PLATFORM as CURRENT_PLATFORM
 from ..index.platforms import Lookup, evaluate, literal_string
@@ -35,8 +36,6 @@ MAX_CALL_DEPTH = 8  # helpers calling helpers: deeper chains are not followed
 EAGLE_ARCH = re.compile(r"^Eagle|Eagle3")
 # Where vLLM's ModelRegistry can be imported from (``from vllm import ModelRegistry as registry``).
 REGISTRY_HOMES = {"vllm", "vllm.model_executor.models", "vllm.model_executor.models.registry"}
-# The binding the dispatch interpreter gives ``current_platform`` imported from ``vllm.platforms``.
-BOUND_PLATFORM = Target("import", "vllm.platforms", CURRENT_PLATFORM)
 # The condition of an ``except`` block: whether the ``try`` body raises is not decided.
 CAUGHT = ast.Name(id="<the try body raised>")
 
@@ -59,11 +58,8 @@ class Names:
             if name in self.local:
                 return CURRENT_PLATFORM if self.local[name] == ("vllm.platforms", CURRENT_PLATFORM) else None
             targets = (module_level or self.bindings.get(PLATFORMS[0]) or {}).get(name)
-            if targets == [BOUND_PLATFORM]:
-                return CURRENT_PLATFORM
-            if module_level is not None and targets and len(targets) == 1 and targets[0].kind == "constant":
-                return {"True": True, "False": False}.get(targets[0].a)
-            return None
+            meaning = platform_or_flag(targets)
+            return meaning if meaning == CURRENT_PLATFORM or module_level is not None else None  # a flag: in-tree only
 
         return lookup
 
