@@ -8,8 +8,9 @@ the longest of the round, reads them without that check and caches their
 facts only once it has passed), while the parent imports libcst for
 classification and reads the speculators. From four jobs on, each of the
 two is split in two (two facts workers with half the entries each; the
-syntax check in a worker of its own), so that on many CPUs the parent's own
-work, not a worker, decides when the round ends.
+syntax check in a worker of its own, which also reads the speculators and
+sends them back), so that on many CPUs the parent's own work (the libcst
+import), not a worker, decides when the round ends.
 Round two (classify) is forked after that import, so its workers inherit
 libcst and every fact read so far; they classify chunks of registry entries
 from the front of a shared queue, taking the next as they finish one, while
@@ -50,6 +51,7 @@ from .resolve.names import resolve_name
 if TYPE_CHECKING:
     from .index.fact_types import ModuleFacts
     from .index.imports import ImportChains
+    from .resolve.callers import CallerIndex
     from .resolve.mro import Mro
     from .scan import Resolution, Resolve, Scanner
 
@@ -172,6 +174,7 @@ class Harvest:
     unchecked: list[str] = field(default_factory=list)  # facts read without the whole-file check
     unstored: list[str] = field(default_factory=list)  # facts read and not cached
     syntax_errors: dict[str, str] = field(default_factory=dict)  # that check, made for them elsewhere
+    callers: CallerIndex | None = None  # the speculators, read and prepared (see _check_registry_modules)
 
 
 def _harvest(state: Inherited, with_mros: bool = False) -> Harvest:
@@ -189,6 +192,8 @@ def _harvest(state: Inherited, with_mros: bool = False) -> Harvest:
 
 def _absorb(scanner: Scanner, harvest: Harvest) -> None:
     scanner.index.absorb(harvest)
+    if harvest.callers is not None:
+        scanner.adopt_callers(harvest.callers)
     for platform, mros in harvest.mros.items():
         scanner.hierarchies[platform].absorb(mros)
 
@@ -220,15 +225,20 @@ def _index_chunk(positions: list[int]) -> Harvest:
     return harvest
 
 
-def _check_registry_modules(walk_chains: bool, check_syntax: bool) -> Harvest:
+def _check_registry_modules(walk_chains: bool, check_syntax: bool, read_callers: bool = False) -> Harvest:
     """The registry modules' import chains and/or their whole-file syntax check, which the facts
-    workers leave to this one (on many CPUs, one worker does each)."""
+    workers leave to this one (on many CPUs, one worker does each); with ``read_callers``, the
+    speculators too, sent back prepared (unpickling them costs the parent a third of reading them)."""
     state = _state()
     if walk_chains:
         state.scanner.walk_import_chains(state.entries)
     syntax_errors = state.scanner.index.syntax_errors(sorted(_registry_modules(state.entries))) if check_syntax else {}
+    if read_callers:
+        state.scanner.prepare_callers()
     harvest = _harvest(state)
     harvest.syntax_errors = syntax_errors
+    if read_callers and state.scanner.tree.is_vllm:
+        harvest.callers = state.scanner.callers
     return harvest
 
 
@@ -344,23 +354,26 @@ def _index_in_workers(scanner: Scanner, entries: list[RegistryEntry], jobs: int)
     workers, which read the modules that resolving every entry reaches.
 
     Two workers below ``SPLIT_ROUND_ONE_JOBS`` jobs (one walks the registry modules' imports and
-    checks their syntax, one reads facts); from there four (each job split in two: the facts
-    workers take half the entries each), so that on many CPUs no worker outlasts this process,
-    which meanwhile imports libcst and reads the speculators (round two inherits all of it).
+    checks their syntax, one reads facts), while this process imports libcst and reads the
+    speculators (round two inherits all of it). From there four (each job split in two: the
+    facts workers take half the entries each, and the syntax checker reads the speculators), so
+    that on many CPUs no worker outlasts this process's libcst import. On fewer CPUs, sending
+    the speculators back would cost more CPU than it saves.
     """
     split = jobs >= SPLIT_ROUND_ONE_JOBS
     with _fork_pool(scanner, entries, 4 if split else 2) as pool:
         if split:
             chaining = [
                 pool.submit(_check_registry_modules, walk_chains=True, check_syntax=False),
-                pool.submit(_check_registry_modules, walk_chains=False, check_syntax=True),
+                pool.submit(_check_registry_modules, walk_chains=False, check_syntax=True, read_callers=True),
             ]
             indexing = [pool.submit(_index_chunk, half) for half in chunk_entries(entries, 2)]
         else:
             chaining = [pool.submit(_check_registry_modules, walk_chains=True, check_syntax=True)]
             indexing = [pool.submit(_index_chunk, list(range(len(entries))))]
         load_rules()
-        scanner.prepare_callers()
+        if not split:
+            scanner.prepare_callers()
         return [f.result() for f in chaining], [f.result() for f in indexing]
 
 

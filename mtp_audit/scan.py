@@ -78,6 +78,11 @@ class Scanner:
         if self.tree.is_vllm:
             self.callers.prepare()
 
+    def adopt_callers(self, callers: CallerIndex) -> None:
+        """Take the callers another process read and prepared from the same files (``fanout``)."""
+        callers.index = self.index
+        self._callers = callers
+
     def contract(self, entry: RegistryEntry, key: ClassKey, platform: str) -> Contract:
         """The speculators that can hold this drafter, with what their drafting paths call."""
         if not self.tree.is_vllm or not self.callers.present:

@@ -173,6 +173,11 @@ class CallerIndex:
             self._load(runner, only_constructing=True)
         self._read_spec_config()
 
+    def __getstate__(self) -> dict:
+        """Pickled (by a scan worker, for its parent) without the module index: the receiver
+        attaches its own (``Scanner.adopt_callers``)."""
+        return {**self.__dict__, "index": None}
+
     @property
     def present(self) -> bool:
         """Whether this tree has callers at all (a plugin directory has none)."""
