@@ -390,6 +390,7 @@ def fix_command(
         plugins=not no_plugins,
         plugin_paths=plugin_path,
         follow_symlinks=follow_symlinks,
+        writes=not (diff or check or patches is not None),
     )
     result = plan_fix(
         tree,
@@ -537,7 +538,7 @@ def pre_commit_command(
     """For pre-commit in a vLLM checkout: missing_fixable drafters in the changed files fail the hook."""
     from .commands.pre_commit import checkout, fix_drafters, touched_drafters
 
-    tree = checkout(Path.cwd())
+    tree = checkout(Path.cwd(), writes=fix)
     records = touched_drafters(tree, Path.cwd(), files or [])
     for record in records:
         print(

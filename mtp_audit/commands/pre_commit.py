@@ -8,18 +8,18 @@ from typing import TYPE_CHECKING
 from ..errors import UsageError
 from ..locate import REGISTRY, locate
 from ..model import DrafterRecord, SourceTree, Status
-from .trees import recovered, run_scan
+from .trees import run_scan, settled
 
 if TYPE_CHECKING:
     from ..apply.result import FixResult
 
 
-def checkout(cwd: Path) -> SourceTree:
-    """The vLLM checkout in ``cwd`` (never the installed vllm)."""
-    tree = recovered(locate(cwd)) if (cwd / "vllm" / REGISTRY).is_file() else None
+def checkout(cwd: Path, writes: bool) -> SourceTree:
+    """The vLLM checkout in ``cwd`` (never the installed vllm), settled as ``trees.settled`` says."""
+    tree = locate(cwd) if (cwd / "vllm" / REGISTRY).is_file() else None
     if tree is None or not tree.is_vllm:
         raise UsageError("the pre-commit hook runs in a vLLM checkout (no vllm/ registry in the current directory)")
-    return tree
+    return settled(tree, writes)
 
 
 def touched_drafters(tree: SourceTree, cwd: Path, files: list[Path]) -> list[DrafterRecord]:
