@@ -205,6 +205,67 @@ def test_entries_hold_only_data(tmp_path):
     assert not _RunsCode.marker.exists()
 
 
+_KEY = '{"c":"mtp_audit.model:ClassKey","v":%s}'
+_PARAM = '{"c":"mtp_audit.classify.shape_types:Param","v":%s}'
+_POS = '{"e":"mtp_audit.classify.shape_types:ParamKind","v":"pos"}'
+WRONG_TYPES = {
+    "str for int": _KEY % '["m","C","1"]',
+    "bool for int": _KEY % '["m","C",true]',
+    "float for int": _KEY % '["m","C",1.5]',
+    "NaN": _KEY % '["m","C",NaN]',
+    "list for str": _KEY % '[["m"],"C",1]',
+    "str for enum": _PARAM % '["x",null,"pos"]',
+    "int for optional str": _PARAM % f'["x",3,{_POS}]',
+    "int key of a dict": '{"c":"mtp_audit.cache:Observed","v":[{"m":[[1,"absent"]]}]}',
+    "list value of a dict": '{"c":"mtp_audit.cache:Observed","v":[{"d":[["a.py"],[["x"]]]}]}',
+    "tuple for list": '{"c":"mtp_audit.model:Unresolved","v":[null,"m","C",{"t":["cuda"]},"why"]}',
+    "wrong item of a list": '{"c":"mtp_audit.model:Unresolved","v":[null,"m","C",["cuda",1],"why"]}',
+    "another dataclass": '{"c":"mtp_audit.model:Location","v":["C","f.py",%s]}' % (_KEY % '["m","C",1]'),
+}
+
+
+@pytest.mark.parametrize("case", WRONG_TYPES)
+def test_a_field_of_another_type_than_its_annotation_makes_the_entry_unreadable(case):
+    """Every field is checked against its dataclass annotation, recursively, as it is read."""
+    from mtp_audit.cache import Observed  # noqa: F401 (imported: the codec only builds classes already loaded)
+    from mtp_audit.cache.codec import UnreadableEntry, loads
+    from mtp_audit.classify.shape_types import Param  # noqa: F401
+
+    with pytest.raises(UnreadableEntry):
+        loads(WRONG_TYPES[case].encode())
+
+
+def _retyped(entry: dict, case: str) -> None:
+    """Give a stored scan result (``_ResultEntry``: observed, result, chains) a field of another type."""
+    observed, result = entry["t"][2]["v"][:2]
+    record = result["v"][1][0]["v"]  # ScanResult.records[0]
+    if case == "status as a plain string":
+        record[6] = "missing_fixable"
+    elif case == "an int key among the files observed":
+        observed["v"][0] = {"m": [[1, "absent"]]}
+    else:
+        record[4] = float("nan")  # DrafterRecord.line
+
+
+@pytest.mark.parametrize(
+    "case", ["status as a plain string", "an int key among the files observed", "a line that is NaN"]
+)
+def test_a_stored_result_with_a_field_of_another_type_is_rebuilt_with_one_warning(case, tmp_path):
+    tree = build_tree(FIXTURES / "scan" / "direct_head", tmp_path / "tree")
+    cache = tmp_path / "cache"
+    env = {"MTP_AUDIT_CACHE_DIR": str(cache)}
+    expected = scan_json(tree, env=env)
+    [path] = _entries(cache, "results")
+    entry = json.loads(path.read_text())
+    _retyped(entry, case)
+    path.write_text(json.dumps(entry))
+    result = run_cli("scan", str(tree), "--format", "json", env=env)
+    assert result.returncode == 1 and json.loads(result.stdout) == expected
+    assert len(result.stderr.splitlines()) == 1 and "ignoring cache entry" in result.stderr
+    rebuilt = run_cli("scan", str(tree), "--format", "json", env=env)
+    assert json.loads(rebuilt.stdout) == expected and rebuilt.stderr == ""
+
+
 def test_an_object_held_twice_is_written_once_and_read_back_shared():
     """Facts share one bindings dict between platforms: the entry holds it once, and so does what is read."""
     from mtp_audit.cache.codec import dumps, loads

@@ -127,15 +127,7 @@ class ResultCache:
     def _valid_entry(self, tree: SourceTree) -> _ResultEntry | None:
         path = self._path(tree)
         entry = self._store.load(path, _ResultEntry)
-        if entry is MISSING:
-            return None
-        if not (
-            isinstance(entry.observed, Observed)
-            and isinstance(entry.observed.files, dict)
-            and isinstance(entry.result, ScanResult)
-            and isinstance(entry.chains, dict)
-        ):
-            self._store.reject(path, "not a scan result")
+        if entry is MISSING:  # absent, or bad (its fields' types are checked as it is read: codec)
             return None
         if not entry.observed.still_true(tree.root):
             return None
