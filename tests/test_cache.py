@@ -178,6 +178,41 @@ def test_a_bad_cache_entry_is_rebuilt_and_never_run(damage, tmp_path):
     assert json.loads(rebuilt.stdout) == expected and "warning" not in rebuilt.stderr
 
 
+@pytest.mark.parametrize("where", ["a regular file", "a folder inside a regular file"])
+def test_a_cache_directory_that_cannot_be_used_is_one_warning_and_the_scan_runs_without_it(where, tmp_path):
+    tree = build_tree(FIXTURES / "scan" / "manual_shapes", tmp_path / "tree")
+    blocker = tmp_path / "cachefile"
+    blocker.write_text("not a directory\n")
+    cache = blocker if where == "a regular file" else blocker / "cache"
+    env = {"MTP_AUDIT_CACHE_DIR": str(cache)}
+    expected = scan_json(tree, "--no-cache", env=env)
+    for args in (["--jobs", "1"], ["--jobs", "4"], ["fix", "--all", "--diff"]):
+        command = (
+            ("scan", str(tree), "--format", "json", *args) if args[0] != "fix" else (*args[:1], str(tree), *args[1:])
+        )
+        result = run_cli(*command, env=env)
+        if command[0] == "scan":
+            assert json.loads(result.stdout) == expected
+        [warning] = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+        assert warning.startswith(f"warning: cache directory {cache} cannot be used (")
+        assert "cache entry" not in result.stderr
+        quiet = run_cli(*command, "--quiet", env=env)
+        assert quiet.stderr == "" and quiet.returncode == result.returncode
+    assert blocker.read_text() == "not a directory\n"
+
+
+def test_quiet_keeps_bad_cache_entries_to_itself(tmp_path):
+    tree = build_tree(FIXTURES / "scan" / "manual_shapes", tmp_path / "tree")
+    cache = tmp_path / "cache"
+    env = {"MTP_AUDIT_CACHE_DIR": str(cache)}
+    expected = scan_json(tree, env=env)
+    for path in (p for namespace in ("facts", "shapes", "results") for p in _entries(cache, namespace)):
+        path.write_bytes(b"garbage")
+    result = run_cli("scan", str(tree), "--format", "json", "--quiet", env=env)
+    assert result.stderr == "" and result.stdout == ""
+    assert scan_json(tree, env=env) == expected
+
+
 def test_entries_hold_only_data(tmp_path):
     """The codec writes JSON and reads back only mtp_audit's dataclasses and enums, fields set without
     running any constructor."""

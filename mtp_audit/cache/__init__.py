@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..model import ChainAnswers, ScanResult, SourceTree
-from .store import MISSING, Store, atomic_write, default_cache_dir
+from .store import MISSING, Store, atomic_write, default_cache_dir, usable
 
 __all__ = [
     "ABSENT",
@@ -28,6 +28,7 @@ __all__ = [
     "atomic_write",
     "default_cache_dir",
     "digest",
+    "usable",
 ]
 
 EXISTS = "exists"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from ..cache import ResultCache, default_cache_dir
+from ..cache import ResultCache, default_cache_dir, usable
 from ..errors import UsageError
 from ..locate import locate
 from ..model import ChainAnswers, ScanResult, SourceTree
@@ -60,6 +60,12 @@ def settled(tree: SourceTree, writes: bool) -> SourceTree:
     else:
         refuse_interrupted(tree.root)
     return tree
+
+
+def cache_off(no_cache: bool, quiet: bool) -> bool:
+    """Whether the command runs without the cache: ``--no-cache``, or a cache directory that cannot
+    be used (said once, unless ``quiet``, which also silences warnings about bad entries)."""
+    return no_cache or not usable(default_cache_dir(), quiet)
 
 
 def model_types(tree: SourceTree) -> dict[str, list[str]]:
