@@ -72,6 +72,27 @@ def test_result_cache_sees_a_new_module(tmp_path):
     assert {r["arch"] for r in second["drafters"]} == {"ToyMTPModel", "LaterMTPModel"}
 
 
+@pytest.mark.parametrize("before", ["a regular file", "a symlink inside the tree"])
+def test_result_cache_sees_a_model_file_become_a_symlink_out_of_the_tree(before, tmp_path):
+    """The same bytes behind a symlink out of the tree are not read by a scan: a cached result
+    that read them there is stale."""
+    tree = build_tree(FIXTURES / "scan" / "direct_head", tmp_path / "tree")
+    env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
+    model = tree / "vllm/model_executor/models/toy_mtp.py"
+    outside = tmp_path / "outside_toy_mtp.py"
+    outside.write_bytes(model.read_bytes())
+    if before == "a symlink inside the tree":
+        model.rename(tree / "toy_copy.py")
+        model.symlink_to(tree / "toy_copy.py")
+    assert run_cli("scan", str(tree), env=env).returncode == 1  # cached: the drafter read and reported
+    model.unlink()
+    model.symlink_to(outside)
+    warm = run_cli("scan", str(tree), "--format", "json", env=env)
+    cold = run_cli("scan", str(tree), "--format", "json", "--no-cache", env=env)
+    assert (warm.returncode, warm.stdout, warm.stderr) == (cold.returncode, cold.stdout, cold.stderr)
+    assert cold.returncode == 2 and "outside the tree" in cold.stderr
+
+
 @pytest.mark.parametrize("case", ["consistency", "delegation_cross_file", "manual_shapes"])
 def test_cached_classification_needs_no_libcst_and_changes_nothing(case, tmp_path):
     """With facts and classification answers cached, a scan whose result is not cached
