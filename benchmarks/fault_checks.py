@@ -3,7 +3,8 @@
 Each trial runs the real command on a copy of a vLLM release and strikes at a
 random moment of its run (the run's length is measured first):
 
-- kill -9 of ``fix --all``: after the next command in the tree (a ``scan``),
+- kill -9 of ``fix --all``: once its journal is settled (``recover``, what the
+  next ``fix`` that writes does first; a ``scan`` refuses such a tree),
   the tree is byte for byte the old one or the fully fixed one, with no
   temporary file or journal left; no process of ours outlives it by 2 s;
 - Ctrl-C (SIGINT to the process group) of ``fix --all --diff`` and of a cold
@@ -108,7 +109,8 @@ class Checks:
         left = wait_gone(process.pid, ORPHAN_GRACE_S)
         if left:
             self.fail(f"kill -9 at {delay:.2f}s: {len(left)} process(es) outlived fix by {ORPHAN_GRACE_S}s")
-        subprocess.run(command("scan", str(tree), "--quiet"), env=env, capture_output=True, check=False)
+        settle = f"from mtp_audit.apply.write import recover; recover(__import__('pathlib').Path({str(tree)!r}))"
+        subprocess.run([sys.executable, "-c", settle], env=env, capture_output=True, check=False)
         state = snapshot(tree)
         self.kills[("old" if state == self.old else "fixed" if state == self.fixed else "mixed")] += 1
         if state not in (self.old, self.fixed):

@@ -18,7 +18,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import __version__
-from .commands.trees import cached_chain_answers, model_types, resolve_tree, run_scan
+from .commands.trees import cache_off, cached_chain_answers, model_types, resolve_tree, run_scan
 from .errors import InternalError, UsageError
 from .locate import locate
 from .model import ScanResult, Status
@@ -243,6 +243,7 @@ def scan_command(
         verbose,
         show_all,
     )
+    no_cache = cache_off(no_cache, quiet)
     if compare:
         from .report.compare import compare_releases, render_compare
 
@@ -382,6 +383,7 @@ def fix_command(
     if pr_body is not None:
         check_output(pr_body, "--pr-body")
     workers = resolve_jobs(jobs)
+    no_cache = cache_off(no_cache, quiet)
     tree = resolve_tree(
         path,
         vllm_version,
@@ -390,6 +392,7 @@ def fix_command(
         plugins=not no_plugins,
         plugin_paths=plugin_path,
         follow_symlinks=follow_symlinks,
+        writes=not (diff or check or patches is not None),
     )
     result = plan_fix(
         tree,
@@ -479,6 +482,7 @@ def verify_command(
     for output, option in ((emit_test, "--emit-test"), (json_out, "--json")):
         if output is not None:
             check_output(output, option)
+    no_cache = cache_off(no_cache, quiet)
     tree = resolve_tree(path, vllm_version, _progress(quiet))
     records = run_scan(tree, no_cache).records
     if sweep_all:
@@ -537,8 +541,9 @@ def pre_commit_command(
     """For pre-commit in a vLLM checkout: missing_fixable drafters in the changed files fail the hook."""
     from .commands.pre_commit import checkout, fix_drafters, touched_drafters
 
-    tree = checkout(Path.cwd())
-    records = touched_drafters(tree, Path.cwd(), files or [])
+    tree = checkout(Path.cwd(), writes=fix)
+    no_cache = cache_off(False, False)
+    records = touched_drafters(tree, Path.cwd(), files or [], no_cache)
     for record in records:
         print(
             f"{record.file}:{record.line}: {record.arch or record.cls} ({record.cls}) has no get_top_tokens; "
@@ -548,7 +553,7 @@ def pre_commit_command(
     if fix and records:
         from .apply.plan import Action
 
-        result = fix_drafters(tree, records)
+        result = fix_drafters(tree, records, no_cache)
         for rewrite in result.rewrites:
             print(f"mtp-audit wrote get_top_tokens into {rewrite.path} ({', '.join(rewrite.classes)})", file=sys.stderr)
         for outcome in result.plan.outcomes:

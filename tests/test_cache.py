@@ -72,6 +72,27 @@ def test_result_cache_sees_a_new_module(tmp_path):
     assert {r["arch"] for r in second["drafters"]} == {"ToyMTPModel", "LaterMTPModel"}
 
 
+@pytest.mark.parametrize("before", ["a regular file", "a symlink inside the tree"])
+def test_result_cache_sees_a_model_file_become_a_symlink_out_of_the_tree(before, tmp_path):
+    """The same bytes behind a symlink out of the tree are not read by a scan: a cached result
+    that read them there is stale."""
+    tree = build_tree(FIXTURES / "scan" / "direct_head", tmp_path / "tree")
+    env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
+    model = tree / "vllm/model_executor/models/toy_mtp.py"
+    outside = tmp_path / "outside_toy_mtp.py"
+    outside.write_bytes(model.read_bytes())
+    if before == "a symlink inside the tree":
+        model.rename(tree / "toy_copy.py")
+        model.symlink_to(tree / "toy_copy.py")
+    assert run_cli("scan", str(tree), env=env).returncode == 1  # cached: the drafter read and reported
+    model.unlink()
+    model.symlink_to(outside)
+    warm = run_cli("scan", str(tree), "--format", "json", env=env)
+    cold = run_cli("scan", str(tree), "--format", "json", "--no-cache", env=env)
+    assert (warm.returncode, warm.stdout, warm.stderr) == (cold.returncode, cold.stdout, cold.stderr)
+    assert cold.returncode == 2 and "outside the tree" in cold.stderr
+
+
 @pytest.mark.parametrize("case", ["consistency", "delegation_cross_file", "manual_shapes"])
 def test_cached_classification_needs_no_libcst_and_changes_nothing(case, tmp_path):
     """With facts and classification answers cached, a scan whose result is not cached
@@ -178,6 +199,41 @@ def test_a_bad_cache_entry_is_rebuilt_and_never_run(damage, tmp_path):
     assert json.loads(rebuilt.stdout) == expected and "warning" not in rebuilt.stderr
 
 
+@pytest.mark.parametrize("where", ["a regular file", "a folder inside a regular file"])
+def test_a_cache_directory_that_cannot_be_used_is_one_warning_and_the_scan_runs_without_it(where, tmp_path):
+    tree = build_tree(FIXTURES / "scan" / "manual_shapes", tmp_path / "tree")
+    blocker = tmp_path / "cachefile"
+    blocker.write_text("not a directory\n")
+    cache = blocker if where == "a regular file" else blocker / "cache"
+    env = {"MTP_AUDIT_CACHE_DIR": str(cache)}
+    expected = scan_json(tree, "--no-cache", env=env)
+    for args in (["--jobs", "1"], ["--jobs", "4"], ["fix", "--all", "--diff"]):
+        command = (
+            ("scan", str(tree), "--format", "json", *args) if args[0] != "fix" else (*args[:1], str(tree), *args[1:])
+        )
+        result = run_cli(*command, env=env)
+        if command[0] == "scan":
+            assert json.loads(result.stdout) == expected
+        [warning] = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+        assert warning.startswith(f"warning: cache directory {cache} cannot be used (")
+        assert "cache entry" not in result.stderr
+        quiet = run_cli(*command, "--quiet", env=env)
+        assert quiet.stderr == "" and quiet.returncode == result.returncode
+    assert blocker.read_text() == "not a directory\n"
+
+
+def test_quiet_keeps_bad_cache_entries_to_itself(tmp_path):
+    tree = build_tree(FIXTURES / "scan" / "manual_shapes", tmp_path / "tree")
+    cache = tmp_path / "cache"
+    env = {"MTP_AUDIT_CACHE_DIR": str(cache)}
+    expected = scan_json(tree, env=env)
+    for path in (p for namespace in ("facts", "shapes", "results") for p in _entries(cache, namespace)):
+        path.write_bytes(b"garbage")
+    result = run_cli("scan", str(tree), "--format", "json", "--quiet", env=env)
+    assert result.stderr == "" and result.stdout == ""
+    assert scan_json(tree, env=env) == expected
+
+
 def test_entries_hold_only_data(tmp_path):
     """The codec writes JSON and reads back only mtp_audit's dataclasses and enums, fields set without
     running any constructor."""
@@ -203,6 +259,67 @@ def test_entries_hold_only_data(tmp_path):
         with pytest.raises(UnreadableEntry):
             loads(hostile)
     assert not _RunsCode.marker.exists()
+
+
+_KEY = '{"c":"mtp_audit.model:ClassKey","v":%s}'
+_PARAM = '{"c":"mtp_audit.classify.shape_types:Param","v":%s}'
+_POS = '{"e":"mtp_audit.classify.shape_types:ParamKind","v":"pos"}'
+WRONG_TYPES = {
+    "str for int": _KEY % '["m","C","1"]',
+    "bool for int": _KEY % '["m","C",true]',
+    "float for int": _KEY % '["m","C",1.5]',
+    "NaN": _KEY % '["m","C",NaN]',
+    "list for str": _KEY % '[["m"],"C",1]',
+    "str for enum": _PARAM % '["x",null,"pos"]',
+    "int for optional str": _PARAM % f'["x",3,{_POS}]',
+    "int key of a dict": '{"c":"mtp_audit.cache:Observed","v":[{"m":[[1,"absent"]]}]}',
+    "list value of a dict": '{"c":"mtp_audit.cache:Observed","v":[{"d":[["a.py"],[["x"]]]}]}',
+    "tuple for list": '{"c":"mtp_audit.model:Unresolved","v":[null,"m","C",{"t":["cuda"]},"why"]}',
+    "wrong item of a list": '{"c":"mtp_audit.model:Unresolved","v":[null,"m","C",["cuda",1],"why"]}',
+    "another dataclass": '{"c":"mtp_audit.model:Location","v":["C","f.py",%s]}' % (_KEY % '["m","C",1]'),
+}
+
+
+@pytest.mark.parametrize("case", WRONG_TYPES)
+def test_a_field_of_another_type_than_its_annotation_makes_the_entry_unreadable(case):
+    """Every field is checked against its dataclass annotation, recursively, as it is read."""
+    from mtp_audit.cache import Observed  # noqa: F401 (imported: the codec only builds classes already loaded)
+    from mtp_audit.cache.codec import UnreadableEntry, loads
+    from mtp_audit.classify.shape_types import Param  # noqa: F401
+
+    with pytest.raises(UnreadableEntry):
+        loads(WRONG_TYPES[case].encode())
+
+
+def _retyped(entry: dict, case: str) -> None:
+    """Give a stored scan result (``_ResultEntry``: observed, result, chains) a field of another type."""
+    observed, result = entry["t"][2]["v"][:2]
+    record = result["v"][1][0]["v"]  # ScanResult.records[0]
+    if case == "status as a plain string":
+        record[6] = "missing_fixable"
+    elif case == "an int key among the files observed":
+        observed["v"][0] = {"m": [[1, "absent"]]}
+    else:
+        record[4] = float("nan")  # DrafterRecord.line
+
+
+@pytest.mark.parametrize(
+    "case", ["status as a plain string", "an int key among the files observed", "a line that is NaN"]
+)
+def test_a_stored_result_with_a_field_of_another_type_is_rebuilt_with_one_warning(case, tmp_path):
+    tree = build_tree(FIXTURES / "scan" / "direct_head", tmp_path / "tree")
+    cache = tmp_path / "cache"
+    env = {"MTP_AUDIT_CACHE_DIR": str(cache)}
+    expected = scan_json(tree, env=env)
+    [path] = _entries(cache, "results")
+    entry = json.loads(path.read_text())
+    _retyped(entry, case)
+    path.write_text(json.dumps(entry))
+    result = run_cli("scan", str(tree), "--format", "json", env=env)
+    assert result.returncode == 1 and json.loads(result.stdout) == expected
+    assert len(result.stderr.splitlines()) == 1 and "ignoring cache entry" in result.stderr
+    rebuilt = run_cli("scan", str(tree), "--format", "json", env=env)
+    assert json.loads(rebuilt.stdout) == expected and rebuilt.stderr == ""
 
 
 def test_an_object_held_twice_is_written_once_and_read_back_shared():

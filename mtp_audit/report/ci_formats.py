@@ -1,7 +1,11 @@
 """Machine formats for CI: GitHub workflow annotations and SARIF 2.1.0.
 
 A finding's rule is the compute_logits shape rule that decided it (MTP1xx,
-docs/rules.md) when one did, else the rule of its level (MTPA00x).
+docs/rules.md) when one did, else the rule of its level (MTPA00x). Everything
+else that makes a scan fail shows too: an architecture that does not resolve is
+a result of its own rule (MTPA005), a file that could not be read or parsed an
+error (in SARIF a tool execution notification of a run that was not
+successful, as SARIF 2.1.0 reports a tool's failure on one of its inputs).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import json
 from .. import __version__
 from ..classify.contract_rules import CONTRACT_RULES
 from ..classify.memo import shape_rules
-from ..model import DrafterRecord, ScanResult
+from ..model import DrafterRecord, ScanResult, Unresolved
 from .severity import level_of
 
 RULES = {
@@ -19,6 +23,7 @@ RULES = {
     "missing_manual": ("MTPA002", "get_top_tokens missing; no mechanical mirror is safe", "warning"),
     "divergent": ("MTPA003", "get_top_tokens selects different tokens from compute_logits", "error"),
     "unproven": ("MTPA004", "get_top_tokens cannot be proven equal to compute_logits statically", "note"),
+    "unresolved": ("MTPA005", "a registered architecture does not resolve to a class on some platforms", "warning"),
 }
 GITHUB_LEVEL = {"error": "error", "warning": "warning", "note": "notice"}
 
@@ -32,6 +37,17 @@ def _escape(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
+def _unresolved_message(unresolved: Unresolved) -> str:
+    return (
+        f"{unresolved.arch or unresolved.cls} -> {unresolved.module}.{unresolved.cls} does not resolve on "
+        f"{','.join(unresolved.platforms)}: {unresolved.reason}"
+    )
+
+
+def _parse_error_message(file: str, message: str) -> str:
+    return f"{file}: {message}; this file was skipped"
+
+
 def _findings(result: ScanResult):
     """(record, level, rule id, severity) of every record that is a finding."""
     for record in result.records:
@@ -42,13 +58,52 @@ def _findings(result: ScanResult):
 
 
 def render_github(result: ScanResult) -> str:
-    """``::warning file=...,line=...::message`` lines, one per finding."""
+    """``::warning file=...,line=...::message`` lines, one per finding, unresolved architecture
+    (no file: the class was never found) and file skipped (``::error``)."""
     lines = [
         f"::{GITHUB_LEVEL[severity]} file={record.file},line={record.line},"
         f"title={rule} {level}::{_escape(_message(record))}"
         for record, level, rule, severity in _findings(result)
     ]
+    rule, _, severity = RULES["unresolved"]
+    lines += [
+        f"::{GITHUB_LEVEL[severity]} title={rule} unresolved::{_escape(_unresolved_message(u))}"
+        for u in result.unresolved
+    ]
+    lines += [
+        f"::error file={file},title=file skipped::{_escape(_parse_error_message(file, message))}"
+        for file, message in result.parse_errors
+    ]
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _unresolved_results(result: ScanResult) -> list[dict]:
+    """SARIF results of the architectures that do not resolve, located by the class they name."""
+    rule, _, severity = RULES["unresolved"]
+    return [
+        {
+            "ruleId": rule,
+            "level": severity,
+            "message": {"text": _unresolved_message(u)},
+            "locations": [{"logicalLocations": [{"fullyQualifiedName": f"{u.module}.{u.cls}", "kind": "type"}]}],
+        }
+        for u in result.unresolved
+    ]
+
+
+def _invocation(result: ScanResult) -> dict:
+    """The run's invocation: not successful when a file was skipped, each one a notification."""
+    return {
+        "executionSuccessful": not result.parse_errors,
+        "toolExecutionNotifications": [
+            {
+                "level": "error",
+                "message": {"text": _parse_error_message(file, message)},
+                "locations": [{"physicalLocation": {"artifactLocation": {"uri": file, "uriBaseId": "SRCROOT"}}}],
+            }
+            for file, message in result.parse_errors
+        ],
+    }
 
 
 def render_sarif(result: ScanResult) -> str:
@@ -67,7 +122,7 @@ def render_sarif(result: ScanResult) -> str:
             ],
         }
         for record, _, rule, severity in _findings(result)
-    ]
+    ] + _unresolved_results(result)
     used = {r["ruleId"] for r in results}
     shapes = [
         {
@@ -102,6 +157,7 @@ def render_sarif(result: ScanResult) -> str:
                     }
                 },
                 "originalUriBaseIds": {"SRCROOT": {"uri": result.tree.root.as_uri() + "/"}},
+                "invocations": [_invocation(result)],
                 "results": results,
             }
         ],

@@ -73,7 +73,8 @@ POLICY: tuple[Rule, ...] = (
         ERROR,
         "usage or input error: an unknown option or `--model`, an ambiguous `--model` "
         "for `fix`/`verify`, a missing PATH or `--plugin-path`, a vLLM whose `LogitsProcessor` has no "
-        "`get_top_tokens` (0.16 and earlier); one line on stderr, "
+        "`get_top_tokens` (0.16 and earlier), a tree an interrupted `fix` left its journal in (for a "
+        "command that only reads) or whose journal names a file no fix writes; one line on stderr, "
         "nothing written",
     ),
 )
