@@ -555,3 +555,28 @@ def test_post_processing_names_the_statement_that_does_it(tail, named):
     not the final `return NAME`."""
     shape = analyze_compute_logits(_body("logits = self.logits_processor(self.lm_head, hidden_states)\n" + tail), 1)
     assert shape.reason.endswith(f"after the head call ({named})"), shape.reason
+
+
+@pytest.mark.parametrize(
+    ("tail", "post", "named"),
+    [
+        ("if self.debug:\n    print(logits.shape)\nreturn logits", "other", "line 4: `print(logits.shape)`"),
+        (
+            "if self.keep is not None:\n    logits = torch.where(self.keep, logits, -1e4)\nreturn logits",
+            "other",
+            "line 4: `logits = torch.where(self.keep, logits, -1e4)`",
+        ),
+        (
+            "kept = logits\nif self.banned is not None:\n    kept[:, self.banned] = -1e4\nreturn logits",
+            "mask",
+            "line 5: `kept[:, self.banned] = -1e4`",
+        ),
+        ("self.seen[:, 0] = 1\nreturn logits", "other", "line 3: `self.seen[:, 0] = 1`"),
+    ],
+)
+def test_only_changes_of_the_logits_decide_what_follows_the_head(tail, post, named):
+    """Statements that only read the logits or change other tensors are no mask or cut; the reason names
+    the statement inside the `if`, not the `if`."""
+    shape = analyze_compute_logits(_body("logits = self.logits_processor(self.lm_head, hidden_states)\n" + tail), 1)
+    assert (shape.kind, shape.post) == ("manual", post)
+    assert shape.reason.endswith(f"({named})"), shape.reason
