@@ -461,7 +461,7 @@ class Analyzer:
             return Consistency.DIVERGENT, optional
         if (
             cshape.kind == LogitsKind.HEAD
-            and cshape.pre_transform
+            and cshape.other_hidden
             and bool(gshape.params)
             and returns_plain_head(gtt.method.text, gshape.params[0].name)
         ):
@@ -548,7 +548,8 @@ class Analyzer:
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)}: {cshape.reason}; {mixin} passes no extra head arguments"
             )
-        if cshape.kind in (LogitsKind.HEAD, LogitsKind.MANUAL) and cshape.head is not None and not plain:
+        other = cshape.other_head or cshape.other_hidden
+        if cshape.kind in (LogitsKind.HEAD, LogitsKind.MANUAL) and cshape.head is not None and other:
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)} calls the head as "
                 f"({cshape.head}, {cshape.hidden or ARMS_DIFFER}); "

@@ -63,7 +63,13 @@ class LogitsShape:
     hidden: str | None = None  # code of the hidden-states argument
     delegate_attr: str | None = None
     post: PostKind | None = None
-    pre_transform: bool = False  # hidden states change before reaching the head
+    pre_transform: bool = False  # statements before the head, or hidden states not the first parameter
+    # Provably other than a plain head call: the hidden states are not the first parameter as passed
+    # (another expression, or the parameter rebound or changed in place before the head), the head is
+    # not self.lm_head (another expression, or a local bound to one). A local bound several times, or
+    # a statement that only reads, proves nothing.
+    other_hidden: bool = False
+    other_head: bool = False
     extra_args: bool = False  # the head call passes more than (head, hidden states), e.g. a bias
     rule_id: str | None = None  # id of the shape rule that objected (None: none did)
 

@@ -1435,11 +1435,71 @@ RULES: tuple[ShapeRule, ...] = (
 def _head_and_hidden(body: _Body, call: cst.Call) -> tuple[str | None, str | None]:
     """Code of the head and of the hidden states a head call passes, by position or by the keyword
     get_top_tokens takes too (``hidden_states=h`` is the same call as ``h`` in second place)."""
+    head, hidden = _head_and_hidden_nodes(call)
+    return (body.code(head) if head is not None else None), (body.code(hidden) if hidden is not None else None)
+
+
+def _head_and_hidden_nodes(call: cst.Call) -> tuple[cst.BaseExpression | None, cst.BaseExpression | None]:
     positional = [a.value for a in call.args if a.keyword is None]
     named = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
     head = positional[0] if positional else named.get("lm_head")
     hidden = positional[1] if len(positional) > 1 else named.get("hidden_states")
-    return (body.code(head) if head is not None else None), (body.code(hidden) if hidden is not None else None)
+    return head, hidden
+
+
+def _writes(statements: list[cst.BaseStatement], name: str) -> list[cst.CSTNode]:
+    """What in ``statements`` binds ``name`` or changes it in place: an assignment (unpacking, a
+    subscript, ``+=``, ``:=``), a ``for`` or ``with ... as`` target, an in-place method (``x.mul_(2)``)."""
+    found: list[cst.CSTNode] = []
+    for statement in statements:
+        for node in nodes_of(
+            statement, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.For, cst.AsName, cst.Call)
+        ):
+            if isinstance(node, cst.Call):
+                if m.matches(node, IN_PLACE_CALL) and _root(node.func.value) == name:  # type: ignore[attr-defined]
+                    found.append(node)
+            elif isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                if any(name in _written(t) for t in _targets(node)):
+                    found.append(node)
+            elif name in _written(node.target if not isinstance(node, cst.AsName) else node.name):
+                found.append(node)
+    return found
+
+
+def _resolved(
+    statements: list[cst.BaseStatement], value: cst.BaseExpression, parameter: str | None = None, depth: int = 0
+) -> cst.BaseExpression | None:
+    """What ``value`` holds after ``statements``: a local name bound there once, by a plain top-level
+    ``NAME = EXPR``, is followed to EXPR; ``parameter`` and a name they do not bind are themselves.
+    None when a name is bound several times, in a block or otherwise (unpacking, in place), or
+    through a chain too long to follow."""
+    if not isinstance(value, cst.Name) or value.value == parameter:
+        return value
+    writes = _writes(statements, value.value)
+    if not writes:
+        return value
+    plain = m.Assign(targets=[m.AssignTarget(target=m.Name(value.value))])
+    top = [s.body[0] for s in statements if m.matches(s, m.SimpleStatementLine(body=[plain]))]  # type: ignore[attr-defined]
+    if len(writes) != 1 or not top or writes[0] is not top[0] or depth > 8:
+        return None
+    return _resolved(statements, top[0].value, parameter, depth + 1)
+
+
+def _other_head(statements: list[cst.BaseStatement], head: cst.BaseExpression | None) -> bool:
+    """The head is provably not ``self.lm_head``."""
+    resolved = _resolved(statements, head) if head is not None else None
+    return resolved is not None and not m.matches(resolved, m.Attribute(value=SELF, attr=m.Name("lm_head")))
+
+
+def _other_hidden(statements: list[cst.BaseStatement], hidden: cst.BaseExpression | None, first: str | None) -> bool:
+    """The head provably gets other hidden states than the first parameter as passed: another
+    expression or parameter, or the first parameter rebound or changed in place in ``statements``."""
+    if hidden is None or first is None:
+        return True
+    resolved = _resolved(statements, hidden, first)
+    if resolved is None:
+        return False
+    return not m.matches(resolved, m.Name(first)) or bool(_writes(statements, first))
 
 
 def _head_shape(body: _Body, params: list[Param], call: cst.Call, manual: bool = False) -> LogitsShape:
@@ -1454,6 +1514,7 @@ def _head_shape(body: _Body, params: list[Param], call: cst.Call, manual: bool =
             f"{a.keyword.value}={body.code(a.value)}" if a.keyword is not None else body.code(a.value)
             for a in call.args
         )
+        head_node, hidden_node = _head_and_hidden_nodes(call)
         return LogitsShape(
             LogitsKind.MANUAL if manual else LogitsKind.HEAD,
             "head",
@@ -1463,6 +1524,8 @@ def _head_shape(body: _Body, params: list[Param], call: cst.Call, manual: bool =
             head=head,
             hidden=hidden,
             pre_transform=not assert_only or hidden != first,
+            other_hidden=_other_hidden(prefix, hidden_node, first),
+            other_head=_other_head(prefix, head_node),
             extra_args=len(call.args) > 2,
         )
     if m.matches(call, SUPER_CALL):
@@ -1511,6 +1574,9 @@ def _branched_shape(body: _Body, params: list[Param], branched: _Branched) -> Lo
         heads.add(head_code)
         hidden.add(hidden_code)
     line = body.line(body.statements[branched.index])
+    first = params[0].name if params else None
+    upto = body.statements[: branched.index + 1]  # what runs before the head calls, the arms included
+    nodes = [_head_and_hidden_nodes(call) for call in branched.calls]
     return LogitsShape(
         LogitsKind.HEAD,
         "head",
@@ -1521,5 +1587,7 @@ def _branched_shape(body: _Body, params: list[Param], branched: _Branched) -> Lo
         head=heads.pop() if len(heads) == 1 else None,
         hidden=hidden.pop() if len(hidden) == 1 else None,
         pre_transform=True,
+        other_hidden=len(hidden) > 1 or any(_other_hidden(upto, h, first) for _, h in nodes),
+        other_head=len(heads) == 1 and any(_other_head(upto, h) for h, _ in nodes),
         extra_args=any(len(c.args) > 2 for c in branched.calls),
     )
