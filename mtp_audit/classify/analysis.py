@@ -609,7 +609,8 @@ def _parsed_method(text: str) -> ast.AST | None:
 
 def asserted_optional(cl: MethodHit, gtt: MethodHit) -> str | None:
     """get_top_tokens asserts or dereferences ``self.X`` where compute_logits tests it and falls
-    back: with X unset, compute_logits still selects tokens and get_top_tokens fails."""
+    back: with X unset, compute_logits still selects tokens and get_top_tokens fails. An ``if`` of
+    get_top_tokens that tests X too guards both (a type-narrowing assert under it fails nothing)."""
     parsed_cl, parsed_gtt = _method_tree(cl), _method_tree(gtt)
     if parsed_cl is None or parsed_gtt is None:
         return None
@@ -619,7 +620,7 @@ def asserted_optional(cl: MethodHit, gtt: MethodHit) -> str | None:
     for node in ast.walk(parsed_gtt[0]):
         if isinstance(node, ast.Assert):
             name = _tested_attr(node.test)
-            if name in optional:
+            if name in optional and name not in guarded:
                 uses.append((node.lineno + parsed_gtt[1], name, "asserts"))
         elif isinstance(node, (ast.Attribute, ast.Call)):
             name = _self_attr(node.value if isinstance(node, ast.Attribute) else node.func)
