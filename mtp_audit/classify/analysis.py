@@ -387,10 +387,12 @@ class Analyzer:
             return Consistency.UNPROVEN, (
                 f"get_top_tokens of {gtt.owner.name} is {gtt.method.where}; run `mtp-audit verify`"
             )
+        gshape = top_tokens_shape(gtt.method.text, gtt.method.line)
+        if gshape.kind == TopTokensKind.DECORATED:
+            return self._decorated(gtt, gshape)
         if cl is None:
             return Consistency.UNPROVEN, "no compute_logits to compare with"
         cshape = logits_shape(cl.method.text, cl.method.line)
-        gshape = top_tokens_shape(gtt.method.text, gtt.method.line)
         by_calls = contract is not None and contract.known and entry is None
         # Named first, before any signature difference: it decides the tokens. (A super() call or the
         # mixin is judged below against what it reaches.)
@@ -478,6 +480,14 @@ class Analyzer:
             f"get_top_tokens of {self.where(gtt)} is written differently from compute_logits of "
             f"{self.where(cl)}; run `mtp-audit verify`"
         )
+
+    def _decorated(self, gtt: MethodHit, gshape: TopTokensShape) -> tuple[Consistency, str]:
+        """A call runs the decorators' wrapper, which may change the tokens (or the arguments): nothing
+        the body says is claimed; divergent only where no call on the drafter can run the body."""
+        wrapped = f"get_top_tokens of {self.where(gtt)} is wrapped ({', '.join(f'@{d}' for d in gshape.decorators)})"
+        if gshape.unbound is not None:
+            return Consistency.DIVERGENT, f"{wrapped}: {gshape.unbound}"
+        return Consistency.UNPROVEN, f"{wrapped}; the wrapper may change the tokens; run `mtp-audit verify`"
 
     def _statement_difference(
         self, cl: MethodHit, cshape: LogitsShape, gtt: MethodHit

@@ -40,6 +40,7 @@ class PostKind(StrEnum):
 class TopTokensKind(StrEnum):
     LOCAL_ARGMAX_MIXIN = "local_argmax_mixin"
     SUPER = "super"
+    DECORATED = "decorated"  # a call goes through its decorators first: nothing about the body is claimed
     OTHER = "other"
 
 
@@ -78,6 +79,8 @@ class LogitsShape:
 class TopTokensShape:
     kind: TopTokensKind
     params: list[Param]
+    decorators: tuple[str, ...] = ()  # their code, outermost first
+    unbound: str | None = None  # why a call on the drafter cannot run the body as its method, if it cannot
 
 
 # Names that mean the same in every class of every module: ``torch`` (the fix imports it where it is not
