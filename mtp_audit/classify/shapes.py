@@ -469,10 +469,11 @@ class _Flow:
         return m.matches(statement, m.Return(value=m.Name(m.MatchIfTrue(lambda name: name in self.holders))))
 
     def _changes(self, statement: cst.CSTNode) -> bool:
-        if isinstance(statement, cst.Return):
+        if m.matches(statement, m.Return()):
             return not self._returns_holder(statement)
-        if isinstance(statement, cst.Expr):
-            return m.matches(statement.value, IN_PLACE_CALL) and _root(statement.value.func.value) in self.holders  # type: ignore[attr-defined]
+        if m.matches(statement, m.Expr()):
+            in_place = m.matches(statement, m.Expr(value=IN_PLACE_CALL))
+            return in_place and _root(statement.value.func.value) in self.holders  # type: ignore[attr-defined]
         if m.matches(statement, PLAIN_ALIAS) and statement.value.value in self.aliases:  # type: ignore[attr-defined]
             return False
         return any(_written(t) & self.holders for t in _targets(statement))
@@ -506,10 +507,10 @@ class _Flow:
     def kind(self) -> PostKind:
         """Masking wins, since a scatter-aware method still ignores it; a draft-to-target map may be read
         into a variable first, so the whole tail is searched for its name."""
-        changed = "\n".join(self.body.code(s) for s in self.changes)
-        scatter = "draft_id_to_target_id" in "\n".join(self.body.code(s) for s in self.statements)
         if not self.changes:
             return PostKind.OTHER
+        changed = "\n".join(self.body.code(s) for s in self.changes)
+        scatter = "draft_id_to_target_id" in "\n".join(self.body.code(s) for s in self.statements)
         if self.masks():
             return PostKind.MASK
         if not scatter and self.vocabulary_cut() is not None:
