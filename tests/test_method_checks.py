@@ -470,3 +470,11 @@ def test_each_arm_of_a_transform_before_the_head_is_compared(
     assert (analysis.status, analysis.consistency) == (Status.SUPPORTED, consistency)
     if consistency == Consistency.UNPROVEN:
         assert analysis.reason == written_differently(9)
+
+
+def test_a_decorator_is_part_of_the_fingerprint() -> None:
+    """A wrapper may change what a call returns: two methods that differ by a decorator are not the same logic."""
+    body = "    return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n"
+    plain = method_checks.normalize("def get_top_tokens(self, hidden_states):\n" + body)
+    wrapped = method_checks.normalize("@negated\ndef get_top_tokens(self, hidden_states):\n" + body)
+    assert plain != wrapped

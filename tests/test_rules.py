@@ -555,3 +555,61 @@ def test_post_processing_names_the_statement_that_does_it(tail, named):
     not the final `return NAME`."""
     shape = analyze_compute_logits(_body("logits = self.logits_processor(self.lm_head, hidden_states)\n" + tail), 1)
     assert shape.reason.endswith(f"after the head call ({named})"), shape.reason
+
+
+@pytest.mark.parametrize(
+    ("before", "head", "hidden", "other_head", "other_hidden"),
+    [
+        ("head = self.lm_head", "head", "hidden_states", False, False),
+        ("step = spec_step_idx % 1", "self.lm_head", "hidden_states", False, False),
+        ("rows = hidden_states.shape[0]\n    assert rows > 0", "self.lm_head", "hidden_states", False, False),
+        ("states = hidden_states", "self.lm_head", "states", False, False),
+        (
+            "if self.lora:\n        head = self.lora_head\n    else:\n        head = self.lm_head",
+            "head",
+            "hidden_states",
+            False,
+            False,
+        ),
+        ("head = self.draft_head", "head", "hidden_states", True, False),
+        ("hidden_states = self.norm(hidden_states)", "self.lm_head", "hidden_states", False, True),
+        ("hidden_states.mul_(self.scale)", "self.lm_head", "hidden_states", False, True),
+        ("states = self.norm(hidden_states)", "self.lm_head", "states", False, True),
+        ("states = hidden_states\n    hidden_states[:, 0] = 0", "self.lm_head", "states", False, True),
+        ("", "self.lm_head", "self.norm(hidden_states)", False, True),
+        ("", "self.lm_head", "spec_step_idx", False, True),
+    ],
+)
+def test_only_what_reaches_the_head_proves_another_head_call(before, head, hidden, other_head, other_hidden):
+    """A statement before the head proves nothing by being there: only a head or hidden states that are
+    provably not (self.lm_head, the first parameter as passed) do; a local bound once to them is them, one
+    bound in several places proves nothing either way."""
+    code = "def compute_logits(self, hidden_states, spec_step_idx=0):\n" + (f"    {before}\n" if before else "")
+    code += f"    return self.logits_processor({head}, {hidden})\n"
+    shape = analyze_compute_logits(code, 1)
+    assert (shape.kind, shape.other_head, shape.other_hidden) == ("head", other_head, other_hidden)
+
+
+@pytest.mark.parametrize(
+    ("tail", "post", "named"),
+    [
+        ("if self.debug:\n    print(logits.shape)\nreturn logits", "other", "line 4: `print(logits.shape)`"),
+        (
+            "if self.keep is not None:\n    logits = torch.where(self.keep, logits, -1e4)\nreturn logits",
+            "other",
+            "line 4: `logits = torch.where(self.keep, logits, -1e4)`",
+        ),
+        (
+            "kept = logits\nif self.banned is not None:\n    kept[:, self.banned] = -1e4\nreturn logits",
+            "mask",
+            "line 5: `kept[:, self.banned] = -1e4`",
+        ),
+        ("self.seen[:, 0] = 1\nreturn logits", "other", "line 3: `self.seen[:, 0] = 1`"),
+    ],
+)
+def test_only_changes_of_the_logits_decide_what_follows_the_head(tail, post, named):
+    """Statements that only read the logits or change other tensors are no mask or cut; the reason names
+    the statement inside the `if`, not the `if`."""
+    shape = analyze_compute_logits(_body("logits = self.logits_processor(self.lm_head, hidden_states)\n" + tail), 1)
+    assert (shape.kind, shape.post) == ("manual", post)
+    assert shape.reason.endswith(f"({named})"), shape.reason

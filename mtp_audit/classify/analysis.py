@@ -387,10 +387,12 @@ class Analyzer:
             return Consistency.UNPROVEN, (
                 f"get_top_tokens of {gtt.owner.name} is {gtt.method.where}; run `mtp-audit verify`"
             )
+        gshape = top_tokens_shape(gtt.method.text, gtt.method.line)
+        if gshape.kind == TopTokensKind.DECORATED:
+            return self._decorated(gtt, gshape)
         if cl is None:
             return Consistency.UNPROVEN, "no compute_logits to compare with"
         cshape = logits_shape(cl.method.text, cl.method.line)
-        gshape = top_tokens_shape(gtt.method.text, gtt.method.line)
         by_calls = contract is not None and contract.known and entry is None
         # Named first, before any signature difference: it decides the tokens. (A super() call or the
         # mixin is judged below against what it reaches.)
@@ -461,7 +463,7 @@ class Analyzer:
             return Consistency.DIVERGENT, optional
         if (
             cshape.kind == LogitsKind.HEAD
-            and cshape.pre_transform
+            and cshape.other_hidden
             and bool(gshape.params)
             and returns_plain_head(gtt.method.text, gshape.params[0].name)
         ):
@@ -478,6 +480,14 @@ class Analyzer:
             f"get_top_tokens of {self.where(gtt)} is written differently from compute_logits of "
             f"{self.where(cl)}; run `mtp-audit verify`"
         )
+
+    def _decorated(self, gtt: MethodHit, gshape: TopTokensShape) -> tuple[Consistency, str]:
+        """A call runs the decorators' wrapper, which may change the tokens (or the arguments): nothing
+        the body says is claimed; divergent only where no call on the drafter can run the body."""
+        wrapped = f"get_top_tokens of {self.where(gtt)} is wrapped ({', '.join(f'@{d}' for d in gshape.decorators)})"
+        if gshape.unbound is not None:
+            return Consistency.DIVERGENT, f"{wrapped}: {gshape.unbound}"
+        return Consistency.UNPROVEN, f"{wrapped}; the wrapper may change the tokens; run `mtp-audit verify`"
 
     def _statement_difference(
         self, cl: MethodHit, cshape: LogitsShape, gtt: MethodHit
@@ -548,7 +558,8 @@ class Analyzer:
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)}: {cshape.reason}; {mixin} passes no extra head arguments"
             )
-        if cshape.kind in (LogitsKind.HEAD, LogitsKind.MANUAL) and cshape.head is not None and not plain:
+        other = cshape.other_head or cshape.other_hidden
+        if cshape.kind in (LogitsKind.HEAD, LogitsKind.MANUAL) and cshape.head is not None and other:
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)} calls the head as "
                 f"({cshape.head}, {cshape.hidden or ARMS_DIFFER}); "
@@ -608,7 +619,8 @@ def _parsed_method(text: str) -> ast.AST | None:
 
 def asserted_optional(cl: MethodHit, gtt: MethodHit) -> str | None:
     """get_top_tokens asserts or dereferences ``self.X`` where compute_logits tests it and falls
-    back: with X unset, compute_logits still selects tokens and get_top_tokens fails."""
+    back: with X unset, compute_logits still selects tokens and get_top_tokens fails. An ``if`` of
+    get_top_tokens that tests X too guards both (a type-narrowing assert under it fails nothing)."""
     parsed_cl, parsed_gtt = _method_tree(cl), _method_tree(gtt)
     if parsed_cl is None or parsed_gtt is None:
         return None
@@ -618,7 +630,7 @@ def asserted_optional(cl: MethodHit, gtt: MethodHit) -> str | None:
     for node in ast.walk(parsed_gtt[0]):
         if isinstance(node, ast.Assert):
             name = _tested_attr(node.test)
-            if name in optional:
+            if name in optional and name not in guarded:
                 uses.append((node.lineno + parsed_gtt[1], name, "asserts"))
         elif isinstance(node, (ast.Attribute, ast.Call)):
             name = _self_attr(node.value if isinstance(node, ast.Attribute) else node.func)

@@ -15,15 +15,23 @@ import libcst.matchers as m
 
 from ..cstnodes import nodes_of, parse_method
 from ..patterns import SELF
-from .shape_types import FreeNames, TopTokensKind, TopTokensShape
+from .shape_types import FreeNames, Param, ParamKind, TopTokensKind, TopTokensShape
 from .shapes import _decompose, params_of
 
 LOCAL_ARGMAX_REMAP = m.BinaryOperation(operator=m.Add(), right=m.Subscript())
 
 
+STATIC = m.Decorator(decorator=m.Name("staticmethod"))
+PROPERTY = m.Decorator(
+    decorator=m.Name("property") | m.Name("cached_property") | m.Attribute(attr=m.Name("cached_property"))
+)
+
+
 def analyze_get_top_tokens(code: str, first_line: int) -> TopTokensShape:
     body, func = _decompose(code, first_line)
     params = params_of(func)
+    if func.decorators:
+        return TopTokensShape(TopTokensKind.DECORATED, params, tuple(body.decorators), _unbound(func, params))
     text = "\n".join(body.code(s) for s in body.statements)
     statements = body.statements
     names = {p.name for p in params}
@@ -59,8 +67,27 @@ def analyze_get_top_tokens(code: str, first_line: int) -> TopTokensShape:
     return TopTokensShape(TopTokensKind.OTHER, params)
 
 
+def _unbound(func: cst.FunctionDef, params: list[Param]) -> str | None:
+    """Why ``self.model.get_top_tokens(hidden_states)`` cannot run the body as a method of the drafter,
+    from the outermost decorator (the one the class attribute is): a staticmethod gets no drafter, so
+    its ``self`` is the caller's first argument; a property's getter is called with the drafter alone."""
+    outermost = func.decorators[0]
+    written = [p.name.value for p in [*func.params.posonly_params, *func.params.params]][:1]
+    if m.matches(outermost, STATIC) and written == ["self"]:
+        return "a staticmethod gets no drafter: the caller's first argument becomes `self`"
+    positional = (ParamKind.POSONLY, ParamKind.POS, ParamKind.KWONLY)
+    required = [p.name for p in params if p.default is None and p.kind in positional]
+    if m.matches(outermost, PROPERTY) and required:
+        return (
+            "a property's getter is called with the drafter alone, so reading the attribute raises TypeError "
+            f"(no {', '.join(required)})"
+        )
+    return None
+
+
 def normalize(code: str) -> str:
-    """A layout-, comment- and docstring-blind fingerprint of a method's logic."""
+    """A layout-, comment- and docstring-blind fingerprint of a method's logic, its decorators included
+    (a wrapper may change what a call returns)."""
     func = ast.parse(textwrap.dedent(code)).body[0]
     assert isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
     body = func.body
@@ -74,7 +101,6 @@ def normalize(code: str) -> str:
     func.body = _returns_collapsed(body) or [ast.Pass()]
     func.name = "_"
     func.returns = None
-    func.decorator_list = []
     return ast.dump(func, include_attributes=False)
 
 

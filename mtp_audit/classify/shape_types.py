@@ -40,6 +40,7 @@ class PostKind(StrEnum):
 class TopTokensKind(StrEnum):
     LOCAL_ARGMAX_MIXIN = "local_argmax_mixin"
     SUPER = "super"
+    DECORATED = "decorated"  # a call goes through its decorators first: nothing about the body is claimed
     OTHER = "other"
 
 
@@ -63,7 +64,13 @@ class LogitsShape:
     hidden: str | None = None  # code of the hidden-states argument
     delegate_attr: str | None = None
     post: PostKind | None = None
-    pre_transform: bool = False  # hidden states change before reaching the head
+    pre_transform: bool = False  # statements before the head, or hidden states not the first parameter
+    # Provably other than a plain head call: the hidden states are not the first parameter as passed
+    # (another expression, or the parameter rebound or changed in place before the head), the head is
+    # not self.lm_head (another expression, or a local bound to one). A local bound several times, or
+    # a statement that only reads, proves nothing.
+    other_hidden: bool = False
+    other_head: bool = False
     extra_args: bool = False  # the head call passes more than (head, hidden states), e.g. a bias
     rule_id: str | None = None  # id of the shape rule that objected (None: none did)
 
@@ -72,6 +79,8 @@ class LogitsShape:
 class TopTokensShape:
     kind: TopTokensKind
     params: list[Param]
+    decorators: tuple[str, ...] = ()  # their code, outermost first
+    unbound: str | None = None  # why a call on the drafter cannot run the body as its method, if it cannot
 
 
 # Names that mean the same in every class of every module: ``torch`` (the fix imports it where it is not

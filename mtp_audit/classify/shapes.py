@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import ast
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 import libcst as cst
 import libcst.matchers as m
 
-from ..cstnodes import nodes_of, one_statement_per_line, parse_method
+from ..cstnodes import nodes_of, one_statement_per_line, parse_method, walk
 from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL, SELF, SUPER_CALL
 from .shape_types import LogitsKind, LogitsShape, Param, ParamKind, PostKind
 
@@ -50,6 +51,8 @@ _KINDS = (
     (cst.Raise, ast.Raise),
     (cst.BinaryOperation, ast.BinOp),
     (cst.Assign, ast.Assign),
+    (cst.AugAssign, ast.AugAssign),
+    (cst.AnnAssign, ast.AnnAssign),
     (cst.For, ast.For),
     (cst.While, ast.While),
 )
@@ -108,6 +111,9 @@ class _Body:
             if statement is node:
                 return statements[index].lineno + self._offset
         if id(node) not in self._lines:
+            if id(node) not in self._owner:  # inside a block: its statement's nodes are not listed yet
+                for index in range(len(self.statements)):
+                    self._nodes_of(index)
             index = self._owner[id(node)]
             ours = self._nodes_of(index)
             for kind, ast_kind in _KINDS:
@@ -331,7 +337,8 @@ class ByHand(ShapeRule):
             for node in body.find(statement, BY_HAND):
                 what = body.code(node.func) if isinstance(node, cst.Call) else "@"
                 reason = f"logits computed by hand ({what}, line {body.line(node)})"
-                vocabulary = _vocabulary_change(body, body.statements[index:])
+                tail = body.statements[index:]
+                vocabulary = _vocabulary_change(body, _Flow(body, tail, _assigned_name(statement)))
                 if vocabulary is not None:
                     reason += f", then {vocabulary}"
                 return LogitsShape(
@@ -355,11 +362,11 @@ VOCAB_SLICE = m.Subscript(
 VOCAB_PAD = m.Call(func=m.Attribute(attr=m.Name("pad")) | m.Name("pad"))
 
 
-def _vocabulary_change(body: _Body, statements: list[cst.BaseStatement]) -> str | None:
-    """``truncated ...`` / ``padded ...`` with the line and code of the first statement in
-    ``statements`` that cuts the last (vocabulary) dimension of a tensor or pads it: a
-    different vocabulary from the one get_top_tokens reduces over."""
-    found = _vocabulary_node(body, statements)
+def _vocabulary_change(body: _Body, flow: _Flow) -> str | None:
+    """``truncated ...`` / ``padded ...`` with the line and code of the first change of the logits
+    that cuts the last (vocabulary) dimension of a tensor or pads it: a different vocabulary from
+    the one get_top_tokens reduces over."""
+    found = flow.vocabulary_cut()
     if found is None:
         return None
     node, line = found
@@ -369,15 +376,182 @@ def _vocabulary_change(body: _Body, statements: list[cst.BaseStatement]) -> str 
     return f"padded (line {line}: `{body.code(node)}`)"
 
 
-def _vocabulary_node(body: _Body, statements: list[cst.BaseStatement]) -> tuple[cst.CSTNode, int] | None:
-    """The first vocabulary cut or pad in ``statements``, with the line of the assignment,
-    return or call that holds it."""
-    for statement in statements:
-        for holder in body.find(statement, m.Assign() | m.Return() | m.Call()):
-            for node in [holder, *nodes_of(holder, (cst.Subscript, cst.Call))]:
-                if m.matches(node, VOCAB_SLICE | VOCAB_PAD):
-                    return node, body.line(holder)
+# A statement that may change a tensor, and the forms the changes take.
+CHANGE_STATEMENT = (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Expr, cst.Return)
+IN_PLACE_CALL = m.Call(func=m.Attribute(attr=m.Name(m.MatchRegex(r".*[^_]_$"))))
+# Writes through an index, in place or into a copy: masking when the tensor is the head's logits.
+MASK_CALL = m.Call(
+    func=m.Attribute(
+        attr=m.Name("index_fill_")
+        | m.Name("masked_fill_")
+        | m.Name("masked_fill")
+        | m.Name("index_fill")
+        | m.Name("fill_")
+        | m.Name("index_put_")
+        | m.Name("index_put")
+    )
+)
+SCATTER = m.Call(
+    func=m.Attribute(
+        attr=m.Name("scatter")
+        | m.Name("scatter_")
+        | m.Name("index_copy")
+        | m.Name("index_copy_")
+        | m.Name("index_put")
+        | m.Name("index_put_")
+    )
+)
+SUBSCRIPT_STORE = m.Assign(targets=[m.ZeroOrMore(), m.AssignTarget(target=m.Subscript()), m.ZeroOrMore()])
+TANH = m.Call(func=m.Attribute(attr=m.Name("tanh")) | m.Name("tanh"))
+PLAIN_ALIAS = m.Assign(targets=[m.AtLeastN(m.AssignTarget(target=m.Name()), n=1)], value=m.Name())
+
+
+def _assigned_name(statement: cst.BaseStatement) -> str | None:
+    """NAME of a statement ``NAME = ...``."""
+    if m.matches(statement, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name())])])):
+        return statement.body[0].targets[0].target.value  # type: ignore[attr-defined]
     return None
+
+
+def _root(node: cst.CSTNode) -> str | None:
+    """The variable a chain of subscripts and attributes starts from (``logits`` of ``logits[:, 0].data``)."""
+    while isinstance(node, (cst.Subscript, cst.Attribute)):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _written(target: cst.BaseExpression) -> set[str]:
+    """The variables an assignment target writes: the names it binds (unpacking included) and those
+    whose subscripts or attributes it stores into."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {name for element in target.elements for name in _written(element.value)}
+    root = _root(target)
+    return {root} if root is not None else set()
+
+
+def _targets(statement: cst.CSTNode) -> list[cst.BaseExpression]:
+    if isinstance(statement, cst.Assign):
+        return [t.target for t in statement.targets]
+    if isinstance(statement, (cst.AugAssign, cst.AnnAssign)) and not m.matches(statement, m.AnnAssign(value=None)):
+        return [statement.target]
+    return []
+
+
+class _Flow:
+    """What the statements after a head call (``statements``, in any block) do to its logits.
+
+    Only statements that change them count: an assignment to the variable the head call's result is
+    bound to (``name``), to a plain alias of it (``out = logits``) or to a variable that is returned; a
+    store into a subscript of one; an in-place method called on one (``logits.index_put_(...)``); a
+    return of anything but one of them. Reading the logits (logging them, keeping a slice of them
+    elsewhere) and changing other tensors (``self.calls.fill_(1)``) change nothing. Another head call
+    is left to the rules about several heads.
+    """
+
+    def __init__(self, body: _Body, statements: list[cst.BaseStatement], name: str | None):
+        self.body = body
+        self.statements = statements
+        candidates = [n for s in statements for n in nodes_of(s, CHANGE_STATEMENT) if not _has_head(n)]
+        self.aliases = {name} if name is not None else set()
+        grown = True
+        while grown:
+            before = len(self.aliases)
+            for alias in candidates:
+                if m.matches(alias, PLAIN_ALIAS) and alias.value.value in self.aliases:  # type: ignore[attr-defined]
+                    self.aliases |= {t.target.value for t in alias.targets}  # type: ignore[attr-defined]
+            grown = len(self.aliases) > before
+        returned = {r.value.value for r in candidates if m.matches(r, m.Return(value=m.Name()))}  # type: ignore[attr-defined]
+        self.holders = self.aliases | returned
+        self.changes = [n for n in candidates if self._changes(n)]
+        self.others = [n for n in candidates if n not in self.changes and not self._returns_holder(n)]
+
+    def _returns_holder(self, statement: cst.CSTNode) -> bool:
+        return m.matches(statement, m.Return(value=m.Name(m.MatchIfTrue(lambda name: name in self.holders))))
+
+    def _changes(self, statement: cst.CSTNode) -> bool:
+        if m.matches(statement, m.Return()):
+            return not self._returns_holder(statement)
+        if m.matches(statement, m.Expr()):
+            in_place = m.matches(statement, m.Expr(value=IN_PLACE_CALL))
+            return in_place and _root(statement.value.func.value) in self.holders  # type: ignore[attr-defined]
+        if m.matches(statement, PLAIN_ALIAS) and statement.value.value in self.aliases:  # type: ignore[attr-defined]
+            return False
+        return any(_written(t) & self.holders for t in _targets(statement))
+
+    def masks(self) -> list[cst.CSTNode]:
+        """Stores into the head's logits through an index (``logits[:, ids] = -inf``, ``-=``) and the
+        masking calls on them (``logits.index_fill_(...)``, ``torch.masked_fill(logits, ...)``)."""
+        found: list[cst.CSTNode] = []
+        for statement in self.changes:
+            if any(isinstance(t, cst.Subscript) and _root(t) in self.aliases for t in _targets(statement)):
+                found.append(statement)
+            for call in nodes_of(statement, cst.Call):
+                first = call.args[0].value if call.args else None
+                receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+                if m.matches(call, MASK_CALL) and {_root(receiver), _root(first)} & self.aliases:  # type: ignore[arg-type]
+                    found.append(call)
+        return found
+
+    def vocabulary_cut(self) -> tuple[cst.CSTNode, int] | None:
+        """The first cut of the last dimension (``logits[..., :n]``) or pad in a value the logits take,
+        with the line of its statement."""
+        for statement in self.changes:
+            value = getattr(statement, "value", None)
+            if isinstance(statement, cst.Expr) or value is None:
+                continue
+            for node in nodes_of(value, (cst.Subscript, cst.Call)):
+                if m.matches(node, VOCAB_SLICE | VOCAB_PAD):
+                    return node, self.body.line(statement)
+        return None
+
+    def kind(self) -> PostKind:
+        """Masking wins, since a scatter-aware method still ignores it; a draft-to-target map may be read
+        into a variable first, so the whole tail is searched for its name."""
+        if not self.changes:
+            return PostKind.OTHER
+        changed = "\n".join(self.body.code(s) for s in self.changes)
+        scatter = "draft_id_to_target_id" in "\n".join(self.body.code(s) for s in self.statements)
+        if self.masks():
+            return PostKind.MASK
+        if not scatter and self.vocabulary_cut() is not None:
+            return PostKind.VOCAB
+        if "tanh" in changed or "soft_cap" in changed or "softcap" in changed:
+            return PostKind.SOFTCAP
+        if scatter:
+            return PostKind.D2T_SCATTER
+        return PostKind.OTHER
+
+    def reason(self, kind: PostKind) -> tuple[int, str]:
+        """The line that decides, and why the mirror cannot be written (the change that decides; a
+        statement that changes no logits still has no place in a mirror)."""
+        line, code = self.deciding(kind)
+        return line, f"{POST_REASONS[kind] if self.changes else UNCHANGED_TAIL} (line {line}: `{code}`)"
+
+    def deciding(self, kind: PostKind) -> tuple[int, str]:
+        """Line and code of the statement that does what ``kind`` says (the mask, the scatter, the cut,
+        the soft-cap), inside whatever ``if`` guards it; else of the first change of the logits; else
+        of the first statement, in any block, that does not return them."""
+        body = self.body
+        found: list[cst.CSTNode] = []
+        if kind == PostKind.MASK:
+            found = self.masks()
+        elif kind == PostKind.VOCAB:
+            node, line = self.vocabulary_cut()  # type: ignore[misc]
+            return line, body.code(node)
+        elif kind == PostKind.D2T_SCATTER:
+            found = [
+                n for s in self.changes for n in [s, *nodes_of(s, cst.Call)] if m.matches(n, SUBSCRIPT_STORE | SCATTER)
+            ]
+        elif kind == PostKind.SOFTCAP:
+            found = [n for s in self.changes for n in nodes_of(s, cst.Call) if m.matches(n, TANH)]
+        if found:
+            return body.line(found[0]), body.code(found[0])
+        for statement in [*self.changes, *self.others][:1]:
+            named = statement.value if m.matches(statement, m.Expr(value=m.Call())) else statement
+            if not isinstance(named, cst.Expr):
+                return body.line(named), body.code(named).splitlines()[0]
+        effective = [s for s in self.statements if not m.matches(s, RETURN_NAME)] or self.statements
+        return body.line(effective[0]), body.code(effective[0]).splitlines()[0]
 
 
 class NoHead(ShapeRule):
@@ -547,7 +721,7 @@ class SeveralHeads(ShapeRule):
     id = "MTP105"
     name = "several-heads"
     message = "compute_logits calls the head more than once"
-    after = ("no-head", "mask-in-branch")
+    after = ("no-head", "changed-in-block")
     VALID = (
         Example(_PLAIN, LogitsKind.HEAD, "head"),
         Example(_BRANCHED, LogitsKind.HEAD, "head"),
@@ -737,26 +911,15 @@ def _branched(body: _Body) -> _Branched | None:
     return None
 
 
-MASK_CALL = m.Call(
-    func=m.Attribute(
-        value=m.Name(),
-        attr=m.Name("index_fill_")
-        | m.Name("masked_fill_")
-        | m.Name("masked_fill")
-        | m.Name("index_fill")
-        | m.Name("fill_"),
-    )
-)
-
-
-class MaskInBranch(ShapeRule):
-    """Logits masked after a head call that sits in a block (an ``if`` arm, a ``with``): a mirror
-    of the head call alone would pick tokens the mask removes. (A plain head statement followed by
-    a mask is post-processing, caught there.)"""
+class ChangedInBlock(ShapeRule):
+    """Logits changed after a head call that sits in a block (an ``if`` arm, a ``with``): a mirror
+    of the head call alone would pick tokens the change does not. The reason names the change, not
+    the head calls. (A plain head statement followed by a change is post-processing, caught there;
+    so is any change but a mask after an ``if`` whose every arm ends in its head call.)"""
 
     id = "MTP110"
-    name = "mask-in-branch"
-    message = "logits from a head call inside a block are masked in place afterwards"
+    name = "changed-in-block"
+    message = "logits from a head call inside a block are changed afterwards"
     after = ("no-head", "head-loop")
     VALID = (Example(_BRANCHED, LogitsKind.HEAD, "head"),)
     INVALID = (
@@ -785,37 +948,76 @@ class MaskInBranch(ShapeRule):
             LogitsKind.MANUAL,
             "post-mask",
         ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                if self.lora_head is not None:
+                    logits = self.logits_processor(self.lora_head, hidden_states)
+                    logits = torch.where(self.keep, logits, float("-inf"))
+                else:
+                    logits = self.logits_processor(self.lm_head, hidden_states)
+                return logits
+        """),
+            LogitsKind.MANUAL,
+            "post-other",
+        ),
     )
 
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
         index = _head_index(body)
         if _head_expression(body.statements[index]) is not None:
             return None
-        names = {
-            t.target.value
-            for s in body.statements
-            for t in nodes_of(s, cst.AssignTarget)
-            if isinstance(t.target, cst.Name) and any(m.matches(c, LOGITS_CALL) for c in nodes_of(s, cst.Call))
-        }
-        store = m.AssignTarget(target=m.Subscript(value=m.Name()))
-        for statement in body.statements[index:]:
-            masks = [c for c in body.find(statement, MASK_CALL) if c.func.value.value in names]  # type: ignore[attr-defined]
-            masks += [
-                a
-                for a in body.find(statement, m.Assign())
-                if any(m.matches(t, store) and t.target.value.value in names for t in a.targets)  # type: ignore[attr-defined]
-            ]
-            for node in masks:
-                line = body.line(node)
+        arms_mirrored = _branched_arms(body) is not None
+        for head in _heads_in_blocks(body.statements[index:]):
+            flow = _Flow(body, _after(body.statements, head), _assigned_name(head))
+            kind = flow.kind()
+            if flow.changes and (kind == PostKind.MASK or not arms_mirrored):
+                line, reason = flow.reason(kind)
                 return LogitsShape(
                     LogitsKind.MANUAL,
-                    "post-mask",
-                    f"{POST_REASONS[PostKind.MASK]} (line {line}: `{body.code(node)}`)",
+                    f"post-{kind.replace('_', '-')}",
+                    reason,
                     line,
                     params,
-                    post=PostKind.MASK,
+                    post=kind,
                 )
         return None
+
+
+def _heads_in_blocks(statements: list[cst.BaseStatement]) -> list[cst.SimpleStatementLine]:
+    """The ``NAME = ...`` statements with a head call inside the blocks of ``statements``."""
+    return [
+        line
+        for statement in statements
+        if not isinstance(statement, cst.SimpleStatementLine)
+        for line in nodes_of(statement, cst.SimpleStatementLine)
+        if _has_head(line) and _assigned_name(line) is not None
+    ]
+
+
+def _after(statements: Sequence[cst.BaseStatement], target: cst.CSTNode) -> list[cst.BaseStatement]:
+    """The statements that may run after ``target``, a statement of ``statements`` or of a block in
+    one: the rest of its own block, then of each block around it (not the other arms of an ``if``)."""
+    for index, statement in enumerate(statements):
+        rest = list(statements[index + 1 :])
+        if statement is target:
+            return rest
+        for block in _blocks(statement):
+            if any(node is target for inner in block for node in walk(inner)):
+                return _after(block, target) + rest
+    return []
+
+
+def _blocks(node: cst.CSTNode) -> list[Sequence[cst.BaseStatement]]:
+    """The statement lists of a compound statement's blocks (its ``elif``, ``else``, ``except`` and
+    ``finally`` ones too); a block's own nested statements are not listed."""
+    blocks: list[Sequence[cst.BaseStatement]] = []
+    for child in node.children:
+        if isinstance(child, cst.IndentedBlock):
+            blocks.append(child.body)
+        elif not isinstance(child, cst.BaseExpression):
+            blocks += _blocks(child)
+    return blocks
 
 
 class ConditionalHead(ShapeRule):
@@ -941,69 +1143,6 @@ class EarlyReturn(ShapeRule):
         return None
 
 
-IN_PLACE_MASK = m.Call(
-    func=m.Attribute(
-        attr=m.Name("index_fill_")
-        | m.Name("masked_fill_")
-        | m.Name("masked_fill")
-        | m.Name("index_fill")
-        | m.Name("fill_")
-    )
-)
-
-
-def _post_kind(body: _Body, statements: list[cst.BaseStatement], name: str) -> PostKind:
-    """What the statements after the head do; masking wins, since a scatter-aware method still ignores it."""
-    text = "\n".join(body.code(s) for s in statements)
-    subscript_store = m.Assign(targets=[m.AssignTarget(target=m.Subscript(value=m.Name(name)))])
-    if any(
-        m.matches(n, IN_PLACE_MASK | subscript_store) for s in statements for n in nodes_of(s, (cst.Call, cst.Assign))
-    ):
-        return PostKind.MASK
-    if "draft_id_to_target_id" not in text and _vocabulary_change(body, statements) is not None:
-        return PostKind.VOCAB
-    if "tanh" in text or "soft_cap" in text or "softcap" in text:
-        return PostKind.SOFTCAP
-    if "draft_id_to_target_id" in text:
-        return PostKind.D2T_SCATTER
-    return PostKind.OTHER
-
-
-SCATTER = m.Call(
-    func=m.Attribute(
-        attr=m.Name("scatter")
-        | m.Name("scatter_")
-        | m.Name("index_copy")
-        | m.Name("index_copy_")
-        | m.Name("index_put")
-        | m.Name("index_put_")
-    )
-)
-SUBSCRIPT_STORE = m.Assign(targets=[m.ZeroOrMore(), m.AssignTarget(target=m.Subscript()), m.ZeroOrMore()])
-TANH = m.Call(func=m.Attribute(attr=m.Name("tanh")) | m.Name("tanh"))
-
-
-def _deciding(body: _Body, tail: list[cst.BaseStatement], kind: PostKind) -> tuple[int, str]:
-    """Line and code of the statement after the head call that does what ``kind`` says (the mask,
-    the scatter, the soft-cap), not of an ``if`` that guards it; else the first effective statement."""
-    for statement in tail:
-        for node in body.find(statement, m.Call() | m.Assign()) + nodes_of(statement, cst.Subscript):
-            if kind == PostKind.MASK and m.matches(node, MASK_CALL):
-                return body.line(node), body.code(node)
-            if kind in (PostKind.MASK, PostKind.D2T_SCATTER) and m.matches(node, SUBSCRIPT_STORE):
-                return body.line(node), body.code(node)
-            if kind == PostKind.D2T_SCATTER and m.matches(node, SCATTER):
-                return body.line(node), body.code(node)
-            if kind == PostKind.SOFTCAP and m.matches(node, TANH):
-                return body.line(node), body.code(node)
-            if kind == PostKind.VOCAB:
-                found = _vocabulary_node(body, [statement])
-                if found is not None:
-                    return found[1], body.code(found[0])
-    effective = [s for s in tail if not m.matches(s, RETURN_NAME)] or tail
-    return body.line(effective[0]), body.code(effective[0]).splitlines()[0]
-
-
 POST_REASONS = {
     PostKind.D2T_SCATTER: "logits scattered to the target vocabulary after the head call",
     PostKind.MASK: "logits masked after the head call",
@@ -1011,6 +1150,7 @@ POST_REASONS = {
     PostKind.SOFTCAP: "logits soft-capped after the head call",
     PostKind.OTHER: "logits post-processed after the head call",
 }
+UNCHANGED_TAIL = "a statement after the head call that a mirror would not run"
 
 
 class PostProcessing(ShapeRule):
@@ -1035,6 +1175,38 @@ class PostProcessing(ShapeRule):
         """),
             LogitsKind.MANUAL,
             "post-mask",
+        ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                logits = self.logits_processor(self.lm_head, hidden_states)
+                logits[:, self.banned] -= float("inf")
+                return logits
+        """),
+            LogitsKind.MANUAL,
+            "post-mask",
+        ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                logits = self.logits_processor(self.lm_head, hidden_states)
+                out = logits
+                out.index_put_((self.rows, self.banned), self.floor)
+                return logits
+        """),
+            LogitsKind.MANUAL,
+            "post-mask",
+        ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                logits = self.logits_processor(self.lm_head, hidden_states)
+                logger.debug("first logits %s", logits[0, :8])
+                self.calls.fill_(1)
+                return logits
+        """),
+            LogitsKind.MANUAL,
+            "post-other",
         ),
         Example(
             _method("""
@@ -1140,15 +1312,15 @@ class PostProcessing(ShapeRule):
                 body.line(tail[0]),
                 params,
             )
-        kind = _post_kind(body, tail, name)
-        line, code = _deciding(body, tail, kind)
+        flow = _Flow(body, tail, name)
+        kind = flow.kind()
         shape = _head_shape(body, params, call, manual=True)
-        return self._post(shape, kind, line, code)
+        return self._post(shape, kind, *flow.reason(kind))
 
     @staticmethod
-    def _post(shape: LogitsShape, kind: PostKind, line: int, code: str) -> LogitsShape:
+    def _post(shape: LogitsShape, kind: PostKind, line: int, reason: str) -> LogitsShape:
         shape.rule = f"post-{kind.replace('_', '-')}"
-        shape.reason = f"{POST_REASONS[kind]} (line {line}: `{code}`)"
+        shape.reason = reason
         shape.line = line
         shape.post = kind
         return shape
@@ -1175,11 +1347,11 @@ class PostProcessing(ShapeRule):
                 line,
                 params,
             )
-        kind = _post_kind(body, tail, arms.name)
-        line, code = _deciding(body, tail, kind)
+        flow = _Flow(body, tail, arms.name)
+        kind = flow.kind()
         shape = _branched_shape(body, params, _Branched(index, arms.calls, arms.name))
         shape.kind = LogitsKind.MANUAL
-        return self._post(shape, kind, line, code)
+        return self._post(shape, kind, *flow.reason(kind))
 
 
 class HeadArguments(ShapeRule):
@@ -1252,7 +1424,7 @@ RULES: tuple[ShapeRule, ...] = (
     ByHand(),
     NoHead(),
     HeadLoop(),
-    MaskInBranch(),
+    ChangedInBlock(),
     SeveralHeads(),
     ConditionalHead(),
     EarlyReturn(),
@@ -1264,11 +1436,71 @@ RULES: tuple[ShapeRule, ...] = (
 def _head_and_hidden(body: _Body, call: cst.Call) -> tuple[str | None, str | None]:
     """Code of the head and of the hidden states a head call passes, by position or by the keyword
     get_top_tokens takes too (``hidden_states=h`` is the same call as ``h`` in second place)."""
+    head, hidden = _head_and_hidden_nodes(call)
+    return (body.code(head) if head is not None else None), (body.code(hidden) if hidden is not None else None)
+
+
+def _head_and_hidden_nodes(call: cst.Call) -> tuple[cst.BaseExpression | None, cst.BaseExpression | None]:
     positional = [a.value for a in call.args if a.keyword is None]
     named = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
     head = positional[0] if positional else named.get("lm_head")
     hidden = positional[1] if len(positional) > 1 else named.get("hidden_states")
-    return (body.code(head) if head is not None else None), (body.code(hidden) if hidden is not None else None)
+    return head, hidden
+
+
+def _writes(statements: list[cst.BaseStatement], name: str) -> list[cst.CSTNode]:
+    """What in ``statements`` binds ``name`` or changes it in place: an assignment (unpacking, a
+    subscript, ``+=``, ``:=``), a ``for`` or ``with ... as`` target, an in-place method (``x.mul_(2)``)."""
+    found: list[cst.CSTNode] = []
+    for statement in statements:
+        for node in nodes_of(
+            statement, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.For, cst.AsName, cst.Call)
+        ):
+            if isinstance(node, cst.Call):
+                if m.matches(node, IN_PLACE_CALL) and _root(node.func.value) == name:  # type: ignore[attr-defined]
+                    found.append(node)
+            elif isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                if any(name in _written(t) for t in _targets(node)):
+                    found.append(node)
+            elif name in _written(node.target if not isinstance(node, cst.AsName) else node.name):
+                found.append(node)
+    return found
+
+
+def _resolved(
+    statements: list[cst.BaseStatement], value: cst.BaseExpression, parameter: str | None = None, depth: int = 0
+) -> cst.BaseExpression | None:
+    """What ``value`` holds after ``statements``: a local name bound there once, by a plain top-level
+    ``NAME = EXPR``, is followed to EXPR; ``parameter`` and a name they do not bind are themselves.
+    None when a name is bound several times, in a block or otherwise (unpacking, in place), or
+    through a chain too long to follow."""
+    if not isinstance(value, cst.Name) or value.value == parameter:
+        return value
+    writes = _writes(statements, value.value)
+    if not writes:
+        return value
+    plain = m.Assign(targets=[m.AssignTarget(target=m.Name(value.value))])
+    top = [s.body[0] for s in statements if m.matches(s, m.SimpleStatementLine(body=[plain]))]  # type: ignore[attr-defined]
+    if len(writes) != 1 or not top or writes[0] is not top[0] or depth > 8:
+        return None
+    return _resolved(statements, top[0].value, parameter, depth + 1)
+
+
+def _other_head(statements: list[cst.BaseStatement], head: cst.BaseExpression | None) -> bool:
+    """The head is provably not ``self.lm_head``."""
+    resolved = _resolved(statements, head) if head is not None else None
+    return resolved is not None and not m.matches(resolved, m.Attribute(value=SELF, attr=m.Name("lm_head")))
+
+
+def _other_hidden(statements: list[cst.BaseStatement], hidden: cst.BaseExpression | None, first: str | None) -> bool:
+    """The head provably gets other hidden states than the first parameter as passed: another
+    expression or parameter, or the first parameter rebound or changed in place in ``statements``."""
+    if hidden is None or first is None:
+        return True
+    resolved = _resolved(statements, hidden, first)
+    if resolved is None:
+        return False
+    return not m.matches(resolved, m.Name(first)) or bool(_writes(statements, first))
 
 
 def _head_shape(body: _Body, params: list[Param], call: cst.Call, manual: bool = False) -> LogitsShape:
@@ -1283,6 +1515,7 @@ def _head_shape(body: _Body, params: list[Param], call: cst.Call, manual: bool =
             f"{a.keyword.value}={body.code(a.value)}" if a.keyword is not None else body.code(a.value)
             for a in call.args
         )
+        head_node, hidden_node = _head_and_hidden_nodes(call)
         return LogitsShape(
             LogitsKind.MANUAL if manual else LogitsKind.HEAD,
             "head",
@@ -1292,6 +1525,8 @@ def _head_shape(body: _Body, params: list[Param], call: cst.Call, manual: bool =
             head=head,
             hidden=hidden,
             pre_transform=not assert_only or hidden != first,
+            other_hidden=_other_hidden(prefix, hidden_node, first),
+            other_head=_other_head(prefix, head_node),
             extra_args=len(call.args) > 2,
         )
     if m.matches(call, SUPER_CALL):
@@ -1340,6 +1575,9 @@ def _branched_shape(body: _Body, params: list[Param], branched: _Branched) -> Lo
         heads.add(head_code)
         hidden.add(hidden_code)
     line = body.line(body.statements[branched.index])
+    first = params[0].name if params else None
+    upto = body.statements[: branched.index + 1]  # what runs before the head calls, the arms included
+    nodes = [_head_and_hidden_nodes(call) for call in branched.calls]
     return LogitsShape(
         LogitsKind.HEAD,
         "head",
@@ -1350,5 +1588,7 @@ def _branched_shape(body: _Body, params: list[Param], branched: _Branched) -> Lo
         head=heads.pop() if len(heads) == 1 else None,
         hidden=hidden.pop() if len(hidden) == 1 else None,
         pre_transform=True,
+        other_hidden=len(hidden) > 1 or any(_other_hidden(upto, h, first) for _, h in nodes),
+        other_head=len(heads) == 1 and any(_other_head(upto, h) for h, _ in nodes),
         extra_args=any(len(c.args) > 2 for c in branched.calls),
     )
