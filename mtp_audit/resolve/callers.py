@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..index.ast_tools import absolute_module
@@ -41,6 +42,7 @@ SPEC_CONFIG = ("config", "speculative.py")
 ENTRY_POINTS = ("propose",)
 DRAFTER_ATTRS = ("model", "draft_model")  # self.<attr> holds the drafter in a speculator
 WATCHED = ("get_top_tokens", "compute_logits")
+INSPECTING_BUILTINS = ("hasattr", "isinstance", "type", "id", "callable")  # look at the drafter, call nothing
 METHODS_BY_NAME = (  # name fragment -> speculative methods a drafter of that name is loaded under
     ("eagle3", ("eagle3",)),
     ("eagle", ("eagle", "eagle3")),
@@ -81,6 +83,18 @@ class ModelCall:
     positional: int
     file: str
     line: int
+    # the argument values (keywords without their name) as the function where a drafting path
+    # parts from the other call sees them, through the wrappers between; None: not expressible there
+    values: tuple[str | None, ...] | None = None
+    through: str | None = None  # the outermost wrapper call they were passed through: `code` (FILE:LINE)
+
+    @property
+    def argument_values(self) -> tuple[str | None, ...]:
+        if self.values is not None:
+            return self.values
+        return tuple(
+            a if i < self.positional or a.startswith("**") else a.split("=", 1)[1] for i, a in enumerate(self.args)
+        )
 
 
 @dataclass(frozen=True)
@@ -101,6 +115,7 @@ class Reach:
     pairs: list[CallPair] = field(default_factory=list)
     logits: list[ModelCall] = field(default_factory=list)  # every compute_logits call reached
     other: list[str] = field(default_factory=list)  # other drafter methods it drafts with
+    unfollowed: list[str] = field(default_factory=list)  # drafter references not followed: FILE:LINE: `code`
 
     @property
     def reaches(self) -> bool:
@@ -645,7 +660,7 @@ class CallerIndex:
 
     def reach(self, qualname: str) -> Reach:
         if qualname not in self._reach:
-            self._reach[qualname] = self._walk(qualname)
+            self._reach[qualname] = _DraftingPath(self, qualname).reach()
         return self._reach[qualname]
 
     def _find(self, mro: list[str], name: str, start: int = 0) -> tuple[int, _Class] | None:
@@ -655,113 +670,31 @@ class CallerIndex:
                 return index, cls
         return None
 
-    def _walk(self, qualname: str) -> Reach:
-        cls = self.classes[qualname]
-        mro = self._mro(qualname)
-        reach = Reach(cls.name, cls.file, cls.line)
-        calls: dict[tuple[str, str], list[ModelCall]] = {}  # (owner, method) -> drafter calls inside it
-        edges: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        todo: list[tuple[str, str, str | None]] = []  # (class, method, None) or (function, name, its drafter parameter)
-        for entry in ENTRY_POINTS:
-            hit = self._find(mro, entry)
-            if hit:
-                todo.append((hit[1].qualname, entry, None))
-        seen = set()
-        while todo:
-            owner, name, handed = todo.pop()
-            node = (owner, name)
-            if node in seen:
-                continue
-            seen.add(node)
-            if handed is None:
-                home = self.classes[owner]
-                found, called = self._calls_in(home.methods[name], home.module, home.file, owner=owner)
-            else:
-                module, function = self._module_functions()[owner]
-                found, called = self._calls_in(function, module.name, module.file, drafters=(handed,))
-            calls[node] = found
-            edges[node] = []
-            for call in called:
-                if isinstance(call, _FunctionCall):
-                    edges[node].append((call.function, call.parameter))
-                    todo.append((call.function, call.parameter, call.parameter))
-                    continue
-                start = _lookup_start(mro, call)
-                hit = self._find(mro, call.method, start) if start is not None else None
-                if hit is None:
-                    continue
-                edges[node].append((hit[1].qualname, call.method))
-                todo.append((hit[1].qualname, call.method, None))
-        below: dict[tuple[str, str], list[ModelCall]] = {}
+    def _definition(self, frame: _Frame) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, str, str]:
+        """A frame's function, module and file."""
+        if frame.owner is not None:
+            home = self.classes[frame.owner]
+            return home.methods[frame.name], home.module, home.file
+        module, function = self._module_functions()[frame.name]
+        return function, module.name, module.file
 
-        def reachable(node: tuple[str, str], stack: frozenset = frozenset()) -> list[ModelCall]:
-            if node in below:
-                return below[node]
-            if node in stack:
-                return []
-            out = list(calls.get(node, []))
-            for nxt in edges.get(node, []):
-                out += [c for c in reachable(nxt, stack | {node}) if c not in out]
-            below[node] = out
-            return out
-
-        callers_of: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        for node, targets in edges.items():
-            for target in targets:
-                callers_of.setdefault(target, []).append(node)
-        for node, found in calls.items():
-            for call in found:
-                if call.method == "get_top_tokens":
-                    reach.pairs.append(CallPair(call, tuple(self._paired(node, callers_of, reachable))))
-                elif call.method == "compute_logits":
-                    reach.logits.append(call)
-                elif call.method not in reach.other:
-                    reach.other.append(call.method)
-        reach.pairs.sort(key=lambda p: (p.top_tokens.file, p.top_tokens.line))
-        reach.logits.sort(key=lambda c: (c.file, c.line))
-        return reach
-
-    @staticmethod
-    def _paired(node, callers_of, reachable) -> list[ModelCall]:
-        """compute_logits calls on the same path: reachable from the nearest function, going up
-        from the get_top_tokens call, from which any is reachable."""
-        frontier, seen = [node], set()
-        while frontier:
-            found: list[ModelCall] = []
-            for item in frontier:
-                found += [c for c in reachable(item) if c.method == "compute_logits" and c not in found]
-            if found:
-                return found
-            seen.update(frontier)
-            frontier = [c for item in frontier for c in callers_of.get(item, []) if c not in seen]
-        return []
-
-    def _calls_in(
-        self, function: ast.AST, module: str, file: str, owner: str | None = None, drafters: tuple[str, ...] = ()
-    ) -> tuple[list[ModelCall], list[_SelfCall | _FunctionCall]]:
-        """Calls on the drafter (``self.model``, a local alias, or ``drafters``: the parameters a
-        module-level function gets it in), calls of the speculator's own methods (on ``self``,
-        through ``super()`` or ``super(Cls, self)``, or explicitly, ``Base.method(self, ...)``),
-        and module-level functions of the caller files that the drafter is handed to."""
+    def _sites(self, frame: _Frame, mro: list[str]) -> tuple[list[_Site], list[str]]:
+        """The calls of a frame's function that a drafting path goes through: calls on the drafter
+        (``self.model``, a local alias, a bound method, or a parameter the drafter is handed in),
+        calls of the speculator's own methods (on ``self``, through ``super()`` or
+        ``super(Cls, self)``, or explicitly, ``Base.method(self, ...)``), and module-level
+        functions of the caller files that the drafter is handed to; and the drafter references
+        that none of these follows (``FILE:LINE: code``)."""
+        function, module, file = self._definition(frame)
         nodes = list(ast.walk(function))
-        aliases = {*drafters}
-        aliases |= {
-            t.id
-            for node in nodes
-            if isinstance(node, ast.Assign) and _is_drafter(node.value, aliases)
-            for t in node.targets
-            if isinstance(t, ast.Name)
-        }
-        model_calls: list[ModelCall] = []
-        self_calls: list[_SelfCall | _FunctionCall] = []
+        names = _DrafterNames.of(nodes, frame.drafters)
+        sites: list[_Site] = []
+        followed: set[int] = set()  # drafter references that a site follows
         for node in nodes:
             if not isinstance(node, ast.Call):
                 continue
-            if not isinstance(node.func, ast.Attribute):
-                self_calls += self._handed_to(node, module, aliases)
-                continue
-            receiver, method = node.func.value, node.func.attr
-            if _is_drafter(receiver, aliases):
+            method = names.method_of(node.func)
+            if method is not None:
                 args = tuple(
                     [ast.unparse(a) for a in node.args]
                     + [
@@ -770,42 +703,66 @@ class CallerIndex:
                     ]
                 )
                 keywords = tuple(k.arg for k in node.keywords if k.arg)
-                model_calls.append(ModelCall(method, args, keywords, len(node.args), file, node.lineno))
-            elif owner is None:
-                self_calls += self._handed_to(node, module, aliases)
-            elif isinstance(receiver, ast.Name) and receiver.id == "self":
-                self_calls.append(_SelfCall(method))
-            elif isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) and receiver.func.id == "super":
-                anchor = _dotted(receiver.args[0]) if receiver.args else None
-                self_calls.append(_SelfCall(method, after=self._qualname_in(module, anchor) if anchor else owner))
-            elif node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "self":
-                name = _dotted(receiver)
-                if name is not None and (explicit := self._qualname_in(module, name)) in self.classes:
-                    self_calls.append(_SelfCall(method, at=explicit))
-                else:
-                    self_calls += self._handed_to(node, module, aliases)
-            else:
-                self_calls += self._handed_to(node, module, aliases)
-        model_calls.sort(key=lambda c: c.line)
-        return model_calls, self_calls
+                sites.append(_Site(node, file, ModelCall(method, args, keywords, len(node.args), file, node.lineno)))
+                followed.add(id(node.func))
+                continue
+            callee = self._callee(node, frame, mro, module)
+            if callee is None:
+                continue
+            target, bound_self = callee
+            definition = self._definition(target)[0]
+            receives = _received(definition, node, bound_self)
+            handed = tuple(
+                sorted(name for name, arg in _arguments_by_parameter(definition, node, bound_self) if names.holds(arg))
+            )
+            if target.owner is None and not handed:
+                continue  # a function that is not handed the drafter cannot call it
+            followed |= {
+                id(arg) for _, arg in _arguments_by_parameter(definition, node, bound_self) if names.holds(arg)
+            }
+            sites.append(
+                _Site(
+                    node,
+                    file,
+                    callee=_Frame(target.owner, target.name, handed),
+                    receives=receives,
+                    callee_locals=_local_names(definition),
+                )
+            )
+        unfollowed = [
+            f"{file}:{shown.lineno}: `{ast.unparse(shown)}`"
+            for reference, shown in names.escapes(nodes)
+            if id(reference) not in followed
+        ]
+        return sites, unfollowed
 
-    def _handed_to(self, call: ast.Call, module: str, aliases: set[str]) -> list[_FunctionCall]:
-        """The module-level function of the caller files that ``call`` hands the drafter to, with the
-        parameter that receives it (``greedy_draft(self.model, ...)``); others are not followed."""
+    def _callee(self, call: ast.Call, frame: _Frame, mro: list[str], module: str) -> tuple[_Frame, bool] | None:
+        """The frame a call goes into (a method of the speculator's MRO or a module-level function
+        of the caller files), and whether ``self`` is bound (not passed) there; None: not followed."""
+        receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+        if frame.owner is not None and receiver is not None:
+            method = call.func.attr  # type: ignore[union-attr]
+            start: int | None = None
+            if _is_self(receiver):
+                start = 0
+            elif isinstance(receiver, ast.Call) and _dotted(receiver.func) == "super":
+                anchor = _dotted(receiver.args[0]) if receiver.args else None
+                after = self._qualname_in(module, anchor) if anchor else frame.owner
+                start = mro.index(after) + 1 if after in mro else None
+            elif call.args and _is_self(call.args[0]):
+                name = _dotted(receiver)
+                explicit = self._qualname_in(module, name) if name else None
+                if explicit in mro:
+                    hit = self._find(mro, method, mro.index(explicit))
+                    return (_Frame(hit[1].qualname, method), False) if hit else None
+            if start is not None:
+                hit = self._find(mro, method, start)
+                return (_Frame(hit[1].qualname, method), True) if hit else None
         name = _dotted(call.func)
         qualname = self._qualname_in(module, name) if name else None
-        target = self._module_functions().get(qualname) if qualname else None
-        if qualname is None or target is None:
-            return []
-        function = target[1]
-        positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
-        out = [
-            _FunctionCall(qualname, positional[i])
-            for i, arg in enumerate(call.args)
-            if i < len(positional) and _is_drafter(arg, aliases)
-        ]
-        out += [_FunctionCall(qualname, k.arg) for k in call.keywords if k.arg and _is_drafter(k.value, aliases)]
-        return out
+        if qualname is not None and qualname in self._module_functions():
+            return _Frame(None, qualname), False
+        return None
 
     def _module_functions(self) -> dict[str, tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef]]:
         """Module-level functions of the caller files, by qualified name."""
@@ -825,30 +782,314 @@ class CallerIndex:
 
 
 @dataclass(frozen=True)
-class _FunctionCall:
-    """A module-level function the drafter is handed to, and the parameter that receives it."""
+class _Frame:
+    """A function on a drafting path: a method of the speculator's MRO (``owner`` its class) or a
+    module-level function of the caller files (``owner`` None, ``name`` qualified), with the
+    parameters that hold the drafter there."""
 
-    function: str
-    parameter: str
-
-
-@dataclass(frozen=True)
-class _SelfCall:
-    """A call of one of the speculator's own methods, and where its MRO lookup starts."""
-
-    method: str
-    after: str | None = None  # after this class (``super()``: the caller's own; ``super(Cls, self)``: Cls)
-    at: str | None = None  # from this class on (``Base.method(self, ...)``)
+    owner: str | None
+    name: str
+    drafters: tuple[str, ...] = ()
 
 
-def _lookup_start(mro: list[str], call: _SelfCall) -> int | None:
-    """Where in ``mro`` the lookup of ``call`` starts; None when the class it names is not in the MRO
-    (no lookup there is known)."""
-    if call.at is not None:
-        return mro.index(call.at) if call.at in mro else None
-    if call.after is not None:
-        return mro.index(call.after) + 1 if call.after in mro else None
-    return 0
+@dataclass
+class _Site:
+    """A call in a frame that a drafting path goes through: on the drafter (``call``), or into
+    another frame (``callee``) with what each of its parameters receives there, as code of the
+    calling frame (None: hidden by ``*``/``**``, or none), and the callee's own locals."""
+
+    node: ast.Call
+    file: str
+    call: ModelCall | None = None
+    callee: _Frame | None = None
+    receives: dict[str, str | None] = field(default_factory=dict)
+    callee_locals: frozenset[str] = frozenset()
+
+
+class _DraftingPath:
+    """One speculator's drafting path: the frames reached from its entry points, and each
+    ``get_top_tokens`` call paired with the ``compute_logits`` calls it stands in for, their
+    arguments seen from the function where the two paths part (a wrapper's parameters replaced
+    by what its call passes)."""
+
+    def __init__(self, index: CallerIndex, qualname: str):
+        self.index = index
+        self.mro = index._mro(qualname)
+        cls = index.classes[qualname]
+        self.result = Reach(cls.name, cls.file, cls.line)
+        self.sites: dict[_Frame, list[_Site]] = {}
+        self.callers: dict[_Frame, list[tuple[_Frame, _Site]]] = {}
+        self._reached: dict[_Frame, list[ModelCall]] = {}
+        self._parents: dict[_Frame, dict[int, ast.AST]] = {}
+        todo = [_Frame(hit[1].qualname, entry) for entry in ENTRY_POINTS if (hit := index._find(self.mro, entry))]
+        while todo:
+            frame = todo.pop()
+            if frame in self.sites:
+                continue
+            self.sites[frame], unfollowed = index._sites(frame, self.mro)
+            self.result.unfollowed += [u for u in unfollowed if u not in self.result.unfollowed]
+            for site in self.sites[frame]:
+                if site.callee is not None:
+                    self.callers.setdefault(site.callee, []).append((frame, site))
+                    todo.append(site.callee)
+
+    def reach(self) -> Reach:
+        reach = self.result
+        for frame, sites in self.sites.items():
+            for site in sites:
+                call = site.call
+                if call is None:
+                    continue
+                if call.method == "get_top_tokens":
+                    for pair in self._pairs(frame, site.node, call, frozenset()):
+                        known = next((p for p in reach.pairs if _same(p.top_tokens, pair.top_tokens)), None)
+                        if known is None:
+                            reach.pairs.append(pair)
+                        else:
+                            merged = tuple(_distinct([*known.logits, *pair.logits]))
+                            reach.pairs[reach.pairs.index(known)] = CallPair(known.top_tokens, merged)
+                elif call.method == "compute_logits":
+                    if call not in reach.logits:
+                        reach.logits.append(call)
+                elif call.method not in reach.other:
+                    reach.other.append(call.method)
+        reach.pairs.sort(key=lambda p: (p.top_tokens.file, p.top_tokens.line))
+        reach.logits.sort(key=lambda c: (c.file, c.line))
+        return reach
+
+    def reached(self, frame: _Frame, _stack: frozenset = frozenset()) -> list[ModelCall]:
+        """Every call on the drafter that ``frame`` makes or reaches, its arguments as ``frame`` sees them."""
+        if frame in self._reached:
+            return self._reached[frame]
+        if frame in _stack:
+            return []
+        out = _distinct(call for site in self.sites.get(frame, []) for call in self._through(site, _stack | {frame}))
+        self._reached[frame] = out
+        return out
+
+    def _through(self, site: _Site, stack: frozenset) -> list[ModelCall]:
+        if site.call is not None:
+            return [site.call]
+        assert site.callee is not None
+        return [_lifted(call, site) for call in self.reached(site.callee, stack)]
+
+    def _pairs(self, frame: _Frame, node: ast.AST, top: ModelCall, seen: frozenset) -> list[CallPair]:
+        """``top`` (a get_top_tokens call reached through ``node`` of ``frame``) with the
+        compute_logits calls it stands in for: those on the other side of the innermost branch
+        around it that has some (``if``/``else``, the rest of the block after a branch that
+        exits, the other arm of ``a if c else b``, the other ``case``s); else every one ``frame``
+        reaches; else the same, going up to the frames that call it."""
+        parents = self._parents.setdefault(frame, _parents(self.index._definition(frame)[0]))
+        for region in _alternatives(parents, node):
+            inside = {id(n) for statement in region for n in ast.walk(statement)}
+            found = [
+                call
+                for site in self.sites[frame]
+                if id(site.node) in inside
+                for call in self._through(site, frozenset({frame}))
+                if call.method == "compute_logits"
+            ]
+            if found:
+                return [CallPair(top, tuple(_distinct(found)))]
+        found = [call for call in self.reached(frame) if call.method == "compute_logits"]
+        if found or not self.callers.get(frame):
+            return [CallPair(top, tuple(found))]
+        out: list[CallPair] = []
+        for caller, site in self.callers[frame]:
+            if (caller, id(site.node)) not in seen:
+                out += self._pairs(caller, site.node, _lifted(top, site), seen | {(caller, id(site.node))})
+        return out or [CallPair(top, ())]
+
+
+class _DrafterNames:
+    """What holds the drafter in one function: ``self.model`` / ``self.draft_model``, the
+    parameters it is handed in, locals bound to it (plain, annotated or ``:=``, aliases of
+    aliases too), and locals bound to one of its methods (``top = self.model.get_top_tokens``)."""
+
+    def __init__(self, aliases: set[str], bound: dict[str, str]):
+        self.aliases = aliases
+        self.bound = bound
+
+    @classmethod
+    def of(cls, nodes: list[ast.AST], parameters: tuple[str, ...]) -> _DrafterNames:
+        names = cls({*parameters}, {})
+        bindings = [(target, value) for node in nodes for target, value in _local_bindings(node)]
+        grown = True
+        while grown:
+            before = (len(names.aliases), len(names.bound))
+            for target, value in bindings:
+                if names.holds(value):
+                    names.aliases.add(target)
+                elif (method := names.method_of(value)) is not None:
+                    names.bound[target] = method
+            grown = (len(names.aliases), len(names.bound)) != before
+        return names
+
+    def holds(self, node: ast.expr) -> bool:
+        """Whether ``node`` is the drafter."""
+        if isinstance(node, ast.Attribute) and _is_self(node.value):
+            return node.attr in DRAFTER_ATTRS
+        return isinstance(node, ast.Name) and node.id in self.aliases
+
+    def method_of(self, node: ast.expr) -> str | None:
+        """The drafter method ``node`` is, bound (``self.model.get_top_tokens``,
+        ``getattr(self.model, "get_top_tokens", None)``, an alias of either)."""
+        if isinstance(node, ast.Attribute) and self.holds(node.value):
+            return node.attr
+        if (named := _getattr_of(node)) is not None and self.holds(named[0]):
+            return named[1]
+        return self.bound.get(node.id) if isinstance(node, ast.Name) else None
+
+    def escapes(self, nodes: list[ast.AST]) -> Iterator[tuple[ast.expr, ast.expr]]:
+        """Drafter references that may lead to its methods unseen, each with the code to show: the
+        drafter as a call's argument (the call), and one of its logits methods used other than
+        called or bound to a local."""
+        bound_values = {id(value) for node in nodes for _, value in _local_bindings(node)}
+        called = {id(node.func) for node in nodes if isinstance(node, ast.Call)}
+        for node in nodes:
+            method = self.method_of(node) if isinstance(node, (ast.Attribute, ast.Call)) else None
+            if method is not None:
+                if method in WATCHED and id(node) not in called | bound_values:
+                    yield node, node  # type: ignore[misc]
+            elif isinstance(node, ast.Call) and _dotted(node.func) not in INSPECTING_BUILTINS:
+                yield from ((arg, node) for arg in (*node.args, *(k.value for k in node.keywords)) if self.holds(arg))
+
+
+def _local_bindings(node: ast.AST) -> Iterator[tuple[str, ast.expr]]:
+    """(name, value) for a plain, annotated or ``:=`` binding of one local name."""
+    if isinstance(node, ast.Assign):
+        yield from ((t.id, node.value) for t in node.targets if isinstance(t, ast.Name))
+    elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and isinstance(node.target, ast.Name) and node.value:
+        yield node.target.id, node.value
+
+
+def _arguments_by_parameter(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, bound_self: bool
+) -> Iterator[tuple[str, ast.expr]]:
+    """(parameter, argument) for each argument of ``call`` that a parameter of ``function`` takes
+    by position (up to a ``*`` argument) or by keyword."""
+    positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)][int(bound_self) :]
+    for name, arg in zip(positional, call.args):
+        if isinstance(arg, ast.Starred):
+            break
+        yield name, arg
+    yield from ((k.arg, k.value) for k in call.keywords if k.arg)
+
+
+def _received(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, bound_self: bool
+) -> dict[str, str | None]:
+    """What each parameter of ``function`` receives from ``call``, as code of the caller: the
+    argument, or the default it is left; None where a ``*``/``**`` argument hides it, or nothing."""
+    arguments = function.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    out: dict[str, str | None] = {a.arg: None for a in (*positional, *arguments.kwonlyargs)}
+    hidden = any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords)
+    if not hidden:
+        defaults = zip(positional[len(positional) - len(arguments.defaults) :], arguments.defaults)
+        kw_defaults = zip(arguments.kwonlyargs, arguments.kw_defaults)
+        out.update((a.arg, ast.unparse(d)) for a, d in (*defaults, *kw_defaults) if d is not None)
+    if bound_self and positional:
+        out[positional[0].arg] = "self"
+    out.update((name, ast.unparse(arg)) for name, arg in _arguments_by_parameter(function, call, bound_self))
+    return out
+
+
+def _local_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """Names a function binds in its body (a parameter it rebinds too): what they hold there means
+    nothing to its caller."""
+    return frozenset(n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+
+
+def _lifted(call: ModelCall, site: _Site) -> ModelCall:
+    """``call``, made in ``site``'s callee, with its argument values as the caller of ``site`` sees
+    them (the callee's parameters replaced by what the site passes); None where a value depends on
+    the callee's locals or on what a ``*``/``**`` argument hides."""
+    items = tuple(site.receives.items())
+    values = tuple(_substituted(value, items, site.callee_locals) for value in call.argument_values)
+    return replace(call, values=values, through=f"`{ast.unparse(site.node)}` ({site.file}:{site.node.lineno})")
+
+
+def _same(first: ModelCall, second: ModelCall) -> bool:
+    """The same call with the same values, whichever wrappers passed them."""
+    return replace(first, through=None) == replace(second, through=None)
+
+
+def _distinct(calls: Iterable[ModelCall]) -> list[ModelCall]:
+    """``calls`` in order, each call with the same values once."""
+    out: list[ModelCall] = []
+    for call in calls:
+        if not any(_same(call, known) for known in out):
+            out.append(call)
+    return out
+
+
+def _is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
+@functools.lru_cache(maxsize=4096)
+def _substituted(
+    value: str | None, receives: tuple[tuple[str, str | None], ...], local_names: frozenset[str]
+) -> str | None:
+    """``value``, code of a callee, as its caller sees it: each parameter replaced by what it
+    receives (``receives``); None where it reads a local of the callee or a hidden argument."""
+    if value is None:
+        return None
+    stars = len(value) - len(value.lstrip("*"))
+    try:
+        tree = ast.parse(value[stars:], mode="eval")
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    given = dict(receives)
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    if read & local_names or any(given[name] is None for name in read & given.keys()):
+        return None
+    values = {name: ast.parse(given[name], mode="eval").body for name in read & given.keys()}
+    return "*" * stars + ast.unparse(_Substituted(values).visit(tree))  # type: ignore[arg-type]
+
+
+def _parents(function: ast.AST) -> dict[int, ast.AST]:
+    """Each node of a function (by id) -> the node that holds it."""
+    return {id(child): node for node in ast.walk(function) for child in ast.iter_child_nodes(node)}
+
+
+EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+
+
+def _alternatives(parents: dict[int, ast.AST], node: ast.AST) -> Iterator[list[ast.AST]]:
+    """The code that runs instead of ``node`` at each branch around it, innermost first: the other
+    arm of an ``if`` (and the rest of the block after it when the arm holding ``node`` exits), of
+    ``a if c else b``, the other ``case``s of a ``match``."""
+    child = node
+    while (parent := parents.get(id(child))) is not None:
+        if isinstance(parent, ast.IfExp) and child is not parent.test:
+            yield [parent.orelse if child is parent.body else parent.body]
+        elif isinstance(parent, ast.If) and child is not parent.test:
+            mine, other = (parent.body, parent.orelse) if child in parent.body else (parent.orelse, parent.body)
+            yield [*other, *(_following(parents, parent) if isinstance(mine[-1], EXITS) else [])]
+        elif isinstance(parent, ast.match_case):
+            match = parents[id(parent)]
+            yield [s for case in match.cases if case is not parent for s in case.body]  # type: ignore[attr-defined]
+        child = parent
+
+
+def _following(parents: dict[int, ast.AST], statement: ast.AST) -> list[ast.stmt]:
+    """The statements after ``statement`` in its block."""
+    holder = parents.get(id(statement))
+    for block in _blocks(holder) if holder is not None else ():
+        if statement in block:
+            return block[block.index(statement) + 1 :]
+    return []
+
+
+def _blocks(node: ast.AST) -> Iterator[list[ast.stmt]]:
+    for attr in ("body", "orelse", "finalbody"):
+        block = getattr(node, attr, None)
+        if isinstance(block, list):
+            yield block
+    for handler in getattr(node, "handlers", ()):
+        yield handler.body
 
 
 def _assigned_once(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr]:
@@ -883,12 +1124,6 @@ class _Substituted(ast.NodeTransformer):
         return copy.deepcopy(value) if value is not None and isinstance(node.ctx, ast.Load) else node
 
 
-def _is_drafter(node: ast.expr, aliases: set[str]) -> bool:
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-        return node.attr in DRAFTER_ATTRS
-    return isinstance(node, ast.Name) and node.id in aliases
-
-
 def _member(known: frozenset[str] | None, values: tuple[str, ...]) -> Truth:
     if known is None:
         return UNKNOWN
@@ -900,6 +1135,12 @@ def _member(known: frozenset[str] | None, values: tuple[str, ...]) -> Truth:
 
 def _attr(node: ast.expr) -> str | None:
     return node.attr if isinstance(node, ast.Attribute) else None
+
+
+def _getattr_of(node: ast.expr) -> tuple[ast.expr, str] | None:
+    """``getattr(x, "name"[, default])`` -> (x, name): an attribute read under another spelling."""
+    name = _getattr_name(node)
+    return (node.args[0], name) if name is not None else None  # type: ignore[attr-defined]
 
 
 def _getattr_name(node: ast.expr) -> str | None:
