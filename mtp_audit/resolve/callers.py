@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..index.ast_tools import absolute_module
+from ..index.ast_tools import absolute_module, match_as_if
 from ..index.modules import ModuleIndex
 from .model_types import model_types_in
 
@@ -57,7 +57,10 @@ METHODS_BY_NAME = (  # name fragment -> speculative methods a drafter of that na
 # Files worth parsing: they define or construct speculators, or name their classes.
 CALLER_FILE = re.compile(rb"Speculator|Proposer|speculator_class|def propose")
 CALLER_NAME = re.compile(r"(?:Speculator|Proposer)$")
-CONSTRUCTION_HINT = re.compile(r"^(?!\s*class\s).*(Speculator|Proposer)\(", re.M)
+# a construction (``XSpeculator(...)``), or a class picked into a variable (``cls = XSpeculator``)
+CONSTRUCTION_HINT = re.compile(
+    r"^(?!\s*class\s).*(?:(Speculator|Proposer)\(|=\s*[\w.]*(Speculator|Proposer)\s*$)", re.M
+)
 DEF_LINE = re.compile(r"^(\s*)(?:async\s+)?def\s")
 DECLARED_CONFIG = re.compile(r"^(\s+)speculator_config_class\s*(?::[^=]*)?=\s*([A-Za-z_][\w.]*)", re.M)
 
@@ -343,11 +346,20 @@ class CallerIndex:
             found.setdefault(qualname, how)
         return sorted(found.items())
 
-    def _constructed(self, local: dict[str, str], module: _Module, node: ast.AST) -> list[str]:
+    def _constructed(
+        self, local: dict[str, str], module: _Module, node: ast.AST, class_variables: frozenset[str] = frozenset()
+    ) -> list[str]:
+        """The speculators ``node`` constructs, or picks into one of ``class_variables`` (locals the
+        function calls: ``speculator_cls = MTPSpeculator`` ... ``speculator_cls(vllm_config)``)."""
         out = []
         for sub in ast.walk(node):
             if isinstance(sub, ast.Call):
-                name = _dotted(sub.func)
+                names = [_dotted(sub.func)]
+            elif isinstance(sub, ast.Assign) and any(_dotted(t) in class_variables for t in sub.targets):
+                names = [_dotted(value) for value in _branches(sub.value)]
+            else:
+                continue
+            for name in names:
                 qualname = self._class_named(local, module, name) if name else None
                 if qualname is not None and qualname not in out:
                     out.append(qualname)
@@ -375,7 +387,32 @@ class CallerIndex:
                         "of the caller files; the drafters it may hold are judged without it"
                     )
                     out.append(note)
+            out += self._unfollowed_picks(module, function, local)
         return list(dict.fromkeys(out))
+
+    def _unfollowed_picks(self, module: _Module, function: ast.AST, local: dict[str, str]) -> list[str]:
+        """Picks into a class variable (one that elsewhere gets a speculator class) of something
+        that is no speculator class of the caller files: the speculator constructed from it is not
+        followed."""
+        picks = [
+            (node, target.id, value)
+            for node in ast.walk(function)
+            if isinstance(node, ast.Assign)
+            for target in node.targets
+            if isinstance(target, ast.Name) and target.id in _called_locals(function)  # type: ignore[arg-type]
+            for value in _branches(node.value)
+        ]
+        known = {variable for _, variable, value in picks if self._picked(local, module, value)}
+        return [
+            f"{module.file}:{node.lineno}: {variable} = {ast.unparse(value)} in {function.name} "  # type: ignore[attr-defined]
+            "is not a speculator class of the caller files; the drafters it may hold are judged without it"
+            for node, variable, value in picks
+            if variable in known and not isinstance(value, ast.Constant) and not self._picked(local, module, value)
+        ]
+
+    def _picked(self, local: dict[str, str], module: _Module, value: ast.expr) -> bool:
+        name = _dotted(value)
+        return name is not None and self._class_named(local, module, name) is not None
 
     def _is_caller(self, qualname: str) -> bool:
         """A speculator or proposer: a class with a drafting entry point in its MRO."""
@@ -391,28 +428,42 @@ class CallerIndex:
                     continue
                 for function in _functions(module.tree):
                     local = _scope(module, function)
-                    if self._constructed(local, module, function):
-                        compact = self._compact(local, module, function.body, _assigned_once(function))
+                    variables = _called_locals(function)
+                    if self._constructed(local, module, function, variables):
+                        compact = self._compact(local, module, function.body, _assigned_once(function), variables)
                         self._selector_functions.append((module, function, compact, local))
         return self._selector_functions
 
     def _compact(
-        self, local: dict[str, str], module: _Module, body: list[ast.stmt], values: dict[str, ast.expr]
+        self,
+        local: dict[str, str],
+        module: _Module,
+        body: list[ast.stmt],
+        values: dict[str, ast.expr],
+        class_variables: frozenset[str],
     ) -> list[tuple]:
         """The statements of ``body`` that matter for selection: ``if``s around constructions or
-        exits, exits (``return``, ``raise``) with what they construct, and constructions. A local
-        the function assigns once (``method = spec.method``) is read in a condition as its value."""
+        exits, exits (``return``, ``raise``) with what they construct, and constructions (a class
+        picked into one of ``class_variables`` counts as constructed where it is picked). A
+        ``with`` block runs its body; a ``match`` runs as its ``if``/``elif`` chain. A local the
+        function assigns once (``method = spec.method``) is read in a condition as its value."""
         out: list[tuple] = []
         for statement in body:
             if isinstance(statement, ast.If):
-                then = self._compact(local, module, statement.body, values)
-                orelse = self._compact(local, module, statement.orelse, values)
+                then = self._compact(local, module, statement.body, values, class_variables)
+                orelse = self._compact(local, module, statement.orelse, values, class_variables)
                 if then or orelse:
                     out.append(("if", _Substituted(values).visit(copy.deepcopy(statement.test)), then, orelse))
+            elif isinstance(statement, (ast.With, ast.AsyncWith)):
+                entered = self._constructed(local, module, ast.Tuple([i.context_expr for i in statement.items]))
+                out += [("do", entered)] if entered else []
+                out += self._compact(local, module, statement.body, values, class_variables)
+            elif isinstance(statement, ast.Match):
+                out += self._compact(local, module, match_as_if(statement), values, class_variables)
             elif isinstance(statement, (ast.Return, ast.Raise)):
-                out.append(("exit", self._constructed(local, module, statement)))
+                out.append(("exit", self._constructed(local, module, statement, class_variables)))
             elif not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                built = self._constructed(local, module, statement)
+                built = self._constructed(local, module, statement, class_variables)
                 if built:
                     out.append(("do", built))
         return out
@@ -1090,6 +1141,15 @@ def _blocks(node: ast.AST) -> Iterator[list[ast.stmt]]:
             yield block
     for handler in getattr(node, "handlers", ()):
         yield handler.body
+
+
+def _called_locals(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """Names the function both assigns and calls: a class picked into a variable, constructed later."""
+    called = {n.func.id for n in ast.walk(function) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    assigned = {
+        t.id for n in ast.walk(function) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
+    }
+    return frozenset(called & assigned)
 
 
 def _assigned_once(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr]:
