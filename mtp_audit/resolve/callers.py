@@ -179,6 +179,8 @@ class CallerIndex:
         self._mros: dict[str, list[str]] = {}
         self._config_classes: list[_Class] | None = None
         self._functions: dict[str, tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef]] | None = None
+        self._helpers: dict[str, Path] = {}  # module -> file of the caller folders not read yet (see _load)
+        self._bound_locals: dict[tuple[str | None, str], frozenset[str]] = {}  # see _local_names
         if package is None:
             return
         for folder in (V2_DIR, V1_DIR):
@@ -210,15 +212,18 @@ class CallerIndex:
             parts.pop()
         return ".".join(parts)
 
-    def _load(self, path: Path, only_constructing: bool = False) -> None:
+    def _load(self, path: Path, only_constructing: bool = False, helper: bool = False) -> None:
         """Parse a caller file; a model runner (thousands of lines) only for its imports and the
-        functions that construct speculators."""
+        functions that construct speculators. A file that names no speculator is kept aside as a
+        possible helper module, parsed only when a drafting path calls into it (``helper``: then
+        for its functions alone, so that what is a speculator does not depend on which paths ran)."""
         try:
             data = self.index.read_bytes(path)
         except OSError as error:
             self.index.read_errors.setdefault(self.index.relative(path), f"cannot be read ({error.strerror or error})")
             return
-        if not CALLER_FILE.search(data):
+        if not helper and not CALLER_FILE.search(data):
+            self._helpers[self._module_name(path)] = path
             return
         try:
             tree = ast.parse(_constructing_parts(data.decode("utf-8", "replace")) if only_constructing else data)
@@ -234,6 +239,8 @@ class CallerIndex:
             data.decode("utf-8", "replace"),
         )
         self.modules[name] = module
+        if helper:
+            return
         local_classes = {c.name for c in tree.body if isinstance(c, ast.ClassDef)}
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
@@ -777,7 +784,7 @@ class CallerIndex:
                     file,
                     callee=_Frame(target.owner, target.name, handed),
                     receives=receives,
-                    callee_locals=_local_names(definition),
+                    callee_locals=self._local_names(target),
                 )
             )
         unfollowed = [
@@ -786,6 +793,17 @@ class CallerIndex:
             if id(reference) not in followed
         ]
         return sites, unfollowed
+
+    def _local_names(self, frame: _Frame) -> frozenset[str]:
+        """Names a frame's function binds in its body (a parameter it rebinds too): what they hold
+        there means nothing to its caller."""
+        key = (frame.owner, frame.name)
+        if key not in self._bound_locals:
+            function = self._definition(frame)[0]
+            self._bound_locals[key] = frozenset(
+                n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+            )
+        return self._bound_locals[key]
 
     def _callee(self, call: ast.Call, frame: _Frame, mro: list[str], module: str) -> tuple[_Frame, bool] | None:
         """The frame a call goes into (a method of the speculator's MRO or a module-level function
@@ -811,9 +829,18 @@ class CallerIndex:
                 return (_Frame(hit[1].qualname, method), True) if hit else None
         name = _dotted(call.func)
         qualname = self._qualname_in(module, name) if name else None
-        if qualname is not None and qualname in self._module_functions():
+        if qualname is not None and self._module_function(qualname) is not None:
             return _Frame(None, qualname), False
         return None
+
+    def _module_function(self, qualname: str) -> tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+        """The module-level function ``qualname`` of the caller files, its helper module read now
+        if it was kept aside."""
+        path = self._helpers.pop(qualname.rpartition(".")[0], None)
+        if path is not None:
+            self._load(path, helper=True)
+            self._functions = None
+        return self._module_functions().get(qualname)
 
     def _module_functions(self) -> dict[str, tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef]]:
         """Module-level functions of the caller files, by qualified name."""
@@ -957,14 +984,20 @@ class _DrafterNames:
     parameters it is handed in, locals bound to it (plain, annotated or ``:=``, aliases of
     aliases too), and locals bound to one of its methods (``top = self.model.get_top_tokens``)."""
 
-    def __init__(self, aliases: set[str], bound: dict[str, str]):
+    def __init__(self, aliases: set[str], bound: dict[str, str], bound_values: set[int]):
         self.aliases = aliases
         self.bound = bound
+        self.bound_values = bound_values  # ids of the values bound to locals
 
     @classmethod
     def of(cls, nodes: list[ast.AST], parameters: tuple[str, ...]) -> _DrafterNames:
-        names = cls({*parameters}, {})
-        bindings = [(target, value) for node in nodes for target, value in _local_bindings(node)]
+        bindings = [
+            (target, value)
+            for node in nodes
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr))
+            for target, value in _local_bindings(node)
+        ]
+        names = cls({*parameters}, {}, {id(value) for _, value in bindings})
         grown = True
         while grown:
             before = (len(names.aliases), len(names.bound))
@@ -995,12 +1028,11 @@ class _DrafterNames:
         """Drafter references that may lead to its methods unseen, each with the code to show: the
         drafter as a call's argument (the call), and one of its logits methods used other than
         called or bound to a local."""
-        bound_values = {id(value) for node in nodes for _, value in _local_bindings(node)}
-        called = {id(node.func) for node in nodes if isinstance(node, ast.Call)}
+        used = self.bound_values | {id(node.func) for node in nodes if isinstance(node, ast.Call)}
         for node in nodes:
             method = self.method_of(node) if isinstance(node, (ast.Attribute, ast.Call)) else None
             if method is not None:
-                if method in WATCHED and id(node) not in called | bound_values:
+                if method in WATCHED and id(node) not in used:
                     yield node, node  # type: ignore[misc]
             elif isinstance(node, ast.Call) and _dotted(node.func) not in INSPECTING_BUILTINS:
                 yield from ((arg, node) for arg in (*node.args, *(k.value for k in node.keywords)) if self.holds(arg))
@@ -1044,12 +1076,6 @@ def _received(
         out[positional[0].arg] = "self"
     out.update((name, ast.unparse(arg)) for name, arg in _arguments_by_parameter(function, call, bound_self))
     return out
-
-
-def _local_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
-    """Names a function binds in its body (a parameter it rebinds too): what they hold there means
-    nothing to its caller."""
-    return frozenset(n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
 
 
 def _lifted(call: ModelCall, site: _Site) -> ModelCall:
