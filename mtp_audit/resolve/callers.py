@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ..index.ast_tools import absolute_module, match_as_if
 from ..index.modules import ModuleIndex
-from .model_types import model_types_in
+from .model_types import model_types_in, tested_types
 
 V2_DIR = ("v1", "worker", "gpu", "spec_decode")
 V1_DIR = ("v1", "spec_decode")
@@ -288,20 +288,18 @@ class CallerIndex:
                         self._predicate_defs[item.name] = item
 
     def _read_type_rewrites(self, function: ast.FunctionDef) -> None:
-        """``hf_config.model_type = "T"`` and an ``"architectures": [...]`` in the same block:
-        a drafter of model type T is one of those architectures."""
+        """An ``"architectures": [...]`` written in a block that sets ``hf_config.model_type = "T"``,
+        or in one that tests ``hf_config.model_type == "T"`` and leaves it where some block
+        renames to T: a drafter of model type T is one of those architectures. Each block adds to
+        T's (deepseek_mtp's come from blocks of both kinds)."""
+        renamed_to = {renamed for node in ast.walk(function) if (renamed := _renamed_type(node)) is not None}
         for block in ast.walk(function):
             if not isinstance(block, ast.If):
                 continue
             types, archs = [], []
             for statement in block.body:
-                if (
-                    isinstance(statement, ast.Assign)
-                    and any(_attr(t) == "model_type" for t in statement.targets)
-                    and isinstance(statement.value, ast.Constant)
-                    and isinstance(statement.value.value, str)
-                ):
-                    types.append(statement.value.value)
+                if (renamed := _renamed_type(statement)) is not None:
+                    types.append(renamed)
                 for node in ast.walk(statement):
                     if isinstance(node, ast.Dict):
                         for key, value in zip(node.keys, node.values):
@@ -311,7 +309,7 @@ class CallerIndex:
                                 and isinstance(value, ast.List)
                             ):
                                 archs += [e.value for e in value.elts if isinstance(e, ast.Constant)]
-            for model_type in types:
+            for model_type in types or [t for t in tested_types(block.test) if t in renamed_to]:
                 if archs:
                     self._archs_of_type.setdefault(model_type, set()).update(archs)
 
@@ -1221,6 +1219,18 @@ def _member(known: frozenset[str] | None, values: tuple[str, ...]) -> Truth:
 
 def _attr(node: ast.expr) -> str | None:
     return node.attr if isinstance(node, ast.Attribute) else None
+
+
+def _renamed_type(node: ast.AST) -> str | None:
+    """``T`` of ``hf_config.model_type = "T"``."""
+    if (
+        isinstance(node, ast.Assign)
+        and any(_attr(t) == "model_type" for t in node.targets)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    ):
+        return node.value.value
+    return None
 
 
 def _getattr_of(node: ast.expr) -> tuple[ast.expr, str] | None:
