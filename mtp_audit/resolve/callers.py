@@ -395,21 +395,24 @@ class CallerIndex:
             out += self._unfollowed_picks(module, function, local)
         return list(dict.fromkeys(out))
 
-    def _unfollowed_picks(self, module: _Module, function: ast.AST, local: dict[str, str]) -> list[str]:
+    def _unfollowed_picks(
+        self, module: _Module, function: ast.FunctionDef | ast.AsyncFunctionDef, local: dict[str, str]
+    ) -> list[str]:
         """Picks into a class variable (one that elsewhere gets a speculator class) of something
         that is no speculator class of the caller files: the speculator constructed from it is not
         followed."""
+        variables = _called_locals(function)
         picks = [
             (node, target.id, value)
             for node in ast.walk(function)
             if isinstance(node, ast.Assign)
             for target in node.targets
-            if isinstance(target, ast.Name) and target.id in _called_locals(function)  # type: ignore[arg-type]
+            if isinstance(target, ast.Name) and target.id in variables
             for value in _branches(node.value)
         ]
         known = {variable for _, variable, value in picks if self._picked(local, module, value)}
         return [
-            f"{module.file}:{node.lineno}: {variable} = {ast.unparse(value)} in {function.name} "  # type: ignore[attr-defined]
+            f"{module.file}:{node.lineno}: {variable} = {ast.unparse(value)} in {function.name} "
             "is not a speculator class of the caller files; the drafters it may hold are judged without it"
             for node, variable, value in picks
             if variable in known and not isinstance(value, ast.Constant) and not self._picked(local, module, value)
@@ -806,9 +809,8 @@ class CallerIndex:
     def _callee(self, call: ast.Call, frame: _Frame, mro: list[str], module: str) -> tuple[_Frame, bool] | None:
         """The frame a call goes into (a method of the speculator's MRO or a module-level function
         of the caller files), and whether ``self`` is bound (not passed) there; None: not followed."""
-        receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
-        if frame.owner is not None and receiver is not None:
-            method = call.func.attr  # type: ignore[union-attr]
+        if frame.owner is not None and isinstance(call.func, ast.Attribute):
+            receiver, method = call.func.value, call.func.attr
             start: int | None = None
             if _is_self(receiver):
                 start = 0
