@@ -957,8 +957,9 @@ class _DraftingPath:
         around it that has some (``if``/``else``, the rest of the block after a branch that
         exits, the other arm of ``a if c else b``, the other ``case``s); else every one ``frame``
         reaches; else the same, going up to the frames that call it."""
-        parents = self._parents.setdefault(frame, _parents(self.index._definition(frame)[0]))
-        for region in _alternatives(parents, node):
+        if frame not in self._parents:
+            self._parents[frame] = _parents(self.index._definition(frame)[0])
+        for region in _alternatives(self._parents[frame], node):
             inside = {id(n) for statement in region for n in ast.walk(statement)}
             found = [
                 call
