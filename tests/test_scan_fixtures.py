@@ -55,6 +55,9 @@ def test_scan_fixture(case: Path, tmp_path: Path) -> None:
     assert unresolved == (unresolved_file.read_text().splitlines() if unresolved_file.exists() else [])
     notes_file = case / "expected_notes.txt"  # registry content the scan warns it cannot read
     assert result.registry_notes == (notes_file.read_text().splitlines() if notes_file.exists() else [])
+    caller_notes_file = case / "expected_caller_notes.txt"  # speculators the scan says it does not follow
+    expected_caller_notes = caller_notes_file.read_text().splitlines() if caller_notes_file.exists() else []
+    assert result.caller_notes == expected_caller_notes
     from mtp_audit.report.json_report import render_json
 
     actual = [project(r) for r in check_scan_json(render_json(result))["drafters"]]

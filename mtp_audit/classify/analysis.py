@@ -21,7 +21,7 @@ from ..model import ClassKey, Consistency, Status
 from ..resolve.mro import Hierarchy, MethodHit, Mro
 from ..resolve.names import resolve_expression
 from .calls import Contract, first_read, passed_to_top_tokens, reads
-from .contract_rules import CallSiteArguments, CallSiteUnproven, CallTypeError, Uncalled
+from .contract_rules import CallSiteArguments, CallSiteUnproven, CallTypeError, Uncalled, UnfollowedDrafter
 from .memo import (
     fingerprint,
     free_names,
@@ -107,6 +107,15 @@ class Analyzer:
                 delegates=analysis.delegates,
                 uncalled=True,
                 rule=Uncalled.id,
+            )
+        unfollowed = UnfollowedDrafter.check(contract)
+        if unfollowed and analysis.status == Status.MISSING_FIXABLE:
+            return Analysis(
+                Status.MISSING_MANUAL,
+                f"{unfollowed}: whether get_top_tokens is called there, and with which arguments, is not known",
+                analysis.compute_logits,
+                delegates=analysis.delegates,
+                rule=UnfollowedDrafter.id,
             )
         if analysis.status == Status.MISSING_FIXABLE and analysis.compute_logits is not None:
             cl = analysis.compute_logits

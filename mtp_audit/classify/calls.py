@@ -32,8 +32,14 @@ class Contract:
 
     @property
     def uncalled(self) -> bool:
-        """No speculator that can hold the drafter ever calls get_top_tokens."""
-        return self.known and not any(r.reaches for r in self.reaches)
+        """No speculator that can hold the drafter ever calls get_top_tokens, and none hands the
+        drafter to code the scan does not follow."""
+        return self.known and not any(r.reaches or r.unfollowed for r in self.reaches)
+
+    def unfollowed(self) -> list[Reach]:
+        """The speculators that reach no get_top_tokens the scan sees but hand the drafter on where
+        it does not follow (to another object's method, a function outside the caller files)."""
+        return [r for r in self.reaches if not r.reaches and r.unfollowed]
 
     def pairs(self) -> list[tuple[Reach, CallPair]]:
         return [(r, p) for r in self.reaches for p in r.pairs]
@@ -90,6 +96,11 @@ def form(call: ModelCall) -> str:
     return f"{call.method}({', '.join(call.args)})"
 
 
+def through(call: ModelCall) -> str:
+    """`` through `WRAPPER CALL` (FILE:LINE)`` where the call's arguments come through a wrapper."""
+    return f" through {call.through}" if call.through else ""
+
+
 def bind(params: list[Param], call: ModelCall) -> tuple[set[str], list[str]]:
     """The parameters ``call`` binds, and why it would raise TypeError (empty: it would not)."""
     positional = [p for p in params if p.kind in (ParamKind.POSONLY, ParamKind.POS)]
@@ -144,17 +155,22 @@ def first_read(text: str, name: str, def_line: int) -> str | None:
     return f"(line {def_line + statement.lineno - func.lineno}: `{ast.unparse(statement).splitlines()[0]}`)"
 
 
+UNKNOWN_VALUE = "\0"  # an argument passed through a wrapper that computes it from its own locals
+
+
 def received(params: list[Param], call: ModelCall) -> dict[str, str] | None:
-    """What each parameter of a method with ``params`` gets from ``call``: the argument as written, or
-    ``=`` and the default the call leaves it; None when a ``*``/``**`` argument hides which gets what."""
+    """What each parameter of a method with ``params`` gets from ``call``: the argument (its value
+    where the call is passed through wrappers, ``UNKNOWN_VALUE`` where that is not known), or ``=``
+    and the default the call leaves it; None when a ``*``/``**`` argument hides which gets what."""
     positional = call.args[: call.positional]
     keywords = call.args[call.positional :]
     if any(a.startswith("*") for a in positional) or any(a.startswith("**") for a in keywords):
         return None
+    values = [UNKNOWN_VALUE if v is None else v for v in call.argument_values]
     out = {p.name: f"={_normal(p.default)}" for p in params if p.default is not None}
     named = [p for p in params if p.kind in (ParamKind.POSONLY, ParamKind.POS)]
-    out.update((p.name, value) for p, value in zip(named, positional))
-    out.update(keyword.split("=", 1) for keyword in keywords)  # type: ignore[arg-type]
+    out.update((p.name, value) for p, value in zip(named, values[: call.positional]))
+    out.update((k.split("=", 1)[0], value) for k, value in zip(keywords, values[call.positional :]))
     return out
 
 
@@ -175,6 +191,8 @@ def agree(first: str, second: str) -> bool | None:
     """Do two argument values (``=`` marks a default) agree on every call? True: the same code or the
     same constant; False: a constant against other code or another constant (the classic case: the
     default step against the loop's step); None: two expressions that run-time values decide."""
+    if UNKNOWN_VALUE in (first, second):
+        return None
     if first.lstrip("=") == second.lstrip("="):
         return True
     constants = [_constant(v.lstrip("=")) for v in (first, second)]

@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from ..model import Consistency, Status
 from ..resolve.callers import CallPair, ModelCall, Reach
-from .calls import Contract, argument_gaps, bind, first_read, form, where
+from .calls import UNKNOWN_VALUE, Contract, argument_gaps, bind, first_read, form, through, where
 from .shape_types import Param
 
 
@@ -29,6 +29,7 @@ class CallExample:
     logits_call: tuple[str, ...]
     get_top_tokens: str | None = None
     expected: tuple[Status, Consistency | None] | None = None
+    unfollowed: tuple[str, ...] = ()  # drafter references of the caller not followed: FILE:LINE: `code`
 
 
 class ContractRule:
@@ -202,12 +203,16 @@ class CallSiteArguments(ContractRule):
         assert gap.name is not None
         read = first_read(logits_text, gap.name, def_line) if def_line is not None else None
         reads_it = f"compute_logits reads {gap.name}" + (f" {read}" if read else "")
-        calls = f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)} but {form(gap.logits)} "
-        calls += f"({where(gap.logits)}) on the same path"
+        calls = (
+            f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)}{through(pair.top_tokens)} "
+        )
+        calls += f"but {form(gap.logits)} ({where(gap.logits)}){through(gap.logits)} on the same path"
         if gap.top_value is None and gap.name in pair.top_tokens.keywords:  # taken by its **kwargs
             return (
-                f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)} and {form(gap.logits)} "
-                f"({where(gap.logits)}) on the same path; {reads_it}, which get_top_tokens has no parameter for "
+                f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)}"
+                f"{through(pair.top_tokens)} and {form(gap.logits)} ({where(gap.logits)}){through(gap.logits)} "
+                f"on the same path; {reads_it}, "
+                "which get_top_tokens has no parameter for "
                 "(its **kwargs takes it)"
             )
         if gap.top_value is None:
@@ -262,8 +267,10 @@ class CallSiteUnproven(ContractRule):
         gap = next((g for g in argument_gaps(pair, logits_params, logits_text, top_params) if not g.provable), None)
         if gap is None:
             return None
-        calls = f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)} but {form(gap.logits)} "
-        calls += f"({where(gap.logits)}) on the same path"
+        calls = (
+            f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)}{through(pair.top_tokens)} "
+        )
+        calls += f"but {form(gap.logits)} ({where(gap.logits)}){through(gap.logits)} on the same path"
         if gap.name is None:
             return f"{calls}: a *args or **kwargs argument hides which parameter gets what"
         return (
@@ -272,11 +279,58 @@ class CallSiteUnproven(ContractRule):
         )
 
 
+class UnfollowedDrafter(ContractRule):
+    """A speculator that hands its drafter to code the scan does not follow (a method of another
+    object, a function outside the caller files, ``getattr``) may call ``get_top_tokens`` there,
+    with arguments nobody compared. When no other speculator is seen to call it, the drafter is
+    neither provably uncalled (MTP201) nor provably safe to mirror: the reason names each
+    reference, to be read by hand."""
+
+    id = "MTP205"
+    name = "unfollowed-drafter"
+    message = "a speculator hands the drafter to code the scan does not follow"
+    VALID = (
+        CallExample(
+            "def compute_logits(self, hidden_states):\n    return self.logits_processor(self.lm_head, hidden_states)\n",
+            ("hidden_states",),
+            ("hidden_states",),
+            unfollowed=("speculator.py:4: `warm_up(self.model)`",),
+        ),
+    )
+    INVALID = (
+        CallExample(
+            "def compute_logits(self, hidden_states):\n    return self.logits_processor(self.lm_head, hidden_states)\n",
+            None,
+            ("hidden_states",),
+            expected=(Status.MISSING_MANUAL, None),
+            unfollowed=("speculator.py:4: `greedy_sample(self.model, hidden_states)`",),
+        ),
+    )
+
+    @staticmethod
+    def check(contract: Contract) -> str | None:
+        if any(r.reaches for r in contract.reaches) or not contract.unfollowed():
+            return None
+        return "; ".join(
+            f"{reach.speculator} ({reach.file}:{reach.line}) calls no get_top_tokens that the scan sees, but "
+            f"hands the drafter on where the scan does not follow it ({', '.join(reach.unfollowed)})"
+            for reach in contract.unfollowed()
+        )
+
+
 def _value(value: str) -> str:
+    if value == UNKNOWN_VALUE:
+        return "a value the wrapper it passes through computes"
     return f"`{value[1:]}` (its default)" if value.startswith("=") else f"`{value}`"
 
 
-CONTRACT_RULES: tuple[type[ContractRule], ...] = (Uncalled, CallTypeError, CallSiteArguments, CallSiteUnproven)
+CONTRACT_RULES: tuple[type[ContractRule], ...] = (
+    Uncalled,
+    CallTypeError,
+    CallSiteArguments,
+    CallSiteUnproven,
+    UnfollowedDrafter,
+)
 
 
 def example_contract(example: CallExample) -> Contract:
@@ -287,7 +341,7 @@ def example_contract(example: CallExample) -> Contract:
         return ModelCall(method, args, keywords, sum("=" not in a for a in args), "speculator.py", line)
 
     logits = call("compute_logits", example.logits_call, 2)
-    reach = Reach("ExampleSpeculator", "speculator.py", 1)
+    reach = Reach("ExampleSpeculator", "speculator.py", 1, unfollowed=list(example.unfollowed))
     if example.top_tokens_call is None:
         reach.logits.append(logits)
     else:

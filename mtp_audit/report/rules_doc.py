@@ -47,7 +47,8 @@ def _contract_rule(rule) -> list[str]:
         " ".join(rule.__doc__.split()),
         "",
         f"For example ({verdict}): the caller makes {top} and compute_logits({', '.join(example.logits_call)}) "
-        "on the same path, with",
+        + "".join(f"and hands the drafter on at {where} " for where in example.unfollowed)
+        + "on the same path, with",
         "",
         "```python",
         example.compute_logits.rstrip("\n"),

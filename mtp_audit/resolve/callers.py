@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..index.ast_tools import absolute_module
+from ..index.ast_tools import absolute_module, match_as_if
 from ..index.modules import ModuleIndex
-from .model_types import model_types_in
+from .model_types import model_types_in, tested_types
 
 V2_DIR = ("v1", "worker", "gpu", "spec_decode")
 V1_DIR = ("v1", "spec_decode")
@@ -41,6 +42,7 @@ SPEC_CONFIG = ("config", "speculative.py")
 ENTRY_POINTS = ("propose",)
 DRAFTER_ATTRS = ("model", "draft_model")  # self.<attr> holds the drafter in a speculator
 WATCHED = ("get_top_tokens", "compute_logits")
+INSPECTING_BUILTINS = ("hasattr", "isinstance", "type", "id", "callable")  # look at the drafter, call nothing
 METHODS_BY_NAME = (  # name fragment -> speculative methods a drafter of that name is loaded under
     ("eagle3", ("eagle3",)),
     ("eagle", ("eagle", "eagle3")),
@@ -55,7 +57,10 @@ METHODS_BY_NAME = (  # name fragment -> speculative methods a drafter of that na
 # Files worth parsing: they define or construct speculators, or name their classes.
 CALLER_FILE = re.compile(rb"Speculator|Proposer|speculator_class|def propose")
 CALLER_NAME = re.compile(r"(?:Speculator|Proposer)$")
-CONSTRUCTION_HINT = re.compile(r"^(?!\s*class\s).*(Speculator|Proposer)\(", re.M)
+# a construction (``XSpeculator(...)``), or a class picked into a variable (``cls = XSpeculator``)
+CONSTRUCTION_HINT = re.compile(
+    r"^(?!\s*class\s).*(?:(Speculator|Proposer)\(|=\s*[\w.]*(Speculator|Proposer)\s*$)", re.M
+)
 DEF_LINE = re.compile(r"^(\s*)(?:async\s+)?def\s")
 DECLARED_CONFIG = re.compile(r"^(\s+)speculator_config_class\s*(?::[^=]*)?=\s*([A-Za-z_][\w.]*)", re.M)
 
@@ -81,6 +86,18 @@ class ModelCall:
     positional: int
     file: str
     line: int
+    # the argument values (keywords without their name) as the function where a drafting path
+    # parts from the other call sees them, through the wrappers between; None: not expressible there
+    values: tuple[str | None, ...] | None = None
+    through: str | None = None  # the outermost wrapper call they were passed through: `code` (FILE:LINE)
+
+    @property
+    def argument_values(self) -> tuple[str | None, ...]:
+        if self.values is not None:
+            return self.values
+        return tuple(
+            a if i < self.positional or a.startswith("**") else a.split("=", 1)[1] for i, a in enumerate(self.args)
+        )
 
 
 @dataclass(frozen=True)
@@ -101,6 +118,7 @@ class Reach:
     pairs: list[CallPair] = field(default_factory=list)
     logits: list[ModelCall] = field(default_factory=list)  # every compute_logits call reached
     other: list[str] = field(default_factory=list)  # other drafter methods it drafts with
+    unfollowed: list[str] = field(default_factory=list)  # drafter references not followed: FILE:LINE: `code`
 
     @property
     def reaches(self) -> bool:
@@ -161,6 +179,8 @@ class CallerIndex:
         self._mros: dict[str, list[str]] = {}
         self._config_classes: list[_Class] | None = None
         self._functions: dict[str, tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef]] | None = None
+        self._helpers: dict[str, Path] = {}  # module -> file of the caller folders not read yet (see _load)
+        self._bound_locals: dict[tuple[str | None, str], frozenset[str]] = {}  # see _local_names
         if package is None:
             return
         for folder in (V2_DIR, V1_DIR):
@@ -192,15 +212,18 @@ class CallerIndex:
             parts.pop()
         return ".".join(parts)
 
-    def _load(self, path: Path, only_constructing: bool = False) -> None:
+    def _load(self, path: Path, only_constructing: bool = False, helper: bool = False) -> None:
         """Parse a caller file; a model runner (thousands of lines) only for its imports and the
-        functions that construct speculators."""
+        functions that construct speculators. A file that names no speculator is kept aside as a
+        possible helper module, parsed only when a drafting path calls into it (``helper``: then
+        for its functions alone, so that what is a speculator does not depend on which paths ran)."""
         try:
             data = self.index.read_bytes(path)
         except OSError as error:
             self.index.read_errors.setdefault(self.index.relative(path), f"cannot be read ({error.strerror or error})")
             return
-        if not CALLER_FILE.search(data):
+        if not helper and not CALLER_FILE.search(data):
+            self._helpers[self._module_name(path)] = path
             return
         try:
             tree = ast.parse(_constructing_parts(data.decode("utf-8", "replace")) if only_constructing else data)
@@ -216,6 +239,8 @@ class CallerIndex:
             data.decode("utf-8", "replace"),
         )
         self.modules[name] = module
+        if helper:
+            return
         local_classes = {c.name for c in tree.body if isinstance(c, ast.ClassDef)}
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
@@ -263,20 +288,18 @@ class CallerIndex:
                         self._predicate_defs[item.name] = item
 
     def _read_type_rewrites(self, function: ast.FunctionDef) -> None:
-        """``hf_config.model_type = "T"`` and an ``"architectures": [...]`` in the same block:
-        a drafter of model type T is one of those architectures."""
+        """An ``"architectures": [...]`` written in a block that sets ``hf_config.model_type = "T"``,
+        or in one that tests ``hf_config.model_type == "T"`` and leaves it where some block
+        renames to T: a drafter of model type T is one of those architectures. Each block adds to
+        T's (deepseek_mtp's come from blocks of both kinds)."""
+        renamed_to = {renamed for node in ast.walk(function) if (renamed := _renamed_type(node)) is not None}
         for block in ast.walk(function):
             if not isinstance(block, ast.If):
                 continue
             types, archs = [], []
             for statement in block.body:
-                if (
-                    isinstance(statement, ast.Assign)
-                    and any(_attr(t) == "model_type" for t in statement.targets)
-                    and isinstance(statement.value, ast.Constant)
-                    and isinstance(statement.value.value, str)
-                ):
-                    types.append(statement.value.value)
+                if (renamed := _renamed_type(statement)) is not None:
+                    types.append(renamed)
                 for node in ast.walk(statement):
                     if isinstance(node, ast.Dict):
                         for key, value in zip(node.keys, node.values):
@@ -286,7 +309,7 @@ class CallerIndex:
                                 and isinstance(value, ast.List)
                             ):
                                 archs += [e.value for e in value.elts if isinstance(e, ast.Constant)]
-            for model_type in types:
+            for model_type in types or [t for t in tested_types(block.test) if t in renamed_to]:
                 if archs:
                     self._archs_of_type.setdefault(model_type, set()).update(archs)
 
@@ -328,11 +351,20 @@ class CallerIndex:
             found.setdefault(qualname, how)
         return sorted(found.items())
 
-    def _constructed(self, local: dict[str, str], module: _Module, node: ast.AST) -> list[str]:
+    def _constructed(
+        self, local: dict[str, str], module: _Module, node: ast.AST, class_variables: frozenset[str] = frozenset()
+    ) -> list[str]:
+        """The speculators ``node`` constructs, or picks into one of ``class_variables`` (locals the
+        function calls: ``speculator_cls = MTPSpeculator`` ... ``speculator_cls(vllm_config)``)."""
         out = []
         for sub in ast.walk(node):
             if isinstance(sub, ast.Call):
-                name = _dotted(sub.func)
+                names = [_dotted(sub.func)]
+            elif isinstance(sub, ast.Assign) and any(_dotted(t) in class_variables for t in sub.targets):
+                names = [_dotted(value) for value in _branches(sub.value)]
+            else:
+                continue
+            for name in names:
                 qualname = self._class_named(local, module, name) if name else None
                 if qualname is not None and qualname not in out:
                     out.append(qualname)
@@ -360,7 +392,35 @@ class CallerIndex:
                         "of the caller files; the drafters it may hold are judged without it"
                     )
                     out.append(note)
+            out += self._unfollowed_picks(module, function, local)
         return list(dict.fromkeys(out))
+
+    def _unfollowed_picks(
+        self, module: _Module, function: ast.FunctionDef | ast.AsyncFunctionDef, local: dict[str, str]
+    ) -> list[str]:
+        """Picks into a class variable (one that elsewhere gets a speculator class) of something
+        that is no speculator class of the caller files: the speculator constructed from it is not
+        followed."""
+        variables = _called_locals(function)
+        picks = [
+            (node, target.id, value)
+            for node in ast.walk(function)
+            if isinstance(node, ast.Assign)
+            for target in node.targets
+            if isinstance(target, ast.Name) and target.id in variables
+            for value in _branches(node.value)
+        ]
+        known = {variable for _, variable, value in picks if self._picked(local, module, value)}
+        return [
+            f"{module.file}:{node.lineno}: {variable} = {ast.unparse(value)} in {function.name} "
+            "is not a speculator class of the caller files; the drafters it may hold are judged without it"
+            for node, variable, value in picks
+            if variable in known and not isinstance(value, ast.Constant) and not self._picked(local, module, value)
+        ]
+
+    def _picked(self, local: dict[str, str], module: _Module, value: ast.expr) -> bool:
+        name = _dotted(value)
+        return name is not None and self._class_named(local, module, name) is not None
 
     def _is_caller(self, qualname: str) -> bool:
         """A speculator or proposer: a class with a drafting entry point in its MRO."""
@@ -376,28 +436,42 @@ class CallerIndex:
                     continue
                 for function in _functions(module.tree):
                     local = _scope(module, function)
-                    if self._constructed(local, module, function):
-                        compact = self._compact(local, module, function.body, _assigned_once(function))
+                    variables = _called_locals(function)
+                    if self._constructed(local, module, function, variables):
+                        compact = self._compact(local, module, function.body, _assigned_once(function), variables)
                         self._selector_functions.append((module, function, compact, local))
         return self._selector_functions
 
     def _compact(
-        self, local: dict[str, str], module: _Module, body: list[ast.stmt], values: dict[str, ast.expr]
+        self,
+        local: dict[str, str],
+        module: _Module,
+        body: list[ast.stmt],
+        values: dict[str, ast.expr],
+        class_variables: frozenset[str],
     ) -> list[tuple]:
         """The statements of ``body`` that matter for selection: ``if``s around constructions or
-        exits, exits (``return``, ``raise``) with what they construct, and constructions. A local
-        the function assigns once (``method = spec.method``) is read in a condition as its value."""
+        exits, exits (``return``, ``raise``) with what they construct, and constructions (a class
+        picked into one of ``class_variables`` counts as constructed where it is picked). A
+        ``with`` block runs its body; a ``match`` runs as its ``if``/``elif`` chain. A local the
+        function assigns once (``method = spec.method``) is read in a condition as its value."""
         out: list[tuple] = []
         for statement in body:
             if isinstance(statement, ast.If):
-                then = self._compact(local, module, statement.body, values)
-                orelse = self._compact(local, module, statement.orelse, values)
+                then = self._compact(local, module, statement.body, values, class_variables)
+                orelse = self._compact(local, module, statement.orelse, values, class_variables)
                 if then or orelse:
                     out.append(("if", _Substituted(values).visit(copy.deepcopy(statement.test)), then, orelse))
+            elif isinstance(statement, (ast.With, ast.AsyncWith)):
+                entered = self._constructed(local, module, ast.Tuple([i.context_expr for i in statement.items]))
+                out += [("do", entered)] if entered else []
+                out += self._compact(local, module, statement.body, values, class_variables)
+            elif isinstance(statement, ast.Match):
+                out += self._compact(local, module, match_as_if(statement), values, class_variables)
             elif isinstance(statement, (ast.Return, ast.Raise)):
-                out.append(("exit", self._constructed(local, module, statement)))
+                out.append(("exit", self._constructed(local, module, statement, class_variables)))
             elif not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                built = self._constructed(local, module, statement)
+                built = self._constructed(local, module, statement, class_variables)
                 if built:
                     out.append(("do", built))
         return out
@@ -645,7 +719,7 @@ class CallerIndex:
 
     def reach(self, qualname: str) -> Reach:
         if qualname not in self._reach:
-            self._reach[qualname] = self._walk(qualname)
+            self._reach[qualname] = _DraftingPath(self, qualname).reach()
         return self._reach[qualname]
 
     def _find(self, mro: list[str], name: str, start: int = 0) -> tuple[int, _Class] | None:
@@ -655,113 +729,31 @@ class CallerIndex:
                 return index, cls
         return None
 
-    def _walk(self, qualname: str) -> Reach:
-        cls = self.classes[qualname]
-        mro = self._mro(qualname)
-        reach = Reach(cls.name, cls.file, cls.line)
-        calls: dict[tuple[str, str], list[ModelCall]] = {}  # (owner, method) -> drafter calls inside it
-        edges: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        todo: list[tuple[str, str, str | None]] = []  # (class, method, None) or (function, name, its drafter parameter)
-        for entry in ENTRY_POINTS:
-            hit = self._find(mro, entry)
-            if hit:
-                todo.append((hit[1].qualname, entry, None))
-        seen = set()
-        while todo:
-            owner, name, handed = todo.pop()
-            node = (owner, name)
-            if node in seen:
-                continue
-            seen.add(node)
-            if handed is None:
-                home = self.classes[owner]
-                found, called = self._calls_in(home.methods[name], home.module, home.file, owner=owner)
-            else:
-                module, function = self._module_functions()[owner]
-                found, called = self._calls_in(function, module.name, module.file, drafters=(handed,))
-            calls[node] = found
-            edges[node] = []
-            for call in called:
-                if isinstance(call, _FunctionCall):
-                    edges[node].append((call.function, call.parameter))
-                    todo.append((call.function, call.parameter, call.parameter))
-                    continue
-                start = _lookup_start(mro, call)
-                hit = self._find(mro, call.method, start) if start is not None else None
-                if hit is None:
-                    continue
-                edges[node].append((hit[1].qualname, call.method))
-                todo.append((hit[1].qualname, call.method, None))
-        below: dict[tuple[str, str], list[ModelCall]] = {}
+    def _definition(self, frame: _Frame) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, str, str]:
+        """A frame's function, module and file."""
+        if frame.owner is not None:
+            home = self.classes[frame.owner]
+            return home.methods[frame.name], home.module, home.file
+        module, function = self._module_functions()[frame.name]
+        return function, module.name, module.file
 
-        def reachable(node: tuple[str, str], stack: frozenset = frozenset()) -> list[ModelCall]:
-            if node in below:
-                return below[node]
-            if node in stack:
-                return []
-            out = list(calls.get(node, []))
-            for nxt in edges.get(node, []):
-                out += [c for c in reachable(nxt, stack | {node}) if c not in out]
-            below[node] = out
-            return out
-
-        callers_of: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        for node, targets in edges.items():
-            for target in targets:
-                callers_of.setdefault(target, []).append(node)
-        for node, found in calls.items():
-            for call in found:
-                if call.method == "get_top_tokens":
-                    reach.pairs.append(CallPair(call, tuple(self._paired(node, callers_of, reachable))))
-                elif call.method == "compute_logits":
-                    reach.logits.append(call)
-                elif call.method not in reach.other:
-                    reach.other.append(call.method)
-        reach.pairs.sort(key=lambda p: (p.top_tokens.file, p.top_tokens.line))
-        reach.logits.sort(key=lambda c: (c.file, c.line))
-        return reach
-
-    @staticmethod
-    def _paired(node, callers_of, reachable) -> list[ModelCall]:
-        """compute_logits calls on the same path: reachable from the nearest function, going up
-        from the get_top_tokens call, from which any is reachable."""
-        frontier, seen = [node], set()
-        while frontier:
-            found: list[ModelCall] = []
-            for item in frontier:
-                found += [c for c in reachable(item) if c.method == "compute_logits" and c not in found]
-            if found:
-                return found
-            seen.update(frontier)
-            frontier = [c for item in frontier for c in callers_of.get(item, []) if c not in seen]
-        return []
-
-    def _calls_in(
-        self, function: ast.AST, module: str, file: str, owner: str | None = None, drafters: tuple[str, ...] = ()
-    ) -> tuple[list[ModelCall], list[_SelfCall | _FunctionCall]]:
-        """Calls on the drafter (``self.model``, a local alias, or ``drafters``: the parameters a
-        module-level function gets it in), calls of the speculator's own methods (on ``self``,
-        through ``super()`` or ``super(Cls, self)``, or explicitly, ``Base.method(self, ...)``),
-        and module-level functions of the caller files that the drafter is handed to."""
+    def _sites(self, frame: _Frame, mro: list[str]) -> tuple[list[_Site], list[str]]:
+        """The calls of a frame's function that a drafting path goes through: calls on the drafter
+        (``self.model``, a local alias, a bound method, or a parameter the drafter is handed in),
+        calls of the speculator's own methods (on ``self``, through ``super()`` or
+        ``super(Cls, self)``, or explicitly, ``Base.method(self, ...)``), and module-level
+        functions of the caller files that the drafter is handed to; and the drafter references
+        that none of these follows (``FILE:LINE: code``)."""
+        function, module, file = self._definition(frame)
         nodes = list(ast.walk(function))
-        aliases = {*drafters}
-        aliases |= {
-            t.id
-            for node in nodes
-            if isinstance(node, ast.Assign) and _is_drafter(node.value, aliases)
-            for t in node.targets
-            if isinstance(t, ast.Name)
-        }
-        model_calls: list[ModelCall] = []
-        self_calls: list[_SelfCall | _FunctionCall] = []
+        names = _DrafterNames.of(nodes, frame.drafters)
+        sites: list[_Site] = []
+        followed: set[int] = set()  # drafter references that a site follows
         for node in nodes:
             if not isinstance(node, ast.Call):
                 continue
-            if not isinstance(node.func, ast.Attribute):
-                self_calls += self._handed_to(node, module, aliases)
-                continue
-            receiver, method = node.func.value, node.func.attr
-            if _is_drafter(receiver, aliases):
+            method = names.method_of(node.func)
+            if method is not None:
                 args = tuple(
                     [ast.unparse(a) for a in node.args]
                     + [
@@ -770,42 +762,85 @@ class CallerIndex:
                     ]
                 )
                 keywords = tuple(k.arg for k in node.keywords if k.arg)
-                model_calls.append(ModelCall(method, args, keywords, len(node.args), file, node.lineno))
-            elif owner is None:
-                self_calls += self._handed_to(node, module, aliases)
-            elif isinstance(receiver, ast.Name) and receiver.id == "self":
-                self_calls.append(_SelfCall(method))
-            elif isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) and receiver.func.id == "super":
-                anchor = _dotted(receiver.args[0]) if receiver.args else None
-                self_calls.append(_SelfCall(method, after=self._qualname_in(module, anchor) if anchor else owner))
-            elif node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "self":
-                name = _dotted(receiver)
-                if name is not None and (explicit := self._qualname_in(module, name)) in self.classes:
-                    self_calls.append(_SelfCall(method, at=explicit))
-                else:
-                    self_calls += self._handed_to(node, module, aliases)
-            else:
-                self_calls += self._handed_to(node, module, aliases)
-        model_calls.sort(key=lambda c: c.line)
-        return model_calls, self_calls
+                sites.append(_Site(node, file, ModelCall(method, args, keywords, len(node.args), file, node.lineno)))
+                followed.add(id(node.func))
+                continue
+            callee = self._callee(node, frame, mro, module)
+            if callee is None:
+                continue
+            target, bound_self = callee
+            definition = self._definition(target)[0]
+            receives = _received(definition, node, bound_self)
+            handed = tuple(
+                sorted(name for name, arg in _arguments_by_parameter(definition, node, bound_self) if names.holds(arg))
+            )
+            if target.owner is None and not handed:
+                continue  # a function that is not handed the drafter cannot call it
+            followed |= {
+                id(arg) for _, arg in _arguments_by_parameter(definition, node, bound_self) if names.holds(arg)
+            }
+            sites.append(
+                _Site(
+                    node,
+                    file,
+                    callee=_Frame(target.owner, target.name, handed),
+                    receives=receives,
+                    callee_locals=self._local_names(target),
+                )
+            )
+        unfollowed = [
+            f"{file}:{shown.lineno}: `{ast.unparse(shown)}`"
+            for reference, shown in names.escapes(nodes)
+            if id(reference) not in followed
+        ]
+        return sites, unfollowed
 
-    def _handed_to(self, call: ast.Call, module: str, aliases: set[str]) -> list[_FunctionCall]:
-        """The module-level function of the caller files that ``call`` hands the drafter to, with the
-        parameter that receives it (``greedy_draft(self.model, ...)``); others are not followed."""
+    def _local_names(self, frame: _Frame) -> frozenset[str]:
+        """Names a frame's function binds in its body (a parameter it rebinds too): what they hold
+        there means nothing to its caller."""
+        key = (frame.owner, frame.name)
+        if key not in self._bound_locals:
+            function = self._definition(frame)[0]
+            self._bound_locals[key] = frozenset(
+                n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+            )
+        return self._bound_locals[key]
+
+    def _callee(self, call: ast.Call, frame: _Frame, mro: list[str], module: str) -> tuple[_Frame, bool] | None:
+        """The frame a call goes into (a method of the speculator's MRO or a module-level function
+        of the caller files), and whether ``self`` is bound (not passed) there; None: not followed."""
+        if frame.owner is not None and isinstance(call.func, ast.Attribute):
+            receiver, method = call.func.value, call.func.attr
+            start: int | None = None
+            if _is_self(receiver):
+                start = 0
+            elif isinstance(receiver, ast.Call) and _dotted(receiver.func) == "super":
+                anchor = _dotted(receiver.args[0]) if receiver.args else None
+                after = self._qualname_in(module, anchor) if anchor else frame.owner
+                start = mro.index(after) + 1 if after in mro else None
+            elif call.args and _is_self(call.args[0]):
+                name = _dotted(receiver)
+                explicit = self._qualname_in(module, name) if name else None
+                if explicit in mro:
+                    hit = self._find(mro, method, mro.index(explicit))
+                    return (_Frame(hit[1].qualname, method), False) if hit else None
+            if start is not None:
+                hit = self._find(mro, method, start)
+                return (_Frame(hit[1].qualname, method), True) if hit else None
         name = _dotted(call.func)
         qualname = self._qualname_in(module, name) if name else None
-        target = self._module_functions().get(qualname) if qualname else None
-        if qualname is None or target is None:
-            return []
-        function = target[1]
-        positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
-        out = [
-            _FunctionCall(qualname, positional[i])
-            for i, arg in enumerate(call.args)
-            if i < len(positional) and _is_drafter(arg, aliases)
-        ]
-        out += [_FunctionCall(qualname, k.arg) for k in call.keywords if k.arg and _is_drafter(k.value, aliases)]
-        return out
+        if qualname is not None and self._module_function(qualname) is not None:
+            return _Frame(None, qualname), False
+        return None
+
+    def _module_function(self, qualname: str) -> tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+        """The module-level function ``qualname`` of the caller files, its helper module read now
+        if it was kept aside."""
+        path = self._helpers.pop(qualname.rpartition(".")[0], None)
+        if path is not None:
+            self._load(path, helper=True)
+            self._functions = None
+        return self._module_functions().get(qualname)
 
     def _module_functions(self) -> dict[str, tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef]]:
         """Module-level functions of the caller files, by qualified name."""
@@ -825,30 +860,323 @@ class CallerIndex:
 
 
 @dataclass(frozen=True)
-class _FunctionCall:
-    """A module-level function the drafter is handed to, and the parameter that receives it."""
+class _Frame:
+    """A function on a drafting path: a method of the speculator's MRO (``owner`` its class) or a
+    module-level function of the caller files (``owner`` None, ``name`` qualified), with the
+    parameters that hold the drafter there."""
 
-    function: str
-    parameter: str
-
-
-@dataclass(frozen=True)
-class _SelfCall:
-    """A call of one of the speculator's own methods, and where its MRO lookup starts."""
-
-    method: str
-    after: str | None = None  # after this class (``super()``: the caller's own; ``super(Cls, self)``: Cls)
-    at: str | None = None  # from this class on (``Base.method(self, ...)``)
+    owner: str | None
+    name: str
+    drafters: tuple[str, ...] = ()
 
 
-def _lookup_start(mro: list[str], call: _SelfCall) -> int | None:
-    """Where in ``mro`` the lookup of ``call`` starts; None when the class it names is not in the MRO
-    (no lookup there is known)."""
-    if call.at is not None:
-        return mro.index(call.at) if call.at in mro else None
-    if call.after is not None:
-        return mro.index(call.after) + 1 if call.after in mro else None
-    return 0
+@dataclass
+class _Site:
+    """A call in a frame that a drafting path goes through: on the drafter (``call``), or into
+    another frame (``callee``) with what each of its parameters receives there, as code of the
+    calling frame (None: hidden by ``*``/``**``, or none), and the callee's own locals."""
+
+    node: ast.Call
+    file: str
+    call: ModelCall | None = None
+    callee: _Frame | None = None
+    receives: dict[str, str | None] = field(default_factory=dict)
+    callee_locals: frozenset[str] = frozenset()
+
+
+class _DraftingPath:
+    """One speculator's drafting path: the frames reached from its entry points, and each
+    ``get_top_tokens`` call paired with the ``compute_logits`` calls it stands in for, their
+    arguments seen from the function where the two paths part (a wrapper's parameters replaced
+    by what its call passes)."""
+
+    def __init__(self, index: CallerIndex, qualname: str):
+        self.index = index
+        self.mro = index._mro(qualname)
+        cls = index.classes[qualname]
+        self.result = Reach(cls.name, cls.file, cls.line)
+        self.sites: dict[_Frame, list[_Site]] = {}
+        self.callers: dict[_Frame, list[tuple[_Frame, _Site]]] = {}
+        self._reached: dict[_Frame, list[ModelCall]] = {}
+        self._parents: dict[_Frame, dict[int, ast.AST]] = {}
+        todo = [_Frame(hit[1].qualname, entry) for entry in ENTRY_POINTS if (hit := index._find(self.mro, entry))]
+        while todo:
+            frame = todo.pop()
+            if frame in self.sites:
+                continue
+            self.sites[frame], unfollowed = index._sites(frame, self.mro)
+            self.result.unfollowed += [u for u in unfollowed if u not in self.result.unfollowed]
+            for site in self.sites[frame]:
+                if site.callee is not None:
+                    self.callers.setdefault(site.callee, []).append((frame, site))
+                    todo.append(site.callee)
+
+    def reach(self) -> Reach:
+        reach = self.result
+        for frame, sites in self.sites.items():
+            for site in sites:
+                call = site.call
+                if call is None:
+                    continue
+                if call.method == "get_top_tokens":
+                    for pair in self._pairs(frame, site.node, call, frozenset()):
+                        known = next((p for p in reach.pairs if _same(p.top_tokens, pair.top_tokens)), None)
+                        if known is None:
+                            reach.pairs.append(pair)
+                        else:
+                            merged = tuple(_distinct([*known.logits, *pair.logits]))
+                            reach.pairs[reach.pairs.index(known)] = CallPair(known.top_tokens, merged)
+                elif call.method == "compute_logits":
+                    if call not in reach.logits:
+                        reach.logits.append(call)
+                elif call.method not in reach.other:
+                    reach.other.append(call.method)
+        reach.pairs.sort(key=lambda p: (p.top_tokens.file, p.top_tokens.line))
+        reach.logits.sort(key=lambda c: (c.file, c.line))
+        return reach
+
+    def reached(self, frame: _Frame, _stack: frozenset = frozenset()) -> list[ModelCall]:
+        """Every call on the drafter that ``frame`` makes or reaches, its arguments as ``frame`` sees them."""
+        if frame in self._reached:
+            return self._reached[frame]
+        if frame in _stack:
+            return []
+        out = _distinct(call for site in self.sites.get(frame, []) for call in self._through(site, _stack | {frame}))
+        self._reached[frame] = out
+        return out
+
+    def _through(self, site: _Site, stack: frozenset) -> list[ModelCall]:
+        if site.call is not None:
+            return [site.call]
+        assert site.callee is not None
+        return [_lifted(call, site) for call in self.reached(site.callee, stack)]
+
+    def _pairs(self, frame: _Frame, node: ast.AST, top: ModelCall, seen: frozenset) -> list[CallPair]:
+        """``top`` (a get_top_tokens call reached through ``node`` of ``frame``) with the
+        compute_logits calls it stands in for: those on the other side of the innermost branch
+        around it that has some (``if``/``else``, the rest of the block after a branch that
+        exits, the other arm of ``a if c else b``, the other ``case``s); else every one ``frame``
+        reaches; else the same, going up to the frames that call it."""
+        if frame not in self._parents:
+            self._parents[frame] = _parents(self.index._definition(frame)[0])
+        for region in _alternatives(self._parents[frame], node):
+            inside = {id(n) for statement in region for n in ast.walk(statement)}
+            found = [
+                call
+                for site in self.sites[frame]
+                if id(site.node) in inside
+                for call in self._through(site, frozenset({frame}))
+                if call.method == "compute_logits"
+            ]
+            if found:
+                return [CallPair(top, tuple(_distinct(found)))]
+        found = [call for call in self.reached(frame) if call.method == "compute_logits"]
+        if found or not self.callers.get(frame):
+            return [CallPair(top, tuple(found))]
+        out: list[CallPair] = []
+        for caller, site in self.callers[frame]:
+            if (caller, id(site.node)) not in seen:
+                out += self._pairs(caller, site.node, _lifted(top, site), seen | {(caller, id(site.node))})
+        return out or [CallPair(top, ())]
+
+
+class _DrafterNames:
+    """What holds the drafter in one function: ``self.model`` / ``self.draft_model``, the
+    parameters it is handed in, locals bound to it (plain, annotated or ``:=``, aliases of
+    aliases too), and locals bound to one of its methods (``top = self.model.get_top_tokens``)."""
+
+    def __init__(self, aliases: set[str], bound: dict[str, str], bound_values: set[int]):
+        self.aliases = aliases
+        self.bound = bound
+        self.bound_values = bound_values  # ids of the values bound to locals
+
+    @classmethod
+    def of(cls, nodes: list[ast.AST], parameters: tuple[str, ...]) -> _DrafterNames:
+        bindings = [
+            (target, value)
+            for node in nodes
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr))
+            for target, value in _local_bindings(node)
+        ]
+        names = cls({*parameters}, {}, {id(value) for _, value in bindings})
+        grown = True
+        while grown:
+            before = (len(names.aliases), len(names.bound))
+            for target, value in bindings:
+                if names.holds(value):
+                    names.aliases.add(target)
+                elif (method := names.method_of(value)) is not None:
+                    names.bound[target] = method
+            grown = (len(names.aliases), len(names.bound)) != before
+        return names
+
+    def holds(self, node: ast.expr) -> bool:
+        """Whether ``node`` is the drafter."""
+        if isinstance(node, ast.Attribute) and _is_self(node.value):
+            return node.attr in DRAFTER_ATTRS
+        return isinstance(node, ast.Name) and node.id in self.aliases
+
+    def method_of(self, node: ast.expr) -> str | None:
+        """The drafter method ``node`` is, bound (``self.model.get_top_tokens``,
+        ``getattr(self.model, "get_top_tokens", None)``, an alias of either)."""
+        if isinstance(node, ast.Attribute) and self.holds(node.value):
+            return node.attr
+        if (named := _getattr_of(node)) is not None and self.holds(named[0]):
+            return named[1]
+        return self.bound.get(node.id) if isinstance(node, ast.Name) else None
+
+    def escapes(self, nodes: list[ast.AST]) -> Iterator[tuple[ast.expr, ast.expr]]:
+        """Drafter references that may lead to its methods unseen, each with the code to show: the
+        drafter as a call's argument (the call), and one of its logits methods used other than
+        called or bound to a local."""
+        used = self.bound_values | {id(node.func) for node in nodes if isinstance(node, ast.Call)}
+        for node in nodes:
+            method = self.method_of(node) if isinstance(node, (ast.Attribute, ast.Call)) else None
+            if method is not None:
+                if method in WATCHED and id(node) not in used:
+                    yield node, node  # type: ignore[misc]
+            elif isinstance(node, ast.Call) and _dotted(node.func) not in INSPECTING_BUILTINS:
+                yield from ((arg, node) for arg in (*node.args, *(k.value for k in node.keywords)) if self.holds(arg))
+
+
+def _local_bindings(node: ast.AST) -> Iterator[tuple[str, ast.expr]]:
+    """(name, value) for a plain, annotated or ``:=`` binding of one local name."""
+    if isinstance(node, ast.Assign):
+        yield from ((t.id, node.value) for t in node.targets if isinstance(t, ast.Name))
+    elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and isinstance(node.target, ast.Name) and node.value:
+        yield node.target.id, node.value
+
+
+def _arguments_by_parameter(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, bound_self: bool
+) -> Iterator[tuple[str, ast.expr]]:
+    """(parameter, argument) for each argument of ``call`` that a parameter of ``function`` takes
+    by position (up to a ``*`` argument) or by keyword."""
+    positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)][int(bound_self) :]
+    for name, arg in zip(positional, call.args):
+        if isinstance(arg, ast.Starred):
+            break
+        yield name, arg
+    yield from ((k.arg, k.value) for k in call.keywords if k.arg)
+
+
+def _received(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, bound_self: bool
+) -> dict[str, str | None]:
+    """What each parameter of ``function`` receives from ``call``, as code of the caller: the
+    argument, or the default it is left; None where a ``*``/``**`` argument hides it, or nothing."""
+    arguments = function.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    out: dict[str, str | None] = {a.arg: None for a in (*positional, *arguments.kwonlyargs)}
+    hidden = any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords)
+    if not hidden:
+        defaults = zip(positional[len(positional) - len(arguments.defaults) :], arguments.defaults)
+        kw_defaults = zip(arguments.kwonlyargs, arguments.kw_defaults)
+        out.update((a.arg, ast.unparse(d)) for a, d in (*defaults, *kw_defaults) if d is not None)
+    if bound_self and positional:
+        out[positional[0].arg] = "self"
+    out.update((name, ast.unparse(arg)) for name, arg in _arguments_by_parameter(function, call, bound_self))
+    return out
+
+
+def _lifted(call: ModelCall, site: _Site) -> ModelCall:
+    """``call``, made in ``site``'s callee, with its argument values as the caller of ``site`` sees
+    them (the callee's parameters replaced by what the site passes); None where a value depends on
+    the callee's locals or on what a ``*``/``**`` argument hides."""
+    items = tuple(site.receives.items())
+    values = tuple(_substituted(value, items, site.callee_locals) for value in call.argument_values)
+    return replace(call, values=values, through=f"`{ast.unparse(site.node)}` ({site.file}:{site.node.lineno})")
+
+
+def _same(first: ModelCall, second: ModelCall) -> bool:
+    """The same call with the same values, whichever wrappers passed them."""
+    return replace(first, through=None) == replace(second, through=None)
+
+
+def _distinct(calls: Iterable[ModelCall]) -> list[ModelCall]:
+    """``calls`` in order, each call with the same values once."""
+    out: list[ModelCall] = []
+    for call in calls:
+        if not any(_same(call, known) for known in out):
+            out.append(call)
+    return out
+
+
+def _is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
+@functools.lru_cache(maxsize=4096)
+def _substituted(
+    value: str | None, receives: tuple[tuple[str, str | None], ...], local_names: frozenset[str]
+) -> str | None:
+    """``value``, code of a callee, as its caller sees it: each parameter replaced by what it
+    receives (``receives``); None where it reads a local of the callee or a hidden argument."""
+    if value is None:
+        return None
+    stars = len(value) - len(value.lstrip("*"))
+    try:
+        tree = ast.parse(value[stars:], mode="eval")
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    given = dict(receives)
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    if read & local_names or any(given[name] is None for name in read & given.keys()):
+        return None
+    values = {name: ast.parse(given[name], mode="eval").body for name in read & given.keys()}
+    return "*" * stars + ast.unparse(_Substituted(values).visit(tree))  # type: ignore[arg-type]
+
+
+def _parents(function: ast.AST) -> dict[int, ast.AST]:
+    """Each node of a function (by id) -> the node that holds it."""
+    return {id(child): node for node in ast.walk(function) for child in ast.iter_child_nodes(node)}
+
+
+EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+
+
+def _alternatives(parents: dict[int, ast.AST], node: ast.AST) -> Iterator[list[ast.AST]]:
+    """The code that runs instead of ``node`` at each branch around it, innermost first: the other
+    arm of an ``if`` (and the rest of the block after it when the arm holding ``node`` exits), of
+    ``a if c else b``, the other ``case``s of a ``match``."""
+    child = node
+    while (parent := parents.get(id(child))) is not None:
+        if isinstance(parent, ast.IfExp) and child is not parent.test:
+            yield [parent.orelse if child is parent.body else parent.body]
+        elif isinstance(parent, ast.If) and child is not parent.test:
+            mine, other = (parent.body, parent.orelse) if child in parent.body else (parent.orelse, parent.body)
+            yield [*other, *(_following(parents, parent) if isinstance(mine[-1], EXITS) else [])]
+        elif isinstance(parent, ast.match_case):
+            match = parents[id(parent)]
+            yield [s for case in match.cases if case is not parent for s in case.body]  # type: ignore[attr-defined]
+        child = parent
+
+
+def _following(parents: dict[int, ast.AST], statement: ast.AST) -> list[ast.stmt]:
+    """The statements after ``statement`` in its block."""
+    holder = parents.get(id(statement))
+    for block in _blocks(holder) if holder is not None else ():
+        if statement in block:
+            return block[block.index(statement) + 1 :]
+    return []
+
+
+def _blocks(node: ast.AST) -> Iterator[list[ast.stmt]]:
+    for attr in ("body", "orelse", "finalbody"):
+        block = getattr(node, attr, None)
+        if isinstance(block, list):
+            yield block
+    for handler in getattr(node, "handlers", ()):
+        yield handler.body
+
+
+def _called_locals(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """Names the function both assigns and calls: a class picked into a variable, constructed later."""
+    called = {n.func.id for n in ast.walk(function) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    assigned = {
+        t.id for n in ast.walk(function) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
+    }
+    return frozenset(called & assigned)
 
 
 def _assigned_once(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr]:
@@ -883,12 +1211,6 @@ class _Substituted(ast.NodeTransformer):
         return copy.deepcopy(value) if value is not None and isinstance(node.ctx, ast.Load) else node
 
 
-def _is_drafter(node: ast.expr, aliases: set[str]) -> bool:
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-        return node.attr in DRAFTER_ATTRS
-    return isinstance(node, ast.Name) and node.id in aliases
-
-
 def _member(known: frozenset[str] | None, values: tuple[str, ...]) -> Truth:
     if known is None:
         return UNKNOWN
@@ -900,6 +1222,24 @@ def _member(known: frozenset[str] | None, values: tuple[str, ...]) -> Truth:
 
 def _attr(node: ast.expr) -> str | None:
     return node.attr if isinstance(node, ast.Attribute) else None
+
+
+def _renamed_type(node: ast.AST) -> str | None:
+    """``T`` of ``hf_config.model_type = "T"``."""
+    if (
+        isinstance(node, ast.Assign)
+        and any(_attr(t) == "model_type" for t in node.targets)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    ):
+        return node.value.value
+    return None
+
+
+def _getattr_of(node: ast.expr) -> tuple[ast.expr, str] | None:
+    """``getattr(x, "name"[, default])`` -> (x, name): an attribute read under another spelling."""
+    name = _getattr_name(node)
+    return (node.args[0], name) if name is not None else None  # type: ignore[attr-defined]
 
 
 def _getattr_name(node: ast.expr) -> str | None:

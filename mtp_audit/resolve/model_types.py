@@ -52,7 +52,7 @@ def model_types_in(module: ast.Module) -> dict[str, list[str]]:
     origins: dict[str, set[str]] = {}
     mapping: dict[str, set[str]] = {}
     for node in _preorder(module, ast.If):
-        tested = _tested_types(node.test)
+        tested = tested_types(node.test)
         if not tested:
             continue
         sources = set(tested)
@@ -69,7 +69,8 @@ def model_types_in(module: ast.Module) -> dict[str, list[str]]:
     return {name: sorted(archs) for name, archs in sorted(mapping.items())}
 
 
-def _tested_types(test: ast.expr) -> list[str]:
+def tested_types(test: ast.expr) -> list[str]:
+    """The model types ``hf_config.model_type == "t"`` (or ``in (...)``) tests."""
     if isinstance(test, ast.Compare) and _is_model_type(test.left) and len(test.ops) == 1:
         if isinstance(test.ops[0], (ast.Eq, ast.In)):
             return string_values(test.comparators[0]) or []
