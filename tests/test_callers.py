@@ -6,6 +6,7 @@ paths, the model runner's cut)."""
 from __future__ import annotations
 
 import ast
+import signal
 import sys
 import textwrap
 from pathlib import Path
@@ -1291,3 +1292,34 @@ def test_lookups_a_drafting_path_makes(tmp_path: Path) -> None:
         "vllm/v1/worker/gpu/spec_decode/__init__.py:14: MedusaSpeculator(...) in init_speculator is not a "
         "speculator class of the caller files; the drafters it may hold are judged without it"
     ]
+
+
+def test_a_chain_of_wrappers_is_paired_in_linear_time(tmp_path: Path) -> None:
+    """Each of 40 wrappers calls the next from two places (2**40 call paths): a function is
+    paired once per argument values, so this takes a fraction of a second, not forever."""
+    helpers = "".join(
+        f"    def h{i}(self, hidden_states, step):\n"
+        "        if step < 0:\n"
+        f"            return self.h{i + 1}(hidden_states, step)\n"
+        f"        return self.h{i + 1}(hidden_states, step)\n\n"
+        for i in range(40)
+    )
+    speculator = (
+        "class MTPSpeculator:\n"
+        "    def propose(self, hidden_states, steps):\n"
+        "        if self.use_local_argmax_reduction:\n"
+        "            return self.h0(hidden_states, steps)\n"
+        "        return self.model.compute_logits(hidden_states, spec_step_idx=steps)\n\n"
+        f"{helpers}"
+        "    def h40(self, hidden_states, step):\n"
+        "        return self.model.get_top_tokens(hidden_states)\n"
+    )
+    index = caller_index(tmp_path, {"v1/worker/gpu/spec_decode/speculator.py": speculator})
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("pairing did not finish in 20 s"))
+    signal.alarm(20)
+    try:
+        (pair,) = index.reach("vllm.v1.worker.gpu.spec_decode.speculator.MTPSpeculator").pairs
+    finally:
+        signal.alarm(0)
+    assert pair.top_tokens.argument_values == ("hidden_states",)
+    assert [call.args for call in pair.logits] == [("hidden_states", "spec_step_idx=steps")]

@@ -16,7 +16,7 @@ import textwrap
 from dataclasses import dataclass
 
 from ..model import CallerRecord
-from ..resolve.callers import CallPair, ModelCall, Reach
+from ..resolve.callers import HIDDEN, CallPair, ModelCall, Reach
 from .shape_types import Param, ParamKind
 
 
@@ -191,7 +191,7 @@ def agree(first: str, second: str) -> bool | None:
     """Do two argument values (``=`` marks a default) agree on every call? True: the same code or the
     same constant; False: a constant against other code or another constant (the classic case: the
     default step against the loop's step); None: two expressions that run-time values decide."""
-    if UNKNOWN_VALUE in (first, second):
+    if UNKNOWN_VALUE in (first, second) or HIDDEN in (first, second):
         return None
     if first.lstrip("=") == second.lstrip("="):
         return True
@@ -202,6 +202,17 @@ def agree(first: str, second: str) -> bool | None:
 
 
 _NOT_CONSTANT = object()
+
+
+def _guarded_equal(top: ModelCall, logits_value: str, top_value: str | None) -> bool:
+    """Whether the path to ``top`` tests ``logits_value == C`` with ``C`` the constant get_top_tokens
+    gets (``if step == 0: get_top_tokens(h)`` against ``compute_logits(h, spec_step_idx=step)``):
+    equal where the test still holds, which only run-time values tell (the name may be rebound)."""
+    constant = _constant((top_value or "").lstrip("="))
+    return constant is not _NOT_CONSTANT and any(
+        _normal(value) == _normal(logits_value.lstrip("=")) and _constant(guard) == constant
+        for value, guard in top.guards
+    )
 
 
 def _constant(text: str) -> object:
@@ -252,6 +263,8 @@ def argument_gaps(pair: CallPair, logits_params: list[Param], logits_text: str, 
                 continue
             top_value = top_values.get(other)
             same = None if top_value is None else agree(value, top_value)
+            if same is False and _guarded_equal(pair.top_tokens, value, top_value):
+                same = None
             if top_value is not None and same is not True:
                 gaps.append(ArgumentGap(logits, param.name, value, top_value, same is False))
     return gaps

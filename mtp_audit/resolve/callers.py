@@ -57,12 +57,23 @@ METHODS_BY_NAME = (  # name fragment -> speculative methods a drafter of that na
 # Files worth parsing: they define or construct speculators, or name their classes.
 CALLER_FILE = re.compile(rb"Speculator|Proposer|speculator_class|def propose")
 CALLER_NAME = re.compile(r"(?:Speculator|Proposer)$")
-# a construction (``XSpeculator(...)``), or a class picked into a variable (``cls = XSpeculator``)
-CONSTRUCTION_HINT = re.compile(
-    r"^(?!\s*class\s).*(?:(Speculator|Proposer)\(|=\s*[\w.]*(Speculator|Proposer)\s*$)", re.M
+# A line that may construct a speculator or pick its class, outside a ``class`` statement: a
+# construction (``XSpeculator(...)``), a value that starts with a class (``cls = XSpeculator``,
+# ``cls = XSpeculator if c else YProposer``), either arm of a conditional. Only the lines that
+# name one (SPECULATOR_NAME) are tried: a thousands-line runner costs a few of them.
+SPECULATOR_NAME = re.compile(r"Speculator|Proposer")
+CONSTRUCTION_LINE = re.compile(
+    r"^(?!\s*class\s).*(?:"
+    r"(?:Speculator|Proposer)(?:\s*\(|\s+if\b)"
+    r"|=\s*[\w.]*(?:Speculator|Proposer)\b"
+    r"|\belse\s+[\w.]*(?:Speculator|Proposer)\b)",
+    re.M,
 )
 DEF_LINE = re.compile(r"^(\s*)(?:async\s+)?def\s")
 DECLARED_CONFIG = re.compile(r"^(\s+)speculator_config_class\s*(?::[^=]*)?=\s*([A-Za-z_][\w.]*)", re.M)
+
+
+HIDDEN = "\x01"  # an argument value that a ``*``/``**`` argument of a wrapper call hides
 
 
 class Unknown:
@@ -88,8 +99,12 @@ class ModelCall:
     line: int
     # the argument values (keywords without their name) as the function where a drafting path
     # parts from the other call sees them, through the wrappers between; None: not expressible there
+    # (a local of a wrapper), HIDDEN: hidden by a ``*``/``**`` argument of a wrapper call
     values: tuple[str | None, ...] | None = None
     through: str | None = None  # the outermost wrapper call they were passed through: `code` (FILE:LINE)
+    # (value, constant) for each `value == constant` that the path to the call tests true, as the
+    # function where the paths part sees the value
+    guards: tuple[tuple[str, str], ...] = ()
 
     @property
     def argument_values(self) -> tuple[str | None, ...]:
@@ -432,7 +447,7 @@ class CallerIndex:
         if self._selector_functions is None:
             self._selector_functions = []
             for module in self.modules.values():
-                if not CONSTRUCTION_HINT.search(module.source):
+                if not _may_construct(module.source):
                     continue
                 for function in _functions(module.tree):
                     local = _scope(module, function)
@@ -746,7 +761,8 @@ class CallerIndex:
         that none of these follows (``FILE:LINE: code``)."""
         function, module, file = self._definition(frame)
         nodes = list(ast.walk(function))
-        names = _DrafterNames.of(nodes, frame.drafters)
+        names = _DrafterNames.of(nodes, frame.drafters, frame.speculators)
+        shadowed = _inner_scope_names(function)
         sites: list[_Site] = []
         followed: set[int] = set()  # drafter references that a site follows
         for node in nodes:
@@ -762,7 +778,8 @@ class CallerIndex:
                     ]
                 )
                 keywords = tuple(k.arg for k in node.keywords if k.arg)
-                sites.append(_Site(node, file, ModelCall(method, args, keywords, len(node.args), file, node.lineno)))
+                call = ModelCall(method, args, keywords, len(node.args), file, node.lineno)
+                sites.append(_Site(node, file, _unshadowed(call, shadowed.get(id(node), frozenset()))))
                 followed.add(id(node.func))
                 continue
             callee = self._callee(node, frame, mro, module)
@@ -771,11 +788,17 @@ class CallerIndex:
             target, bound_self = callee
             definition = self._definition(target)[0]
             receives = _received(definition, node, bound_self)
-            handed = tuple(
-                sorted(name for name, arg in _arguments_by_parameter(definition, node, bound_self) if names.holds(arg))
+            passed = list(_arguments_by_parameter(definition, node, bound_self))
+            handed = tuple(sorted(name for name, arg in passed if names.holds(arg)))
+            speculators = tuple(
+                sorted(
+                    name
+                    for name, arg in passed
+                    if target.owner is None and isinstance(arg, ast.Name) and arg.id in names.speculators
+                )
             )
-            if target.owner is None and not handed:
-                continue  # a function that is not handed the drafter cannot call it
+            if target.owner is None and not handed and not speculators:
+                continue  # a function handed neither the drafter nor the speculator cannot call it
             followed |= {
                 id(arg) for _, arg in _arguments_by_parameter(definition, node, bound_self) if names.holds(arg)
             }
@@ -783,7 +806,7 @@ class CallerIndex:
                 _Site(
                     node,
                     file,
-                    callee=_Frame(target.owner, target.name, handed),
+                    callee=_Frame(target.owner, target.name, handed, speculators),
                     receives=receives,
                     callee_locals=self._local_names(target),
                 )
@@ -796,13 +819,14 @@ class CallerIndex:
         return sites, unfollowed
 
     def _local_names(self, frame: _Frame) -> frozenset[str]:
-        """Names a frame's function binds in its body (a parameter it rebinds too): what they hold
-        there means nothing to its caller."""
+        """Names a frame's function binds in its body (a parameter it rebinds too, the parameters of
+        its lambdas and nested functions, comprehension targets): what they hold there means nothing
+        to its caller."""
         key = (frame.owner, frame.name)
         if key not in self._bound_locals:
             function = self._definition(frame)[0]
             self._bound_locals[key] = frozenset(
-                n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                name for statement in function.body for node in ast.walk(statement) for name in _binds(node)
             )
         return self._bound_locals[key]
 
@@ -826,7 +850,7 @@ class CallerIndex:
                     return (_Frame(hit[1].qualname, method), False) if hit else None
             if start is not None:
                 hit = self._find(mro, method, start)
-                return (_Frame(hit[1].qualname, method), True) if hit else None
+                return (_Frame(hit[1].qualname, method), not _is_static(hit[1].methods[method])) if hit else None
         name = _dotted(call.func)
         qualname = self._qualname_in(module, name) if name else None
         if qualname is not None and self._module_function(qualname) is not None:
@@ -868,6 +892,7 @@ class _Frame:
     owner: str | None
     name: str
     drafters: tuple[str, ...] = ()
+    speculators: tuple[str, ...] = ()  # parameters handed the speculator itself (``greedy(self, h)``)
 
 
 @dataclass
@@ -897,7 +922,9 @@ class _DraftingPath:
         self.result = Reach(cls.name, cls.file, cls.line)
         self.sites: dict[_Frame, list[_Site]] = {}
         self.callers: dict[_Frame, list[tuple[_Frame, _Site]]] = {}
-        self._reached: dict[_Frame, list[ModelCall]] = {}
+        self._reached_walk = _Walk([])
+        self._pairs_walk = _Walk([], node=lambda key: key[:2])  # (frame, node id, top): cut per call site
+        self._nearest_walk = _Walk([], node=lambda key: key[:2])
         self._parents: dict[_Frame, dict[int, ast.AST]] = {}
         todo = [_Frame(hit[1].qualname, entry) for entry in ENTRY_POINTS if (hit := index._find(self.mro, entry))]
         while todo:
@@ -919,13 +946,7 @@ class _DraftingPath:
                 if call is None:
                     continue
                 if call.method == "get_top_tokens":
-                    for pair in self._pairs(frame, site.node, call, frozenset()):
-                        known = next((p for p in reach.pairs if _same(p.top_tokens, pair.top_tokens)), None)
-                        if known is None:
-                            reach.pairs.append(pair)
-                        else:
-                            merged = tuple(_distinct([*known.logits, *pair.logits]))
-                            reach.pairs[reach.pairs.index(known)] = CallPair(known.top_tokens, merged)
+                    reach.pairs = _merged([*reach.pairs, *self._pairs(frame, site.node, call)])
                 elif call.method == "compute_logits":
                     if call not in reach.logits:
                         reach.logits.append(call)
@@ -935,70 +956,151 @@ class _DraftingPath:
         reach.logits.sort(key=lambda c: (c.file, c.line))
         return reach
 
-    def reached(self, frame: _Frame, _stack: frozenset = frozenset()) -> list[ModelCall]:
+    def reached(self, frame: _Frame) -> list[ModelCall]:
         """Every call on the drafter that ``frame`` makes or reaches, its arguments as ``frame`` sees them."""
-        if frame in self._reached:
-            return self._reached[frame]
-        if frame in _stack:
-            return []
-        out = _distinct(call for site in self.sites.get(frame, []) for call in self._through(site, _stack | {frame}))
-        self._reached[frame] = out
-        return out
+        return self._reached_walk(frame, lambda: self._reached_now(frame))
 
-    def _through(self, site: _Site, stack: frozenset) -> list[ModelCall]:
+    def _reached_now(self, frame: _Frame) -> list[ModelCall]:
+        return _distinct(call for site in self.sites.get(frame, []) for call in self._through(site))
+
+    def _through(self, site: _Site) -> list[ModelCall]:
         if site.call is not None:
             return [site.call]
         assert site.callee is not None
-        return [_lifted(call, site) for call in self.reached(site.callee, stack)]
+        return [_lifted(call, site) for call in self.reached(site.callee)]
 
-    def _pairs(self, frame: _Frame, node: ast.AST, top: ModelCall, seen: frozenset) -> list[CallPair]:
+    def _pairs(self, frame: _Frame, node: ast.AST, top: ModelCall) -> list[CallPair]:
         """``top`` (a get_top_tokens call reached through ``node`` of ``frame``) with the
-        compute_logits calls it stands in for: those on the other side of the innermost branch
-        around it that has some (``if``/``else``, the rest of the block after a branch that
-        exits, the other arm of ``a if c else b``, the other ``case``s); else every one ``frame``
-        reaches; else the same, going up to the frames that call it."""
-        if frame not in self._parents:
-            self._parents[frame] = _parents(self.index._definition(frame)[0])
-        for region in _alternatives(self._parents[frame], node):
-            inside = {id(n) for statement in region for n in ast.walk(statement)}
-            found = [
-                call
-                for site in self.sites[frame]
-                if id(site.node) in inside
-                for call in self._through(site, frozenset({frame}))
-                if call.method == "compute_logits"
-            ]
+        compute_logits calls it stands in for: on every call path up, those on the other side of
+        the innermost branch around it that has some (``if``/``else``, the rest of the block after
+        a branch that exits, the other arm of ``a if c else b``, the other ``case``s); where no
+        path has such a branch, those that the nearest frame going up reaches."""
+        replaced = [p for p in self._replaced(frame, node, top) if p.logits]
+        return replaced or self._nearest(frame, node, top)
+
+    def _replaced(self, frame: _Frame, node: ast.AST, top: ModelCall) -> list[CallPair]:
+        """The pairs found at a branch around ``node`` in ``frame``, else in the frames that call it
+        (each function once per argument values: a chain of wrappers is walked in linear time)."""
+        top = _guarded(top, self._parents_of(frame), node)
+        return self._pairs_walk(
+            (frame, id(node), replace(top, through=None)), lambda: self._replaced_now(frame, node, top)
+        )
+
+    def _replaced_now(self, frame: _Frame, node: ast.AST, top: ModelCall) -> list[CallPair]:
+        for region in _alternatives(self._parents_of(frame), node):
+            found = self._logits_in(frame, region, top)
             if found:
                 return [CallPair(top, tuple(_distinct(found)))]
-        found = [call for call in self.reached(frame) if call.method == "compute_logits"]
-        if found or not self.callers.get(frame):
-            return [CallPair(top, tuple(found))]
-        out: list[CallPair] = []
-        for caller, site in self.callers[frame]:
-            if (caller, id(site.node)) not in seen:
-                out += self._pairs(caller, site.node, _lifted(top, site), seen | {(caller, id(site.node))})
-        return out or [CallPair(top, ())]
+        return _merged(
+            pair
+            for caller, site in self.callers.get(frame, [])
+            for pair in self._replaced(caller, site.node, _lifted(top, site))
+        )
+
+    def _logits_in(self, frame: _Frame, region: list[ast.AST], top: ModelCall) -> list[ModelCall]:
+        """The compute_logits calls that ``region`` of ``frame`` makes or reaches; a callee that
+        reaches ``top`` again (the next step of a recursion) is not what ``top`` stands in for,
+        unless nothing else is there."""
+        inside = {id(n) for statement in region for n in ast.walk(statement)}
+        by_site = [
+            (site, [call for call in self._through(site) if call.method == "compute_logits"])
+            for site in self.sites[frame]
+            if id(site.node) in inside
+        ]
+        own = [call for site, calls in by_site if not self._leads_to(site, top) for call in calls]
+        return own or [call for _, calls in by_site for call in calls]
+
+    def _leads_to(self, site: _Site, top: ModelCall) -> bool:
+        """Whether ``site`` goes into a frame that reaches the get_top_tokens call ``top``."""
+        return site.callee is not None and any(
+            call.method == top.method and (call.file, call.line) == (top.file, top.line)
+            for call in self.reached(site.callee)
+        )
+
+    def _nearest(self, frame: _Frame, node: ast.AST, top: ModelCall) -> list[CallPair]:
+        """``top`` with the compute_logits calls the nearest frame going up reaches (no branch
+        parts them: both run on the same path)."""
+
+        def now() -> list[CallPair]:
+            found = [call for call in self.reached(frame) if call.method == "compute_logits"]
+            if found or not self.callers.get(frame):
+                return [CallPair(top, tuple(found))]
+            out = _merged(
+                pair
+                for caller, site in self.callers[frame]
+                for pair in self._nearest(caller, site.node, _lifted(top, site))
+            )
+            return out or [CallPair(top, ())]
+
+        return self._nearest_walk((frame, id(node), replace(top, through=None)), now)
+
+    def _parents_of(self, frame: _Frame) -> dict[int, ast.AST]:
+        if frame not in self._parents:
+            self._parents[frame] = _parents(self.index._definition(frame)[0])
+        return self._parents[frame]
+
+
+class _Walk:
+    """Memoised results of a recursive walk over a graph that may have cycles. A back edge to a
+    node still open answers ``cut``; a result computed with such a cut is provisional (it misses
+    what lies behind the cut) and is kept only while the node it was cut at stays open, as
+    Tarjan's lowlink tells; a result with no cut below it is final."""
+
+    def __init__(self, cut, node=lambda key: key):
+        self.cut = cut
+        self.node = node  # the graph node of a key (a key may add what the walk carries to it)
+        self.final: dict = {}
+        self._open: dict = {}  # key -> depth on the stack
+        self._lows: list[int] = []  # per open node: the shallowest open node a cut below it reached
+        self._provisional: dict = {}  # key -> (result, low, depth)
+
+    def __call__(self, key, compute):
+        if key in self.final:
+            return self.final[key]
+        node = self.node(key)
+        if node in self._open or key in self._provisional:
+            result, low = (self.cut, self._open[node]) if node in self._open else self._provisional[key][:2]
+            self._lows[-1] = min(self._lows[-1], low)
+            return result
+        depth = len(self._open)
+        self._open[node] = depth
+        self._lows.append(depth)
+        try:
+            result = compute()
+        finally:
+            low = self._lows.pop()
+            del self._open[node]
+        self._provisional = {k: v for k, v in self._provisional.items() if not v[1] <= depth < v[2]}
+        if low >= depth:
+            self.final[key] = result
+        else:
+            self._provisional[key] = (result, low, depth)
+            self._lows[-1] = min(self._lows[-1], low)
+        return result
 
 
 class _DrafterNames:
-    """What holds the drafter in one function: ``self.model`` / ``self.draft_model``, the
-    parameters it is handed in, locals bound to it (plain, annotated or ``:=``, aliases of
-    aliases too), and locals bound to one of its methods (``top = self.model.get_top_tokens``)."""
+    """What holds the drafter in one function: ``self.model`` / ``self.draft_model`` (also as
+    ``getattr(self, "model")``, and on a parameter handed the speculator itself), either arm of
+    ``a if c else b``, the parameters it is handed in, locals bound to it (plain, annotated,
+    ``:=`` or unpacked from a tuple; aliases of aliases too), and locals bound to one of its
+    methods (``top = self.model.get_top_tokens``)."""
 
-    def __init__(self, aliases: set[str], bound: dict[str, str], bound_values: set[int]):
+    def __init__(self, aliases: set[str], bound: dict[str, str], bound_values: set[int], speculators: set[str]):
         self.aliases = aliases
         self.bound = bound
         self.bound_values = bound_values  # ids of the values bound to locals
+        self.speculators = speculators  # names of the speculator: ``self`` and parameters handed it
 
     @classmethod
-    def of(cls, nodes: list[ast.AST], parameters: tuple[str, ...]) -> _DrafterNames:
+    def of(cls, nodes: list[ast.AST], parameters: tuple[str, ...], speculators: tuple[str, ...] = ()) -> _DrafterNames:
         bindings = [
             (target, value)
             for node in nodes
             if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr))
             for target, value in _local_bindings(node)
         ]
-        names = cls({*parameters}, {}, {id(value) for _, value in bindings})
+        names = cls({*parameters}, {}, {id(value) for _, value in bindings}, {"self", *speculators})
         grown = True
         while grown:
             before = (len(names.aliases), len(names.bound))
@@ -1011,9 +1113,13 @@ class _DrafterNames:
         return names
 
     def holds(self, node: ast.expr) -> bool:
-        """Whether ``node`` is the drafter."""
-        if isinstance(node, ast.Attribute) and _is_self(node.value):
-            return node.attr in DRAFTER_ATTRS
+        """Whether ``node`` is the drafter (in one arm of ``a if c else b`` at least)."""
+        if isinstance(node, ast.IfExp):
+            return any(self.holds(arm) for arm in _branches(node))
+        read = _getattr_of(node) or ((node.value, node.attr) if isinstance(node, ast.Attribute) else None)
+        if read is not None:
+            owner, attr = read
+            return attr in DRAFTER_ATTRS and isinstance(owner, ast.Name) and owner.id in self.speculators
         return isinstance(node, ast.Name) and node.id in self.aliases
 
     def method_of(self, node: ast.expr) -> str | None:
@@ -1027,8 +1133,9 @@ class _DrafterNames:
 
     def escapes(self, nodes: list[ast.AST]) -> Iterator[tuple[ast.expr, ast.expr]]:
         """Drafter references that may lead to its methods unseen, each with the code to show: the
-        drafter as a call's argument (the call), and one of its logits methods used other than
-        called or bound to a local."""
+        drafter as a call's argument (the call), stored, returned or put in a container other than
+        as a local alias (the statement or container), and one of its logits methods used other
+        than called or bound to a local."""
         used = self.bound_values | {id(node.func) for node in nodes if isinstance(node, ast.Call)}
         for node in nodes:
             method = self.method_of(node) if isinstance(node, (ast.Attribute, ast.Call)) else None
@@ -1037,12 +1144,37 @@ class _DrafterNames:
                     yield node, node  # type: ignore[misc]
             elif isinstance(node, ast.Call) and _dotted(node.func) not in INSPECTING_BUILTINS:
                 yield from ((arg, node) for arg in (*node.args, *(k.value for k in node.keywords)) if self.holds(arg))
+            yield from (
+                (value, node) for value in _held(node) if id(value) not in self.bound_values and self.holds(value)
+            )
+
+
+def _held(node: ast.AST) -> list[ast.expr]:
+    """The values ``node`` keeps or hands on other than as a call's argument: what a binding
+    stores (into any target), a ``return``/``yield`` gives back, a container literal holds."""
+    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr, ast.Return, ast.Yield)):
+        return [node.value] if node.value is not None else []
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return list(node.elts)
+    if isinstance(node, ast.Dict):
+        return list(node.values)
+    return []
 
 
 def _local_bindings(node: ast.AST) -> Iterator[tuple[str, ast.expr]]:
-    """(name, value) for a plain, annotated or ``:=`` binding of one local name."""
+    """(name, value) for a plain, annotated or ``:=`` binding of one local name, and for each name
+    of a tuple unpacked from a tuple of as many values (``drafter, n = self.model, 3``)."""
     if isinstance(node, ast.Assign):
-        yield from ((t.id, node.value) for t in node.targets if isinstance(t, ast.Name))
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                yield target.id, node.value
+            elif (
+                isinstance(target, (ast.Tuple, ast.List))
+                and isinstance(node.value, (ast.Tuple, ast.List))
+                and len(target.elts) == len(node.value.elts)
+                and not any(isinstance(e, ast.Starred) for e in (*target.elts, *node.value.elts))
+            ):
+                yield from ((t.id, v) for t, v in zip(target.elts, node.value.elts) if isinstance(t, ast.Name))
     elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and isinstance(node.target, ast.Name) and node.value:
         yield node.target.id, node.value
 
@@ -1064,11 +1196,12 @@ def _received(
     function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, bound_self: bool
 ) -> dict[str, str | None]:
     """What each parameter of ``function`` receives from ``call``, as code of the caller: the
-    argument, or the default it is left; None where a ``*``/``**`` argument hides it, or nothing."""
+    argument, or the default it is left; ``HIDDEN`` where a ``*``/``**`` argument of the call
+    hides it; None where it gets nothing."""
     arguments = function.args
     positional = [*arguments.posonlyargs, *arguments.args]
-    out: dict[str, str | None] = {a.arg: None for a in (*positional, *arguments.kwonlyargs)}
     hidden = any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords)
+    out: dict[str, str | None] = {a.arg: HIDDEN if hidden else None for a in (*positional, *arguments.kwonlyargs)}
     if not hidden:
         defaults = zip(positional[len(positional) - len(arguments.defaults) :], arguments.defaults)
         kw_defaults = zip(arguments.kwonlyargs, arguments.kw_defaults)
@@ -1079,18 +1212,115 @@ def _received(
     return out
 
 
+INNER_SCOPES = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)  # a comprehension runs as a loop of the function
+
+
+def _binds(node: ast.AST) -> Iterator[str]:
+    """The names ``node`` binds: a stored name, a parameter, a nested function or class."""
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+        yield node.id
+    elif isinstance(node, ast.arg):
+        yield node.arg
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        yield node.name
+
+
+def _inner_scope_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[int, frozenset[str]]:
+    """Each node (by id) inside a lambda or nested function of ``function`` -> the names those
+    inner scopes bind around it: there they are not the function's own (a lambda's parameter is
+    whatever it is called with)."""
+    out: dict[int, frozenset[str]] = {}
+
+    def visit(node: ast.AST, names: frozenset[str]) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = names
+            if isinstance(child, INNER_SCOPES):
+                inner = names | {
+                    name for n in ast.walk(child) if n is not child or isinstance(n, ast.arg) for name in _binds(n)
+                }
+            if inner:
+                out[id(child)] = inner
+            visit(child, inner)
+
+    for statement in function.body:
+        visit(statement, frozenset())
+    return out
+
+
+def _unshadowed(call: ModelCall, shadowed: frozenset[str]) -> ModelCall:
+    """``call``, made inside a lambda or nested function that binds ``shadowed``:
+    an argument that reads one of those names is no value of the function (None)."""
+    if not shadowed:
+        return call
+    values = tuple(None if value is not None and _reads(value) & shadowed else value for value in call.argument_values)
+    return replace(call, values=values) if values != call.argument_values else call
+
+
+@functools.lru_cache(maxsize=4096)
+def _reads(value: str) -> frozenset[str]:
+    """The names code reads (all of them, when it cannot be parsed)."""
+    try:
+        tree = ast.parse(value.lstrip("*"), mode="eval")
+    except (SyntaxError, ValueError, RecursionError):
+        return frozenset({value})
+    return frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name))
+
+
 def _lifted(call: ModelCall, site: _Site) -> ModelCall:
     """``call``, made in ``site``'s callee, with its argument values as the caller of ``site`` sees
     them (the callee's parameters replaced by what the site passes); None where a value depends on
     the callee's locals or on what a ``*``/``**`` argument hides."""
     items = tuple(site.receives.items())
     values = tuple(_substituted(value, items, site.callee_locals) for value in call.argument_values)
-    return replace(call, values=values, through=f"`{ast.unparse(site.node)}` ({site.file}:{site.node.lineno})")
+    guards = tuple(
+        (lifted, constant)
+        for value, constant in call.guards
+        if (lifted := _substituted(value, items, site.callee_locals)) is not None
+    )
+    through = f"`{ast.unparse(site.node)}` ({site.file}:{site.node.lineno})"
+    return replace(call, values=values, through=through, guards=guards)
+
+
+def _guarded(call: ModelCall, parents: dict[int, ast.AST], node: ast.AST) -> ModelCall:
+    """``call``, reached through ``node``, with the equality tests that hold where ``node`` runs
+    (``if step == 0:`` around it, or ``!=`` in an ``if`` whose ``else`` holds it) added to its guards."""
+    guards = list(call.guards)
+    child = node
+    while (parent := parents.get(id(child))) is not None:
+        if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
+            holds = child is parent.body or (isinstance(parent.body, list) and child in parent.body)
+            test = parent.test
+            if (
+                isinstance(test, ast.Compare)
+                and len(test.ops) == 1
+                and isinstance(test.ops[0], ast.Eq if holds else ast.NotEq)
+            ):
+                sides = (test.left, test.comparators[0])
+                for value, constant in (sides, sides[::-1]):
+                    if isinstance(constant, ast.Constant) and not isinstance(value, ast.Constant):
+                        guard = (ast.unparse(value), ast.unparse(constant))
+                        if guard not in guards:
+                            guards.append(guard)
+        child = parent
+    return replace(call, guards=tuple(guards)) if len(guards) != len(call.guards) else call
 
 
 def _same(first: ModelCall, second: ModelCall) -> bool:
     """The same call with the same values, whichever wrappers passed them."""
     return replace(first, through=None) == replace(second, through=None)
+
+
+def _merged(pairs: Iterable[CallPair]) -> list[CallPair]:
+    """``pairs`` in order, one per get_top_tokens call with the same values, its compute_logits
+    calls joined (the paths of a chain of wrappers are many; their distinct values are few)."""
+    out: dict[ModelCall, CallPair] = {}
+    for pair in pairs:
+        key = replace(pair.top_tokens, through=None)
+        known = out.get(key)
+        out[key] = (
+            pair if known is None else CallPair(known.top_tokens, tuple(_distinct([*known.logits, *pair.logits])))
+        )
+    return list(out.values())
 
 
 def _distinct(calls: Iterable[ModelCall]) -> list[ModelCall]:
@@ -1102,6 +1332,11 @@ def _distinct(calls: Iterable[ModelCall]) -> list[ModelCall]:
     return out
 
 
+def _is_static(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A ``@staticmethod``: called on ``self`` it binds nothing; its first parameter takes the first argument."""
+    return any(_dotted(d) in ("staticmethod", "builtins.staticmethod") for d in function.decorator_list)
+
+
 def _is_self(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) and node.id == "self"
 
@@ -1111,9 +1346,12 @@ def _substituted(
     value: str | None, receives: tuple[tuple[str, str | None], ...], local_names: frozenset[str]
 ) -> str | None:
     """``value``, code of a callee, as its caller sees it: each parameter replaced by what it
-    receives (``receives``); None where it reads a local of the callee or a hidden argument."""
+    receives (``receives``); None where it reads a local of the callee, ``HIDDEN`` where it reads
+    what a ``*``/``**`` argument of a wrapper call hides."""
     if value is None:
         return None
+    if value == HIDDEN:
+        return HIDDEN
     stars = len(value) - len(value.lstrip("*"))
     try:
         tree = ast.parse(value[stars:], mode="eval")
@@ -1123,6 +1361,8 @@ def _substituted(
     read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     if read & local_names or any(given[name] is None for name in read & given.keys()):
         return None
+    if value == HIDDEN or any(given[name] == HIDDEN for name in read & given.keys()):
+        return HIDDEN
     values = {name: ast.parse(given[name], mode="eval").body for name in read & given.keys()}
     return "*" * stars + ast.unparse(_Substituted(values).visit(tree))  # type: ignore[arg-type]
 
@@ -1314,12 +1554,28 @@ def _constructing_parts(source: str) -> str:
             ):
                 end += 1
             block = lines[index:end]
-            if CONSTRUCTION_HINT.search("\n".join(block)):
+            if _may_construct("\n".join(block)):
                 keep += [b[indent:] for b in block]
             index = end
         else:
             index += 1
     return "\n".join(keep) + "\n"
+
+
+def _may_construct(text: str) -> bool:
+    """Whether ``text`` has a line that may construct a speculator or pick its class
+    (``CONSTRUCTION_LINE``): a safe over-approximation of what ``_constructed`` reads, to skip
+    the parse of what cannot select."""
+    end = 0
+    for hit in SPECULATOR_NAME.finditer(text):
+        if hit.start() < end:
+            continue  # a line already tried
+        start = text.rfind("\n", 0, hit.start()) + 1
+        end = text.find("\n", hit.end())
+        end = len(text) if end < 0 else end
+        if CONSTRUCTION_LINE.match(text, start, end):
+            return True
+    return False
 
 
 def _statement_end(lines: list[str], start: int) -> int:
