@@ -90,6 +90,33 @@ def test_emitted_deepseek_test_passes_with_plain_pytest(vllm_release, tmp_path):
     assert "6 passed" in run.stdout
 
 
+def test_the_worker_imports_the_vllm_at_path_not_the_one_in_the_working_directory(vllm_release, tmp_path):
+    """Run from inside another checkout, verify still tests PATH's code: no ``-m`` cwd entry, no empty
+    PYTHONPATH entry."""
+    tree = _fixed_copy(vllm_release, "0.34.0", "deepseek_mtp", tmp_path)
+    elsewhere = tmp_path / "another-checkout"
+    (elsewhere / "vllm").mkdir(parents=True)
+    (elsewhere / "vllm" / "__init__.py").write_text('raise ImportError("the vllm of the working directory")\n')
+    import mtp_audit
+
+    ours = {"PYTHONPATH": str(Path(mtp_audit.__file__).parents[1])}  # this mtp_audit, not the installed one
+    result = run_cli("verify", str(tree), "--model", "DeepSeekMTPModel", "--tp", "1", cwd=elsewhere, env=ours)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "working directory" not in result.stderr
+
+
+def test_a_vllm_imported_from_outside_the_tree_is_refused_naming_both(tmp_path):
+    from mtp_audit.verify.run import worker_path
+    from mtp_audit.verify.worker import foreign_vllm
+
+    tree = tmp_path / "tree"
+    assert foreign_vllm(str(tree / "vllm" / "__init__.py"), str(tree)) is None
+    refusal = foreign_vllm("/elsewhere/vllm/__init__.py", str(tree))
+    assert "/elsewhere/vllm/__init__.py" in refusal and str(tree.resolve() / "vllm") in refusal
+    entries = worker_path(tree, "").split(os.pathsep)
+    assert entries[0] == str(tree) and "" not in entries
+
+
 def test_deepseek_passes_and_planted_wrong_mirrors_are_caught(vllm_release, tmp_path):
     tree = _fixed_copy(vllm_release, "0.34.0", "deepseek_mtp", tmp_path)
     good = run_cli("verify", str(tree), "--model", "DeepSeekMTPModel", "--tp", "1,2")

@@ -6,3 +6,4 @@ HIDDEN = 64
 NUM_STEPS = 3  # fabricated MTP steps
 START_LAYER = 5  # fabricated mtp_start_layer_idx
 MAX_VARIANTS = 8  # configurations built per drafter, at most
+FOREIGN_VLLM_EXIT = 2  # a worker that imported a vLLM from outside the tree under test

@@ -35,7 +35,7 @@ if not torch.cuda.is_available() and os.environ["VLLM_TARGET_DEVICE"] == "cpu":
     # run in Triton's own interpreter on CPU tensors: the kernel's code, not a stand-in.
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from .constants import HIDDEN, MAX_VARIANTS, NUM_STEPS, VOCAB  # noqa: E402
+from .constants import FOREIGN_VLLM_EXIT, HIDDEN, MAX_VARIANTS, NUM_STEPS, VOCAB  # noqa: E402
 
 
 def torchvision_without_its_ops():
@@ -601,12 +601,27 @@ def _compare(logits, ids) -> dict:
     return record
 
 
+def foreign_vllm(imported: str | None, root: str) -> str | None:
+    """Why the imported vLLM is not the tree under test (a ``.pth`` file, a site hook or a stale
+    path can put another one first): verifying it would test other code. None when it is the tree's."""
+    expected = Path(root).resolve() / "vllm"
+    if imported is not None and Path(imported).resolve().is_relative_to(expected):
+        return None
+    return f"the worker imported vLLM from {imported}, not from the tree under test ({expected})"
+
+
 def main(argv: list[str]) -> int:
     plan_path, rank, world, port, out_path = argv[0], int(argv[1]), int(argv[2]), int(argv[3]), argv[4]
     with open(plan_path, encoding="utf-8") as handle:
         plan = json.load(handle)
     progress_path = plan.get("progress")
     started = time.perf_counter()
+    import vllm
+
+    foreign = foreign_vllm(vllm.__file__, plan["root"])
+    if foreign:
+        print(foreign, file=sys.stderr)
+        return FOREIGN_VLLM_EXIT
     torchvision_schemas = torchvision_without_its_ops()  # noqa: F841  (kept alive while vLLM runs)
     InterpretedLaunches.install()
     from vllm.config import set_current_vllm_config
