@@ -117,6 +117,25 @@ def test_a_vllm_imported_from_outside_the_tree_is_refused_naming_both(tmp_path):
     assert entries[0] == str(tree) and "" not in entries
 
 
+def test_a_patch_test_skips_a_platform_module_that_raises_on_import(tmp_path):
+    """vllm/platforms/rocm.py asserts CUDA at import: any exception, not only ImportError, is a skip."""
+    from mtp_audit.verify.emit import render_family_test
+
+    (tmp_path / "cuda_only_mtp.py").write_text('raise AssertionError("Torch not compiled with CUDA enabled")\n')
+    test = tmp_path / "test_cuda_only_get_top_tokens.py"
+    test.write_text(render_family_test("CudaOnly", [("cuda_only_mtp", "CudaOnlyMTP", False)]))
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", test.name],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "6 skipped" in run.stdout and "AssertionError: Torch not compiled with CUDA enabled" in run.stdout
+
+
 def test_deepseek_passes_and_planted_wrong_mirrors_are_caught(vllm_release, tmp_path):
     tree = _fixed_copy(vllm_release, "0.34.0", "deepseek_mtp", tmp_path)
     good = run_cli("verify", str(tree), "--model", "DeepSeekMTPModel", "--tp", "1,2")
