@@ -140,7 +140,7 @@ def test_deepseek_passes_and_planted_wrong_mirrors_are_caught(vllm_release, tmp_
     tree = _fixed_copy(vllm_release, "0.34.0", "deepseek_mtp", tmp_path)
     good = run_cli("verify", str(tree), "--model", "DeepSeekMTPModel", "--tp", "1,2")
     assert good.returncode == 0, good.stdout + good.stderr
-    assert "steps [0, 1, 2]" in good.stdout
+    assert "steps [0, 1, 2, 3, 4, 5]" in good.stdout  # past the 3 layers too: the drafter wraps them
 
     path = tree / "vllm/model_executor/models/deepseek_mtp.py"
     fixed = path.read_text()
@@ -169,6 +169,20 @@ def test_deepseek_passes_and_planted_wrong_mirrors_are_caught(vllm_release, tmp_
     detail = _results(report)[0]["detail"]
     assert "spec_step_idx=1" in detail and "spec_step_idx=0)" not in detail
     assert "row " in detail and "get_top_tokens = " in detail
+
+    # Right at every step below the layer count; a step past it clamped to the last layer, not wrapped.
+    clamps = mirror.replace(
+        "current_step_idx = spec_step_idx % self.num_mtp_layers",
+        "current_step_idx = min(spec_step_idx, self.num_mtp_layers - 1)",
+        1,
+    )
+    assert clamps != mirror
+    path.write_text(head + "    def get_top_tokens(" + clamps)
+    report = tmp_path / "clamps.json"
+    clamped = run_cli("verify", str(tree), "--model", "DeepSeekMTPModel", "--tp", "1", "--json", str(report))
+    assert clamped.returncode == 1, clamped.stdout + clamped.stderr
+    detail = _results(report)[0]["detail"]
+    assert "spec_step_idx=3" in detail and "spec_step_idx=2)" not in detail
 
 
 def test_a_caller_that_passes_the_step_to_compute_logits_only_is_compared_as_it_calls(vllm_release, tmp_path):

@@ -68,6 +68,11 @@ class CannotBuild(Exception):
     """The harness cannot make something a method needs: not verified."""
 
 
+class OutsideSteps(CannotBuild):
+    """A per-step container read past its layers: a step the code does not wrap (as vLLM's
+    ``ModuleDict`` would raise ``KeyError``)."""
+
+
 # What a recipe line makes (verify/emit.py writes each one back as code).
 StepKind = Literal[
     "constant",
@@ -608,7 +613,7 @@ class StepLayers(nn.Module):
     def __getitem__(self, key) -> nn.Module:
         index = self._index(key)
         if not 0 <= index < NUM_STEPS:
-            raise CannotBuild(f"{self._path}[{key!r}] is outside the {NUM_STEPS} fabricated steps")
+            raise OutsideSteps(f"{self._path}[{key!r}] is outside the {NUM_STEPS} fabricated steps")
         if index not in self._made:
             if self._element is None:
                 raise CannotBuild(f"cannot tell which layer class {self._path} holds")
