@@ -76,7 +76,7 @@ def test_emitted_deepseek_test_passes_with_plain_pytest(vllm_release, tmp_path):
     result = run_cli("verify", str(tree), "--model", "DeepSeekMTPModel", "--tp", "1", "--emit-test", str(emitted))
     assert result.returncode == 0, result.stdout + result.stderr
     calls = "".join(emitted.read_text().split())
-    assert "in[[None,None],[0,0],[1,1],[2,2],]:" in calls  # both call forms, every step
+    assert "in[[None,None],[0,0],[1,1],[2,2],[3,3],[4,4],[5,5],]:" in calls  # both call forms, steps past the layers
     env = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", emitted.name],
@@ -224,8 +224,12 @@ def test_gemma4_upstream_divergence_is_found_with_its_configuration(vllm_release
     assert "(logit -inf)" in masked["detail"]  # a suppressed token
     # Gemma4Speculator calls both methods with the hidden states only: no spec_step_idx= form is run
     assert "TypeError" not in masked["detail"] and masked["rows"] > 0
-    plain = variants["Gemma4MTP._suppress_idx=None, Gemma4MTP.masked_embedding=None"]
-    assert plain["verdict"] == "MISMATCH" and "get_top_tokens raised AssertionError" in plain["detail"]
+    # its LogitsProcessor(..., soft_cap=getattr(text_config, "final_logit_softcapping", None)): both ways
+    for soft_cap in ("None", "2"):
+        plain = variants[
+            f"Gemma4MTP._suppress_idx=None, Gemma4MTP.masked_embedding=None, config.final_logit_softcapping={soft_cap}"
+        ]
+        assert plain["verdict"] == "MISMATCH" and "get_top_tokens raised AssertionError" in plain["detail"]
 
 
 def test_unfixed_drafter_is_not_verified(vllm_release):
@@ -333,6 +337,22 @@ def test_a_tied_embedding_head_is_built_as_a_head(vllm_release, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     [row] = _results(report)
     assert row["verdict"] == "pass" and row["rows"] > 0
+
+
+def test_the_logits_processor_is_built_with_the_arguments_of_init(vllm_release, tmp_path):
+    """0.33.0 Inkling: LogitsProcessor(config.padded_vocab_size, org_vocab_size=config.vocab_size) and a
+    compute_logits that cuts to org_vocab_size; 0.33.0's get_top_tokens masks only the shard padding, so
+    ids past org_vocab_size come back. Built as LogitsProcessor(VOCAB), the cut was a no-op and it passed."""
+    report = tmp_path / "inkling.json"
+    result = run_cli(
+        "verify", str(vllm_release("0.33.0")), "--model", "InklingMTPModel", "--tp", "1", "--json", str(report)
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    [row] = [r for r in _results(report) if r["module"].endswith("nvidia.mtp")]
+    verdicts = {v["variant"]: v["verdict"] for v in row["variants"]}
+    cut = [verdict for variant, verdict in verdicts.items() if "org_vocab_size=1000" in variant]
+    assert "MISMATCH" in cut and "pass" not in cut  # (soft_cap and mup both set: compute_logits asserts, not run)
+    assert any("config.final_logit_softcapping=2" in variant for variant in verdicts)  # soft_cap passed on
 
 
 def _planted(vllm_release, tmp_path: Path, relative: str, old: str, new: str) -> Path:

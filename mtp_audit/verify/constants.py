@@ -1,6 +1,7 @@
 """Sizes shared by the verify worker (which imports torch) and the test emitter (which does not)."""
 
 VOCAB = 1040  # not a multiple of 64 * TP: the last shard keeps padding rows; 16 | VOCAB for clustered vocabularies
+ORG_VOCAB = VOCAB - 40  # a processor's org_vocab_size below the head's rows (in the last shard at TP 2)
 TARGET_VOCAB = 2 * VOCAB + 13  # the target's vocabulary when a draft-to-target map is built
 HIDDEN = 64
 NUM_STEPS = 3  # fabricated MTP steps
