@@ -83,6 +83,64 @@ def read_version(root: Path) -> str | None:
     return None
 
 
+def outside_vocab_mask(logits_processor_source: str) -> int | None:
+    """The line where ``LogitsProcessor.get_top_tokens`` (or a method of the class it calls on
+    ``self``) sets every column from ``self.org_vocab_size`` on to ``-inf`` (vLLM 0.34's
+    ``_mask_outside_vocab``); None where it does not (0.33 masks only the shard padding): there a
+    ``get_top_tokens`` can select ids a cut to ``org_vocab_size`` removes."""
+    try:
+        module = ast.parse(logits_processor_source)
+    except SyntaxError:
+        return None
+    for node in module.body:
+        if isinstance(node, ast.ClassDef) and node.name == "LogitsProcessor":
+            methods = {item.name: item for item in node.body if isinstance(item, ast.FunctionDef)}
+            top_tokens = methods.get("get_top_tokens")
+            if top_tokens is None:
+                return None
+            reached = [top_tokens, *(methods[name] for name in _self_calls(top_tokens) if name in methods)]
+            return next((line for method in reached if (line := _org_vocab_mask(method)) is not None), None)
+    return None
+
+
+def _self_calls(function: ast.FunctionDef) -> list[str]:
+    """Names of the ``self.<name>(...)`` calls in a method."""
+    return [
+        node.func.attr
+        for node in ast.walk(function)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "self"
+    ]
+
+
+def _org_vocab_mask(function: ast.FunctionDef) -> int | None:
+    """The line of ``x[..., lower:] = -inf`` whose ``lower`` reads ``self.org_vocab_size`` (directly or
+    through local names assigned from it)."""
+    derived = {"self.org_vocab_size"}
+    assignments = [node for node in ast.walk(function) if isinstance(node, ast.Assign)]
+    for _ in assignments:  # names assigned from names assigned from it...
+        for node in assignments:
+            if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and _reads(node.value, derived):
+                derived.add(node.targets[0].id)
+    for node in assignments:
+        target = node.targets[0] if len(node.targets) == 1 else None
+        if not isinstance(target, ast.Subscript) or "inf" not in ast.unparse(node.value):
+            continue
+        last = target.slice.elts[-1] if isinstance(target.slice, ast.Tuple) else target.slice
+        if isinstance(last, ast.Slice) and last.upper is None and last.lower is not None:
+            if _reads(last.lower, derived):
+                return node.lineno
+    return None
+
+
+def _reads(expression: ast.expr, names: set[str]) -> bool:
+    return any(
+        isinstance(node, (ast.Name, ast.Attribute)) and ast.unparse(node) in names for node in ast.walk(expression)
+    )
+
+
 def has_local_argmax(logits_processor_source: str) -> bool:
     """True when ``LogitsProcessor.get_top_tokens`` exists (vLLM 0.17 and later)."""
     if "def get_top_tokens" not in logits_processor_source:

@@ -16,7 +16,7 @@ from .classify.analysis import Analysis, Analyzer
 from .classify.calls import Contract
 from .errors import UsageError
 from .index.modules import ModuleIndex
-from .locate import LOGITS_PROCESSOR, has_local_argmax
+from .locate import LOGITS_PROCESSOR, has_local_argmax, outside_vocab_mask
 from .model import (
     PLATFORMS,
     ChainAnswers,
@@ -134,6 +134,9 @@ class Scanner:
                     f"{version} has no LogitsProcessor.get_top_tokens, so there is nothing for drafters "
                     "to opt into (it first shipped in vLLM 0.17)"
                 )
+            mask = outside_vocab_mask(source)
+            for analyzer in self.analyzers.values():
+                analyzer.processor_mask = f"{self.index.relative(path)}:{mask}" if mask is not None else None
             entries, self.registry_notes = registry_reading(self.index)
             if self.tree.plugins:
                 readings = read_plugins(self.index, self.tree.plugins)

@@ -89,9 +89,13 @@ def test_known_statuses_034(scanned_034):
         )
     [cohere] = records(doc, "EagleCohereForCausalLM")  # a LoRA and a plain head, mirrored arm by arm
     assert cohere["status"] == "missing_fixable" and "each of 2 arms" in cohere["reason"]
-    for inkling in records(doc, "InklingMTPModel"):  # logits by hand, cut to the configured vocabulary
-        assert inkling["consistency"] == "divergent", inkling
+    for inkling in records(doc, "InklingMTPModel"):  # logits by hand, cut to the processor's org_vocab_size
+        assert inkling["consistency"] == "unproven", inkling  # which 0.34.0's processor masks past: verify decides
         assert "torch.addmm" in inkling["reason"] and "org_vocab_size entries of the vocabulary" in inkling["reason"]
+        assert (
+            "masks every id from org_vocab_size on (vllm/model_executor/layers/logits_processor.py:"
+            in (inkling["reason"])
+        )
         assert "spec_step_idx" not in inkling["reason"]
     assert "tpu" not in by_platform(doc, "KimiK3MTPModel")
     assert set(by_platform(doc, "MistralLarge4DSparkModel")) == {"cuda", "rocm"}
@@ -179,7 +183,7 @@ def test_fix_all_034(vllm_release, tmp_path):
         if (r["arch"], r["file"]) in fixable - still:
             assert r["status"] == "supported" and r["consistency"] == "mirror", r
             assert any(c["line"] for c in r["callers"]), f"{r['arch']}: written, but no speculator calls it"
-    # No fix makes a drafter divergent: the divergent ones (Gemma4's mask, Inkling's cut vocabulary) were so before.
+    # No fix makes a drafter divergent: the divergent ones (Gemma4's mask) were so before.
     divergent = {(r["arch"], r["file"]) for r in before["drafters"] if r["consistency"] == "divergent"}
     assert divergent == {(a, f) for a, f in divergent if a in ("Gemma4MTPModel", "InklingMTPModel")}
     assert {(r["arch"], r["file"]) for r in after["drafters"] if r["consistency"] == "divergent"} == divergent

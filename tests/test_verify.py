@@ -76,7 +76,7 @@ def test_emitted_deepseek_test_passes_with_plain_pytest(vllm_release, tmp_path):
     result = run_cli("verify", str(tree), "--model", "DeepSeekMTPModel", "--tp", "1", "--emit-test", str(emitted))
     assert result.returncode == 0, result.stdout + result.stderr
     calls = "".join(emitted.read_text().split())
-    assert "in[[None,None],[0,0],[1,1],[2,2],]:" in calls  # both call forms, every step
+    assert "in[[None,None],[0,0],[1,1],[2,2],[3,3],[4,4],[5,5],]:" in calls  # both call forms, steps past the layers
     env = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", emitted.name],
@@ -90,11 +90,57 @@ def test_emitted_deepseek_test_passes_with_plain_pytest(vllm_release, tmp_path):
     assert "6 passed" in run.stdout
 
 
+def test_the_worker_imports_the_vllm_at_path_not_the_one_in_the_working_directory(vllm_release, tmp_path):
+    """Run from inside another checkout, verify still tests PATH's code: no ``-m`` cwd entry, no empty
+    PYTHONPATH entry."""
+    tree = _fixed_copy(vllm_release, "0.34.0", "deepseek_mtp", tmp_path)
+    elsewhere = tmp_path / "another-checkout"
+    (elsewhere / "vllm").mkdir(parents=True)
+    (elsewhere / "vllm" / "__init__.py").write_text('raise ImportError("the vllm of the working directory")\n')
+    import mtp_audit
+
+    ours = {"PYTHONPATH": str(Path(mtp_audit.__file__).parents[1])}  # this mtp_audit, not the installed one
+    result = run_cli("verify", str(tree), "--model", "DeepSeekMTPModel", "--tp", "1", cwd=elsewhere, env=ours)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "working directory" not in result.stderr
+
+
+def test_a_vllm_imported_from_outside_the_tree_is_refused_naming_both(tmp_path):
+    from mtp_audit.verify.run import worker_path
+    from mtp_audit.verify.worker import foreign_vllm
+
+    tree = tmp_path / "tree"
+    assert foreign_vllm(str(tree / "vllm" / "__init__.py"), str(tree)) is None
+    refusal = foreign_vllm("/elsewhere/vllm/__init__.py", str(tree))
+    assert "/elsewhere/vllm/__init__.py" in refusal and str(tree.resolve() / "vllm") in refusal
+    entries = worker_path(tree, "").split(os.pathsep)
+    assert entries[0] == str(tree) and "" not in entries
+
+
+def test_a_patch_test_skips_a_platform_module_that_raises_on_import(tmp_path):
+    """vllm/platforms/rocm.py asserts CUDA at import: any exception, not only ImportError, is a skip."""
+    from mtp_audit.verify.emit import render_family_test
+
+    (tmp_path / "cuda_only_mtp.py").write_text('raise AssertionError("Torch not compiled with CUDA enabled")\n')
+    test = tmp_path / "test_cuda_only_get_top_tokens.py"
+    test.write_text(render_family_test("CudaOnly", [("cuda_only_mtp", "CudaOnlyMTP", False)]))
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", test.name],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "6 skipped" in run.stdout and "AssertionError: Torch not compiled with CUDA enabled" in run.stdout
+
+
 def test_deepseek_passes_and_planted_wrong_mirrors_are_caught(vllm_release, tmp_path):
     tree = _fixed_copy(vllm_release, "0.34.0", "deepseek_mtp", tmp_path)
     good = run_cli("verify", str(tree), "--model", "DeepSeekMTPModel", "--tp", "1,2")
     assert good.returncode == 0, good.stdout + good.stderr
-    assert "steps [0, 1, 2]" in good.stdout
+    assert "steps [0, 1, 2, 3, 4, 5]" in good.stdout  # past the 3 layers too: the drafter wraps them
 
     path = tree / "vllm/model_executor/models/deepseek_mtp.py"
     fixed = path.read_text()
@@ -123,6 +169,20 @@ def test_deepseek_passes_and_planted_wrong_mirrors_are_caught(vllm_release, tmp_
     detail = _results(report)[0]["detail"]
     assert "spec_step_idx=1" in detail and "spec_step_idx=0)" not in detail
     assert "row " in detail and "get_top_tokens = " in detail
+
+    # Right at every step below the layer count; a step past it clamped to the last layer, not wrapped.
+    clamps = mirror.replace(
+        "current_step_idx = spec_step_idx % self.num_mtp_layers",
+        "current_step_idx = min(spec_step_idx, self.num_mtp_layers - 1)",
+        1,
+    )
+    assert clamps != mirror
+    path.write_text(head + "    def get_top_tokens(" + clamps)
+    report = tmp_path / "clamps.json"
+    clamped = run_cli("verify", str(tree), "--model", "DeepSeekMTPModel", "--tp", "1", "--json", str(report))
+    assert clamped.returncode == 1, clamped.stdout + clamped.stderr
+    detail = _results(report)[0]["detail"]
+    assert "spec_step_idx=3" in detail and "spec_step_idx=2)" not in detail
 
 
 def test_a_caller_that_passes_the_step_to_compute_logits_only_is_compared_as_it_calls(vllm_release, tmp_path):
@@ -164,8 +224,12 @@ def test_gemma4_upstream_divergence_is_found_with_its_configuration(vllm_release
     assert "(logit -inf)" in masked["detail"]  # a suppressed token
     # Gemma4Speculator calls both methods with the hidden states only: no spec_step_idx= form is run
     assert "TypeError" not in masked["detail"] and masked["rows"] > 0
-    plain = variants["Gemma4MTP._suppress_idx=None, Gemma4MTP.masked_embedding=None"]
-    assert plain["verdict"] == "MISMATCH" and "get_top_tokens raised AssertionError" in plain["detail"]
+    # its LogitsProcessor(..., soft_cap=getattr(text_config, "final_logit_softcapping", None)): both ways
+    for soft_cap in ("None", "2"):
+        plain = variants[
+            f"Gemma4MTP._suppress_idx=None, Gemma4MTP.masked_embedding=None, config.final_logit_softcapping={soft_cap}"
+        ]
+        assert plain["verdict"] == "MISMATCH" and "get_top_tokens raised AssertionError" in plain["detail"]
 
 
 def test_unfixed_drafter_is_not_verified(vllm_release):
@@ -273,6 +337,22 @@ def test_a_tied_embedding_head_is_built_as_a_head(vllm_release, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     [row] = _results(report)
     assert row["verdict"] == "pass" and row["rows"] > 0
+
+
+def test_the_logits_processor_is_built_with_the_arguments_of_init(vllm_release, tmp_path):
+    """0.33.0 Inkling: LogitsProcessor(config.padded_vocab_size, org_vocab_size=config.vocab_size) and a
+    compute_logits that cuts to org_vocab_size; 0.33.0's get_top_tokens masks only the shard padding, so
+    ids past org_vocab_size come back. Built as LogitsProcessor(VOCAB), the cut was a no-op and it passed."""
+    report = tmp_path / "inkling.json"
+    result = run_cli(
+        "verify", str(vllm_release("0.33.0")), "--model", "InklingMTPModel", "--tp", "1", "--json", str(report)
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    [row] = [r for r in _results(report) if r["module"].endswith("nvidia.mtp")]
+    verdicts = {v["variant"]: v["verdict"] for v in row["variants"]}
+    cut = [verdict for variant, verdict in verdicts.items() if "org_vocab_size=1000" in variant]
+    assert "MISMATCH" in cut and "pass" not in cut  # (soft_cap and mup both set: compute_logits asserts, not run)
+    assert any("config.final_logit_softcapping=2" in variant for variant in verdicts)  # soft_cap passed on
 
 
 def _planted(vllm_release, tmp_path: Path, relative: str, old: str, new: str) -> Path:

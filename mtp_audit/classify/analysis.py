@@ -78,6 +78,9 @@ class Analyzer:
     def __init__(self, hierarchy: Hierarchy, mirror: MirrorRule):
         self.h = hierarchy
         self.mirror = mirror
+        # ``file:line`` where the tree's LogitsProcessor.get_top_tokens masks every id from
+        # org_vocab_size on (read with the tree's registry); None: it does not, or not known
+        self.processor_mask: str | None = None
 
     def where(self, hit: MethodHit) -> str:
         return f"{hit.owner.name} ({self.h.file_of(hit.owner)}:{hit.method.line})"
@@ -510,6 +513,12 @@ class Analyzer:
                 f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} "
                 "masks too; run `mtp-audit verify`"
             )
+        if cshape.post == PostKind.VOCAB and self.processor_mask and _cut_by_own_processor(cl, gtt):
+            return Consistency.UNPROVEN, (
+                f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} "
+                "calls that processor's get_top_tokens, which masks every id from org_vocab_size on "
+                f"({self.processor_mask}); run `mtp-audit verify`"
+            )
         if cshape.post == PostKind.VOCAB:
             return Consistency.DIVERGENT, (
                 f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} "
@@ -584,6 +593,31 @@ class Analyzer:
 
 
 MASKING = re.compile(r"\.(index_fill_|masked_fill_|masked_fill|index_fill|fill_)\(")
+
+
+def _cut_by_own_processor(cl: MethodHit, gtt: MethodHit) -> bool:
+    """compute_logits truncates the vocabulary only to ``self.P.org_vocab_size`` and get_top_tokens calls
+    ``self.P.get_top_tokens``: the same processor, whose own mask may stand for the cut."""
+    parsed_cl, parsed_gtt = _method_tree(cl), _method_tree(gtt)
+    if parsed_cl is None or parsed_gtt is None:
+        return False
+    bounds = {ast.unparse(cut) for cut in _vocabulary_cuts(parsed_cl[0])}
+    processors = {bound.removesuffix(".org_vocab_size") for bound in bounds if bound.endswith(".org_vocab_size")}
+    if len(bounds) != 1 or len(processors) != 1:
+        return False
+    called = f"{processors.pop()}.get_top_tokens"
+    return any(isinstance(node, ast.Call) and ast.unparse(node.func) == called for node in ast.walk(parsed_gtt[0]))
+
+
+def _vocabulary_cuts(tree: ast.AST) -> list[ast.expr]:
+    """The upper bounds of ``x[..., :n]`` (a cut of the last dimension) in a method."""
+    cuts = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and len(node.slice.elts) > 1:
+            last = node.slice.elts[-1]
+            if isinstance(last, ast.Slice) and last.lower is None and last.upper is not None and last.step is None:
+                cuts.append(last.upper)
+    return cuts
 
 
 def _self_attr(node: ast.AST) -> str | None:

@@ -14,6 +14,7 @@ from ..errors import UsageError
 from ..outputs import write_output
 from ..synthesize.factor import HELPER
 from ..templating import template
+from ..verify.constants import NUM_STEPS, STEPS_TRIED
 
 
 def _verify_results(report: Path | None, classes: set[str] | None = None) -> str | None:
@@ -28,8 +29,9 @@ def _verify_results(report: Path | None, classes: set[str] | None = None) -> str
         lines = [
             (
                 f"`mtp-audit verify` on vLLM {version}: get_top_tokens "
-                "against compute_logits(...).argmax(-1); float32 and bfloat16; batch 1, 7, 65; every "
-                "spec_step_idx; ties, vocabulary padding, large magnitudes."
+                "against compute_logits(...).argmax(-1); float32 and bfloat16; batch 1, 7, 65; "
+                f"spec_step_idx 0 to {STEPS_TRIED - 1} over {NUM_STEPS} MTP layers (steps past the last "
+                "layer as the drafter wraps them); ties, vocabulary padding, large magnitudes."
             ),
             "",
             "| architecture | class | platforms | TP | result | rows | detail |",

@@ -1,8 +1,13 @@
 """Sizes shared by the verify worker (which imports torch) and the test emitter (which does not)."""
 
 VOCAB = 1040  # not a multiple of 64 * TP: the last shard keeps padding rows; 16 | VOCAB for clustered vocabularies
+ORG_VOCAB = VOCAB - 40  # a processor's org_vocab_size below the head's rows (in the last shard at TP 2)
 TARGET_VOCAB = 2 * VOCAB + 13  # the target's vocabulary when a draft-to-target map is built
 HIDDEN = 64
 NUM_STEPS = 3  # fabricated MTP steps
-START_LAYER = 5  # fabricated mtp_start_layer_idx
+# spec_step_idx tried: past the layer count too, since the multi-module speculator's steps run to
+# num_speculative_steps - 1 and the drafter wraps them (``spec_step_idx % num_mtp_layers``)
+STEPS_TRIED = 2 * NUM_STEPS
+START_LAYER = STEPS_TRIED + 2  # fabricated mtp_start_layer_idx: above every step, so [step] and [start + step] differ
 MAX_VARIANTS = 8  # configurations built per drafter, at most
+FOREIGN_VLLM_EXIT = 2  # a worker that imported a vLLM from outside the tree under test

@@ -54,7 +54,7 @@ from vllm.model_executor.layers.layernorm import RMSNorm
 from vllm.model_executor.layers.logits_processor import LogitsProcessor
 from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
 
-from .constants import NUM_STEPS, START_LAYER, TARGET_VOCAB
+from .constants import NUM_STEPS, ORG_VOCAB, START_LAYER, TARGET_VOCAB
 
 CONTAINERS = ("layers", "mtp_layers", "_mtp_layers")
 STEP_BOOKKEEPING = ("num_mtp_layers", "mtp_start_layer_idx")
@@ -66,6 +66,11 @@ CONFIG_READ = re.compile(r"""(?:self\.)?\w*config\.(\w+)|getattr\((?:self\.)?\w*
 
 class CannotBuild(Exception):
     """The harness cannot make something a method needs: not verified."""
+
+
+class OutsideSteps(CannotBuild):
+    """A per-step container read past its layers: a step the code does not wrap (as vLLM's
+    ``ModuleDict`` would raise ``KeyError``)."""
 
 
 # What a recipe line makes (verify/emit.py writes each one back as code).
@@ -206,7 +211,7 @@ class Fabricator:
         if declared is not None and issubclass(declared, VocabParallelEmbedding):  # a tied head: the embedding
             return ("embedding", lambda: self._head_step(path, name, declared))
         if name == "logits_processor" or (declared is not None and issubclass(declared, LogitsProcessor)):
-            return ("LogitsProcessor", lambda: self._logits_processor_step(path, name))
+            return ("LogitsProcessor", lambda: self._logits_processor_step(owner, path, name))
         if NORM.search(name) or (declared is not None and issubclass(declared, RMSNorm)):
             return ("norm", lambda: self._norm_step(path, name))
         if name in STEP_BOOKKEEPING:
@@ -246,11 +251,11 @@ class Fabricator:
         op._forward_method = PortableForward(op, self)
         return op
 
-    def _computed_step(self, owner, path, name, node: ast.expr, namespace: dict):
+    def _computed_step(self, owner, path, name, node: ast.expr, namespace: dict, local_values: dict):
         """``self.<name> = <expression>`` of the owner's ``__init__``, over sizes, config values and
         attributes built here; a tensor it allocates is drawn from the seed."""
         seed = self._next_seed()
-        evaluator = _InitEvaluator(self, owner, path, namespace, seed)
+        evaluator = _InitEvaluator(self, owner, path, namespace, seed, local_values)
         try:
             value = evaluator.evaluate(node)
         except (TypeError, ValueError) as error:  # a None size under another configuration point
@@ -279,9 +284,57 @@ class Fabricator:
             self.recipe.append(Step(path, name, "computed", {"expression": ast.unparse(node)}))
         return value
 
-    def _logits_processor_step(self, path, name):
-        self.recipe.append(Step(path, name, "logits_processor"))
-        return LogitsProcessor(self.vocab)
+    def _logits_processor_step(self, owner, path, name):
+        """The processor as the owner's ``__init__`` builds it: its ``org_vocab_size``, ``scale`` and
+        ``soft_cap`` evaluated over the values built here (the head's rows are its ``vocab_size``). One
+        that cannot be reproduced is not built: a pass would claim a configuration never run."""
+        owner_class = type(owner)
+        found = _init_expression(owner_class, name)
+        where = f"{owner_class.__name__}.{name}"
+        if found is None or not isinstance(found[0], ast.Call):
+            raise CannotBuild(f"cannot build {where}: no `self.{name} = LogitsProcessor(...)` in its __init__")
+        call, namespace, local_values = found
+        try:
+            bound = _PROCESSOR_SIGNATURE.bind(None, *call.args, **{k.arg: k.value for k in call.keywords})
+        except TypeError as error:  # ``*args``/``**kwargs``, or arguments LogitsProcessor does not take
+            raise CannotBuild(f"cannot build {where} = {ast.unparse(call)}: {error}") from error
+        arguments = dict(bound.arguments)
+        arguments.pop("self")
+        head_rows = arguments.pop("vocab_size")
+        org = arguments.pop("org_vocab_size", None)
+        evaluator = _InitEvaluator(self, owner, path, namespace, self._next_seed(), local_values)
+        unevaluable = [ast.unparse(node) for node in arguments.values() if not _evaluable(node)]
+        if unevaluable:
+            raise CannotBuild(f"cannot evaluate {', '.join(unevaluable)} of {where} = {ast.unparse(call)} here")
+        try:
+            kwargs = {parameter: evaluator.evaluate(node) for parameter, node in arguments.items()}
+        except (TypeError, ValueError, KeyError, AttributeError) as error:
+            raise CannotBuild(f"cannot evaluate {where} = {ast.unparse(call)} here: {error!r}") from error
+        if org is not None:
+            kwargs.update(self._org_vocab_size(owner_class, where, call, (head_rows, org), local_values))
+        self.recipe.append(Step(path, name, "logits_processor", {"kwargs": kwargs}))
+        return LogitsProcessor(self.vocab, **kwargs)
+
+    def _org_vocab_size(self, cls: type, where: str, call: ast.Call, sizes: tuple, local_values: dict) -> dict:
+        """``org_vocab_size`` where it reads another config attribute than ``vocab_size``
+        (``padded_vocab_size`` and ``vocab_size``): a configuration point, the cut below the head's rows
+        first, that attribute pinned to it for every other read; the same expression or attribute:
+        nothing to cut."""
+        if ast.unparse(sizes[0]) == ast.unparse(sizes[1]):  # ``LogitsProcessor(vocab_size, vocab_size)``
+            return {}
+        rows, org = (_config_attribute(cls, node, local_values) for node in sizes)
+        if rows is not None and rows == org:
+            return {}
+        if rows is None or org is None:
+            raise CannotBuild(
+                f"cannot tell whether org_vocab_size can differ from vocab_size in {where} = {ast.unparse(call)}"
+            )
+        cut = self._config_point(f"{where}.org_vocab_size", [(str(ORG_VOCAB), ORG_VOCAB), (str(self.vocab), None)])
+        if cut is None:
+            return {}
+        self.config_values[f"config.{org}"] = cut
+        self.config_reads[org] = cut
+        return {"org_vocab_size": cut}
 
     def _norm_step(self, path, name):
         seed = self._next_seed()
@@ -319,14 +372,15 @@ class Fabricator:
         self.recipe.append(Step(path, name, "token_ids"))
         return torch.arange(0, self.vocab, 2)
 
-    def config_value(self, path: str, name: str):
-        """A config attribute the methods read: sizes are ours; any other value is a configuration point.
-        Every value read is kept in ``config_reads`` (the config an emitted test builds)."""
-        value = self._config_value(name)
+    def config_value(self, path: str, name: str, absent: object = None):
+        """A config attribute the methods read: sizes are ours; any other value is a configuration point
+        (``absent``, what ``getattr(config, name, absent)`` gives without it, or 2). Every value read is
+        kept in ``config_reads`` (the config an emitted test builds)."""
+        value = self._config_value(name, absent)
         self.config_reads[name] = value
         return value
 
-    def _config_value(self, name: str):
+    def _config_value(self, name: str, absent: object = None):
         key = f"config.{name}"  # model-wide, whichever module's config reads it
         if key in self.config_values:
             return self.config_values[key]
@@ -344,7 +398,7 @@ class Fabricator:
             return START_LAYER
         if name.startswith("num_") and name.endswith("_layers"):  # num_nextn_predict_layers
             return NUM_STEPS
-        return self._config_point(key, [("None", None), ("2", 2)])  # falsy and truthy; 2 also a small size
+        return self._config_point(key, [(repr(absent), absent), ("2", 2)])  # falsy and truthy; 2 also a small size
 
     def _logit_index_alternatives(self, name: str) -> list[tuple[str, object]]:
         """An integer that indexes or slices the logits is also tried inside the vocabulary: set to the
@@ -469,8 +523,11 @@ def _name(implementation) -> str:
 class _InitEvaluator:
     """Evaluates one right-hand side of an ``__init__`` (see ``_evaluable`` for what it may hold)."""
 
-    def __init__(self, fabricator: Fabricator, owner: object, path: str, namespace: dict, seed: int):
+    def __init__(
+        self, fabricator: Fabricator, owner: object, path: str, namespace: dict, seed: int, local_values: dict
+    ):
         self.fabricator, self.owner, self.path, self.namespace = fabricator, owner, path, namespace
+        self.local_values = local_values  # ``name = <expression>`` of the same __init__
         self.generator = torch.Generator().manual_seed(seed)
         self.dtypes: list[str] = []  # of each tensor made: its dtype as code (``dtype``: the case's)
 
@@ -484,11 +541,20 @@ class _InitEvaluator:
         if isinstance(node, ast.Name):
             if CONFIG_NAME.fullmatch(node.id):  # ``config = vllm_config...hf_config`` in the __init__
                 return FabricatedConfig(self.fabricator, f"{self.path}.{node.id}")
+            if node.id in self.local_values:
+                if not _evaluable(self.local_values[node.id]):
+                    raise TypeError(f"{node.id} = {ast.unparse(self.local_values[node.id])} runs code")
+                return self.evaluate(self.local_values[node.id])
             return self.namespace[node.id]
         if isinstance(node, ast.Attribute):
             if isinstance(node.value, ast.Name) and node.value.id == "self":
                 return self.fabricator.attribute(self.owner, node.attr)
             return getattr(self.evaluate(node.value), node.attr)
+        if _is_getattr(node):  # ``getattr(config, "x", default)``: the default is the absent attribute
+            config = self.evaluate(node.args[0])
+            if isinstance(config, FabricatedConfig):
+                absent = self.evaluate(node.args[2]) if len(node.args) == 3 else None
+                return self.fabricator.config_value(config._path, node.args[1].value, absent)
         if isinstance(node, ast.Call):
             function = self.evaluate(node.func)
             args = [self.evaluate(arg) for arg in node.args]
@@ -521,6 +587,18 @@ TENSOR_CALLS = {"nn.Parameter", "torch.nn.Parameter", "Parameter", "torch.empty"
 CONFIG_NAME = re.compile(r"\w*config")
 
 
+def _is_getattr(node: ast.expr) -> bool:
+    """``getattr(x, "name")`` or ``getattr(x, "name", default)``."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "getattr"
+        and len(node.args) in (2, 3)
+        and isinstance(node.args[1], ast.Constant)
+        and isinstance(node.args[1].value, str)
+    )
+
+
 def _is_none(node: ast.expr) -> bool:
     """``self.x = None``: the optional alternative already builds it."""
     return isinstance(node, ast.Constant) and node.value is None
@@ -531,7 +609,7 @@ def _evaluable(node: ast.expr) -> bool:
     the model's own code."""
     for child in ast.walk(node):
         if isinstance(child, ast.Call):
-            if ast.unparse(child.func) not in TENSOR_CALLS:
+            if ast.unparse(child.func) not in TENSOR_CALLS and not _is_getattr(child):
                 return False
         elif isinstance(child, ast.BinOp):
             if type(child.op) not in _BINARY:
@@ -608,7 +686,7 @@ class StepLayers(nn.Module):
     def __getitem__(self, key) -> nn.Module:
         index = self._index(key)
         if not 0 <= index < NUM_STEPS:
-            raise CannotBuild(f"{self._path}[{key!r}] is outside the {NUM_STEPS} fabricated steps")
+            raise OutsideSteps(f"{self._path}[{key!r}] is outside the {NUM_STEPS} fabricated steps")
         if index not in self._made:
             if self._element is None:
                 raise CannotBuild(f"cannot tell which layer class {self._path} holds")
@@ -705,8 +783,39 @@ def _annotation(cls: type, name: str) -> str | None:
     return None
 
 
-def _init_expression(cls: type, name: str) -> tuple[ast.expr, dict] | None:
-    """The whole right-hand side of ``self.<name> = ...`` in an ``__init__`` of the MRO, and its module namespace."""
+_PROCESSOR_SIGNATURE = inspect.signature(LogitsProcessor.__init__)
+
+
+def _config_attribute(cls: type, node: ast.expr, local_values: dict, depth: int = 0) -> str | None:
+    """The config attribute an ``__init__`` expression reads (``config.vocab_size``, through a local name
+    or ``self.unpadded_vocab_size = config.vocab_size``); None when it is not one plain read."""
+    read = CONFIG_READ.fullmatch(ast.unparse(node))
+    if read:
+        return read.group(1) or read.group(2)
+    if depth > 4:
+        return None
+    if isinstance(node, ast.Name) and node.id in local_values:
+        return _config_attribute(cls, local_values[node.id], local_values, depth + 1)
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        found = _init_expression(cls, node.attr)
+        return _config_attribute(cls, found[0], found[2], depth + 1) if found else None
+    return None
+
+
+def _local_values(function: ast.FunctionDef) -> dict[str, ast.expr]:
+    """``name = <expression>`` statements of an ``__init__`` (the first of each name)."""
+    out: dict[str, ast.expr] = {}
+    for statement in ast.walk(function):
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+            target = statement.targets[0]
+            if isinstance(target, ast.Name):
+                out.setdefault(target.id, statement.value)
+    return out
+
+
+def _init_expression(cls: type, name: str) -> tuple[ast.expr, dict, dict[str, ast.expr]] | None:
+    """The whole right-hand side of ``self.<name> = ...`` in an ``__init__`` of the MRO, its module namespace
+    and the local names that ``__init__`` assigns."""
     for source, namespace in _init_sources(cls):
         for node in ast.walk(_parsed(source)):
             if not isinstance(node, ast.FunctionDef) or node.name != "__init__":
@@ -726,7 +835,7 @@ def _init_expression(cls: type, name: str) -> tuple[ast.expr, dict] | None:
                         and isinstance(target.value, ast.Name)
                         and target.value.id == "self"
                     ):
-                        return statement.value, namespace
+                        return statement.value, namespace, _local_values(node)
     return None
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..lifecycle import die_with_parent, scratch_directory
 from ..model import DrafterRecord, SourceTree, Status, StrEnum
-from .constants import HIDDEN
+from .constants import FOREIGN_VLLM_EXIT, HIDDEN
 
 WORKER_TIMEOUT_S = 1200
 
@@ -89,15 +89,30 @@ def call_forms(records: list[DrafterRecord]) -> list[dict]:
     return list(forms.values())
 
 
+def worker_path(root: Path, inherited: str) -> str:
+    """PYTHONPATH of a worker: the tree under test first, then the mtp_audit this process runs (the
+    worker is started from an empty folder), then what was set already; no empty entry, which would
+    put the current directory, and any vLLM in it, on the path."""
+    ours = str(Path(__file__).resolve().parents[2])
+    entries = [str(root), ours, *inherited.split(os.pathsep)]
+    return os.pathsep.join(dict.fromkeys(entry for entry in entries if entry))
+
+
+def worker_interpreter() -> list[str]:
+    """``python -m``, without the working directory at the front of ``sys.path`` where Python can
+    leave it off (``-P``, 3.11+); before that the worker's working directory is the scratch folder."""
+    return [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m"]
+
+
 def run_workers(
     tree: SourceTree, targets: list[dict], tp: int, scratch: Path, advance: Callable[[int], None] | None = None
 ) -> list[dict]:
     plan = scratch / "plan.json"
     progress = scratch / "progress"
-    plan.write_text(json.dumps({"targets": targets, "progress": str(progress)}))
+    plan.write_text(json.dumps({"targets": targets, "progress": str(progress), "root": str(tree.root)}))
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(tree.root), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": worker_path(tree.root, os.environ.get("PYTHONPATH", "")),
         "VLLM_TARGET_DEVICE": os.environ.get("VLLM_TARGET_DEVICE", "cpu"),
         "PYTHONUNBUFFERED": "1",
     }
@@ -106,11 +121,12 @@ def run_workers(
     for rank in range(tp):
         out = scratch / f"rank{rank}.json"
         log = (scratch / f"rank{rank}.log").open("w")
-        command = [sys.executable, "-m", "mtp_audit.verify.worker", str(plan), str(rank), str(tp), str(port), str(out)]
+        command = [*worker_interpreter(), "mtp_audit.verify.worker", str(plan), str(rank), str(tp), str(port), str(out)]
         processes.append(
             (
                 subprocess.Popen(
                     command,
+                    cwd=scratch,
                     env=env,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -136,6 +152,8 @@ def run_workers(
         if process.returncode != 0 or not out.exists():
             text = (scratch / out.name.replace(".json", ".log")).read_text(errors="replace").strip().splitlines()
             tail = " | ".join(text[-3:]) if text else "no output"
+            if process.returncode == FOREIGN_VLLM_EXIT:
+                raise UsageError(f"verify refused to run (TP {tp}): {text[-1] if text else 'no output'}")
             raise UsageError(
                 f"the verify worker could not run vLLM here (TP {tp}, exit {process.returncode}): "
                 f"{tail}. Install the verify extra (pip install 'mtp-audit[verify]') or fix the "

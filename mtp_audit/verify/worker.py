@@ -35,7 +35,7 @@ if not torch.cuda.is_available() and os.environ["VLLM_TARGET_DEVICE"] == "cpu":
     # run in Triton's own interpreter on CPU tensors: the kernel's code, not a stand-in.
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from .constants import HIDDEN, MAX_VARIANTS, NUM_STEPS, VOCAB  # noqa: E402
+from .constants import FOREIGN_VLLM_EXIT, HIDDEN, MAX_VARIANTS, NUM_STEPS, STEPS_TRIED, VOCAB  # noqa: E402
 
 
 def torchvision_without_its_ops():
@@ -113,6 +113,8 @@ def winner_rows(fabricator, model, form: CallForm, step: int | None, width: int)
     wins, and a mask of a fixed id shows: a best effort. A per-coordinate scaling (an RMSNorm's weight)
     between compute_logits' input and the head's is measured on a probe and undone; a row wider than
     the head's (DeepSeek-V4's hc_mult copies) repeats it. None when no head input was seen."""
+    from .fabricate import CannotBuild
+
     probe = _hidden("random", 8, 1.0, fabricator.dtype, seed=101, width=width)
     args, kwargs = bind(form.compute_logits, probe, step)
     mode = HeadInputs(fabricator.head_weights)
@@ -121,9 +123,9 @@ def winner_rows(fabricator, model, form: CallForm, step: int | None, width: int)
             fabricator.call(model, "compute_logits", *args, **kwargs)  # builds what it reads, outside the mode
             with mode:
                 fabricator.call(model, "compute_logits", *args, **kwargs)
-    except Exception as error:
-        if type(error).__name__ == "CannotBuild" or isinstance(error, CallArgument):
-            raise
+    except (CannotBuild, CallArgument):
+        raise
+    except Exception:
         return None  # the other cases report what compute_logits raises
     if mode.seen is None:
         return None
@@ -398,7 +400,7 @@ class CallArgument(Exception):
 def run_variant(cls: type, choices: dict, forms: list[CallForm]) -> dict:
     """One configuration: every dtype, case, batch, call form and step. The configuration is what
     the first fabricator met; later fabricators are given the same choices."""
-    from .fabricate import CannotBuild, Fabricator
+    from .fabricate import CannotBuild, Fabricator, OutsideSteps
 
     variant = {
         "variant": "default",
@@ -433,7 +435,7 @@ def run_variant(cls: type, choices: dict, forms: list[CallForm]) -> dict:
                     variant["scope"] = list(dict.fromkeys([*variant.get("scope", []), note]))
                     continue
                 for form in forms:
-                    for step in range(NUM_STEPS) if form.per_step else [None]:
+                    for step in range(STEPS_TRIED) if form.per_step else [None]:
                         if (form.label, step) in raised:
                             continue
                         try:
@@ -448,6 +450,13 @@ def run_variant(cls: type, choices: dict, forms: list[CallForm]) -> dict:
                                     case, batch, scale, dtype, seed=batch * 31 + (step or 0), width=widths[form.label]
                                 )
                             record = _run_case(fabricator, model, form, h, step)
+                        except OutsideSteps as error:
+                            if step is None or step < NUM_STEPS:
+                                _note(variant, f"not built: {error}")
+                                return _finish(variant, fabricator)
+                            raised.add((form.label, step))  # compute_logits does not wrap this step
+                            _scope(variant, f"spec_step_idx {step} not run: compute_logits does not wrap it ({error})")
+                            continue
                         except CannotBuild as error:
                             _note(variant, f"not built: {error}")
                             return _finish(variant, fabricator)
@@ -513,14 +522,16 @@ def _note(variant: dict, text: str) -> None:
 def _run_case(fabricator, model, form: CallForm, h: torch.Tensor, step: int | None) -> dict:
     """Both methods as the caller calls them. compute_logits failing means this configuration cannot
     be run here (noted by the caller); get_top_tokens failing where it ran is a mismatch."""
+    from .fabricate import CannotBuild, OutsideSteps
+
     cl_args, cl_kwargs = bind(form.compute_logits, h, step)
     gtt_args, gtt_kwargs = bind(form.get_top_tokens, h, step)
     with torch.no_grad():
         try:
             logits = fabricator.call(model, "compute_logits", *cl_args, **cl_kwargs)
+        except CannotBuild:
+            raise
         except Exception as error:
-            if type(error).__name__ == "CannotBuild":
-                raise
             return {
                 "kind": "compute_logits raised",
                 "has_logits": False,
@@ -541,8 +552,8 @@ def _run_case(fabricator, model, form: CallForm, h: torch.Tensor, step: int | No
         try:
             ids = fabricator.call(model, "get_top_tokens", *gtt_args, **gtt_kwargs)
         except Exception as error:
-            if type(error).__name__ == "CannotBuild":
-                raise
+            if isinstance(error, CannotBuild) and not isinstance(error, OutsideSteps):
+                raise  # a layer past the last, where compute_logits wrapped the step, is the method's own error
             return {
                 "kind": "get_top_tokens raised",
                 "has_logits": True,
@@ -601,12 +612,27 @@ def _compare(logits, ids) -> dict:
     return record
 
 
+def foreign_vllm(imported: str | None, root: str) -> str | None:
+    """Why the imported vLLM is not the tree under test (a ``.pth`` file, a site hook or a stale
+    path can put another one first): verifying it would test other code. None when it is the tree's."""
+    expected = Path(root).resolve() / "vllm"
+    if imported is not None and Path(imported).resolve().is_relative_to(expected):
+        return None
+    return f"the worker imported vLLM from {imported}, not from the tree under test ({expected})"
+
+
 def main(argv: list[str]) -> int:
     plan_path, rank, world, port, out_path = argv[0], int(argv[1]), int(argv[2]), int(argv[3]), argv[4]
     with open(plan_path, encoding="utf-8") as handle:
         plan = json.load(handle)
     progress_path = plan.get("progress")
     started = time.perf_counter()
+    import vllm
+
+    foreign = foreign_vllm(vllm.__file__, plan["root"])
+    if foreign:
+        print(foreign, file=sys.stderr)
+        return FOREIGN_VLLM_EXIT
     torchvision_schemas = torchvision_without_its_ops()  # noqa: F841  (kept alive while vLLM runs)
     InterpretedLaunches.install()
     from vllm.config import set_current_vllm_config
