@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from conftest import BASE, build_tree
 from mtp_audit.classify.analysis import Analysis, Analyzer
+from mtp_audit.classify.shape_types import MASK_METHODS
 from mtp_audit.locate import locate
 from mtp_audit.model import ClassKey, Consistency, Status
 from mtp_audit.resolve.names import resolve_name
@@ -514,6 +517,21 @@ def test_both_methods_through_a_chain_of_supers(tmp_path: Path) -> None:
     assert ten.reason == (
         "get_top_tokens defined; " + "".join(f"delegates to K{k}: " for k in range(1, 10)) + "delegation chain too deep"
     )
+
+
+@pytest.mark.parametrize("method", MASK_METHODS)
+def test_a_get_top_tokens_masking_the_same_way_is_unproven_not_divergent(tmp_path: Path, method: str) -> None:
+    """Every method the mask rule reads as a mask in compute_logits is a mask in get_top_tokens too."""
+    call = f"logits.{method}(self.rows, self.floor)"
+    mask = f"        {call}\n" if method.endswith("_") else f"        logits = {call}\n"  # in place, or a copy kept
+    head = "        logits = self.logits_processor(self.lm_head, hidden_states)\n"
+    analysis = analyse(
+        tmp_path,
+        "class ExampleMTP:\n    def compute_logits(self, hidden_states):\n" + head + mask + "        return logits\n\n"
+        "    def get_top_tokens(self, hidden_states):\n" + head + mask + "        return logits.argmax(dim=-1)\n",
+    )
+    assert analysis.consistency == Consistency.UNPROVEN
+    assert analysis.reason.endswith(" masks too; run `mtp-audit verify`"), analysis.reason
 
 
 def test_verdicts_against_a_compute_logits_that_is_not_a_plain_head(tmp_path: Path) -> None:

@@ -591,6 +591,23 @@ def test_only_what_reaches_the_head_proves_another_head_call(before, head, hidde
 
 
 @pytest.mark.parametrize(
+    ("arms", "other_head", "other_hidden"),
+    [
+        (("self.other_head", "self.other_head"), True, False),  # every arm's head agrees, and is another
+        (("self.lm_head", "self.lm_head"), False, False),
+        (("self.lm_head", "self.other_head"), False, False),  # the arms disagree: no single head to judge
+    ],
+)
+def test_branched_heads_are_judged_when_the_arms_agree(arms, other_head, other_hidden):
+    """A head call in each arm of an `if`: the head the arms agree on decides, as a single call's does."""
+    code = "def compute_logits(self, hidden_states):\n    if self.flag:\n"
+    code += f"        return self.logits_processor({arms[0]}, hidden_states)\n    else:\n"
+    code += f"        return self.logits_processor({arms[1]}, hidden_states)\n"
+    shape = analyze_compute_logits(code, 1)
+    assert (shape.kind, shape.other_head, shape.other_hidden) == ("head", other_head, other_hidden)
+
+
+@pytest.mark.parametrize(
     ("tail", "post", "named"),
     [
         ("if self.debug:\n    print(logits.shape)\nreturn logits", "other", "line 4: `print(logits.shape)`"),

@@ -29,7 +29,7 @@ from .memo import (
     returns_plain_head,
     top_tokens_shape,
 )
-from .shape_types import LogitsKind, ParamKind, PostKind, TopTokensKind
+from .shape_types import MASK_METHODS, LogitsKind, ParamKind, PostKind, TopTokensKind
 
 if TYPE_CHECKING:
     from .shape_types import LogitsShape, TopTokensShape
@@ -592,7 +592,7 @@ class Analyzer:
         )
 
 
-MASKING = re.compile(r"\.(index_fill_|masked_fill_|masked_fill|index_fill|fill_)\(")
+MASKING = re.compile(rf"\.({'|'.join(MASK_METHODS)})\(")
 
 
 def _cut_by_own_processor(cl: MethodHit, gtt: MethodHit) -> bool:

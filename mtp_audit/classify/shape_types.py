@@ -27,6 +27,12 @@ class LogitsKind(StrEnum):
     MANUAL = "manual"  # a shape rule objects
 
 
+# Tensor methods that write a value through an index (in place or into a copy): after the head they
+# mask the logits. One list for the rule that finds the mask in compute_logits and the check that
+# finds it in get_top_tokens, so the two cannot drift apart.
+MASK_METHODS = ("index_fill_", "masked_fill_", "masked_fill", "index_fill", "fill_", "index_put_", "index_put")
+
+
 class PostKind(StrEnum):
     """What happens to the logits after the head call; masking wins over the others."""
 

@@ -21,7 +21,7 @@ import libcst.matchers as m
 
 from ..cstnodes import nodes_of, one_statement_per_line, parse_method, walk
 from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL, SELF, SUPER_CALL
-from .shape_types import LogitsKind, LogitsShape, Param, ParamKind, PostKind
+from .shape_types import MASK_METHODS, LogitsKind, LogitsShape, Param, ParamKind, PostKind
 
 ANY_COMPUTE_LOGITS_CALL = m.Call(func=m.Attribute(attr=m.Name("compute_logits")))
 STUB_STATEMENT = m.SimpleStatementLine(body=[m.OneOf(m.Raise(), m.Pass(), m.Expr(value=m.Ellipsis()))])
@@ -380,17 +380,7 @@ def _vocabulary_change(body: _Body, flow: _Flow) -> str | None:
 CHANGE_STATEMENT = (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Expr, cst.Return)
 IN_PLACE_CALL = m.Call(func=m.Attribute(attr=m.Name(m.MatchRegex(r".*[^_]_$"))))
 # Writes through an index, in place or into a copy: masking when the tensor is the head's logits.
-MASK_CALL = m.Call(
-    func=m.Attribute(
-        attr=m.Name("index_fill_")
-        | m.Name("masked_fill_")
-        | m.Name("masked_fill")
-        | m.Name("index_fill")
-        | m.Name("fill_")
-        | m.Name("index_put_")
-        | m.Name("index_put")
-    )
-)
+MASK_CALL = m.Call(func=m.Attribute(attr=m.Name(m.MatchIfTrue(lambda name: name in MASK_METHODS))))
 SCATTER = m.Call(
     func=m.Attribute(
         attr=m.Name("scatter")
@@ -975,7 +965,7 @@ class ChangedInBlock(ShapeRule):
                 line, reason = flow.reason(kind)
                 return LogitsShape(
                     LogitsKind.MANUAL,
-                    f"post-{kind.replace('_', '-')}",
+                    _post_rule(kind),
                     reason,
                     line,
                     params,
@@ -1150,6 +1140,13 @@ POST_REASONS = {
     PostKind.SOFTCAP: "logits soft-capped after the head call",
     PostKind.OTHER: "logits post-processed after the head call",
 }
+
+
+def _post_rule(kind: PostKind) -> str:
+    """The rule id of what follows the head call (``post-mask``, ``post-d2t-scatter``, ...)."""
+    return f"post-{kind.replace('_', '-')}"
+
+
 UNCHANGED_TAIL = "a statement after the head call that a mirror would not run"
 
 
@@ -1319,7 +1316,7 @@ class PostProcessing(ShapeRule):
 
     @staticmethod
     def _post(shape: LogitsShape, kind: PostKind, line: int, reason: str) -> LogitsShape:
-        shape.rule = f"post-{kind.replace('_', '-')}"
+        shape.rule = _post_rule(kind)
         shape.reason = reason
         shape.line = line
         shape.post = kind
@@ -1574,6 +1571,7 @@ def _branched_shape(body: _Body, params: list[Param], branched: _Branched) -> Lo
         head_code, hidden_code = _head_and_hidden(body, call)
         heads.add(head_code)
         hidden.add(hidden_code)
+    heads_agree, hidden_agree = len(heads) == 1, len(hidden) == 1  # read before the pops below empty the sets
     line = body.line(body.statements[branched.index])
     first = params[0].name if params else None
     upto = body.statements[: branched.index + 1]  # what runs before the head calls, the arms included
@@ -1585,10 +1583,10 @@ def _branched_shape(body: _Body, params: list[Param], branched: _Branched) -> Lo
         f"of the `if` at line {line}",
         line,
         params,
-        head=heads.pop() if len(heads) == 1 else None,
-        hidden=hidden.pop() if len(hidden) == 1 else None,
+        head=heads.pop() if heads_agree else None,
+        hidden=hidden.pop() if hidden_agree else None,
         pre_transform=True,
-        other_hidden=len(hidden) > 1 or any(_other_hidden(upto, h, first) for _, h in nodes),
-        other_head=len(heads) == 1 and any(_other_head(upto, h) for h, _ in nodes),
+        other_hidden=not hidden_agree or any(_other_hidden(upto, h, first) for _, h in nodes),
+        other_head=heads_agree and any(_other_head(upto, h) for h, _ in nodes),
         extra_args=any(len(c.args) > 2 for c in branched.calls),
     )
