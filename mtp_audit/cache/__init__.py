@@ -23,9 +23,9 @@ __all__ = [
     "EXISTS",
     "MISSING",
     "AnswerStore",
-    "ReadableFiles",
     "FactsCache",
     "Observed",
+    "ReadableFiles",
     "ResultCache",
     "atomic_write",
     "default_cache_dir",
@@ -80,9 +80,9 @@ class AnswerStore:
 
 class ReadableFiles:
     """Whether a scan of ``tree`` reads a file: one that resolves (symlinks followed) inside its
-    root or an extra root, or any with ``follow_symlinks``. The index asks it before reading, a
-    cached result of every file it read; each directory is resolved once, each file only
-    looked at (``lstat``)."""
+    root or an extra root, or any with ``follow_symlinks``. The index asks it before reading a
+    file, and a cached result asks it again of every file that scan read (``Observed.still_true``);
+    each directory is resolved once, each file only looked at (``lstat``)."""
 
     def __init__(self, tree: SourceTree):
         self.follow = tree.follow_symlinks

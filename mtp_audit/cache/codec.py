@@ -38,9 +38,11 @@ class UnreadableEntry(ValueError):
     """Bytes that are not an entry this codec wrote."""
 
 
+Check = Callable[[object], bool]  # whether a decoded value fits a field's annotation
+
 _NAMES: dict[type, str] = {}
 _FIELDS: dict[type, tuple[str, ...]] = {}
-_CHECKS: dict[type, tuple[Callable[[object], bool], ...]] = {}
+_CHECKS: dict[type, tuple[Check, ...]] = {}
 _CLASSES: dict[str, tuple[type, tuple[str, ...] | None]] = {}  # name -> (class, field names; None: an enum)
 
 
@@ -56,9 +58,6 @@ def _field_names(cls: type) -> tuple[str, ...]:
     if names is None:
         names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
     return names
-
-
-Check = Callable[[object], bool]
 
 
 def _is_int(value: object) -> bool:
@@ -99,7 +98,6 @@ _SIMPLE: dict[object, Check] = {
     typing.Any: lambda value: True,
     object: lambda value: True,
     type(None): lambda value: value is None,
-    None: lambda value: value is None,
     bool: lambda value: type(value) is bool,
     int: _is_int,
     float: _is_float,

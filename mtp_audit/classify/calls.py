@@ -16,7 +16,7 @@ import textwrap
 from dataclasses import dataclass
 
 from ..model import CallerRecord
-from ..resolve.callers import HIDDEN, CallPair, ModelCall, Reach
+from ..resolve.callers import HIDDEN_BY_STAR, CallPair, ModelCall, Reach
 from .shape_types import Param, ParamKind
 
 
@@ -191,7 +191,7 @@ def agree(first: str, second: str) -> bool | None:
     """Do two argument values (``=`` marks a default) agree on every call? True: the same code or the
     same constant; False: a constant against other code or another constant (the classic case: the
     default step against the loop's step); None: two expressions that run-time values decide."""
-    if UNKNOWN_VALUE in (first, second) or HIDDEN in (first, second):
+    if UNKNOWN_VALUE in (first, second) or HIDDEN_BY_STAR in (first, second):
         return None
     if first.lstrip("=") == second.lstrip("="):
         return True

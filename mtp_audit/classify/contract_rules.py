@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..model import Consistency, Status
-from ..resolve.callers import HIDDEN, CallPair, ModelCall, Reach
+from ..resolve.callers import HIDDEN_BY_STAR, CallPair, ModelCall, Reach
 from .calls import UNKNOWN_VALUE, Contract, argument_gaps, bind, first_read, form, through, where
 from .shape_types import Param
 
@@ -321,7 +321,7 @@ class UnfollowedDrafter(ContractRule):
 def _value(value: str) -> str:
     if value == UNKNOWN_VALUE:
         return "a value the wrapper it passes through computes"
-    if value == HIDDEN:
+    if value == HIDDEN_BY_STAR:
         return "a value that a *args or **kwargs argument of the wrapper call hides"
     return f"`{value[1:]}` (its default)" if value.startswith("=") else f"`{value}`"
 

@@ -73,7 +73,7 @@ DEF_LINE = re.compile(r"^(\s*)(?:async\s+)?def\s")
 DECLARED_CONFIG = re.compile(r"^(\s+)speculator_config_class\s*(?::[^=]*)?=\s*([A-Za-z_][\w.]*)", re.M)
 
 
-HIDDEN = "\x01"  # an argument value that a ``*``/``**`` argument of a wrapper call hides
+HIDDEN_BY_STAR = "\x01"  # an argument value that a ``*``/``**`` argument of a wrapper call hides
 
 
 class Unknown:
@@ -99,7 +99,7 @@ class ModelCall:
     line: int
     # the argument values (keywords without their name) as the function where a drafting path
     # parts from the other call sees them, through the wrappers between; None: not expressible there
-    # (a local of a wrapper), HIDDEN: hidden by a ``*``/``**`` argument of a wrapper call
+    # (a local of a wrapper), HIDDEN_BY_STAR: hidden by a ``*``/``**`` argument of a wrapper call
     values: tuple[str | None, ...] | None = None
     through: str | None = None  # the outermost wrapper call they were passed through: `code` (FILE:LINE)
     # (value, constant) for each `value == constant` that the path to the call tests true, as the
@@ -1196,12 +1196,14 @@ def _received(
     function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, bound_self: bool
 ) -> dict[str, str | None]:
     """What each parameter of ``function`` receives from ``call``, as code of the caller: the
-    argument, or the default it is left; ``HIDDEN`` where a ``*``/``**`` argument of the call
+    argument, or the default it is left; ``HIDDEN_BY_STAR`` where a ``*``/``**`` argument of the call
     hides it; None where it gets nothing."""
     arguments = function.args
     positional = [*arguments.posonlyargs, *arguments.args]
     hidden = any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords)
-    out: dict[str, str | None] = {a.arg: HIDDEN if hidden else None for a in (*positional, *arguments.kwonlyargs)}
+    out: dict[str, str | None] = {
+        a.arg: HIDDEN_BY_STAR if hidden else None for a in (*positional, *arguments.kwonlyargs)
+    }
     if not hidden:
         defaults = zip(positional[len(positional) - len(arguments.defaults) :], arguments.defaults)
         kw_defaults = zip(arguments.kwonlyargs, arguments.kw_defaults)
@@ -1346,12 +1348,12 @@ def _substituted(
     value: str | None, receives: tuple[tuple[str, str | None], ...], local_names: frozenset[str]
 ) -> str | None:
     """``value``, code of a callee, as its caller sees it: each parameter replaced by what it
-    receives (``receives``); None where it reads a local of the callee, ``HIDDEN`` where it reads
+    receives (``receives``); None where it reads a local of the callee, ``HIDDEN_BY_STAR`` where it reads
     what a ``*``/``**`` argument of a wrapper call hides."""
     if value is None:
         return None
-    if value == HIDDEN:
-        return HIDDEN
+    if value == HIDDEN_BY_STAR:
+        return HIDDEN_BY_STAR
     stars = len(value) - len(value.lstrip("*"))
     try:
         tree = ast.parse(value[stars:], mode="eval")
@@ -1361,8 +1363,8 @@ def _substituted(
     read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     if read & local_names or any(given[name] is None for name in read & given.keys()):
         return None
-    if value == HIDDEN or any(given[name] == HIDDEN for name in read & given.keys()):
-        return HIDDEN
+    if any(given[name] == HIDDEN_BY_STAR for name in read & given.keys()):
+        return HIDDEN_BY_STAR
     values = {name: ast.parse(given[name], mode="eval").body for name in read & given.keys()}
     return "*" * stars + ast.unparse(_Substituted(values).visit(tree))  # type: ignore[arg-type]
 

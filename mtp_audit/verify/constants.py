@@ -1,4 +1,5 @@
-"""Sizes shared by the verify worker (which imports torch) and the test emitter (which does not)."""
+"""Sizes, step counts and the worker's refusal exit code, shared by the verify worker (which imports
+torch) and the code that starts it, emits its tests or reports on it (which does not)."""
 
 VOCAB = 1040  # not a multiple of 64 * TP: the last shard keeps padding rows; 16 | VOCAB for clustered vocabularies
 ORG_VOCAB = VOCAB - 40  # a processor's org_vocab_size below the head's rows (in the last shard at TP 2)
