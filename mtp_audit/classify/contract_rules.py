@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from ..model import Consistency, Status
 from ..resolve.callers import HIDDEN_BY_STAR, CallPair, ModelCall, Reach
-from .calls import UNKNOWN_VALUE, Contract, argument_gaps, bind, first_read, form, through, where
+from .calls import UNKNOWN_VALUE, ArgumentGap, Contract, argument_gaps, bind, first_read, form, through, where
 from .shape_types import Param
 
 
@@ -111,6 +111,15 @@ class CallTypeError(ContractRule):
         return None
 
 
+def _on_same_path(reach: Reach, pair: CallPair, gap: ArgumentGap, joiner: str) -> str:
+    """``S (where) calls get_top_tokens(...) <joiner> compute_logits(...) (where) on the same path``."""
+    top, logits = pair.top_tokens, gap.logits
+    return (
+        f"{reach.speculator} ({where(top)}) calls {form(top)}{through(top)} "
+        f"{joiner} {form(logits)} ({where(logits)}){through(logits)} on the same path"
+    )
+
+
 class CallSiteArguments(ContractRule):
     """The tokens must match ``compute_logits(...).argmax(-1)`` as each caller calls both. A caller
     that gives ``compute_logits`` a value of an argument it reads (``spec_step_idx``, which picks each
@@ -203,17 +212,11 @@ class CallSiteArguments(ContractRule):
         assert gap.name is not None
         read = first_read(logits_text, gap.name, def_line) if def_line is not None else None
         reads_it = f"compute_logits reads {gap.name}" + (f" {read}" if read else "")
-        calls = (
-            f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)}{through(pair.top_tokens)} "
-        )
-        calls += f"but {form(gap.logits)} ({where(gap.logits)}){through(gap.logits)} on the same path"
+        calls = _on_same_path(reach, pair, gap, "but")
         if gap.top_value is None and gap.name in pair.top_tokens.keywords:  # taken by its **kwargs
             return (
-                f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)}"
-                f"{through(pair.top_tokens)} and {form(gap.logits)} ({where(gap.logits)}){through(gap.logits)} "
-                f"on the same path; {reads_it}, "
-                "which get_top_tokens has no parameter for "
-                "(its **kwargs takes it)"
+                f"{_on_same_path(reach, pair, gap, 'and')}; {reads_it}, "
+                "which get_top_tokens has no parameter for (its **kwargs takes it)"
             )
         if gap.top_value is None:
             return f"{calls}, and {reads_it}, which get_top_tokens has no parameter for"
@@ -267,10 +270,7 @@ class CallSiteUnproven(ContractRule):
         gap = next((g for g in argument_gaps(pair, logits_params, logits_text, top_params) if not g.provable), None)
         if gap is None:
             return None
-        calls = (
-            f"{reach.speculator} ({where(pair.top_tokens)}) calls {form(pair.top_tokens)}{through(pair.top_tokens)} "
-        )
-        calls += f"but {form(gap.logits)} ({where(gap.logits)}){through(gap.logits)} on the same path"
+        calls = _on_same_path(reach, pair, gap, "but")
         if gap.name is None:
             return f"{calls}: a *args or **kwargs argument hides which parameter gets what"
         return (

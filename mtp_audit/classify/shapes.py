@@ -338,7 +338,7 @@ class ByHand(ShapeRule):
                 what = body.code(node.func) if isinstance(node, cst.Call) else "@"
                 reason = f"logits computed by hand ({what}, line {body.line(node)})"
                 tail = body.statements[index:]
-                vocabulary = _vocabulary_change(body, _Flow(body, tail, _assigned_name(statement)))
+                vocabulary = _vocabulary_change(_Flow(body, tail, _assigned_name(statement)))
                 if vocabulary is not None:
                     reason += f", then {vocabulary}"
                 return LogitsShape(
@@ -362,14 +362,14 @@ VOCAB_SLICE = m.Subscript(
 VOCAB_PAD = m.Call(func=m.Attribute(attr=m.Name("pad")) | m.Name("pad"))
 
 
-def _vocabulary_change(body: _Body, flow: _Flow) -> str | None:
+def _vocabulary_change(flow: _Flow) -> str | None:
     """``truncated ...`` / ``padded ...`` with the line and code of the first change of the logits
     that cuts the last (vocabulary) dimension of a tensor or pads it: a different vocabulary from
     the one get_top_tokens reduces over."""
     found = flow.vocabulary_cut()
     if found is None:
         return None
-    node, line = found
+    body, (node, line) = flow.body, found
     if m.matches(node, VOCAB_SLICE):
         upper = node.slice[-1].slice.upper  # type: ignore[attr-defined]
         return f"truncated to {body.code(upper)} entries of the vocabulary (line {line}: `{body.code(node)}`)"

@@ -359,7 +359,7 @@ class CallerIndex:
     def candidates(self, drafter: Drafter) -> list[tuple[str, str]]:
         """(speculator qualname, how it is chosen) for every speculator that can hold ``drafter``."""
         found: dict[str, str] = {}
-        for module, function, compact, _ in self._selectors():
+        for module, function, compact, _, _ in self._selectors():
             for qualname in self._select(compact, drafter)[0]:
                 found.setdefault(qualname, f"{module.file}:{function.name}")
         for qualname, how in self._by_config(drafter):
@@ -398,7 +398,7 @@ class CallerIndex:
         ``...Proposer(...)``) that are no class of the caller files: the drafters they may hold are
         judged without them, which a user should know."""
         out: list[str] = []
-        for module, function, _, local in self._selectors():
+        for module, function, _, local, variables in self._selectors():
             for node in ast.walk(function):
                 name = _dotted(node.func) if isinstance(node, ast.Call) else None
                 if name and CALLER_NAME.search(name) and self._class_named(local, module, name) is None:
@@ -407,16 +407,19 @@ class CallerIndex:
                         "of the caller files; the drafters it may hold are judged without it"
                     )
                     out.append(note)
-            out += self._unfollowed_picks(module, function, local)
+            out += self._unfollowed_picks(module, function, local, variables)
         return list(dict.fromkeys(out))
 
     def _unfollowed_picks(
-        self, module: _Module, function: ast.FunctionDef | ast.AsyncFunctionDef, local: dict[str, str]
+        self,
+        module: _Module,
+        function: ast.FunctionDef | ast.AsyncFunctionDef,
+        local: dict[str, str],
+        variables: frozenset[str],
     ) -> list[str]:
         """Picks into a class variable (one that elsewhere gets a speculator class) of something
         that is no speculator class of the caller files: the speculator constructed from it is not
         followed."""
-        variables = _called_locals(function)
         picks = [
             (node, target.id, value)
             for node in ast.walk(function)
@@ -441,9 +444,11 @@ class CallerIndex:
         """A speculator or proposer: a class with a drafting entry point in its MRO."""
         return any(entry in self.classes[c].methods for c in self._mro(qualname) for entry in ENTRY_POINTS)
 
-    def _selectors(self) -> list[tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef, list[tuple], dict[str, str]]]:
+    def _selectors(
+        self,
+    ) -> list[tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef, list[tuple], dict[str, str], frozenset[str]]]:
         """The functions that construct speculators (where the choice among them is made), each with its
-        compacted body and the names in its scope."""
+        compacted body, the names in its scope and its class variables (``_called_locals``)."""
         if self._selector_functions is None:
             self._selector_functions = []
             for module in self.modules.values():
@@ -454,7 +459,7 @@ class CallerIndex:
                     variables = _called_locals(function)
                     if self._constructed(local, module, function, variables):
                         compact = self._compact(local, module, function.body, _assigned_once(function), variables)
-                        self._selector_functions.append((module, function, compact, local))
+                        self._selector_functions.append((module, function, compact, local, variables))
         return self._selector_functions
 
     def _compact(
@@ -922,9 +927,9 @@ class _DraftingPath:
         self.result = Reach(cls.name, cls.file, cls.line)
         self.sites: dict[_Frame, list[_Site]] = {}
         self.callers: dict[_Frame, list[tuple[_Frame, _Site]]] = {}
-        self._reached_walk = _Walk([])
-        self._pairs_walk = _Walk([], node=lambda key: key[:2])  # (frame, node id, top): cut per call site
-        self._nearest_walk = _Walk([], node=lambda key: key[:2])
+        self._reached_walk = _Walk()
+        self._pairs_walk = _Walk(node=lambda key: key[:2])  # (frame, node id, top): cut per call site
+        self._nearest_walk = _Walk(node=lambda key: key[:2])
         self._parents: dict[_Frame, dict[int, ast.AST]] = {}
         todo = [_Frame(hit[1].qualname, entry) for entry in ENTRY_POINTS if (hit := index._find(self.mro, entry))]
         while todo:
@@ -1046,8 +1051,8 @@ class _Walk:
     what lies behind the cut) and is kept only while the node it was cut at stays open, as
     Tarjan's lowlink tells; a result with no cut below it is final."""
 
-    def __init__(self, cut, node=lambda key: key):
-        self.cut = cut
+    def __init__(self, node=lambda key: key):
+        self.cut: list = []  # what a back edge answers: nothing found behind it
         self.node = node  # the graph node of a key (a key may add what the walk carries to it)
         self.final: dict = {}
         self._open: dict = {}  # key -> depth on the stack
