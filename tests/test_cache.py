@@ -159,6 +159,34 @@ def test_a_changed_source_hash_misses_every_entry(tmp_path, monkeypatch):
     assert other.load(other.path("module", True, "0" * 64), list) is MISSING
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda mp, tmp: mp.setattr("sys.version", "3.99.0 (another build)"), id="another Python"),
+        pytest.param(lambda mp, tmp: _other_libcst(mp, tmp), id="another libcst"),
+    ],
+)
+def test_another_parser_reads_none_of_the_entries(tmp_path, monkeypatch, change):
+    """Two interpreters or venvs sharing one cache folder: what one parser read (a syntax
+    error, or its absence) is never served to the other."""
+    from mtp_audit.cache import source
+
+    before = source.source_hash.__wrapped__()
+    change(monkeypatch, tmp_path)
+    assert source.source_hash.__wrapped__() != before
+
+
+def _other_libcst(monkeypatch, tmp_path):
+    import importlib.machinery
+
+    folder = tmp_path / "libcst"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    (folder / "_version.py").write_text("__version__ = '0.0.1'\n")
+    spec = importlib.machinery.ModuleSpec("libcst", None, origin=str(folder / "__init__.py"))
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: spec)
+
+
 class _RunsCode:
     marker = Path(os.devnull)  # each test points it at a file of its own
 
