@@ -121,3 +121,17 @@ def test_a_clean_sarif_run_is_successful_and_has_no_notification(tmp_path):
     tree = build_tree(FIXTURES / "scan" / "direct_head", tmp_path / "tree")
     [run] = json.loads(run_cli("scan", str(tree), "--format", "sarif").stdout)["runs"]
     assert run["invocations"] == [{"executionSuccessful": True, "toolExecutionNotifications": []}]
+
+
+def test_github_escapes_a_comma_or_colon_in_a_file_property(tmp_path):
+    """A plugin folder named ``a,b`` or ``c:d`` must not end the ``file=`` value: GitHub would
+    read ``b`` as another property and annotate a file that does not exist."""
+    from mtp_audit.locate import locate
+    from mtp_audit.model import ScanResult
+    from mtp_audit.report.ci_formats import render_github
+
+    tree = locate(build_tree(FIXTURES / "scan" / "direct_head", tmp_path / "tree"))
+    [line] = render_github(ScanResult(tree, [], [], [("/plugins/v2,x/c:d%.py", "line 1: invalid syntax")])).splitlines()
+    assert line.startswith("::error file=/plugins/v2%2Cx/c%3Ad%25.py,title=file skipped::")
+    properties = line.split("::")[1].split(" ", 1)[1]
+    assert [p.split("=", 1)[0] for p in properties.split(",")] == ["file", "title"]

@@ -34,7 +34,14 @@ def _message(record: DrafterRecord) -> str:
 
 
 def _escape(text: str) -> str:
+    """A workflow command's message, escaped as GitHub's toolkit escapes it (``escapeData``)."""
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _property(text: object) -> str:
+    """A workflow command's property value (``escapeProperty``): a ``,`` or ``:`` in a path would
+    otherwise end the value, and GitHub would place the annotation on a file that does not exist."""
+    return _escape(str(text)).replace(":", "%3A").replace(",", "%2C")
 
 
 def _unresolved_message(unresolved: Unresolved) -> str:
@@ -61,17 +68,17 @@ def render_github(result: ScanResult) -> str:
     """``::warning file=...,line=...::message`` lines, one per finding, unresolved architecture
     (no file: the class was never found) and file skipped (``::error``)."""
     lines = [
-        f"::{GITHUB_LEVEL[severity]} file={record.file},line={record.line},"
-        f"title={rule} {level}::{_escape(_message(record))}"
+        f"::{GITHUB_LEVEL[severity]} file={_property(record.file)},line={record.line},"
+        f"title={_property(f'{rule} {level}')}::{_escape(_message(record))}"
         for record, level, rule, severity in _findings(result)
     ]
     rule, _, severity = RULES["unresolved"]
     lines += [
-        f"::{GITHUB_LEVEL[severity]} title={rule} unresolved::{_escape(_unresolved_message(u))}"
+        f"::{GITHUB_LEVEL[severity]} title={_property(f'{rule} unresolved')}::{_escape(_unresolved_message(u))}"
         for u in result.unresolved
     ]
     lines += [
-        f"::error file={file},title=file skipped::{_escape(_parse_error_message(file, message))}"
+        f"::error file={_property(file)},title=file skipped::{_escape(_parse_error_message(file, message))}"
         for file, message in result.parse_errors
     ]
     return "\n".join(lines) + ("\n" if lines else "")
