@@ -1489,12 +1489,20 @@ def _other_head(statements: list[cst.BaseStatement], head: cst.BaseExpression | 
     return resolved is not None and not m.matches(resolved, m.Attribute(value=SELF, attr=m.Name("lm_head")))
 
 
+# ``x.contiguous()``, ``x.clone()``, ``x.detach()``: a copy or a view of the same values, which
+# the head maps to the same logits (a dtype or device move, ``.to(...)``, may round: not here).
+SAME_VALUES = m.Call(func=m.Attribute(attr=m.Name("contiguous") | m.Name("clone") | m.Name("detach")), args=[])
+
+
 def _other_hidden(statements: list[cst.BaseStatement], hidden: cst.BaseExpression | None, first: str | None) -> bool:
     """The head provably gets other hidden states than the first parameter as passed: another
-    expression or parameter, or the first parameter rebound or changed in place in ``statements``."""
+    expression or parameter, or the first parameter rebound or changed in place in ``statements``.
+    Calls that only copy the values (``SAME_VALUES``) are looked through."""
     if hidden is None or first is None:
         return True
     resolved = _resolved(statements, hidden, first)
+    while resolved is not None and m.matches(resolved, SAME_VALUES):
+        resolved = _resolved(statements, resolved.func.value, first)  # type: ignore[attr-defined]
     if resolved is None:
         return False
     return not m.matches(resolved, m.Name(first)) or bool(_writes(statements, first))
