@@ -29,6 +29,7 @@ from .report.severity import DEFAULT_FAIL_ON, LEVELS, NEVER, findings
 from .report.terminal import console, output_width
 from .select import select
 from .sources import release_tree
+from .verify.constants import WORKER_TIMEOUT_S
 
 app = typer.Typer(
     name="mtp-audit",
@@ -464,6 +465,16 @@ def verify_command(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No progress, table or summary; only the exit code.")
     ] = False,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            min=1,
+            metavar="SECONDS",
+            help="Stop the workers of one TP size after this long (exit 2, naming how many classes were done).",
+            show_default=True,
+        ),
+    ] = WORKER_TIMEOUT_S,
     vllm_version: VersionOpt = None,
     no_cache: NoCacheOpt = False,
 ) -> None:
@@ -490,7 +501,7 @@ def verify_command(
     else:
         records = select(records, model, single_module=True, model_types=model_types(tree))
     with verify_progress(console(stderr=True), quiet) as progress:
-        outcomes = verify(tree, records, sizes, progress)
+        outcomes = verify(tree, records, sizes, progress, timeout)
     if not quiet:
         render_verify(outcomes, console(), detailed=not sweep_all)
     if json_out is not None:

@@ -398,3 +398,13 @@ def test_a_config_slice_of_the_logits_is_tried_inside_the_vocabulary(vllm_releas
     variants = {v["variant"]: v["verdict"] for v in row["variants"]}
     assert variants["Nemotron3_5TranscribeMTP.lm_head=head, config.speechlm_output_vocab_size=520"] == "MISMATCH"
     assert variants["Nemotron3_5TranscribeMTP.lm_head=head, config.speechlm_output_vocab_size=1040"] == "pass"
+
+
+def test_workers_past_the_timeout_are_stopped_with_a_way_out(vllm_release, tmp_path):
+    """``--timeout`` bounds each TP size's workers; past it they are killed and the error says how
+    far they got and what to do (the worker needs seconds to import torch and vLLM)."""
+    result = run_cli("verify", str(vllm_release("0.34.0")), "--all", "--tp", "1", "--timeout", "1")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "verify workers did not finish in 1 s (TP 1; 0 of " in result.stderr
+    assert "raise --timeout, or verify fewer drafters with --model" in result.stderr
+    assert run_cli("verify", str(vllm_release("0.34.0")), "--all", "--timeout", "0").returncode == 2

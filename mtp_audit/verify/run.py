@@ -25,9 +25,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..lifecycle import die_with_parent, scratch_directory
 from ..model import DrafterRecord, SourceTree, Status, StrEnum
-from .constants import FOREIGN_VLLM_EXIT, HIDDEN
-
-WORKER_TIMEOUT_S = 1200
+from .constants import FOREIGN_VLLM_EXIT, HIDDEN, WORKER_TIMEOUT_S
 
 
 class Verdict(StrEnum):
@@ -105,7 +103,12 @@ def worker_interpreter() -> list[str]:
 
 
 def run_workers(
-    tree: SourceTree, targets: list[dict], tp: int, scratch: Path, advance: Callable[[int], None] | None = None
+    tree: SourceTree,
+    targets: list[dict],
+    tp: int,
+    scratch: Path,
+    advance: Callable[[int], None] | None = None,
+    timeout_s: float = WORKER_TIMEOUT_S,
 ) -> list[dict]:
     plan = scratch / "plan.json"
     progress = scratch / "progress"
@@ -136,14 +139,17 @@ def run_workers(
                 log,
             )
         )
-    deadline = time.monotonic() + WORKER_TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
     done = 0
     while any(process.poll() is None for process, _, _ in processes):
+        done = _advance(progress, done, advance)
         if time.monotonic() > deadline:
             for other, _, _ in processes:
                 other.kill()
-            raise UsageError(f"verify workers did not finish in {WORKER_TIMEOUT_S} s (TP {tp})")
-        done = _advance(progress, done, advance)
+            raise UsageError(
+                f"verify workers did not finish in {timeout_s:g} s (TP {tp}; {done} of {len(targets)} drafter "
+                "classes done): raise --timeout, or verify fewer drafters with --model"
+            )
         time.sleep(0.1)
     _advance(progress, done, advance)
     outputs = []
@@ -297,7 +303,11 @@ class Progress:
 
 
 def verify(
-    tree: SourceTree, records: list[DrafterRecord], tps: list[int], progress: Progress | None = None
+    tree: SourceTree,
+    records: list[DrafterRecord],
+    tps: list[int],
+    progress: Progress | None = None,
+    timeout_s: float = WORKER_TIMEOUT_S,
 ) -> list[TargetOutcome]:
     check_environment()
     outcomes: list[TargetOutcome] = []
@@ -324,7 +334,7 @@ def verify(
             folder.mkdir()
             if progress is not None:
                 progress.start(tp, len(targets))
-            ranks = run_workers(tree, targets, tp, folder, progress.advance if progress else None)
+            ranks = run_workers(tree, targets, tp, folder, progress.advance if progress else None, timeout_s)
             for index, members in enumerate(groups.values()):
                 outcomes.extend(judge(record, tp, ranks, index) for record in members)
     order = {id(r): i for i, r in enumerate(records)}
