@@ -26,7 +26,7 @@ from .fanout import WarmWorker, warm_worker
 from .index.encoding import NotDecodable, decode_source
 from .index.fact_types import ModuleFacts
 from .locate import local_argmax_in
-from .model import ChainAnswers, ClassKey, SourceTree, Status
+from .model import ChainAnswers, ClassKey, Consistency, DrafterRecord, SourceTree, Status
 from .scan import Scanner, scan
 from .select import select
 from .templating import PRE_HEAD, defined_name
@@ -76,6 +76,7 @@ def plan_fix(
                     refusal,
                     [i for i in inheritors if i.base in kept],
                     [n for n in notes if all(k in kept for k in n.into)],
+                    _left_for_a_human(result.records) if sweep_all else [],
                 )
             for outcome in plan.outcomes:  # a drafter is fixed whole or not at all
                 # a method not in the plan's own (a copy dropped for the owner's) is the owner's to write
@@ -85,6 +86,11 @@ def plan_fix(
                     outcome.action, outcome.reason = Action.REFUSED, failed[0]
             kept = {i.target for o in plan.outcomes if o.action == Action.FIX for i in o.insertions}
             plan.insertions = [i for i in plan.insertions if i.target in kept]
+
+
+def _left_for_a_human(records: list[DrafterRecord]) -> list[DrafterRecord]:
+    """The findings no sweep can settle: no mechanical mirror is safe, or the method diverges."""
+    return [r for r in records if r.status == Status.MISSING_MANUAL or r.consistency == Consistency.DIVERGENT]
 
 
 def _without_local_argmax(tree: SourceTree) -> str | None:

@@ -292,3 +292,18 @@ def test_fix_says_what_it_needs(tmp_path):
     assert both.returncode == 2 and "not both" in both.stderr
     done = run_cli("fix", str(tree), "--model", "toy")
     assert done.stderr.splitlines()[-1] == "fix: wrote 1 method into 1 file; 0 refused."
+
+
+def test_a_sweep_counts_what_it_leaves_for_a_human(tmp_path):
+    """``fix --all`` writes only safe mirrors; its total still names the missing_manual and
+    divergent drafters it left, so a sweep that writes nothing does not read as 'all done'."""
+    manual = run_cli("fix", str(tree_of("manual_shapes", tmp_path / "manual")), "--all", "--check")
+    assert manual.returncode == 0  # --check: no file needs a change, nothing requested was refused
+    assert manual.stderr.splitlines()[-1] == (
+        "fix: would write 0 methods into 0 files; 0 refused; "
+        "left for a human: 6 missing_manual (`mtp-audit scan` says why)."
+    )
+    divergent = run_cli("fix", str(tree_of("consistency", tmp_path / "divergent")), "--all", "--check")
+    assert "left for a human: 3 divergent (`mtp-audit scan` says why)." in divergent.stderr
+    chosen = run_cli("fix", str(tree_of("direct_head", tmp_path / "one")), "--model", "toy")
+    assert "left for a human" not in chosen.stderr  # --model: the user named what to fix

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..model import SourceTree
+from ..model import DrafterRecord, SourceTree
 from .changes import Rewrite
 from .inheritors import Inheritor
 from .placement import Moved
@@ -22,3 +22,5 @@ class FixResult:
     refusal: str | None = None  # why nothing may be written at all (a plugin's vLLM lacks get_top_tokens)
     inheritors: list[Inheritor] = field(default_factory=list)  # every class the written methods reach
     placement_notes: list[Moved] = field(default_factory=list)  # methods moved off bases non-drafters inherit
+    # what a --all sweep leaves for a human: missing_manual, and a get_top_tokens that diverges
+    left: list[DrafterRecord] = field(default_factory=list)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..apply.plan import Action
 from ..apply.result import FixResult
+from ..model import Status
 from .concise import INDENT, Line, _wrap, platforms_text, print_concise
 
 LABEL = {
@@ -61,6 +62,12 @@ def fix_total(result: FixResult, written: bool) -> str:
         count = sum(o.action == action for o in result.plan.outcomes)
         if count:
             parts.append(f"{count} {label}")
+    if result.left:
+        manual = sum(r.status == Status.MISSING_MANUAL for r in result.left)
+        kinds = [f"{manual} missing_manual"] * bool(manual) + [f"{len(result.left) - manual} divergent"] * (
+            manual < len(result.left)
+        )
+        parts.append(f"left for a human: {', '.join(kinds)} (`mtp-audit scan` says why)")
     return "fix: " + "; ".join(parts) + "."
 
 
