@@ -166,7 +166,14 @@ def test_an_interrupted_write_whose_file_was_edited_since_is_undone(tmp_path, ca
 
 
 @pytest.mark.parametrize(
-    "args", [["scan"], ["scan", "--format", "json"], ["fix", "--all", "--diff"], ["fix", "--all", "--check"]]
+    "args",
+    [
+        ["scan"],
+        ["scan", "--format", "json"],
+        ["fix", "--all", "--diff"],
+        ["fix", "--all", "--check"],
+        ["pre-commit"],  # without --fix it only reads, whatever files it is handed
+    ],
 )
 def test_a_command_that_only_reads_refuses_a_tree_with_an_interrupted_fix_and_writes_nothing(tmp_path, args):
     tree = tree_of("delegation_cross_file", tmp_path)
@@ -175,7 +182,10 @@ def test_a_command_that_only_reads_refuses_a_tree_with_an_interrupted_fix_and_wr
     (tree / write.JOURNAL).write_text(json.dumps({"tool": "mtp-audit", "files": entries}))
     (tree / result.rewrites[0].path).write_text(result.rewrites[0].new)  # half written
     before = snapshot(tree)
-    refused = run_cli(args[0], str(tree), *args[1:])
+    if args == ["pre-commit"]:  # run from the checkout, on the files a commit stages
+        refused = run_cli("pre-commit", *(r.path for r in result.rewrites), cwd=tree)
+    else:
+        refused = run_cli(args[0], str(tree), *args[1:])
     assert refused.returncode == 2 and refused.stdout == ""
     assert refused.stderr == (
         f"mtp-audit: {tree / write.JOURNAL}: a fix was interrupted in this tree and left this journal; this command "
