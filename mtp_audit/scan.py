@@ -8,6 +8,7 @@ get_top_tokens is what a fix would write; the work can be spread over processes 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from .cache import FactsCache
@@ -120,6 +121,13 @@ class Scanner:
             )
         return self._config_text[file]
 
+    def _note_processor_mask(self, path: Path, source: str) -> None:
+        """Where this vLLM's own LogitsProcessor.get_top_tokens masks the columns past
+        ``org_vocab_size`` (a cut compute_logits makes is then made by both methods)."""
+        mask = outside_vocab_mask(source)
+        for analyzer in self.analyzers.values():
+            analyzer.processor_mask = f"{self.index.relative(path)}:{mask}" if mask is not None else None
+
     def entries(self) -> list[RegistryEntry]:
         if self.tree.is_vllm:
             assert self.tree.package_dir is not None
@@ -134,18 +142,21 @@ class Scanner:
                     f"{version} has no LogitsProcessor.get_top_tokens, so there is nothing for drafters "
                     "to opt into (it first shipped in vLLM 0.17)"
                 )
-            mask = outside_vocab_mask(source)
-            for analyzer in self.analyzers.values():
-                analyzer.processor_mask = f"{self.index.relative(path)}:{mask}" if mask is not None else None
+            self._note_processor_mask(path, source)
             entries, self.registry_notes = registry_reading(self.index)
             if self.tree.plugins:
                 readings = read_plugins(self.index, self.tree.plugins)
                 self.plugin_notes = plugin_warnings(readings)
                 entries = effective_registry(entries, readings)
             return entries
-        in_tree, self.registry_notes = (
-            registry_reading(ModuleIndex(self.tree.runs_with)) if self.tree.runs_with else ([], [])
-        )
+        runs_with = self.tree.runs_with
+        if runs_with is not None and runs_with.package_dir is not None:  # the processor a plugin's drafters get
+            path = runs_with.package_dir / LOGITS_PROCESSOR
+            try:
+                self._note_processor_mask(path, self.index.read_bytes(path).decode("utf-8", "replace"))
+            except OSError:
+                pass  # no processor to read: every plugin verdict stands without its mask
+        in_tree, self.registry_notes = registry_reading(ModuleIndex(runs_with)) if runs_with else ([], [])
         entries, self.plugin_notes = plugin_tree_entries(self.index, in_tree, heuristic_entries(self.index))
         return entries
 

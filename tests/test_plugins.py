@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BASE, FIXTURES, run_cli
+from conftest import BASE, FIXTURES, build_tree, run_cli
 
 PLUGINS = FIXTURES / "plugins"
 SITE = PLUGINS / "site"
@@ -467,3 +467,20 @@ def test_a_helper_in_another_package_of_the_distribution_is_followed(tmp_path):
     result = scan_with(vllm_tree(tmp_path / "v"), PLUGINS / "two_packages")
     toy = [(r[1], r[5], r[6]) for r in rows(result.stdout) if r[0] == "ToyMTPModel"]
     assert toy == [("TwoToyMTP", "acme-two 0.1.0", TOY)]
+
+
+def test_a_plugin_drafter_is_judged_with_the_processor_of_the_vllm_it_runs_with(tmp_path):
+    """A cut to ``org_vocab_size`` beside a get_top_tokens of that processor: where the vLLM the
+    plugin runs with masks those ids in LogitsProcessor.get_top_tokens, not provably different."""
+    case = FIXTURES / "scan" / "processor_masks_outside_vocab"
+    vllm = build_tree(case, tmp_path / "v")
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    shutil.copy(case / "vllm/model_executor/models/cut_mtp.py", plugin / "cut_mtp.py")
+    result = run_cli("scan", str(plugin), "--vllm", str(vllm), "--format", "json", "--fail-on", "never")
+    assert result.returncode == 0, result.stderr
+    records = {r["class"]: r for r in json.loads(result.stdout)["drafters"]}
+    processor = vllm / "vllm/model_executor/layers/logits_processor.py"
+    assert records["CutToProcessorMTP"]["consistency"] == "unproven"
+    assert f"masks every id from org_vocab_size on ({processor}:" in records["CutToProcessorMTP"]["reason"]
+    assert records["CutToConfigMTP"]["consistency"] == "divergent"  # a cut to another size is still a cut
