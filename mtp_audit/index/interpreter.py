@@ -341,13 +341,18 @@ _STATEMENTS = {
 }
 _NO_COLLECTIONS: dict[str, list[str]] = {}
 _CURRENT_PLATFORM = Target("import", "vllm.platforms", PLATFORM)
+# ``from typing import TYPE_CHECKING as ONLY_TYPING``: false at run time under any name
+_TYPE_CHECKING = [Target("import", module, "TYPE_CHECKING") for module in ("typing", "typing_extensions")]
 
 
 def platform_or_flag(targets: list[Target] | None) -> bool | str | None:
     """What a name bound to ``targets`` means to ``platforms.evaluate``: ``PLATFORM`` when it is vLLM's
-    current_platform, a bool when it is a flag (``_IS_ROCM = current_platform.is_rocm()``), else None."""
+    current_platform, a bool when it is a flag (``_IS_ROCM = current_platform.is_rocm()``) or
+    ``typing.TYPE_CHECKING`` under another name (False), else None."""
     if targets == [_CURRENT_PLATFORM]:
         return PLATFORM
+    if targets is not None and len(targets) == 1 and targets[0] in _TYPE_CHECKING:
+        return False
     if targets is not None and len(targets) == 1 and targets[0].kind == "constant":
         return {"True": True, "False": False}.get(targets[0].a)
     return None
