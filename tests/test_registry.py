@@ -219,7 +219,7 @@ def test_entries_around_unreadable_ones_are_still_read(tmp_path: Path) -> None:
     entries = registry_of(
         tmp_path,
         """\
-a = b = {"NotRead": ("x", "NotReadMTP")}
+a = b = {"Chained": ("x", "ChainedMTP")}
 obj.attr = {"NotRead": ("x", "NotReadMTP")}
 _ANNOTATED_ONLY: dict
 _TEXT_GENERATION_MODELS = {
@@ -244,6 +244,9 @@ _SPECULATIVE_DECODING_MODELS: dict[str, tuple[str, str]] = {
             "EagleLlamaForCausalLM",
             "_SPECULATIVE_DECODING_MODELS",
         ),
+        # one dict bound to two names, read once (Python builds one); a list pair unpacks as a tuple does
+        RegistryEntry("Chained", "vllm.model_executor.models.x", "ChainedMTP", "a"),
+        RegistryEntry("AListMTP", "vllm.model_executor.models.a_list", "AListMTP", "_TEXT_GENERATION_MODELS"),
         RegistryEntry("FirstMTP", "vllm.model_executor.models.first_mtp", "FirstMTP", "_TEXT_GENERATION_MODELS"),
         RegistryEntry("ByClassOnly", "vllm.model_executor.models.by_class", "ByClassMTP", "_TEXT_GENERATION_MODELS"),
         RegistryEntry("ByArchMTP", "vllm.model_executor.models.by_arch", "ByArchOnly", "_TEXT_GENERATION_MODELS"),

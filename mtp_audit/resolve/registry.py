@@ -172,10 +172,12 @@ class _Builder:
             into.gap(statement, f"`{_short(ast.unparse(node))}` is {NOT_A_DICT}")
 
     def statement(self, node: ast.stmt) -> None:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            self.assign(node.targets[0], node.value)
+        if isinstance(node, ast.Assign):  # ``A = B = {...}``: one dict, bound to each target in turn
+            built = self.value(node.value)
+            for target in node.targets:
+                self.assign(target, node.value, built)
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            self.assign(node.target, node.value)
+            self.assign(node.target, node.value, self.value(node.value))
         elif isinstance(node, ast.AugAssign) and self.known(node.target) is not None:
             target = self.known(node.target)
             if isinstance(node.op, ast.BitOr):
@@ -190,11 +192,16 @@ class _Builder:
         elif isinstance(node, BLOCKS):
             self.in_block(node)
 
-    def assign(self, target: ast.expr, value: ast.expr) -> None:
+    def assign(self, target: ast.expr, value: ast.expr, built: _Dict | None) -> None:
+        """``target = value``, where ``value`` builds ``built`` (evaluated once, as Python does)."""
         if isinstance(target, ast.Name):
-            self.dicts[target.id] = self.value(value)
+            self.dicts[target.id] = built
         elif isinstance(target, ast.Subscript) and self.known(target.value) is not None:
             self.known(target.value).add(target.slice, value)
+        elif isinstance(target, (ast.Tuple, ast.List, ast.Starred)):  # unpacking: bound to values not read
+            for name in ast.walk(target):
+                if isinstance(name, ast.Name):
+                    self.dicts[name.id] = None
 
     def method_call(self, call: ast.Call) -> None:
         func = call.func
@@ -268,7 +275,7 @@ def _entries(value: _Dict, rel: str, name: str, strict: bool = True):
             f"{rel}: an entry of {name} is not a (module, class) string pair (line {value.odd_keys[0].line})"
         )
     for arch, item in value.items.items():
-        pair = [literal_string(e) for e in item.value.elts] if isinstance(item.value, ast.Tuple) else []
+        pair = [literal_string(e) for e in item.value.elts] if isinstance(item.value, (ast.Tuple, ast.List)) else []
         if len(pair) != 2 or None in pair:
             if strict:
                 raise UsageError(f"{rel}: an entry of {name} is not a (module, class) string pair (line {item.line})")
@@ -280,7 +287,8 @@ def _entries(value: _Dict, rel: str, name: str, strict: bool = True):
                 f"{rel}: {name}[{arch!r}] names module {module_name!r}, which is not a dotted "
                 "module name; mtp-audit reads only modules inside the tree"
             )
-        full = module_name if "." in module_name else f"{MODELS_PACKAGE}.{module_name}"
+        # as vLLM's _resolve_module_name: a full path starts with "vllm.", anything else is under models/
+        full = module_name if module_name.startswith("vllm.") else f"{MODELS_PACKAGE}.{module_name}"
         yield item, arch, full, cls
 
 
