@@ -197,11 +197,18 @@ class _Builder:
         if isinstance(target, ast.Name):
             self.dicts[target.id] = built
         elif isinstance(target, ast.Subscript) and self.known(target.value) is not None:
-            self.known(target.value).add(target.slice, value)
+            self.known(target.value).add(target.slice, self.entry_value(value))
         elif isinstance(target, (ast.Tuple, ast.List, ast.Starred)):  # unpacking: bound to values not read
             for name in ast.walk(target):
                 if isinstance(name, ast.Name):
                     self.dicts[name.id] = None
+
+    def entry_value(self, value: ast.expr) -> ast.expr:
+        """``A["NEW"] = A["OLD"]``: the value ``A["OLD"]`` holds now; any other value as written."""
+        source = self.known(value.value) if isinstance(value, ast.Subscript) else None
+        key = literal_string(value.slice) if source is not None else None  # type: ignore[attr-defined]
+        found = source.items.get(key) if source is not None and key is not None else None
+        return found.value if found is not None else value
 
     def method_call(self, call: ast.Call) -> None:
         func = call.func
