@@ -6,9 +6,10 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from ..model import PLATFORMS
 from .ast_tools import FUNCTIONS, _blocks, _is_docstring, _strings, dotted, walk_statements
 from .fact_types import ClassFacts, MethodFacts
-from .platforms import literal_string
+from .platforms import evaluate, literal_string
 from .prefilter import WATCHED_METHODS
 
 if TYPE_CHECKING:
@@ -71,11 +72,20 @@ def _collect_members(cls: ClassFacts, body: list[ast.stmt], text: _Source, under
                     )
         elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
             cls.annotations[statement.target.id] = text.segment(statement.annotation)
+        elif isinstance(statement, ast.If) and (truth := _same_everywhere(statement.test)) is not None:
+            _collect_members(cls, statement.body if truth else statement.orelse, text, under)
         elif isinstance(statement, (ast.If, ast.Try)):
             test = f"if {text.segment(statement.test)}" if isinstance(statement, ast.If) else "in a try"
             condition = f"under `{test}:` in the class body (line {text.line(statement)})"
             for block in _blocks(statement):
                 _collect_members(cls, block, text, under or condition)
+
+
+def _same_everywhere(test: ast.expr) -> bool | None:
+    """A class-body condition decided alike on every platform (``TYPE_CHECKING``: False at run
+    time); None when it is not known, or differs by platform (class facts are not per platform)."""
+    truths = {evaluate(test, platform) for platform in PLATFORMS}
+    return truths.pop() if len(truths) == 1 else None
 
 
 def _assigned_after(tree: ast.Module, classes: list[ClassFacts], text: _Source) -> None:
