@@ -41,13 +41,16 @@ class Target:
     ``unknown`` (a = code that could not be followed; b = its line, where a is the statement that
     binds the name in a way the tool does not follow, such as a loop), ``unavailable`` (a = why the name
     cannot be had: its import raises). ``when``: the ``try`` outcomes under which the
-    binding holds (all of them; empty: always).
+    binding holds (all of them; empty: always). ``stars_after``: the modules of star imports that
+    ran after this binding on its own path (a ``try`` outcome, an ``if`` branch) but come before
+    the name in the merged bindings' order, so that resolution still lets them rebind it.
     """
 
     kind: TargetKind
     a: str = ""
     b: str = ""
     when: tuple[TryOutcome, ...] = ()
+    stars_after: tuple[str, ...] = ()
 
 
 @dataclass

@@ -218,11 +218,13 @@ class _Interpreter:
             self.error = first.error
             return
         branches = [b for b in (first, second) if not b.error]
+        order = list(dict.fromkeys(name for branch in branches for name in branch.state))
         merged: dict[str, list[Target]] = {}
         for branch in branches:
             for name, targets in branch.state.items():
                 bucket = merged.setdefault(name, [])
-                bucket.extend(t for t in targets if t not in bucket)
+                held = _with_stars_after(targets, name, list(branch.state), order)
+                bucket.extend(t for t in held if t not in bucket)
         self.state = merged
         self.all_names = branches[0].all_names
         self.exports = _merged_exports([b.exports for b in branches])
@@ -529,18 +531,32 @@ def _by_outcome(outcomes: list[tuple[_Interpreter, TryOutcome]]) -> dict[str, li
     else:
         merged = {n: outcomes[0][0].state[n] for n in names if all(n in i.state for i, _ in outcomes)}
         merged = {n: t for n, t in merged.items() if all(i.state[n] == t for i, _ in outcomes)}
-    for name in names:
-        if name in merged:
-            continue
+    differing = [name for name in names if name not in merged]
+    order = [*merged, *differing]  # the names bound differently go last
+    for name in differing:
         targets: list[Target] = []
         for interpreter, outcome in outcomes:
             if interpreter.error:
                 held = [Target("unavailable", interpreter.error)]
             else:
                 held = interpreter.state.get(name, [Target("unavailable", _unbound(name, outcome))])
+                held = _with_stars_after(held, name, list(interpreter.state), order)
             targets.extend(dataclasses.replace(t, when=(*t.when, outcome)) for t in held)
         merged[name] = targets
     return merged
+
+
+def _with_stars_after(targets: list[Target], name: str, path_order: list[str], merged_order: list[str]) -> list[Target]:
+    """``targets`` of ``name`` on one path (an outcome, a branch), with the star imports that ran after
+    that binding there but precede ``name`` in the merged order: merged, the order no longer says they
+    may rebind it (``from .base import X``, ``from .more import *``, then a ``try`` that rebinds X
+    only when its import works)."""
+    if name.startswith("*") or name not in path_order:
+        return targets
+    later_here = path_order[path_order.index(name) + 1 :]
+    later_merged = set(merged_order[merged_order.index(name) + 1 :])
+    stars = tuple(key[1:] for key in later_here if key.startswith("*") and key not in later_merged)  # "*m" -> m
+    return [dataclasses.replace(t, stars_after=(*t.stars_after, *stars)) for t in targets] if stars else targets
 
 
 def raised_name(reason: str) -> str | None:

@@ -82,7 +82,10 @@ def resolve_name(
         return [Missing(f"{facts.path}: {uncaught}")]
     out: list[Resolved] = []
     for target in targets:
-        if target.kind == "class":
+        rebound = _rebound_by_stars(index, target.stars_after, name, platform, seen)
+        if rebound:
+            out.extend(rebound)
+        elif target.kind == "class":
             cls = facts.class_at(int(target.a))
             out.append(ClassKey(module, cls.name, cls.line) if cls else Missing(f"{facts.path}: class {name}"))
         elif target.kind == "import":
@@ -125,6 +128,20 @@ def _from_stars(
         if (after is not None and index.facts(source) is None) or not _exported(index, source, name, platform):
             continue
         found = resolve_name(index, source, name, platform, seen)
+        if not all(isinstance(r, Missing) for r in found):
+            return found
+    return None
+
+
+def _rebound_by_stars(
+    index: ModuleIndex, modules: tuple[str, ...], name: str, platform: str, seen: frozenset
+) -> list[Resolved] | None:
+    """What the star imports that ran after a binding on its path give ``name`` (the last that has it),
+    as ``_from_stars`` with ``after``: only scanned modules, whose exports are known."""
+    for module in reversed(modules):
+        if index.facts(module) is None or not _exported(index, module, name, platform):
+            continue
+        found = resolve_name(index, module, name, platform, seen)
         if not all(isinstance(r, Missing) for r in found):
             return found
     return None
