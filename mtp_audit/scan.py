@@ -235,21 +235,28 @@ class Scanner:
         return (
             self.index.chain_error(entry.module, platform)
             or self.index.chain_error(key.module, platform)
-            or self.syntax_failure(key, platform)
+            or self.base_failure(key, platform)
         )
 
-    def syntax_failure(self, key: ClassKey, platform: str) -> str | None:
-        """A module that does not parse, where a base of the class stops, and that the class's module imports
-        at top level (itself or through others): importing it raises SyntaxError, so the class is never
-        defined. Import chains do not parse every module they pass; the bases' modules are parsed."""
-        for module in self.hierarchies[platform].mro(key).unparsed:
+    def base_failure(self, key: ClassKey, platform: str) -> str | None:
+        """Where the class's MRO stops at a module that does not parse, or takes in a class statement for
+        which no C3 order exists (TypeError; the class's own included), and the class's module imports that
+        module at top level (itself or through others): importing it raises, so the class is never defined.
+        Import chains do not parse every module they pass; the bases' modules are parsed."""
+        mro = self.hierarchies[platform].mro(key)
+        for module, own in (
+            *((module, self._syntax_error(module)) for module in mro.unparsed),
+            *((cls.module, self.hierarchies[platform].uncreatable_reason(cls)) for cls in mro.uncreatable),
+        ):
             chain = self.index.chains.path_to(key.module, module, platform)
             if chain is not None:
-                facts = self.index.facts(module)
-                assert facts is not None
-                own = f"{facts.path}: syntax error, {facts.parse_error}"
                 return self.index.chains.describe_chain(key.module, chain, own)
         return None
+
+    def _syntax_error(self, module: str) -> str:
+        facts = self.index.facts(module)
+        assert facts is not None
+        return f"{facts.path}: syntax error, {facts.parse_error}"
 
     def record(self, res: Resolution, resolved_on: list[str], analysis: Analysis) -> DrafterRecord:
         h = self.hierarchies[resolved_on[0]]

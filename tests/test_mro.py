@@ -2,7 +2,8 @@
 
 Each hierarchy is written as source files (read by the scanner's index) and
 built as real classes in the test; the two orders must agree. A hierarchy
-Python rejects (no C3 order exists) must still give each class once.
+Python rejects (no C3 order exists: the class statement raises TypeError) is
+named so (``Mro.uncreatable``), and still gives each class once.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from mtp_audit.index.modules import ModuleIndex
 from mtp_audit.model import ClassKey, SourceTree
-from mtp_audit.resolve.mro import CYCLE, Hierarchy
+from mtp_audit.resolve.mro import CYCLE, Hierarchy, Mro
 from mtp_audit.resolve.names import External
 
 Bases = dict[str, list[str]]  # class name -> base names, in definition order
@@ -50,10 +51,17 @@ def write_module(root: Path, module: str, bases: Bases, imports: str = "") -> di
 
 
 def scanner_mro(root: Path, module: str, name: str, line: int, platform: str = "cuda") -> list[str]:
+    return [
+        item.name.removeprefix("torch.") if isinstance(item, External) else item.name
+        for item in scanner_order(root, module, name, line, platform).classes
+    ]
+
+
+def scanner_order(root: Path, module: str, name: str, line: int, platform: str = "cuda") -> Mro:
     hierarchy = Hierarchy(ModuleIndex(SourceTree(root, None, None)), platform)
     mro = hierarchy.mro(ClassKey(module, name, line))
     assert not mro.unresolved, mro.unresolved
-    return [item.name.removeprefix("torch.") if isinstance(item, External) else item.name for item in mro.classes]
+    return mro
 
 
 def assert_same_mro(tmp_path: Path, bases: Bases) -> None:
@@ -101,18 +109,22 @@ def test_mro_across_files_and_an_external_base(tmp_path: Path) -> None:
     assert isinstance(mro.classes[-1], External)
 
 
-def test_inconsistent_hierarchy_still_lists_each_class_once(tmp_path: Path) -> None:
-    """Python refuses ``class C(A, B)`` where A's order and B's disagree; the scan keeps going."""
-    bases = {"X": [], "Y": [], "A": ["X", "Y"], "B": ["Y", "X"], "C": ["A", "B"]}
+def test_inconsistent_hierarchy_is_named_uncreatable_with_each_class_once(tmp_path: Path) -> None:
+    """Python refuses ``class C(A, B)`` where A's order and B's disagree (TypeError at the class
+    statement, so its module never imports): the order names C, for C and every subclass, and no
+    order is taken for Python's."""
+    bases = {"X": [], "Y": [], "A": ["X", "Y"], "B": ["Y", "X"], "C": ["A", "B"], "D": ["C"]}
     with pytest.raises(TypeError, match="consistent method resolution"):
         python_mro(bases, "C")
     where = write_module(tmp_path, "pkg.classes", bases)
-    order = scanner_mro(tmp_path, "pkg.classes", "C", where["C"])
-    assert order[0] == "C"
-    assert sorted(order) == sorted(bases)  # every class, once
-    assert order[:3] == ["C", "A", "B"]  # the part C3 can order before it gets stuck
+    for cls, above in (("C", "ABXY"), ("D", "ABCXY")):
+        mro = scanner_order(tmp_path, "pkg.classes", cls, where[cls])
+        assert mro.uncreatable == [ClassKey("pkg.classes", "C", where["C"])]
+        names = [item.name for item in mro.classes]
+        assert names[0] == cls and sorted(names[1:]) == list(above)  # every class, once
     for cls in ("A", "B"):  # its consistent bases keep Python's order
         assert scanner_mro(tmp_path, "pkg.classes", cls, where[cls]) == python_mro(bases, cls)
+        assert not scanner_order(tmp_path, "pkg.classes", cls, where[cls]).uncreatable
 
 
 def test_inheritance_cycle_is_reported_not_followed(tmp_path: Path) -> None:
@@ -148,10 +160,12 @@ def test_any_hierarchy_python_accepts_gets_pythons_mro(bases: Bases) -> None:
             try:
                 expected = python_mro(bases, cls)
             except TypeError:  # Python rejects it (so does every subclass)
-                order = scanner_mro(Path(tmp), "pkg.classes", cls, where[cls])
-                assert order[0] == cls and len(order) == len(set(order))
+                mro = scanner_order(Path(tmp), "pkg.classes", cls, where[cls])
+                assert mro.uncreatable == [ClassKey("pkg.classes", cls, where[cls])], (cls, bases)
+                assert mro.classes[0].name == cls and len(mro.classes) == len(set(mro.classes))
                 break
             assert scanner_mro(Path(tmp), "pkg.classes", cls, where[cls]) == expected, (cls, bases)
+            assert not scanner_order(Path(tmp), "pkg.classes", cls, where[cls]).uncreatable, (cls, bases)
 
 
 def test_each_class_on_a_three_cycle_reads_from_itself(tmp_path: Path) -> None:

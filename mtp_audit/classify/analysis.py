@@ -184,6 +184,16 @@ class Analyzer:
 
     def _analyze(self, key: ClassKey, overlay: Overlay | None, _depth: int, contract: Contract | None) -> Analysis:
         mro = self.h.mro(key)
+        if mro.uncreatable:  # a delegate's class (a drafter's own fails its import: ``Scanner.import_failure``)
+            return Analysis(Status.MISSING_MANUAL, f"{self.h.uncreatable_reason(mro.uncreatable[0])}: never created")
+        if mro.undecided:
+            return Analysis(
+                Status.MISSING_MANUAL,
+                (
+                    f"{'; '.join(mro.undecided)}, bound under a condition the tool cannot decide: where "
+                    f"compute_logits and get_top_tokens come from in the MRO of {key.name} depends on which"
+                ),
+            )
         cl = self.h.find(mro, "compute_logits", overlay=overlay)
         gtt = self.h.find(mro, "get_top_tokens", overlay=overlay)
         unresolved = f"; bases not followed: {', '.join(mro.unresolved)}" if mro.unresolved else ""

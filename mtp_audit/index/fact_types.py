@@ -113,6 +113,8 @@ class ModuleFacts:
     # absent: no ``__all__`` (``import *`` binds the names not starting with ``_``)
     exports: dict[str, list[str] | None] = field(default_factory=dict)
     unlisted: dict[str, str] = field(default_factory=dict)  # platform -> why ``__getattr__`` may serve other names
+    # platform -> the names only ``__getattr__`` serves (the module does not bind them): importing one runs it
+    served: dict[str, list[str]] = field(default_factory=dict)
     parse_error: str | None = None
 
     def class_at(self, line: int) -> ClassFacts | None:

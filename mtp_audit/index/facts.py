@@ -123,7 +123,7 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
         _keep_bases_then(facts, platform, interpreter.bases_then, bindings)
         if getattr_def is not None:
             interpreter.collections = collections
-            bindings = _with_lazy(bindings, getattr_def, interpreter)
+            bindings, facts.served[platform] = _with_lazy(bindings, getattr_def, interpreter)
             _note_unlisted(facts, platform, getattr_def, interpreter)
         facts.bindings[platform] = _share_with_earlier(bindings, facts.bindings)
     if not per_platform:
@@ -134,23 +134,28 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
                 facts.import_errors[platform] = facts.import_errors[first]
             if first in facts.exports:
                 facts.exports[platform] = facts.exports[first]
+            if first in facts.served:
+                facts.served[platform] = facts.served[first]
             for cls in facts.classes:
                 if first in cls.bound_then:
                     cls.bound_then[platform] = cls.bound_then[first]
     return facts
 
 
-def _with_lazy(bindings: dict[str, list[Target]], getattr_def: ast.stmt, interpreter: _Interpreter) -> dict:
+def _with_lazy(
+    bindings: dict[str, list[Target]], getattr_def: ast.stmt, interpreter: _Interpreter
+) -> tuple[dict[str, list[Target]], list[str]]:
     """``bindings`` with the names that ``__getattr__`` gives, put first: Python asks it only for a name the
-    module lacks (never bound, or deleted), so any star import rebinds them (as if it ran after)."""
+    module lacks (never bound, or deleted), so any star import rebinds them (as if it ran after); and those
+    names."""
     lazy = {
         name: _evaluate_getattr(getattr_def, name, interpreter)
         for name in _lazy_candidates(getattr_def, interpreter.all_names, interpreter.collections)
         if name not in bindings or _deleted(bindings[name])
     }
     if not lazy:
-        return bindings
-    return {**lazy, **{name: targets for name, targets in bindings.items() if name not in lazy}}
+        return bindings, []
+    return {**lazy, **{name: targets for name, targets in bindings.items() if name not in lazy}}, list(lazy)
 
 
 def _deleted(targets: list[Target]) -> bool:

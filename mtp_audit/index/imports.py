@@ -20,6 +20,10 @@ raise under a condition that cannot be evaluated, in a loop, or inside a
 ``warnings.catch_warnings()``, ``torch.no_grad()`` and the like) does not count;
 nor does a dependency that does not parse (its own error is reported when it
 is a drafter's module or package).
+
+``from m import name``, where ``m`` has a module ``__getattr__`` and does not
+bind ``name``, also imports the module that ``__getattr__`` imports to serve
+it: only then are ``m``'s full facts read (parsed), for how it serves ``name``.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ _TOP_LEVEL = re.compile(  # a column-0 import with its names, or a column-0 bloc
     r"|(?P<block>(?:if|elif|else|try|except|finally|for|while|with|async|match|raise|assert)\b[^\n]*))"
 )
 _COMMENT = re.compile(r"#[^\n]*")
+_GETATTR = re.compile(r"^(?:async[ \t]+)?def[ \t]+__getattr__\b", re.MULTILINE)  # a module-level one, at column 0
 _NOT_RUN = re.compile(
     r"(?:if[ \t]+TYPE_CHECKING[ \t]*:[ \t]*(?:#.*)?$|try[ \t]*:|except\b)"
 )  # blocks whose imports never raise out
@@ -78,6 +83,7 @@ class ImportFacts:
 
     imports: dict[str, list[ImportStatement]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    lazy: bool = False  # a module ``__getattr__`` (PEP 562) may serve what ``from module import name`` asks for
 
 
 def _statement_starts(source: str) -> list[int]:
@@ -120,9 +126,14 @@ def extract_imports(source: str, module: str, is_package: bool, top: bool = True
     """The import facts of one module; None when it does not parse. ``top``: the module's first name is a
     top-level package (its root is on ``sys.path``), so a relative import that climbs above it raises."""
     plain = _plain_imports(source, module, is_package)
-    if plain is not None:
-        return ImportFacts({platform: plain for platform in PLATFORMS}, {})
-    return _interpreted_imports(source, module, is_package, top)
+    facts = (
+        ImportFacts({platform: plain for platform in PLATFORMS}, {})
+        if plain is not None
+        else _interpreted_imports(source, module, is_package, top)
+    )
+    if facts is not None:
+        facts.lazy = _GETATTR.search(source) is not None
+    return facts
 
 
 def beyond_top(module: str, is_package: bool, level: int) -> bool:
@@ -296,6 +307,10 @@ class Step:
     module: str
     target: str
     line: int | None
+    # how ``module`` comes to import ``target``, when not by naming it (``X from m, whose __getattr__
+    # imports t``); a step whose ``lazy`` is set stands for ``from m import X`` asking ``m.__getattr__``
+    via: str = ""
+    lazy: bool = False
 
 
 class ImportChains:
@@ -385,7 +400,26 @@ class ImportChains:
         key = (module, id(statements))  # platforms that run the same imports share one list
         if key not in self._edges_of:
             self._edges_of[key] = (statements, self._steps(module, statements))
-        return self._edges_of[key][1]
+        steps = self._edges_of[key][1]
+        if not any(step.lazy for step in steps):
+            return steps
+        return [served for step in steps for served in self._served(step, platform)]
+
+    def _served(self, step: Step, platform: str) -> list[Step]:
+        """``step``, or for ``from m import name`` where ``m`` does not bind ``name`` and its ``__getattr__``
+        serves it from a module it imports (read from ``m``'s facts, parsed only here), the import of that
+        module, which runs then too. A ``__getattr__`` the tool cannot run for that name adds nothing."""
+        if not step.lazy:
+            return [step]
+        origin, name = step.target.rsplit(".", 1)
+        facts = self.index.facts(origin)
+        if facts is None or name not in facts.served.get(platform, ()):
+            return []
+        return [
+            Step(step.module, target.a, step.line, f"{name} from {origin}, whose __getattr__ imports {target.a}")
+            for target in facts.bindings.get(platform, {}).get(name, [])
+            if target.kind == "import" and not target.when and self._in_tree(target.a)
+        ]
 
     def _steps(self, module: str, statements: list[ImportStatement]) -> list[Step]:
         steps = []
@@ -397,13 +431,18 @@ class ImportChains:
                 continue
             steps.append(Step(module, statement.module, statement.line))
             found = self.index.locate(statement.module)
-            if found is not None and found[1]:  # a package: ``from pkg import sub`` imports pkg.sub
-                steps.extend(
-                    Step(module, f"{statement.module}.{name}", statement.line)
-                    for name in statement.imported()
-                    if self.index.is_module(f"{statement.module}.{name}")
-                )
+            lazy = found is not None and self._has_getattr(statement.module)
+            if found is not None and (found[1] or lazy):  # ``from pkg import sub`` imports pkg.sub
+                for name in statement.imported():
+                    if self.index.is_module(f"{statement.module}.{name}"):
+                        steps.append(Step(module, f"{statement.module}.{name}", statement.line))
+                    elif lazy:  # which module ``__getattr__`` imports for it may differ by platform
+                        steps.append(Step(module, f"{statement.module}.{name}", statement.line, lazy=True))
         return steps
+
+    def _has_getattr(self, module: str) -> bool:
+        facts = self.index.import_facts(module)
+        return facts is not None and facts.lazy
 
     def _in_tree(self, module: str) -> bool:
         """Is ``module`` in the scanned tree? (``torch.nn`` is not: ``torch`` is not, and is not probed
@@ -477,7 +516,7 @@ class ImportChains:
         while position < len(chain):
             step = chain[position]
             if step.line is not None:
-                parts.append(f"{self._path(step.module)}:{step.line} imports {step.target}")
+                parts.append(f"{self._path(step.module)}:{step.line} imports {step.via or step.target}")
                 position += 1
                 continue
             end = position  # a run of parent packages: name the outermost

@@ -2,7 +2,10 @@
 
 Bases are resolved in the defining module on the platform at hand, so a base
 bound under ``if TYPE_CHECKING:`` / ``else:`` takes its run-time binding.
-Classes outside the tree (``nn.Module``, ``Protocol``) are terminal.
+Classes outside the tree (``nn.Module``, ``Protocol``) are terminal. A base name
+that may be several classes (bound under a condition the tool cannot decide) and
+a class statement for which no C3 order exists (Python raises ``TypeError``) are
+named in the ``Mro``, never settled by picking one order.
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ class Mro:
     classes: list[MroItem]
     unresolved: list[str] = field(default_factory=list)  # bases that could not be followed
     unparsed: list[str] = field(default_factory=list)  # modules whose syntax errors stopped them
+    # bases that may be one of several classes, each described with its alternatives: the order is one of many
+    undecided: list[str] = field(default_factory=list)
+    # classes of the order (itself or a base) whose ``class`` statement raises TypeError: no C3 order exists
+    uncreatable: list[ClassKey] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -62,22 +69,42 @@ class Hierarchy:
         assert facts is not None
         return facts.path
 
-    def bases(self, key: ClassKey) -> tuple[list[MroItem], list[str], list[str]]:
-        """The bases that resolve; those that do not, with why; the modules that do not parse among the causes."""
+    def bases(self, key: ClassKey) -> tuple[list[MroItem], list[str], list[str], list[str]]:
+        """The bases that resolve; those that do not, with why; the modules that do not parse among the causes;
+        the bases that may be several classes, with their alternatives (the first one is listed among the bases,
+        so that the order stays usable, and the caller must not take it for the order)."""
         items: list[MroItem] = []
         unresolved: list[str] = []
         unparsed: list[str] = []
+        undecided: list[str] = []
         cls = self.class_facts(key)
         for code in cls.bases:
             found = resolve_expression(self.index, key.module, code, self.platform, cls.bound_then.get(self.platform))
             hits = [f for f in found if isinstance(f, (ClassKey, External))]
             if hits:
                 items.append(hits[0])
+                if len(hits) > 1 and any(isinstance(hit, ClassKey) for hit in hits):
+                    undecided.append(self._alternatives(key, code, hits))
             else:
                 reasons = "; ".join(f.reason for f in found if isinstance(f, Missing))
                 unresolved.append(f"{code} ({reasons})" if reasons else code)
                 unparsed.extend(f.unparsed for f in found if isinstance(f, Missing) and f.unparsed)
-        return items, unresolved, list(dict.fromkeys(unparsed))
+        return items, unresolved, list(dict.fromkeys(unparsed)), undecided
+
+    def _alternatives(self, key: ClassKey, code: str, hits: list[MroItem]) -> str:
+        """``Base`` (base of ``key``) and the classes it may be, with where each is defined."""
+        where = ", ".join(
+            f"{hit.name} ({self.file_of(hit)}:{hit.line})" if isinstance(hit, ClassKey) else hit.name for hit in hits
+        )
+        return f"base {code} of {key.name} ({self.file_of(key)}:{key.line}) may be one of several classes ({where})"
+
+    def uncreatable_reason(self, key: ClassKey) -> str:
+        """Why the ``class`` statement of ``key`` raises, in Python's words, with the statement and its line."""
+        bases = ", ".join(self.class_facts(key).bases)
+        return (
+            f"{self.file_of(key)}:{key.line}: class {key.name}({bases}) raises TypeError: "
+            f"cannot create a consistent method resolution order (MRO) for bases {bases}"
+        )
 
     def mro(self, key: ClassKey) -> Mro:
         if key in self._mro:
@@ -91,25 +118,25 @@ class Hierarchy:
             self._active.discard(key)
 
     def _linearize(self, key: ClassKey) -> Mro:
-        bases, unresolved, unparsed = self.bases(key)
-        if len(bases) == 1:  # single inheritance, by far the most common: C3 gives the base's MRO
-            base = bases[0]
-            if not isinstance(base, ClassKey):
-                return self._memo(key, Mro([key, base], unresolved, unparsed))
-            sub = self.mro(base)
-            unresolved.extend(u for u in sub.unresolved if u not in unresolved)
-            unparsed.extend(u for u in sub.unparsed if u not in unparsed)
-            return self._memo(key, Mro([key, *sub.classes], unresolved, unparsed))
+        bases, unresolved, unparsed, undecided = self.bases(key)
+        result = Mro([key], unresolved, unparsed, undecided)
         parents = []
         for base in bases:
             if isinstance(base, ClassKey):
                 sub = self.mro(base)
                 parents.append(list(sub.classes))
-                unresolved.extend(u for u in sub.unresolved if u not in unresolved)
-                unparsed.extend(u for u in sub.unparsed if u not in unparsed)
+                _take_notes(result, sub)
             else:
                 parents.append([base])
-        return self._memo(key, Mro([key, *_c3([*parents, list(bases)])], unresolved, unparsed))
+        if len(bases) == 1:  # single inheritance, by far the most common: C3 gives the base's MRO
+            result.classes.extend(parents[0])
+            return self._memo(key, result)
+        merged = _c3([*parents, list(bases)])
+        if merged is None:  # Python raises TypeError at the class statement: keep each class once, say so
+            merged = list(dict.fromkeys(item for sequence in [*parents, bases] for item in sequence))
+            result.uncreatable.append(key)
+        result.classes.extend(merged)
+        return self._memo(key, result)
 
     def _memo(self, key: ClassKey, result: Mro) -> Mro:
         if not any(u.startswith(CYCLE) for u in result.unresolved):  # a cycle reads differently from each class on it
@@ -129,8 +156,19 @@ class Hierarchy:
         return None
 
 
-def _c3(sequences: list[list[MroItem]]) -> list[MroItem]:
-    """C3 merge; falls back to depth-first order for an inconsistent hierarchy.
+def _take_notes(result: Mro, sub: Mro) -> None:
+    """What a base's order says that holds for its subclasses too (each note once)."""
+    for mine, theirs in (
+        (result.unresolved, sub.unresolved),
+        (result.unparsed, sub.unparsed),
+        (result.undecided, sub.undecided),
+        (result.uncreatable, sub.uncreatable),
+    ):
+        mine.extend(note for note in theirs if note not in mine)
+
+
+def _c3(sequences: list[list[MroItem]]) -> list[MroItem] | None:
+    """C3 merge; None for an inconsistent hierarchy (no order exists: Python raises TypeError).
 
     Each sequence is read through a cursor, and how many sequences hold an item in their
     tail is counted, so a merge costs the total length times the number of sequences
@@ -148,14 +186,8 @@ def _c3(sequences: list[list[MroItem]]) -> list[MroItem]:
             head = seqs[i][cursors[i]]
             if not in_tails[head]:
                 break
-        else:  # Python would raise TypeError; keep a usable order
-            placed = set(out)
-            for i in live:
-                for item in seqs[i][cursors[i] :]:
-                    if item not in placed:
-                        placed.add(item)
-                        out.append(item)
-            return out
+        else:
+            return None
         out.append(head)
         for i in live:
             if seqs[i][cursors[i]] == head:
