@@ -576,3 +576,24 @@ def test_two_modules_that_are_one_file_are_rewritten_once(tmp_path: Path) -> Non
     assert (models / "link_mtp.py").is_symlink()
     assert (models / "real_mtp.py").read_text().count("def get_top_tokens") == 2
     assert plan_fix(locate(tree), None, True, None).rewrites == []
+
+
+def test_modules_that_are_one_file_and_differ_in_a_method_are_refused_naming_both_paths() -> None:
+    from types import SimpleNamespace
+
+    from mtp_audit.fix import _one_insertion_per_class
+    from mtp_audit.model import ClassKey
+
+    def planned(module: str, text: str) -> SimpleNamespace:
+        owner = ClassKey(module, "LinkMTP", 4)
+        return SimpleNamespace(target=owner, source=SimpleNamespace(method=SimpleNamespace(text=text), owner=owner))
+
+    same = [(SimpleNamespace(path="a/link.py"), [planned("a.link", "x")])]
+    same.append((SimpleNamespace(path="b/real.py"), [planned("b.real", "x")]))
+    assert [i.target.module for i in _one_insertion_per_class(same)[0]] == ["a.link"]
+    same[1][1][0].source.method.text = "y"
+    assert _one_insertion_per_class(same) == (
+        [],
+        "a/link.py and b/real.py are one file (a link), and class LinkMTP (line 4) would get a different "
+        "method from each; add it by hand",
+    )
