@@ -163,11 +163,13 @@ def with_torch_import(source: str, methods: list[cst.FunctionDef], binds_torch: 
 
 
 def _spaced_as_ruff_formats(old: cst.Module, new: cst.Module) -> cst.Module:
-    """``new`` (``old`` with one top-level import added) with the blank lines ruff format wants around the
+    """``new`` (``old`` with at most one top-level import added) with the blank lines ruff format wants around the
     import: AddImportsVisitor puts it right under a module docstring, and leaves one blank line before a
     class or def that follows it, so a ruff-clean file was no longer clean."""
     body = list(new.body)
-    at = next(i for i, statement in enumerate(body) if i == len(old.body) or not statement.deep_equals(old.body[i]))
+    at = next((i for i, line in enumerate(body) if i == len(old.body) or not line.deep_equals(old.body[i])), None)
+    if at is None:  # none added: the module imports torch already, somewhere
+        return new
     if at > 0 and m.matches(body[at - 1], DOCSTRING) and not body[at].leading_lines:
         body[at] = body[at].with_changes(leading_lines=[cst.EmptyLine()])
     if at + 1 < len(body) and m.matches(body[at + 1], TOP_LEVEL_DEFINITION):
