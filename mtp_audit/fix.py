@@ -11,6 +11,7 @@ blast-radius checks compare, after a scan alone) the warm worker answers
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 from .apply.changes import FileJob, Rewrite, UnsafeRewrite
 from .apply.inheritors import find_inheritors, name_clashes
@@ -212,11 +213,21 @@ def _rewrites(
     by_module: dict[str, list[Insertion]] = {}
     for insertion in insertions:
         by_module.setdefault(insertion.target.module, []).append(insertion)
-    files = []
-    encodings = {}
+    by_file: dict[tuple[int, int], list[tuple[ModuleFacts, list[Insertion]]]] = {}
     for module, group in sorted(by_module.items()):
         facts = scanner.index.facts(module)
         assert facts is not None
+        by_file.setdefault(_file_identity(scanner.tree.root / facts.path, facts.path), []).append((facts, group))
+    files = []
+    encodings = {}
+    failures: dict[ClassKey, str] = {}
+    for same_file in by_file.values():
+        # named by the module that is the file itself, not a link to it: a diff through a link would replace it
+        facts = min((f for f, _ in same_file), key=lambda f: (scanner.tree.root / f.path).is_symlink())
+        group, conflict = _one_insertion_per_class(same_file)
+        if conflict:
+            failures.update({i.target: conflict for _, g in same_file for i in g})
+            continue
         path = scanner.tree.root / facts.path
         try:
             source, encodings[facts.path] = decode_source(path.read_bytes())
@@ -227,7 +238,7 @@ def _rewrites(
         clashes = {i.target: helper_clashes[i.target] for i in group if i.target in (helper_clashes or {})}
         files.append(FileJob(facts.path, source, group, _binds_torch(facts), helper_clashes is not None, clashes))
     if not files:
-        return [], {}
+        return [], failures
     if worker is None:
         outcomes = {job.path: outcome for job, outcome in zip(files, _rewrite_chunk(files))}
     else:
@@ -237,7 +248,7 @@ def _rewrites(
             for chunk, done in zip(chunks, worker.map(_rewrite_chunk, chunks))
             for job, outcome in zip(chunk, done)
         }
-    rewrites, failures = [], {}
+    rewrites = []
     for job in files:
         outcome = outcomes[job.path]
         if isinstance(outcome, UnsafeRewrite):
@@ -246,6 +257,40 @@ def _rewrites(
             outcome.encoding = encodings[job.path]
             rewrites.append(outcome)
     return rewrites, failures
+
+
+def _file_identity(path: Path, relative: str) -> tuple[int, int]:
+    """The file ``path`` really is (device, inode): two modules may be one file through a symlink."""
+    try:
+        info = path.stat()
+    except OSError as error:
+        raise UsageError(f"{relative}: cannot be read ({error.strerror}); nothing written") from None
+    return info.st_dev, info.st_ino
+
+
+def _one_insertion_per_class(
+    same_file: list[tuple[ModuleFacts, list[Insertion]]],
+) -> tuple[list[Insertion], str | None]:
+    """The insertions of modules that are one file, each class once (each module plans the same class at
+    the same line); a refusal naming both paths when two of them would write different methods there."""
+    kept: dict[tuple[str, int], tuple[str, Insertion]] = {}
+    for facts, group in same_file:
+        for insertion in group:
+            key = (insertion.target.name, insertion.target.line)
+            if key not in kept:
+                kept[key] = facts.path, insertion
+            elif _written(kept[key][1]) != _written(insertion):
+                return [], (
+                    f"{kept[key][0]} and {facts.path} are one file (a link), and class {key[0]} (line {key[1]}) "
+                    "would get a different method from each; add it by hand"
+                )
+    return [insertion for _, insertion in kept.values()], None
+
+
+def _written(insertion: Insertion) -> tuple[str, str, int]:
+    """What decides the method an insertion writes: the compute_logits it mirrors, and where that is."""
+    source = insertion.source
+    return source.method.text, source.owner.name, source.owner.line
 
 
 def write_fix(result: FixResult) -> None:

@@ -47,6 +47,26 @@ def test_gate_refuses_a_helper_that_is_not_the_old_block(long_head):
         check_factored(rewrite, {"LongHeadPredictor"})
 
 
+def test_gate_refuses_a_helper_that_reads_a_local_it_is_not_passed(long_head):
+    """Inlined, the helper is the old block (same AST), but ``layer`` is compute_logits's local: in the
+    helper it is an unbound global, a NameError at run time."""
+    _, path, source, insertions = long_head
+    rewrite = rewrite_factored(path, source, insertions, binds_torch=True)
+    rewrite.new = rewrite.new.replace("self._pre_head(layer, hidden_states)", "self._pre_head(hidden_states)")
+    rewrite.new = rewrite.new.replace("def _pre_head(self, layer, hidden_states", "def _pre_head(self, hidden_states")
+    with pytest.raises(UnsafeRewrite, match="reads layer, a local of compute_logits it is not passed"):
+        check_factored(rewrite, {"LongHeadPredictor"})
+
+
+def test_gate_refuses_a_helper_that_reads_a_name_nothing_binds(long_head):
+    _, path, source, insertions = long_head
+    rewrite = rewrite_factored(path, source, insertions, binds_torch=True)
+    rewrite.old = source.replace("_NORM_KERNEL = None", "_OTHER_KERNEL = None")
+    rewrite.new = rewrite.new.replace("_NORM_KERNEL = None", "_OTHER_KERNEL = None")
+    with pytest.raises(UnsafeRewrite, match="reads _NORM_KERNEL, neither its parameter nor the module's name"):
+        check_factored(rewrite, {"LongHeadPredictor"})
+
+
 def test_gate_refuses_a_change_outside_compute_logits(long_head):
     _, path, source, insertions = long_head
     rewrite = rewrite_factored(path, source, insertions, binds_torch=True)

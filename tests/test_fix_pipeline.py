@@ -548,3 +548,52 @@ def test_a_drafter_refused_for_two_of_its_classes_names_each_victim(tmp_path: Pa
         ("BaseMTP", f"MaskedMTPModel (MaskedMTP, {MODELS}/masked_mtp.py:6)"),
     ]
     assert result.rewrites == []
+
+
+def test_two_modules_that_are_one_file_are_rewritten_once(tmp_path: Path) -> None:
+    """A symlinked module is the file it links to: one rewrite with each class's method once (the
+    class both modules plan, and one only the link plans); diff, write and a second fix agree."""
+    tree = build_tree(FIXTURES / "fix" / "needs_import", tmp_path / "tree", "input")
+    models = tree / "vllm/model_executor/models"
+    (models / "registry.py").write_text(
+        "_SPECULATIVE_DECODING_MODELS = {\n"
+        '    "LinkMTPModel": ("link_mtp", "LinkMTP"),\n'
+        '    "RealMTPModel": ("real_mtp", "LinkMTP"),\n'
+        '    "OtherMTPModel": ("link_mtp", "OtherMTP"),\n'
+        "}\n"
+    )
+    head = (
+        "    def compute_logits(self, hidden_states):\n"
+        "        return self.logits_processor(self.lm_head, hidden_states)\n"
+    )
+    (models / "real_mtp.py").write_text(f"class LinkMTP:\n{head}\n\nclass OtherMTP:\n{head}")
+    (models / "link_mtp.py").symlink_to("real_mtp.py")
+    result = plan_fix(locate(tree), None, True, None)
+    assert [(r.path, r.classes) for r in result.rewrites] == [
+        ("vllm/model_executor/models/real_mtp.py", ["LinkMTP", "OtherMTP"])
+    ]
+    write_fix(result)
+    assert (models / "link_mtp.py").is_symlink()
+    assert (models / "real_mtp.py").read_text().count("def get_top_tokens") == 2
+    assert plan_fix(locate(tree), None, True, None).rewrites == []
+
+
+def test_modules_that_are_one_file_and_differ_in_a_method_are_refused_naming_both_paths() -> None:
+    from types import SimpleNamespace
+
+    from mtp_audit.fix import _one_insertion_per_class
+    from mtp_audit.model import ClassKey
+
+    def planned(module: str, text: str) -> SimpleNamespace:
+        owner = ClassKey(module, "LinkMTP", 4)
+        return SimpleNamespace(target=owner, source=SimpleNamespace(method=SimpleNamespace(text=text), owner=owner))
+
+    same = [(SimpleNamespace(path="a/link.py"), [planned("a.link", "x")])]
+    same.append((SimpleNamespace(path="b/real.py"), [planned("b.real", "x")]))
+    assert [i.target.module for i in _one_insertion_per_class(same)[0]] == ["a.link"]
+    same[1][1][0].source.method.text = "y"
+    assert _one_insertion_per_class(same) == (
+        [],
+        "a/link.py and b/real.py are one file (a link), and class LinkMTP (line 4) would get a different "
+        "method from each; add it by hand",
+    )

@@ -120,3 +120,33 @@ def test_an_inheritor_result_per_platform_and_one_without_a_consistency(tmp_path
         "Shadow": "missing_manual: get_top_tokens = None (line 16) in Shadow: hasattr() finds get_top_tokens, "
         "calling it fails; a method cannot be added under that binding (remove it first)",
     }
+
+
+def test_base_names_follows_every_alias_of_a_name(tmp_path):
+    """``X as Y`` and ``Y = X`` (of a dotted X too), anywhere, make Y a spelling of X, chain upon chain."""
+    package = tmp_path / "vllm"
+    package.mkdir()
+    (package / "reexport.py").write_text("from .base import Base as _B\nAlias: type = _B\nOther = mod.Base  # noqa\n")
+    (package / "sub_as.py").write_text("from .reexport import _B\n\n\nclass S(_B):\n    pass\n")
+    (package / "sub_assigned.py").write_text("from .reexport import Alias\n\n\nclass T(Alias):\n    pass\n")
+    (package / "sub_dotted.py").write_text("from .reexport import Other\n\n\nclass U(Other):\n    pass\n")
+    (package / "unrelated.py").write_text("class V(Different):\n    pass\n")
+    names = BaseNames(tmp_path, package)
+
+    assert names.spellings({"Base"}) == {"Base", "_B", "Alias", "Other"}
+    assert names.mentioning({"Base"}) == ["vllm.sub_as", "vllm.sub_assigned", "vllm.sub_dotted"]
+
+
+def test_a_subclass_that_names_its_base_by_an_alias_is_in_the_blast_radius(tmp_path):
+    """``from m import Base as _B; class S(_B)``, ``import pkg.m as m; class S(m.Base)`` and a name
+    re-exported as ``Alias = Base`` are the written base at run time: each subclass is named."""
+    tree = build_tree(FIXTURES / "fix" / "factor_pre_head_subclass_alias", tmp_path / "tree", "input")
+    (tree / MODELS / "reexport.py").write_text("from .long_mtp import LongMTP\n\nAlias = LongMTP\n")
+    (tree / MODELS / "assigned_variant.py").write_text(
+        "from .reexport import Alias\n\n\nclass AssignedVariant(Alias):\n    pass\n"
+    )
+    (tree / MODELS / "module_variant.py").write_text(
+        "import vllm.model_executor.models.long_mtp as lm\n\n\nclass ModuleVariant(lm.LongMTP):\n    pass\n"
+    )
+    result = plan_fix(locate(tree), ["LongMTPModel"], False, None)
+    assert sorted(i.cls.name for i in result.inheritors) == ["AliasedVariant", "AssignedVariant", "ModuleVariant"]

@@ -487,17 +487,17 @@ def test_import_torch_is_added_for_a_method_that_names_torch(method, names_torch
     assert uses_torch(node) is names_torch
 
 
-def test_import_torch_in_a_file_without_imports_comes_with_one_blank_line() -> None:
-    """The codemod separates an import it adds to a file without imports by one blank line: the
-    gate accepts that line, and no other."""
+def test_import_torch_in_a_file_without_imports_comes_with_two_blank_lines() -> None:
+    """An import added to a file without imports is followed by the two blank lines ruff format puts
+    before a class: the gate accepts those lines, and no other."""
     source = (
         "class Drafter:\n"
         "    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:\n"
         "        return self.logits_processor(self.lm_head, hidden_states)\n"
     )
     result = rewrite_file("pkg/drafter.py", source, [_insertion(source)], binds_torch=False)
-    assert result.added_import and result.new.startswith("import torch\n\nclass Drafter:\n")
-    with pytest.raises(UnsafeRewrite, match="line 3 was inserted outside"):
+    assert result.added_import and result.new.startswith("import torch\n\n\nclass Drafter:\n")
+    with pytest.raises(UnsafeRewrite, match="line 4 was inserted outside"):
         check_rewrite(dataclasses.replace(result, new=result.new.replace("import torch\n\n", "import torch\n\n\n")))
 
 

@@ -11,7 +11,9 @@ mirror, under the same gate.
 from __future__ import annotations
 
 import ast
+import builtins
 import copy
+import symtable
 
 import libcst as cst
 from libcst.metadata import PositionProvider
@@ -194,6 +196,7 @@ def check_factored(rewrite: Rewrite, factored: set[str], old_tree: ast.Module | 
     except SyntaxError as error:
         raise UnsafeRewrite(f"{rewrite.path}: the rewrite does not parse ({error.msg}, line {error.lineno})") from None
     old_tree = old_tree or ast.parse(rewrite.old)
+    scopes = _Scopes(rewrite, new_tree)
     planned = set(rewrite.targets)
     spans_old, spans_new = [], []
     for old, new in zip(module_classes(old_tree), module_classes(new_tree)):
@@ -210,6 +213,7 @@ def check_factored(rewrite: Rewrite, factored: set[str], old_tree: ast.Module | 
         if helper is not None:
             spans_old += [_span(s) for s in old.body if isinstance(s, ast.FunctionDef) and s.name == "compute_logits"]
             spans_new += [_span(s) for s in compute_logits]
+            scopes.check_helper_reads(old, new)
             _inline_helper(compute_logits[0], helper)
         spans_new += [_span(s) for s in added]
     if rewrite.added_import:
@@ -223,6 +227,74 @@ def check_factored(rewrite: Rewrite, factored: set[str], old_tree: ast.Module | 
     extra = inserted_lines(old_kept, new_kept)
     if extra is None or any(new_kept[n - 1].strip() and new_kept[n - 1].strip() != "import torch" for n in extra):
         raise UnsafeRewrite(f"{rewrite.path}: the rewrite changes lines outside compute_logits and the new methods")
+
+
+# names a module has without binding them (``__file__`` is set by the import system, not builtins)
+_MODULE_IMPLICIT = frozenset(dir(builtins)) | {"__file__", "__cached__", "__builtins__", "__path__"}
+
+
+class _Scopes:
+    """The symbol tables of the old and the new file: the inlining check compares ASTs, which are
+    blind to scope; a name the helper reads that compute_logits read as its own local reads
+    something else (or nothing) in the helper, unless it is passed."""
+
+    def __init__(self, rewrite: Rewrite, new_tree: ast.Module):
+        self.path = rewrite.path
+        try:
+            self.old = symtable.symtable(rewrite.old, rewrite.path, "exec")
+            self.new = symtable.symtable(rewrite.new, rewrite.path, "exec")
+        except SyntaxError as error:
+            raise UnsafeRewrite(f"{rewrite.path}: the rewrite's scopes cannot be read ({error.msg})") from None
+        self.module_names = {s.get_name() for s in self.new.get_symbols() if s.is_assigned() or s.is_imported()}
+        self.star_import = any(isinstance(n, ast.ImportFrom) and n.names[0].name == "*" for n in ast.walk(new_tree))
+
+    def check_helper_reads(self, old: ast.ClassDef, new: ast.ClassDef) -> None:
+        """Raise UnsafeRewrite when the new class's helper reads a name from outside itself that is a local
+        of the old compute_logits, or that neither the module nor builtins bind."""
+        helpers = _functions(self._class(self.new, new), HELPER)
+        if len(helpers) != 1:
+            raise UnsafeRewrite(f"{self.path}: class {new.name} defines {HELPER} {len(helpers)} times")
+        old_locals = {
+            s.get_name()
+            for f in _functions(self._class(self.old, old), "compute_logits")
+            for s in f.get_symbols()
+            if s.is_local()
+        }
+        for name in sorted(_outer_reads(helpers[0])):
+            if name in old_locals:
+                raise UnsafeRewrite(
+                    f"{self.path}: {HELPER} in {new.name} reads {name}, a local of compute_logits it is not passed"
+                )
+            if name not in self.module_names and name not in _MODULE_IMPLICIT and not self.star_import:
+                raise UnsafeRewrite(
+                    f"{self.path}: {HELPER} in {new.name} reads {name}, neither its parameter nor the module's name"
+                )
+
+    def _class(self, module: symtable.SymbolTable, node: ast.ClassDef) -> symtable.SymbolTable:
+        found = [
+            t
+            for t in module.get_children()
+            if t.get_type() == "class" and (t.get_name(), t.get_lineno()) == (node.name, node.lineno)
+        ]
+        if len(found) != 1:
+            raise UnsafeRewrite(
+                f"{self.path}: the scope of class {node.name} (line {node.lineno}) cannot be told apart"
+            )
+        return found[0]
+
+
+def _functions(cls: symtable.SymbolTable, name: str) -> list[symtable.SymbolTable]:
+    return [t for t in cls.get_children() if t.get_type() == "function" and t.get_name() == name]
+
+
+def _outer_reads(function: symtable.SymbolTable) -> set[str]:
+    """Names ``function`` (or a lambda or comprehension in it) takes from outside itself."""
+    symbols = function.get_symbols()
+    found = {s.get_name() for s in symbols if (s.is_global() or s.is_free()) and s.get_name() != "__class__"}
+    own = {s.get_name() for s in symbols if s.is_local()}
+    for child in function.get_children():
+        found |= _outer_reads(child) - own
+    return found
 
 
 def _span(node: ast.FunctionDef) -> tuple[int, int]:

@@ -5,8 +5,9 @@ into a shared base also reaches model classes that no speculator holds (the
 Transformers backend's ``CausalMixin`` is the base of ``TransformersForCausalLM``
 and its variants). A reviewer wants those named. Subclasses are found by
 name: a module can only subclass a class whose name (or the name of a
-subclass of it) appears in a class statement's base list, so only those
-modules are indexed, round after round, until no new subclass turns up.
+subclass of it), or another name bound to it (``import ... as``, ``Alias = Base``),
+appears in a class statement's base list, so only those modules are indexed,
+round after round, until no new subclass turns up; the MRO then decides.
 """
 
 from __future__ import annotations
@@ -43,6 +44,20 @@ class Inheritor:
 _CLASS_HEAD = re.compile(rb"class[ \t]+[A-Za-z_]\w*[ \t]*\(")  # a literal start: found fast
 _HEAD_CLOSE = re.compile(rb"\)[ \t]*:")  # the end of a class statement's header
 _WORD = re.compile(rb"[A-Za-z_]\w*")
+# ``X as Y`` (an import or a ``with``): Y may be X under another name. Found from the literal
+# ``as``, the word before it read back (a pattern that starts with a word would try every byte).
+_AS_ALIAS = re.compile(rb"as[ \t]+([A-Za-z_]\w*)")
+_REVERSED_WORD_BEFORE = re.compile(rb"[ \t]+(\w*[A-Za-z_])")  # matched on the bytes before ``as``, reversed
+_WORD_REACH = 200  # bytes read back for the word before ``as``
+# ``Y = X``, ``Y: T = X``, ``Y = mod.X`` on a line of its own: Y may be X under another name
+_ASSIGNED = rb"([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=[ \t]*(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)[ \t]*(?:#[^\n]*)?(?=\n|\Z)"
+_TOP_ASSIGNED = re.compile(rb"\n" + _ASSIGNED)
+_NESTED_ASSIGNED = re.compile(rb"^[ \t]+" + _ASSIGNED, re.M)
+# the body of a top-level ``if``/``try``/``for``/``with``/... (its indented lines): a class statement
+# the facts know is at the top level or in one, and reads the names bound there
+_TOP_BLOCK = re.compile(
+    rb"\n(?:if|elif|else|try|except|finally|for|while|with|async)\b[^\n]*((?:\n[ \t]+[^\n]*|\n[ \t]*(?=\n))+)"
+)
 _BASES_SPAN = 4000  # bytes of a base list read at most (they are a line or a few)
 _BASE_NAMES: WeakKeyDictionary[Scanner, BaseNames] = WeakKeyDictionary()
 
@@ -50,30 +65,45 @@ _BASE_NAMES: WeakKeyDictionary[Scanner, BaseNames] = WeakKeyDictionary()
 class BaseNames:
     """Which modules of the tree name a word in a class statement's base list, read once.
 
-    A module can only subclass a class whose name (or the name of a subclass of it)
-    appears in the base list of one of its class statements: only those modules need
-    their facts read. Found by text, generously (a base list runs to the ``):`` that
-    ends the header; a comment or string in it only adds words), and the facts decide.
+    A module can only subclass a class whose name (or the name of a subclass of it),
+    or a name some module binds to it, appears in the base list of one of its class
+    statements: only those modules need their facts read. Found by text, generously (a
+    base list runs to the ``):`` that ends the header; a comment or string in it only
+    adds words; any ``X as Y`` or ``Y = X`` line anywhere makes Y a spelling of X), and
+    the facts decide.
     """
 
     def __init__(self, tree_root: Path, package: Path):
         self.modules: dict[bytes, set[str]] = {}
+        self.aliases: dict[bytes, set[bytes]] = {}  # name -> names that may be bound to what it is bound to
         for path in _python_files(str(package)):
             try:
                 with open(path, "rb") as file:
                     data = file.read()
             except OSError:  # unreadable: it cannot be indexed, and its facts say why elsewhere
                 continue
+            for original, alias in _aliases(b"\n" + data):
+                if original != alias:
+                    self.aliases.setdefault(original, set()).add(alias)
             if b"class" not in data:
                 continue
             module = module_of(os.path.relpath(path, tree_root).replace(os.sep, "/"))
             for word in _base_words(data):
                 self.modules.setdefault(word, set()).add(module)
 
+    def spellings(self, names: set[str]) -> set[str]:
+        """``names`` and every name that may be bound to one of them, through any chain of aliases."""
+        found = {name.encode() for name in names}
+        fresh = set(found)
+        while fresh:
+            fresh = {alias for name in fresh for alias in self.aliases.get(name, ())} - found
+            found |= fresh
+        return {name.decode() for name in found}
+
     def mentioning(self, names: set[str]) -> list[str]:
-        """Modules with a class statement that names one of ``names`` among its bases."""
+        """Modules with a class statement that names one of ``names``, or of their aliases, among its bases."""
         found: set[str] = set()
-        for name in names:
+        for name in self.spellings(names):
             found |= self.modules.get(name.encode(), set())
         return sorted(found)
 
@@ -85,6 +115,22 @@ def _python_files(top: str) -> Iterator[str]:
         for name in names:
             if name.endswith(".py"):
                 yield os.path.join(folder, name)
+
+
+def _aliases(data: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """(X, Y) for each ``X as Y``, and each ``Y = X`` at the top level or in a top-level block
+    (``data`` starts with a newline)."""
+    for found in _AS_ALIAS.finditer(data):
+        start = found.start()
+        if data[start - 1] in b" \t":  # ``as`` is a word of its own, not the end of ``has``
+            before = _REVERSED_WORD_BEFORE.match(data[start - 1 : max(0, start - _WORD_REACH) or None : -1])
+            if before:
+                yield before[1][::-1], found[1]
+    for alias, original in _TOP_ASSIGNED.findall(data):
+        yield original, alias
+    for block in _TOP_BLOCK.findall(data):
+        for alias, original in _NESTED_ASSIGNED.findall(block):
+            yield original, alias
 
 
 def _base_words(data: bytes) -> set[bytes]:
@@ -144,7 +190,7 @@ def _subclasses(scanner: Scanner, texts: BaseNames, bases: set[ClassKey]) -> dic
     while names - searched:
         fresh = names - searched
         searched |= fresh
-        word = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, fresh))) + r")\b")
+        word = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, texts.spellings(fresh)))) + r")\b")
         for module in texts.mentioning(fresh):
             facts = scanner.index.facts(module)
             if facts is None or facts.parse_error:

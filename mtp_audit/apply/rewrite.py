@@ -225,12 +225,12 @@ def check_rewrite(rewrite: Rewrite, old_tree: ast.Module | None = None) -> None:
     touched = [(old, new) for old, new in zip(old_all, new_all) if (old.name, old.lineno) in planned]
     allowed: set[int] = set()
     blank_ok: set[int] = set()  # a blank line may be matched on either side of a new method
-    if rewrite.added_import:  # the import, and the blank line the codemod may put after it
+    if rewrite.added_import:  # the import, and the blank lines ruff format wants around it
         imports = {
             s.lineno for s in new_tree.body if isinstance(s, ast.Import) and [a.name for a in s.names] == ["torch"]
         }
         allowed |= imports
-        blank_ok |= {n + 1 for n in imports}
+        blank_ok |= {n + offset for n in imports for offset in (-1, 1, 2)}
     added = 0
     for old, new in touched:
         methods = [s for s in new.body if isinstance(s, ast.FunctionDef) and s.name == "get_top_tokens"]

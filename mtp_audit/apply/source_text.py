@@ -10,8 +10,14 @@ from __future__ import annotations
 import ast
 
 import libcst as cst
+import libcst.matchers as m
 
 from ..index.prefilter import physical_lines
+from ..patterns import DOCSTRING
+
+TOP_LEVEL_DEFINITION = m.ClassDef() | m.FunctionDef()
+BLANK = m.EmptyLine(comment=None)
+BLANK_LINES_AROUND_DEFINITIONS = 2  # ruff format (and PEP 8) around a top-level class or def
 
 
 def class_depth(source_line: str) -> int:
@@ -151,8 +157,30 @@ def with_torch_import(source: str, methods: list[cst.FunctionDef], binds_torch: 
     context = CodemodContext()
     AddImportsVisitor.add_needed_import(context, "torch")
     module = cst.parse_module(source)
-    new_source = AddImportsVisitor(context).transform_module(module).code + dropped_tail(source, module)
+    added = _spaced_as_ruff_formats(module, AddImportsVisitor(context).transform_module(module))
+    new_source = added.code + dropped_tail(source, module)
     return new_source, new_source != source
+
+
+def _spaced_as_ruff_formats(old: cst.Module, new: cst.Module) -> cst.Module:
+    """``new`` (``old`` with at most one top-level import added) with the blank lines ruff format wants around the
+    import: AddImportsVisitor puts it right under a module docstring, and leaves one blank line before a
+    class or def that follows it, so a ruff-clean file was no longer clean."""
+    body = list(new.body)
+    at = next((i for i, line in enumerate(body) if i == len(old.body) or not line.deep_equals(old.body[i])), None)
+    if at is None:  # none added: the module imports torch already, somewhere
+        return new
+    if at > 0 and m.matches(body[at - 1], DOCSTRING) and not body[at].leading_lines:
+        body[at] = body[at].with_changes(leading_lines=[cst.EmptyLine()])
+    if at + 1 < len(body) and m.matches(body[at + 1], TOP_LEVEL_DEFINITION):
+        following = body[at + 1]
+        blank = next((i for i, line in enumerate(following.leading_lines) if not m.matches(line, BLANK)), None)
+        missing = BLANK_LINES_AROUND_DEFINITIONS - (len(following.leading_lines) if blank is None else blank)
+        if missing > 0:
+            body[at + 1] = following.with_changes(
+                leading_lines=[*[cst.EmptyLine()] * missing, *following.leading_lines]
+            )
+    return new.with_changes(body=body)
 
 
 def dropped_tail(text: str, module: cst.Module) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import parse_template_statement
+from libcst.metadata import ScopeProvider
 
 from ..cstnodes import nodes_of
 from ..patterns import DOCSTRING, LOGITS_CALL
@@ -49,8 +50,35 @@ def _loaded_names(nodes: list[cst.BaseStatement]) -> list[str]:
     return found
 
 
-def _param_names(func: cst.FunctionDef) -> list[str]:
-    return [p.name.value for p in (*func.params.posonly_params, *func.params.params, *func.params.kwonly_params)]
+def _own_params(func: cst.FunctionDef) -> list[cst.Param]:
+    """Every named parameter, of every kind, in order (``*args`` and ``**kwargs`` included)."""
+    params = func.params
+    star = [params.star_arg] if isinstance(params.star_arg, cst.Param) else []
+    kwargs = [params.star_kwarg] if params.star_kwarg else []
+    return [*params.posonly_params, *params.params, *star, *params.kwonly_params, *kwargs]
+
+
+def _function_locals_read(
+    compute_logits: cst.FunctionDef, chain: list[cst.BaseStatement], hidden: str
+) -> set[str] | None:
+    """Names the chain reads from ``compute_logits``'s own scope (a parameter of any kind, or a local
+    bound by any statement: assignment, walrus, ``for``/``with``/``except`` target, import, ``def``),
+    which the helper must be passed; None when the chain binds a local other than ``hidden`` (a walrus),
+    which the rest of compute_logits could read and would lose."""
+    wrapper = cst.MetadataWrapper(cst.Module(body=[compute_logits]), unsafe_skip_copy=True)
+    scopes = wrapper.resolve(ScopeProvider)
+    function_scope = scopes[chain[0]]
+    in_chain = {id(node) for statement in chain for node in nodes_of(statement, cst.CSTNode)}
+    if any(id(a.node) in in_chain and a.name != hidden for a in function_scope.assignments):
+        return None
+    return {
+        access.node.value
+        for scope in {s for s in scopes.values() if s is not None}
+        for access in scope.accesses
+        if id(access.node) in in_chain
+        and isinstance(access.node, cst.Name)
+        and any(r.scope is function_scope for r in access.referents)
+    }
 
 
 def factor_pre_head(compute_logits: cst.FunctionDef, taken: set[str]) -> Factored | None:
@@ -68,7 +96,8 @@ def factor_pre_head(compute_logits: cst.FunctionDef, taken: set[str]) -> Factore
     )
     if index is None or index <= MIN_STATEMENTS:
         return None
-    params = _param_names(compute_logits)
+    own = {p.name.value: p for p in _own_params(compute_logits)}
+    params = [name for name, param in own.items() if not _starred(param)]
     hidden = params[1] if len(params) > 1 and params[0] == "self" else None
     start = index
     while start > 0 and _assigned_name(statements[start - 1]) == hidden:
@@ -76,25 +105,19 @@ def factor_pre_head(compute_logits: cst.FunctionDef, taken: set[str]) -> Factore
     chain = statements[start:index]
     if hidden is None or len(chain) < 2:
         return None
-    local = set(params) | {n for s in statements[:start] for n in [_assigned_name(s)] if n}
-    if any(not _assigned_name(s) and nodes_of(s, cst.Assign) for s in statements[:start]):
-        return None  # tuple or attribute targets before the chain: its locals are not all known
+    local = _function_locals_read(compute_logits, chain, hidden)
+    if local is None:
+        return None
     arguments = [n for n in _loaded_names(chain) if n in local and n not in ("self", hidden)] + [hidden]
     last = chain[-1].body[0]  # type: ignore[attr-defined]
     returned = cst.SimpleStatementLine(body=[cst.Return(value=last.value)], leading_lines=chain[-1].leading_lines)
-    own = {p.name.value: p for p in compute_logits.params.params}
     hidden_param = own[hidden]
     helper = parse_template_statement(
         template(PRE_HEAD),
         params=cst.Parameters(
             params=[
                 cst.Param(cst.Name("self")),
-                *[
-                    own.get(name, cst.Param(cst.Name(name))).with_changes(
-                        default=None, equal=cst.MaybeSentinel.DEFAULT, comma=cst.MaybeSentinel.DEFAULT
-                    )
-                    for name in arguments
-                ],
+                *[_as_helper_param(own.get(name, cst.Param(cst.Name(name)))) for name in arguments],
             ]
         ),
         returns=hidden_param.annotation.annotation if hidden_param.annotation else cst.Name("_"),
@@ -107,3 +130,18 @@ def factor_pre_head(compute_logits: cst.FunctionDef, taken: set[str]) -> Factore
     shortened = [*docstring, *statements[:start], call, *statements[index:]]
     new = compute_logits.with_changes(body=compute_logits.body.with_changes(body=shortened))
     return Factored(new, helper)
+
+
+def _as_helper_param(param: cst.Param) -> cst.Param:
+    """``param`` as a plain positional parameter of the helper: no default; a ``*args`` or ``**kwargs``
+    arrives as the tuple or dict it is, so it loses its star and its per-item annotation."""
+    plain = param.with_changes(default=None, equal=cst.MaybeSentinel.DEFAULT, comma=cst.MaybeSentinel.DEFAULT)
+    if _starred(param):
+        plain = plain.with_changes(
+            star=cst.MaybeSentinel.DEFAULT, whitespace_after_star=cst.SimpleWhitespace(""), annotation=None
+        )
+    return plain
+
+
+def _starred(param: cst.Param) -> bool:
+    return param.star in ("*", "**")
