@@ -528,10 +528,10 @@ def test_why_an_import_raises(statement: str, reason: str) -> None:
 # Platform conditions, one by one
 
 
-def truth(condition: str, name: tuple[str, str] | None = None, all_names: list[str] | None = None) -> dict:
+def truth(condition: str, local_values: dict | None = None, all_names: list[str] | None = None) -> dict:
     """Platform -> truth of ``condition``."""
     node = ast.parse(condition, mode="eval").body
-    return {p: evaluate(node, p, name, all_names) for p in PLATFORMS}
+    return {p: evaluate(node, p, local_values, all_names) for p in PLATFORMS}
 
 
 def holds_on(condition: str, **kwargs) -> set[str] | None:
@@ -614,17 +614,36 @@ def test_unknown_conditions(condition: str) -> None:
     ],
 )
 def test_conditions_on_the_getattr_parameter(condition: str, asked: str, expected: bool | None) -> None:
-    values = truth(condition, name=("name", asked), all_names=["A", "B"])
+    values = truth(condition, {"name": asked}, all_names=["A", "B"])
     assert set(values.values()) == {expected}
 
 
+@pytest.mark.parametrize(
+    "condition, held, expected",
+    [
+        ("module is not None", "sub", True),
+        ("module is not None", None, False),
+        ("module is None", None, True),
+        ("not module", None, True),
+        ("module", "sub", True),
+        ("module == 'sub'", "sub", True),
+        ("module in ('a', 'b')", None, False),
+        ("module is 0", None, None),  # only None, True and False are compared by identity
+        ("other is None", None, None),  # not a local whose value is known
+    ],
+)
+def test_conditions_on_a_getattr_local(condition: str, held: object, expected: bool | None) -> None:
+    """``module = _LAZY.get(name)`` then ``if module is not None:`` is decided for each name."""
+    assert set(truth(condition, {"module": held}).values()) == {expected}
+
+
 def test_the_getattr_parameter_and_a_platform_together() -> None:
-    values = truth("name == 'Drafter' and current_platform.is_rocm()", name=("name", "Drafter"))
+    values = truth("name == 'Drafter' and current_platform.is_rocm()", {"name": "Drafter"})
     assert {p for p, v in values.items() if v} == {"rocm"} and None not in values.values()
 
 
 def test_all_unknown_without_a_module_all() -> None:
-    assert set(truth("name in __all__", name=("name", "A")).values()) == {None}
+    assert set(truth("name in __all__", {"name": "A"}).values()) == {None}
 
 
 @pytest.mark.parametrize(

@@ -115,6 +115,7 @@ class ModuleFacts:
     unlisted: dict[str, str] = field(default_factory=dict)  # platform -> why ``__getattr__`` may serve other names
     # platform -> the names only ``__getattr__`` serves (the module does not bind them): importing one runs it
     served: dict[str, list[str]] = field(default_factory=dict)
+    getattr_line: int | None = None  # where the module ``__getattr__`` is defined, for reasons naming it
     parse_error: str | None = None
 
     def class_at(self, line: int) -> ClassFacts | None:

@@ -25,7 +25,7 @@ from ..model import PLATFORMS
 from .ast_tools import FUNCTIONS, walk_statements
 from .classes import _assigned_after, _collect_classes
 from .fact_types import ModuleFacts, Target
-from .interpreter import _NO_ALL, _Interpreter
+from .interpreter import _NO_ALL, Collection, _Interpreter
 from .module_getattr import _evaluate_getattr, _lazy_candidates
 from .platforms import PLATFORM_PREDICATES, string_values
 from .prefilter import Reduced, physical_lines, reduce_source, whole
@@ -109,7 +109,8 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
     _assigned_after(tree, facts.classes, text)
     getattr_def = next((s for s in tree.body if isinstance(s, FUNCTIONS) and s.name == "__getattr__"), None)
     per_platform = _reads_platform(tree, getattr_def)
-    collections = _string_collections(tree) if getattr_def is not None else {}
+    facts.getattr_line = text.line(getattr_def) if getattr_def is not None else None
+    collections = _literal_collections(tree) if getattr_def is not None else {}
     for platform in PLATFORMS if per_platform else PLATFORMS[:1]:
         interpreter = _Interpreter(facts, platform, text)
         interpreter.run(tree.body)
@@ -173,31 +174,56 @@ def _note_unlisted(facts: ModuleFacts, platform: str, getattr_def: ast.stmt, int
         facts.unlisted[platform] = f"its __getattr__ may serve it ({why})"
 
 
-def _string_collections(tree: ast.Module) -> dict[str, list[str]]:
+def _literal_collections(tree: ast.Module) -> dict[str, Collection]:
     """Module-level names bound once, to a literal set, list or tuple of strings or a dict of strings to
-    strings, and never changed: what ``if name in _LAZY:`` in ``__getattr__`` tests. A name assigned
-    again anywhere (``|=`` included) or given a method call (``_LAZY.add(...)``) holds other strings."""
-    found: dict[str, list[str]] = {}
+    literals, and never changed: what ``__getattr__`` looks a name up in (``if name in _LAZY:``,
+    ``_LAZY.get(name)``). A name assigned again anywhere (``|=`` included), given an item
+    (``_LAZY[k] = v``) or a method call other than a read (``_LAZY.add(...)``) holds other values."""
+    found: dict[str, Collection] = {}
     for statement in tree.body:
         if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
             continue
-        value = statement.value
-        strings = string_values(value) if isinstance(value, (ast.Set, ast.List, ast.Tuple)) else None
-        if isinstance(value, ast.Dict) and not any(k is None for k in value.keys):
-            keys, values = string_values(ast.List(value.keys)), string_values(ast.List(value.values))  # type: ignore[arg-type]
-            strings = keys if values is not None else None
+        held = _literal_collection(statement.value)
         for target in statement.targets if isinstance(statement, ast.Assign) else [statement.target]:
-            if isinstance(target, ast.Name) and strings is not None:
-                found[target.id] = strings
+            if isinstance(target, ast.Name) and held is not None:
+                found[target.id] = held
     if not found:
         return found
     stores: dict[str, int] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)) and node.id in found:
             stores[node.id] = stores.get(node.id, 0) + 1
-        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in found:
-            stores[node.value.id] = 2  # a method of it called, or an attribute set: it may change
-    return {name: strings for name, strings in found.items() if stores.get(name, 0) == 1}
+        elif (changed := _changed_in_place(node)) in found:
+            stores[changed] = 2  # it may change
+    return {name: held for name, held in found.items() if stores.get(name, 0) == 1}
+
+
+def _literal_collection(value: ast.expr) -> Collection | None:
+    if isinstance(value, (ast.Set, ast.List, ast.Tuple)):
+        return string_values(value)
+    if not isinstance(value, ast.Dict) or any(k is None for k in value.keys):
+        return None
+    keys = string_values(ast.List(value.keys))  # type: ignore[arg-type]
+    try:
+        elements = [ast.literal_eval(element) for element in value.values]
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return dict(zip(keys, elements)) if keys is not None else None
+
+
+_READS = frozenset({"get", "keys", "values", "items", "copy", "count", "index"})  # methods that change nothing
+
+
+def _changed_in_place(node: ast.AST) -> str | None:
+    """The name whose value ``node`` may change in place: ``C.add(...)``, ``C.attr = v``, ``C[k] = v``."""
+    match node:
+        case ast.Attribute(value=ast.Name(id=name), attr=attr) if attr not in _READS or not isinstance(
+            node.ctx, ast.Load
+        ):
+            return name
+        case ast.Subscript(value=ast.Name(id=name), ctx=ast.Store() | ast.Del()):
+            return name
+    return None
 
 
 def _keep_bases_then(

@@ -408,17 +408,24 @@ class ImportChains:
     def _served(self, step: Step, platform: str) -> list[Step]:
         """``step``, or for ``from m import name`` where ``m`` does not bind ``name`` and its ``__getattr__``
         serves it from a module it imports (read from ``m``'s facts, parsed only here), the import of that
-        module, which runs then too. A ``__getattr__`` the tool cannot run for that name adds nothing."""
+        module, which runs then too (a name of it, or the module itself: ``importlib.import_module``). A
+        ``__getattr__`` the tool cannot run for that name adds nothing."""
         if not step.lazy:
             return [step]
         origin, name = step.target.rsplit(".", 1)
         facts = self.index.facts(origin)
         if facts is None or name not in facts.served.get(platform, ()):
             return []
+        where = f"{self._path(origin)}:{facts.getattr_line}"
         return [
-            Step(step.module, target.a, step.line, f"{name} from {origin}, whose __getattr__ imports {target.a}")
+            Step(
+                step.module,
+                target.a,
+                step.line,
+                f"{name} from {origin}, whose __getattr__ ({where}) imports {target.a}",
+            )
             for target in facts.bindings.get(platform, {}).get(name, [])
-            if target.kind == "import" and not target.when and self._in_tree(target.a)
+            if target.kind in ("import", "module") and not target.when and self._in_tree(target.a)
         ]
 
     def _steps(self, module: str, statements: list[ImportStatement]) -> list[Step]:

@@ -33,7 +33,7 @@ class _Interpreter:
         self.exports: Exports = _NO_ALL  # what ``import *`` of this module binds, as far as ``__all__`` tells
         self.error: str | None = None
         self.bases_then: dict[int, dict[str, list[Target]]] = {}  # class line -> its base names' targets then
-        self.collections: dict[str, list[str]] = _NO_COLLECTIONS  # name -> its literal strings, for ``__getattr__``
+        self.collections: dict[str, Collection] = _NO_COLLECTIONS  # name -> its literal, for ``__getattr__``
 
     def fork(self) -> _Interpreter:
         other = _Interpreter(self.facts, self.platform, self.text)
@@ -135,7 +135,8 @@ class _Interpreter:
         (``_LAZY = {"X"}``, read for ``__getattr__``), else None."""
         targets = self.state.get(name)
         if targets is not None and len(targets) == 1 and targets[0].kind == "unknown":
-            return self.collections.get(name)  # still bound to its literal (a rebinding would say what else)
+            held = self.collections.get(name)  # still bound to its literal (a rebinding would say what else)
+            return list(held) if held is not None else None  # a dict's keys
         return platform_or_flag(targets)
 
     def conditional(self, node: ast.If) -> None:
@@ -300,15 +301,7 @@ class _Interpreter:
         if isinstance(node, ast.Name):
             return list(self.state.get(node.id, [Target("unknown", node.id)]))
         if isinstance(node, ast.Attribute):
-            out = []
-            for base in self.expression(node.value):
-                if base.kind == "module":
-                    out.append(Target("import", base.a, node.attr))
-                elif base.kind == "import":
-                    out.append(Target("import", f"{base.a}.{base.b}", node.attr))
-                else:
-                    out.append(Target("unknown", dotted(node) or "expression"))
-            return out
+            return [attribute_of(base, node.attr, node) for base in self.expression(node.value)]
         if isinstance(node, ast.Constant):  # with its line, for the reason a platform has no class
             return [Target("constant", repr(node.value)[:40], str(self.text.line(node)))]
         if isinstance(node, ast.IfExp):  # an arm per platform; where the test is unknown, both
@@ -341,10 +334,22 @@ _STATEMENTS = {
     ast.Assert: _Interpreter.check,
     ast.Delete: _Interpreter.delete,
 }
-_NO_COLLECTIONS: dict[str, list[str]] = {}
+# A module-level literal ``__getattr__`` reads: the strings of a set, list or tuple, or a dict of strings to literals.
+Collection = Union[list[str], dict[str, object]]
+_NO_COLLECTIONS: dict[str, Collection] = {}
 _CURRENT_PLATFORM = Target("import", "vllm.platforms", PLATFORM)
 # ``from typing import TYPE_CHECKING as ONLY_TYPING``: false at run time under any name
 _TYPE_CHECKING = [Target("import", module, "TYPE_CHECKING") for module in ("typing", "typing_extensions")]
+
+
+def attribute_of(base: Target, attr: str, node: ast.expr) -> Target:
+    """What attribute ``attr`` of ``base`` is: a name of a module (``node``, the expression, says what
+    else could not be followed)."""
+    if base.kind == "module":
+        return Target("import", base.a, attr)
+    if base.kind == "import":
+        return Target("import", f"{base.a}.{base.b}", attr)
+    return Target("unknown", dotted(node) or "expression")
 
 
 def platform_or_flag(targets: list[Target] | None) -> bool | str | None:

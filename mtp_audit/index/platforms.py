@@ -7,14 +7,15 @@ platform (a platform plugin's device name) only ``is_out_of_tree()`` is true and
 the caller hands in: ``PLATFORM`` for a name bound to ``current_platform`` (``import
 ... as cp``), a bool for a flag bound to a decided condition (``_IS_ROCM =
 current_platform.is_rocm()``), the strings of a literal collection a name is tested against
-(``name in _LAZY``). Anything else is unknown (``None``), and the
-interpreter then keeps both branches.
+(``name in _LAZY``). Inside a module ``__getattr__``, ``local_values`` holds the exact values
+its locals are known to hold (its parameter: the name asked for; ``module = _LAZY.get(name)``).
+Anything else is unknown (``None``), and the interpreter then keeps both branches.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 PLATFORM = "current_platform"  # what a ``Lookup`` answers for a name bound to vLLM's current_platform
 Lookup = Callable[[str], "bool | str | list[str] | None"]
@@ -71,17 +72,19 @@ def string_values(node: ast.expr) -> list[str] | None:
 def evaluate(
     node: ast.expr,
     platform: str,
-    name: tuple[str, str] | None = None,
+    local_values: Mapping[str, object] | None = None,
     all_names: list[str] | None = None,
     lookup: Lookup | None = None,
 ) -> bool | None:
     """Three-valued truth of a condition on ``platform``.
 
-    ``name`` is (parameter, value) inside a module ``__getattr__``; ``lookup``, what a module-level
-    name holds (see the module's docstring).
+    ``local_values``, what ``__getattr__``'s locals hold; ``lookup``, what a module-level name holds
+    (see the module's docstring).
     """
     if _named(node, "TYPE_CHECKING"):
         return False
+    if isinstance(node, ast.Name) and local_values and node.id in local_values:
+        return bool(local_values[node.id])
     if isinstance(node, ast.Name) and lookup is not None:
         held = lookup(node.id)
         return held if isinstance(held, bool) else None
@@ -93,35 +96,40 @@ def evaluate(
             return None
         return platform in PLATFORM_PREDICATES[predicate] if platform in DEVICE_TYPE else predicate == "is_out_of_tree"
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        inner = evaluate(node.operand, platform, name, all_names, lookup)
+        inner = evaluate(node.operand, platform, local_values, all_names, lookup)
         return None if inner is None else not inner
     if isinstance(node, ast.BoolOp):  # Kleene logic: unknown unless the known values decide
-        values = [evaluate(v, platform, name, all_names, lookup) for v in node.values]
+        values = [evaluate(v, platform, local_values, all_names, lookup) for v in node.values]
         decisive = isinstance(node.op, ast.Or)
         if decisive in values:
             return decisive
         return (not decisive) if all(v is not None for v in values) else None
     if isinstance(node, ast.Compare) and len(node.ops) == 1:
-        return _compare(node, platform, name, all_names, lookup)
+        return _compare(node, platform, local_values, all_names, lookup)
     return None
 
 
 def _compare(
     node: ast.Compare,
     platform: str,
-    name: tuple[str, str] | None,
+    local_values: Mapping[str, object] | None,
     all_names: list[str] | None,
     lookup: Lookup | None,
 ) -> bool | None:
     operator, comparator = node.ops[0], node.comparators[0]
+    subject: object
     if _platform_attribute(node.left, lookup) == "device_type":
         if platform not in DEVICE_TYPE:
             return None  # a plugin platform's device_type is its own
         subject = DEVICE_TYPE[platform]
-    elif name is not None and isinstance(node.left, ast.Name) and node.left.id == name[0]:
-        subject = name[1]  # inside __getattr__(name)
+    elif local_values and isinstance(node.left, ast.Name) and node.left.id in local_values:
+        subject = local_values[node.left.id]  # inside __getattr__(name)
     else:
         return None
+    if isinstance(operator, (ast.Is, ast.IsNot)):  # against None, True or False: the singletons
+        if not (isinstance(comparator, ast.Constant) and any(comparator.value is v for v in (None, True, False))):
+            return None
+        return (subject is comparator.value) == isinstance(operator, ast.Is)
     if isinstance(comparator, ast.Name) and comparator.id == "__all__":
         options = all_names
     elif isinstance(comparator, ast.Name) and lookup is not None:
