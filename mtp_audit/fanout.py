@@ -474,6 +474,39 @@ class WarmWorker:
         self._connection.close()
 
 
+class Ahead:
+    """``task(*args)`` computed by a forked process while the caller goes on; ``result()`` waits
+    for it (its exception is raised there). ``close()`` stops one whose result nobody asked for."""
+
+    def __init__(self, task: Callable[..., object], *args) -> None:
+        context = multiprocessing.get_context("fork")
+        self._connection, theirs = context.Pipe(duplex=False)
+        self._process = context.Process(target=_compute, args=(theirs, os.getpid(), task, args))
+        self._process.start()
+        theirs.close()
+
+    def result(self):
+        failed, value = self._connection.recv()
+        if failed:
+            raise value
+        return value
+
+    def close(self) -> None:
+        if self._process.is_alive():
+            self._process.kill()
+        self._process.join()
+        self._connection.close()
+
+
+def _compute(connection, parent: int, task: Callable[..., object], args: tuple) -> None:
+    die_with_parent(parent)
+    try:
+        reply = (False, task(*args))
+    except Exception as error:  # sent back to be raised in the caller
+        reply = (True, error)
+    connection.send(reply)
+
+
 def _serve(connection, jobs: int, warm_up: Callable[[], None], parent: int) -> None:
     die_with_parent(parent)
     warm_up()

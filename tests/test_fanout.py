@@ -11,7 +11,7 @@ import time
 import pytest
 
 from conftest import FIXTURES, build_tree, run_cli
-from mtp_audit.fanout import WarmWorker, chunk_entries, warm_worker
+from mtp_audit.fanout import Ahead, WarmWorker, chunk_entries, warm_worker
 from mtp_audit.model import RegistryEntry
 
 pytestmark = pytest.mark.integration
@@ -144,6 +144,32 @@ def test_a_warm_worker_given_no_work_is_stopped_not_waited_for():
     with warm_worker(2, _slow_warm_up):
         pass
     assert time.monotonic() - start < 60  # not the warm-up's 120 s
+
+
+def test_work_done_ahead_returns_its_result_or_error_and_an_unasked_one_is_stopped():
+    ahead = Ahead(_square, 7)
+    assert ahead.result() == 49
+    ahead.close()
+    failing = Ahead(_fail, 3)
+    with pytest.raises(ValueError, match="task 3 failed"):
+        failing.result()
+    failing.close()
+    start = time.monotonic()
+    unasked = Ahead(_slow_warm_up)
+    unasked.close()  # killed, not waited for
+    assert time.monotonic() - start < 60 and not unasked._process.is_alive()
+
+
+def test_the_blast_radius_index_read_ahead_is_the_one_read_here(tmp_path):
+    """fix reads BaseNames in a forked process while it scans: the same index as one read in process."""
+    from mtp_audit.apply.inheritors import BaseNames
+
+    tree = build_tree(FIXTURES / "scan" / "delegation_cross_file", tmp_path / "tree")
+    ahead = Ahead(BaseNames, tree, tree / "vllm")
+    here = BaseNames(tree, tree / "vllm")
+    there = ahead.result()
+    ahead.close()
+    assert (there.modules, there.aliases) == (here.modules, here.aliases) and here.modules
 
 
 _FIX_PROBE = (

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from weakref import WeakKeyDictionary
@@ -51,15 +51,18 @@ _REVERSED_WORD_BEFORE = re.compile(rb"[ \t]+(\w*[A-Za-z_])")  # matched on the b
 _WORD_REACH = 200  # bytes read back for the word before ``as``
 # ``Y = X``, ``Y: T = X``, ``Y = mod.X`` on a line of its own: Y may be X under another name
 _ASSIGNED = rb"([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=[ \t]*(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)[ \t]*(?:#[^\n]*)?(?=\n|\Z)"
-_TOP_ASSIGNED = re.compile(rb"\n" + _ASSIGNED)
-_NESTED_ASSIGNED = re.compile(rb"^[ \t]+" + _ASSIGNED, re.M)
-# the body of a top-level ``if``/``try``/``for``/``with``/... (its indented lines): a class statement
-# the facts know is at the top level or in one, and reads the names bound there
-_TOP_BLOCK = re.compile(
-    rb"\n(?:if|elif|else|try|except|finally|for|while|with|async)\b[^\n]*((?:\n[ \t]+[^\n]*|\n[ \t]*(?=\n))+)"
+# at the top level (groups 1, 2), or the body of a top-level ``if``/``try``/``for``/``with``/... (its
+# indented lines, group 3): a class statement the facts know is at the top level or in such a block,
+# and reads the names bound there. One pass over the lines that start at column 0.
+_TOP_ASSIGNED_OR_BLOCK = re.compile(
+    rb"\n(?=[A-Za-z_])(?:"
+    + _ASSIGNED
+    + rb"|(?:if|elif|else|try|except|finally|for|while|with|async)\b[^\n]*((?:\n[ \t]+[^\n]*|\n[ \t]*(?=\n))+))"
 )
+_NESTED_ASSIGNED = re.compile(rb"^[ \t]+" + _ASSIGNED, re.M)
 _BASES_SPAN = 4000  # bytes of a base list read at most (they are a line or a few)
 _BASE_NAMES: WeakKeyDictionary[Scanner, BaseNames] = WeakKeyDictionary()
+_PENDING: WeakKeyDictionary[Scanner, Callable[[], BaseNames]] = WeakKeyDictionary()
 
 
 class BaseNames:
@@ -126,10 +129,10 @@ def _aliases(data: bytes) -> Iterator[tuple[bytes, bytes]]:
             before = _REVERSED_WORD_BEFORE.match(data[start - 1 : max(0, start - _WORD_REACH) or None : -1])
             if before:
                 yield before[1][::-1], found[1]
-    for alias, original in _TOP_ASSIGNED.findall(data):
-        yield original, alias
-    for block in _TOP_BLOCK.findall(data):
-        for alias, original in _NESTED_ASSIGNED.findall(block):
+    for alias, original, block in _TOP_ASSIGNED_OR_BLOCK.findall(data):
+        if block:
+            yield from ((o, a) for a, o in _NESTED_ASSIGNED.findall(block))
+        elif alias:
             yield original, alias
 
 
@@ -171,12 +174,20 @@ def find_inheritors(scanner: Scanner, resolutions: list[Resolution], insertions:
     return sorted(found, key=lambda i: (i.base.module, i.base.name, i.file, i.cls.line))
 
 
+def expect_base_names(scanner: Scanner, pending: Callable[[], BaseNames]) -> None:
+    """``pending()`` gives the tree's ``BaseNames`` (read by another process while this one scanned);
+    it is asked for only if a search needs it."""
+    _PENDING[scanner] = pending
+
+
 def _base_names(scanner: Scanner) -> BaseNames:
     """The tree's ``BaseNames``, read once per scan: placement, the plan and the fix ask several times."""
     texts = _BASE_NAMES.get(scanner)
     if texts is None:
+        pending = _PENDING.pop(scanner, None)
         tree = scanner.tree
-        texts = _BASE_NAMES[scanner] = BaseNames(tree.root, tree.package_dir or tree.root)
+        texts = pending() if pending is not None else BaseNames(tree.root, tree.package_dir or tree.root)
+        _BASE_NAMES[scanner] = texts
     return texts
 
 
