@@ -182,11 +182,24 @@ class Analyzer:
                 return CallSiteArguments.id
         return None
 
+    def _found_above_undecided(self, mro: Mro, overlay: Overlay | None) -> bool:
+        """Both methods are found in a prefix of the order that every alternative order starts with:
+        the class itself, then bases of classes that have one base each, decided."""
+        for position, item in enumerate(mro.classes):
+            if not isinstance(item, ClassKey):
+                return False
+            prefix = Mro(mro.classes[: position + 1])
+            if all(self.h.find(prefix, name, overlay=overlay) for name in ("compute_logits", "get_top_tokens")):
+                return True
+            if self.h.bases(item)[3] or len(self.h.class_facts(item).bases) > 1:
+                return False  # what comes after this class depends on its bases
+        return False
+
     def _analyze(self, key: ClassKey, overlay: Overlay | None, _depth: int, contract: Contract | None) -> Analysis:
         mro = self.h.mro(key)
         if mro.uncreatable:  # a delegate's class (a drafter's own fails its import: ``Scanner.import_failure``)
             return Analysis(Status.MISSING_MANUAL, f"{self.h.uncreatable_reason(mro.uncreatable[0])}: never created")
-        if mro.undecided:
+        if mro.undecided and not self._found_above_undecided(mro, overlay):
             return Analysis(
                 Status.MISSING_MANUAL,
                 (
