@@ -835,3 +835,75 @@ def test_a_class_defined_in_a_match_case_is_a_class_where_that_case_runs():
     assert [(c.name, c.line, list(c.methods)) for c in facts.classes] == [("Drafter", 4, ["compute_logits"])]
     assert facts.bindings["xpu"]["Drafter"] == [Target("class", "4")]
     assert facts.bindings["cpu"]["Drafter"][0].kind == "constant"
+
+
+_LAZY_HEAD = """
+import importlib
+_LAZY = {"FooMTP": "a"}
+_KEYS = {"FooMTP": ["a"]}
+def __getattr__(name):
+"""
+
+
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        pytest.param(
+            "    module = _LAZY.get(name)\n    with _lock:\n        module = 'b'\n"
+            "    return getattr(importlib.import_module(f'.{module}', __name__), name)\n",
+            "importlib.import_module with a computed name",
+            id="a with block rebinds the local",
+        ),
+        pytest.param(
+            "    module = _LAZY.get(name)\n    for module in ('b',):\n        pass\n"
+            "    return getattr(importlib.import_module(f'.{module}', __name__), name)\n",
+            "importlib.import_module with a computed name",
+            id="a loop rebinds the local",
+        ),
+        pytest.param(
+            "    if name in _LAZY:\n        with _lock:\n"
+            "            return getattr(importlib.import_module('.a', __name__), name)\n"
+            "    raise AttributeError(name)\n",
+            "a return inside `with _lock:` in __getattr__",
+            id="a return inside a with block",
+        ),
+        pytest.param(
+            "    module = _LAZY.get(_KEYS[name])\n"
+            "    return getattr(importlib.import_module(f'.{module}', __name__), name)\n",
+            "importlib.import_module with a computed name",
+            id="an unhashable key",
+        ),
+    ],
+)
+def test_a_getattr_statement_not_run_leaves_the_name_unknown(body: str, reason: str) -> None:
+    """A statement ``__getattr__`` does not run symbolically (``with``, a loop) forgets what it binds
+    and, holding a return, says so: never a stale value taken for the submodule, never 'raises'."""
+    from mtp_audit.index.facts import extract_facts
+
+    facts = extract_facts(_LAZY_HEAD + body, "vllm.models.pkg", "vllm/models/pkg/__init__.py", True)
+    [target] = facts.bindings["cuda"]["FooMTP"]
+    assert (target.kind, target.a) == ("unknown", reason)
+
+
+@pytest.mark.parametrize(
+    "condition, how",
+    [
+        ("TYPE_CHECKING", "deleted-by-type-checking"),  # never runs: no method at all
+        ("not TYPE_CHECKING", "def"),  # always runs: a plain method
+        ("not current_platform.is_out_of_tree()", "conditional"),  # false on a platform plugin's device
+        ("current_platform.is_rocm()", "conditional"),  # class facts are not per platform
+    ],
+)
+def test_a_class_body_condition_is_decided_only_where_every_platform_agrees(condition: str, how: str) -> None:
+    from mtp_audit.index.facts import extract_facts
+
+    source = (
+        "from typing import TYPE_CHECKING\nfrom vllm.platforms import current_platform\n\n\nclass D:\n"
+        f"    if {condition}:\n\n        def get_top_tokens(self, h):\n            return h\n"
+    )
+    [cls] = extract_facts(source, "vllm.models.d", "vllm/models/d.py", False).classes
+    method = cls.methods.get("get_top_tokens")
+    if how == "deleted-by-type-checking":
+        assert method is None
+    else:
+        assert method is not None and method.how == how

@@ -81,10 +81,14 @@ def _collect_members(cls: ClassFacts, body: list[ast.stmt], text: _Source, under
                 _collect_members(cls, block, text, under or condition)
 
 
+OUT_OF_TREE = "out-of-tree"  # any platform plugin's device: only ``is_out_of_tree()`` is true there
+
+
 def _same_everywhere(test: ast.expr) -> bool | None:
-    """A class-body condition decided alike on every platform (``TYPE_CHECKING``: False at run
-    time); None when it is not known, or differs by platform (class facts are not per platform)."""
-    truths = {evaluate(test, platform) for platform in PLATFORMS}
+    """A class-body condition decided alike on every platform, a plugin's included (``TYPE_CHECKING``:
+    False at run time); None when it is not known, or differs by platform (class facts are not per
+    platform: ``is_out_of_tree()`` is false on the five in-tree ones only)."""
+    truths = {evaluate(test, platform) for platform in (*PLATFORMS, OUT_OF_TREE)}
     return truths.pop() if len(truths) == 1 else None
 
 

@@ -103,6 +103,14 @@ def _run_function_body(statements: list[ast.stmt], local: _Interpreter, values: 
             local.simple(statement)
             if local.error:
                 return [Target("unavailable", local.error)]
+            continue
+        # any other statement (``with``, a loop, ``match``, a nested ``def``, ``global``): not run here
+        header = local.text.lines[statement.lineno - 1].strip()[:80]
+        nested = isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))  # its returns are its own
+        if not nested and any(isinstance(node, ast.Return) for node in ast.walk(statement)):
+            return [Target("unknown", f"a return inside `{header}` in __getattr__", str(local.text.line(statement)))]
+        _forget(values, [statement])
+        local.unfollowed(bound_names([statement]), statement)
     return []
 
 
@@ -210,7 +218,10 @@ def _value(node: ast.expr, local: _Interpreter, values: Values) -> object:
             if mapping is None or key_value is _UNKNOWN or len(default) > 1:
                 return _UNKNOWN
             fallback = _value(default[0], local, values) if default else None
-            return mapping.get(key_value, fallback)  # type: ignore[arg-type]
+            try:
+                return mapping.get(key_value, fallback)  # type: ignore[arg-type]
+            except TypeError:  # an unhashable key (a list): Python raises too, nothing is served
+                return _UNKNOWN
         case ast.Subscript(value=ast.Name(id=collection), slice=key) if collection not in values:
             return _item(_mapping(collection, local, values), _value(key, local, values))
         case ast.Subscript(value=container, slice=key):
