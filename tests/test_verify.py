@@ -408,3 +408,29 @@ def test_workers_past_the_timeout_are_stopped_with_a_way_out(vllm_release, tmp_p
     assert "verify workers did not finish in 1 s (TP 1; 0 of " in result.stderr
     assert "raise --timeout, or verify fewer drafters with --model" in result.stderr
     assert run_cli("verify", str(vllm_release("0.34.0")), "--all", "--timeout", "0").returncode == 2
+
+
+def test_a_timeout_counts_finished_classes_even_without_a_progress_bar_and_leaves_no_worker(tmp_path, monkeypatch):
+    """``--quiet`` has no progress bar, yet the count in the error is read from rank 0's progress file;
+    the killed workers are waited for and their logs closed."""
+    import mtp_audit.verify.run as run
+    from mtp_audit.errors import UsageError
+    from mtp_audit.model import SourceTree
+
+    worker = tmp_path / "slow_worker.py"
+    worker.write_text(
+        "import json, sys, time\n"
+        "plan = json.load(open(sys.argv[2]))\n"
+        "open(plan['progress'], 'w').write('a b c\\n')\n"
+        "time.sleep(60)\n"
+    )
+    monkeypatch.setattr(run, "worker_interpreter", lambda: [sys.executable, str(worker)])
+    started: list = []
+    real_popen = run.subprocess.Popen
+    monkeypatch.setattr(run.subprocess, "Popen", lambda *a, **k: started.append(real_popen(*a, **k)) or started[-1])
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    tree = SourceTree(tmp_path, tmp_path / "vllm", None)
+    with pytest.raises(UsageError, match=r"did not finish in 1\.5 s \(TP 2; 3 of 5 drafter classes done\)"):
+        run.run_workers(tree, [{}] * 5, 2, scratch, None, timeout_s=1.5)
+    assert len(started) == 2 and all(p.returncode is not None for p in started)

@@ -139,15 +139,25 @@ def run_workers(
                 log,
             )
         )
+    try:
+        return _collect(processes, progress, advance, scratch, tp, len(targets), timeout_s)
+    finally:  # on a timeout, a failed rank or Ctrl-C: no worker left running, no log left open
+        for process, _, log in processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+            log.close()
+
+
+def _collect(processes, progress: Path, advance, scratch: Path, tp: int, total: int, timeout_s: float) -> list[dict]:
+    """Each rank's results, once every rank has exited; past ``timeout_s``, a UsageError."""
     deadline = time.monotonic() + timeout_s
     done = 0
     while any(process.poll() is None for process, _, _ in processes):
         done = _advance(progress, done, advance)
         if time.monotonic() > deadline:
-            for other, _, _ in processes:
-                other.kill()
             raise UsageError(
-                f"verify workers did not finish in {timeout_s:g} s (TP {tp}; {done} of {len(targets)} drafter "
+                f"verify workers did not finish in {timeout_s:g} s (TP {tp}; {done} of {total} drafter "
                 "classes done): raise --timeout, or verify fewer drafters with --model"
             )
         time.sleep(0.1)
@@ -170,11 +180,11 @@ def run_workers(
 
 
 def _advance(progress: Path, done: int, advance: Callable[[int], None] | None) -> int:
-    """Report targets that rank 0 finished since the last look."""
-    if advance is None or not progress.exists():
+    """How many targets rank 0 has finished; those since the last look reported to ``advance``."""
+    if not progress.exists():
         return done
     now = len(progress.read_text().split())
-    if now > done:
+    if advance is not None and now > done:
         advance(now - done)
     return now
 
