@@ -137,6 +137,15 @@ def test_base_names_follows_every_alias_of_a_name(tmp_path):
     assert names.mentioning({"Base"}) == ["vllm.sub_as", "vllm.sub_assigned", "vllm.sub_dotted"]
 
 
+def test_an_alias_in_a_file_with_crlf_line_endings_is_a_spelling_too(tmp_path):
+    package = tmp_path / "vllm"
+    package.mkdir()
+    (package / "windows.py").write_bytes(b"from .base import Base\r\n_B = Base\r\nif T:\r\n    _C = Base\r\n")
+    (package / "sub.py").write_bytes(b"from .windows import _B\r\n\r\n\r\nclass S(_B):\r\n    pass\r\n")
+    names = BaseNames(tmp_path, package)
+    assert names.spellings({"Base"}) == {"Base", "_B", "_C"} and names.mentioning({"Base"}) == ["vllm.sub"]
+
+
 def test_a_subclass_that_names_its_base_by_an_alias_is_in_the_blast_radius(tmp_path):
     """``from m import Base as _B; class S(_B)``, ``import pkg.m as m; class S(m.Base)`` and a name
     re-exported as ``Alias = Base`` are the written base at run time: each subclass is named."""

@@ -49,8 +49,8 @@ _WORD = re.compile(rb"[A-Za-z_]\w*")
 _AS_ALIAS = re.compile(rb"as[ \t]+([A-Za-z_]\w*)")
 _REVERSED_WORD_BEFORE = re.compile(rb"[ \t]+(\w*[A-Za-z_])")  # matched on the bytes before ``as``, reversed
 _WORD_REACH = 200  # bytes read back for the word before ``as``
-# ``Y = X``, ``Y: T = X``, ``Y = mod.X`` on a line of its own: Y may be X under another name
-_ASSIGNED = rb"([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=[ \t]*(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)[ \t]*(?:#[^\n]*)?(?=\n|\Z)"
+# ``Y = X``, ``Y: T = X``, ``Y = mod.X`` on a line of its own (LF or CRLF): Y may be X under another name
+_ASSIGNED = rb"([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=[ \t]*(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)[ \t]*(?:#[^\n]*)?\r?(?=\n|\Z)"
 # at the top level (groups 1, 2), or the body of a top-level ``if``/``try``/``for``/``with``/... (its
 # indented lines, group 3): a class statement the facts know is at the top level or in such a block,
 # and reads the names bound there. One pass over the lines that start at column 0.
