@@ -486,7 +486,12 @@ class Ahead:
         theirs.close()
 
     def result(self):
-        failed, value = self._connection.recv()
+        try:
+            failed, value = self._connection.recv()
+        except EOFError:  # killed (out of memory) or ended without an answer
+            self._process.join()
+            code = self._process.exitcode
+            raise RuntimeError(f"a worker process ended without an answer (exit code {code})") from None
         if failed:
             raise value
         return value
@@ -504,7 +509,15 @@ def _compute(connection, parent: int, task: Callable[..., object], args: tuple) 
         reply = (False, task(*args))
     except Exception as error:  # sent back to be raised in the caller
         reply = (True, error)
-    connection.send(reply)
+    _send(connection, reply)
+
+
+def _send(connection, reply: tuple[bool, object]) -> None:
+    """A worker's reply; an exception that does not pickle goes back as a RuntimeError naming it."""
+    try:
+        connection.send(reply)
+    except Exception as error:
+        connection.send((True, RuntimeError(f"{type(error).__name__}: {error}")))
 
 
 def _serve(connection, jobs: int, warm_up: Callable[[], None], parent: int) -> None:
@@ -521,10 +534,7 @@ def _serve(connection, jobs: int, warm_up: Callable[[], None], parent: int) -> N
                 reply = (False, task(*payload))
         except Exception as error:  # sent back to be raised in the caller
             reply = (True, error)
-        try:
-            connection.send(reply)
-        except Exception as error:  # e.g. an exception that does not pickle
-            connection.send((True, RuntimeError(f"{type(error).__name__}: {error}")))
+        _send(connection, reply)
 
 
 @contextmanager

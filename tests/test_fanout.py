@@ -217,3 +217,14 @@ def test_fix_after_a_scan_asks_the_warm_worker_for_the_mirrors_it_plans(vllm_rel
     serial = run_cli("fix", str(tree), "--all", "--diff", "--quiet", "--no-cache", "--jobs", "1")
     assert serial.stdout.count("+    def get_top_tokens(") >= 40, serial.stderr
     assert _fix_probe(tree, env) == serial.stdout + "False\n"
+
+
+def _exit_without_answer() -> None:
+    os._exit(3)
+
+
+def test_work_done_ahead_by_a_process_that_dies_says_so():
+    ahead = Ahead(_exit_without_answer)
+    with pytest.raises(RuntimeError, match=r"ended without an answer \(exit code 3\)"):
+        ahead.result()
+    ahead.close()
