@@ -81,20 +81,27 @@ class Hierarchy:
         for code in cls.bases:
             found = resolve_expression(self.index, key.module, code, self.platform, cls.bound_then.get(self.platform))
             hits = [f for f in found if isinstance(f, (ClassKey, External))]
+            unfollowed = [f for f in found if isinstance(f, Missing) and f.undecided]  # may be a class too
             if hits:
                 items.append(hits[0])
-                if len(hits) > 1 and any(isinstance(hit, ClassKey) for hit in hits):
-                    undecided.append(self._alternatives(key, code, hits))
+                if len(hits) + len(unfollowed) > 1 and any(isinstance(hit, ClassKey) for hit in hits):
+                    undecided.append(self._alternatives(key, code, [*hits, *unfollowed]))
             else:
                 reasons = "; ".join(f.reason for f in found if isinstance(f, Missing))
                 unresolved.append(f"{code} ({reasons})" if reasons else code)
                 unparsed.extend(f.unparsed for f in found if isinstance(f, Missing) and f.unparsed)
         return items, unresolved, list(dict.fromkeys(unparsed)), undecided
 
-    def _alternatives(self, key: ClassKey, code: str, hits: list[MroItem]) -> str:
-        """``Base`` (base of ``key``) and the classes it may be, with where each is defined."""
+    def _alternatives(self, key: ClassKey, code: str, hits: list[MroItem | Missing]) -> str:
+        """``Base`` (base of ``key``) and the classes it may be, with where each is defined (or why
+        the tool cannot tell, for a binding it does not follow)."""
         where = ", ".join(
-            f"{hit.name} ({self.file_of(hit)}:{hit.line})" if isinstance(hit, ClassKey) else hit.name for hit in hits
+            f"{hit.name} ({self.file_of(hit)}:{hit.line})"
+            if isinstance(hit, ClassKey)
+            else hit.name
+            if isinstance(hit, External)
+            else f"a binding not followed: {hit.reason}"
+            for hit in hits
         )
         return f"base {code} of {key.name} ({self.file_of(key)}:{key.line}) may be one of several classes ({where})"
 
