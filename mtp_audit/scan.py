@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from .cache import FactsCache
+from .cache import ABSENT, FactsCache
 from .classify import memo
 from .classify.analysis import Analysis, Analyzer
 from .classify.calls import Contract
@@ -150,14 +150,20 @@ class Scanner:
                 entries = effective_registry(entries, readings)
             return entries
         runs_with = self.tree.runs_with
+        unread = None
         if runs_with is not None and runs_with.package_dir is not None:  # the processor a plugin's drafters get
             path = runs_with.package_dir / LOGITS_PROCESSOR
             try:
                 self._note_processor_mask(path, self.index.read_bytes(path).decode("utf-8", "replace"))
-            except OSError:
-                pass  # no processor to read: every plugin verdict stands without its mask
+            except OSError as error:
+                self.index.observed.setdefault(self.index.relative(path), ABSENT)  # a result cached until it appears
+                unread = (
+                    f"{path} cannot be read ({error.strerror or error}): a cut to org_vocab_size is judged "
+                    "without the mask that vLLM's LogitsProcessor.get_top_tokens may apply"
+                )
         in_tree, self.registry_notes = registry_reading(ModuleIndex(runs_with)) if runs_with else ([], [])
         entries, self.plugin_notes = plugin_tree_entries(self.index, in_tree, heuristic_entries(self.index))
+        self.plugin_notes += [unread] if unread else []
         return entries
 
     def walk_import_chains(self, entries: list[RegistryEntry]) -> None:

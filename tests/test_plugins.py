@@ -484,3 +484,26 @@ def test_a_plugin_drafter_is_judged_with_the_processor_of_the_vllm_it_runs_with(
     assert records["CutToProcessorMTP"]["consistency"] == "unproven"
     assert f"masks every id from org_vocab_size on ({processor}:" in records["CutToProcessorMTP"]["reason"]
     assert records["CutToConfigMTP"]["consistency"] == "divergent"  # a cut to another size is still a cut
+
+
+def test_a_plugin_whose_vllm_has_no_processor_file_says_so_and_reads_it_once_it_appears(tmp_path):
+    case = FIXTURES / "scan" / "processor_masks_outside_vocab"
+    vllm = build_tree(case, tmp_path / "v")
+    processor = vllm / "vllm/model_executor/layers/logits_processor.py"
+    kept = processor.read_text()
+    processor.unlink()
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    shutil.copy(case / "vllm/model_executor/models/cut_mtp.py", plugin / "cut_mtp.py")
+    env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
+
+    def consistency() -> tuple[str, str]:
+        done = run_cli("scan", str(plugin), "--vllm", str(vllm), "--format", "json", "--fail-on", "never", env=env)
+        assert done.returncode == 0, done.stderr
+        records = {r["class"]: r for r in json.loads(done.stdout)["drafters"]}
+        return records["CutToProcessorMTP"]["consistency"], done.stderr
+
+    verdict, stderr = consistency()
+    assert verdict == "divergent" and f"{processor} cannot be read" in stderr
+    processor.write_text(kept)
+    assert consistency()[0] == "unproven"  # the cached result knew the file was absent
