@@ -11,6 +11,7 @@ blast-radius checks compare, after a scan alone) the warm worker answers
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -164,6 +165,11 @@ def _base_names_ahead(tree: SourceTree, jobs: int) -> Iterator[Callable[[], Base
         ahead.close()
 
 
+def _through_a_link(root: Path, relative: str) -> bool:
+    path = root / relative
+    return os.path.realpath(path) != os.path.join(os.path.realpath(root), relative)
+
+
 def _asking(worker: WarmWorker | None) -> memo.Delegate | None:
     """Missing rule answers computed by ``worker`` (which keeps them for its forks); None: here."""
     return functools.partial(worker.ask, memo.answer_here) if worker else None
@@ -244,8 +250,9 @@ def _rewrites(
     encodings = {}
     failures: dict[ClassKey, str] = {}
     for same_file in by_file.values():
-        # named by the module that is the file itself, not a link to it: a diff through a link would replace it
-        facts = min((f for f, _ in same_file), key=lambda f: (scanner.tree.root / f.path).is_symlink())
+        # named by the module that is the file itself, not one reached through a link (to the file or to a
+        # folder above it): a diff through a link would replace it
+        facts = min((f for f, _ in same_file), key=lambda f: _through_a_link(scanner.tree.root, f.path))
         group, conflict = _one_insertion_per_class(same_file)
         if conflict:
             failures.update({i.target: conflict for _, g in same_file for i in g})

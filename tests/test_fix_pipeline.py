@@ -578,6 +578,30 @@ def test_two_modules_that_are_one_file_are_rewritten_once(tmp_path: Path) -> Non
     assert plan_fix(locate(tree), None, True, None).rewrites == []
 
 
+def test_modules_that_are_one_file_through_a_linked_folder_are_named_by_the_real_one(tmp_path: Path) -> None:
+    """``aa_linked/`` links to ``real/``: the rewrite is named by ``real/``'s path, though the link's sorts
+    first and neither path's last part is a link."""
+    tree = build_tree(FIXTURES / "fix" / "needs_import", tmp_path / "tree", "input")
+    models = tree / "vllm/model_executor/models"
+    (models / "real").mkdir()
+    (models / "real/__init__.py").write_text("")
+    (models / "aa_linked").symlink_to("real")
+    (models / "registry.py").write_text(
+        "_SPECULATIVE_DECODING_MODELS = {\n"
+        '    "LinkedMTPModel": ("aa_linked.one_mtp", "OneMTP"),\n'
+        '    "RealMTPModel": ("real.one_mtp", "OneMTP"),\n'
+        "}\n"
+    )
+    (models / "real/one_mtp.py").write_text(
+        "class OneMTP:\n    def compute_logits(self, hidden_states):\n"
+        "        return self.logits_processor(self.lm_head, hidden_states)\n"
+    )
+    result = plan_fix(locate(tree), None, True, None)
+    assert [(r.path, r.classes) for r in result.rewrites] == [
+        ("vllm/model_executor/models/real/one_mtp.py", ["OneMTP"])
+    ]
+
+
 def test_modules_that_are_one_file_and_differ_in_a_method_are_refused_naming_both_paths() -> None:
     from types import SimpleNamespace
 
