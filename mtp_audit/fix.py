@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .apply.changes import FileJob, Rewrite, UnsafeRewrite
-from .apply.inheritors import BaseNames, expect_base_names, find_inheritors, name_clashes
+from .apply.inheritors import BaseNames, base_names_of, expect_base_names, find_inheritors, name_clashes
 from .apply.placement import prefer_drafter_only
 from .apply.plan import Action, Plan, make_plan
 from .apply.result import FixResult
@@ -158,7 +158,7 @@ def _base_names_ahead(tree: SourceTree, jobs: int) -> Iterator[Callable[[], Base
     if jobs <= 1:
         yield None
         return
-    ahead = Ahead(BaseNames, tree.root, tree.package_dir or tree.root)
+    ahead = Ahead(base_names_of, tree)
     try:
         yield ahead.result
     finally:

@@ -22,7 +22,7 @@ from weakref import WeakKeyDictionary
 
 from ..classify.analysis import Insertion, Overlay
 from ..index.ast_tools import FUNCTIONS, walk_statements
-from ..model import PLATFORMS, ClassKey
+from ..model import PLATFORMS, ClassKey, SourceTree
 from ..scan import Resolution, Scanner
 from ..synthesize.answers import synthetic_mirror
 from .families import module_of
@@ -174,6 +174,10 @@ def find_inheritors(scanner: Scanner, resolutions: list[Resolution], insertions:
     return sorted(found, key=lambda i: (i.base.module, i.base.name, i.file, i.cls.line))
 
 
+def base_names_of(tree: SourceTree) -> BaseNames:
+    return BaseNames(tree.root, tree.package_dir or tree.root)
+
+
 def expect_base_names(scanner: Scanner, pending: Callable[[], BaseNames]) -> None:
     """``pending()`` gives the tree's ``BaseNames`` (read by another process while this one scanned);
     it is asked for only if a search needs it."""
@@ -185,8 +189,7 @@ def _base_names(scanner: Scanner) -> BaseNames:
     texts = _BASE_NAMES.get(scanner)
     if texts is None:
         pending = _PENDING.pop(scanner, None)
-        tree = scanner.tree
-        texts = pending() if pending is not None else BaseNames(tree.root, tree.package_dir or tree.root)
+        texts = pending() if pending is not None else base_names_of(scanner.tree)
         _BASE_NAMES[scanner] = texts
     return texts
 

@@ -146,9 +146,9 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
 def _with_lazy(
     bindings: dict[str, list[Target]], getattr_def: ast.stmt, interpreter: _Interpreter
 ) -> tuple[dict[str, list[Target]], list[str]]:
-    """``bindings`` with the names that ``__getattr__`` gives, put first: Python asks it only for a name the
-    module lacks (never bound, or deleted), so any star import rebinds them (as if it ran after); and those
-    names."""
+    """``(bindings, served)``: ``bindings`` with the names that ``__getattr__`` gives put first (Python asks
+    it only for a name the module lacks, never bound or deleted, so any star import rebinds them, as if it
+    ran after), and those names."""
     lazy = {
         name: _evaluate_getattr(getattr_def, name, interpreter)
         for name in _lazy_candidates(getattr_def, interpreter.all_names, interpreter.collections)
@@ -199,6 +199,8 @@ def _literal_collections(tree: ast.Module) -> dict[str, Collection]:
 
 
 def _literal_collection(value: ast.expr) -> Collection | None:
+    """The strings of a literal set, list or tuple of strings, or a dict literal of string keys whose
+    values are literals (``ast.literal_eval``); None for anything else."""
     if isinstance(value, (ast.Set, ast.List, ast.Tuple)):
         return string_values(value)
     if not isinstance(value, ast.Dict) or any(k is None for k in value.keys):

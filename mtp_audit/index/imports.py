@@ -23,7 +23,8 @@ is a drafter's module or package).
 
 ``from m import name``, where ``m`` has a module ``__getattr__`` and does not
 bind ``name``, also imports the module that ``__getattr__`` imports to serve
-it: only then are ``m``'s full facts read (parsed), for how it serves ``name``.
+it. Only for an ``m`` with a ``__getattr__`` are its full facts read (parsed):
+they say whether it binds ``name``, and how its ``__getattr__`` serves it.
 """
 
 from __future__ import annotations

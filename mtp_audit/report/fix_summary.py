@@ -64,9 +64,11 @@ def fix_total(result: FixResult, written: bool) -> str:
             parts.append(f"{count} {label}")
     if result.left:
         manual = sum(r.status == Status.MISSING_MANUAL for r in result.left)
-        kinds = [f"{manual} missing_manual"] * bool(manual) + [f"{len(result.left) - manual} divergent"] * (
-            manual < len(result.left)
-        )
+        kinds = []
+        if manual:
+            kinds.append(f"{manual} missing_manual")
+        if manual < len(result.left):
+            kinds.append(f"{len(result.left) - manual} divergent")
         parts.append(f"left for a human: {', '.join(kinds)} (`mtp-audit scan` says why)")
     return "fix: " + "; ".join(parts) + "."
 
