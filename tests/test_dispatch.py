@@ -907,3 +907,13 @@ def test_a_class_body_condition_is_decided_only_where_every_platform_agrees(cond
         assert method is None
     else:
         assert method is not None and method.how == how
+
+
+@pytest.mark.parametrize("call", ["import_module('.a', package=__name__)", "import_module('.a', __name__)"])
+def test_import_module_takes_its_package_by_keyword_too(call: str) -> None:
+    from mtp_audit.index.facts import extract_facts
+
+    body = f"    if name in _LAZY:\n        return getattr(importlib.{call}, name)\n    raise AttributeError(name)\n"
+    facts = extract_facts(_LAZY_HEAD + body, "vllm.models.pkg", "vllm/models/pkg/__init__.py", True)
+    [target] = facts.bindings["cuda"]["FooMTP"]
+    assert (target.kind, target.a, target.b) == ("import", "vllm.models.pkg.a", "FooMTP")

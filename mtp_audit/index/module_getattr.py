@@ -164,10 +164,12 @@ def _targets(node: ast.expr, local: _Interpreter, values: Values) -> list[Target
                 return [Target("unknown", "getattr with a computed name")]
             bases = _targets(base, local, values)  # an unknown one keeps its reason (and line)
             return [target if target.kind == "unknown" else attribute_of(target, attr_value, node) for target in bases]
-        case ast.Call(func=function, args=[module, *package], keywords=[]) if local.expression(function) == [
-            _IMPORT_MODULE
-        ]:
-            imported = _imported(module, package, local, values)
+        case ast.Call(func=function, args=[module, *package], keywords=keywords) if (
+            local.expression(function) == [_IMPORT_MODULE]
+            and all(k.arg == "package" for k in keywords)
+            and len(package) + len(keywords) <= 1
+        ):
+            imported = _imported(module, [*package, *(k.value for k in keywords)], local, values)
             if imported is None:
                 return [Target("unknown", "importlib.import_module with a computed name", str(local.text.line(node)))]
             return [Target("module", imported)]
