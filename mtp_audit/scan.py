@@ -150,21 +150,23 @@ class Scanner:
                 entries = effective_registry(entries, readings)
             return entries
         runs_with = self.tree.runs_with
-        unread = None
-        if runs_with is not None and runs_with.package_dir is not None:  # the processor a plugin's drafters get
-            path = runs_with.package_dir / LOGITS_PROCESSOR
-            try:
-                self._note_processor_mask(path, self.index.read_bytes(path).decode("utf-8", "replace"))
-            except OSError as error:
-                self.index.observed.setdefault(self.index.relative(path), ABSENT)  # a result cached until it appears
-                unread = (
-                    f"{path} cannot be read ({error.strerror or error}): a cut to org_vocab_size is judged "
-                    "without the mask that vLLM's LogitsProcessor.get_top_tokens may apply"
-                )
         in_tree, self.registry_notes = registry_reading(ModuleIndex(runs_with)) if runs_with else ([], [])
         entries, self.plugin_notes = plugin_tree_entries(self.index, in_tree, heuristic_entries(self.index))
-        self.plugin_notes += [unread] if unread else []
+        if runs_with is not None and runs_with.package_dir is not None:
+            self._read_plugin_processor(runs_with.package_dir / LOGITS_PROCESSOR)
         return entries
+
+    def _read_plugin_processor(self, path: Path) -> None:
+        """The processor a plugin's drafters get, from the vLLM it runs with; one that cannot be read is
+        said (its mask is then unknown) and recorded absent, so a cached result is read again once it appears."""
+        try:
+            self._note_processor_mask(path, self.index.read_bytes(path).decode("utf-8", "replace"))
+        except OSError as error:
+            self.index.observed.setdefault(self.index.relative(path), ABSENT)
+            self.plugin_notes.append(
+                f"{path} cannot be read ({error.strerror or error}): a cut to org_vocab_size is judged "
+                "without the mask that vLLM's LogitsProcessor.get_top_tokens may apply"
+            )
 
     def walk_import_chains(self, entries: list[RegistryEntry]) -> None:
         """Find, in registry order, whether each registry module imports on each of its platforms.

@@ -54,7 +54,13 @@ GROUPS = {
             "module_getattr.x__lazy_candidates__*",
             "module_getattr.x__evaluate_getattr__*",
             "module_getattr.x__run_function_body__*",
-            "module_getattr.x__return_value__*",
+            "module_getattr.x__assign__*",
+            "module_getattr.x__targets__*",
+            "module_getattr.x__imported__*",
+            "module_getattr.x__value__*",
+            "module_getattr.x__item__*",
+            "module_getattr.x__formatted__*",
+            "module_getattr.x__mapping__*",
         )
     ],
 }
@@ -108,7 +114,7 @@ SAMPLE = [
     # following names: cycles, a platform's import error, star imports
     ("mtp_audit.resolve.names.x_resolve_name", "seen = _seen & {key}"),
     ("mtp_audit.resolve.names.x_resolve_name", "error = index.import_error(platform)"),
-    ("mtp_audit.resolve.names.x__from_stars", "if all(isinstance(r, Missing) for r in found):"),
+    ("mtp_audit.resolve.names.x__last_star_giving", "if all(isinstance(r, Missing) for r in found):"),
     # the registry: which classes are drafters
     (
         "mtp_audit.resolve.registry.x_registry_reading",

@@ -105,10 +105,11 @@ class BaseNames:
 
     def mentioning(self, names: set[str]) -> list[str]:
         """Modules with a class statement that names one of ``names``, or of their aliases, among its bases."""
-        found: set[str] = set()
-        for name in self.spellings(names):
-            found |= self.modules.get(name.encode(), set())
-        return sorted(found)
+        return self.naming(self.spellings(names))
+
+    def naming(self, words: set[str]) -> list[str]:
+        """Modules with a class statement that names one of ``words`` among its bases."""
+        return sorted({module for word in words for module in self.modules.get(word.encode(), ())})
 
 
 def _python_files(top: str) -> Iterator[str]:
@@ -204,8 +205,9 @@ def _subclasses(scanner: Scanner, texts: BaseNames, bases: set[ClassKey]) -> dic
     while names - searched:
         fresh = names - searched
         searched |= fresh
-        word = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, texts.spellings(fresh)))) + r")\b")
-        for module in texts.mentioning(fresh):
+        spelled = texts.spellings(fresh)
+        word = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, spelled))) + r")\b")
+        for module in texts.naming(spelled):
             facts = scanner.index.facts(module)
             if facts is None or facts.parse_error:
                 continue

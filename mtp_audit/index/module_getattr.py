@@ -127,12 +127,13 @@ def _assign(statement: ast.Assign, local: _Interpreter, values: Values) -> bool:
     value = statement.value
     match statement.targets[0]:
         case ast.Name(id=target):
-            known, targets = _value(value, local, values), _targets(value, local, values)
+            known = _value(value, local, values)
             if known is _UNKNOWN:
                 values.pop(target, None)
+                local.bind(target, _targets(value, local, values))
             else:
                 values[target] = known
-            local.bind(target, targets)
+                local.bind(target, [_constant(known, value, local)])
             return True
         case ast.Tuple(elts=elements) if all(isinstance(e, ast.Name) for e in elements):
             known = _value(value, local, values)

@@ -82,7 +82,7 @@ def resolve_name(
         return [Missing(f"{facts.path}: {uncaught}")]
     out: list[Resolved] = []
     for target in targets:
-        rebound = _rebound_by_stars(index, target.stars_after, name, platform, seen)
+        rebound = _last_star_giving(index, target.stars_after, name, platform, seen, scanned_only=True)
         if rebound:
             out.extend(rebound)
         elif target.kind == "class":
@@ -119,27 +119,19 @@ def _from_stars(
     before bound); with ``after``, only the star imports run after that name's own binding (the bindings keep
     statement order), and only those of scanned modules: whether torch's ``*`` has the name is unknown, so
     the explicit binding stays. None: no star import gives it."""
-    for key in reversed(bindings):
-        if key == after:
-            break
-        if not key.startswith("*"):
-            continue
-        source = bindings[key][0].a
-        if (after is not None and index.facts(source) is None) or not _exported(index, source, name, platform):
-            continue
-        found = resolve_name(index, source, name, platform, seen)
-        if not all(isinstance(r, Missing) for r in found):
-            return found
-    return None
+    keys = list(bindings)
+    later = keys[keys.index(after) + 1 :] if after in bindings else keys
+    stars = tuple(bindings[key][0].a for key in later if key.startswith("*"))
+    return _last_star_giving(index, stars, name, platform, seen, scanned_only=after is not None)
 
 
-def _rebound_by_stars(
-    index: ModuleIndex, modules: tuple[str, ...], name: str, platform: str, seen: frozenset
+def _last_star_giving(
+    index: ModuleIndex, modules: tuple[str, ...], name: str, platform: str, seen: frozenset, scanned_only: bool
 ) -> list[Resolved] | None:
-    """What the star imports that ran after a binding on its path give ``name`` (the last that has it),
-    as ``_from_stars`` with ``after``: only scanned modules, whose exports are known."""
+    """What the last of the star-imported ``modules`` that has ``name`` gives it; ``scanned_only``: only
+    modules whose exports are known (one rebinding a name already bound must be known to have it)."""
     for module in reversed(modules):
-        if index.facts(module) is None or not _exported(index, module, name, platform):
+        if (scanned_only and index.facts(module) is None) or not _exported(index, module, name, platform):
             continue
         found = resolve_name(index, module, name, platform, seen)
         if not all(isinstance(r, Missing) for r in found):
