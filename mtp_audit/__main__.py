@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import gc
+
 
 def main() -> None:
+    # A command's objects live until it ends, and almost none is cyclic garbage (a cold scan of
+    # vLLM 0.34.0 peaks at the same RSS with the collector off), yet the collector walks the
+    # growing heap again and again: 0.1-0.2 s of CPU, a tenth of a cold scan. The process is
+    # left without it; refcounting frees everything else, and verify's workers are new
+    # interpreters with their own.
+    gc.disable()
     from .lifecycle import Interrupted, handle_ctrl_c, interrupted, usable_stderr
 
     usable_stderr()
