@@ -159,3 +159,28 @@ def test_a_subclass_that_names_its_base_by_an_alias_is_in_the_blast_radius(tmp_p
     )
     result = plan_fix(locate(tree), ["LongMTPModel"], False, None)
     assert sorted(i.cls.name for i in result.inheritors) == ["AliasedVariant", "AssignedVariant", "ModuleVariant"]
+
+
+UNDECIDED_BASE = (
+    "import os\n\nif os.environ.get('OTHER_HEAD'):\n    from .other_head import OtherHead as _Base\n"
+    "else:\n    from .long_mtp import LongMTP as _Base\n\n\nclass UndecidedVariant(_Base):\n    pass\n"
+)
+
+
+def test_a_subclass_through_any_alternative_of_an_undecided_base_is_in_the_blast_radius(tmp_path):
+    """A base bound under a condition the tool cannot decide may be the written class at run time
+    even when it is not the first alternative: the subclass is named, by every order it may have."""
+    tree = build_tree(FIXTURES / "fix" / "factor_pre_head_subclass_alias", tmp_path / "tree", "input")
+    (tree / MODELS / "other_head.py").write_text("from torch import nn\n\n\nclass OtherHead(nn.Module):\n    pass\n")
+    (tree / MODELS / "undecided_variant.py").write_text(UNDECIDED_BASE)
+    (tree / MODELS / "grand_variant.py").write_text(  # and its subclass, found in the next round
+        "from .undecided_variant import UndecidedVariant\n\n\nclass GrandVariant(UndecidedVariant):\n    pass\n"
+    )
+    result = plan_fix(locate(tree), ["LongMTPModel"], False, None)
+    found = {i.cls.name: (i.base.name, i.platforms) for i in result.inheritors}
+    everywhere = ("cpu", "cuda", "rocm", "tpu", "xpu")
+    assert found == {
+        "AliasedVariant": ("LongMTP", everywhere),
+        "UndecidedVariant": ("LongMTP", everywhere),
+        "GrandVariant": ("LongMTP", everywhere),
+    }

@@ -336,3 +336,86 @@ def test_a_redefined_class_derives_from_the_earlier_one_where_no_platform_is_rea
             ClassKey("pkg.classes", "A", where["B"])
         )
         assert [(item.name, item.line) for item in mro.classes] == [("A", where["B"]), ("A", where["A"])]
+
+
+UNDECIDED = """import os
+
+from torch import nn
+
+
+class Left(nn.Module):
+    pass
+
+
+class Right(nn.Module):
+    pass
+
+
+class Mixin(Right):
+    pass
+
+
+if os.environ.get("LEFT"):
+    Base = Left
+elif os.environ.get("MIXIN"):
+    Base = Mixin
+else:
+    Base = Right
+
+
+class Middle(Base):
+    pass
+
+
+class Leaf(Middle, Right):
+    pass
+
+
+class Odd(Right, Middle):
+    pass
+"""
+
+
+def test_every_order_a_class_may_have_through_an_undecided_base(tmp_path: Path) -> None:
+    """One order per alternative, as Python builds each, through a subclass too; an alternative
+    with no C3 order (Python raises TypeError there) gives none, and a decided class has one."""
+    (tmp_path / "m.py").write_text(UNDECIDED)
+    lines = UNDECIDED.splitlines()
+    key = {
+        name: ClassKey("m", name, lines.index(f"class {name}({base}):") + 1)
+        for name, base in [("Middle", "Base"), ("Leaf", "Middle, Right"), ("Mixin", "Right"), ("Odd", "Right, Middle")]
+    }
+    hierarchy = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), "cuda")
+
+    def names(orders):
+        return [[item.name for item in order] for order in orders]
+
+    assert names(hierarchy.orders(key["Middle"])) == [
+        ["Middle", "Left", "torch.nn.Module"],
+        ["Middle", "Mixin", "Right", "torch.nn.Module"],
+        ["Middle", "Right", "torch.nn.Module"],
+    ]
+    assert names(hierarchy.orders(key["Leaf"])) == [
+        ["Leaf", "Middle", "Left", "Right", "torch.nn.Module"],
+        ["Leaf", "Middle", "Mixin", "Right", "torch.nn.Module"],
+        ["Leaf", "Middle", "Right", "torch.nn.Module"],
+    ]
+    assert names(hierarchy.orders(key["Odd"])) == [["Odd", "Right", "Middle", "Left", "torch.nn.Module"]]
+    assert hierarchy.orders(key["Mixin"]) == [hierarchy.mro(key["Mixin"]).classes]
+    for environment in ({"LEFT": "1"}, {"MIXIN": "1"}, {}):  # Python agrees with each
+        os.environ.update(environment)
+        try:
+            namespace: dict = {}
+            code = UNDECIDED.replace("from torch import nn", "import types\nnn = types.SimpleNamespace(Module=object)")
+            if "LEFT" in environment:
+                exec(code, namespace)
+            else:  # Base is Right or Mixin: Odd names Right before its subclass Middle
+                with pytest.raises(TypeError, match="consistent method resolution"):
+                    exec(code, namespace)
+                exec(code.split("class Odd")[0], namespace)
+            assert [c.__name__ for c in namespace["Leaf"].mro()][:-1] in [
+                o[:-1] for o in names(hierarchy.orders(key["Leaf"]))
+            ]
+        finally:
+            for name in environment:
+                del os.environ[name]

@@ -196,7 +196,8 @@ def _base_names(scanner: Scanner) -> BaseNames:
 
 
 def _subclasses(scanner: Scanner, texts: BaseNames, bases: set[ClassKey]) -> dict[ClassKey, dict[ClassKey, list[str]]]:
-    """Subclass -> the first of ``bases`` in its MRO (whose method it gets) -> on which platforms.
+    """Subclass -> the first of ``bases`` in its MRO (whose method it gets) -> on which platforms; through
+    an undecided base, the first in each order it may have.
 
     Only classes whose base list names a known class or subclass get an MRO computed.
     """
@@ -219,10 +220,10 @@ def _subclasses(scanner: Scanner, texts: BaseNames, bases: set[ClassKey]) -> dic
                 for platform in PLATFORMS:
                     if platform in facts.import_errors:
                         continue
-                    mro = scanner.hierarchies[platform].mro(key).classes
-                    nearest = next((c for c in mro if c in bases), None)  # the method it really gets
-                    if nearest is not None:
-                        reached.setdefault(nearest, []).append(platform)
+                    for order in scanner.hierarchies[platform].orders(key):  # one, unless a base is undecided
+                        nearest = next((c for c in order if c in bases), None)  # the method it really gets
+                        if nearest is not None and platform not in reached.get(nearest, ()):
+                            reached.setdefault(nearest, []).append(platform)
                 if reached:
                     found[key] = reached
                     names.add(cls.name)
@@ -280,13 +281,13 @@ def name_clashes(scanner: Scanner, bases: list[ClassKey], name: str) -> dict[Cla
 
 
 def _ahead_of(scanner: Scanner, key: ClassKey, base: ClassKey) -> list[ClassKey]:
-    """``key`` and the tree's classes that its MRO puts before ``base`` on any platform (its mixins)."""
+    """``key`` and the tree's classes that its MRO puts before ``base`` on any platform, in any order it may
+    have (its mixins)."""
     found = [key]
     for platform in PLATFORMS:
-        classes = scanner.hierarchies[platform].mro(key).classes
-        if base not in classes:
-            continue
-        found += [c for c in classes[: classes.index(base)] if isinstance(c, ClassKey) and c not in found]
+        for classes in scanner.hierarchies[platform].orders(key):
+            if base in classes:
+                found += [c for c in classes[: classes.index(base)] if isinstance(c, ClassKey) and c not in found]
     return found
 
 

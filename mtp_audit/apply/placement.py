@@ -18,7 +18,7 @@ from ..classify.analysis import Insertion
 from ..classify.memo import logits_shape
 from ..classify.shape_types import LogitsKind
 from ..model import PLATFORMS, ClassKey
-from ..resolve.mro import MethodHit
+from ..resolve.mro import Hierarchy, MethodHit, Mro
 from ..scan import Resolution, Scanner
 from ..synthesize.answers import inlined_super
 from .inheritors import Inheritor, find_inheritors
@@ -67,15 +67,20 @@ def _super_callers(scanner: Scanner, plan: Plan, base: Insertion) -> list[Insert
     for insertion in plan.insertions:
         if logits_shape(insertion.source.method.text, insertion.source.method.line).kind != LogitsKind.SUPER:
             continue
-        for platform in PLATFORMS:
-            hierarchy = scanner.hierarchies[platform]
-            mro = hierarchy.mro(insertion.target)
-            own = hierarchy.find(mro, "compute_logits")
-            reached = hierarchy.find(mro, "compute_logits", start=own.index + 1) if own else None
-            if reached is not None and reached.owner == base.target:
-                found.append(insertion)
-                break
+        if any(
+            _super_reaches(scanner.hierarchies[platform], Mro(order), base.target)
+            for platform in PLATFORMS
+            for order in scanner.hierarchies[platform].orders(insertion.target)
+        ):
+            found.append(insertion)
     return found
+
+
+def _super_reaches(hierarchy: Hierarchy, mro: Mro, base: ClassKey) -> bool:
+    """Does the class's own compute_logits, calling the next one in ``mro``, reach ``base``'s?"""
+    own = hierarchy.find(mro, "compute_logits")
+    reached = hierarchy.find(mro, "compute_logits", start=own.index + 1) if own else None
+    return reached is not None and reached.owner == base
 
 
 def prefer_drafter_only(

@@ -121,8 +121,8 @@ def _blast_radius(scanner: Scanner, resolutions: list[Resolution], insertions: l
                 continue
             if before.status == Status.SUPPORTED and before.consistency == after.consistency:
                 continue  # already so before the fix: not ours to block on
-            mro = scanner.hierarchies[platform].mro(res.key).classes
-            for target in (k for k in overlay if k in mro or k in after.delegates):
+            reach = {c for order in scanner.hierarchies[platform].orders(res.key) for c in order}
+            for target in (k for k in overlay if k in reach or k in after.delegates):
                 victim = (res.entry.arch or res.key.name, res.key, after.consistency, after.reason)
                 victims.setdefault(target, {}).setdefault(victim, []).append(platform)
     conflicts = {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import product
 
 from ..index.fact_types import ClassFacts, MethodFacts
 from ..index.modules import ModuleIndex
@@ -20,6 +21,7 @@ from .names import External, Missing, resolve_expression
 
 MroItem = ClassKey | External
 CYCLE = "inheritance cycle through"
+MAX_ORDERS = 256  # orders a class may have through undecided bases, at most (each such base multiplies them)
 
 
 @dataclass
@@ -47,6 +49,7 @@ class Hierarchy:
         self.index = index
         self.platform = platform
         self._mro: dict[ClassKey, Mro] = {}
+        self._orders: dict[ClassKey, list[list[MroItem]]] = {}
         self._active: set[ClassKey] = set()  # classes whose MRO is being computed (cycle check)
 
     def memoised(self) -> dict[ClassKey, Mro]:
@@ -104,6 +107,44 @@ class Hierarchy:
             for hit in hits
         )
         return f"base {code} of {key.name} ({self.file_of(key)}:{key.line}) may be one of several classes ({where})"
+
+    def orders(self, key: ClassKey) -> list[list[MroItem]]:
+        """Every order ``key`` may have at run time: ``mro(key).classes`` alone, unless a base in its
+        hierarchy is undecided, then one order per choice among the alternatives (those for which Python
+        raises TypeError left out; ``MAX_ORDERS`` at most, in the order of the choices). What a method
+        written into a class reaches is the union over them."""
+        mro = self.mro(key)
+        if not mro.undecided:
+            return [mro.classes]
+        if key not in self._orders:
+            self._active.add(key)
+            try:
+                self._orders[key] = self._every_order(key)
+            finally:
+                self._active.discard(key)
+        return self._orders[key]
+
+    def _every_order(self, key: ClassKey) -> list[list[MroItem]]:
+        cls = self.class_facts(key)
+        choices: list[list[MroItem]] = []
+        for code in cls.bases:
+            found = resolve_expression(self.index, key.module, code, self.platform, cls.bound_then.get(self.platform))
+            hits = [f for f in found if isinstance(f, (ClassKey, External))]
+            if hits:
+                choices.append(list(dict.fromkeys(hits)))
+        orders: list[list[MroItem]] = []
+        for bases in product(*choices):
+            parents = [
+                self.orders(base) if isinstance(base, ClassKey) and base not in self._active else [[base]]
+                for base in bases
+            ]
+            for chosen in product(*parents):
+                merged = chosen[0] if len(bases) == 1 else _c3([*map(list, chosen), list(bases)])
+                if merged is not None and [key, *merged] not in orders:
+                    orders.append([key, *merged])
+                if len(orders) == MAX_ORDERS:
+                    return orders
+        return orders or [self.mro(key).classes]
 
     def uncreatable_reason(self, key: ClassKey) -> str:
         """Why the ``class`` statement of ``key`` raises, in Python's words, with the statement and its line."""
