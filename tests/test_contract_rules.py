@@ -106,6 +106,9 @@ REASONS = [  # each INVALID example's reason, in CONTRACT_RULES order: the calle
     "ExampleSpeculator (speculator.py:1) calls no get_top_tokens that the scan sees, but hands the drafter on "
     "where the scan does not follow it (speculator.py:4: `greedy_sample(self.model, hidden_states)`): whether "
     "get_top_tokens is called there, and with which arguments, is not known",
+    "ExampleSpeculator's drafting path cannot be followed (speculator.py:1: class ExampleSpeculator raises "
+    "TypeError (no consistent method resolution order for its bases A, B)): whether get_top_tokens is called "
+    "there, and with which arguments, is not known",
 ]
 
 

@@ -34,12 +34,13 @@ class Contract:
     def uncalled(self) -> bool:
         """No speculator that can hold the drafter ever calls get_top_tokens, and none hands the
         drafter to code the scan does not follow."""
-        return self.known and not any(r.reaches or r.unfollowed for r in self.reaches)
+        return self.known and not any(r.reaches or r.unfollowed or r.uncreatable for r in self.reaches)
 
     def unfollowed(self) -> list[Reach]:
         """The speculators that reach no get_top_tokens the scan sees but hand the drafter on where
-        it does not follow (to another object's method, a function outside the caller files)."""
-        return [r for r in self.reaches if not r.reaches and r.unfollowed]
+        it does not follow (to another object's method, a function outside the caller files), or whose
+        class Python never makes (no C3 order: what it would call is not known)."""
+        return [r for r in self.reaches if not r.reaches and (r.unfollowed or r.uncreatable)]
 
     def pairs(self) -> list[tuple[Reach, CallPair]]:
         return [(r, p) for r in self.reaches for p in r.pairs]

@@ -30,6 +30,7 @@ class CallExample:
     get_top_tokens: str | None = None
     expected: tuple[Status, Consistency | None] | None = None
     unfollowed: tuple[str, ...] = ()  # drafter references of the caller not followed: FILE:LINE: `code`
+    uncreatable: str = ""  # why the caller's class statement raises TypeError (then it calls nothing)
 
 
 class ContractRule:
@@ -284,7 +285,8 @@ class UnfollowedDrafter(ContractRule):
     object, a function outside the caller files, ``getattr``) may call ``get_top_tokens`` there,
     with arguments nobody compared. When no other speculator is seen to call it, the drafter is
     neither provably uncalled (MTP201) nor provably safe to mirror: the reason names each
-    reference, to be read by hand."""
+    reference, to be read by hand. So for a speculator whose class has no consistent method
+    resolution order: Python raises at its class statement, and what it would call is not known."""
 
     id = "MTP205"
     name = "unfollowed-drafter"
@@ -305,6 +307,14 @@ class UnfollowedDrafter(ContractRule):
             expected=(Status.MISSING_MANUAL, None),
             unfollowed=("speculator.py:4: `greedy_sample(self.model, hidden_states)`",),
         ),
+        CallExample(
+            "def compute_logits(self, hidden_states):\n    return self.logits_processor(self.lm_head, hidden_states)\n",
+            None,
+            (),
+            expected=(Status.MISSING_MANUAL, None),
+            uncreatable="speculator.py:1: class ExampleSpeculator raises TypeError (no consistent method resolution "
+            "order for its bases A, B)",
+        ),
     )
 
     @staticmethod
@@ -312,7 +322,9 @@ class UnfollowedDrafter(ContractRule):
         if any(r.reaches for r in contract.reaches) or not contract.unfollowed():
             return None
         return "; ".join(
-            f"{reach.speculator} ({reach.file}:{reach.line}) calls no get_top_tokens that the scan sees, but "
+            f"{reach.speculator}'s drafting path cannot be followed ({reach.uncreatable})"
+            if reach.uncreatable
+            else f"{reach.speculator} ({reach.file}:{reach.line}) calls no get_top_tokens that the scan sees, but "
             f"hands the drafter on where the scan does not follow it ({', '.join(reach.unfollowed)})"
             for reach in contract.unfollowed()
         )
@@ -344,7 +356,9 @@ def example_contract(example: CallExample) -> Contract:
 
     logits = call("compute_logits", example.logits_call, 2)
     reach = Reach("ExampleSpeculator", "speculator.py", 1, unfollowed=list(example.unfollowed))
-    if example.top_tokens_call is None:
+    if example.uncreatable:  # never made: it calls nothing
+        reach.uncreatable = example.uncreatable
+    elif example.top_tokens_call is None:
         reach.logits.append(logits)
     else:
         reach.pairs.append(CallPair(call("get_top_tokens", example.top_tokens_call, 3), (logits,)))

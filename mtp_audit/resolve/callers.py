@@ -134,6 +134,7 @@ class Reach:
     logits: list[ModelCall] = field(default_factory=list)  # every compute_logits call reached
     other: list[str] = field(default_factory=list)  # other drafter methods it drafts with
     unfollowed: list[str] = field(default_factory=list)  # drafter references not followed: FILE:LINE: `code`
+    uncreatable: str = ""  # why its class statement (or a base's) raises TypeError: it is never made
 
     @property
     def reaches(self) -> bool:
@@ -192,6 +193,7 @@ class CallerIndex:
         self._selector_functions: list | None = None
         self._archs_of_type: dict[str, set[str]] = {}
         self._mros: dict[str, list[str]] = {}
+        self._uncreatable: dict[str, str] = {}  # class -> why its class statement raises TypeError (no C3 order)
         self._config_classes: list[_Class] | None = None
         self._functions: dict[str, tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef]] | None = None
         self._helpers: dict[str, Path] = {}  # module -> file of the caller folders not read yet (see _load)
@@ -722,11 +724,22 @@ class CallerIndex:
                 head = sequence[0]
                 if not any(head in s[1:] for s in sequences):
                     break
-            else:
-                return out + [c for s in sequences for c in s if c not in out]  # inconsistent: best effort
+            else:  # Python raises TypeError at the class statement: said by uncreatable(), each class kept once
+                cls = self.classes[qualname]
+                bases = ", ".join(base.rsplit(".", 1)[-1] for base in cls.bases)
+                self._uncreatable[qualname] = (
+                    f"{cls.file}:{cls.line}: class {cls.name} raises TypeError (no consistent method resolution "
+                    f"order for its bases {bases})"
+                )
+                return out + [c for s in sequences for c in s if c not in out]
             out.append(head)
             sequences = [s[1:] if s and s[0] == head else s for s in sequences]
         return out
+
+    def uncreatable(self, qualname: str) -> str | None:
+        """Why the class statement of ``qualname``, or of a class in its MRO, raises TypeError (no C3
+        order exists): Python never makes the class, so what its methods would call is not known."""
+        return next((self._uncreatable[c] for c in self._mro(qualname) if c in self._uncreatable), None)
 
     def prepare(self) -> None:
         """Follow every speculator's and proposer's drafting path (see ``reach``) and find the choosing
@@ -931,6 +944,10 @@ class _DraftingPath:
         self._pairs_walk = _Walk(node=lambda key: key[:2])  # (frame, node id, top): cut per call site
         self._nearest_walk = _Walk(node=lambda key: key[:2])
         self._parents: dict[_Frame, dict[int, ast.AST]] = {}
+        uncreatable = index.uncreatable(qualname)
+        if uncreatable is not None:  # never made: no path to follow, and the place named
+            self.result.uncreatable = uncreatable
+            return
         todo = [_Frame(hit[1].qualname, entry) for entry in ENTRY_POINTS if (hit := index._find(self.mro, entry))]
         while todo:
             frame = todo.pop()
