@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -96,3 +97,9 @@ def test_fix_fixture(case: Path, tmp_path: Path) -> None:
     if changed:
         rescan = run_cli("scan", str(tree), "--format", "json", "--fail-on", "missing_fixable")
         assert '"status": "missing_fixable"' not in rescan.stdout
+        written = [  # a method the fix wrote is a mirror of the compute_logits Python keeps
+            d
+            for d in json.loads(rescan.stdout)["drafters"]
+            if d["get_top_tokens"] and d["get_top_tokens"]["file"] in changed
+        ]
+        assert all(d["consistency"] == "mirror" for d in written), [(d["class"], d["reason"]) for d in written]

@@ -14,9 +14,10 @@ import ast
 import builtins
 import copy
 import symtable
+from collections.abc import Mapping
 
 import libcst as cst
-from libcst.metadata import PositionProvider
+from libcst.metadata import CodeRange, PositionProvider
 
 from ..classify.analysis import Insertion
 from ..cstnodes import nodes_of, parse_method
@@ -49,21 +50,43 @@ def factors(insertion: Insertion) -> bool:
     return factor_pre_head(compute_logits, set()) is not None
 
 
-def _class_nodes(module: cst.MetadataWrapper, insertions: list[Insertion]) -> dict[tuple[str, int], cst.ClassDef]:
+def _class_nodes(
+    module: cst.Module, positions: Mapping[cst.CSTNode, CodeRange], insertions: list[Insertion]
+) -> dict[tuple[str, int], cst.ClassDef]:
     """(name, line) of each planned class -> its node (a class is known by the line of its name)."""
-    positions = module.resolve(PositionProvider)
     wanted = {(i.target.name, i.target.line) for i in insertions}
     return {
         key: node
-        for node in nodes_of(module.module, cst.ClassDef)
+        for node in nodes_of(module, cst.ClassDef)
         if (key := (node.name.value, positions[node.name].start.line)) in wanted
     }
 
 
-def _own_compute_logits(node: cst.ClassDef) -> cst.FunctionDef | None:
+def _kept_compute_logits(node: cst.ClassDef) -> int | None:
+    """Where in the class body its compute_logits is: the last ``def`` of that name, the one Python
+    keeps (as ``anchor_statement``); None when it has none."""
+    body = node.body.body
     return next(
-        (s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "compute_logits"), None
+        (
+            i
+            for i in reversed(range(len(body)))
+            if isinstance(body[i], cst.FunctionDef) and body[i].name.value == "compute_logits"
+        ),
+        None,
     )
+
+
+def _own_compute_logits(
+    node: cst.ClassDef, insertion: Insertion, positions: Mapping[cst.CSTNode, CodeRange]
+) -> cst.FunctionDef | None:
+    """The class's compute_logits to factor: the one Python keeps, only when it is the method the
+    mirror is made from (a later binding of the name, or one under a condition, is not factored)."""
+    where = _kept_compute_logits(node)
+    if where is None or insertion.source.owner != insertion.target:
+        return None
+    found = node.body.body[where]
+    assert isinstance(found, cst.FunctionDef)
+    return found if positions[found.name].start.line == insertion.source.method.line else None
 
 
 class _Replace(cst.CSTTransformer):
@@ -81,10 +104,8 @@ class _Replace(cst.CSTTransformer):
         if not isinstance(updated_node.body, cst.IndentedBlock):
             raise UnsafeRewrite(f"class {updated_node.name.value} has a one-line body; add the method by hand")
         body = list(updated_node.body.body)
-        anchor = next(
-            (i for i, s in enumerate(body) if isinstance(s, cst.FunctionDef) and s.name.value == "compute_logits"),
-            len(body) - 1,
-        )
+        kept = _kept_compute_logits(updated_node)
+        anchor = len(body) - 1 if kept is None else kept
         if replacement is not None:
             body[anchor] = replacement.with_changes(leading_lines=body[anchor].leading_lines)
         body[anchor + 1 : anchor + 1] = [m.with_changes(leading_lines=[cst.EmptyLine(indent=False)]) for m in added]
@@ -105,7 +126,8 @@ def rewrite_factored(
     ended = ended_for(source, [c for c in module_classes(old_tree) if (c.name, c.lineno) in planned])
     module = cst.parse_module(ended)
     wrapper = cst.MetadataWrapper(module)
-    nodes = _class_nodes(wrapper, insertions)
+    positions = wrapper.resolve(PositionProvider)
+    nodes = _class_nodes(wrapper.module, positions, insertions)
     missing = [i for i in insertions if (i.target.name, i.target.line) not in nodes]
     if missing:
         raise UnsafeRewrite(
@@ -118,7 +140,7 @@ def rewrite_factored(
     for insertion in insertions:
         node = nodes[(insertion.target.name, insertion.target.line)]
         depth = class_depth(lines[insertion.target.line - 1])
-        own = _own_compute_logits(node) if insertion.source.owner == insertion.target else None
+        own = _own_compute_logits(node, insertion, positions)
         taken = {s.name.value for s in node.body.body if isinstance(s, cst.FunctionDef)}
         factored = factor_pre_head(own, taken) if own is not None else None
         if factored is not None and insertion.target in clashes:
@@ -214,7 +236,7 @@ def check_factored(rewrite: Rewrite, factored: set[str], old_tree: ast.Module | 
             spans_old += [_span(s) for s in old.body if isinstance(s, ast.FunctionDef) and s.name == "compute_logits"]
             spans_new += [_span(s) for s in compute_logits]
             scopes.check_helper_reads(old, new)
-            _inline_helper(compute_logits[0], helper)
+            _inline_helper(compute_logits[-1], helper)  # the one Python keeps, which the plan factored
         spans_new += [_span(s) for s in added]
     if rewrite.added_import:
         new_tree.body = [

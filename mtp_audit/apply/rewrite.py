@@ -61,8 +61,8 @@ class InsertTopTokens(cst.CSTTransformer):
             raise UnsafeRewrite(f"class {updated_node.name.value} has a one-line body; add the method by hand")
         body = list(updated_node.body.body)
         anchor = len(body) - 1  # a stand-in class holds the anchor statement alone
-        if len(body) > 1:
-            anchor = next((i for i, s in enumerate(body) if _is_compute_logits(s)), anchor)
+        if len(body) > 1:  # after the last compute_logits, the one Python keeps (as ``anchor_statement``)
+            anchor = next((i for i in reversed(range(len(body))) if _is_compute_logits(body[i])), anchor)
         body.insert(anchor + 1, method.with_changes(leading_lines=[cst.EmptyLine(indent=False)]))
         self.inserted.append(updated_node.name.value)
         return updated_node.with_changes(body=updated_node.body.with_changes(body=body))

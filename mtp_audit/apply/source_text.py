@@ -51,9 +51,14 @@ def with_final_newline(source: str) -> str:
 
 
 def anchor_statement(node: ast.ClassDef) -> ast.stmt:
-    """The statement of a class that a new method follows: ``compute_logits``, else the last one."""
+    """The statement of a class that a new method follows: its ``compute_logits`` (the last ``def`` of
+    that name, the one Python keeps), else the last statement."""
     return next(
-        (s for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == "compute_logits"),
+        (
+            s
+            for s in reversed(node.body)
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == "compute_logits"
+        ),
         node.body[-1],
     )
 
