@@ -90,3 +90,31 @@ def one_statement_per_line(statements: Sequence[cst.BaseStatement]) -> list[cst.
                 )
             )
     return out
+
+
+def methods_after(
+    block: cst.IndentedBlock, anchor: int, methods: Sequence[cst.FunctionDef], footer_ends_block: bool = True
+) -> cst.IndentedBlock:
+    """``block`` with ``methods`` right after its statement ``anchor``, each after a blank line.
+
+    Comment lines right below the anchor, up to a blank line, trail it and stay above the new
+    methods: in the next statement's leading lines, or in the block's footer when the anchor is
+    its last statement (there also when nothing follows them, if the footer ends the block: a
+    stand-in block cut before the next statement says it does not). The rest stays where it was.
+    """
+    body = list(block.body)
+    footer = list(block.footer)
+    last = anchor == len(body) - 1
+    below = footer if last else list(body[anchor + 1].leading_lines)
+    first_blank = next((i for i, line in enumerate(below) if line.comment is None), len(below))
+    trailing = first_blank if first_blank < len(below) or (last and footer_ends_block) else 0
+    if last:
+        footer = below[trailing:]
+    else:
+        body[anchor + 1] = body[anchor + 1].with_changes(leading_lines=below[trailing:])
+    blank = cst.EmptyLine(indent=False)
+    body[anchor + 1 : anchor + 1] = [
+        method.with_changes(leading_lines=[*(below[:trailing] if position == 0 else ()), blank])
+        for position, method in enumerate(methods)
+    ]
+    return block.with_changes(body=body, footer=footer)

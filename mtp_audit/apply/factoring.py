@@ -20,7 +20,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, PositionProvider
 
 from ..classify.analysis import Insertion
-from ..cstnodes import nodes_of, parse_method
+from ..cstnodes import methods_after, nodes_of, parse_method
 from ..index.prefilter import physical_lines
 from ..model import ClassKey
 from ..synthesize.answers import mirror_text
@@ -108,8 +108,7 @@ class _Replace(cst.CSTTransformer):
         anchor = len(body) - 1 if kept is None else kept
         if replacement is not None:
             body[anchor] = replacement.with_changes(leading_lines=body[anchor].leading_lines)
-        body[anchor + 1 : anchor + 1] = [m.with_changes(leading_lines=[cst.EmptyLine(indent=False)]) for m in added]
-        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
+        return updated_node.with_changes(body=methods_after(updated_node.body.with_changes(body=body), anchor, added))
 
 
 def rewrite_factored(

@@ -15,7 +15,7 @@ import libcst as cst
 from libcst.metadata import PositionProvider
 
 from ..classify.analysis import Insertion
-from ..cstnodes import nodes_of, parse_method
+from ..cstnodes import methods_after, nodes_of, parse_method
 from ..index.prefilter import physical_lines
 from ..synthesize.answers import mirror_text
 from ..synthesize.conventions import follow_annotation_style
@@ -45,9 +45,10 @@ class InsertTopTokens(cst.CSTTransformer):
     module costs more than parsing it).
     """
 
-    def __init__(self, methods: dict[int, cst.FunctionDef]):
+    def __init__(self, methods: dict[int, cst.FunctionDef], footer_ends_class: bool = True):
         super().__init__()
         self.methods = methods  # id(original ClassDef) -> method
+        self.footer_ends_class = footer_ends_class  # False: a stand-in class cut before the next statement
         self.inserted: list[str] = []
 
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -63,9 +64,10 @@ class InsertTopTokens(cst.CSTTransformer):
         anchor = len(body) - 1  # a stand-in class holds the anchor statement alone
         if len(body) > 1:  # after the last compute_logits, the one Python keeps (as ``anchor_statement``)
             anchor = next((i for i in reversed(range(len(body))) if _is_compute_logits(body[i])), anchor)
-        body.insert(anchor + 1, method.with_changes(leading_lines=[cst.EmptyLine(indent=False)]))
         self.inserted.append(updated_node.name.value)
-        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
+        return updated_node.with_changes(
+            body=methods_after(updated_node.body, anchor, [method], self.footer_ends_class)
+        )
 
 
 def _is_compute_logits(statement: cst.BaseStatement) -> bool:
@@ -142,8 +144,9 @@ def _first_line(node: ast.stmt) -> int:
     return min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))]) - 1
 
 
-def _anchor_piece(lines: list[str], node: ast.ClassDef) -> tuple[int, int, str]:
-    """The lines the transformer needs, and the header that makes them a class of their own.
+def _anchor_piece(lines: list[str], node: ast.ClassDef) -> tuple[int, int, str, bool]:
+    """The lines the transformer needs, the header that makes them a class of their own, and
+    whether they end the class.
 
     The new method goes right after ``compute_logits`` (else after the last statement), so only
     that statement is parsed, inside a stand-in class, through to where the next statement
@@ -152,12 +155,31 @@ def _anchor_piece(lines: list[str], node: ast.ClassDef) -> tuple[int, int, str]:
     """
     body = node.body
     if body[0].lineno == node.lineno:
-        return _first_line(node), node.end_lineno or node.lineno, ""
+        return _first_line(node), node.end_lineno or node.lineno, "", True
     anchor = body.index(anchor_statement(node))
     first = _first_line(body[anchor])
-    end = _first_line(body[anchor + 1]) if anchor + 1 < len(body) else node.end_lineno or node.lineno
+    last = anchor + 1 == len(body)
+    end = _trailing_comments_end(lines, node) if last else _first_line(body[anchor + 1])
     newline = lines[first][len(lines[first].rstrip("\r\n")) :] or "\n"
-    return first, end, "class _:" + newline
+    return first, end, "class _:" + newline, last
+
+
+def _trailing_comments_end(lines: list[str], node: ast.ClassDef) -> int:
+    """Where the class ends with the comment lines indented into its body that follow its last
+    statement (the ast's end leaves them out): they trail that statement, and stay above a method
+    added after it."""
+    header = lines[node.lineno - 1]
+    indent = header[: len(header) - len(header.lstrip(" \t"))]
+    end = node.end_lineno or node.lineno
+    for number in range(end, len(lines)):
+        text = lines[number].rstrip("\r\n")
+        stripped = text.lstrip(" \t")
+        if not stripped:
+            continue
+        if not (stripped.startswith("#") and text.startswith(indent) and len(text) - len(stripped) > len(indent)):
+            break
+        end = number + 1
+    return end
 
 
 def _by_class(
@@ -167,10 +189,10 @@ def _by_class(
     position = 0
     inserted: list[str] = []
     for insertion in sorted(insertions, key=lambda i: i.target.line):
-        first, end, header = _anchor_piece(lines, classes[(insertion.target.name, insertion.target.line)])
+        first, end, header, ends = _anchor_piece(lines, classes[(insertion.target.name, insertion.target.line)])
         text = header + "".join(lines[first:end])
         piece = cst.parse_module(text)
-        transformer = InsertTopTokens({id(piece.body[-1]): mirrors[insertion.target]})
+        transformer = InsertTopTokens({id(piece.body[-1]): mirrors[insertion.target]}, ends)
         new_piece = piece.visit(transformer).code + dropped_tail(text, piece)
         assert new_piece.startswith(header)
         out.append("".join(lines[position:first]))
