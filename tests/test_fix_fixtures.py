@@ -29,6 +29,28 @@ def _ruff_clean(data: bytes) -> bool:
     return result.returncode == 0
 
 
+def _imports_sorted(data: bytes) -> bool:
+    """ruff's isort check (I001) passes, vllm first-party as in vLLM's own configuration."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ruff",
+            "check",
+            "--isolated",
+            "--select",
+            "I",
+            "--config",
+            "lint.isort.known-first-party = ['vllm']",
+            "-",
+        ],
+        input=data,
+        capture_output=True,
+        check=False,
+    )
+    return result.returncode == 0
+
+
 def _undefined_names(data: bytes) -> str:
     """ruff's F821 findings in a written file (empty: none), e.g. ``torch`` named and never imported."""
     result = subprocess.run(
@@ -85,6 +107,8 @@ def test_fix_fixture(case: Path, tmp_path: Path) -> None:
         assert after[path] == expected[path], path
         if _ruff_clean(before[path]):
             assert _ruff_clean(after[path]), f"{path} is no longer ruff-format clean"
+        if _imports_sorted(before[path]):
+            assert _imports_sorted(after[path]), f"{path}: its imports are no longer sorted as isort sorts them"
         if not _undefined_names(before[path]):
             assert not _undefined_names(after[path]), f"{path}: {_undefined_names(after[path])}"
 

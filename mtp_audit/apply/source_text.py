@@ -8,8 +8,10 @@ bytes libcst drops when it writes a module back.
 from __future__ import annotations
 
 import ast
+import sys
 
 import libcst as cst
+import libcst.helpers
 import libcst.matchers as m
 
 from ..index.prefilter import physical_lines
@@ -156,15 +158,76 @@ def with_torch_import(source: str, methods: list[cst.FunctionDef], binds_torch: 
     Rare in vLLM, so the codemod machinery is imported here."""
     if binds_torch or not any(uses_torch(method) for method in methods):
         return source, False
-    from libcst.codemod import CodemodContext
-    from libcst.codemod.visitors import AddImportsVisitor
-
-    context = CodemodContext()
-    AddImportsVisitor.add_needed_import(context, "torch")
     module = cst.parse_module(source)
-    added = _spaced_as_ruff_formats(module, AddImportsVisitor(context).transform_module(module))
+    added = _sorted_among_imports(module)
+    if added is None:  # no import to sort it among: the codemod's place, spaced as ruff formats
+        from libcst.codemod import CodemodContext
+        from libcst.codemod.visitors import AddImportsVisitor
+
+        context = CodemodContext()
+        AddImportsVisitor.add_needed_import(context, "torch")
+        added = _spaced_as_ruff_formats(module, AddImportsVisitor(context).transform_module(module))
     new_source = added.code + dropped_tail(source, module)
     return new_source, new_source != source
+
+
+_FUTURE, _STANDARD, _THIRD_PARTY, _FIRST_PARTY, _LOCAL = range(5)  # isort's sections, in order
+_TORCH = (_THIRD_PARTY, 0, "torch")
+
+
+def _import_key(statement: cst.BaseStatement) -> tuple[int, int, str] | None:
+    """Where isort (ruff's defaults) sorts a one-import line: its section, ``import x`` (0) before
+    ``from x import`` (1), then the module; None for any other statement."""
+    if not m.matches(statement, m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])):
+        return None
+    node = statement.body[0]  # type: ignore[attr-defined]
+    if isinstance(node, cst.ImportFrom) and node.relative:
+        return (_LOCAL, 1, "")
+    name = cst.helpers.get_full_name_for_node(node.module if isinstance(node, cst.ImportFrom) else node.names[0].name)
+    top = (name or "").split(".")[0]
+    section = (
+        _FUTURE
+        if top == "__future__"
+        else _STANDARD
+        if top in sys.stdlib_module_names
+        else _FIRST_PARTY
+        if top == "vllm"
+        else _THIRD_PARTY
+    )
+    return (section, int(isinstance(node, cst.ImportFrom)), (name or "").lower())
+
+
+def _sorted_among_imports(module: cst.Module) -> cst.Module | None:
+    """``module`` with ``import torch`` where isort puts it among the imports that open the module (in
+    the third-party section: before ``from torch import ...``; a section of its own between the
+    standard library's and vLLM's when there is none); None when the module opens with no import."""
+    body = list(module.body)
+    start = 1 if body and m.matches(body[0], DOCSTRING) else 0
+    region: list[tuple[int, tuple[int, int, str]]] = []
+    for index in range(start, len(body)):
+        key = _import_key(body[index])
+        if key is None:
+            break
+        region.append((index, key))
+    if not region:
+        return None
+    line = cst.SimpleStatementLine(body=[cst.Import(names=[cst.ImportAlias(name=cst.Name("torch"))])])
+    third = [(i, key) for i, key in region if key[0] == _THIRD_PARTY]
+    before = next((i for i, key in third if key > _TORCH), None) if third else None
+    if third and before is None:  # last of its section
+        body.insert(third[-1][0] + 1, line)
+    elif before is not None or not any(key[0] < _THIRD_PARTY for _, key in region):
+        at = before if before is not None else region[0][0]  # it opens the section, or the imports
+        displaced = body[at]
+        body[at] = displaced.with_changes(leading_lines=[] if before is not None else [cst.EmptyLine()])
+        body.insert(at, line.with_changes(leading_lines=displaced.leading_lines))
+    else:  # a section of its own, after the standard library's
+        after = max(i for i, key in region if key[0] < _THIRD_PARTY)
+        body.insert(after + 1, line.with_changes(leading_lines=[cst.EmptyLine()]))
+        following = body[after + 2] if after + 2 < len(body) else None
+        if following is not None and _import_key(following) is not None and not following.leading_lines:
+            body[after + 2] = following.with_changes(leading_lines=[cst.EmptyLine()])
+    return module.with_changes(body=body)
 
 
 def _spaced_as_ruff_formats(old: cst.Module, new: cst.Module) -> cst.Module:
