@@ -173,6 +173,13 @@ def with_torch_import(source: str, methods: list[cst.FunctionDef], binds_torch: 
 
 _FUTURE, _STANDARD, _THIRD_PARTY, _FIRST_PARTY, _LOCAL = range(5)  # isort's sections, in order
 _TORCH = (_THIRD_PARTY, 0, "torch")
+_IMPORTS_TORCH = m.SimpleStatementLine(
+    body=[
+        m.ZeroOrMore(),
+        m.Import(names=[m.ZeroOrMore(), m.ImportAlias(name=m.Name("torch"), asname=None), m.ZeroOrMore()]),
+        m.ZeroOrMore(),
+    ]
+)
 
 
 def _import_key(statement: cst.BaseStatement) -> tuple[int, int, str] | None:
@@ -202,6 +209,8 @@ def _sorted_among_imports(module: cst.Module) -> cst.Module | None:
     the third-party section: before ``from torch import ...``; a section of its own between the
     standard library's and vLLM's when there is none); None when the module opens with no import."""
     body = list(module.body)
+    if any(m.matches(statement, _IMPORTS_TORCH) for statement in body):
+        return module  # imported, then bound to something else: not imported twice (as the codemod does)
     start = 1 if body and m.matches(body[0], DOCSTRING) else 0
     region: list[tuple[int, tuple[int, int, str]]] = []
     for index in range(start, len(body)):
