@@ -58,11 +58,6 @@ from .mod import \\
 if TYPE_CHECKING:
     from heavy import Never
 
-try:
-    import optional
-except ImportError:
-    optional = None
-
 
 def lazy():
     import inside
@@ -92,6 +87,7 @@ def test_line_scanner_reads_every_form() -> None:
         "if TYPE_CHECKING:\n    pass\nelse:\n    import runtime\n",
         "with suppress(ImportError):\n    import maybe\n",
         "raise ImportError('never importable')\n",
+        "try:\n    import optional\nexcept ImportError:\n    optional = None\n",  # which handler stops what
     ],
 )
 def test_line_scanner_leaves_blocks_to_the_interpreter(block: str) -> None:
@@ -222,3 +218,27 @@ def test_a_drafter_whose_base_module_does_not_parse_has_no_platform(tmp_path: Pa
     run = run_cli("scan", str(tree), "--format", "json")
     assert run.returncode == 2
     assert "error: vllm/model_executor/models/broken_base.py: syntax error, line 8: expected ':'" in run.stderr
+
+
+def test_handled_imports_that_import_each_other_end(tmp_path: Path) -> None:
+    """Two modules whose ``try`` imports reach each other: the walk through a handled import comes back
+    to a module whose import is under way, which Python finds partly run, so the cycle ends; the
+    raising package behind one of them still fails the chain on XPU, as ``except ImportError`` does not
+    stop ``NotImplementedError``."""
+    tree = build_tree(FIXTURES / "scan" / "import_chain_handlers", tmp_path / "tree")
+    models = tree / "vllm" / "model_executor" / "models"
+    (models / "first_helpers.py").write_text(
+        "try:\n    from . import second_helpers\nexcept ImportError:\n    second_helpers = None\n"
+    )
+    (models / "second_helpers.py").write_text(
+        "try:\n    from . import first_helpers\nexcept ImportError:\n    first_helpers = None\n\n"
+        "from .handler_helpers import fused_norm\n"
+    )
+    (models / "handler_mtp.py").write_text(
+        (models / "handler_mtp.py").read_text().replace(".handler_helpers import fused_norm", ".first_helpers import *")
+    )
+    result, _, _ = scan(locate(tree))
+    handler = next(r for r in result.records if r.cls == "HandlerMTP")
+    assert "xpu" not in handler.platforms
+    assert [u.platform for u in handler.unavailable_on] == ["xpu"]
+    assert "vllm/kernels/__init__.py: import raises NotImplementedError (line 6)" in handler.unavailable_on[0].reason

@@ -7,16 +7,20 @@ drafter, as when the drafter's own package raises.
 
 Only top-level code runs at import, and an import chain reaches hundreds of
 modules, so their import facts are read cheaply. Most modules import at
-column 0 only (plus ``if TYPE_CHECKING:`` and ``try`` blocks) and raise
+column 0 only (plus ``if TYPE_CHECKING:`` blocks) and raise
 nothing at top level: a line scanner reads their imports. The others are
 cut to their imports, raises and top-level blocks (line numbers kept),
 parsed with CPython's ``ast`` and run per platform for imports and raises
 alone, conditions evaluated as ``platforms.evaluate`` does; if the cut does
 not parse (a column-0 line inside a multi-line string), the whole file is.
 
-Conservative where Python's behaviour is not known statically: an import or
-raise under a condition that cannot be evaluated, in a loop, or inside a
-``try`` with handlers or a ``with`` whose manager may swallow it (any but
+An import inside a ``try`` raises through it unless one of its handlers may
+catch what the import's chain raises, by the built-in exception hierarchy
+(``except ImportError`` lets ``NotImplementedError`` through; a handler that
+surely re-raises stops nothing; one naming a class the tool cannot place may
+stop anything). Conservative where Python's behaviour is not known
+statically: an import or raise under a condition that cannot be evaluated, in
+a loop, or inside a ``with`` whose manager may swallow it (any but
 ``warnings.catch_warnings()``, ``torch.no_grad()`` and the like) does not count;
 nor does a dependency that does not parse (its own error is reported when it
 is a drafter's module or package).
@@ -37,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from ..model import PLATFORMS, ChainAnswers
 from .ast_tools import absolute_module, match_as_if, walk_statements
-from .interpreter import _raise_reason, failed_assert, suppressed
+from .interpreter import _raise_reason, catches, caught_names, failed_assert, raised_name, suppressed
 from .platforms import PLATFORM, evaluate
 
 if TYPE_CHECKING:
@@ -56,9 +60,7 @@ _TOP_LEVEL = re.compile(  # a column-0 import with its names, or a column-0 bloc
 )
 _COMMENT = re.compile(r"#[^\n]*")
 _GETATTR = re.compile(r"^(?:async[ \t]+)?def[ \t]+__getattr__\b", re.MULTILINE)  # a module-level one, at column 0
-_NOT_RUN = re.compile(
-    r"(?:if[ \t]+TYPE_CHECKING[ \t]*:[ \t]*(?:#.*)?$|try[ \t]*:|except\b)"
-)  # blocks whose imports never raise out
+_NOT_RUN = re.compile(r"if[ \t]+TYPE_CHECKING[ \t]*:[ \t]*(?:#.*)?$")  # a block whose imports never run
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,9 @@ class ImportStatement:
     names: tuple[str, ...]
     line: int
     text: str = ""  # the names as written, when the line scanner read the statement: parsed on demand
+    # what the handlers of the ``try`` statements around it catch (each ``except``'s names; ``()`` for a
+    # bare one), those that surely re-raise left out: what it raises through its chain may stop there
+    caught: tuple[tuple[str, ...], ...] = ()
 
     def imported(self) -> tuple[str, ...]:
         """The names after ``import`` (``as`` aliases dropped)."""
@@ -147,9 +152,9 @@ def _plain_imports(source: str, module: str, is_package: bool) -> list[ImportSta
     raises; None when a condition, a loop, a ``with`` or a top-level ``raise`` needs the interpreter.
 
     By indentation: a statement at column 0 is top-level; an indented one belongs to the column-0
-    statement above it. So if no column-0 statement is a block other than a definition, ``if
-    TYPE_CHECKING:`` (never run) or ``try``/``except`` (whose imports may be caught), every import
-    that runs is at column 0 and nothing raises.
+    statement above it. So if no column-0 statement is a block other than a definition or ``if
+    TYPE_CHECKING:`` (never run), every import that runs is at column 0 and nothing raises (a ``try``
+    needs the interpreter: which of its handlers stops what its imports raise).
     """
     statements = []
     shift = source[:1] != "\n"  # the scan starts at a newline
@@ -230,8 +235,11 @@ class _TopLevel:
         """For ``platforms.evaluate``: only aliases of current_platform (the cut keeps no other binding)."""
         return PLATFORM if name in self.aliases else None
 
-    def run(self, statements: list[ast.stmt], guarded: bool) -> tuple[list[ImportStatement], str | None]:
-        """The imports that surely run, in order, and why the block raises (None: it does not)."""
+    def run(
+        self, statements: list[ast.stmt], guarded: bool, caught: tuple[tuple[str, ...], ...] = ()
+    ) -> tuple[list[ImportStatement], str | None]:
+        """The imports that surely run, in order, and why the block raises (None: it does not).
+        ``caught``: what the handlers of the ``try`` statements around the block catch."""
         imports: list[ImportStatement] = []
         for node in statements:
             error = None
@@ -240,28 +248,29 @@ class _TopLevel:
                     self.aliases.update(a.asname for a in node.names if a.name == PLATFORM and a.asname)
                 error = None if guarded else self.beyond(node)
                 if not guarded and not error:
-                    imports.append(self.statement(node))
+                    imports.append(self.statement(node, caught))
             elif isinstance(node, ast.If):
-                sub, error = self.branch(node, guarded)
+                sub, error = self.branch(node, guarded, caught)
                 imports.extend(sub)
             elif isinstance(node, ast.Try):
-                sub, error = self.run(node.body, guarded or bool(node.handlers))
+                handlers = tuple(caught_names(h.type) for h in node.handlers if not _reraises(h))
+                sub, error = self.run(node.body, guarded, (*caught, *handlers))
                 imports.extend(sub)
-                if error and node.handlers:
+                if error and any(catches(names, raised_name(error)) is not False for names in handlers):
                     error = None  # a handler may catch it
                 elif not error:
                     for block in (node.orelse, node.finalbody):
-                        sub, error = self.run(block, guarded)
+                        sub, error = self.run(block, guarded, caught)
                         imports.extend(sub)
                         if error:
                             break
             elif isinstance(node, (ast.With, ast.AsyncWith)):
                 quiet = suppressed(node.items, {}) is None  # a manager the tool knows lets what it raises by
-                sub, error = self.run(node.body, guarded or not quiet)
+                sub, error = self.run(node.body, guarded or not quiet, caught)
                 imports.extend(sub)
                 error = error if quiet else None
             elif isinstance(node, ast.Match):
-                sub, error = self.run(match_as_if(node), guarded)
+                sub, error = self.run(match_as_if(node), guarded, caught)
                 imports.extend(sub)
             elif isinstance(node, ast.Raise) and not guarded:
                 error = _raise_reason(node, _Lines())  # type: ignore[arg-type]
@@ -281,23 +290,32 @@ class _TopLevel:
             return None
         return f"import raises ImportError (line {node.lineno}): attempted relative import beyond top-level package"
 
-    def branch(self, node: ast.If, guarded: bool) -> tuple[list[ImportStatement], str | None]:
+    def branch(
+        self, node: ast.If, guarded: bool, caught: tuple[tuple[str, ...], ...]
+    ) -> tuple[list[ImportStatement], str | None]:
         truth = evaluate(node.test, self.platform, lookup=self.lookup)
         if truth is not None:
-            return self.run(node.body if truth else node.orelse, guarded)
-        taken, taken_error = self.run(node.body, guarded)
-        skipped, skipped_error = self.run(node.orelse, guarded)
+            return self.run(node.body if truth else node.orelse, guarded, caught)
+        taken, taken_error = self.run(node.body, guarded, caught)
+        skipped, skipped_error = self.run(node.orelse, guarded, caught)
         if taken_error and skipped_error:
             return [], taken_error
         if taken_error or skipped_error:  # undecidable: assume Python takes the branch that does not raise
             return (skipped if taken_error else taken), None
         return [i for i in taken if i in skipped], None  # only what runs either way
 
-    def statement(self, node: ast.Import | ast.ImportFrom) -> ImportStatement:
+    def statement(self, node: ast.Import | ast.ImportFrom, caught: tuple[tuple[str, ...], ...]) -> ImportStatement:
         if isinstance(node, ast.Import):
-            return ImportStatement("", tuple(alias.name for alias in node.names), node.lineno)
+            return ImportStatement("", tuple(alias.name for alias in node.names), node.lineno, caught=caught)
         origin = absolute_module(self.module, self.is_package, node.level, node.module)
-        return ImportStatement(origin, tuple(a.name for a in node.names if a.name != "*"), node.lineno)
+        names = tuple(a.name for a in node.names if a.name != "*")
+        return ImportStatement(origin, names, node.lineno, caught=caught)
+
+
+def _reraises(handler: ast.ExceptHandler) -> bool:
+    """Does the handler surely raise (a ``raise`` among its top-level statements: at module level
+    nothing before it can leave the handler but by raising)? Then it stops nothing."""
+    return any(isinstance(statement, ast.Raise) for statement in handler.body)
 
 
 @dataclass(frozen=True)
@@ -312,6 +330,7 @@ class Step:
     # imports t``); a step whose ``lazy`` is set stands for ``from m import X`` asking ``m.__getattr__``
     via: str = ""
     lazy: bool = False
+    caught: tuple[tuple[str, ...], ...] = ()  # the handlers around the import (``ImportStatement.caught``)
 
 
 class ImportChains:
@@ -330,6 +349,7 @@ class ImportChains:
         self.described: ChainAnswers = {}
         self._edges_of: dict[tuple[str, int], tuple[list[ImportStatement], list[Step]]] = {}
         self._first_raise: dict[tuple[str, str], str | None] = {}
+        self._entered: set[tuple[str, str]] = set()  # (module, platform) walks under way through a handled import
 
     def error(self, module: str, platform: str) -> str | None:
         """Why importing ``module`` on ``platform`` raises, itself or through what it imports; None
@@ -392,7 +412,7 @@ class ImportChains:
 
     def __getstate__(self) -> dict:
         return {
-            k: v for k, v in self.__dict__.items() if k not in ("index", "_edges_of", "_first_raise")
+            k: v for k, v in self.__dict__.items() if k not in ("index", "_edges_of", "_first_raise", "_entered")
         }  # handed between processes
 
     def _edges(self, module: str, platform: str) -> list[Step]:
@@ -424,6 +444,7 @@ class ImportChains:
                 target.a,
                 step.line,
                 f"{name} from {origin}, whose __getattr__ ({where}) imports {target.a}",
+                caught=step.caught,
             )
             for target in facts.bindings.get(platform, {}).get(name, [])
             if target.kind in ("import", "module") and not target.when and self._in_tree(target.a)
@@ -434,18 +455,19 @@ class ImportChains:
         if "." in module:
             steps.append(Step(module, module.rsplit(".", 1)[0], None))
         for statement in statements:
+            line, caught = statement.line, statement.caught
             if not statement.module:  # import a, b.c
-                steps.extend(Step(module, name, statement.line) for name in statement.names)
+                steps.extend(Step(module, name, line, caught=caught) for name in statement.names)
                 continue
-            steps.append(Step(module, statement.module, statement.line))
+            steps.append(Step(module, statement.module, line, caught=caught))
             found = self.index.locate(statement.module)
             lazy = found is not None and self._has_getattr(statement.module)
             if found is not None and (found[1] or lazy):  # ``from pkg import sub`` imports pkg.sub
                 for name in statement.imported():
                     if self.index.is_module(f"{statement.module}.{name}"):
-                        steps.append(Step(module, f"{statement.module}.{name}", statement.line))
+                        steps.append(Step(module, f"{statement.module}.{name}", line, caught=caught))
                     elif lazy:  # which module ``__getattr__`` imports for it may differ by platform
-                        steps.append(Step(module, f"{statement.module}.{name}", statement.line, lazy=True))
+                        steps.append(Step(module, f"{statement.module}.{name}", line, lazy=True, caught=caught))
         return steps
 
     def _has_getattr(self, module: str) -> bool:
@@ -467,7 +489,8 @@ class ImportChains:
     ) -> Iterator[tuple[tuple[Step, ...], Step]]:
         """Each top-level import step from ``start`` on, depth first in the order the imports run, with the
         steps before it: once per module of the tree (``visited`` fills with them, ``start`` first), none
-        into ``skipped``. The caller stops where it finds what it looks for; a step is entered after it."""
+        into ``skipped``. The caller stops where it finds what it looks for; a step is entered after it,
+        unless a ``try`` handles what it raises (``caught``): the caller walks those itself."""
         visited.add(start)
         path: list[Step] = []  # the steps to the module whose edges are on top of ``stack``
         stack = [iter(self._edges(start, platform))]
@@ -480,6 +503,9 @@ class ImportChains:
                 continue
             target = step.target
             if target in visited or target in skipped or not self._in_tree(target):
+                continue
+            if step.caught:
+                yield tuple(path), step
                 continue
             visited.add(target)
             yield tuple(path), step
@@ -498,6 +524,12 @@ class ImportChains:
         visited: set[str] = set()
         chain: tuple[Step, ...] | None = None
         for path, step in self._depth_first(start, platform, visited, importable):
+            if step.caught:
+                escaping = self._escaping(step, platform)
+                if escaping is not None:
+                    chain = (*path, step, *escaping)
+                    break
+                continue
             if step.target in failing:
                 chain = (*path, step, *failing[step.target])
                 break
@@ -510,6 +542,26 @@ class ImportChains:
         for position, step in enumerate(chain):  # every module on the chain reaches the same raise
             failing.setdefault(step.module, chain[position:])
         return chain
+
+    def _escaping(self, step: Step, platform: str) -> tuple[Step, ...] | None:
+        """The chain by which an import inside a ``try`` raises what none of its handlers may catch (by the
+        built-in exception hierarchy: ``except ImportError`` does not stop ``NotImplementedError``); None
+        when it does not raise, or a handler may catch it. A module whose import is under way when its
+        import comes round again is found partly run, as Python finds it: that import does not raise."""
+        key = (step.target, platform)
+        if key in self._entered:
+            return None
+        self._entered.add(key)
+        try:
+            chain = self._walk(step.target, platform)
+        finally:
+            self._entered.discard(key)
+        if chain is None:
+            return None
+        facts = self.index.import_facts(chain[-1].target if chain else step.target)
+        assert facts is not None
+        raised = raised_name(facts.errors[platform])
+        return None if any(catches(names, raised) is not False for names in step.caught) else chain
 
     def _describe(self, start: str, chain: tuple[Step, ...], platform: str, own: str = "") -> str:
         if not own:

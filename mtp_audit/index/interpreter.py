@@ -189,7 +189,7 @@ class _Interpreter:
             return False
         lines = tuple(self.text.line(node.body[i]) for i in positions)
         imports = tuple(self.imported(node.body[i]) for i in positions)  # type: ignore[arg-type]
-        handlers = tuple(_caught_names(h.type) for h in node.handlers)
+        handlers = tuple(caught_names(h.type) for h in node.handlers)
         ran = self.fork()
         ran.run(node.body)
         ran.run(node.orelse)
@@ -504,7 +504,7 @@ def _catching(handlers: list[ast.ExceptHandler], raised: str | None) -> list[ast
     """The handlers that may run for ``raised``, in order, up to the first that surely catches it."""
     out = []
     for handler in handlers:
-        caught = catches(_caught_names(handler.type), raised)
+        caught = catches(caught_names(handler.type), raised)
         if caught is not False:
             out.append(handler)
         if caught:
@@ -512,7 +512,7 @@ def _catching(handlers: list[ast.ExceptHandler], raised: str | None) -> list[ast
     return out
 
 
-def _caught_names(node: ast.expr | None) -> tuple[str, ...]:
+def caught_names(node: ast.expr | None) -> tuple[str, ...]:
     """The exception names an ``except`` clause names (``()``: a bare ``except``, which catches all)."""
     if node is None:
         return ()
