@@ -60,7 +60,7 @@ class InsertTopTokens(cst.CSTTransformer):
             return updated_node
         if not isinstance(updated_node.body, cst.IndentedBlock):
             raise UnsafeRewrite(f"class {updated_node.name.value} has a one-line body; add the method by hand")
-        body = list(updated_node.body.body)
+        body = updated_node.body.body
         anchor = len(body) - 1  # a stand-in class holds the anchor statement alone
         if len(body) > 1:  # after the last compute_logits, the one Python keeps (as ``anchor_statement``)
             anchor = next((i for i in reversed(range(len(body))) if _is_compute_logits(body[i])), anchor)

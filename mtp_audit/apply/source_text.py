@@ -11,8 +11,8 @@ import ast
 import sys
 
 import libcst as cst
-import libcst.helpers
 import libcst.matchers as m
+from libcst.helpers import get_full_name_for_node
 
 from ..index.prefilter import physical_lines
 from ..patterns import DOCSTRING
@@ -152,10 +152,10 @@ def late_torch(tree: ast.Module, placed: list[tuple[str, int, cst.FunctionDef]])
 
 
 def with_torch_import(source: str, methods: list[cst.FunctionDef], binds_torch: bool) -> tuple[str, bool]:
-    """``source`` (the rewritten file) with ``import torch`` added by libcst's
-    ``AddImportsVisitor`` where the module does not bind torch and a new method evaluates it, and whether it
-    added one: it adds none where the module imports torch already (then bound to something else later).
-    Rare in vLLM, so the codemod machinery is imported here."""
+    """``source`` (the rewritten file) with ``import torch`` where the module does not bind torch and a new
+    method evaluates it, and whether it added one: sorted among the module's opening imports as isort sorts
+    them, else where libcst's ``AddImportsVisitor`` puts it; none where the module imports torch already
+    (then bound to something else later). Rare in vLLM, so the codemod machinery is imported here."""
     if binds_torch or not any(uses_torch(method) for method in methods):
         return source, False
     module = cst.parse_module(source)
@@ -190,7 +190,7 @@ def _import_key(statement: cst.BaseStatement) -> tuple[int, int, str] | None:
     node = statement.body[0]  # type: ignore[attr-defined]
     if isinstance(node, cst.ImportFrom) and node.relative:
         return (_LOCAL, 1, "")
-    name = cst.helpers.get_full_name_for_node(node.module if isinstance(node, cst.ImportFrom) else node.names[0].name)
+    name = get_full_name_for_node(node.module if isinstance(node, cst.ImportFrom) else node.names[0].name)
     top = (name or "").split(".")[0]
     section = (
         _FUTURE
