@@ -613,8 +613,13 @@ def test_branched_heads_are_judged_when_the_arms_agree(arms, other_head, other_h
         ("if self.debug:\n    print(logits.shape)\nreturn logits", "other", "line 4: `print(logits.shape)`"),
         (
             "if self.keep is not None:\n    logits = torch.where(self.keep, logits, -1e4)\nreturn logits",
+            "mask",
+            "line 4: `torch.where(self.keep, logits, -1e4)`",
+        ),
+        (
+            "if self.scale is not None:\n    logits = logits * self.scale\nreturn logits",
             "other",
-            "line 4: `logits = torch.where(self.keep, logits, -1e4)`",
+            "line 4: `logits = logits * self.scale`",
         ),
         (
             "kept = logits\nif self.banned is not None:\n    kept[:, self.banned] = -1e4\nreturn logits",

@@ -394,6 +394,15 @@ SCATTER = m.Call(
 SUBSCRIPT_STORE = m.Assign(targets=[m.ZeroOrMore(), m.AssignTarget(target=m.Subscript()), m.ZeroOrMore()])
 TANH = m.Call(func=m.Attribute(attr=m.Name("tanh")) | m.Name("tanh"))
 PLAIN_ALIAS = m.Assign(targets=[m.AtLeastN(m.AssignTarget(target=m.Name()), n=1)], value=m.Name())
+# ``out = logits.clone()`` (``.contiguous()``, ``.detach()``): the same values, in a tensor of its own
+COPY_ALIAS = m.Assign(
+    targets=[m.AtLeastN(m.AssignTarget(target=m.Name()), n=1)],
+    value=m.Call(
+        func=m.Attribute(value=m.Name(), attr=m.Name("contiguous") | m.Name("clone") | m.Name("detach")), args=[]
+    ),
+)
+# ``torch.where(cond, logits, float("-inf"))``: the logits where ``cond`` holds, another value elsewhere
+WHERE_CALL = m.Call(func=m.Attribute(value=m.Name("torch"), attr=m.Name("where")), args=[m.Arg(), m.Arg(), m.Arg()])
 
 
 def _assigned_name(statement: cst.BaseStatement) -> str | None:
@@ -447,13 +456,20 @@ class _Flow:
         while grown:
             before = len(self.aliases)
             for alias in candidates:
-                if m.matches(alias, PLAIN_ALIAS) and alias.value.value in self.aliases:  # type: ignore[attr-defined]
+                if self._aliasing(alias):
                     self.aliases |= {t.target.value for t in alias.targets}  # type: ignore[attr-defined]
             grown = len(self.aliases) > before
         returned = {r.value.value for r in candidates if m.matches(r, m.Return(value=m.Name()))}  # type: ignore[attr-defined]
         self.holders = self.aliases | returned
         self.changes = [n for n in candidates if self._changes(n)]
         self.others = [n for n in candidates if n not in self.changes and not self._returns_holder(n)]
+
+    def _aliasing(self, statement: cst.CSTNode) -> bool:
+        """``out = logits`` or ``out = logits.clone()``: ``out`` holds the logits' values (a copy is
+        masked as the logits would be, when it is what the method returns)."""
+        if m.matches(statement, PLAIN_ALIAS):
+            return statement.value.value in self.aliases  # type: ignore[attr-defined]
+        return m.matches(statement, COPY_ALIAS) and statement.value.func.value.value in self.aliases  # type: ignore[attr-defined]
 
     def _returns_holder(self, statement: cst.CSTNode) -> bool:
         return m.matches(statement, m.Return(value=m.Name(m.MatchIfTrue(lambda name: name in self.holders))))
@@ -464,13 +480,14 @@ class _Flow:
         if m.matches(statement, m.Expr()):
             in_place = m.matches(statement, m.Expr(value=IN_PLACE_CALL))
             return in_place and _root(statement.value.func.value) in self.holders  # type: ignore[attr-defined]
-        if m.matches(statement, PLAIN_ALIAS) and statement.value.value in self.aliases:  # type: ignore[attr-defined]
+        if self._aliasing(statement):
             return False
         return any(_written(t) & self.holders for t in _targets(statement))
 
     def masks(self) -> list[cst.CSTNode]:
-        """Stores into the head's logits through an index (``logits[:, ids] = -inf``, ``-=``) and the
-        masking calls on them (``logits.index_fill_(...)``, ``torch.masked_fill(logits, ...)``)."""
+        """Stores into the head's logits through an index (``logits[:, ids] = -inf``, ``-=``), the
+        masking calls on them (``logits.index_fill_(...)``, ``torch.masked_fill(logits, ...)``) and a
+        ``torch.where`` that keeps them only where its condition holds."""
         found: list[cst.CSTNode] = []
         for statement in self.changes:
             if any(isinstance(t, cst.Subscript) and _root(t) in self.aliases for t in _targets(statement)):
@@ -479,6 +496,8 @@ class _Flow:
                 first = call.args[0].value if call.args else None
                 receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
                 if m.matches(call, MASK_CALL) and {_root(receiver), _root(first)} & self.aliases:  # type: ignore[arg-type]
+                    found.append(call)
+                elif m.matches(call, WHERE_CALL) and {_root(a.value) for a in call.args[1:]} & self.aliases:
                     found.append(call)
         return found
 
@@ -943,7 +962,7 @@ class ChangedInBlock(ShapeRule):
             def compute_logits(self, hidden_states):
                 if self.lora_head is not None:
                     logits = self.logits_processor(self.lora_head, hidden_states)
-                    logits = torch.where(self.keep, logits, float("-inf"))
+                    logits = logits / self.lora_scale
                 else:
                     logits = self.logits_processor(self.lm_head, hidden_states)
                 return logits
@@ -1190,6 +1209,26 @@ class PostProcessing(ShapeRule):
                 out = logits
                 out.index_put_((self.rows, self.banned), self.floor)
                 return logits
+        """),
+            LogitsKind.MANUAL,
+            "post-mask",
+        ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                logits = self.logits_processor(self.lm_head, hidden_states)
+                masked = logits.clone()
+                masked[:, self.banned] = float("-inf")
+                return masked
+        """),
+            LogitsKind.MANUAL,
+            "post-mask",
+        ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                logits = self.logits_processor(self.lm_head, hidden_states)
+                return torch.where(self.allowed, logits, float("-inf"))
         """),
             LogitsKind.MANUAL,
             "post-mask",
