@@ -172,7 +172,7 @@ def with_torch_import(source: str, methods: list[cst.FunctionDef], binds_torch: 
 
 
 _FUTURE, _STANDARD, _THIRD_PARTY, _FIRST_PARTY, _LOCAL = range(5)  # isort's sections, in order
-_TORCH = (_THIRD_PARTY, 0, "torch")
+_TORCH = (_THIRD_PARTY, 0, "torch", "")
 _IMPORTS_TORCH = m.SimpleStatementLine(
     body=[
         m.ZeroOrMore(),
@@ -182,14 +182,17 @@ _IMPORTS_TORCH = m.SimpleStatementLine(
 )
 
 
-def _import_key(statement: cst.BaseStatement) -> tuple[int, int, str] | None:
+def _import_key(statement: cst.BaseStatement) -> tuple[int, int, str, str] | None:
     """Where isort (ruff's defaults) sorts a one-import line: its section, ``import x`` (0) before
-    ``from x import`` (1), then the module; None for any other statement."""
+    ``from x import`` (1), then the module, then the name it is bound to (``import torch`` before
+    ``import torch as th``); None for any other statement."""
     if not m.matches(statement, m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])):
         return None
     node = statement.body[0]  # type: ignore[attr-defined]
     if isinstance(node, cst.ImportFrom) and node.relative:
-        return (_LOCAL, 1, "")
+        return (_LOCAL, 1, "", "")
+    alias = node.names[0] if isinstance(node, cst.Import) else None
+    bound = get_full_name_for_node(alias.asname.name) if alias is not None and alias.asname is not None else ""
     name = get_full_name_for_node(node.module if isinstance(node, cst.ImportFrom) else node.names[0].name)
     top = (name or "").split(".")[0]
     section = (
@@ -201,7 +204,7 @@ def _import_key(statement: cst.BaseStatement) -> tuple[int, int, str] | None:
         if top == "vllm"
         else _THIRD_PARTY
     )
-    return (section, int(isinstance(node, cst.ImportFrom)), (name or "").lower())
+    return (section, int(isinstance(node, cst.ImportFrom)), (name or "").lower(), (bound or "").lower())
 
 
 def _sorted_among_imports(module: cst.Module) -> cst.Module | None:
@@ -212,7 +215,7 @@ def _sorted_among_imports(module: cst.Module) -> cst.Module | None:
     if any(m.matches(statement, _IMPORTS_TORCH) for statement in body):
         return module  # imported, then bound to something else: not imported twice (as the codemod does)
     start = 1 if body and m.matches(body[0], DOCSTRING) else 0
-    region: list[tuple[int, tuple[int, int, str]]] = []
+    region: list[tuple[int, tuple[int, int, str, str]]] = []
     for index in range(start, len(body)):
         key = _import_key(body[index])
         if key is None:
