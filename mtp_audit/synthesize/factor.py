@@ -110,7 +110,11 @@ def factor_pre_head(compute_logits: cst.FunctionDef, taken: set[str]) -> Factore
         return None
     arguments = [n for n in _loaded_names(chain) if n in local and n not in ("self", hidden)] + [hidden]
     last = chain[-1].body[0]  # type: ignore[attr-defined]
-    returned = cst.SimpleStatementLine(body=[cst.Return(value=last.value)], leading_lines=chain[-1].leading_lines)
+    returned = cst.SimpleStatementLine(  # its comments go with it: the leading lines and the end-of-line one
+        body=[cst.Return(value=last.value)],
+        leading_lines=chain[-1].leading_lines,
+        trailing_whitespace=chain[-1].trailing_whitespace,  # type: ignore[attr-defined]
+    )
     hidden_param = own[hidden]
     helper = parse_template_statement(
         template(PRE_HEAD),
