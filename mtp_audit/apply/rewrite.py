@@ -22,6 +22,7 @@ from ..synthesize.conventions import follow_annotation_style
 from ..synthesize.layout import format_methods
 from .changes import FileJob, Rewrite, UnsafeRewrite
 from .source_text import (
+    anchor_end,
     anchor_statement,
     class_depth,
     dropped_tail,
@@ -159,27 +160,9 @@ def _anchor_piece(lines: list[str], node: ast.ClassDef) -> tuple[int, int, str, 
     anchor = body.index(anchor_statement(node))
     first = _first_line(body[anchor])
     last = anchor + 1 == len(body)
-    end = _trailing_comments_end(lines, node) if last else _first_line(body[anchor + 1])
+    end = anchor_end(lines, node) if last else _first_line(body[anchor + 1])
     newline = lines[first][len(lines[first].rstrip("\r\n")) :] or "\n"
     return first, end, "class _:" + newline, last
-
-
-def _trailing_comments_end(lines: list[str], node: ast.ClassDef) -> int:
-    """Where the class ends with the comment lines indented into its body that follow its last
-    statement (the ast's end leaves them out): they trail that statement, and stay above a method
-    added after it."""
-    header = lines[node.lineno - 1]
-    indent = header[: len(header) - len(header.lstrip(" \t"))]
-    end = node.end_lineno or node.lineno
-    for number in range(end, len(lines)):
-        text = lines[number].rstrip("\r\n")
-        stripped = text.lstrip(" \t")
-        if not stripped:
-            continue
-        if not (stripped.startswith("#") and text.startswith(indent) and len(text) - len(stripped) > len(indent)):
-            break
-        end = number + 1
-    return end
 
 
 def _by_class(

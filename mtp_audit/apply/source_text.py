@@ -65,13 +65,34 @@ def anchor_statement(node: ast.ClassDef) -> ast.stmt:
     )
 
 
+def anchor_end(lines: list[str], node: ast.ClassDef) -> int:
+    """The line a new method follows: the anchor statement's last, or, when the anchor ends the class,
+    the last of the comment lines indented into the class body after it (the ast's end leaves them
+    out): they trail the anchor, and stay above the method."""
+    anchor = anchor_statement(node)
+    end = anchor.end_lineno or anchor.lineno
+    if anchor is not node.body[-1]:
+        return end
+    header = lines[node.lineno - 1]
+    indent = header[: len(header) - len(header.lstrip(" \t"))]
+    for number in range(end, len(lines)):
+        text = lines[number].rstrip("\r\n")
+        stripped = text.lstrip(" \t")
+        if not stripped:
+            continue
+        if not (stripped.startswith("#") and text.startswith(indent) and len(text) - len(stripped) > len(indent)):
+            break
+        end = number + 1
+    return end
+
+
 def ended_for(source: str, targets: list[ast.ClassDef]) -> str:
-    """``source``, its last line ended only when a new method goes after it (the statement the
-    method follows ends on that line): elsewhere the file keeps its bytes, an unended last line too."""
+    """``source``, its last line ended only when a new method goes after it (the line the method
+    follows is the last): elsewhere the file keeps its bytes, an unended last line too."""
     if not source or source.endswith(("\n", "\r")):  # nothing to end (most files): no need to count lines
         return source
-    last = len(physical_lines(source))
-    if any(anchor_statement(node).end_lineno == last for node in targets):
+    lines = physical_lines(source)
+    if any(anchor_end(lines, node) == len(lines) for node in targets):
         return with_final_newline(source)
     return source
 
