@@ -25,7 +25,24 @@ def parse_method(code: str) -> tuple[cst.Module, cst.FunctionDef]:
     func = module.body[0]
     if not isinstance(func, cst.FunctionDef):
         raise ValueError("not a function definition")
+    if isinstance(func.body, cst.SimpleStatementSuite):  # ``def f(self, h): return ...``: read as a block
+        func = func.with_changes(body=_as_block(func.body))
     return module, func
+
+
+def _as_block(suite: cst.SimpleStatementSuite) -> cst.IndentedBlock:
+    """The statements after a ``def ...:`` on its line, one per line as ruff writes them, the line's
+    comment on the last."""
+    last = len(suite.body) - 1
+    return cst.IndentedBlock(
+        body=[
+            cst.SimpleStatementLine(
+                body=[small.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)],
+                trailing_whitespace=suite.trailing_whitespace if index == last else cst.TrailingWhitespace(),
+            )
+            for index, small in enumerate(suite.body)
+        ]
+    )
 
 
 _NODE, _SEQUENCE, _OTHER = range(3)

@@ -1041,6 +1041,13 @@ class ConditionalHead(ShapeRule):
         Example(_PLAIN, LogitsKind.HEAD, "head"),
         Example(_ASSIGNED, LogitsKind.HEAD, "head"),
         Example(_BRANCHED, LogitsKind.HEAD, "head"),
+        Example(  # the body on the ``def`` line is a plain return too
+            _method("""
+            def compute_logits(self, hidden_states): return self.logits_processor(self.lm_head, hidden_states)
+        """),
+            LogitsKind.HEAD,
+            "head",
+        ),
         Example(
             _method("""
             def compute_logits(self, hidden_states, spec_step_idx=0):
