@@ -256,7 +256,7 @@ def test_each_base_that_must_keep_its_method_keeps_it_and_the_next_one_still_mov
 CALL = "        hidden_states = self._pre_head(layer, hidden_states)\n        logits = "
 RETURN = (
     "        return _NORM_KERNEL(\n            hidden_states,\n            layer.norm.weight.data,\n"
-    "            layer.norm.variance_epsilon,\n        )\n"
+    "            layer.norm.variance_epsilon,\n        )  # the head reads the folded, normed stream\n"
 )
 
 
