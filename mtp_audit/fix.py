@@ -165,9 +165,15 @@ def _base_names_ahead(tree: SourceTree, jobs: int) -> Iterator[Callable[[], Base
         ahead.close()
 
 
-def _through_a_link(root: Path, relative: str) -> bool:
-    path = root / relative
-    return os.path.realpath(path) != os.path.join(os.path.realpath(root), relative)
+def _named_in_tree(root: Path, relative: str) -> str:
+    """The file at ``relative`` named by its own path in the tree, not one through a link (to the file
+    or to a folder above it): a diff or patch through a link would replace the link, and git refuses a
+    path beyond one. A file outside the tree keeps the name it was reached by."""
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(root / relative)
+    if os.path.commonpath([real, real_root]) != real_root:
+        return relative
+    return os.path.relpath(real, real_root).replace(os.sep, "/")
 
 
 def _asking(worker: WarmWorker | None) -> memo.Delegate | None:
@@ -250,22 +256,20 @@ def _rewrites(
     encodings = {}
     failures: dict[ClassKey, str] = {}
     for same_file in by_file.values():
-        # named by the module that is the file itself, not one reached through a link (to the file or to a
-        # folder above it): a diff through a link would replace it
-        facts = min((f for f, _ in same_file), key=lambda f: _through_a_link(scanner.tree.root, f.path))
+        facts = same_file[0][0]
+        named = _named_in_tree(scanner.tree.root, facts.path)
         group, conflict = _one_insertion_per_class(same_file)
         if conflict:
             failures.update({i.target: conflict for _, g in same_file for i in g})
             continue
-        path = scanner.tree.root / facts.path
         try:
-            source, encodings[facts.path] = decode_source(path.read_bytes())
+            source, encodings[named] = decode_source((scanner.tree.root / named).read_bytes())
         except (OSError, NotDecodable) as error:
             raise UsageError(
-                f"{facts.path}: cannot be read ({getattr(error, 'strerror', None) or error}); nothing written"
+                f"{named}: cannot be read ({getattr(error, 'strerror', None) or error}); nothing written"
             ) from None
         clashes = {i.target: helper_clashes[i.target] for i in group if i.target in (helper_clashes or {})}
-        files.append(FileJob(facts.path, source, group, _binds_torch(facts), helper_clashes is not None, clashes))
+        files.append(FileJob(named, source, group, _binds_torch(facts), helper_clashes is not None, clashes))
     if not files:
         return [], failures
     if worker is None:

@@ -602,6 +602,46 @@ def test_modules_that_are_one_file_through_a_linked_folder_are_named_by_the_real
     ]
 
 
+def test_a_file_registered_only_through_a_link_is_written_diffed_and_patched_by_its_own_path(tmp_path: Path) -> None:
+    """Only the link (to the file, or to a folder above it) is a registered module: the rewrite, its diff
+    and its patch name the file itself (git will not patch through a link), and the family is still
+    the drafter's."""
+    from mtp_audit.apply.families import split_families
+
+    tree = build_tree(FIXTURES / "fix" / "needs_import", tmp_path / "tree", "input")
+    models = tree / "vllm/model_executor/models"
+    (models / "real").mkdir()
+    (models / "real/__init__.py").write_text("")
+    (models / "linked").symlink_to("real")
+    (models / "alias_mtp.py").symlink_to("real_mtp.py")
+    (models / "registry.py").write_text(
+        "_SPECULATIVE_DECODING_MODELS = {\n"
+        '    "AliasMTPModel": ("alias_mtp", "AliasMTP"),\n'
+        '    "LinkedMTPModel": ("linked.one_mtp", "OneMTP"),\n'
+        "}\n"
+    )
+    head = (
+        "    def compute_logits(self, hidden_states):\n"
+        "        return self.logits_processor(self.lm_head, hidden_states)\n"
+    )
+    (models / "real_mtp.py").write_text(f"class AliasMTP:\n{head}")
+    (models / "real/one_mtp.py").write_text(f"class OneMTP:\n{head}")
+    result = plan_fix(locate(tree), None, True, None)
+    assert sorted((r.path, r.modules) for r in result.rewrites) == [
+        ("vllm/model_executor/models/real/one_mtp.py", ("vllm.model_executor.models.linked.one_mtp",)),
+        ("vllm/model_executor/models/real_mtp.py", ("vllm.model_executor.models.alias_mtp",)),
+    ]
+    assert all(f"+++ b/{r.path}\n" in unified_diff(r) for r in result.rewrites)
+    families = split_families(result.plan, result.rewrites)
+    assert sorted((f.name, [r.path for r in f.rewrites]) for f in families) == [
+        ("AliasMTP", ["vllm/model_executor/models/real_mtp.py"]),
+        ("OneMTP", ["vllm/model_executor/models/real/one_mtp.py"]),
+    ]
+    write_fix(result)
+    assert (models / "alias_mtp.py").is_symlink() and (models / "linked").is_symlink()
+    assert "def get_top_tokens" in (models / "real_mtp.py").read_text()
+
+
 def test_modules_that_are_one_file_and_differ_in_a_method_are_refused_naming_both_paths() -> None:
     from types import SimpleNamespace
 

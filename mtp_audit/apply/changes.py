@@ -39,3 +39,5 @@ class Rewrite:
     targets: list[tuple[str, int]]  # (name, line in the old file) of the planned classes
     encoding: str = "utf-8"  # the file's own (a BOM, a PEP 263 cookie): written back in it
     factored: list[str] = field(default_factory=list)  # classes whose pre-head block went into a helper
+    # the modules whose classes it writes: the file may be reached as several, through in-tree links
+    modules: tuple[str, ...] = ()

@@ -176,8 +176,16 @@ def rewrite_factored(
     new_source = wrapper.module.visit(transformer).code + dropped_tail(ended, module)
     new_source, added_import = with_torch_import(new_source, methods, binds_torch)
     targets = [(i.target.name, i.target.line) for i in insertions]
+    modules = tuple(sorted({i.target.module for i in insertions}))
     rewrite = Rewrite(
-        path, source, new_source, [i.target.name for i in insertions], added_import, targets, factored=helpers
+        path,
+        source,
+        new_source,
+        [i.target.name for i in insertions],
+        added_import,
+        targets,
+        factored=helpers,
+        modules=modules,
     )
     check_factored(rewrite, set(helpers), old_tree)
     return rewrite

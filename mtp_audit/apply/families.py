@@ -29,7 +29,7 @@ class Family:
         """A test-module name from the main drafter's file, without the platform directory:
         ``deepseek_mtp``, ``deepseek_v4_mtp`` for ``deepseek_v4/{nvidia,xpu}/mtp.py``."""
         lead = next(o for o in self.outcomes if o.record.cls == _classes(self.outcomes)[0])
-        written = {module_of(r.path): r.path for r in self.rewrites}
+        written = {module: r.path for r in self.rewrites for module in written_modules(r)}
         main = written.get(lead.record.module) or next(written[m] for m in _modules(lead) if m in written)
         parts = _below_models(main)
         siblings = [_below_models(r.path) for r in self.rewrites]
@@ -47,6 +47,12 @@ def _below_models(path: str) -> list[str]:
     parts = module_of(path).split(".")
     start = max((i + 1 for i, p in enumerate(parts[:-1]) if p == "models"), default=0)
     return parts[start:]
+
+
+def written_modules(rewrite: Rewrite) -> tuple[str, ...]:
+    """The modules a rewrite writes into: those the plan named (one file may be several, through
+    in-tree links, and is written by its own path), else the module its path is."""
+    return rewrite.modules or (module_of(rewrite.path),)
 
 
 def module_of(path: str) -> str:
@@ -101,8 +107,10 @@ def family_name(outcomes: list[Outcome]) -> str:
 
 def split_families(plan: Plan, rewrites: list[Rewrite]) -> list[Family]:
     """The fix as families, each with its fixed drafters and rewritten files, sorted by name."""
-    by_module = {module_of(r.path): r for r in rewrites}
+    by_module = {module: r for r in rewrites for module in written_modules(r)}
     groups = _Groups(list(by_module))
+    for rewrite in rewrites:  # the modules that are one file change together
+        groups.join(list(written_modules(rewrite)))
     fixed = [o for o in plan.outcomes if o.action == Action.FIX]
     by_arch: dict[str, list[str]] = {}
     for outcome in fixed:
@@ -112,8 +120,8 @@ def split_families(plan: Plan, rewrites: list[Rewrite]) -> list[Family]:
     for modules in by_arch.values():
         groups.join(modules)
     members: dict[str, tuple[list[Outcome], list[Rewrite]]] = {}
-    for module, rewrite in by_module.items():
-        members.setdefault(groups.find(module), ([], []))[1].append(rewrite)
+    for rewrite in rewrites:
+        members.setdefault(groups.find(written_modules(rewrite)[0]), ([], []))[1].append(rewrite)
     for outcome in fixed:
         written = [m for m in _modules(outcome) if m in by_module]
         if not written:

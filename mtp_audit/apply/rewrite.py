@@ -135,7 +135,8 @@ def rewrite_file(
     new_source, inserted = (_through_module if nested else _by_class)(source, lines, classes, insertions, mirrors)
     new_source, added_import = with_torch_import(new_source, methods, binds_torch)
     targets = [(i.target.name, i.target.line) for i in insertions]
-    rewrite = Rewrite(path, original, new_source, inserted, added_import, targets)
+    modules = tuple(sorted({i.target.module for i in insertions}))
+    rewrite = Rewrite(path, original, new_source, inserted, added_import, targets, modules=modules)
     check_rewrite(rewrite, old_tree)
     return rewrite
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from string import Template
 
 from .. import __version__
-from ..apply.families import Family, module_of, split_families
+from ..apply.families import Family, split_families, written_modules
 from ..apply.plan import Action, Plan
 from ..apply.result import FixResult
 from ..apply.write import diff_lines, encoded_diff
@@ -102,7 +102,7 @@ def _stepped(family: Family) -> list[tuple[str, str, bool]]:
 
 def _family_result(result: FixResult, family: Family) -> FixResult:
     """The part of the fix one family makes, as a FixResult the PR body renders."""
-    written = {module_of(r.path) for r in family.rewrites}
+    written = {module for r in family.rewrites for module in written_modules(r)}
     inheritors = [i for i in result.inheritors if i.base.module in written]
     insertions = [i for o in family.outcomes for i in o.insertions if i in result.plan.insertions]
     notes = [n for n in result.placement_notes if any(k.module in written for k in n.into)]
