@@ -10,6 +10,7 @@ blast-radius checks compare, after a scan alone) the warm worker answers
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Callable, Iterator
@@ -284,12 +285,32 @@ def _rewrites(
     rewrites = []
     for job in files:
         outcome = outcomes[job.path]
+        if isinstance(outcome, UnsafeRewrite) and len(job.insertions) > 1:
+            outcome, refused = _without_the_refused(job, outcome)
+            failures.update(refused)
         if isinstance(outcome, UnsafeRewrite):
             failures.update({i.target: f"unsafe rewrite refused: {outcome}" for i in job.insertions})
         else:
             outcome.encoding = encodings[job.path]
             rewrites.append(outcome)
     return rewrites, failures
+
+
+def _without_the_refused(job: FileJob, refusal: UnsafeRewrite) -> tuple[Rewrite | UnsafeRewrite, dict[ClassKey, str]]:
+    """A file refused with several classes planned: each class tried alone, so that one class's refusal
+    (a one-line body, a helper name it binds) names that class and does not stop the others; the file
+    with the classes that pass alone, and the refused ones with their own reasons. Where no class is
+    refused alone, the refusal stands for them all."""
+    refused: dict[ClassKey, str] = {}
+    for insertion in job.insertions:
+        [alone] = _rewrite_chunk([dataclasses.replace(job, insertions=[insertion])])
+        if isinstance(alone, UnsafeRewrite):
+            refused[insertion.target] = f"unsafe rewrite refused: {alone}"
+    kept = [i for i in job.insertions if i.target not in refused]
+    if not refused or not kept:
+        return refusal, {}
+    [outcome] = _rewrite_chunk([dataclasses.replace(job, insertions=kept)])
+    return outcome, refused
 
 
 def _file_identity(path: Path, relative: str) -> tuple[int, int]:
