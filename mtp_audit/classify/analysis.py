@@ -20,7 +20,7 @@ from ..index.fact_types import MethodFacts
 from ..model import ClassKey, Consistency, Status
 from ..resolve.mro import Hierarchy, MethodHit, Mro
 from ..resolve.names import resolve_expression
-from .calls import Contract, first_read, passed_to_top_tokens, reads
+from .calls import Contract, first_read, only_unpacked, passed_to_top_tokens, reads
 from .contract_rules import CallSiteArguments, CallSiteUnproven, CallTypeError, Uncalled, UnfollowedDrafter
 from .memo import (
     fingerprint,
@@ -95,8 +95,8 @@ class Analyzer:
         if contract is None or not contract.known:
             return analysis
         if analysis.status == Status.SUPPORTED:
-            analysis.rule = self._contract_rule(analysis, contract) or analysis.rule
-            unsure = self._unproven_call(analysis, contract)
+            analysis.rule = self._contract_rule(key, analysis, contract, overlay) or analysis.rule
+            unsure = self._unproven_call(key, analysis, contract, overlay)
             if unsure is not None:
                 analysis.consistency, analysis.rule = Consistency.UNPROVEN, CallSiteUnproven.id
                 analysis.reason += f"; yet {unsure}"
@@ -123,6 +123,7 @@ class Analyzer:
         if analysis.status == Status.MISSING_FIXABLE and analysis.compute_logits is not None:
             cl = analysis.compute_logits
             params = logits_shape(cl.method.text, cl.method.line).params
+            forwarded = self.forwarded(self.h.mro(key), cl, overlay)
             for reach, pair in contract.viable_pairs(params):
                 for rule, why, consequence in (
                     (
@@ -132,12 +133,12 @@ class Analyzer:
                     ),
                     (
                         CallSiteArguments,
-                        CallSiteArguments.check(reach, pair, params, cl.method.text, params, cl.method.line),
+                        CallSiteArguments.check(reach, pair, params, cl.method.text, params, cl.method.line, forwarded),
                         "a mirror would draft with other values than compute_logits gets",
                     ),
                     (
                         CallSiteUnproven,
-                        CallSiteUnproven.check(reach, pair, params, cl.method.text, params),
+                        CallSiteUnproven.check(reach, pair, params, cl.method.text, params, forwarded),
                         "a mirror is safe only where both get the same values",
                     ),
                 ):
@@ -151,7 +152,9 @@ class Analyzer:
                         )
         return analysis
 
-    def _unproven_call(self, analysis: Analysis, contract: Contract) -> str | None:
+    def _unproven_call(
+        self, key: ClassKey, analysis: Analysis, contract: Contract, overlay: Overlay | None
+    ) -> str | None:
         """Why a mirror (or equivalent) may still draft other tokens under a caller: it gives the two
         methods arguments only run-time values can compare."""
         cl, gtt = analysis.compute_logits, analysis.get_top_tokens
@@ -159,26 +162,30 @@ class Analyzer:
             return None
         cparams = logits_shape(cl.method.text, cl.method.line).params
         gparams = top_tokens_shape(gtt.method.text, gtt.method.line).params
+        forwarded = self.forwarded(self.h.mro(key), cl, overlay)
         return next(
             (
                 why
                 for reach, pair in contract.viable_pairs(cparams)
-                if (why := CallSiteUnproven.check(reach, pair, cparams, cl.method.text, gparams))
+                if (why := CallSiteUnproven.check(reach, pair, cparams, cl.method.text, gparams, forwarded))
             ),
             None,
         )
 
-    def _contract_rule(self, analysis: Analysis, contract: Contract) -> str | None:
+    def _contract_rule(
+        self, key: ClassKey, analysis: Analysis, contract: Contract, overlay: Overlay | None
+    ) -> str | None:
         """The call-contract rule behind a divergent verdict, if one decided it."""
         cl, gtt = analysis.compute_logits, analysis.get_top_tokens
         if analysis.consistency != Consistency.DIVERGENT or cl is None or gtt is None:
             return None
         cparams = logits_shape(cl.method.text, cl.method.line).params
         gparams = top_tokens_shape(gtt.method.text, gtt.method.line).params
+        forwarded = self.forwarded(self.h.mro(key), cl, overlay)
         for reach, pair in contract.viable_pairs(cparams):
             if CallTypeError.check(reach, pair, gparams, f"get_top_tokens of {self.where(gtt)}"):
                 return CallTypeError.id
-            if CallSiteArguments.check(reach, pair, cparams, cl.method.text, gparams):
+            if CallSiteArguments.check(reach, pair, cparams, cl.method.text, gparams, forwarded=forwarded):
                 return CallSiteArguments.id
         return None
 
@@ -384,6 +391,34 @@ class Analyzer:
             )
         return self._delegating(key, mro, cl, shape, overlay, depth, f" (in {self.where(cl)})")
 
+    def forwarded(
+        self, mro: Mro, cl: MethodHit, overlay: Overlay | None = None, depth: int = 0
+    ) -> frozenset[str] | None:
+        """What the code a compute_logits passes its ``**kwargs`` on to reads: the parameters its
+        delegate's (or super()'s) compute_logits reads, and, in turn, what that one's ``**kwargs`` go
+        to. Empty when it takes no ``**kwargs`` or never reads them; None when it looks into them
+        itself or where they go is not known (then any keyword may be read)."""
+        shape = logits_shape(cl.method.text, cl.method.line)
+        kwargs = next((p.name for p in shape.params if p.kind == ParamKind.STARSTAR), None)
+        if kwargs is None or not reads(cl.method.text, kwargs):
+            return frozenset()
+        if shape.kind not in (LogitsKind.DELEGATE, LogitsKind.SUPER) or not only_unpacked(cl.method.text, kwargs):
+            return None
+        target, _ = self._delegate_target(mro, cl, shape)
+        if target is None or depth > 8:
+            return None
+        inner_mro, start = (mro, cl.index + 1) if shape.kind == LogitsKind.SUPER else (self.h.mro(target), 0)
+        inner = self.h.find(inner_mro, "compute_logits", start=start, overlay=overlay)
+        if inner is None:
+            return None
+        further = self.forwarded(inner_mro, inner, overlay, depth + 1)
+        own = {
+            p.name
+            for p in logits_shape(inner.method.text, inner.method.line).params
+            if p.kind in (ParamKind.POS, ParamKind.KWONLY) and reads(inner.method.text, p.name)
+        }
+        return None if further is None else further | own
+
     def _delegate_chain(self, mro: Mro, cl: MethodHit, overlay: Overlay | None, depth: int) -> list[ClassKey]:
         shape = logits_shape(cl.method.text, cl.method.line)
         if shape.kind != LogitsKind.DELEGATE or depth > 8:
@@ -438,10 +473,13 @@ class Analyzer:
         )
         if by_calls:
             assert contract is not None
+            forwarded = self.forwarded(mro, cl, overlay, depth)
             for reach, pair in contract.viable_pairs(cshape.params):
                 why = CallTypeError.check(
                     reach, pair, gshape.params, f"get_top_tokens of {self.where(gtt)}"
-                ) or CallSiteArguments.check(reach, pair, cshape.params, cl.method.text, gshape.params, cl.method.line)
+                ) or CallSiteArguments.check(
+                    reach, pair, cshape.params, cl.method.text, gshape.params, cl.method.line, forwarded
+                )
                 if why:
                     return Consistency.DIVERGENT, f"{statement[1]}; also, {why}" if statement else why
             missing: list[str] = []

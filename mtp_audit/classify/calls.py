@@ -135,6 +135,22 @@ def reads(text: str, name: str) -> bool:
     )
 
 
+@functools.lru_cache(maxsize=1024)
+def only_unpacked(text: str, name: str) -> bool:
+    """Whether a method reads ``name`` only to unpack it into a call (``f(**kwargs)``): it passes the
+    keywords on and looks at none of them."""
+    try:
+        func = ast.parse(textwrap.dedent(text)).body[0]
+    except (SyntaxError, IndexError):
+        return False
+    unpacked = {id(k.value) for k in ast.walk(func) if isinstance(k, ast.keyword) and k.arg is None}
+    return all(
+        id(n) in unpacked
+        for n in ast.walk(func)
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+    )
+
+
 def first_read(text: str, name: str, def_line: int) -> str | None:
     """``(line N: `statement`)`` for the first statement of a method that reads ``name``;
     ``def_line`` is the line of its ``def``."""
@@ -241,11 +257,24 @@ class ArgumentGap:
     logits_value: str = ""  # as passed; ``=`` and the default when the call leaves it
     top_value: str | None = None  # None: get_top_tokens has no such parameter
     provable: bool = False  # different on some call (a constant against other code), not only written differently
+    rebound: str = ""  # the bindings of a name both values read that may give it another value at each call
+    forwarded: bool = False  # taken by compute_logits's **kwargs and passed on
 
 
-def argument_gaps(pair: CallPair, logits_params: list[Param], logits_text: str, top_params: list[Param]):
+NOT_PASSED = "\x02"  # a keyword one call passes into a **kwargs and the other does not pass at all
+
+
+def argument_gaps(
+    pair: CallPair,
+    logits_params: list[Param],
+    logits_text: str,
+    top_params: list[Param],
+    forwarded: frozenset[str] | None = None,
+):
     """Every parameter compute_logits reads whose value the caller gives get_top_tokens (a method with
-    ``top_params``: a mirror has ``logits_params``) differently, for each compute_logits call paired."""
+    ``top_params``: a mirror has ``logits_params``) differently, for each compute_logits call paired;
+    and every keyword that compute_logits's ``**kwargs`` takes and passes on to code that reads it
+    (``forwarded``: the names that code reads; None: not known, so any of them)."""
     top_values = received(top_params, pair.top_tokens)
     gaps: list[ArgumentGap] = []
     for logits in pair.logits:
@@ -263,12 +292,71 @@ def argument_gaps(pair: CallPair, logits_params: list[Param], logits_text: str, 
                     gaps.append(ArgumentGap(logits, param.name, value, None, True))
                 continue
             top_value = top_values.get(other)
-            same = None if top_value is None else agree(value, top_value)
+            if top_value is None:
+                continue
+            rebound = _rebound_in(logits, value, top_value)
+            same = agree(value, top_value)
+            if same and rebound:  # the same text, but maybe not the same value
+                same = None
             if same is False and _guarded_equal(pair.top_tokens, value, top_value):
                 same = None
-            if top_value is not None and same is not True:
-                gaps.append(ArgumentGap(logits, param.name, value, top_value, same is False))
+            if same is not True:
+                gaps.append(ArgumentGap(logits, param.name, value, top_value, same is False, rebound))
+        gaps += _forwarded_gaps(logits, pair.top_tokens, values, top_values, logits_params, logits_text, forwarded)
     return gaps
+
+
+def _forwarded_gaps(
+    logits: ModelCall,
+    top: ModelCall,
+    values: dict[str, str],
+    top_values: dict[str, str],
+    logits_params: list[Param],
+    logits_text: str,
+    forwarded: frozenset[str] | None,
+) -> list[ArgumentGap]:
+    """The arguments compute_logits takes in its ``*args``/``**kwargs`` (and reads, so passes on) that
+    the caller gives get_top_tokens differently: a keyword is compared as a parameter would be,
+    provably different only where the code it is passed on to is known to read it; extra positional
+    arguments, which hide which parameter they reach, only by their text."""
+    star = {p.kind: p.name for p in logits_params if p.kind in (ParamKind.STAR, ParamKind.STARSTAR)}
+    gaps = []
+    if ParamKind.STAR in star and reads(logits_text, star[ParamKind.STAR]):
+        named = sum(p.kind in (ParamKind.POSONLY, ParamKind.POS) for p in logits_params)
+        if logits.argument_values[named : logits.positional] != top.argument_values[named : top.positional]:
+            gaps.append(ArgumentGap(logits, None))
+    if ParamKind.STARSTAR not in star or not reads(logits_text, star[ParamKind.STARSTAR]):
+        return gaps
+    declared = {p.name for p in logits_params if p.kind in (ParamKind.POS, ParamKind.KWONLY)}
+    for keyword in sorted({*logits.keywords, *top.keywords} - declared):
+        if forwarded is not None and keyword not in forwarded:
+            continue
+        value, top_value = values.get(keyword, NOT_PASSED), top_values.get(keyword, NOT_PASSED)
+        rebound = _rebound_in(logits, value, top_value)
+        same = None if NOT_PASSED in (value, top_value) else agree(value, top_value)
+        if same and rebound:
+            same = None
+        if same is not True:  # one passed, one not: different unless it is a constant the default may equal
+            passed_code = NOT_PASSED in (value, top_value) and _constant(value + top_value) is _NOT_CONSTANT
+            provable = forwarded is not None and (same is False or passed_code)
+            gaps.append(ArgumentGap(logits, keyword, value, top_value, provable, rebound, forwarded=True))
+    return gaps
+
+
+def _rebound_in(logits: ModelCall, value: str, top_value: str) -> str:
+    """Where the names of ``logits.rebound`` that the compared values read are bound (a name bound to
+    a constant before one call reads as that constant there, so one of the two still reads it)."""
+    read = _names(value.lstrip("=")) | _names(top_value.lstrip("="))
+    return "; ".join(f"{name} is bound by {where}" for name, where in logits.rebound if name in read)
+
+
+@functools.lru_cache(maxsize=4096)
+def _names(text: str) -> frozenset[str]:
+    try:
+        tree = ast.parse(text.lstrip("*"), mode="eval")
+    except (SyntaxError, ValueError, RecursionError):
+        return frozenset()
+    return frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name))
 
 
 def passed_to_top_tokens(contract: Contract, params: list[Param]) -> set[str]:

@@ -15,7 +15,18 @@ from typing import ClassVar
 
 from ..model import Consistency, Status
 from ..resolve.callers import HIDDEN_BY_STAR, CallPair, ModelCall, Reach
-from .calls import UNKNOWN_VALUE, ArgumentGap, Contract, argument_gaps, bind, first_read, form, through, where
+from .calls import (
+    NOT_PASSED,
+    UNKNOWN_VALUE,
+    ArgumentGap,
+    Contract,
+    argument_gaps,
+    bind,
+    first_read,
+    form,
+    through,
+    where,
+)
 from .shape_types import Param
 
 
@@ -205,15 +216,25 @@ class CallSiteArguments(ContractRule):
         logits_text: str,
         top_params: list[Param],
         def_line: int | None = None,
+        forwarded: frozenset[str] | None = None,
     ) -> str | None:
-        """``def_line``: the line of compute_logits's ``def``, to name the statement that reads the argument."""
-        gap = next((g for g in argument_gaps(pair, logits_params, logits_text, top_params) if g.provable), None)
+        """``def_line``: the line of compute_logits's ``def``, to name the statement that reads the argument;
+        ``forwarded``: what the code its ``**kwargs`` go to reads (``argument_gaps``)."""
+        gaps = argument_gaps(pair, logits_params, logits_text, top_params, forwarded)
+        gap = next((g for g in gaps if g.provable), None)
         if gap is None:
             return None
         assert gap.name is not None
+        rebound = f" ({gap.rebound})" if gap.rebound else ""
         read = first_read(logits_text, gap.name, def_line) if def_line is not None else None
         reads_it = f"compute_logits reads {gap.name}" + (f" {read}" if read else "")
         calls = _on_same_path(reach, pair, gap, "but")
+        if gap.forwarded:
+            return (
+                f"{calls}: {gap.name} is {_value(gap.top_value or '')} for get_top_tokens and "
+                f"{_value(gap.logits_value)} for compute_logits{rebound}, whose **kwargs take it and pass it on to "
+                f"code that reads {gap.name}"
+            )
         if gap.top_value is None and gap.name in pair.top_tokens.keywords:  # taken by its **kwargs
             return (
                 f"{_on_same_path(reach, pair, gap, 'and')}; {reads_it}, "
@@ -225,7 +246,7 @@ class CallSiteArguments(ContractRule):
             return f"{calls}, and {reads_it}"
         return (
             f"{calls}: {gap.name} is {_value(gap.top_value)} for get_top_tokens and {_value(gap.logits_value)} "
-            f"for compute_logits, and {reads_it}"
+            f"for compute_logits{rebound}, and {reads_it}"
         )
 
 
@@ -266,14 +287,37 @@ class CallSiteUnproven(ContractRule):
 
     @staticmethod
     def check(
-        reach: Reach, pair: CallPair, logits_params: list[Param], logits_text: str, top_params: list[Param]
+        reach: Reach,
+        pair: CallPair,
+        logits_params: list[Param],
+        logits_text: str,
+        top_params: list[Param],
+        forwarded: frozenset[str] | None = None,
     ) -> str | None:
-        gap = next((g for g in argument_gaps(pair, logits_params, logits_text, top_params) if not g.provable), None)
+        gaps = argument_gaps(pair, logits_params, logits_text, top_params, forwarded)
+        gap = next((g for g in gaps if not g.provable), None)
         if gap is None:
             return None
         calls = _on_same_path(reach, pair, gap, "but")
         if gap.name is None:
             return f"{calls}: a *args or **kwargs argument hides which parameter gets what"
+        if gap.forwarded:
+            return (
+                f"{calls}: {gap.name} is {_value(gap.top_value or '')} for get_top_tokens and "
+                f"{_value(gap.logits_value)} for compute_logits, whose **kwargs take it and pass it on"
+                f"{f' ({gap.rebound})' if gap.rebound else ''}; whether they differ where it is read only run-time "
+                "values tell"
+            )
+        if gap.rebound and gap.top_value == gap.logits_value:
+            return (
+                f"{calls}: {gap.name} is {_value(gap.logits_value)} for both, but {gap.rebound}, so it may hold "
+                "another value at each call, which only run-time values can compare"
+            )
+        if gap.rebound:
+            return (
+                f"{calls}: {gap.name} is {_value(gap.top_value or '')} for get_top_tokens and "
+                f"{_value(gap.logits_value)} for compute_logits ({gap.rebound}), which only run-time values can compare"
+            )
         return (
             f"{calls}: {gap.name} is {_value(gap.top_value or '')} for get_top_tokens and "
             f"{_value(gap.logits_value)} for compute_logits, which only run-time values can compare"
@@ -333,6 +377,8 @@ class UnfollowedDrafter(ContractRule):
 def _value(value: str) -> str:
     if value == UNKNOWN_VALUE:
         return "a value the wrapper it passes through computes"
+    if value == NOT_PASSED:
+        return "not passed"
     if value == HIDDEN_BY_STAR:
         return "a value that a *args or **kwargs argument of the wrapper call hides"
     return f"`{value[1:]}` (its default)" if value.startswith("=") else f"`{value}`"

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from ..index.ast_tools import absolute_module, match_as_if
 from ..index.modules import ModuleIndex
+from .bindings import Bindings, described
 from .model_types import model_types_in, tested_types
 
 V2_DIR = ("v1", "worker", "gpu", "spec_decode")
@@ -105,6 +106,9 @@ class ModelCall:
     # (value, constant) for each `value == constant` that the path to the call tests true, as the
     # function where the paths part sees the value
     guards: tuple[tuple[str, str], ...] = ()
+    # (name, where it is bound) for each name both calls of a pair read that may hold another value
+    # at the get_top_tokens call than at this one (set on the compute_logits calls of a pair)
+    rebound: tuple[tuple[str, str], ...] = ()
 
     @property
     def argument_values(self) -> tuple[str | None, ...]:
@@ -944,6 +948,7 @@ class _DraftingPath:
         self._pairs_walk = _Walk(node=lambda key: key[:2])  # (frame, node id, top): cut per call site
         self._nearest_walk = _Walk(node=lambda key: key[:2])
         self._parents: dict[_Frame, dict[int, ast.AST]] = {}
+        self._bindings: dict[_Frame, Bindings] = {}
         uncreatable = index.uncreatable(qualname)
         if uncreatable is not None:  # never made: no path to follow, and the place named
             self.result.uncreatable = uncreatable
@@ -1012,25 +1017,59 @@ class _DraftingPath:
         for region in _alternatives(self._parents_of(frame), node):
             found = self._logits_in(frame, region, top)
             if found:
-                return [CallPair(top, tuple(_distinct(found)))]
+                return [self._paired(frame, node, top, found)]
         return _merged(
             pair
             for caller, site in self.callers.get(frame, [])
             for pair in self._replaced(caller, site.node, _lifted(top, site))
         )
 
-    def _logits_in(self, frame: _Frame, region: list[ast.AST], top: ModelCall) -> list[ModelCall]:
-        """The compute_logits calls that ``region`` of ``frame`` makes or reaches; a callee that
-        reaches ``top`` again (the next step of a recursion) is not what ``top`` stands in for,
-        unless nothing else is there."""
+    def _logits_in(self, frame: _Frame, region: list[ast.AST], top: ModelCall) -> list[tuple[ast.AST, ModelCall]]:
+        """The compute_logits calls that ``region`` of ``frame`` makes or reaches, each with the node
+        of ``frame`` it is made or reached through; a callee that reaches ``top`` again (the next step
+        of a recursion) is not what ``top`` stands in for, unless nothing else is there."""
         inside = {id(n) for statement in region for n in ast.walk(statement)}
-        by_site = [
-            (site, [call for call in self._through(site) if call.method == "compute_logits"])
-            for site in self.sites[frame]
-            if id(site.node) in inside
+        by_site = [(site, self._logits_through(site)) for site in self.sites[frame] if id(site.node) in inside]
+        own = [(site.node, call) for site, calls in by_site if not self._leads_to(site, top) for call in calls]
+        return own or [(site.node, call) for site, calls in by_site for call in calls]
+
+    def _logits_through(self, site: _Site) -> list[ModelCall]:
+        return [call for call in self._through(site) if call.method == "compute_logits"]
+
+    def _paired(
+        self, frame: _Frame, node: ast.AST, top: ModelCall, logits: list[tuple[ast.AST, ModelCall]]
+    ) -> CallPair:
+        """``top``, reached through ``node`` of ``frame`` (where the two paths part), with the
+        compute_logits calls reached through other nodes there: each value with the names it reads
+        that a constant is assigned to there replaced by that constant, and each compute_logits call
+        with the names both read that may hold other values at the two (``rebound``)."""
+        bindings = self._bindings_of(frame)
+        calls = [
+            replace(_constants_bound(call, bindings, site), rebound=self._rebound(frame, node, top, site, call))
+            for site, call in logits
         ]
-        own = [call for site, calls in by_site if not self._leads_to(site, top) for call in calls]
-        return own or [call for _, calls in by_site for call in calls]
+        return CallPair(_constants_bound(top, bindings, node), tuple(_distinct(calls)))
+
+    def _rebound(
+        self, frame: _Frame, top_node: ast.AST, top: ModelCall, site: ast.AST, logits: ModelCall
+    ) -> tuple[tuple[str, str], ...]:
+        """(name, the statements binding it) for each name the two calls' values read that is not
+        bound by the same binding at both nodes of ``frame``."""
+        bindings = self._bindings_of(frame)
+        file = self.index._definition(frame)[2]
+        out = []
+        for name in sorted(_names_read(top) & _names_read(logits)):
+            at_top, at_logits = bindings.at(top_node, name), bindings.at(site, name)
+            if at_top.same_as(at_logits):
+                continue
+            statements = {id(b): b for b in (*at_top.bindings, *at_logits.bindings) if not isinstance(b, ast.arguments)}
+            out.append((name, "; ".join(described(b, file) for b in sorted(statements.values(), key=_line))))
+        return tuple(out)
+
+    def _bindings_of(self, frame: _Frame) -> Bindings:
+        if frame not in self._bindings:
+            self._bindings[frame] = Bindings(self.index._definition(frame)[0])
+        return self._bindings[frame]
 
     def _leads_to(self, site: _Site, top: ModelCall) -> bool:
         """Whether ``site`` goes into a frame that reaches the get_top_tokens call ``top``."""
@@ -1044,9 +1083,9 @@ class _DraftingPath:
         parts them: both run on the same path)."""
 
         def now() -> list[CallPair]:
-            found = [call for call in self.reached(frame) if call.method == "compute_logits"]
+            found = [(site.node, call) for site in self.sites.get(frame, []) for call in self._logits_through(site)]
             if found or not self.callers.get(frame):
-                return [CallPair(top, tuple(found))]
+                return [self._paired(frame, node, top, found)]
             out = _merged(
                 pair
                 for caller, site in self.callers[frame]
@@ -1278,6 +1317,50 @@ def _unshadowed(call: ModelCall, shadowed: frozenset[str]) -> ModelCall:
         return call
     values = tuple(None if value is not None and _reads(value) & shadowed else value for value in call.argument_values)
     return replace(call, values=values) if values != call.argument_values else call
+
+
+def _names_read(call: ModelCall) -> frozenset[str]:
+    """The names a call's argument values read."""
+    return frozenset().union(*(_reads(v) for v in call.argument_values if v is not None and v != HIDDEN_BY_STAR))
+
+
+def _constants_bound(call: ModelCall, bindings: Bindings, node: ast.AST) -> ModelCall:
+    """``call``, reached through ``node``, with each name its values read that every path there last
+    binds by ``name = <constant>`` replaced by that constant (``spec_step_idx = 0`` before it)."""
+    constants: dict[str, ast.expr] = {}
+    for name in _names_read(call):
+        reaching = bindings.at(node, name)
+        constant = _assigned_constant(reaching.bindings[0]) if reaching.decided and reaching.bindings else None
+        if constant is not None:
+            constants[name] = constant
+    if not constants:
+        return call
+    values = tuple(
+        value
+        if value is None or value.startswith("*") or value == HIDDEN_BY_STAR or not _reads(value) & constants.keys()
+        else ast.unparse(_Substituted(constants).visit(ast.parse(value, mode="eval")))
+        for value in call.argument_values
+    )
+    return replace(call, values=values)
+
+
+def _assigned_constant(binding: ast.AST) -> ast.expr | None:
+    """The literal a ``name = <literal>`` (annotated too) binding assigns; None for any other binding."""
+    if isinstance(binding, ast.Assign) and len(binding.targets) == 1 and isinstance(binding.targets[0], ast.Name):
+        value = binding.value
+    elif isinstance(binding, ast.AnnAssign) and isinstance(binding.target, ast.Name) and binding.value is not None:
+        value = binding.value
+    else:
+        return None
+    try:
+        ast.literal_eval(value)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return value
+
+
+def _line(node: ast.AST) -> int:
+    return getattr(node, "lineno", 0)
 
 
 @functools.lru_cache(maxsize=4096)
