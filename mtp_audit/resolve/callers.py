@@ -921,9 +921,13 @@ class CallerIndex:
         shadowed = _inner_scope_names(function)
         sites: list[_Site] = []
         followed: set[int] = set()  # drafter references that a site follows
+        home = self.modules[module] if module in self.modules else None
+        callables = _bound_once(nodes, function)
         for node in nodes:
             if not isinstance(node, ast.Call):
                 continue
+            call_node = node
+            node = _direct_call(node, callables, _scope(home, function), home) if home is not None else node
             method = names.method_of(node.func)
             if method is not None:
                 args = tuple(
@@ -935,8 +939,8 @@ class CallerIndex:
                 )
                 keywords = tuple(k.arg for k in node.keywords if k.arg)
                 call = ModelCall(method, args, keywords, len(node.args), file, node.lineno)
-                sites.append(_Site(node, file, _unshadowed(call, shadowed.get(id(node), frozenset()))))
-                followed.add(id(node.func))
+                sites.append(_Site(call_node, file, _unshadowed(call, shadowed.get(id(call_node), frozenset()))))
+                followed |= {id(node.func), id(call_node.func)}
                 continue
             callee = self._callee(node, frame, mro, module)
             if callee is None:
@@ -960,7 +964,7 @@ class CallerIndex:
             }
             sites.append(
                 _Site(
-                    node,
+                    call_node,
                     file,
                     callee=_Frame(target.owner, target.name, handed, speculators),
                     receives=receives,
@@ -1600,6 +1604,47 @@ def _assigned_once(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str
         for name, values in bound.items()
         if len(values) == 1 and values[0] is not None and name not in parameters
     }
+
+
+def _bound_once(nodes: list[ast.AST], function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr]:
+    """Locals of ``function`` (not parameters) bound once, by a plain, annotated or ``:=`` binding, to their values."""
+    bound: dict[str, list[ast.expr]] = {}
+    for node in nodes:
+        for name, value in (
+            _local_bindings(node) if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) else ()
+        ):
+            bound.setdefault(name, []).append(value)
+    stored = [n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+    arguments = function.args
+    parameters = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+    return {
+        name: values[0]
+        for name, values in bound.items()
+        if len(values) == 1 and stored.count(name) <= 1 and name not in parameters
+    }
+
+
+def _direct_call(call: ast.Call, callables: dict[str, ast.expr], local: dict[str, str], module: _Module) -> ast.Call:
+    """The call Python makes for ``call``: through a local bound once to what is called
+    (``draft = self.sample_draft; draft(h)``), ``getattr(obj, "name")(...)``, and
+    ``functools.partial(f, *a, **k)(...)`` (its arguments before the call's)."""
+    origin = call
+    for _ in range(MAX_FACTORY_DEPTH):
+        func = call.func
+        if isinstance(func, ast.Name) and func.id in callables:
+            call = ast.Call(func=callables[func.id], args=call.args, keywords=call.keywords)
+        elif (read := _getattr_of(func)) is not None and len(func.args) == 2:  # type: ignore[attr-defined]
+            call = ast.Call(
+                func=ast.Attribute(value=read[0], attr=read[1], ctx=ast.Load()), args=call.args, keywords=call.keywords
+            )
+        elif (wrapped := _partial_of(local, module, func)) is not None:
+            partial = func  # type: ignore[assignment]
+            args = [*partial.args[1:], *call.args]  # type: ignore[attr-defined]
+            call = ast.Call(func=wrapped, args=args, keywords=[*partial.keywords, *call.keywords])  # type: ignore[attr-defined]
+        else:
+            break
+        ast.copy_location(call, origin)
+    return call
 
 
 def _with_arm(statement: ast.stmt, choice: ast.expr, arm: ast.expr) -> ast.stmt:
