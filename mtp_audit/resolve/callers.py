@@ -59,21 +59,23 @@ METHODS_BY_NAME = (  # name fragment -> speculative methods a drafter of that na
 CALLER_FILE = re.compile(rb"Speculator|Proposer|speculator_class|def propose")
 CALLER_NAME = re.compile(r"(?:Speculator|Proposer)$")
 # A line that may construct a speculator or pick its class, outside a ``class`` statement: a
-# construction (``XSpeculator(...)``), a value that starts with a class (``cls = XSpeculator``,
-# ``cls = XSpeculator if c else YProposer``), either arm of a conditional. Only the lines that
-# name one (SPECULATOR_NAME) are tried: a thousands-line runner costs a few of them.
+# construction (``XSpeculator(...)``, a factory ``XSpeculator.from_config(...)``), a value that
+# starts with a class (``cls = XSpeculator``, ``cls = XSpeculator if c else YProposer``), either arm
+# of a conditional, a value of a dict (``{"mtp": XSpeculator}``), what ``partial`` wraps. Only the
+# lines that name one (SPECULATOR_NAME) are tried: a thousands-line runner costs a few of them.
 SPECULATOR_NAME = re.compile(r"Speculator|Proposer")
 CONSTRUCTION_LINE = re.compile(
     r"^(?!\s*class\s).*(?:"
-    r"(?:Speculator|Proposer)(?:\s*\(|\s+if\b)"
-    r"|=\s*[\w.]*(?:Speculator|Proposer)\b"
-    r"|\belse\s+[\w.]*(?:Speculator|Proposer)\b)",
+    r"(?:Speculator|Proposer)(?:\s*\(|\s+if\b|\.\w+\s*\()"
+    r"|[=:]\s*[\w.]*(?:Speculator|Proposer)\b"
+    r"|\b(?:else|partial\()\s*[\w.]*(?:Speculator|Proposer)\b)",
     re.M,
 )
 DEF_LINE = re.compile(r"^(\s*)(?:async\s+)?def\s")
 DECLARED_CONFIG = re.compile(r"^(\s+)speculator_config_class\s*(?::[^=]*)?=\s*([A-Za-z_][\w.]*)", re.M)
 
 
+MAX_FACTORY_DEPTH = 8  # factories calling factories: deeper is a cycle
 HIDDEN_BY_STAR = "\x01"  # an argument value that a ``*``/``**`` argument of a wrapper call hides
 
 
@@ -373,23 +375,131 @@ class CallerIndex:
         return sorted(found.items())
 
     def _constructed(
-        self, local: dict[str, str], module: _Module, node: ast.AST, class_variables: frozenset[str] = frozenset()
+        self,
+        local: dict[str, str],
+        module: _Module,
+        node: ast.AST,
+        class_variables: frozenset[str] = frozenset(),
+        values: dict[str, ast.expr] | None = None,
     ) -> list[str]:
         """The speculators ``node`` constructs, or picks into one of ``class_variables`` (locals the
         function calls: ``speculator_cls = MTPSpeculator`` ... ``speculator_cls(vllm_config)``)."""
         out = []
         for sub in ast.walk(node):
             if isinstance(sub, ast.Call):
-                names = [_dotted(sub.func)]
+                made = self._made_by(local, module, sub.func, values or {})
             elif isinstance(sub, ast.Assign) and any(_dotted(t) in class_variables for t in sub.targets):
-                names = [_dotted(value) for value in _branches(sub.value)]
+                made = self._made_by(local, module, sub.value, values or {})
             else:
                 continue
-            for name in names:
-                qualname = self._class_named(local, module, name) if name else None
-                if qualname is not None and qualname not in out:
-                    out.append(qualname)
+            out += [qualname for qualname in made if qualname not in out]
         return out
+
+    def _made_by(
+        self, local: dict[str, str], module: _Module, callee: ast.expr, values: dict[str, ast.expr], depth: int = 0
+    ) -> list[str]:
+        """The speculators that calling ``callee`` constructs: a class, either arm of a choice
+        (``a if c else b``, a literal dict looked up by key), the class ``functools.partial`` wraps,
+        and what a class- or static-method factory of a speculator class returns (``cls(...)`` its
+        class). Each is what Python would call; anything else constructs nothing read here."""
+        if depth > MAX_FACTORY_DEPTH:
+            return []
+        choice = self._choice(local, module, callee, values)
+        if choice is not None:
+            arms = [choice.body, choice.orelse]
+            return list(dict.fromkeys(q for arm in arms for q in self._made_by(local, module, arm, values, depth)))
+        if (wrapped := _partial_of(local, module, callee)) is not None:
+            return self._made_by(local, module, wrapped, values, depth + 1)
+        name = _dotted(callee) if isinstance(callee, (ast.Name, ast.Attribute)) else None
+        qualname = self._class_named(local, module, name) if name else None
+        if qualname is not None:
+            return [qualname]
+        factory = self._factory(local, module, callee)
+        if factory is None:
+            return []
+        scope, home, function = factory
+        returned = [n.value for n in ast.walk(function) if isinstance(n, ast.Return) and n.value is not None]
+        return list(
+            dict.fromkeys(
+                q
+                for value in returned
+                for q in (
+                    self._made_by(scope, home, value, {}, depth + 1)  # ``return cls``
+                    + self._constructed_at(scope, home, value, depth + 1)
+                )
+            )
+        )
+
+    def _constructed_at(self, local: dict[str, str], module: _Module, node: ast.AST, depth: int) -> list[str]:
+        """The speculators the calls in ``node`` construct, factories ``depth`` deep."""
+        calls = [sub for sub in ast.walk(node) if isinstance(sub, ast.Call)]
+        return list(dict.fromkeys(q for call in calls for q in self._made_by(local, module, call.func, {}, depth)))
+
+    def _factory(
+        self, local: dict[str, str], module: _Module, callee: ast.expr
+    ) -> tuple[dict[str, str], _Module, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+        """``C.make`` where ``C`` is a speculator class and ``make`` a class- or static method of its
+        MRO: the names its body sees (``cls`` is ``C``), its module and its definition."""
+        if not isinstance(callee, ast.Attribute):
+            return None
+        owner_name = _dotted(callee.value)
+        owner = self._class_named(local, module, owner_name) if owner_name else None
+        hit = self._find(self._mro(owner), callee.attr) if owner is not None else None
+        if hit is None:
+            return None
+        home = self.modules[hit[1].module]
+        function = hit[1].methods[callee.attr]
+        decorators = {_dotted(d) for d in function.decorator_list}
+        if "classmethod" in decorators and function.args.args:
+            return {**_scope(home, function), function.args.args[0].arg: owner}, home, function
+        if "staticmethod" in decorators:
+            return _scope(home, function), home, function
+        return None
+
+    def _choice(
+        self, local: dict[str, str], module: _Module, node: ast.expr, values: dict[str, ast.expr]
+    ) -> ast.IfExp | None:
+        """``node`` as the conditional expression it evaluates as: ``a if c else b`` itself, and a
+        lookup in a literal dict (``{"mtp": M, "eagle": E}[key]``, ``.get(key, default)``) as
+        ``M if key == "mtp" else (E if key == "eagle" else <missing>)``: a missing key gives no class
+        (``[key]`` raises, ``.get`` gives its default)."""
+        if isinstance(node, ast.IfExp):
+            return node
+        if isinstance(node, ast.Subscript):
+            table, key, missing = node.value, node.slice, ast.Constant(None)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and 1 <= len(node.args) <= 2
+            and not node.keywords
+        ):
+            table, key = node.func.value, node.args[0]
+            missing = node.args[1] if len(node.args) == 2 else ast.Constant(None)
+        else:
+            return None
+        literal = self._literal_dict(local, module, table, values)
+        if literal is None:
+            return None
+        chain: ast.expr = missing
+        for entry, value in reversed(list(zip(literal.keys, literal.values))):
+            test = ast.Compare(left=key, ops=[ast.Eq()], comparators=[entry])  # type: ignore[list-item]
+            chain = ast.IfExp(test=test, body=value, orelse=chain)
+        return chain if isinstance(chain, ast.IfExp) else None
+
+    def _literal_dict(
+        self, local: dict[str, str], module: _Module, node: ast.expr, values: dict[str, ast.expr]
+    ) -> ast.Dict | None:
+        """The dict literal ``node`` is (a local or module-level name bound once to one, also
+        imported from a module read here); None when it has a ``**`` entry or is no such literal."""
+        if isinstance(node, ast.Name) and node.id in values:
+            node = values[node.id]
+        elif isinstance(node, ast.Name):
+            home, _, name = _qualified(local, module, node.id).rpartition(".")
+            node = _module_values(self.modules[home]).get(name) if home in self.modules else None
+        if isinstance(node, ast.Dict) and all(key is not None for key in node.keys):
+            return node
+        return None
 
     def _class_named(self, local: dict[str, str], module: _Module, name: str) -> str | None:
         """The speculator ``name`` stands for: an imported or local class, or one reached through an
@@ -443,8 +553,7 @@ class CallerIndex:
         ]
 
     def _picked(self, local: dict[str, str], module: _Module, value: ast.expr) -> bool:
-        name = _dotted(value)
-        return name is not None and self._class_named(local, module, name) is not None
+        return bool(self._made_by(local, module, value, {}))
 
     def _is_caller(self, qualname: str) -> bool:
         """A speculator or proposer: a class with a drafting entry point in its MRO."""
@@ -463,8 +572,9 @@ class CallerIndex:
                 for function in _functions(module.tree):
                     local = _scope(module, function)
                     variables = _called_locals(function)
-                    if self._constructed(local, module, function, variables):
-                        compact = self._compact(local, module, function.body, _assigned_once(function), variables)
+                    values = _assigned_once(function)
+                    if self._constructed(local, module, function, variables, values):
+                        compact = self._compact(local, module, function.body, values, variables)
                         self._selector_functions.append((module, function, compact, local, variables))
         return self._selector_functions
 
@@ -479,11 +589,21 @@ class CallerIndex:
         """The statements of ``body`` that matter for selection: ``if``s around constructions or
         exits, exits (``return``, ``raise``) with what they construct, and constructions (a class
         picked into one of ``class_variables`` counts as constructed where it is picked). A
-        ``with`` block runs its body; a ``match`` runs as its ``if``/``elif`` chain. A local the
-        function assigns once (``method = spec.method``) is read in a condition as its value."""
+        ``with`` block runs its body; a ``match`` runs as its ``if``/``elif`` chain; a statement
+        that chooses by a conditional expression or a literal dict (``_choice``) as the ``if``/``else``
+        it stands for; a ``try`` runs its body and ``else``, and its handlers may run first
+        instead (an undecided branch). A local the function assigns once (``method = spec.method``)
+        is read in a condition as its value."""
         out: list[tuple] = []
         for statement in body:
-            if isinstance(statement, ast.If):
+            if (split := self._split_choice(local, module, statement, values)) is not None:
+                out += self._compact(local, module, [split], values, class_variables)
+            elif isinstance(statement, (ast.Try, ast.TryStar)):
+                handlers = [s for handler in statement.handlers for s in handler.body]
+                undecided = [ast.If(test=ast.Constant(...), body=handlers, orelse=[])] if handlers else []
+                blocks = [*undecided, *statement.body, *statement.orelse, *statement.finalbody]
+                out += self._compact(local, module, blocks, values, class_variables)
+            elif isinstance(statement, ast.If):
                 then = self._compact(local, module, statement.body, values, class_variables)
                 orelse = self._compact(local, module, statement.orelse, values, class_variables)
                 if then or orelse:
@@ -495,12 +615,30 @@ class CallerIndex:
             elif isinstance(statement, ast.Match):
                 out += self._compact(local, module, match_as_if(statement), values, class_variables)
             elif isinstance(statement, (ast.Return, ast.Raise)):
-                out.append(("exit", self._constructed(local, module, statement, class_variables)))
+                out.append(("exit", self._constructed(local, module, statement, class_variables, values)))
             elif not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                built = self._constructed(local, module, statement, class_variables)
+                built = self._constructed(local, module, statement, class_variables, values)
                 if built:
                     out.append(("do", built))
         return out
+
+    def _split_choice(
+        self, local: dict[str, str], module: _Module, statement: ast.stmt, values: dict[str, ast.expr]
+    ) -> ast.If | None:
+        """A simple statement that chooses what it constructs or picks by a conditional expression or
+        a literal dict (``_choice``), as the ``if``/``else`` it stands for: the statement with the
+        choice replaced by each arm."""
+        if isinstance(statement, (ast.If, ast.With, ast.AsyncWith, ast.Match, ast.Try, ast.TryStar, *INNER_SCOPES)):
+            return None
+        for node in ast.walk(statement):
+            choice = self._choice(local, module, node, values) if isinstance(node, ast.expr) else None
+            if choice is not None and any(
+                self._made_by(local, module, arm, values) or self._constructed(local, module, arm, values=values)
+                for arm in (choice.body, choice.orelse)
+            ):
+                arms = [[_with_arm(statement, node, arm)] for arm in (choice.body, choice.orelse)]
+                return ast.If(test=choice.test, body=arms[0], orelse=arms[1])
+        return None
 
     def _select(self, body: list[tuple], drafter: Drafter) -> tuple[list[str], bool]:
         """Speculators constructed on the paths that ``drafter`` can take through a compacted
@@ -787,9 +925,13 @@ class CallerIndex:
         shadowed = _inner_scope_names(function)
         sites: list[_Site] = []
         followed: set[int] = set()  # drafter references that a site follows
+        home = self.modules[module] if module in self.modules else None
+        callables = _bound_once(nodes, function)
         for node in nodes:
             if not isinstance(node, ast.Call):
                 continue
+            call_node = node
+            node = _direct_call(node, callables, _scope(home, function), home) if home is not None else node
             method = names.method_of(node.func)
             if method is not None:
                 args = tuple(
@@ -801,8 +943,8 @@ class CallerIndex:
                 )
                 keywords = tuple(k.arg for k in node.keywords if k.arg)
                 call = ModelCall(method, args, keywords, len(node.args), file, node.lineno)
-                sites.append(_Site(node, file, _unshadowed(call, shadowed.get(id(node), frozenset()))))
-                followed.add(id(node.func))
+                sites.append(_Site(call_node, file, _unshadowed(call, shadowed.get(id(call_node), frozenset()))))
+                followed |= {id(node.func), id(call_node.func)}
                 continue
             callee = self._callee(node, frame, mro, module)
             if callee is None:
@@ -826,7 +968,7 @@ class CallerIndex:
             }
             sites.append(
                 _Site(
-                    node,
+                    call_node,
                     file,
                     callee=_Frame(target.owner, target.name, handed, speculators),
                     receives=receives,
@@ -1547,6 +1689,75 @@ def _assigned_once(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str
     }
 
 
+def _bound_once(nodes: list[ast.AST], function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr]:
+    """Locals of ``function`` (not parameters) bound once, by a plain, annotated or ``:=`` binding, to their values."""
+    bound: dict[str, list[ast.expr]] = {}
+    for node in nodes:
+        for name, value in (
+            _local_bindings(node) if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) else ()
+        ):
+            bound.setdefault(name, []).append(value)
+    stored = [n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+    arguments = function.args
+    parameters = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+    return {
+        name: values[0]
+        for name, values in bound.items()
+        if len(values) == 1 and stored.count(name) <= 1 and name not in parameters
+    }
+
+
+def _direct_call(call: ast.Call, callables: dict[str, ast.expr], local: dict[str, str], module: _Module) -> ast.Call:
+    """The call Python makes for ``call``: through a local bound once to what is called
+    (``draft = self.sample_draft; draft(h)``), ``getattr(obj, "name")(...)``, and
+    ``functools.partial(f, *a, **k)(...)`` (its arguments before the call's)."""
+    origin = call
+    for _ in range(MAX_FACTORY_DEPTH):
+        func = call.func
+        if isinstance(func, ast.Name) and func.id in callables:
+            call = ast.Call(func=callables[func.id], args=call.args, keywords=call.keywords)
+        elif (read := _getattr_of(func)) is not None and len(func.args) == 2:  # type: ignore[attr-defined]
+            call = ast.Call(
+                func=ast.Attribute(value=read[0], attr=read[1], ctx=ast.Load()), args=call.args, keywords=call.keywords
+            )
+        elif (wrapped := _partial_of(local, module, func)) is not None:
+            partial = func  # type: ignore[assignment]
+            args = [*partial.args[1:], *call.args]  # type: ignore[attr-defined]
+            call = ast.Call(func=wrapped, args=args, keywords=[*partial.keywords, *call.keywords])  # type: ignore[attr-defined]
+        else:
+            break
+        ast.copy_location(call, origin)
+    return call
+
+
+def _with_arm(statement: ast.stmt, choice: ast.expr, arm: ast.expr) -> ast.stmt:
+    """A copy of ``statement`` in which ``choice`` is ``arm``."""
+    return copy.deepcopy(statement, {id(choice): arm})
+
+
+def _partial_of(local: dict[str, str], module: _Module, node: ast.expr) -> ast.expr | None:
+    """What ``functools.partial(f, ...)`` (or an imported ``partial``) wraps: calling it calls ``f``."""
+    if isinstance(node, ast.Call) and node.args and not isinstance(node.args[0], ast.Starred):
+        name = _dotted(node.func)
+        if name is not None and _qualified(local, module, name) == "functools.partial":
+            return node.args[0]
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _module_values_of(tree: ast.Module) -> dict[str, ast.expr]:
+    bound: dict[str, list[ast.expr]] = {}
+    for statement in tree.body:
+        for name, value in _local_bindings(statement):
+            bound.setdefault(name, []).append(value)
+    return {name: values[0] for name, values in bound.items() if len(values) == 1}
+
+
+def _module_values(module: _Module) -> dict[str, ast.expr]:
+    """Module-level names bound once by a plain assignment, to their values."""
+    return _module_values_of(module.tree)
+
+
 class _Substituted(ast.NodeTransformer):
     """A condition with each local assigned once replaced by its value (not substituted again)."""
 
@@ -1641,32 +1852,85 @@ def _imports(tree: ast.Module, module: str, is_package: bool) -> dict[str, str]:
 
 
 def _constructing_parts(source: str) -> str:
-    """The top-level imports of ``source`` and, dedented to module level, every function whose
-    text constructs a speculator: all that selection reads, at a fraction of the parse."""
+    """The top-level imports of ``source`` and every function whose text constructs a speculator:
+    all that selection reads, at a fraction of the parse. Every other line is left blank (line
+    numbers stay those of the file); a kept method is put under a ``class`` line of its own."""
     lines = source.splitlines()
-    keep: list[str] = []
+    continued = _continued_lines(source)
+    keep = [""] * len(lines)
     index = 0
     while index < len(lines):
         line = lines[index]
         match = DEF_LINE.match(line)
         if line.startswith(("import ", "from ")):
             end = _statement_end(lines, index)
-            keep += lines[index:end]
+            keep[index:end] = lines[index:end]
             index = end
         elif match:
-            indent = len(match.group(1))
-            end = index + 1
-            while end < len(lines) and (
-                not lines[end].strip() or _indent(lines[end]) > indent or lines[end].lstrip().startswith(")")
-            ):
-                end += 1
-            block = lines[index:end]
-            if _may_construct("\n".join(block)):
-                keep += [b[indent:] for b in block]
+            end = _block_end(lines, index, len(match.group(1)), continued)
+            if _may_construct("\n".join(lines[index:end])):
+                keep[index:end] = lines[index:end]
+                if match.group(1) and not keep[index - 1]:  # else it goes on the class of the method kept above
+                    keep[index - 1] = f"class {CUT_CLASS}:"
             index = end
         else:
             index += 1
     return "\n".join(keep) + "\n"
+
+
+CUT_CLASS = "_Cut"  # holds a method kept from the model runner, at its own indentation
+
+
+def _block_end(lines: list[str], start: int, indent: int, continued: frozenset[int]) -> int:
+    """The line after the function defined at ``start``: the first line of code indented no more
+    than its ``def`` that does not continue a statement (in brackets, a multi-line string, after a
+    backslash); blank and comment-only lines, at any column, stay in the block."""
+    end = start + 1
+    while end < len(lines) and (
+        end in continued
+        or not lines[end].strip()
+        or lines[end].lstrip().startswith("#")
+        or _indent(lines[end]) > indent
+    ):
+        end += 1
+    return end
+
+
+STRING_OR_COMMENT = re.compile(
+    r"#[^\n]*"
+    r"|[rRbBuUfF]{0,2}(?:\"\"\"(?:\\.|[^\\])*?(?:\"\"\"|\Z)|'''(?:\\.|[^\\])*?(?:'''|\Z))"
+    r"|\"(?:\\.|[^\"\\\n])*\"?|'(?:\\.|[^'\\\n])*'?",
+    re.S,
+)
+
+
+def _continued_lines(source: str) -> frozenset[int]:
+    """Indexes of the lines that continue a statement begun on an earlier line: inside a
+    multi-line string, inside brackets, or after a backslash. Read from the text (strings and
+    comments first, then brackets), so a runner newer than this Python still cuts."""
+    out: set[int] = set()
+    counted = [0, 0]  # the lines before this offset
+
+    def blanked(string: re.Match) -> str:
+        """A string as one placeholder on as many lines; the lines after its first continue it."""
+        text = string.group()
+        if text[0] == "#":
+            return ""
+        lines = text.count("\n")
+        if lines:
+            counted[:] = [string.start(), counted[1] + source.count("\n", counted[0], string.start())]
+            out.update(range(counted[1] + 1, counted[1] + 1 + lines))
+        return "s" + "\n" * lines
+
+    code = STRING_OR_COMMENT.sub(blanked, source)
+    depth, joined = 0, False
+    for number, line in enumerate(code.split("\n")):
+        if depth > 0 or joined:
+            out.add(number)
+        depth += line.count("(") + line.count("[") + line.count("{")
+        depth = max(0, depth - line.count(")") - line.count("]") - line.count("}"))
+        joined = line.endswith("\\")
+    return frozenset(out)
 
 
 def _may_construct(text: str) -> bool:
