@@ -90,6 +90,23 @@ def test_pre_commit(files, code, tmp_path):
     assert run_cli("pre-commit", *files, cwd=tree).returncode == code
 
 
+@pytest.mark.parametrize("link", [False, True], ids=["an absolute path elsewhere", "a symlink out of the checkout"])
+def test_pre_commit_skips_a_file_that_resolves_outside_the_checkout(link, tmp_path):
+    """It can define no drafter of this tree: one note, and the other files are still checked."""
+    tree = tree_of("scan", "direct_head", tmp_path)
+    elsewhere = tmp_path / "elsewhere.py"
+    elsewhere.write_text("x = 1\n")
+    given = "vllm/model_executor/models/linked_helper.py" if link else str(elsewhere)
+    if link:
+        (tree / given).symlink_to(elsewhere)
+    result = run_cli("pre-commit", given, TOY, cwd=tree)
+    assert result.returncode == ACTION, result.stderr
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note: ")]
+    assert notes == [f"note: skipped {given}: it resolves outside the checkout {tree.resolve()}"]
+    assert "ToyMTPModel (ToyMTP) has no get_top_tokens" in result.stderr
+    assert run_cli("pre-commit", given, cwd=tree).returncode == OK
+
+
 def test_pre_commit_outside_a_checkout_is_an_input_error(tmp_path):
     result = run_cli("pre-commit", "x.py", cwd=plugin_without_drafters(tmp_path))
     assert result.returncode == ERROR and "vLLM checkout" in result.stderr
