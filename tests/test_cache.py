@@ -227,12 +227,34 @@ def test_a_bad_cache_entry_is_rebuilt_and_never_run(damage, tmp_path):
     assert json.loads(rebuilt.stdout) == expected and "warning" not in rebuilt.stderr
 
 
-@pytest.mark.parametrize("where", ["a regular file", "a folder inside a regular file"])
+UNUSABLE_CACHE_DIRS = {
+    "a regular file": lambda blocker: blocker,
+    "a folder inside a regular file": lambda blocker: blocker / "cache",
+    "a name too long to look up": lambda blocker: blocker.parent / ("x" * 300) / "cache",
+    "below a folder this user cannot enter": lambda blocker: _locked(blocker.parent / "locked") / "cache",
+}
+
+
+def _locked(folder: Path) -> Path:
+    folder.mkdir(mode=0)
+    return folder
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        pytest.param(where, marks=pytest.mark.skipif(os.geteuid() == 0, reason="root enters any folder"))
+        if where.startswith("below")
+        else where
+        for where in UNUSABLE_CACHE_DIRS
+    ],
+)
 def test_a_cache_directory_that_cannot_be_used_is_one_warning_and_the_scan_runs_without_it(where, tmp_path):
+    """Whatever probing it raises (not a folder, a parent that cannot be entered, a name too long)."""
     tree = build_tree(FIXTURES / "scan" / "manual_shapes", tmp_path / "tree")
     blocker = tmp_path / "cachefile"
     blocker.write_text("not a directory\n")
-    cache = blocker if where == "a regular file" else blocker / "cache"
+    cache = UNUSABLE_CACHE_DIRS[where](blocker)
     env = {"MTP_AUDIT_CACHE_DIR": str(cache)}
     expected = scan_json(tree, "--no-cache", env=env)
     for args in (["--jobs", "1"], ["--jobs", "4"], ["fix", "--all", "--diff"]):

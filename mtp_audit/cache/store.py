@@ -67,26 +67,38 @@ def _temporary_in(folder: Path) -> tuple[int, str]:
 
 def usable(directory: Path, quiet: bool) -> bool:
     """Whether the cache can be read from ``directory`` (made when missing); when it cannot (a file,
-    a folder this user cannot make or read), says so once, unless ``quiet``, and the command runs without
-    it rather than warning about every entry. ``quiet`` silences the warnings about bad entries too
+    a folder this user cannot make, enter or read), says so once, unless ``quiet``, and the command runs
+    without it rather than warning about every entry. ``quiet`` silences the warnings about bad entries too
     (workers forked later inherit it)."""
     _Warnings.silent = quiet
-    if directory.exists() and not directory.is_dir():
-        why = "not a directory"
-    else:
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            why = (error.strerror or str(error)).lower()
-        else:
-            if os.access(directory, os.R_OK | os.X_OK):  # read-only is usable: it only costs speed
-                return True
-            why = "this user cannot read it"
-    if not quiet:
+    why = _unusable(directory)
+    if why is not None and not quiet:
         print(
             f"warning: cache directory {directory} cannot be used ({why}); running without the cache", file=sys.stderr
         )
-    return False
+    return why is None
+
+
+def _unusable(directory: Path) -> str | None:
+    """Why ``directory`` cannot hold the cache, None when it can. Any probe of it may raise, not only
+    ``mkdir`` (a parent this user cannot enter, a name too long, a symlink loop): that is the reason."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        return "not a directory"
+    except OSError as error:
+        return (error.strerror or str(error)).lower()
+    if not os.access(directory, os.R_OK | os.X_OK):  # read-only is usable: it only costs speed
+        return "this user cannot read it"
+    return None
+
+
+def _is_folder(path: Path) -> bool:
+    """``path.is_dir()``, False where even asking fails (a parent this user cannot enter)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 class _Warnings:
@@ -153,7 +165,7 @@ class Store:
         _Warnings.bad_entry(path, why)
 
     def save(self, path: Path, value: object) -> None:
-        new = self.directory.parent not in _MADE and not self.directory.parent.is_dir()
+        new = self.directory.parent not in _MADE and not _is_folder(self.directory.parent)
         atomic_write(path, codec.dumps((FORMAT, path.stem, value)))
         if new:
             prune(self.root, keep=self.directory.parent)
