@@ -55,6 +55,7 @@ MATRIX = [
     ("every command", ERROR, ("scan", "direct_head"), ["fix"]),
     ("every command", ERROR, ("scan", "direct_head"), ["fix", "--model", "toy", "--all"]),
     ("every command", ERROR, ("scan", "direct_head"), ["verify", "--model", "toy", "--tp", "two"]),
+    ("every command", ERROR, ("scan", "direct_head"), ["verify", "--model", "toy", "--tp", "1,1000000"]),
     ("every command", ERROR, ("scan", "direct_head"), ["scan", "--no-such-option"]),
     ("every command", ERROR, ("scan", "direct_head"), ["fix", "--all", "--jobs", "many"]),
 ]
