@@ -550,11 +550,14 @@ def pre_commit_command(
     fix: Annotated[bool, typer.Option("--fix", help="Write the mirrors; exit 1 when a file changed.")] = False,
 ) -> None:
     """For pre-commit in a vLLM checkout: missing_fixable drafters in the changed files fail the hook."""
-    from .commands.pre_commit import checkout, fix_drafters, touched_drafters
+    from .commands.pre_commit import changed_files, checkout, fix_drafters, touched_drafters
 
     tree = checkout(Path.cwd(), writes=fix)
     no_cache = cache_off(False, False)
-    records = touched_drafters(tree, Path.cwd(), files or [], no_cache)
+    changed, outside = changed_files(tree, Path.cwd(), files or [])
+    for file in outside:
+        print(f"note: skipped {file}: it resolves outside the checkout {tree.root}", file=sys.stderr)
+    records = touched_drafters(tree, changed, no_cache)
     for record in records:
         print(
             f"{record.file}:{record.line}: {record.arch or record.cls} ({record.cls}) has no get_top_tokens; "

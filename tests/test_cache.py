@@ -201,6 +201,9 @@ BAD_ENTRIES = {
     "foreign class": lambda path: path.write_text('{"c":"os:_wrap_close","v":[]}'),
     "foreign schema": lambda path: path.write_text('{"t":["mtp-audit-cache/0","x",1]}'),
     "unreadable": lambda path: (path.unlink(), path.mkdir()),
+    "a FIFO": lambda path: (path.unlink(), os.mkfifo(path)),
+    "a symlink to a device": lambda path: (path.unlink(), path.symlink_to("/dev/zero")),
+    "a symlink out of the cache": lambda path: (path.rename(f"{path}.moved"), path.symlink_to(f"{path}.moved")),
 }
 
 
@@ -227,12 +230,65 @@ def test_a_bad_cache_entry_is_rebuilt_and_never_run(damage, tmp_path):
     assert json.loads(rebuilt.stdout) == expected and "warning" not in rebuilt.stderr
 
 
-@pytest.mark.parametrize("where", ["a regular file", "a folder inside a regular file"])
+def test_an_entry_larger_than_the_limit_is_not_read(tmp_path, monkeypatch, capsys):
+    from mtp_audit.cache import store
+
+    entries = store.Store(tmp_path, "facts")
+    path = entries.path("module", True, "0" * 64)
+    entries.save(path, ["facts"])
+    monkeypatch.setattr(store, "ENTRY_LIMIT", path.stat().st_size - 1)
+    assert entries.load(path, list) is store.MISSING
+    assert f"warning: ignoring cache entry {path} (unreadable: larger than " in capsys.readouterr().err
+
+
+def test_pruning_removes_only_the_generations_the_tool_made(tmp_path):
+    """The cache folder may hold other things, some named like a generation (24 hex digits)."""
+    from mtp_audit.cache import store
+
+    foreign = [tmp_path / f"65a1f0c2e4b0a1b2c3d4e5f{digit}" for digit in range(6)]
+    for folder in foreign:
+        folder.mkdir()
+        (folder / "upload.bin").write_text("someone else's\n")
+    generations = [tmp_path / (f"{digit}" * 24) for digit in range(5)]
+    for age, folder in enumerate(generations):
+        (folder / "facts").mkdir(parents=True)
+        (folder / store.GENERATION_MARK).write_text(store.FORMAT)
+        os.utime(folder, (1000 - age, 1000 - age))
+    entries = store.Store(tmp_path, "facts")
+    entries.save(entries.path("module", True, "0" * 64), ["facts"])
+    assert all((folder / "upload.bin").read_text() == "someone else's\n" for folder in foreign)
+    kept = generations[: store.GENERATIONS_KEPT - 1]
+    assert sorted(p for p in tmp_path.iterdir() if p not in foreign) == sorted([*kept, entries.directory.parent])
+
+
+UNUSABLE_CACHE_DIRS = {
+    "a regular file": lambda blocker: blocker,
+    "a folder inside a regular file": lambda blocker: blocker / "cache",
+    "a name too long to look up": lambda blocker: blocker.parent / ("x" * 300) / "cache",
+    "below a folder this user cannot enter": lambda blocker: _locked(blocker.parent / "locked") / "cache",
+}
+
+
+def _locked(folder: Path) -> Path:
+    folder.mkdir(mode=0)
+    return folder
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        pytest.param(where, marks=pytest.mark.skipif(os.geteuid() == 0, reason="root enters any folder"))
+        if where.startswith("below")
+        else where
+        for where in UNUSABLE_CACHE_DIRS
+    ],
+)
 def test_a_cache_directory_that_cannot_be_used_is_one_warning_and_the_scan_runs_without_it(where, tmp_path):
+    """Whatever probing it raises (not a folder, a parent that cannot be entered, a name too long)."""
     tree = build_tree(FIXTURES / "scan" / "manual_shapes", tmp_path / "tree")
     blocker = tmp_path / "cachefile"
     blocker.write_text("not a directory\n")
-    cache = blocker if where == "a regular file" else blocker / "cache"
+    cache = UNUSABLE_CACHE_DIRS[where](blocker)
     env = {"MTP_AUDIT_CACHE_DIR": str(cache)}
     expected = scan_json(tree, "--no-cache", env=env)
     for args in (["--jobs", "1"], ["--jobs", "4"], ["fix", "--all", "--diff"]):

@@ -135,3 +135,23 @@ def test_github_escapes_a_comma_or_colon_in_a_file_property(tmp_path):
     assert line.startswith("::error file=/plugins/v2%2Cx/c%3Ad%25.py,title=file skipped::")
     properties = line.split("::")[1].split(" ", 1)[1]
     assert [p.split("=", 1)[0] for p in properties.split(",")] == ["file", "title"]
+
+
+def test_an_architecture_that_fails_alike_on_every_platform_is_said_once_in_every_format(tmp_path):
+    """One entry listing the platforms, as a syntax error gives, not one per platform (nor a count of those)."""
+    tree = build_tree(FIXTURES / "scan" / "same_failure_every_platform", tmp_path / "tree")
+    every = ["cpu", "cuda", "rocm", "tpu", "xpu"]
+    document = json.loads(run_cli("scan", str(tree), "--format", "json").stdout)
+    assert [(u["arch"], u["platforms"]) for u in document["unresolved"]] == [
+        ("GhostMTPModel", every),
+        ("NulledMTPModel", every),
+    ]
+    sarif = json.loads(run_cli("scan", str(tree), "--format", "sarif").stdout)
+    assert [r["ruleId"] for r in sarif["runs"][0]["results"]].count("MTPA005") == 2
+    assert run_cli("scan", str(tree), "--format", "github").stdout.count("::warning title=MTPA005 ") == 2
+    table = run_cli("scan", str(tree), "--format", "table").stdout
+    assert [line.split(" -> ")[0] for line in table.splitlines() if line.startswith("unresolved ")] == [
+        "unresolved GhostMTPModel",
+        "unresolved NulledMTPModel",
+    ]
+    assert run_cli("scan", str(tree)).stdout.rstrip().endswith("; 2 unresolved (see the warnings).")

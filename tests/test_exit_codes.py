@@ -55,6 +55,7 @@ MATRIX = [
     ("every command", ERROR, ("scan", "direct_head"), ["fix"]),
     ("every command", ERROR, ("scan", "direct_head"), ["fix", "--model", "toy", "--all"]),
     ("every command", ERROR, ("scan", "direct_head"), ["verify", "--model", "toy", "--tp", "two"]),
+    ("every command", ERROR, ("scan", "direct_head"), ["verify", "--model", "toy", "--tp", "1,1000000"]),
     ("every command", ERROR, ("scan", "direct_head"), ["scan", "--no-such-option"]),
     ("every command", ERROR, ("scan", "direct_head"), ["fix", "--all", "--jobs", "many"]),
 ]
@@ -88,6 +89,23 @@ def test_pre_commit(files, code, tmp_path):
     tree = tree_of("scan", "direct_head", tmp_path)
     assert any(r.command == "pre-commit" and r.code == code for r in POLICY)
     assert run_cli("pre-commit", *files, cwd=tree).returncode == code
+
+
+@pytest.mark.parametrize("link", [False, True], ids=["an absolute path elsewhere", "a symlink out of the checkout"])
+def test_pre_commit_skips_a_file_that_resolves_outside_the_checkout(link, tmp_path):
+    """It can define no drafter of this tree: one note, and the other files are still checked."""
+    tree = tree_of("scan", "direct_head", tmp_path)
+    elsewhere = tmp_path / "elsewhere.py"
+    elsewhere.write_text("x = 1\n")
+    given = "vllm/model_executor/models/linked_helper.py" if link else str(elsewhere)
+    if link:
+        (tree / given).symlink_to(elsewhere)
+    result = run_cli("pre-commit", given, TOY, cwd=tree)
+    assert result.returncode == ACTION, result.stderr
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note: ")]
+    assert notes == [f"note: skipped {given}: it resolves outside the checkout {tree.resolve()}"]
+    assert "ToyMTPModel (ToyMTP) has no get_top_tokens" in result.stderr
+    assert run_cli("pre-commit", given, cwd=tree).returncode == OK
 
 
 def test_pre_commit_outside_a_checkout_is_an_input_error(tmp_path):

@@ -194,13 +194,13 @@ def test_bases_that_cannot_be_followed_say_why(tmp_path: Path) -> None:
     hierarchy = Hierarchy(ModuleIndex(SourceTree(tmp_path, None, None)), "cuda")
     lines = {n: i + 1 for i, text in enumerate(source.splitlines()) for n in "DFG" if text.startswith(f"class {n}(")}
     d = hierarchy.mro(ClassKey("pkg.m", "D", lines["D"]))
-    assert d.unresolved == ["Undefined (pkg/m.py: Undefined is not defined on cuda)"]
+    assert d.unresolved == ["Undefined (pkg/m.py: Undefined is not defined)"]
     f = hierarchy.mro(ClassKey("pkg.m", "F", lines["F"]))
     assert f.unresolved == ["other"] and [c.name for c in f.classes] == ["F"]
     g = hierarchy.mro(ClassKey("pkg.m", "G", lines["G"]))
     assert g.unresolved == [
         "make_base() (cannot follow base make_base())",
-        "Undefined (pkg/m.py: Undefined is not defined on cuda)",
+        "Undefined (pkg/m.py: Undefined is not defined)",
     ]
     assert [c.name for c in g.classes] == ["G", "D"]
 
@@ -221,7 +221,7 @@ def test_an_external_base_beside_one_that_cannot_be_followed(tmp_path: Path) -> 
     h = hierarchy.mro(ClassKey("pkg.m", "H", 9))
     assert [c.name for c in h.classes] == ["H", "torch.nn.Module"]
     # the undecidable condition leaves two places Gone may come from; neither defines it
-    assert h.unresolved == ["Gone (pkg/a.py: Gone is not defined on cuda; pkg/b.py: Gone is not defined on cuda)"]
+    assert h.unresolved == ["Gone (pkg/a.py: Gone is not defined; pkg/b.py: Gone is not defined)"]
     k = hierarchy.mro(ClassKey("pkg.m", "K", 13))  # a subclass inherits what its base could not follow
     assert [c.name for c in k.classes] == ["K", "H", "torch.nn.Module"] and k.unresolved == h.unresolved
     both = hierarchy.mro(ClassKey("pkg.m", "L", 17))  # and so does one of several bases

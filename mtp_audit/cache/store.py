@@ -2,18 +2,21 @@
 
 ``<root>/<generation>/<namespace>/<aa>/<key>.json``: the generation is the hash of the
 tool's source (``source.source_hash``), so entries of other code are never read; a new
-generation prunes all but the most recent few. Writes are atomic (a temporary file in
-the same folder, then ``os.replace``). A missing entry is a plain miss; one that cannot
-be read, parsed or is not what was asked for is reported in one line on stderr, ignored
-and rewritten by the caller.
+generation, marked as the tool's own (``GENERATION_MARK``), prunes all but the most recent
+few of the marked ones: the cache folder may hold other things. Writes are atomic (a
+temporary file in the same folder, then ``os.replace``). A missing entry is a plain miss;
+one that is not a regular file of sane size, cannot be read, parsed or is not what was
+asked for is reported in one line on stderr, ignored and rewritten by the caller.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -25,6 +28,8 @@ FORMAT = "mtp-audit-cache/1"
 GENERATIONS_KEPT = 3
 _WARNINGS_SHOWN = 5
 _GENERATION = re.compile("[0-9a-f]{24}")
+GENERATION_MARK = ".mtp-audit-generation"  # a file in each generation folder: only those are ever pruned
+ENTRY_LIMIT = 256 << 20  # bytes; a whole scan of a vLLM release stores under 1 MiB
 
 
 def default_cache_dir() -> Path:
@@ -67,26 +72,38 @@ def _temporary_in(folder: Path) -> tuple[int, str]:
 
 def usable(directory: Path, quiet: bool) -> bool:
     """Whether the cache can be read from ``directory`` (made when missing); when it cannot (a file,
-    a folder this user cannot make or read), says so once, unless ``quiet``, and the command runs without
-    it rather than warning about every entry. ``quiet`` silences the warnings about bad entries too
+    a folder this user cannot make, enter or read), says so once, unless ``quiet``, and the command runs
+    without it rather than warning about every entry. ``quiet`` silences the warnings about bad entries too
     (workers forked later inherit it)."""
     _Warnings.silent = quiet
-    if directory.exists() and not directory.is_dir():
-        why = "not a directory"
-    else:
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            why = (error.strerror or str(error)).lower()
-        else:
-            if os.access(directory, os.R_OK | os.X_OK):  # read-only is usable: it only costs speed
-                return True
-            why = "this user cannot read it"
-    if not quiet:
+    why = _unusable(directory)
+    if why is not None and not quiet:
         print(
             f"warning: cache directory {directory} cannot be used ({why}); running without the cache", file=sys.stderr
         )
-    return False
+    return why is None
+
+
+def _unusable(directory: Path) -> str | None:
+    """Why ``directory`` cannot hold the cache, None when it can. Any probe of it may raise, not only
+    ``mkdir`` (a parent this user cannot enter, a name too long, a symlink loop): that is the reason."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        return "not a directory"
+    except OSError as error:
+        return (error.strerror or str(error)).lower()
+    if not os.access(directory, os.R_OK | os.X_OK):  # read-only is usable: it only costs speed
+        return "this user cannot read it"
+    return None
+
+
+def _is_folder(path: Path) -> bool:
+    """``path.is_dir()``, False where even asking fails (a parent this user cannot enter)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 class _Warnings:
@@ -125,7 +142,7 @@ class Store:
     def load(self, path: Path, kind: type | tuple[type, ...]) -> object:
         """The ``kind`` value stored at ``path``; MISSING when absent or bad (bad: one warning)."""
         try:
-            data = path.read_bytes()
+            data = read_regular(path, ENTRY_LIMIT)
         except FileNotFoundError:
             return MISSING
         except OSError as error:
@@ -153,17 +170,51 @@ class Store:
         _Warnings.bad_entry(path, why)
 
     def save(self, path: Path, value: object) -> None:
-        new = self.directory.parent not in _MADE and not self.directory.parent.is_dir()
+        generation = self.directory.parent
+        new = generation not in _MADE and not _is_folder(generation)
+        if new:
+            atomic_write(generation / GENERATION_MARK, FORMAT.encode())
         atomic_write(path, codec.dumps((FORMAT, path.stem, value)))
         if new:
-            prune(self.root, keep=self.directory.parent)
-            _MADE.add(self.directory.parent)
+            prune(self.root, keep=generation)
+            _MADE.add(generation)
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file at ``path``, never a symlink (out of the cache, to a device), a FIFO
+    (opened without waiting for a writer) or more than ``limit`` bytes: those raise OSError saying which,
+    so that reading an entry neither hangs nor fills memory. FileNotFoundError when there is none."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "a symbolic link") from None
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if info.st_size > limit:
+            raise OSError(errno.EFBIG, f"larger than {limit} bytes")
+        return handle.read(limit + 1)  # grown since: cut short, torn, and the codec refuses it
+
+
+def _made_by_the_tool(folder: Path) -> bool:
+    """Whether ``folder`` is a cache generation (its mark, as ``Store.save`` writes it), not a folder
+    of someone else's that only has a name of the same shape."""
+    try:
+        return read_regular(folder / GENERATION_MARK, len(FORMAT)) == FORMAT.encode()
+    except OSError:
+        return False
 
 
 def prune(root: Path, keep: Path, kept: int = GENERATIONS_KEPT) -> None:
-    """Remove the cache generations of other code, all but the ``kept`` most recently made."""
+    """Remove the cache generations of other code, all but the ``kept`` most recently made; only folders
+    the tool made (``_made_by_the_tool``) are ever removed."""
     try:
-        generations = [p for p in root.iterdir() if p != keep and _GENERATION.fullmatch(p.name) and p.is_dir()]
+        generations = [
+            p for p in root.iterdir() if p != keep and _GENERATION.fullmatch(p.name) and _made_by_the_tool(p)
+        ]
         generations.sort(key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
         return

@@ -22,9 +22,24 @@ def checkout(cwd: Path, writes: bool) -> SourceTree:
     return settled(tree, writes)
 
 
-def touched_drafters(tree: SourceTree, cwd: Path, files: list[Path], no_cache: bool) -> list[DrafterRecord]:
-    """missing_fixable drafters defined, or getting their compute_logits, in one of ``files``."""
-    changed = {(cwd / f).resolve().relative_to(tree.root).as_posix() for f in files}
+def changed_files(tree: SourceTree, cwd: Path, files: list[Path]) -> tuple[set[str], list[Path]]:
+    """``files`` relative to the checkout's root (symlinks followed), and those that resolve outside
+    it: none of those can define a drafter of this tree, so the hook skips them."""
+    root = tree.root.resolve()
+    inside: set[str] = set()
+    outside: list[Path] = []
+    for file in files:
+        path = (cwd / file).resolve()
+        if path.is_relative_to(root):
+            inside.add(path.relative_to(root).as_posix())
+        else:
+            outside.append(file)
+    return inside, outside
+
+
+def touched_drafters(tree: SourceTree, changed: set[str], no_cache: bool) -> list[DrafterRecord]:
+    """missing_fixable drafters defined, or getting their compute_logits, in one of the ``changed``
+    files (relative to the root)."""
     return [
         r
         for r in run_scan(tree, no_cache).records

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..errors import UsageError
+from ..verify.constants import MAX_TP
 
 COMPARE_FORMATS = ("concise", "table", "json", "markdown")  # github and sarif annotate files; a comparison has none
 MODEL_TYPE_FORMATS = ("concise", "table", "json", "markdown")
@@ -68,11 +69,14 @@ def check_verify_options(model: bool, sweep_all: bool) -> None:
 
 
 def tp_sizes(tp: str) -> list[int]:
-    """``verify --tp``: the sizes, sorted."""
+    """``verify --tp``: the sizes, sorted; each starts that many worker processes, so a size past
+    ``MAX_TP`` (a typo such as 12 for 1,2) is a usage error rather than a machine full of torch workers."""
     try:
         sizes = sorted({int(x) for x in tp.split(",") if x.strip()})
     except ValueError:
         raise UsageError(f"--tp takes sizes like 1,2, not {tp!r}") from None
     if not sizes or min(sizes) < 1:
         raise UsageError("--tp needs at least one size of 1 or more")
+    if max(sizes) > MAX_TP:
+        raise UsageError(f"--tp sizes go up to {MAX_TP} (one worker process per rank), not {max(sizes)}")
     return sizes

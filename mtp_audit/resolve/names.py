@@ -1,7 +1,9 @@
 """Stage 3a: follow a name through imports, aliases, re-exports and dispatch.
 
 Resolution is per platform: the same ``from pkg import X`` can land on a
-different class definition on ROCm than on CUDA.
+different class definition on ROCm than on CUDA. A reason never names the platform it
+was found on (whoever shows it lists the platforms), so that the same failure on every
+platform is one unresolved entry, one record, not one per platform.
 """
 
 from __future__ import annotations
@@ -69,10 +71,8 @@ def resolve_name(
         if found:
             return found
         if platform in facts.unlisted:
-            return [Missing(f"{facts.path}: {name} is not bound on {platform}; {facts.unlisted[platform]}", True)]
-        return [
-            Missing(f"{facts.path}: {name} is not defined on {platform}{_left_out(index, bindings, name, platform)}")
-        ]
+            return [Missing(f"{facts.path}: {name} is not bound; {facts.unlisted[platform]}", True)]
+        return [Missing(f"{facts.path}: {name} is not defined{_left_out(index, bindings, name, platform)}")]
     if bound is None:
         found = _from_stars(index, bindings, name, platform, seen, after=name)
         if found:
@@ -99,7 +99,7 @@ def resolve_name(
         elif target.kind == "unavailable":
             out.append(Missing(f"{facts.path}: {target.a}"))
         elif target.kind == "constant":  # a value, never a class: decided, that platform has none
-            out.append(Missing(f"{facts.path}:{target.b}: {name} = {target.a} on {platform}"))
+            out.append(Missing(f"{facts.path}:{target.b}: {name} = {target.a}"))
         elif target.b:  # a statement that binds it in a way not followed (a loop, ``A, B = pair``)
             out.append(Missing(f"{facts.path}: cannot follow {name} (line {target.b}: {target.a})", undecided=True))
         else:

@@ -10,6 +10,7 @@ NUM_STEPS = 3  # fabricated MTP steps
 # num_speculative_steps - 1 and the drafter wraps them (``spec_step_idx % num_mtp_layers``)
 STEPS_TRIED = 2 * NUM_STEPS
 START_LAYER = STEPS_TRIED + 2  # fabricated mtp_start_layer_idx: above every step, so [step] and [start + step] differ
+MAX_TP = 8  # verify --tp sizes, at most: one worker process per rank (TP 8: a whole 8-GPU node)
 MAX_VARIANTS = 8  # configurations built per drafter, at most
 FOREIGN_VLLM_EXIT = 2  # a worker that imported a vLLM from outside the tree under test
 WORKER_TIMEOUT_S = 1200.0  # verify --timeout's default; a whole --all sweep at one TP size takes 2-4 min on 2 CPUs
