@@ -211,6 +211,7 @@ class CallerIndex:
         self._functions: dict[str, tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef]] | None = None
         self._helpers: dict[str, Path] = {}  # module -> file of the caller folders not read yet (see _load)
         self._bound_locals: dict[tuple[str | None, str], frozenset[str]] = {}  # see _local_names
+        self._placed: set[tuple[str, int, int]] = set()  # speculator references selection read (see _unplaced)
         if package is None:
             return
         for folder in (V2_DIR, V1_DIR):
@@ -459,22 +460,21 @@ class CallerIndex:
         name = _dotted(callee) if isinstance(callee, (ast.Name, ast.Attribute)) else None
         qualname = self._class_named(local, module, name) if name else None
         if qualname is not None:
+            self._placed.add(_place(qualname, callee))
             return [qualname]
         factory = self._factory(local, module, callee)
         if factory is None:
             return []
         scope, home, function = factory
         returned = [n.value for n in ast.walk(function) if isinstance(n, ast.Return) and n.value is not None]
-        return list(
-            dict.fromkeys(
-                q
-                for value in returned
-                for q in (
-                    self._made_by(scope, home, value, {}, depth + 1)  # ``return cls``
-                    + self._constructed_at(scope, home, value, depth + 1)
-                )
-            )
-        )
+        made = [
+            self._made_by(scope, home, value, {}, depth + 1)  # ``return cls``
+            + self._constructed_at(scope, home, value, depth + 1)
+            for value in returned
+        ]
+        if all(found or _is_none(value) for found, value in zip(made, returned)):  # every return read
+            self._placed.add(_place(function.name, callee))
+        return list(dict.fromkeys(q for found in made for q in found))
 
     def _constructed_at(self, local: dict[str, str], module: _Module, node: ast.AST, depth: int) -> list[str]:
         """The speculators the calls in ``node`` construct, factories ``depth`` deep."""
@@ -570,7 +570,33 @@ class CallerIndex:
                     )
                     out.append(note)
             out += self._unfollowed_picks(module, function, local, variables)
+        out += self._unplaced()
         return list(dict.fromkeys(out))
+
+    def _unplaced(self) -> list[str]:
+        """References to a speculator class of the caller files (or to a class- or static-method
+        factory of one) that the selection did not read as a construction or a pick: the class put
+        in a dict built by code, handed to a function, returned from a helper, a factory whose
+        ``return`` it cannot follow. The class may be constructed there unseen. Inspecting it
+        (``isinstance``, a comparison, an annotation, a base, ``super``) hands nothing on."""
+        out = []
+        for module in list(self.modules.values()):
+            parents = _parents(module.tree)
+            for scope, node in _references(module):
+                dotted = _dotted(node)
+                assert dotted is not None
+                owner, _, attr = dotted.rpartition(".")
+                qualname = self._class_named(scope, module, dotted)
+                if qualname is None and owner and (factory := self._factory(scope, module, node)) is not None:
+                    qualname = factory[2].name
+                if qualname is None or _place(qualname, node) in self._placed or _inspected(parents, node):
+                    continue
+                statement = _statement_of(parents, node)
+                out.append(
+                    f"{module.file}:{node.lineno}: `{ast.unparse(statement)}` hands {dotted} on where the "
+                    "selection does not read it; the drafters it may hold are judged without it"
+                )
+        return out
 
     def _unfollowed_picks(
         self,
@@ -2192,6 +2218,67 @@ def _base_qualname(module: _Module, local_classes: set[str], code: str) -> str:
     if head in module.imports:
         return f"{module.imports[head]}{dot}{rest}"
     return code
+
+
+def _place(qualname: str, node: ast.expr) -> tuple[str, int, int]:
+    """Where a reference to ``qualname`` is (copies of a statement that selection reads keep it)."""
+    return qualname, node.lineno, node.col_offset
+
+
+def _is_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _references(module: _Module) -> Iterator[tuple[dict[str, str], ast.expr]]:
+    """Each whole dotted name a module reads (``speculators.MTPSpeculator.from_config``, not its
+    parts), with the names in scope there (a function's own imports included)."""
+    for statement in module.tree.body:
+        parts = statement.body if isinstance(statement, ast.ClassDef) else [statement]
+        for part in parts:
+            is_function = isinstance(part, (ast.FunctionDef, ast.AsyncFunctionDef))
+            scope = _scope(module, part) if is_function else module.imports
+            inner = {id(n.value) for n in ast.walk(part) if isinstance(n, ast.Attribute)}
+            inner |= {id(n) for annotation in _annotations(part) for n in ast.walk(annotation)}
+            for node in ast.walk(part):
+                if (
+                    isinstance(node, (ast.Name, ast.Attribute))
+                    and isinstance(node.ctx, ast.Load)
+                    and id(node) not in inner
+                    and _dotted(node) is not None
+                ):
+                    yield scope, node
+
+
+def _annotations(node: ast.AST) -> Iterator[ast.expr]:
+    """The annotations in ``node``: of parameters, of returns, of annotated assignments."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.arg) and sub.annotation is not None:
+            yield sub.annotation
+        elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)) and sub.returns is not None:
+            yield sub.returns
+        elif isinstance(sub, ast.AnnAssign):
+            yield sub.annotation
+
+
+INSPECTORS = (*INSPECTING_BUILTINS, "issubclass", "super")
+
+
+def _inspected(parents: dict[int, ast.AST], node: ast.expr) -> bool:
+    """Whether a class reference only looks at the class: a base or keyword of a class statement, a
+    decorator, an operand of a comparison, an argument of ``isinstance`` and kin."""
+    child: ast.AST = node
+    parent = parents.get(id(node))
+    while isinstance(parent, ast.Tuple):  # isinstance(x, (A, B))
+        child, parent = parent, parents.get(id(parent))
+    if isinstance(parent, ast.Call) and child is not parent.func:
+        return _dotted(parent.func) in INSPECTORS
+    return isinstance(parent, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Compare))
+
+
+def _statement_of(parents: dict[int, ast.AST], node: ast.AST) -> ast.AST:
+    while not isinstance(node, ast.stmt) and id(node) in parents:
+        node = parents[id(node)]
+    return node
 
 
 def _functions(tree: ast.Module) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
