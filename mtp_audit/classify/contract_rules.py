@@ -329,8 +329,10 @@ class UnfollowedDrafter(ContractRule):
     object, a function outside the caller files, ``getattr``) may call ``get_top_tokens`` there,
     with arguments nobody compared. When no other speculator is seen to call it, the drafter is
     neither provably uncalled (MTP201) nor provably safe to mirror: the reason names each
-    reference, to be read by hand. So for a speculator whose class has no consistent method
-    resolution order: Python raises at its class statement, and what it would call is not known."""
+    reference, to be read by hand. So for a drafting method the scan cannot tell (a class-body
+    assignment binding it to what the scan does not follow, a base in the vLLM tree it cannot
+    read), and for a speculator whose class has no consistent method resolution order: Python
+    raises at its class statement, and what it would call is not known."""
 
     id = "MTP205"
     name = "unfollowed-drafter"

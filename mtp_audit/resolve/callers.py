@@ -76,6 +76,8 @@ DECLARED_CONFIG = re.compile(r"^(\s+)speculator_config_class\s*(?::[^=]*)?=\s*([
 
 
 MAX_FACTORY_DEPTH = 8  # factories calling factories: deeper is a cycle
+# decorators after which a def bound under another name in a class body is no plain method
+BINDERS = frozenset({"classmethod", "staticmethod", "property", "cached_property", "functools.cached_property"})
 HIDDEN_BY_STAR = "\x01"  # an argument value that a ``*``/``**`` argument of a wrapper call hides
 
 
@@ -165,8 +167,13 @@ class _Class:
     file: str
     line: int
     bases: list[str]  # qualified names where resolvable, else the base's code
-    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
+    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]  # defs that are the last binding of their name
     assigns: dict[str, ast.expr]
+    # names whose last binding in the class body is another statement (``sample_draft = Base.sample_full``):
+    # Python's lookup finds what that statement binds, not a base's def
+    rebound: dict[str, ast.stmt] = field(default_factory=dict)
+    base_codes: list[str] = field(default_factory=list)  # the bases as written
+    unread: str = ""  # a base in the vLLM tree that cannot be read: why (it stands in the MRO for it)
 
     @property
     def qualname(self) -> str:
@@ -204,6 +211,7 @@ class CallerIndex:
         self._functions: dict[str, tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef]] | None = None
         self._helpers: dict[str, Path] = {}  # module -> file of the caller folders not read yet (see _load)
         self._bound_locals: dict[tuple[str | None, str], frozenset[str]] = {}  # see _local_names
+        self._placed: set[tuple[str, int, int]] = set()  # speculator references selection read (see _unplaced)
         if package is None:
             return
         for folder in (V2_DIR, V1_DIR):
@@ -214,6 +222,7 @@ class CallerIndex:
         runner = package.joinpath(*V1_RUNNER)
         if runner.is_file():
             self._load(runner, only_constructing=True)
+        self._read_bases()
         self._read_spec_config()
 
     def __getstate__(self) -> dict:
@@ -235,17 +244,18 @@ class CallerIndex:
             parts.pop()
         return ".".join(parts)
 
-    def _load(self, path: Path, only_constructing: bool = False, helper: bool = False) -> None:
+    def _load(self, path: Path, only_constructing: bool = False, helper: bool = False, base: bool = False) -> None:
         """Parse a caller file; a model runner (thousands of lines) only for its imports and the
         functions that construct speculators. A file that names no speculator is kept aside as a
         possible helper module, parsed only when a drafting path calls into it (``helper``: then
-        for its functions alone, so that what is a speculator does not depend on which paths ran)."""
+        for its functions alone, so that what is a speculator does not depend on which paths ran),
+        or when a class of the caller files names a base there (``base``: read whole)."""
         try:
             data = self.index.read_bytes(path)
         except OSError as error:
             self.index.read_errors.setdefault(self.index.relative(path), f"cannot be read ({error.strerror or error})")
             return
-        if not helper and not CALLER_FILE.search(data):
+        if not (helper or base) and not CALLER_FILE.search(data):
             self._helpers[self._module_name(path)] = path
             return
         try:
@@ -267,23 +277,60 @@ class CallerIndex:
         local_classes = {c.name for c in tree.body if isinstance(c, ast.ClassDef)}
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
-                bases = [_dotted(b) or ast.unparse(b) for b in node.bases]
-                cls = _Class(
-                    node.name,
-                    name,
-                    module.file,
-                    node.lineno,
-                    [f"{name}.{b}" if b in local_classes else module.imports.get(b, b) for b in bases],
-                    {f.name: f for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))},
-                    {
-                        t.id: s.value
-                        for s in node.body
-                        if isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value
-                        for t in (s.targets if isinstance(s, ast.Assign) else [s.target])
-                        if isinstance(t, ast.Name)
-                    },
-                )
+                cls = _read_class(node, module, local_classes)
                 self.classes[cls.qualname] = cls
+
+    def _read_bases(self) -> None:
+        """Every base that a class of the caller files names in the vLLM tree, read where it is
+        defined (through re-exports; a module outside the caller folders, or a helper module of
+        them, parsed for it), so that its methods stand in the MRO where C3 puts them. A base that
+        cannot be read stands there as a class that says why (``_Class.unread``); bases outside
+        vLLM (``torch``, ``abc``, builtins) end the walk."""
+        todo = list(self.classes.values())
+        while todo:
+            cls = todo.pop()
+            bases = []
+            for code, base in zip(cls.base_codes, cls.bases):
+                before = len(self.classes)
+                bases.append(self._base_class(cls, code, base))
+                todo += list(self.classes.values())[before:]
+            cls.bases = bases
+
+    def _base_class(self, cls: _Class, code: str, qualname: str) -> str:
+        """The class a base of ``cls`` is (``qualname`` as its module imports it), followed through
+        re-exports; a placeholder naming why where it is in the vLLM tree but cannot be read."""
+        assert self.package is not None
+        why = ""
+        for _ in range(MAX_FACTORY_DEPTH):
+            if qualname in self.classes or qualname.partition(".")[0] != self.package.name:
+                return qualname
+            home, _, name = qualname.rpartition(".")
+            if home not in self.modules:
+                located = self.index.locate(home)
+                path = self._helpers.pop(home, None) or (located[0] if located else None)
+                if path is None or not path.is_relative_to(self.index.tree.root):
+                    why = f"no module {home} in the tree"
+                    break
+                self._load(path, base=True)
+            module = self.modules.get(home)
+            if module is None:
+                why = f"{self.index.relative(path)} does not parse"
+                break
+            if name not in module.imports:
+                if qualname not in self.classes:
+                    why = f"{module.file} binds no class {name} the scan reads"
+                break
+            qualname = module.imports[name]
+        else:
+            why = "a chain of re-exports too long to follow"
+        if qualname in self.classes:
+            return qualname
+        placeholder = f"{qualname} (unread)"
+        if placeholder not in self.classes:
+            note = f"{cls.file}:{cls.line}: base `{code}` of {cls.name} cannot be read ({why})"
+            home, _, name = qualname.rpartition(".")
+            self.classes[placeholder] = _Class(f"{name} (unread)", home, cls.file, cls.line, [], {}, {}, unread=note)
+        return placeholder
 
     def _read_spec_config(self) -> None:
         assert self.package is not None
@@ -413,22 +460,21 @@ class CallerIndex:
         name = _dotted(callee) if isinstance(callee, (ast.Name, ast.Attribute)) else None
         qualname = self._class_named(local, module, name) if name else None
         if qualname is not None:
+            self._placed.add(_place(qualname, callee))
             return [qualname]
         factory = self._factory(local, module, callee)
         if factory is None:
             return []
         scope, home, function = factory
         returned = [n.value for n in ast.walk(function) if isinstance(n, ast.Return) and n.value is not None]
-        return list(
-            dict.fromkeys(
-                q
-                for value in returned
-                for q in (
-                    self._made_by(scope, home, value, {}, depth + 1)  # ``return cls``
-                    + self._constructed_at(scope, home, value, depth + 1)
-                )
-            )
-        )
+        made = [
+            self._made_by(scope, home, value, {}, depth + 1)  # ``return cls``
+            + self._constructed_at(scope, home, value, depth + 1)
+            for value in returned
+        ]
+        if all(found or _is_none(value) for found, value in zip(made, returned)):  # every return read
+            self._placed.add(_place(function.name, callee))
+        return list(dict.fromkeys(q for found in made for q in found))
 
     def _constructed_at(self, local: dict[str, str], module: _Module, node: ast.AST, depth: int) -> list[str]:
         """The speculators the calls in ``node`` construct, factories ``depth`` deep."""
@@ -445,10 +491,10 @@ class CallerIndex:
         owner_name = _dotted(callee.value)
         owner = self._class_named(local, module, owner_name) if owner_name else None
         hit = self._find(self._mro(owner), callee.attr) if owner is not None else None
-        if hit is None:
+        if hit is None or hit.owner is None:
             return None
-        home = self.modules[hit[1].module]
-        function = hit[1].methods[callee.attr]
+        home = self.modules[self.classes[hit.owner].module]
+        function = self.classes[hit.owner].methods[hit.name]
         decorators = {_dotted(d) for d in function.decorator_list}
         if "classmethod" in decorators and function.args.args:
             return {**_scope(home, function), function.args.args[0].arg: owner}, home, function
@@ -524,7 +570,33 @@ class CallerIndex:
                     )
                     out.append(note)
             out += self._unfollowed_picks(module, function, local, variables)
+        out += self._unplaced()
         return list(dict.fromkeys(out))
+
+    def _unplaced(self) -> list[str]:
+        """References to a speculator class of the caller files (or to a class- or static-method
+        factory of one) that the selection did not read as a construction or a pick: the class put
+        in a dict built by code, handed to a function, returned from a helper, a factory whose
+        ``return`` it cannot follow. The class may be constructed there unseen. Inspecting it
+        (``isinstance``, a comparison, an annotation, a base, ``super``) hands nothing on."""
+        out = []
+        for module in list(self.modules.values()):
+            parents = _parents(module.tree)
+            for scope, node in _references(module):
+                dotted = _dotted(node)
+                assert dotted is not None
+                owner, _, attr = dotted.rpartition(".")
+                qualname = self._class_named(scope, module, dotted)
+                if qualname is None and owner and (factory := self._factory(scope, module, node)) is not None:
+                    qualname = factory[2].name
+                if qualname is None or _place(qualname, node) in self._placed or _inspected(parents, node):
+                    continue
+                statement = _statement_of(parents, node)
+                out.append(
+                    f"{module.file}:{node.lineno}: `{ast.unparse(statement)}` hands {dotted} on where the "
+                    "selection does not read it; the drafters it may hold are judged without it"
+                )
+        return out
 
     def _unfollowed_picks(
         self,
@@ -557,7 +629,11 @@ class CallerIndex:
 
     def _is_caller(self, qualname: str) -> bool:
         """A speculator or proposer: a class with a drafting entry point in its MRO."""
-        return any(entry in self.classes[c].methods for c in self._mro(qualname) for entry in ENTRY_POINTS)
+        return any(
+            entry in self.classes[c].methods or entry in self.classes[c].rebound
+            for c in self._mro(qualname)
+            for entry in ENTRY_POINTS
+        )
 
     def _selectors(
         self,
@@ -897,12 +973,53 @@ class CallerIndex:
             self._reach[qualname] = _DraftingPath(self, qualname).reach()
         return self._reach[qualname]
 
-    def _find(self, mro: list[str], name: str, start: int = 0) -> tuple[int, _Class] | None:
+    def _find(self, mro: list[str], name: str, start: int = 0, depth: int = 0) -> _Method | None:
+        """The function Python calls for ``name`` looked up in ``mro`` from ``start``: the last
+        binding of the name in the first class body that binds it, a def or what an assignment
+        binds it to (``_bound_to``); a base that cannot be read on the way makes it unknown. None:
+        no class binds it (or binds it to a constant, which is no method)."""
         for index in range(start, len(mro)):
             cls = self.classes[mro[index]]
+            if cls.unread:
+                return _Method(None, name, f"{cls.unread}; {name} may be defined there")
             if name in cls.methods:
-                return index, cls
+                return _Method(cls.qualname, name)
+            if name in cls.rebound:
+                return self._bound_to(cls, name, cls.rebound[name], depth)
         return None
+
+    def _bound_to(self, cls: _Class, name: str, statement: ast.stmt, depth: int) -> _Method | None:
+        """The function a class-body statement other than a def binds ``name`` to: a method of a
+        class of the caller files (``Base.sample_full``), a def above it in the same body
+        (``sample_draft = sample_full``) or a module-level function of the caller files; a
+        constant binds no method; anything else is a function the scan does not follow."""
+        value = statement.value if isinstance(statement, (ast.Assign, ast.AnnAssign)) else None
+        if isinstance(value, ast.Constant):
+            return None
+        module = self.modules[cls.module]
+        dotted = _dotted(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+        unfollowed = _Method(
+            None,
+            name,
+            f"{cls.file}:{statement.lineno}: `{ast.unparse(statement)}` (what {cls.name}.{name} "
+            "is, which the scan does not follow)",
+        )
+        if dotted is None or depth > MAX_FACTORY_DEPTH:
+            return unfollowed
+        if isinstance(value, ast.Name) and value.id in cls.methods:
+            earlier = cls.methods[value.id].lineno < statement.lineno
+            return _Method(cls.qualname, value.id) if earlier else unfollowed
+        owner, _, attr = dotted.rpartition(".")
+        target = self._qualname_in(cls.module, owner) if owner else None
+        if target in self.classes:
+            found = self._find(self._mro(target), attr, depth=depth + 1)
+            plain = found is not None and not found.unfollowed
+            return found if plain and not _decorated_as(self._function(found), BINDERS) else unfollowed
+        qualname = _qualified(module.imports, module, dotted)
+        return _Method(None, qualname) if self._module_function(qualname) is not None else unfollowed
+
+    def _function(self, method: _Method) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        return self._definition(_Frame(method.owner, method.name))[0] if not method.unfollowed else None
 
     def _definition(self, frame: _Frame) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, str, str]:
         """A frame's function, module and file."""
@@ -927,6 +1044,7 @@ class CallerIndex:
         followed: set[int] = set()  # drafter references that a site follows
         home = self.modules[module] if module in self.modules else None
         callables = _bound_once(nodes, function)
+        unbound: list[str] = []  # methods of the speculator called here that the scan cannot tell
         for node in nodes:
             if not isinstance(node, ast.Call):
                 continue
@@ -947,7 +1065,9 @@ class CallerIndex:
                 followed |= {id(node.func), id(call_node.func)}
                 continue
             callee = self._callee(node, frame, mro, module)
-            if callee is None:
+            if isinstance(callee, str):
+                unbound.append(callee)
+            if not isinstance(callee, tuple):
                 continue
             target, bound_self = callee
             definition = self._definition(target)[0]
@@ -956,9 +1076,14 @@ class CallerIndex:
             handed = tuple(sorted(name for name, arg in passed if names.holds(arg)))
             speculators = tuple(
                 sorted(
-                    name
-                    for name, arg in passed
-                    if target.owner is None and isinstance(arg, ast.Name) and arg.id in names.speculators
+                    {
+                        *(
+                            name
+                            for name, arg in passed
+                            if target.owner is None and isinstance(arg, ast.Name) and arg.id in names.speculators
+                        ),
+                        *(self._self_parameter(_Method(target.owner, target.name)) if bound_self else ()),
+                    }
                 )
             )
             if target.owner is None and not handed and not speculators:
@@ -980,7 +1105,7 @@ class CallerIndex:
             for reference, shown in names.escapes(nodes)
             if id(reference) not in followed
         ]
-        return sites, unfollowed
+        return sites, unbound + unfollowed
 
     def _local_names(self, frame: _Frame) -> frozenset[str]:
         """Names a frame's function binds in its body (a parameter it rebinds too, the parameters of
@@ -994,9 +1119,10 @@ class CallerIndex:
             )
         return self._bound_locals[key]
 
-    def _callee(self, call: ast.Call, frame: _Frame, mro: list[str], module: str) -> tuple[_Frame, bool] | None:
-        """The frame a call goes into (a method of the speculator's MRO or a module-level function
-        of the caller files), and whether ``self`` is bound (not passed) there; None: not followed."""
+    def _callee(self, call: ast.Call, frame: _Frame, mro: list[str], module: str) -> tuple[_Frame, bool] | str | None:
+        """The frame a call goes into (a method of the speculator's MRO, or a module-level function
+        of the caller files, called or bound as a method), and whether ``self`` is bound (not passed)
+        there; a method the scan cannot tell (``_find``): why; None: not followed."""
         if frame.owner is not None and isinstance(call.func, ast.Attribute):
             receiver, method = call.func.value, call.func.attr
             start: int | None = None
@@ -1010,16 +1136,31 @@ class CallerIndex:
                 name = _dotted(receiver)
                 explicit = self._qualname_in(module, name) if name else None
                 if explicit in mro:
-                    hit = self._find(mro, method, mro.index(explicit))
-                    return (_Frame(hit[1].qualname, method), False) if hit else None
+                    return self._entered(self._find(mro, method, mro.index(explicit)), bound=False)
             if start is not None:
-                hit = self._find(mro, method, start)
-                return (_Frame(hit[1].qualname, method), not _is_static(hit[1].methods[method])) if hit else None
+                return self._entered(self._find(mro, method, start), bound=True)
         name = _dotted(call.func)
         qualname = self._qualname_in(module, name) if name else None
         if qualname is not None and self._module_function(qualname) is not None:
             return _Frame(None, qualname), False
         return None
+
+    def _self_parameter(self, hit: _Method) -> tuple[str, ...]:
+        """The parameter that receives the speculator in a module-level function bound as its method."""
+        if hit.owner is not None:
+            return ()
+        function = self._module_functions()[hit.name][1]
+        positional = [*function.args.posonlyargs, *function.args.args]
+        return (positional[0].arg,) if positional else ()
+
+    def _entered(self, hit: _Method | None, bound: bool) -> tuple[_Frame, bool] | str | None:
+        """The frame a method lookup's hit runs, and whether ``self`` is bound there (``bound``: looked up
+        on the instance; a ``@staticmethod`` binds nothing)."""
+        if hit is None or hit.unfollowed:
+            return hit.unfollowed if hit else None
+        function = self._function(hit)
+        assert function is not None
+        return _Frame(hit.owner, hit.name), bound and not _is_static(function)
 
     def _module_function(self, qualname: str) -> tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef] | None:
         """The module-level function ``qualname`` of the caller files, its helper module read now
@@ -1045,6 +1186,17 @@ class CallerIndex:
         """The qualified name ``name`` has in ``module`` (one of its imports, or its own)."""
         home = self.modules.get(module)
         return _qualified(home.imports, home, name) if home is not None else name
+
+
+@dataclass(frozen=True)
+class _Method:
+    """What a method lookup finds: the def Python runs (``name`` in class ``owner``, or the
+    module-level function ``name`` bound as a method when ``owner`` is None), or why the scan
+    cannot tell (``unfollowed``: ``FILE:LINE: ...``)."""
+
+    owner: str | None
+    name: str
+    unfollowed: str = ""
 
 
 @dataclass(frozen=True)
@@ -1095,7 +1247,13 @@ class _DraftingPath:
         if uncreatable is not None:  # never made: no path to follow, and the place named
             self.result.uncreatable = uncreatable
             return
-        todo = [_Frame(hit[1].qualname, entry) for entry in ENTRY_POINTS if (hit := index._find(self.mro, entry))]
+        todo: list[_Frame] = []
+        for entry in ENTRY_POINTS:
+            hit = index._find(self.mro, entry)
+            if hit is not None and hit.unfollowed:
+                self.result.unfollowed.append(hit.unfollowed)
+            elif hit is not None:
+                todo.append(_Frame(hit.owner, hit.name, speculators=index._self_parameter(hit)))
         while todo:
             frame = todo.pop()
             if frame in self.sites:
@@ -1586,6 +1744,10 @@ def _is_static(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return any(_dotted(d) in ("staticmethod", "builtins.staticmethod") for d in function.decorator_list)
 
 
+def _decorated_as(function: ast.FunctionDef | ast.AsyncFunctionDef | None, names: frozenset[str]) -> bool:
+    return function is not None and any(_dotted(d) in names for d in function.decorator_list)
+
+
 def _is_self(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) and node.id == "self"
 
@@ -1999,6 +2161,124 @@ def _bound(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> 
         }
     base = absolute_module(module, is_package, node.level, node.module)
     return {alias.asname or alias.name: f"{base}.{alias.name}" for alias in node.names}
+
+
+def _read_class(node: ast.ClassDef, module: _Module, local_classes: set[str]) -> _Class:
+    """A class statement of ``module``: its bases by qualified name, and each name its body binds
+    by the last statement that binds it (a def, or the assignment that Python's lookup finds
+    instead of a base's def; a ``del`` leaves the name to the bases)."""
+    codes = [_dotted(b) or ast.unparse(b) for b in node.bases]
+    last: dict[str, ast.stmt] = {}
+    for statement in node.body:
+        for name in _class_names(statement):
+            last[name] = statement
+        if isinstance(statement, ast.Delete):
+            for target in statement.targets:
+                last.pop(target.id if isinstance(target, ast.Name) else "", None)
+    return _Class(
+        node.name,
+        module.name,
+        module.file,
+        node.lineno,
+        [_base_qualname(module, local_classes, code) for code in codes],
+        {name: s for name, s in last.items() if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))},
+        {
+            t.id: s.value
+            for s in node.body
+            if isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value
+            for t in (s.targets if isinstance(s, ast.Assign) else [s.target])
+            if isinstance(t, ast.Name)
+        },
+        {name: s for name, s in last.items() if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))},
+        codes,
+    )
+
+
+def _class_names(node: ast.AST) -> Iterator[str]:
+    """The names a class-body statement binds in the class's namespace: a def or class statement's
+    own name, an import's, the stored names of anything else (not inside a lambda or comprehension,
+    which have scopes of their own)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        yield node.name
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+        yield from (alias.asname or alias.name.partition(".")[0] for alias in node.names)
+    elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+        yield node.id
+    elif not isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+        for child in ast.iter_child_nodes(node):
+            yield from _class_names(child)
+
+
+def _base_qualname(module: _Module, local_classes: set[str], code: str) -> str:
+    """The qualified name of a base as ``module`` binds it (``nn.Module`` through ``from torch import
+    nn``); a name it neither defines nor imports (a builtin) as written."""
+    if code in local_classes:
+        return f"{module.name}.{code}"
+    head, dot, rest = code.partition(".")
+    if head in module.imports:
+        return f"{module.imports[head]}{dot}{rest}"
+    return code
+
+
+def _place(qualname: str, node: ast.expr) -> tuple[str, int, int]:
+    """Where a reference to ``qualname`` is (copies of a statement that selection reads keep it)."""
+    return qualname, node.lineno, node.col_offset
+
+
+def _is_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _references(module: _Module) -> Iterator[tuple[dict[str, str], ast.expr]]:
+    """Each whole dotted name a module reads (``speculators.MTPSpeculator.from_config``, not its
+    parts), with the names in scope there (a function's own imports included)."""
+    for statement in module.tree.body:
+        parts = statement.body if isinstance(statement, ast.ClassDef) else [statement]
+        for part in parts:
+            is_function = isinstance(part, (ast.FunctionDef, ast.AsyncFunctionDef))
+            scope = _scope(module, part) if is_function else module.imports
+            inner = {id(n.value) for n in ast.walk(part) if isinstance(n, ast.Attribute)}
+            inner |= {id(n) for annotation in _annotations(part) for n in ast.walk(annotation)}
+            for node in ast.walk(part):
+                if (
+                    isinstance(node, (ast.Name, ast.Attribute))
+                    and isinstance(node.ctx, ast.Load)
+                    and id(node) not in inner
+                    and _dotted(node) is not None
+                ):
+                    yield scope, node
+
+
+def _annotations(node: ast.AST) -> Iterator[ast.expr]:
+    """The annotations in ``node``: of parameters, of returns, of annotated assignments."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.arg) and sub.annotation is not None:
+            yield sub.annotation
+        elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)) and sub.returns is not None:
+            yield sub.returns
+        elif isinstance(sub, ast.AnnAssign):
+            yield sub.annotation
+
+
+INSPECTORS = (*INSPECTING_BUILTINS, "issubclass", "super")
+
+
+def _inspected(parents: dict[int, ast.AST], node: ast.expr) -> bool:
+    """Whether a class reference only looks at the class: a base or keyword of a class statement, a
+    decorator, an operand of a comparison, an argument of ``isinstance`` and kin."""
+    child: ast.AST = node
+    parent = parents.get(id(node))
+    while isinstance(parent, ast.Tuple):  # isinstance(x, (A, B))
+        child, parent = parent, parents.get(id(parent))
+    if isinstance(parent, ast.Call) and child is not parent.func:
+        return _dotted(parent.func) in INSPECTORS
+    return isinstance(parent, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Compare))
+
+
+def _statement_of(parents: dict[int, ast.AST], node: ast.AST) -> ast.AST:
+    while not isinstance(node, ast.stmt) and id(node) in parents:
+        node = parents[id(node)]
+    return node
 
 
 def _functions(tree: ast.Module) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
