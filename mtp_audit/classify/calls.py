@@ -337,7 +337,8 @@ def _forwarded_gaps(
         if same and rebound:
             same = None
         if same is not True:  # one passed, one not: different unless it is a constant the default may equal
-            passed_code = NOT_PASSED in (value, top_value) and _constant(value + top_value) is _NOT_CONSTANT
+            passed = top_value if value == NOT_PASSED else value  # the one call's value, when the other passes none
+            passed_code = NOT_PASSED in (value, top_value) and _constant(passed.lstrip("=")) is _NOT_CONSTANT
             provable = forwarded is not None and (same is False or passed_code)
             gaps.append(ArgumentGap(logits, keyword, value, top_value, provable, rebound, forwarded=True))
     return gaps
