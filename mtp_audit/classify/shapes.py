@@ -451,6 +451,8 @@ class _Flow:
         self.body = body
         self.statements = statements
         candidates = [n for s in statements for n in nodes_of(s, CHANGE_STATEMENT) if not _has_head(n)]
+        returned = {r.value.value for r in candidates if m.matches(r, m.Return(value=m.Name()))}  # type: ignore[attr-defined]
+        self.returned = returned
         self.aliases = {name} if name is not None else set()
         grown = True
         while grown:
@@ -459,17 +461,21 @@ class _Flow:
                 if self._aliasing(alias):
                     self.aliases |= {t.target.value for t in alias.targets}  # type: ignore[attr-defined]
             grown = len(self.aliases) > before
-        returned = {r.value.value for r in candidates if m.matches(r, m.Return(value=m.Name()))}  # type: ignore[attr-defined]
         self.holders = self.aliases | returned
         self.changes = [n for n in candidates if self._changes(n)]
         self.others = [n for n in candidates if n not in self.changes and not self._returns_holder(n)]
 
     def _aliasing(self, statement: cst.CSTNode) -> bool:
-        """``out = logits`` or ``out = logits.clone()``: ``out`` holds the logits' values (a copy is
-        masked as the logits would be, when it is what the method returns)."""
+        """``out = logits``, or ``out = logits.clone()`` where ``out`` is what the method returns: ``out``
+        holds the logits' values (a copy the method does not return is a scratch tensor: changing it
+        changes no logits)."""
         if m.matches(statement, PLAIN_ALIAS):
             return statement.value.value in self.aliases  # type: ignore[attr-defined]
-        return m.matches(statement, COPY_ALIAS) and statement.value.func.value.value in self.aliases  # type: ignore[attr-defined]
+        return (
+            m.matches(statement, COPY_ALIAS)
+            and statement.value.func.value.value in self.aliases  # type: ignore[attr-defined]
+            and {t.target.value for t in statement.targets} <= self.returned  # type: ignore[attr-defined]
+        )
 
     def _returns_holder(self, statement: cst.CSTNode) -> bool:
         return m.matches(statement, m.Return(value=m.Name(m.MatchIfTrue(lambda name: name in self.holders))))
@@ -1239,6 +1245,18 @@ class PostProcessing(ShapeRule):
         """),
             LogitsKind.MANUAL,
             "post-mask",
+        ),
+        Example(  # a copy it does not return is a scratch tensor: no mask, only a statement a mirror lacks
+            _method("""
+            def compute_logits(self, hidden_states):
+                logits = self.logits_processor(self.lm_head, hidden_states)
+                scratch = logits.clone()
+                scratch[:, 0] = 0.0
+                self.stats = scratch
+                return logits
+        """),
+            LogitsKind.MANUAL,
+            "post-other",
         ),
         Example(
             _method("""
