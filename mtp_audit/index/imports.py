@@ -349,7 +349,8 @@ class ImportChains:
         self.described: ChainAnswers = {}
         self._edges_of: dict[tuple[str, int], tuple[list[ImportStatement], list[Step]]] = {}
         self._first_raise: dict[tuple[str, str], str | None] = {}
-        self._entered: set[tuple[str, str]] = set()  # (module, platform) walks under way through a handled import
+        self._walking: set[tuple[str, str]] = set()  # (module, platform) walks under way
+        self._cuts = 0  # handled imports of a module whose walk was under way, taken not to raise (see _escaping)
 
     def error(self, module: str, platform: str) -> str | None:
         """Why importing ``module`` on ``platform`` raises, itself or through what it imports; None
@@ -411,9 +412,8 @@ class ImportChains:
             self.described.setdefault(key, reason)
 
     def __getstate__(self) -> dict:
-        return {
-            k: v for k, v in self.__dict__.items() if k not in ("index", "_edges_of", "_first_raise", "_entered")
-        }  # handed between processes
+        local = ("index", "_edges_of", "_first_raise", "_walking", "_cuts")
+        return {k: v for k, v in self.__dict__.items() if k not in local}  # handed between processes
 
     def _edges(self, module: str, platform: str) -> list[Step]:
         facts = self.index.import_facts(module)
@@ -523,21 +523,27 @@ class ImportChains:
             return ()
         visited: set[str] = set()
         chain: tuple[Step, ...] | None = None
-        for path, step in self._depth_first(start, platform, visited, importable):
-            if step.caught:
-                escaping = self._escaping(step, platform)
-                if escaping is not None:
-                    chain = (*path, step, *escaping)
+        cuts = self._cuts
+        self._walking.add((start, platform))
+        try:
+            for path, step in self._depth_first(start, platform, visited, importable):
+                if step.caught:
+                    escaping = self._escaping(step, platform)
+                    if escaping is not None:
+                        chain = (*path, step, *escaping)
+                        break
+                    continue
+                if step.target in failing:
+                    chain = (*path, step, *failing[step.target])
                     break
-                continue
-            if step.target in failing:
-                chain = (*path, step, *failing[step.target])
-                break
-            if self._raises(step.target, platform):
-                chain = (*path, step)
-                break
+                if self._raises(step.target, platform):
+                    chain = (*path, step)
+                    break
+        finally:
+            self._walking.discard((start, platform))
         if chain is None:
-            importable.update(visited)  # nothing any of them imports raises
+            if self._cuts == cuts:  # nothing any of them imports raises (a walk cut short says nothing of them)
+                importable.update(visited)
             return None
         for position, step in enumerate(chain):  # every module on the chain reaches the same raise
             failing.setdefault(step.module, chain[position:])
@@ -548,14 +554,10 @@ class ImportChains:
         built-in exception hierarchy: ``except ImportError`` does not stop ``NotImplementedError``); None
         when it does not raise, or a handler may catch it. A module whose import is under way when its
         import comes round again is found partly run, as Python finds it: that import does not raise."""
-        key = (step.target, platform)
-        if key in self._entered:
+        if (step.target, platform) in self._walking:
+            self._cuts += 1
             return None
-        self._entered.add(key)
-        try:
-            chain = self._walk(step.target, platform)
-        finally:
-            self._entered.discard(key)
+        chain = self._walk(step.target, platform)
         if chain is None:
             return None
         facts = self.index.import_facts(chain[-1].target if chain else step.target)
