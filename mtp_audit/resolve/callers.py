@@ -497,10 +497,25 @@ class CallerIndex:
         function = self.classes[hit.owner].methods[hit.name]
         decorators = {_dotted(d) for d in function.decorator_list}
         if "classmethod" in decorators and function.args.args:
-            return {**_scope(home, function), function.args.args[0].arg: owner}, home, function
-        if "staticmethod" in decorators:
-            return _scope(home, function), home, function
-        return None
+            names = {**_scope(home, function), function.args.args[0].arg: owner}
+        elif "staticmethod" in decorators:
+            names = _scope(home, function)
+        else:
+            return None
+        return (names, home, function) if self._returns_a_speculator(names, home, function) else None
+
+    def _returns_a_speculator(
+        self, names: dict[str, str], module: _Module, function: ast.FunctionDef | ast.AsyncFunctionDef
+    ) -> bool:
+        """Whether a ``return`` of ``function`` names a speculator class (``cls`` of a class method
+        too): only such a method can hand one on (``clamp(x)`` returning ``x`` is no factory)."""
+        return any(
+            (dotted := _dotted(node)) is not None and self._class_named(names, module, dotted) is not None
+            for returned in ast.walk(function)
+            if isinstance(returned, ast.Return) and returned.value is not None
+            for node in ast.walk(returned.value)
+            if isinstance(node, (ast.Name, ast.Attribute))
+        )
 
     def _choice(
         self, local: dict[str, str], module: _Module, node: ast.expr, values: dict[str, ast.expr]
