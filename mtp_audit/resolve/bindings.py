@@ -87,13 +87,13 @@ class Bindings:
     def _comprehension_binding(self, node: ast.AST, name: str) -> ast.AST | None:
         """The innermost comprehension around ``node`` whose variables include ``name`` (its first
         iterable runs in the enclosing scope, so not there)."""
-        child = node
+        below, child = node, node  # ``below``: the node under ``child`` on the way up
         while (parent := self.parents.get(id(child))) is not None:
-            if isinstance(parent, COMPREHENSIONS) and child is not parent.generators[0].iter:
+            if isinstance(parent, COMPREHENSIONS) and not (child is parent.generators[0] and below is child.iter):
                 targets = {n.id for g in parent.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
                 if name in targets:
                     return parent
-            child = parent
+            below, child = child, parent
         return None
 
     def _dominates(self, binding: ast.AST, node: ast.AST, bindings: list[ast.AST]) -> bool:
