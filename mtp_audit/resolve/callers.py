@@ -542,11 +542,27 @@ class CallerIndex:
         literal = self._literal_dict(local, module, table, values)
         if literal is None:
             return None
+        entries: dict[str, tuple[ast.expr, ast.expr]] = {}  # a key written twice keeps its last value, as in Python
+        for entry, value in zip(literal.keys, literal.values):
+            spelled = ast.dump(entry)  # type: ignore[arg-type]
+            if spelled in entries:  # the earlier value is never looked up: it hands nothing on
+                self._placed.update(self._references_in(local, module, entries[spelled][1]))
+            entries[spelled] = entries.get(spelled, (entry, value))[0], value  # type: ignore[assignment]
         chain: ast.expr = missing
-        for entry, value in reversed(list(zip(literal.keys, literal.values))):
-            test = ast.Compare(left=key, ops=[ast.Eq()], comparators=[entry])  # type: ignore[list-item]
+        for entry, value in reversed(entries.values()):
+            test = ast.Compare(left=key, ops=[ast.Eq()], comparators=[entry])
             chain = ast.IfExp(test=test, body=value, orelse=chain)
         return chain if isinstance(chain, ast.IfExp) else None
+
+    def _references_in(self, local: dict[str, str], module: _Module, node: ast.expr) -> set[tuple[str, int, int]]:
+        """Where ``node`` names a speculator class (see ``_place``)."""
+        return {
+            _place(qualname, reference)
+            for reference in ast.walk(node)
+            if isinstance(reference, (ast.Name, ast.Attribute))
+            and (dotted := _dotted(reference)) is not None
+            and (qualname := self._class_named(local, module, dotted)) is not None
+        }
 
     def _literal_dict(
         self, local: dict[str, str], module: _Module, node: ast.expr, values: dict[str, ast.expr]
