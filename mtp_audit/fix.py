@@ -289,7 +289,9 @@ def _rewrites(
             outcome, refused = _without_the_refused(job, outcome)
             failures.update(refused)
         if isinstance(outcome, UnsafeRewrite):
-            failures.update({i.target: f"unsafe rewrite refused: {outcome}" for i in job.insertions})
+            failures.update(
+                {i.target: f"unsafe rewrite refused: {outcome}" for i in job.insertions if i.target not in failures}
+            )
         else:
             outcome.encoding = encodings[job.path]
             rewrites.append(outcome)
@@ -300,7 +302,8 @@ def _without_the_refused(job: FileJob, refusal: UnsafeRewrite) -> tuple[Rewrite 
     """A file refused with several classes planned: each class tried alone, so that one class's refusal
     (a one-line body, a helper name it binds) names that class and does not stop the others; the file
     with the classes that pass alone, and the refused ones with their own reasons. Where no class is
-    refused alone, the refusal stands for them all."""
+    refused alone, the refusal stands for them all; so it does for the classes left when they fail
+    together."""
     refused: dict[ClassKey, str] = {}
     for insertion in job.insertions:
         [alone] = _rewrite_chunk([dataclasses.replace(job, insertions=[insertion])])
@@ -308,7 +311,7 @@ def _without_the_refused(job: FileJob, refusal: UnsafeRewrite) -> tuple[Rewrite 
             refused[insertion.target] = f"unsafe rewrite refused: {alone}"
     kept = [i for i in job.insertions if i.target not in refused]
     if not refused or not kept:
-        return refusal, {}
+        return refusal, refused
     [outcome] = _rewrite_chunk([dataclasses.replace(job, insertions=kept)])
     return outcome, refused
 

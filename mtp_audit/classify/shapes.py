@@ -493,7 +493,8 @@ class _Flow:
     def masks(self) -> list[cst.CSTNode]:
         """Stores into the head's logits through an index (``logits[:, ids] = -inf``, ``-=``), the
         masking calls on them (``logits.index_fill_(...)``, ``torch.masked_fill(logits, ...)``) and a
-        ``torch.where`` that keeps them only where its condition holds."""
+        ``torch.where(cond, logits, other)`` (three positional arguments, ``torch`` by that name) that
+        keeps them only where its condition holds; other spellings of it are changes, not masks."""
         found: list[cst.CSTNode] = []
         for statement in self.changes:
             if any(isinstance(t, cst.Subscript) and _root(t) in self.aliases for t in _targets(statement)):

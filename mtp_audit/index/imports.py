@@ -314,7 +314,8 @@ class _TopLevel:
 
 def _reraises(handler: ast.ExceptHandler) -> bool:
     """Does the handler surely raise (a ``raise`` among its top-level statements: at module level
-    nothing before it can leave the handler but by raising)? Then it stops nothing."""
+    nothing before it can leave the handler but by raising)? Then it stops nothing. What it raises
+    instead is not followed: an outer handler is matched against the first exception, not the new one."""
     return any(isinstance(statement, ast.Raise) for statement in handler.body)
 
 
@@ -490,7 +491,8 @@ class ImportChains:
         """Each top-level import step from ``start`` on, depth first in the order the imports run, with the
         steps before it: once per module of the tree (``visited`` fills with them, ``start`` first), none
         into ``skipped``. The caller stops where it finds what it looks for; a step is entered after it,
-        unless a ``try`` handles what it raises (``caught``): the caller walks those itself."""
+        unless a ``try`` handles what it raises (``caught``): ``_walk`` walks those itself, ``path_to``
+        does not enter them (a chain it names runs through imports no handler stands around)."""
         visited.add(start)
         path: list[Step] = []  # the steps to the module whose edges are on top of ``stack``
         stack = [iter(self._edges(start, platform))]

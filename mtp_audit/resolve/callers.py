@@ -76,6 +76,7 @@ DECLARED_CONFIG = re.compile(r"^(\s+)speculator_config_class\s*(?::[^=]*)?=\s*([
 
 
 MAX_FACTORY_DEPTH = 8  # factories calling factories: deeper is a cycle
+MAX_REEXPORTS = 8  # a base's name imported from module to module: longer is a cycle
 # decorators after which a def bound under another name in a class body is no plain method
 BINDERS = frozenset({"classmethod", "staticmethod", "property", "cached_property", "functools.cached_property"})
 HIDDEN_BY_STAR = "\x01"  # an argument value that a ``*``/``**`` argument of a wrapper call hides
@@ -301,7 +302,7 @@ class CallerIndex:
         re-exports; a placeholder naming why where it is in the vLLM tree but cannot be read."""
         assert self.package is not None
         why = ""
-        for _ in range(MAX_FACTORY_DEPTH):
+        for _ in range(MAX_REEXPORTS):
             if qualname in self.classes or qualname.partition(".")[0] != self.package.name:
                 return qualname
             home, _, name = qualname.rpartition(".")
@@ -314,7 +315,7 @@ class CallerIndex:
                 self._load(path, base=True)
             module = self.modules.get(home)
             if module is None:
-                why = f"{self.index.relative(path)} does not parse"
+                why = f"{self.index.relative(path)} cannot be read or parsed"
                 break
             if name not in module.imports:
                 if qualname not in self.classes:
