@@ -130,7 +130,7 @@ SAMPLE = [
     ("mtp_audit.classify.calls.x_agree", "return True if any(c is not _NOT_CONSTANT for c in constants) else None"),
     (
         "mtp_audit.classify.calls.x_argument_gaps",
-        "gaps.append(ArgumentGap(logits, param.name, value, top_value, same is not False))",
+        "gaps.append(ArgumentGap(logits, param.name, value, top_value, same is not False, rebound))",
     ),
 ]
 # In-process tests that reach the sampled functions; the rest of the selection is not needed.
