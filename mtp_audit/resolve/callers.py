@@ -188,6 +188,8 @@ class _Module:
     tree: ast.Module
     imports: dict[str, str]  # local name -> qualified name
     source: str
+    # what each function sees (see ``_scope``), by where it starts: drafting paths ask many times
+    scopes: dict[tuple[int, int], dict[str, str]] = field(default_factory=dict)
 
 
 class CallerIndex:
@@ -612,8 +614,14 @@ class CallerIndex:
         ``return`` it cannot follow. The class may be constructed there unseen. Inspecting it
         (``isinstance``, a comparison, an annotation, a base, ``super``) hands nothing on."""
         out = []
+        named = {cls.name for qualname, cls in self.classes.items() if self._is_caller(qualname)}
+        if not named:
+            return out
+        spelled = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, named))) + r")\b")
         for module in list(self.modules.values()):
-            parents = _parents(module.tree)
+            if not spelled.search(module.source):  # a reference spells the class's name (or imports it so)
+                continue
+            parents: dict[int, ast.AST] | None = None
             for scope, node in _references(module):
                 dotted = _dotted(node)
                 assert dotted is not None
@@ -621,7 +629,10 @@ class CallerIndex:
                 qualname = self._class_named(scope, module, dotted)
                 if qualname is None and owner and (factory := self._factory(scope, module, node)) is not None:
                     qualname = factory[2].name
-                if qualname is None or _place(qualname, node) in self._placed or _inspected(parents, node):
+                if qualname is None or _place(qualname, node) in self._placed:
+                    continue
+                parents = parents if parents is not None else _parents(module.tree)
+                if _inspected(parents, node):
                     continue
                 statement = _statement_of(parents, node)
                 out.append(
@@ -2169,9 +2180,12 @@ def _qualified(local: dict[str, str], module: _Module, name: str) -> str:
     return local.get(name, f"{module.name}.{name}")
 
 
-def _scope(module: _Module, function: ast.AST) -> dict[str, str]:
+def _scope(module: _Module, function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> dict[str, str]:
     """The names a function of ``module`` sees: the module's imports, then its own."""
-    return {**module.imports, **_local_imports(ast.walk(function), module)}
+    where = (function.lineno, function.col_offset)
+    if where not in module.scopes:
+        module.scopes[where] = {**module.imports, **_local_imports(ast.walk(function), module)}
+    return module.scopes[where]
 
 
 def _local_imports(nodes: Iterable[ast.AST], module: _Module) -> dict[str, str]:
