@@ -103,7 +103,7 @@ REASONS = [  # each INVALID example's reason, in CONTRACT_RULES order: the calle
     "get_top_tokens(self.last_hidden_states) but compute_logits(hidden_states) (speculator.py:2) on "
     "the same path: hidden_states is `self.last_hidden_states` for get_top_tokens and "
     "`hidden_states` for compute_logits, which only run-time values can compare",
-    "ExampleSpeculator (speculator.py:1) calls no get_top_tokens that the scan sees, but hands the drafter on "
+    "ExampleSpeculator (speculator.py:1) calls no get_top_tokens that the scan sees, but its drafting path goes "
     "where the scan does not follow it (speculator.py:4: `greedy_sample(self.model, hidden_states)`): whether "
     "get_top_tokens is called there, and with which arguments, is not known",
     "ExampleSpeculator's drafting path cannot be followed (speculator.py:1: class ExampleSpeculator raises "

@@ -371,7 +371,7 @@ class UnfollowedDrafter(ContractRule):
             f"{reach.speculator}'s drafting path cannot be followed ({reach.uncreatable})"
             if reach.uncreatable
             else f"{reach.speculator} ({reach.file}:{reach.line}) calls no get_top_tokens that the scan sees, but "
-            f"hands the drafter on where the scan does not follow it ({', '.join(reach.unfollowed)})"
+            f"its drafting path goes where the scan does not follow it ({', '.join(reach.unfollowed)})"
             for reach in contract.unfollowed()
         )
 
