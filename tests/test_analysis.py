@@ -821,10 +821,23 @@ def test_no_compute_logits_says_what_else_it_found(tmp_path: Path) -> None:
         "no compute_logits in the MRO of ExampleMTP; a placeholder: its __init__ raises ImportError: needs the "
         "extension",
     )
+    # a base the tool cannot follow may define it: not known to have none, so a human looks
     unfollowed = analyse(tmp_path / "unfollowed", "class ExampleMTP(make_base(), Undefined):\n    pass\n")
-    assert unfollowed.reason == (
-        "no compute_logits in the MRO of ExampleMTP; bases not followed: make_base() (cannot follow base make_base()), "
-        "Undefined (vllm/model_executor/models/example_mtp.py: Undefined is not defined)"
+    assert (unfollowed.status, unfollowed.reason) == (
+        Status.MISSING_MANUAL,
+        "no compute_logits found in the MRO of ExampleMTP, but bases not followed: make_base() (cannot follow base "
+        "make_base()), Undefined (vllm/model_executor/models/example_mtp.py: Undefined is not defined), where it "
+        "may be defined",
+    )
+    missing_module = analyse(
+        tmp_path / "missing_module",
+        "from vllm.model_executor.models.renamed_mtp import RenamedMTP\n\n\nclass ExampleMTP(RenamedMTP):\n    pass\n",
+    )
+    assert (missing_module.status, missing_module.reason) == (
+        Status.MISSING_MANUAL,
+        "no compute_logits found in the MRO of ExampleMTP, but bases not followed: RenamedMTP "
+        "(vllm.model_executor.models.renamed_mtp is no module of the tree: importing RenamedMTP from it raises "
+        "ModuleNotFoundError), where it may be defined",
     )
     # get_top_tokens = None and no compute_logits: nothing to draft with, nothing to fix
     disabled = analyse(tmp_path / "disabled", "class ExampleMTP:\n    get_top_tokens = None\n")

@@ -234,10 +234,16 @@ class Analyzer:
             return Analysis(
                 Status.SUPPORTED, f"get_top_tokens {origin}; {why}{uncalled}", cl, gtt, delegates, consistency
             )
+        if cl is None and mro.unresolved:  # a base the tool cannot follow may define it: not known to have none
+            return Analysis(
+                Status.MISSING_MANUAL,
+                f"no compute_logits found in the MRO of {key.name}, but {unresolved.removeprefix('; ')}, "
+                "where it may be defined",
+            )
         if cl is None:
             placeholder = self.h.class_facts(key).init_raises
             note = f"; a placeholder: its {placeholder}" if placeholder else ""
-            return Analysis(Status.NOT_APPLICABLE, f"no compute_logits in the MRO of {key.name}{note}{unresolved}")
+            return Analysis(Status.NOT_APPLICABLE, f"no compute_logits in the MRO of {key.name}{note}")
         inherited = "" if cl.owner == key else f" (inherited from {self.where(cl)})"
         if cl.method.how == "async":
             return Analysis(

@@ -58,6 +58,9 @@ def resolve_name(
     seen = _seen | {key}
     facts = index.facts(module)
     if facts is None:
+        head = module.split(".", 1)[0]
+        if head != module and index.is_module(head) and not index.is_module(module):
+            return [Missing(f"{module} is no module of the tree: importing {name} from it raises ModuleNotFoundError")]
         return [External(f"{module}.{name}")]
     error = index.import_error(module, platform)
     if error:
