@@ -30,7 +30,6 @@ from .errors import UsageError
 from .fanout import Ahead, WarmWorker, warm_worker
 from .index.encoding import NotDecodable, decode_source
 from .index.fact_types import ModuleFacts
-from .locate import local_argmax_in
 from .model import ChainAnswers, ClassKey, Consistency, DrafterRecord, SourceTree, Status
 from .scan import Scanner, scan
 from .select import select
@@ -67,7 +66,7 @@ def plan_fix(
         else:
             records = select(result.records, models or [], single_module=True, model_types=model_types)
         plan = make_plan(scanner, resolutions, records)
-        refusal = _without_local_argmax(tree)
+        refusal = _without_a_vllm(tree)
         if refusal and not _refuse_all(plan, refusal):
             refusal = None  # nothing to write anyway
         _keep_plugin_fixes_in_plugins(tree, plan)
@@ -104,21 +103,16 @@ def _left_for_a_human(records: list[DrafterRecord]) -> list[DrafterRecord]:
     return [r for r in records if r.status == Status.MISSING_MANUAL or r.consistency == Consistency.DIVERGENT]
 
 
-def _without_local_argmax(tree: SourceTree) -> str | None:
-    """Why nothing may be written into a plugin directory: the vLLM it runs with decides what a
-    ``get_top_tokens`` may call. None when it may (a vLLM tree was checked when it was scanned)."""
+def _without_a_vllm(tree: SourceTree) -> str | None:
+    """Why nothing may be written into a plugin directory: no vLLM it runs with was found, and that
+    vLLM decides what a ``get_top_tokens`` may call. None when one was (the scan checked that its
+    LogitsProcessor has get_top_tokens, as it checks a vLLM tree's)."""
     if tree.is_vllm:
         return None
     if tree.runs_with is None:
         return (
             "no vLLM found that this plugin runs with (none installed): pass --vllm PATH|VERSION; a "
             "get_top_tokens calls its LogitsProcessor.get_top_tokens"
-        )
-    if not local_argmax_in(tree.runs_with):
-        return (
-            f"this plugin runs with vLLM {tree.runs_with.vllm_version or '(version unknown)'} "
-            f"({tree.runs_with.root}), whose LogitsProcessor has no get_top_tokens (vLLM 0.16 and earlier): "
-            "the method would call what that vLLM does not have"
         )
     return None
 

@@ -153,14 +153,23 @@ class Scanner:
         in_tree, self.registry_notes = registry_reading(ModuleIndex(runs_with)) if runs_with else ([], [])
         entries, self.plugin_notes = plugin_tree_entries(self.index, in_tree, heuristic_entries(self.index))
         if runs_with is not None and runs_with.package_dir is not None:
-            self._read_plugin_processor(runs_with.package_dir / LOGITS_PROCESSOR)
+            self._read_plugin_processor(runs_with, runs_with.package_dir / LOGITS_PROCESSOR)
         return entries
 
-    def _read_plugin_processor(self, path: Path) -> None:
-        """The processor a plugin's drafters get, from the vLLM it runs with; one that cannot be read is
-        said (its mask is then unknown) and recorded absent, so a cached result is read again once it appears."""
+    def _read_plugin_processor(self, runs_with: SourceTree, path: Path) -> None:
+        """The processor a plugin's drafters get, from the vLLM it runs with (one without
+        ``LogitsProcessor.get_top_tokens`` leaves nothing to opt into, as for its own tree); one that
+        cannot be read is said (its mask is then unknown) and recorded absent, so a cached result is read
+        again once it appears."""
         try:
-            self._note_processor_mask(path, self.index.read_bytes(path).decode("utf-8", "replace"))
+            source = self.index.read_bytes(path).decode("utf-8", "replace")
+            if not has_local_argmax(source):
+                version = f"vLLM {runs_with.vllm_version}" if runs_with.vllm_version else "the vLLM it runs with"
+                raise PreLocalArgmaxRelease(
+                    f"{version}, which this plugin runs with, has no LogitsProcessor.get_top_tokens, so there is "
+                    "nothing for drafters to opt into (it first shipped in vLLM 0.17)"
+                )
+            self._note_processor_mask(path, source)
         except OSError as error:
             self.index.observed.setdefault(self.index.relative(path), ABSENT)
             self.plugin_notes.append(
