@@ -484,6 +484,7 @@ def verify_command(
     """
     from .report.verify_report import render_verify, verify_progress
     from .verify.emit import emit_test as write_test
+    from .verify.emit import to_emit
     from .verify.run import Verdict, outcomes_json, summary_line, verify
 
     check_verify_options(bool(model), sweep_all)
@@ -534,14 +535,20 @@ def verify_command(
                 file=sys.stderr,
             )
         print(f"mtp-audit verify: {summary_line(outcomes)}", file=sys.stderr)
+    code = exit_codes.verify_exit((o.verdict for o in outcomes), sweep_all)
     if emit_test is not None:
-        passing = [o for o in outcomes if o.verdict == Verdict.PASS and o.recipe is not None]
-        if not passing:
+        passing = to_emit(outcomes)
+        if passing is not None:
+            write_test(emit_test, passing)
+            if not quiet:
+                print(f"wrote {emit_test}", file=sys.stderr)
+        elif code == 0:
             raise UsageError("--emit-test needs a passing drafter to write a test for")
-        write_test(emit_test, passing[0])
-        if not quiet:
-            print(f"wrote {emit_test}", file=sys.stderr)
-    raise typer.Exit(exit_codes.verify_exit((o.verdict for o in outcomes), sweep_all))
+        else:  # the mismatch (1) or what could not be verified (2) decides the exit, as without --emit-test
+            print(
+                f"mtp-audit verify: no test written to {emit_test}: no drafter passed at every TP size", file=sys.stderr
+            )
+    raise typer.Exit(code)
 
 
 @app.command("pre-commit")

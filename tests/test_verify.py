@@ -211,10 +211,22 @@ def test_a_caller_that_passes_the_step_to_compute_logits_only_is_compared_as_it_
 
 def test_gemma4_upstream_divergence_is_found_with_its_configuration(vllm_release, tmp_path):
     report = tmp_path / "gemma.json"
+    emitted = tmp_path / "test_gemma4_top_tokens.py"
     result = run_cli(
-        "verify", str(vllm_release("0.34.0")), "--model", "Gemma4MTPModel", "--tp", "1", "--json", str(report)
+        "verify",
+        str(vllm_release("0.34.0")),
+        "--model",
+        "Gemma4MTPModel",
+        "--tp",
+        "1",
+        "--json",
+        str(report),
+        "--emit-test",
+        str(emitted),
     )
+    # a mismatch exits 1 with --emit-test too, and a drafter that mismatched gets no test
     assert result.returncode == 1, result.stdout + result.stderr
+    assert not emitted.exists() and "no test written" in result.stderr
     [row] = _results(report)
     assert row["verdict"] == "MISMATCH"
     variants = {v["variant"]: v for v in row["variants"]}
@@ -434,3 +446,22 @@ def test_a_timeout_counts_finished_classes_even_without_a_progress_bar_and_leave
     with pytest.raises(UsageError, match=r"did not finish in 1\.5 s \(TP 2; 3 of 5 drafter classes done\)"):
         run.run_workers(tree, [{}] * 5, 2, scratch, None, timeout_s=1.5)
     assert len(started) == 2 and all(p.returncode is not None for p in started)
+
+
+def test_an_emitted_test_is_written_only_for_a_drafter_that_passed_at_every_tp_size():
+    """A class that passed at TP 1 and mismatched at TP 2 (a shard-local argmax) gets no test: a passing
+    one would vouch for what verify just found wrong; another module's class that passed everywhere does."""
+    from types import SimpleNamespace
+
+    from mtp_audit.verify.emit import to_emit
+    from mtp_audit.verify.run import Verdict
+
+    def outcome(module: str, tp: int, verdict: Verdict):
+        record = SimpleNamespace(arch="ToyMTPModel", cls="ToyMTP", module=module)
+        return SimpleNamespace(record=record, tp=tp, verdict=verdict, recipe=[])
+
+    broken_tp2 = [outcome("vllm.a", 1, Verdict.PASS), outcome("vllm.a", 2, Verdict.MISMATCH)]
+    assert to_emit(broken_tp2) is None
+    other = outcome("vllm.b", 1, Verdict.PASS)
+    assert to_emit([*broken_tp2, other, outcome("vllm.b", 2, Verdict.PASS)]) is other
+    assert to_emit([outcome("vllm.a", 1, Verdict.PASS), outcome("vllm.a", 2, Verdict.NOT_VERIFIED)]) is None

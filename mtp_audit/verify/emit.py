@@ -29,6 +29,21 @@ def _expression(path: str) -> str:
     return re.sub(r"\[(\d+)\]", r'["\1"]', path)
 
 
+def to_emit(outcomes: list[TargetOutcome]) -> TargetOutcome | None:
+    """The run an emitted test is written from: the first that passed, of a drafter (a class of one
+    module) that passed at every TP size run; one that mismatched, or was not verified, at any size
+    gets no test (a passing one would vouch for a method verify just found wrong)."""
+    failed = {_drafter(o) for o in outcomes if o.verdict != Verdict.PASS}
+    return next(
+        (o for o in outcomes if o.verdict == Verdict.PASS and o.recipe is not None and _drafter(o) not in failed),
+        None,
+    )
+
+
+def _drafter(outcome: TargetOutcome) -> tuple[str | None, str, str]:
+    return outcome.record.arch, outcome.record.cls, outcome.record.module
+
+
 def emit_test(target: Path, outcome: TargetOutcome) -> None:
     record = outcome.record
     assert outcome.recipe is not None
