@@ -237,7 +237,7 @@ def _check_registry_modules(walk_chains: bool, check_syntax: bool, read_callers:
         state.scanner.prepare_callers()
     harvest = _harvest(state)
     harvest.syntax_errors = syntax_errors
-    if read_callers and state.scanner.tree.is_vllm:
+    if read_callers and state.scanner.vllm is not None:
         harvest.callers = state.scanner.callers
     return harvest
 

@@ -67,16 +67,21 @@ class Scanner:
         self._config_text: dict[str, str | None] = {}  # file -> its text if it names a speculator config
 
     @property
+    def vllm(self) -> SourceTree | None:
+        """The vLLM whose speculators call the drafters: the tree, or the one a plugin directory runs with."""
+        return self.tree if self.tree.is_vllm else self.tree.runs_with
+
+    @property
     def callers(self) -> CallerIndex:
-        """The speculators and proposers of the tree, read on first use (see ``prepare_callers``)."""
+        """The speculators and proposers of that vLLM, read on first use (see ``prepare_callers``)."""
         if self._callers is None:
-            self._callers = CallerIndex(self.index)
+            self._callers = CallerIndex(self.index, self.vllm)
         return self._callers
 
     def prepare_callers(self) -> None:
         """Read the callers and follow their drafting paths now (e.g. while a worker indexes), so
         forked workers inherit them."""
-        if self.tree.is_vllm:
+        if self.vllm is not None:
             self.callers.prepare()
 
     def adopt_callers(self, callers: CallerIndex) -> None:
@@ -86,7 +91,7 @@ class Scanner:
 
     def contract(self, entry: RegistryEntry, key: ClassKey, platform: str) -> Contract:
         """The speculators that can hold this drafter, with what their drafting paths call."""
-        if not self.tree.is_vllm or not self.callers.present:
+        if self.vllm is None or not self.callers.present:
             return Contract(())
         declared = None
         for item in self.hierarchies[platform].mro(key).classes:
@@ -359,6 +364,6 @@ def scan(
         parse_errors=sorted(scanner.index.read_errors.items()),
         notes=scanner.plugin_notes,
         registry_notes=scanner.registry_notes,
-        caller_notes=scanner.callers.unfollowed() if tree.is_vllm else [],
+        caller_notes=scanner.callers.unfollowed() if scanner.vllm is not None else [],
     )
     return result, scanner, resolutions

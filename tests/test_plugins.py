@@ -510,3 +510,34 @@ def test_a_plugin_whose_vllm_has_no_processor_file_says_so_and_reads_it_once_it_
     assert verdict == "divergent" and f"{processor} cannot be read" in stderr
     processor.write_text(kept)
     assert consistency()[0] == "unproven"  # the cached result knew the file was absent
+
+
+def test_a_plugin_source_tree_is_judged_by_the_speculators_of_the_vllm_it_runs_with(tmp_path):
+    """The same plugin and the same vLLM give the same verdicts however the tool is run: the plugin's
+    drafters are held by that vLLM's speculators, and one that never calls get_top_tokens leaves them
+    nothing to fix."""
+    vllm = vllm_tree(tmp_path / "v")
+    spec = vllm / "vllm/v1/worker/gpu/spec_decode"
+    spec.mkdir(parents=True)
+    for package in (vllm / "vllm/v1", vllm / "vllm/v1/worker", vllm / "vllm/v1/worker/gpu"):
+        (package / "__init__.py").touch()
+    (spec / "__init__.py").write_text(
+        "def init_speculator(vllm_config, device):\n"
+        "    from .full_logits import FullLogitsSpeculator\n\n"
+        "    return FullLogitsSpeculator(vllm_config, device)\n"
+    )
+    (spec / "full_logits.py").write_text(
+        "class FullLogitsSpeculator:\n"
+        "    def propose(self, hidden_states):\n"
+        "        return self.model.compute_logits(hidden_states).argmax(dim=-1)\n"
+    )
+    source = plugin_source(tmp_path / "src")
+    result = run_cli("scan", str(source), "--vllm", str(vllm), "--format", "json", "--fail-on", "never")
+    assert result.returncode == 0, result.stderr
+    drafters = {r["class"]: r for r in json.loads(result.stdout)["drafters"]}
+    unreached = drafters["UnreachedMTP"]
+    assert unreached["status"] == "not_applicable", unreached["reason"]
+    assert "no speculator that can hold it calls get_top_tokens: FullLogitsSpeculator" in unreached["reason"]
+    assert [c["speculator"] for c in unreached["callers"]] == ["FullLogitsSpeculator"]
+    diff = run_cli("fix", str(source), "--vllm", str(vllm), "--all", "--diff")
+    assert "def get_top_tokens" not in diff.stdout

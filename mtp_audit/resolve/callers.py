@@ -33,6 +33,7 @@ from pathlib import Path
 
 from ..index.ast_tools import absolute_module, match_as_if
 from ..index.modules import ModuleIndex
+from ..model import SourceTree
 from .bindings import Bindings, described
 from .model_types import model_types_in, tested_types
 
@@ -195,9 +196,13 @@ class _Module:
 class CallerIndex:
     """The speculators and proposers of one vLLM tree, their selection and their drafting paths."""
 
-    def __init__(self, index: ModuleIndex):
+    def __init__(self, index: ModuleIndex, vllm: SourceTree | None = None):
+        """``vllm``: the vLLM tree whose callers are read (a plugin directory's: the vLLM it runs with, which
+        ``index`` reads as an extra root); the index's own tree by default."""
         self.index = index
-        package = index.tree.package_dir
+        vllm = vllm or index.tree
+        self.root = vllm.root
+        package = vllm.package_dir
         self.package = package
         self.modules: dict[str, _Module] = {}
         self.classes: dict[str, _Class] = {}
@@ -241,7 +246,7 @@ class CallerIndex:
     # -- reading ------------------------------------------------------------------
 
     def _module_name(self, path: Path) -> str:
-        rel = path.relative_to(self.index.tree.root).with_suffix("")
+        rel = path.relative_to(self.root).with_suffix("")
         parts = list(rel.parts)
         if parts[-1] == "__init__":
             parts.pop()
@@ -311,7 +316,7 @@ class CallerIndex:
             if home not in self.modules:
                 located = self.index.locate(home)
                 path = self._helpers.pop(home, None) or (located[0] if located else None)
-                if path is None or not path.is_relative_to(self.index.tree.root):
+                if path is None or not path.is_relative_to(self.root):
                     why = f"no module {home} in the tree"
                     break
                 self._load(path, base=True)
