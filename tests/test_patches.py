@@ -457,7 +457,8 @@ def test_each_patch_has_its_own_verify_rows_test_command_and_signature(tmp_path:
     assert "| `W` | `WrapMTP` | cuda | 1 | pass | 390 | exact |" in wrap and "PlatMTP" not in wrap
     assert "pytest -q tests/v1/spec_decode/test_plat_mtp_get_top_tokens.py\n" in plat
     assert "pytest -q tests/v1/spec_decode/test_wrap_lite_mtp_get_top_tokens.py\n" in wrap
-    assert '+"""WrapLiteMTP, WrapMTP: get_top_tokens selects the tokens of compute_logits(...).argmax(-1).' in wrap
+    summary = '+"""get_top_tokens selects the tokens of compute_logits(...).argmax(-1).\n'
+    assert summary + "+\n+For WrapLiteMTP, WrapMTP.\n" in wrap
     for text in (plat, wrap):
         assert re.search(r"\n\+.*\n-- \nmtp-audit \S+\n\n\Z", text)  # as git writes "-- \n<version>\n\n"
         assert "| exact |\n---\n vllm/" in text  # the description ends where the diffstat starts
@@ -489,3 +490,23 @@ def test_the_index_lists_every_placement_moved_and_a_tree_without_a_version(tmp_
     assert len(notes) == 2 and "## Placements chosen to reach drafters only\n\n- " + "\n- ".join(notes) + "\n" in index
     unversioned = replace(result, tree=replace(result.tree, vllm_version=None))
     assert "\n\nvLLM (unknown version), one patch per model family" in render_index(unversioned, [])
+
+
+def test_a_family_test_passes_vllms_lint_at_88_columns(tmp_path):
+    """A generated test goes into vLLM's tree: pyflakes, pycodestyle and bugbear at vLLM's 88 columns
+    find nothing, a family named by a long title included (its name wraps in the docstring)."""
+    import subprocess
+    import sys
+
+    from mtp_audit.verify.emit import render_family_test
+
+    title = "DeepSeekMTP, DeepseekV32MTP, OpenPanguMultiTokenPredictor and 3 more (DeepSeekMTPModel)"
+    path = tmp_path / "test_family.py"
+    path.write_text(render_family_test(title, [("vllm.model_executor.models.deepseek_mtp", "DeepSeekMTP", True)]))
+    lint = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--isolated", "--select", "E,F,B", "--line-length", "88", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert lint.returncode == 0, lint.stdout

@@ -109,6 +109,9 @@ def emit_test(target: Path, outcome: TargetOutcome) -> None:
     target.write_text(ruff_format(text))
 
 
+FAMILY_TEST_COLUMNS = 88  # vLLM's line length: the test goes into its tree
+
+
 def render_family_test(title: str, drafters: list[tuple[str, str, bool]]) -> str:
     """A standalone pytest for the drafters of one patch, written without importing vLLM.
 
@@ -116,7 +119,7 @@ def render_family_test(title: str, drafters: list[tuple[str, str, bool]]) -> str
     recipe from a verify run is needed: the test builds what the methods read when it runs.
     """
     text = Template(template("verify_test_family.py.tmpl")).substitute(
-        title=title,
+        title=textwrap.fill(f"For {title}.", width=FAMILY_TEST_COLUMNS),
         tool_version=__version__,
         vocab=VOCAB,
         hidden=HIDDEN,
