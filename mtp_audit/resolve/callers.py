@@ -240,7 +240,7 @@ class CallerIndex:
 
     @property
     def present(self) -> bool:
-        """Whether this tree has callers at all (a plugin directory has none)."""
+        """Whether the vLLM read has callers at all (releases before the speculators have none)."""
         return bool(self.classes)
 
     # -- reading ------------------------------------------------------------------
