@@ -541,3 +541,21 @@ def test_a_plugin_source_tree_is_judged_by_the_speculators_of_the_vllm_it_runs_w
     assert [c["speculator"] for c in unreached["callers"]] == ["FullLogitsSpeculator"]
     diff = run_cli("fix", str(source), "--vllm", str(vllm), "--all", "--diff")
     assert "def get_top_tokens" not in diff.stdout
+
+
+def test_a_folder_of_several_installed_plugins_credits_each_drafter_to_its_own(tmp_path):
+    """A ``pip install --target`` folder holding two distributions, scanned as a plugin directory: each
+    registration is credited to the distribution whose package holds it (its top_level.txt, else the
+    package its entry points name), as --plugin-path credits them."""
+    vllm = vllm_tree(tmp_path / "v")
+    site = tmp_path / "site"
+    shutil.copytree(SITE, site)
+    result = run_cli("scan", str(site), "--vllm", str(vllm), "--format", "json", "--fail-on", "never")
+    assert result.returncode == 0, result.stderr
+    sources = {r["class"]: r["source"] for r in json.loads(result.stdout)["drafters"] if r["source"] != "vllm"}
+    assert sources == {
+        "AcmeNewMTP": "acme-vllm-plugin 1.2.0",
+        "AcmeOtherMTP": "acme-vllm-plugin 1.2.0",
+        "NpuToyMTP": "acme-npu 0.3.0",
+        "UnreachedMTP": "acme-vllm-plugin 1.2.0",
+    }

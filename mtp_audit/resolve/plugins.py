@@ -694,6 +694,12 @@ def _replaced(arch: str, in_tree: list[RegistryEntry], before: list[RegistryEntr
     return (original.module, original.cls) if original else None
 
 
+def _top_packages(dist: PluginDist) -> set[str]:
+    """The top-level packages a distribution holds: its ``top_level.txt``, and those its entry points
+    name (a wheel without that file still names its own package there)."""
+    return {*dist.packages, *(value.partition(":")[0].split(".")[0] for _, _, value in dist.entry_points)}
+
+
 def tree_plugin(root: Path) -> PluginDist:
     """The distribution a plugin source tree holds: its dist-info (an unpacked wheel), its
     PKG-INFO (an sdist) or its pyproject.toml; the directory's name when it has none."""
@@ -750,12 +756,18 @@ def plugin_tree_entries(
     declares them, and every other ``register_model`` call), measured against ``in_tree`` (the
     registry of the vLLM it runs with, empty when none is known); then ``heuristic`` finds in
     files that no registration names."""
-    plugin = tree_plugin(index.tree.root)
-    readings = [read_plugin(index, plugin)] if plugin.entry_points else []
-    anywhere = registrations_in(index, tree_modules(index.tree.root, "register_model"), plugin)
+    dists = discover([index.tree.root])  # a ``pip install --target`` folder may hold several
+    plugin = dists[0] if dists else tree_plugin(index.tree.root)
+    readings = [read_plugin(index, dist) for dist in dists or [plugin] if dist.entry_points]
     reached = {(r.file, r.line) for reading in readings for r in reading.registrations}
-    anywhere.registrations = [r for r in anywhere.registrations if (r.file, r.line) not in reached]
-    readings.append(anywhere)
+    by_owner: dict[PluginDist, list[str]] = {}
+    for module in tree_modules(index.tree.root, "register_model"):  # each credited to the distribution it is in
+        owner = next((d for d in dists if module.split(".", 1)[0] in _top_packages(d)), plugin)
+        by_owner.setdefault(owner, []).append(module)
+    for owner, modules in by_owner.items():
+        anywhere = registrations_in(index, modules, owner)
+        anywhere.registrations = [r for r in anywhere.registrations if (r.file, r.line) not in reached]
+        readings.append(anywhere)
     entries = [e for e in effective_registry(in_tree, readings) if e.source != "vllm"]
     registered = {e.module for e in entries} | {r.module for reading in readings for r in reading.registrations}
     entries += [e for e in heuristic if e.module not in registered]
