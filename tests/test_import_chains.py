@@ -205,8 +205,11 @@ def test_a_drafter_whose_base_module_does_not_parse_has_no_platform(tmp_path: Pa
     (models / "lazy_mtp.py").write_text(lazy + "\n\nclass LazyMTP(BrokenBase):\n    pass\n")
     result, _, _ = scan(locate(tree))
     assert result.parse_errors == [("vllm/model_executor/models/broken_base.py", "syntax error, line 8: expected ':'")]
-    # imported under TYPE_CHECKING only, never at run time: Python fails on the name, and the scan says as before
-    assert {(r.cls, r.status.value) for r in result.records} == {("LazyMTP", "not_applicable")}
+    # imported under TYPE_CHECKING only, never at run time: Python fails on the name; the scan names the
+    # base it cannot follow and leaves the drafter to a human (missing_manual), not "nothing to do"
+    assert {(r.cls, r.status.value) for r in result.records} == {("LazyMTP", "missing_manual")}
+    [lazy_record] = result.records
+    assert "but bases not followed: BrokenBase" in lazy_record.reason
     assert [(u.arch, u.platforms, u.reason) for u in result.unresolved] == [
         (
             "DerivedMTPModel",
