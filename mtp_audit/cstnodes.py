@@ -33,16 +33,8 @@ def parse_method(code: str) -> tuple[cst.Module, cst.FunctionDef]:
 def _as_block(suite: cst.SimpleStatementSuite) -> cst.IndentedBlock:
     """The statements after a ``def ...:`` on its line, one per line as ruff writes them, the line's
     comment on the last."""
-    last = len(suite.body) - 1
-    return cst.IndentedBlock(
-        body=[
-            cst.SimpleStatementLine(
-                body=[small.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)],
-                trailing_whitespace=suite.trailing_whitespace if index == last else cst.TrailingWhitespace(),
-            )
-            for index, small in enumerate(suite.body)
-        ]
-    )
+    line = cst.SimpleStatementLine(body=suite.body, trailing_whitespace=suite.trailing_whitespace)
+    return cst.IndentedBlock(body=one_statement_per_line([line]))
 
 
 _NODE, _SEQUENCE, _OTHER = range(3)
@@ -107,6 +99,19 @@ def one_statement_per_line(statements: Sequence[cst.BaseStatement]) -> list[cst.
                 )
             )
     return out
+
+
+def kept_compute_logits(statements: Sequence[cst.BaseStatement]) -> int | None:
+    """Where in a class body its compute_logits is: the last ``def`` of that name, the one Python keeps
+    (as ``source_text.anchor_statement`` reads the ast); None when it has none."""
+    return next(
+        (
+            i
+            for i in reversed(range(len(statements)))
+            if isinstance(statements[i], cst.FunctionDef) and statements[i].name.value == "compute_logits"  # type: ignore[attr-defined]
+        ),
+        None,
+    )
 
 
 def methods_after(

@@ -42,6 +42,16 @@ class PreLocalArgmaxRelease(UsageError):
     """vLLM 0.16 and earlier: LogitsProcessor.get_top_tokens does not exist."""
 
 
+def _require_local_argmax(processor_source: str, vllm: str) -> None:
+    """Stop where ``vllm`` (named so in the message) has no LogitsProcessor.get_top_tokens: a drafter
+    has nothing to opt into there, and a mirror would call what it lacks."""
+    if not has_local_argmax(processor_source):
+        raise PreLocalArgmaxRelease(
+            f"{vllm} has no LogitsProcessor.get_top_tokens, so there is nothing for drafters to opt into "
+            "(it first shipped in vLLM 0.17)"
+        )
+
+
 @dataclass
 class Resolution:
     """One (architecture, class definition): the platforms using it and the analysis on each."""
@@ -141,12 +151,7 @@ class Scanner:
                 source = self.index.read_bytes(path).decode("utf-8", "replace") if path.is_file() else ""
             except OSError as error:
                 raise UsageError(f"{self.index.relative(path)}: cannot be read ({error.strerror or error})") from None
-            if not has_local_argmax(source):
-                version = f"vLLM {self.tree.vllm_version}" if self.tree.vllm_version else "this vLLM"
-                raise PreLocalArgmaxRelease(
-                    f"{version} has no LogitsProcessor.get_top_tokens, so there is nothing for drafters "
-                    "to opt into (it first shipped in vLLM 0.17)"
-                )
+            _require_local_argmax(source, f"vLLM {self.tree.vllm_version}" if self.tree.vllm_version else "this vLLM")
             self._note_processor_mask(path, source)
             entries, self.registry_notes = registry_reading(self.index)
             if self.tree.plugins:
@@ -168,12 +173,8 @@ class Scanner:
         again once it appears."""
         try:
             source = self.index.read_bytes(path).decode("utf-8", "replace")
-            if not has_local_argmax(source):
-                version = f"vLLM {runs_with.vllm_version}" if runs_with.vllm_version else "the vLLM it runs with"
-                raise PreLocalArgmaxRelease(
-                    f"{version}, which this plugin runs with, has no LogitsProcessor.get_top_tokens, so there is "
-                    "nothing for drafters to opt into (it first shipped in vLLM 0.17)"
-                )
+            version = f"vLLM {runs_with.vllm_version}" if runs_with.vllm_version else "the vLLM"
+            _require_local_argmax(source, f"{version}, which this plugin runs with,")
             self._note_processor_mask(path, source)
         except OSError as error:
             self.index.observed.setdefault(self.index.relative(path), ABSENT)

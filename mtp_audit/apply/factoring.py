@@ -20,7 +20,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, PositionProvider
 
 from ..classify.analysis import Insertion
-from ..cstnodes import methods_after, nodes_of, parse_method
+from ..cstnodes import kept_compute_logits, methods_after, nodes_of, parse_method
 from ..index.prefilter import physical_lines
 from ..model import ClassKey
 from ..synthesize.answers import mirror_text
@@ -62,26 +62,12 @@ def _class_nodes(
     }
 
 
-def _kept_compute_logits(node: cst.ClassDef) -> int | None:
-    """Where in the class body its compute_logits is: the last ``def`` of that name, the one Python
-    keeps (as ``anchor_statement``); None when it has none."""
-    body = node.body.body
-    return next(
-        (
-            i
-            for i in reversed(range(len(body)))
-            if isinstance(body[i], cst.FunctionDef) and body[i].name.value == "compute_logits"
-        ),
-        None,
-    )
-
-
 def _own_compute_logits(
     node: cst.ClassDef, insertion: Insertion, positions: Mapping[cst.CSTNode, CodeRange]
 ) -> cst.FunctionDef | None:
     """The class's compute_logits to factor: the one Python keeps, only when it is the method the
     mirror is made from (a later binding of the name, or one under a condition, is not factored)."""
-    where = _kept_compute_logits(node)
+    where = kept_compute_logits(node.body.body)
     if where is None or insertion.source.owner != insertion.target:
         return None
     found = node.body.body[where]
@@ -104,7 +90,7 @@ class _Replace(cst.CSTTransformer):
         if not isinstance(updated_node.body, cst.IndentedBlock):
             raise UnsafeRewrite(f"class {updated_node.name.value} has a one-line body; add the method by hand")
         body = list(updated_node.body.body)
-        kept = _kept_compute_logits(updated_node)
+        kept = kept_compute_logits(body)
         anchor = len(body) - 1 if kept is None else kept
         if replacement is not None:
             body[anchor] = replacement.with_changes(leading_lines=body[anchor].leading_lines)

@@ -15,7 +15,7 @@ import libcst as cst
 from libcst.metadata import PositionProvider
 
 from ..classify.analysis import Insertion
-from ..cstnodes import methods_after, nodes_of, parse_method
+from ..cstnodes import kept_compute_logits, methods_after, nodes_of, parse_method
 from ..index.prefilter import physical_lines
 from ..synthesize.answers import mirror_text
 from ..synthesize.conventions import follow_annotation_style
@@ -62,21 +62,12 @@ class InsertTopTokens(cst.CSTTransformer):
         if not isinstance(updated_node.body, cst.IndentedBlock):
             raise UnsafeRewrite(f"class {updated_node.name.value} has a one-line body; add the method by hand")
         body = updated_node.body.body
-        anchor = len(body) - 1  # a stand-in class holds the anchor statement alone
-        if len(body) > 1:  # after the last compute_logits, the one Python keeps (as ``anchor_statement``)
-            anchor = next((i for i in reversed(range(len(body))) if _is_compute_logits(body[i])), anchor)
+        kept = kept_compute_logits(body)  # a stand-in class holds the anchor statement alone
+        anchor = len(body) - 1 if kept is None else kept
         self.inserted.append(updated_node.name.value)
         return updated_node.with_changes(
             body=methods_after(updated_node.body, anchor, [method], self.footer_ends_class)
         )
-
-
-def _is_compute_logits(statement: cst.BaseStatement) -> bool:
-    """Only whole classes (nested ones, rewritten through the module) need the search, and
-    so the matchers, 0.4 s to import."""
-    import libcst.matchers as m
-
-    return m.matches(statement, m.FunctionDef(name=m.Name("compute_logits")))
 
 
 def mirror_requests(source: str, insertions: list[Insertion]) -> list[tuple[cst.FunctionDef, int]]:

@@ -28,7 +28,9 @@ def dotted(node: ast.expr | None) -> str | None:
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-def _blocks(statement: ast.stmt, cases: bool = True) -> list[list[ast.stmt]]:
+def statement_blocks(statement: ast.AST, cases: bool = True) -> list[list[ast.stmt]]:
+    """The non-empty statement lists a node holds: bodies, ``else``/``finally``, handlers and (``cases``)
+    match cases."""
     blocks = []
     for attr in ("body", "orelse", "finalbody"):
         part = getattr(statement, attr, None)
@@ -48,7 +50,7 @@ def walk_statements(statements: list[ast.stmt], cases: bool = True):
         yield statement
         if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
             continue
-        for block in _blocks(statement, cases):
+        for block in statement_blocks(statement, cases):
             yield from walk_statements(block, cases)
 
 

@@ -7,7 +7,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from ..model import PLATFORMS
-from .ast_tools import FUNCTIONS, _blocks, _is_docstring, _strings, dotted, walk_statements
+from .ast_tools import FUNCTIONS, _is_docstring, _strings, dotted, statement_blocks, walk_statements
 from .fact_types import ClassFacts, MethodFacts
 from .platforms import evaluate, literal_string
 from .prefilter import WATCHED_METHODS
@@ -77,7 +77,7 @@ def _collect_members(cls: ClassFacts, body: list[ast.stmt], text: _Source, under
         elif isinstance(statement, (ast.If, ast.Try)):
             test = f"if {text.segment(statement.test)}" if isinstance(statement, ast.If) else "in a try"
             condition = f"under `{test}:` in the class body (line {text.line(statement)})"
-            for block in _blocks(statement):
+            for block in statement_blocks(statement):
                 _collect_members(cls, block, text, under or condition)
 
 

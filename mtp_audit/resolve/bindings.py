@@ -14,6 +14,8 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ..index.ast_tools import statement_blocks
+
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 INNER_SCOPES = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 SCOPED_BLOCKS = (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)  # bind a name for their body
@@ -108,7 +110,7 @@ class Bindings:
             block, start = self.function.body, 0
         elif isinstance(binding, ast.Assign) or (isinstance(binding, ast.AnnAssign) and binding.value is not None):
             holder = self.parents.get(id(binding))
-            block = next((b for b in _blocks(holder) if any(s is binding for s in b)), []) if holder else []
+            block = next((b for b in statement_blocks(holder) if any(s is binding for s in b)), []) if holder else []
             start = next((i for i, s in enumerate(block) if s is binding), len(block)) + 1
         else:
             return False
@@ -146,17 +148,6 @@ def _enclosing_statement(node: ast.AST, parents: dict[int, ast.AST]) -> ast.AST:
     while not isinstance(node, ast.stmt) and id(node) in parents:
         node = parents[id(node)]
     return node
-
-
-def _blocks(node: ast.AST) -> Iterator[list[ast.stmt]]:
-    for attr in ("body", "orelse", "finalbody"):
-        block = getattr(node, attr, None)
-        if isinstance(block, list):
-            yield block
-    for handler in getattr(node, "handlers", ()):
-        yield handler.body
-    for case in getattr(node, "cases", ()):
-        yield case.body
 
 
 def described(binding: ast.AST, file: str) -> str:

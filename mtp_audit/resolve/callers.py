@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..index.ast_tools import absolute_module, match_as_if
+from ..index.ast_tools import absolute_module, match_as_if, statement_blocks
 from ..index.modules import ModuleIndex
 from ..model import SourceTree
 from .bindings import Bindings, described
@@ -1854,19 +1854,10 @@ def _alternatives(parents: dict[int, ast.AST], node: ast.AST) -> Iterator[list[a
 def _following(parents: dict[int, ast.AST], statement: ast.AST) -> list[ast.stmt]:
     """The statements after ``statement`` in its block."""
     holder = parents.get(id(statement))
-    for block in _blocks(holder) if holder is not None else ():
+    for block in statement_blocks(holder) if holder is not None else ():
         if statement in block:
             return block[block.index(statement) + 1 :]
     return []
-
-
-def _blocks(node: ast.AST) -> Iterator[list[ast.stmt]]:
-    for attr in ("body", "orelse", "finalbody"):
-        block = getattr(node, attr, None)
-        if isinstance(block, list):
-            yield block
-    for handler in getattr(node, "handlers", ()):
-        yield handler.body
 
 
 def _called_locals(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:

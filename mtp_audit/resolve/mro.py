@@ -80,9 +80,7 @@ class Hierarchy:
         unresolved: list[str] = []
         unparsed: list[str] = []
         undecided: list[str] = []
-        cls = self.class_facts(key)
-        for code in cls.bases:
-            found = resolve_expression(self.index, key.module, code, self.platform, cls.bound_then.get(self.platform))
+        for code, found in self._resolved_bases(key):
             hits = [f for f in found if isinstance(f, (ClassKey, External))]
             unfollowed = [f for f in found if isinstance(f, Missing) and f.undecided]  # may be a class too
             if hits:
@@ -94,6 +92,12 @@ class Hierarchy:
                 unresolved.append(f"{code} ({reasons})" if reasons else code)
                 unparsed.extend(f.unparsed for f in found if isinstance(f, Missing) and f.unparsed)
         return items, unresolved, list(dict.fromkeys(unparsed)), undecided
+
+    def _resolved_bases(self, key: ClassKey) -> list[tuple[str, list]]:
+        """Each base of ``key`` as written, with what it resolves to on this platform."""
+        cls = self.class_facts(key)
+        bound = cls.bound_then.get(self.platform)
+        return [(code, resolve_expression(self.index, key.module, code, self.platform, bound)) for code in cls.bases]
 
     def _alternatives(self, key: ClassKey, code: str, hits: list[MroItem | Missing]) -> str:
         """``Base`` (base of ``key``) and the classes it may be, with where each is defined (or why
@@ -125,10 +129,8 @@ class Hierarchy:
         return self._orders[key]
 
     def _every_order(self, key: ClassKey) -> list[list[MroItem]]:
-        cls = self.class_facts(key)
         choices: list[list[MroItem]] = []
-        for code in cls.bases:
-            found = resolve_expression(self.index, key.module, code, self.platform, cls.bound_then.get(self.platform))
+        for _, found in self._resolved_bases(key):
             hits = [f for f in found if isinstance(f, (ClassKey, External))]
             if hits:
                 choices.append(list(dict.fromkeys(hits)))
