@@ -14,7 +14,8 @@ import), not a worker, decides when the round ends.
 Round two (classify) is forked after that import, so its workers inherit
 libcst and every fact read so far; they classify chunks of registry entries
 from the front of a shared queue, taking the next as they finish one, while
-the parent, which would otherwise wait, classifies chunks from the back (one
+the parent, which would otherwise wait, first reads the callers' notes (what
+their selection does not follow) and then classifies chunks from the back (one
 fork fewer); each worker sends its answers back once, when the queue is empty.
 
 ``fix`` uses a WarmWorker instead: forked first, it imports libcst while
@@ -291,6 +292,7 @@ def _classify_with_workers(
     queue = ChunkQueue(len(chunks))
     with frozen_heap(), _fork_pool(scanner, entries, workers, chunks, queue) as pool:
         shares = [pool.submit(_classify_share, unstored[share::workers]) for share in range(workers)]
+        scanner.caller_notes()  # the workers take this process's share of chunks meanwhile
         parts: dict[int, Classified] = {}
         while (number := queue.take_back()) is not None:
             parts[number] = _classify(scanner, entries, chunks[number])

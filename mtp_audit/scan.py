@@ -74,6 +74,7 @@ class Scanner:
         self.plugin_notes: list[str] = []  # plugin code that could not be read, entry points vLLM never calls
         self.registry_notes: list[str] = []  # parts of the speculative dict that could not be read
         self._callers: CallerIndex | None = None
+        self._caller_notes: list[str] | None = None
         self._config_text: dict[str, str | None] = {}  # file -> its text if it names a speculator config
 
     @property
@@ -93,6 +94,13 @@ class Scanner:
         forked workers inherit them."""
         if self.vllm is not None:
             self.callers.prepare()
+
+    def caller_notes(self) -> list[str]:
+        """What the callers' selection constructs or names that the scan does not follow (read once:
+        ``fanout`` has it read while workers classify, off the scan's serial path)."""
+        if self._caller_notes is None:
+            self._caller_notes = self.callers.unfollowed() if self.vllm is not None else []
+        return self._caller_notes
 
     def adopt_callers(self, callers: CallerIndex) -> None:
         """Take the callers another process read and prepared from the same files (``fanout``)."""
@@ -365,6 +373,6 @@ def scan(
         parse_errors=sorted(scanner.index.read_errors.items()),
         notes=scanner.plugin_notes,
         registry_notes=scanner.registry_notes,
-        caller_notes=scanner.callers.unfollowed() if scanner.vllm is not None else [],
+        caller_notes=scanner.caller_notes(),
     )
     return result, scanner, resolutions
