@@ -225,7 +225,7 @@ def _chunks(jobs: list[FileJob], count: int) -> list[list[FileJob]]:
 
 def _helper_clashes(scanner: Scanner, insertions: list[Insertion]) -> dict[ClassKey, str]:
     """For ``--factor-pre-head``: the classes that may own the helper (their own compute_logits is
-    mirrored) and bind its name, themselves or in a subclass, with where (``name_clashes``)."""
+    mirrored) and bind its name, themselves, in a subclass or in a base, with where (``name_clashes``)."""
     owners = [i.target for i in insertions if i.source.owner == i.target]
     return name_clashes(scanner, owners, defined_name(PRE_HEAD))
 

@@ -25,7 +25,8 @@ class FileJob:
     insertions: list[Insertion]
     binds_torch: bool  # ``torch`` is bound at run time on every platform: no import to add
     factor_pre_head: bool = False  # share a long pre-head block through a helper (fix --factor-pre-head)
-    # planned class -> why it may not get the helper: it or a subclass binds the name (``name_clashes``)
+    # planned class -> why it may not get the helper: it, a subclass or a class in their MRO binds the name
+    # (``name_clashes``)
     helper_clashes: dict[ClassKey, str] = field(default_factory=dict)
 
 

@@ -102,8 +102,8 @@ def rewrite_factored(
 ) -> Rewrite:
     """The file with each planned class's mirror, and its pre-head block in a helper where it is long.
 
-    ``clashes``: planned class -> where it or a subclass binds the helper's name (``name_clashes``);
-    such a class is refused the helper, since its compute_logits would call that binding there.
+    ``clashes``: planned class -> where it, a subclass or a class in their MRO binds the helper's name, and
+    what the helper would do there (``name_clashes``); such a class is refused the helper.
     """
     clashes = clashes or {}
     planned = {(i.target.name, i.target.line) for i in insertions}
@@ -131,8 +131,8 @@ def rewrite_factored(
         if factored is not None and insertion.target in clashes:
             name = insertion.target.name
             raise UnsafeRewrite(
-                f"{path}: no {HELPER} helper in {name}: {clashes[insertion.target]}, and {name}.compute_logits "
-                "would call that one there; fix without --factor-pre-head writes the plain mirror"
+                f"{path}: no {HELPER} helper in {name}: {clashes[insertion.target]}; "
+                "fix without --factor-pre-head writes the plain mirror"
             )
         if factored is None:
             _, mirror = parse_method(mirror_text(insertion.source.method.text))

@@ -243,19 +243,23 @@ def _result(scanner: Scanner, key: ClassKey, platforms: list[str], overlay: Over
 
 
 def name_clashes(scanner: Scanner, bases: list[ClassKey], name: str) -> dict[ClassKey, str]:
-    """Class of ``bases`` -> where it, or a class of the tree that inherits from it (on any platform),
-    binds ``name`` itself, in words; classes where none does are left out.
+    """Class of ``bases`` -> where it, a class of the tree that inherits from it (on any platform), or
+    a class of the tree in either's MRO binds ``name`` itself, and what the added method would do
+    there, in words; classes where none does are left out.
 
     A method ``name`` added to a base, and called as ``self.name(...)`` by its ``compute_logits``,
     reaches such a class's instances as that class's own ``name``, not the one added: its
-    inherited ``compute_logits`` changes silently (``fix --factor-pre-head``'s helper).
+    inherited ``compute_logits`` changes silently (``fix --factor-pre-head``'s helper). A class after
+    the base in the MRO (a base of it, a mixin listed after it) loses its own ``name`` the other way:
+    the added method overrides it for every caller, that class's own code included.
     """
     texts = _base_names(scanner)
     parsed: dict[str, ast.Module | None] = {}
     clashes: dict[ClassKey, str] = {}
     for base in bases:
         for key in [base, *_subclasses(scanner, texts, {base})]:
-            for owner in _ahead_of(scanner, key, base):  # a mixin before the base in key's MRO counts too
+            ahead, behind = _around(scanner, key, base)
+            for owner in [*ahead, *behind]:
                 file = scanner.hierarchies[PLATFORMS[0]].file_of(owner)
                 if file not in parsed:
                     try:
@@ -273,22 +277,31 @@ def name_clashes(scanner: Scanner, bases: list[ClassKey], name: str) -> dict[Cla
                         else f"its subclass {key.name} ({scanner.hierarchies[PLATFORMS[0]].file_of(key)}:{key.line})"
                     )
                     via = "" if owner == key else f" through {owner.name} ({file}:{owner.line}), which"
-                    clashes[base] = f"{who}{via} {how}"
+                    if owner in behind:
+                        clashes[base] = (
+                            f"{who} inherits from {owner.name} ({file}:{owner.line}), which {how}: a {name} added to "
+                            f"{base.name} would override that one for every caller, {owner.name}'s own code included"
+                        )
+                    else:
+                        clashes[base] = f"{who}{via} {how}, and {base.name}.compute_logits would call that one there"
                     break
             if base in clashes:
                 break
     return clashes
 
 
-def _ahead_of(scanner: Scanner, key: ClassKey, base: ClassKey) -> list[ClassKey]:
-    """``key`` and the tree's classes that its MRO puts before ``base`` on any platform, in any order it may
-    have (its mixins)."""
-    found = [key]
+def _around(scanner: Scanner, key: ClassKey, base: ClassKey) -> tuple[list[ClassKey], list[ClassKey]]:
+    """The tree's classes that ``key``'s MRO puts before ``base`` on any platform, in any order it may
+    have (``key`` itself and its mixins), and those it puts after ``base`` (``base``'s own bases, a mixin
+    listed after it)."""
+    ahead, behind = [key], []
     for platform in PLATFORMS:
         for classes in scanner.hierarchies[platform].orders(key):
             if base in classes:
-                found += [c for c in classes[: classes.index(base)] if isinstance(c, ClassKey) and c not in found]
-    return found
+                at = classes.index(base)
+                ahead += [c for c in classes[:at] if isinstance(c, ClassKey) and c not in ahead]
+                behind += [c for c in classes[at + 1 :] if isinstance(c, ClassKey) and c not in behind]
+    return ahead, [c for c in behind if c not in ahead]
 
 
 def _class_nodes(tree: ast.Module | None) -> list[ast.ClassDef]:
