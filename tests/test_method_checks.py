@@ -322,10 +322,14 @@ ZERO_ARGUMENT_SUPER = "super() (it starts after the class it is written in)"
     ("code", "expected"),
     [
         (method("self, hs", "hs = hs * SCALE", "return f(hs)"), FreeNames(("SCALE", "f"), (), None)),
-        (method("self, hs, n: int = N"), FreeNames((), ("N", "int"), None)),
+        (method("self, hs, n: int = N"), FreeNames((), ("N", "int"), None, ("N",))),
+        (method("self, hs, n=F(M, k=2), m: T = 0"), FreeNames((), ("F", "M", "T"), None, ("F", "M"))),
         (method('self, hs: "IntermediateTensors"'), FreeNames((), ("IntermediateTensors",), None)),
         (method("self, hs: \"Optional['typing.Any']\""), FreeNames((), ("Optional", "typing"), None)),
-        (method('self, hs: "a b"'), FreeNames((), (), "the quoted annotation '\"a b\"', which quotes no expression")),
+        (
+            method('self, hs: "a b"'),
+            FreeNames((), (), None, (), "the quoted annotation '\"a b\"', which quotes no expression"),
+        ),
         (method("self, hs", "global G", "G = hs", "return __name__"), FreeNames(("G", "__name__"), (), None)),
         (method("self, hs", "return self.__head(hs)"), FreeNames((), (), PRIVATE)),
         (
@@ -342,6 +346,7 @@ ZERO_ARGUMENT_SUPER = "super() (it starts after the class it is written in)"
     ids=[
         "module_names",
         "default",
+        "defaults_apart_from_annotations",
         "quoted",
         "quoted_in_quoted",
         "unparsable",

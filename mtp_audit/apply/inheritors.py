@@ -21,7 +21,7 @@ from pathlib import Path
 from weakref import WeakKeyDictionary
 
 from ..classify.analysis import Insertion, Overlay
-from ..index.ast_tools import FUNCTIONS, walk_statements
+from ..index.ast_tools import names_bound, walk_statements
 from ..model import PLATFORMS, ClassKey, SourceTree
 from ..scan import Resolution, Scanner
 from ..synthesize.answers import synthetic_mirror
@@ -317,20 +317,10 @@ def _binding_line(cls: ast.ClassDef, name: str) -> int | None:
         if isinstance(node, ast.Attribute) and node.attr == name and _stored(node):
             return node.lineno
     for statement in walk_statements(cls.body):
-        if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
-            bound = [statement.name]
-        elif isinstance(statement, (ast.Import, ast.ImportFrom)):
-            bound = [a.asname or a.name.split(".")[0] for a in statement.names]
-        else:
-            own = [getattr(statement, "target", None), *(i.optional_vars for i in getattr(statement, "items", []))]
-            if not hasattr(statement, "body"):  # a simple statement: all of it is its own
-                own.append(statement)
-            bound = [n.id for o in own if o for n in ast.walk(o) if isinstance(n, ast.Name) and _stored(n)]
-            bound += [h.name for h in getattr(statement, "handlers", []) if h.name]
-        if name in bound:
+        if name in names_bound(statement):
             return statement.lineno
     return None
 
 
-def _stored(node: ast.Name | ast.Attribute) -> bool:
+def _stored(node: ast.Attribute) -> bool:
     return isinstance(node.ctx, ast.Store)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from ..index.fact_types import MethodFacts
 from ..model import ClassKey, Consistency, Status
 from ..resolve.mro import Hierarchy, MethodHit, Mro
-from ..resolve.names import resolve_expression
+from ..resolve.names import Missing, resolve_expression, resolve_name
 from .calls import Contract, first_read, only_unpacked, passed_to_top_tokens, reads
 from .contract_rules import CallSiteArguments, CallSiteUnproven, CallTypeError, Uncalled, UnfollowedDrafter
 from .memo import (
@@ -29,7 +29,7 @@ from .memo import (
     returns_plain_head,
     top_tokens_shape,
 )
-from .shape_types import MASK_METHODS, LogitsKind, ParamKind, PostKind, TopTokensKind
+from .shape_types import EVERYWHERE, MASK_METHODS, LogitsKind, ParamKind, PostKind, TopTokensKind
 
 if TYPE_CHECKING:
     from .shape_types import LogitsShape, TopTokensShape
@@ -501,6 +501,12 @@ class Analyzer:
             return Consistency.DIVERGENT, f"{statement[1]}; also, {why}" if statement else why
         mirrored = self.mirror.fingerprint(cl.method.text)
         same = mirrored is not None and mirrored == fingerprint(gtt.method.text)
+        elsewhere = self._read_elsewhere(cl, gtt) if same else None
+        if elsewhere is not None:
+            return Consistency.UNPROVEN, (
+                f"get_top_tokens of {self.where(gtt)} is written as the mirror of compute_logits of "
+                f"{self.where(cl)}, but {elsewhere}; run `mtp-audit verify`"
+            )
         if not same and by_calls and mirrored is not None and cshape.kind == LogitsKind.HEAD:
             assert contract is not None
             unused = [
@@ -509,7 +515,7 @@ class Analyzer:
                 if not reads(cl.method.text, n) and n not in passed_to_top_tokens(contract, cshape.params)
             ]
             without = self.mirror.fingerprint_without(cl.method.text, tuple(unused)) if unused else None
-            if without is not None and without == fingerprint(gtt.method.text):
+            if without is not None and without == fingerprint(gtt.method.text) and not self._read_elsewhere(cl, gtt):
                 return Consistency.EQUIVALENT, (
                     f"the mirror of compute_logits of {self.where(cl)} but for {', '.join(unused)}, which "
                     "compute_logits does not read and no caller passes"
@@ -520,7 +526,11 @@ class Analyzer:
             return self._delegated_consistency(key, mro, cl, cshape, overlay, depth)
         if cshape.kind == LogitsKind.SUPER and gtt.owner == cl.owner:
             inlined = self._super_inlined(mro, cl)
-            if inlined is not None and self.mirror.fingerprint(inlined[0]) == fingerprint(gtt.method.text):
+            if (
+                inlined is not None
+                and self.mirror.fingerprint(inlined[0]) == fingerprint(gtt.method.text)
+                and not self._read_elsewhere(inlined[1], gtt)
+            ):
                 return Consistency.MIRROR, (
                     f"mirror of compute_logits of {self.where(cl)} with the "
                     f"super().compute_logits of {self.where(inlined[1])} inlined"
@@ -559,6 +569,53 @@ class Analyzer:
             f"get_top_tokens of {self.where(gtt)} is written differently from compute_logits of "
             f"{self.where(cl)}; run `mtp-audit verify`"
         )
+
+    def _read_elsewhere(self, cl: MethodHit, gtt: MethodHit) -> str | None:
+        """Why two methods of the same text may still read other things, or None: a method's body reads
+        the globals of the module it is defined in, its defaults are evaluated in its class body as its
+        ``def`` runs, and a private name, ``__class__`` or ``super()`` belong to its class (``free_names``)."""
+        if cl.owner == gtt.owner:
+            return self._rebound_between(cl, gtt)
+        for hit in (cl, gtt):
+            names = free_names(hit.method.text)
+            if names.anchored is not None:
+                return (
+                    f"{hit.method.name} of {hit.owner.name} reads {names.anchored}, and the two are defined in "
+                    "different classes"
+                )
+            default = next((n for n in names.defaults if n not in EVERYWHERE), None)
+            if default is not None:
+                return (
+                    f"a default of {hit.method.name} of {hit.owner.name} reads {default}, which each def evaluates "
+                    "in the body of its own class, and the two are defined in different classes"
+                )
+        if cl.owner.module == gtt.owner.module:
+            return None
+        read = set(free_names(cl.method.text).run) | set(free_names(gtt.method.text).run)
+        for name in sorted(read - EVERYWHERE):
+            if not self._binds_alike(name, cl.owner.module, gtt.owner.module):
+                return (
+                    f"compute_logits reads {name} in module {cl.owner.module} and get_top_tokens in "
+                    f"{gtt.owner.module}, and the tool cannot show that the two bind it to the same thing"
+                )
+        return None
+
+    def _rebound_between(self, cl: MethodHit, gtt: MethodHit) -> str | None:
+        """A name the defaults read that the class body binds between the two defs (``ClassFacts.default_rebinds``)."""
+        first, last = sorted((cl.method.line, gtt.method.line))
+        for name, lines in sorted(self.h.class_facts(cl.owner).default_rebinds.items()):
+            between = [line for line in lines if first < line < last]
+            if between:
+                return (
+                    f"the body of {cl.owner.name} binds {name} again between the two defs (line {between[0]}), "
+                    f"so a default that reads {name} differs"
+                )
+        return None
+
+    def _binds_alike(self, name: str, module: str, other: str) -> bool:
+        """``name`` resolves, in both modules, to one and the same class, module or outside object."""
+        found = [resolve_name(self.h.index, m, name, self.h.platform) for m in (module, other)]
+        return len(found[0]) == 1 and found[0] == found[1] and not isinstance(found[0][0], Missing)
 
     def _decorated(self, gtt: MethodHit, gshape: TopTokensShape) -> tuple[Consistency, str]:
         """A call runs the decorators' wrapper, which may change the tokens (or the arguments): nothing

@@ -198,17 +198,17 @@ def free_names(code: str) -> FreeNames:
     params = [*func.params.posonly_params, *func.params.params, *func.params.kwonly_params]
     params += [p for p in (func.params.star_arg, func.params.star_kwarg) if isinstance(p, cst.Param)]
     anchored = _anchor(module, [*params, func.body])
-    at_def = [p.default for p in params if p.default] + [p.annotation for p in params if p.annotation]
-    defined, unquoted_def = _names_read(at_def)
+    defaults = [p.default for p in params if p.default]
+    defined, unquoted_def = _names_read(defaults + [p.annotation for p in params if p.annotation])
     run, unquoted_run = _names_read([func.body])
-    unparsed = unquoted_def or unquoted_run
-    if anchored is None and unparsed is not None:
-        anchored = f"the quoted annotation {unparsed!r}, which quotes no expression"
+    unquoted = unquoted_def or unquoted_run
+    unparsed = f"the quoted annotation {unquoted!r}, which quotes no expression" if unquoted is not None else None
     declared = {item.name.value for g in nodes_of(func.body, cst.Global) for item in g.names}
     local = {p.name.value for p in nodes_of(func, cst.Param)}
     local |= {t.target.value for t in nodes_of(func.body, cst.AssignTarget) if isinstance(t.target, cst.Name)}
     local -= declared
-    return FreeNames(tuple(sorted(set(run) - local)), tuple(sorted(set(defined))), anchored)
+    read_by_defaults = tuple(sorted(set(_names_read(defaults)[0])))
+    return FreeNames(tuple(sorted(set(run) - local)), tuple(sorted(set(defined))), anchored, read_by_defaults, unparsed)
 
 
 def _anchor(module: cst.Module, parts: list[cst.CSTNode]) -> str | None:

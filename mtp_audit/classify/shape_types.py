@@ -103,16 +103,20 @@ class FreeNames:
     class of the same module they are the same module globals. It reads ``defined`` (its
     parameters' defaults and annotations, quoted ones too) when the ``def`` runs, in the class
     body it is written into: another class statement, where a module name may be bound to
-    something else. ``anchored`` says why the text means something else in any other class
-    (a private name, ``__class__``, a zero-argument ``super()``...), None when nothing does.
+    something else; ``defaults`` are those of them its defaults read (what a call gets; an
+    annotation changes no value). ``anchored`` says why the text means something else in any
+    other class (a private name, ``__class__``, a zero-argument ``super()``...), None when nothing
+    does; ``unparsed``, a quoted annotation that quotes no expression (what it reads is not known).
     """
 
     run: tuple[str, ...]
     defined: tuple[str, ...]
     anchored: str | None
+    defaults: tuple[str, ...] = ()
+    unparsed: str | None = None
 
     def movable(self, same_module: bool) -> bool:
         """Whether a copy means the same in another class, of the same module or of another one."""
-        if self.anchored is not None or not EVERYWHERE.issuperset(self.defined):
+        if self.anchored is not None or self.unparsed is not None or not EVERYWHERE.issuperset(self.defined):
             return False
         return same_module or EVERYWHERE.issuperset(self.run)

@@ -54,6 +54,21 @@ def walk_statements(statements: list[ast.stmt], cases: bool = True):
             yield from walk_statements(block, cases)
 
 
+def names_bound(statement: ast.stmt) -> list[str]:
+    """The names ``statement`` itself binds (or deletes) in the scope it runs in: a ``def``'s or a class's
+    name, an import's, an assignment's, a ``for``/``with``/``except`` target; not those of the blocks it
+    holds (``walk_statements`` yields them)."""
+    if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
+        return [statement.name]
+    if isinstance(statement, (ast.Import, ast.ImportFrom)):
+        return [a.asname or a.name.split(".")[0] for a in statement.names]
+    own = [getattr(statement, "target", None), *(i.optional_vars for i in getattr(statement, "items", []))]
+    if not hasattr(statement, "body"):  # a simple statement: all of it is its own
+        own.append(statement)
+    bound = [n.id for o in own if o for n in ast.walk(o) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)]
+    return bound + [h.name for h in getattr(statement, "handlers", []) if h.name]
+
+
 def _strings(node: ast.AST) -> list[str]:
     """String literals inside ``node``, outside f-strings."""
     if isinstance(node, ast.JoinedStr):

@@ -7,7 +7,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from ..model import PLATFORMS
-from .ast_tools import FUNCTIONS, _is_docstring, _strings, dotted, statement_blocks, walk_statements
+from .ast_tools import FUNCTIONS, _is_docstring, _strings, dotted, names_bound, statement_blocks, walk_statements
 from .fact_types import ClassFacts, MethodFacts
 from .platforms import evaluate, literal_string
 from .prefilter import WATCHED_METHODS
@@ -28,6 +28,7 @@ def _collect_classes(tree: ast.Module, text: _Source) -> list[ClassFacts]:
             bases=[text.segment(b.value if isinstance(b, ast.Starred) else b) for b in node.bases],
         )
         _collect_members(cls, node.body, text, None)
+        cls.default_rebinds = _default_rebinds(node, text)
         classes.append(cls)
     return classes
 
@@ -79,6 +80,18 @@ def _collect_members(cls: ClassFacts, body: list[ast.stmt], text: _Source, under
             condition = f"under `{test}:` in the class body (line {text.line(statement)})"
             for block in statement_blocks(statement):
                 _collect_members(cls, block, text, under or condition)
+
+
+def _default_rebinds(node: ast.ClassDef, text: _Source) -> dict[str, list[int]]:
+    """Where the class body binds a name that a watched method's parameter defaults read (``ClassFacts``)."""
+    watched = [f for f in walk_statements(node.body) if isinstance(f, FUNCTIONS) and f.name in WATCHED_METHODS]
+    defaults = [d for f in watched for d in [*f.args.defaults, *f.args.kw_defaults] if d is not None]
+    read = {n.id for d in defaults for n in ast.walk(d) if isinstance(n, ast.Name)}
+    found: dict[str, list[int]] = {}
+    for statement in walk_statements(node.body) if read else ():
+        for name in set(names_bound(statement)) & read:
+            found.setdefault(name, []).append(text.line(statement))
+    return found
 
 
 OUT_OF_TREE = "out-of-tree"  # any platform plugin's device: only ``is_out_of_tree()`` is true there

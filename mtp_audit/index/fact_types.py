@@ -99,6 +99,10 @@ class ClassFacts:
     # platform -> base name -> what it was bound to when the class statement ran, kept only where that
     # differs from the module's final binding (``class X(X):`` redefining X, ``Base`` rebound later)
     bound_then: dict[str, dict[str, list[Target]]] = field(default_factory=dict)
+    # name -> lines of the class body that bind it, for the names a watched method's parameter defaults read:
+    # a default is evaluated in the class body as its ``def`` runs, so a binding between two defs of the same
+    # text gives them other defaults
+    default_rebinds: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass
