@@ -13,8 +13,8 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import parse_template_statement
 
-from ..cstnodes import nodes_of, one_statement_per_line, parse_method
-from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL
+from ..cstnodes import nodes_in_scope, one_statement_per_line, parse_method
+from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL, head_index
 from ..templating import template
 
 
@@ -41,9 +41,7 @@ def _top_tokens_call(call: cst.Call) -> cst.Call:
 def mirror_function(compute_logits: cst.FunctionDef) -> cst.FunctionDef:
     """The unformatted mirror; raises MirrorError when no mirror can be derived."""
     statements = _statements(compute_logits)
-    index = next(
-        (i for i, s in enumerate(statements) if any(m.matches(c, LOGITS_CALL) for c in nodes_of(s, cst.Call))), None
-    )
+    index = head_index(statements)
     if index is None:
         raise MirrorError("no head call")
     head_statement = statements[index]
@@ -95,9 +93,7 @@ def _mirror_arm(block: cst.BaseSuite) -> cst.BaseSuite:
     if not isinstance(block, cst.IndentedBlock):
         raise MirrorError("a one-line arm")
     statements = one_statement_per_line(block.body)
-    index = next(
-        (i for i, s in enumerate(statements) if any(m.matches(c, LOGITS_CALL) for c in nodes_of(s, cst.Call))), None
-    )
+    index = head_index(statements)
     if index is None:
         raise MirrorError("an arm without a head call")
     head, after = statements[index], statements[index + 1 :]
@@ -125,7 +121,7 @@ def _assigned_in_arms(statement: cst.If) -> str | None:
     returns it), if any."""
     names = {
         t.target.value
-        for a in nodes_of(statement, cst.Assign)
+        for a in nodes_in_scope(statement, cst.Assign)
         if m.matches(a.value, LOGITS_CALL)
         for t in a.targets
         if isinstance(t.target, cst.Name)
