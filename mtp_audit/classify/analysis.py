@@ -20,7 +20,7 @@ from ..index.fact_types import MethodFacts
 from ..model import ClassKey, Consistency, Status
 from ..resolve.mro import Hierarchy, MethodHit, Mro
 from ..resolve.names import resolve_expression
-from .calls import Contract, first_read, only_unpacked, passed_to_top_tokens, reads
+from .calls import Contract, first_read, forwards_every_call, only_unpacked, passed_to_top_tokens, reads
 from .contract_rules import CallSiteArguments, CallSiteUnproven, CallTypeError, Uncalled, UnfollowedDrafter
 from .memo import (
     fingerprint,
@@ -32,7 +32,7 @@ from .memo import (
 from .shape_types import MASK_METHODS, LogitsKind, ParamKind, PostKind, TopTokensKind
 
 if TYPE_CHECKING:
-    from .shape_types import LogitsShape, TopTokensShape
+    from .shape_types import LogitsShape, Param, TopTokensShape
 
 Overlay = dict[ClassKey, dict[str, MethodFacts]]
 DIVERGENT_POST = {PostKind.MASK, PostKind.D2T_SCATTER, PostKind.VOCAB}
@@ -161,7 +161,7 @@ class Analyzer:
         if analysis.consistency not in (Consistency.MIRROR, Consistency.EQUIVALENT) or cl is None or gtt is None:
             return None
         cparams = logits_shape(cl.method.text, cl.method.line).params
-        gparams = top_tokens_shape(gtt.method.text, gtt.method.line).params
+        gparams = self.called_params(self.h.mro(key), gtt, overlay)
         forwarded = self.forwarded(self.h.mro(key), cl, overlay)
         return next(
             (
@@ -180,7 +180,7 @@ class Analyzer:
         if analysis.consistency != Consistency.DIVERGENT or cl is None or gtt is None:
             return None
         cparams = logits_shape(cl.method.text, cl.method.line).params
-        gparams = top_tokens_shape(gtt.method.text, gtt.method.line).params
+        gparams = self.called_params(self.h.mro(key), gtt, overlay)
         forwarded = self.forwarded(self.h.mro(key), cl, overlay)
         for reach, pair in contract.viable_pairs(cparams):
             if CallTypeError.check(reach, pair, gparams, f"get_top_tokens of {self.where(gtt)}"):
@@ -480,11 +480,12 @@ class Analyzer:
         if by_calls:
             assert contract is not None
             forwarded = self.forwarded(mro, cl, overlay, depth)
+            called = self.called_params(mro, gtt, overlay)
             for reach, pair in contract.viable_pairs(cshape.params):
                 why = CallTypeError.check(
-                    reach, pair, gshape.params, f"get_top_tokens of {self.where(gtt)}"
+                    reach, pair, called, f"get_top_tokens of {self.where(gtt)}"
                 ) or CallSiteArguments.check(
-                    reach, pair, cshape.params, cl.method.text, gshape.params, cl.method.line, forwarded
+                    reach, pair, cshape.params, cl.method.text, called, cl.method.line, forwarded
                 )
                 if why:
                     return Consistency.DIVERGENT, f"{statement[1]}; also, {why}" if statement else why
@@ -559,6 +560,16 @@ class Analyzer:
             f"get_top_tokens of {self.where(gtt)} is written differently from compute_logits of "
             f"{self.where(cl)}; run `mtp-audit verify`"
         )
+
+    def called_params(self, mro: Mro, gtt: MethodHit, overlay: Overlay | None, depth: int = 0) -> list[Param]:
+        """The parameters a caller's arguments bind to: those of ``gtt``, or, where it only passes every
+        call on (``def get_top_tokens(self, *args, **kwargs): return super().get_top_tokens(*args, **kwargs)``),
+        those of the get_top_tokens its super() reaches."""
+        params = top_tokens_shape(gtt.method.text, gtt.method.line).params
+        nxt = self.h.find(mro, "get_top_tokens", start=gtt.index + 1, overlay=overlay)
+        if nxt is None or depth > 8 or nxt.method.how != "def" or not forwards_every_call(gtt.method.text):
+            return params
+        return self.called_params(mro, nxt, overlay, depth + 1)
 
     def _decorated(self, gtt: MethodHit, gshape: TopTokensShape) -> tuple[Consistency, str]:
         """A call runs the decorators' wrapper, which may change the tokens (or the arguments): nothing
