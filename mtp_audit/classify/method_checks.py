@@ -102,6 +102,7 @@ def normalize(code: str) -> str:
     func.body = _returns_collapsed(body) or [ast.Pass()]
     mentioned = collections.Counter(n.id for n in ast.walk(func) if isinstance(n, ast.Name))
     mentioned.update(a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg))
+    mentioned.update(name for n in ast.walk(func) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names)
     func.body = _without_dead_inits(func.body, mentioned) or [ast.Pass()]
     func.name = "_"
     func.returns = None
