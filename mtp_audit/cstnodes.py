@@ -55,14 +55,34 @@ def _kind(value_type: type) -> int:
     return kind
 
 
+# What of a nested function, class or lambda runs where it is defined: its decorators, defaults,
+# annotations and bases. Its body runs only when it is called (a class body: in a scope of its own),
+# so a ``return`` there does not return from the function around it, nor does an assignment bind there.
+_OUTER_FIELDS: dict[type, tuple[str, ...]] = {
+    cst.FunctionDef: ("decorators", "params", "returns"),
+    cst.ClassDef: ("decorators", "bases", "keywords"),
+    cst.Lambda: ("params",),
+}
+
+
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """``node`` and every node below it, in source (pre-)order."""
+    return _walk(node, {})
+
+
+def walk_scope(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """``node`` and every node below it that belongs to the scope ``node`` is in (source pre-order):
+    the bodies of nested functions, classes and lambdas are left out (``_OUTER_FIELDS``)."""
+    return _walk(node, _OUTER_FIELDS)
+
+
+def _walk(node: cst.CSTNode, fields: dict[type, tuple[str, ...]]) -> Iterator[cst.CSTNode]:
     stack: list[cst.CSTNode] = [node]
     while stack:
         current = stack.pop()
         yield current
         node_type = type(current)
-        names = _FIELDS.get(node_type)
+        names = fields.get(node_type) or _FIELDS.get(node_type)
         if names is None:
             names = _FIELDS[node_type] = tuple(node_type.__dataclass_fields__)
         children: list[cst.CSTNode] = []
@@ -78,6 +98,11 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 
 def nodes_of(node: cst.CSTNode, types: type | tuple[type, ...]) -> list:
     return [n for n in walk(node) if isinstance(n, types)]
+
+
+def nodes_in_scope(node: cst.CSTNode, types: type | tuple[type, ...]) -> list:
+    """The nodes of ``types`` in ``node`` that run in its own scope (``walk_scope``)."""
+    return [n for n in walk_scope(node) if isinstance(n, types)]
 
 
 def one_statement_per_line(statements: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:

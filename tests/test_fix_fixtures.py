@@ -51,10 +51,23 @@ def _imports_sorted(data: bytes) -> bool:
     return result.returncode == 0
 
 
-def _undefined_names(data: bytes) -> str:
-    """ruff's F821 findings in a written file (empty: none), e.g. ``torch`` named and never imported."""
+def _pyflakes_findings(data: bytes) -> str:
+    """ruff's findings that a written method can add to a file (empty: none): a name never imported
+    (F821, ``torch``), a local bound and never used (F841, F842: a pre-initialisation kept in a mirror
+    that returns the head's result instead)."""
     result = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--isolated", "--select", "F821", "--output-format", "concise", "-"],
+        [
+            sys.executable,
+            "-m",
+            "ruff",
+            "check",
+            "--isolated",
+            "--select",
+            "F821,F841,F842",
+            "--output-format",
+            "concise",
+            "-",
+        ],
         input=data,
         capture_output=True,
         check=False,
@@ -109,8 +122,8 @@ def test_fix_fixture(case: Path, tmp_path: Path) -> None:
             assert _ruff_clean(after[path]), f"{path} is no longer ruff-format clean"
         if _imports_sorted(before[path]):
             assert _imports_sorted(after[path]), f"{path}: its imports are no longer sorted as isort sorts them"
-        if not _undefined_names(before[path]):
-            assert not _undefined_names(after[path]), f"{path}: {_undefined_names(after[path])}"
+        if not _pyflakes_findings(before[path]):
+            assert not _pyflakes_findings(after[path]), f"{path}: {_pyflakes_findings(after[path])}"
 
     assert _files(patched) == after, "git apply of fix --diff does not give what fix writes"
 

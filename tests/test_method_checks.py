@@ -483,3 +483,29 @@ def test_a_decorator_is_part_of_the_fingerprint() -> None:
     plain = method_checks.normalize("def get_top_tokens(self, hidden_states):\n" + body)
     wrapped = method_checks.normalize("@negated\ndef get_top_tokens(self, hidden_states):\n" + body)
     assert plain != wrapped
+
+
+@pytest.mark.parametrize(
+    ("pre_init", "same"),
+    [
+        ("logits = None", True),
+        ("logits: torch.Tensor | None = None", True),
+        ("logits: torch.Tensor", True),
+        ("global logits\n    logits = None", False),  # binds the module's name: not dead
+        ("logits = None\n    self.seen(logits)", False),  # read
+        ("logits = 0", False),  # not a pre-initialisation
+    ],
+)
+def test_fingerprint_drops_a_dead_pre_initialisation(pre_init: str, same: bool):
+    """``logits = None`` before the arms does nothing once each arm returns its head call: the mirror
+    leaves it out, and a method with or without it has one fingerprint."""
+    arms = (
+        "    if self.alt:\n"
+        "        logits = self.logits_processor.get_top_tokens(self.alt_head, hidden_states)\n"
+        "    else:\n"
+        "        logits = self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n"
+        "    return logits\n"
+    )
+    with_it = method_checks.normalize(f"def get_top_tokens(self, hidden_states):\n    {pre_init}\n" + arms)
+    without = method_checks.normalize("def get_top_tokens(self, hidden_states):\n" + arms)
+    assert (with_it == without) == same

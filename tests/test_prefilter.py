@@ -57,6 +57,21 @@ class Placeholder:
 
 
 class OneLine(Base): ...
+
+
+class Processor(LogitsProcessor):
+    @torch.no_grad()
+    def forward(
+        self, lm_head, hidden_states
+    ):
+        return super().forward(lm_head, hidden_states)
+
+    def _get_logits(self, hidden_states, lm_head): return None
+
+
+class OnlyMethods:
+    def logits_processor(self, lm_head, hidden_states):
+        return hidden_states
 """
 
 COLUMN_ZERO_DOCSTRING = '''\
@@ -163,6 +178,7 @@ def _same(cut, full) -> None:
             k: (v.line, v.code) for k, v in b.methods.items()
         }
         assert a.init_attrs == b.init_attrs, a.name
+        assert a.processor_methods == b.processor_methods, a.name
     for platform in cut.bindings:
         for name in set(cut.bindings[platform]) | set(full.bindings[platform]):
             assert cut.bindings[platform].get(name) == full.bindings[platform].get(name), (platform, name)
@@ -192,6 +208,9 @@ def test_facts_equal_with_and_without_the_cut(source, monkeypatch):
         }
         placeholder = next(c for c in cut.classes if c.name == "Placeholder")
         assert placeholder.init_raises == "__init__ raises NotImplementedError: not on this platform"
+        processor = next(c for c in cut.classes if c.name == "Processor")  # only their names and lines stay
+        assert processor.processor_methods == {"forward": 53, "_get_logits": 58}
+        assert next(c for c in cut.classes if c.name == "OnlyMethods").processor_methods == {"logits_processor": 62}
 
 
 def test_init_cut_keeps_what_the_tree_walk_reads_and_no_more(monkeypatch):

@@ -20,7 +20,7 @@ from ..index.fact_types import MethodFacts
 from ..model import ClassKey, Consistency, Status
 from ..resolve.mro import Hierarchy, MethodHit, Mro
 from ..resolve.names import Missing, resolve_expression, resolve_name
-from .calls import Contract, first_read, only_unpacked, passed_to_top_tokens, reads
+from .calls import Contract, first_read, forwards_every_call, only_unpacked, passed_to_top_tokens, reads
 from .contract_rules import CallSiteArguments, CallSiteUnproven, CallTypeError, Uncalled, UnfollowedDrafter
 from .memo import (
     fingerprint,
@@ -32,9 +32,11 @@ from .memo import (
 from .shape_types import EVERYWHERE, MASK_METHODS, LogitsKind, ParamKind, PostKind, TopTokensKind
 
 if TYPE_CHECKING:
-    from .shape_types import LogitsShape, TopTokensShape
+    from .shape_types import LogitsShape, Param, TopTokensShape
 
 Overlay = dict[ClassKey, dict[str, MethodFacts]]
+# vLLM's own processor: its call and its get_top_tokens select the same tokens (the mirror rule's premise)
+VLLM_LOGITS_PROCESSOR = ("vllm.model_executor.layers.logits_processor", "LogitsProcessor")
 DIVERGENT_POST = {PostKind.MASK, PostKind.D2T_SCATTER, PostKind.VOCAB}
 # A shape's hidden states are unknown (None) when the arms of an ``if`` pass different ones.
 ARMS_DIFFER = "hidden states that differ by arm"
@@ -161,7 +163,7 @@ class Analyzer:
         if analysis.consistency not in (Consistency.MIRROR, Consistency.EQUIVALENT) or cl is None or gtt is None:
             return None
         cparams = logits_shape(cl.method.text, cl.method.line).params
-        gparams = top_tokens_shape(gtt.method.text, gtt.method.line).params
+        gparams = self.called_params(self.h.mro(key), gtt, overlay)
         forwarded = self.forwarded(self.h.mro(key), cl, overlay)
         return next(
             (
@@ -180,7 +182,7 @@ class Analyzer:
         if analysis.consistency != Consistency.DIVERGENT or cl is None or gtt is None:
             return None
         cparams = logits_shape(cl.method.text, cl.method.line).params
-        gparams = top_tokens_shape(gtt.method.text, gtt.method.line).params
+        gparams = self.called_params(self.h.mro(key), gtt, overlay)
         forwarded = self.forwarded(self.h.mro(key), cl, overlay)
         for reach, pair in contract.viable_pairs(cparams):
             if CallTypeError.check(reach, pair, gparams, f"get_top_tokens of {self.where(gtt)}"):
@@ -280,6 +282,9 @@ class Analyzer:
                     ),
                     cl,
                 )
+            processor = self.processor_difference(mro)
+            if processor is not None:
+                return Analysis(Status.MISSING_MANUAL, f"{shape.reason}{inherited}, but {processor}", cl)
             return Analysis(Status.MISSING_FIXABLE, shape.reason + inherited, cl, insertions=[Insertion(target, cl)])
         return self._delegating(key, mro, cl, shape, overlay, _depth, inherited)
 
@@ -392,6 +397,9 @@ class Analyzer:
             status = Status.NOT_APPLICABLE if shape.kind == LogitsKind.STUB else Status.MISSING_MANUAL
             return Analysis(status, f"{shape.reason} in {self.where(cl)}", cl, rule=shape.rule_id)
         if shape.kind == LogitsKind.HEAD:
+            processor = self.processor_difference(mro)
+            if processor is not None:
+                return Analysis(Status.MISSING_MANUAL, f"{shape.reason} in {self.where(cl)}, but {processor}", cl)
             return Analysis(
                 Status.MISSING_FIXABLE, f"{shape.reason} in {self.where(cl)}", cl, insertions=[Insertion(cl.owner, cl)]
             )
@@ -451,6 +459,27 @@ class Analyzer:
     ) -> tuple[Consistency, str]:
         """``entry``: the get_top_tokens callers reach, when ``gtt`` is what its super() reaches.
         ``contract``: the real call forms; without it, every parameter of compute_logits counts."""
+        consistency, why = self._consistency(key, mro, cl, gtt, overlay, depth, entry, contract)
+        if consistency not in (Consistency.MIRROR, Consistency.EQUIVALENT) or cl is None:
+            return consistency, why
+        if logits_shape(cl.method.text, cl.method.line).kind != LogitsKind.HEAD:
+            return consistency, why  # a delegate's processor is judged with the delegate
+        processor = self.processor_difference(mro)
+        if processor is None:
+            return consistency, why
+        return Consistency.UNPROVEN, f"{why}, but {processor}; run `mtp-audit verify`"
+
+    def _consistency(
+        self,
+        key: ClassKey,
+        mro: Mro,
+        cl: MethodHit | None,
+        gtt: MethodHit,
+        overlay: Overlay | None,
+        depth: int,
+        entry: MethodHit | None,
+        contract: Contract | None,
+    ) -> tuple[Consistency, str]:
         if gtt.method.how == "async":
             return Consistency.DIVERGENT, (
                 f"get_top_tokens of {self.where(gtt)} is {gtt.method.where}: a call returns a coroutine, not token ids"
@@ -480,11 +509,12 @@ class Analyzer:
         if by_calls:
             assert contract is not None
             forwarded = self.forwarded(mro, cl, overlay, depth)
+            called = self.called_params(mro, gtt, overlay)
             for reach, pair in contract.viable_pairs(cshape.params):
                 why = CallTypeError.check(
-                    reach, pair, gshape.params, f"get_top_tokens of {self.where(gtt)}"
+                    reach, pair, called, f"get_top_tokens of {self.where(gtt)}"
                 ) or CallSiteArguments.check(
-                    reach, pair, cshape.params, cl.method.text, gshape.params, cl.method.line, forwarded
+                    reach, pair, cshape.params, cl.method.text, called, cl.method.line, forwarded
                 )
                 if why:
                     return Consistency.DIVERGENT, f"{statement[1]}; also, {why}" if statement else why
@@ -616,6 +646,65 @@ class Analyzer:
         """``name`` resolves, in both modules, to one and the same class, module or outside object."""
         found = [resolve_name(self.h.index, m, name, self.h.platform) for m in (module, other)]
         return len(found[0]) == 1 and found[0] == found[1] and not isinstance(found[0][0], Missing)
+
+    def processor_difference(self, mro: Mro) -> str | None:
+        """Why ``self.logits_processor(...)`` and ``self.logits_processor.get_top_tokens(...)`` may select
+        different tokens for a class of this MRO, which the mirror rule takes them not to: the processor
+        ``__init__`` assigns is of a class that overrides what vLLM's LogitsProcessor runs for either, or
+        the class has a method of that name. None where they are vLLM's pair, or where what
+        ``__init__`` assigns cannot be told (a factory, a value not a call, a class outside the tree)."""
+        classes = [item for item in mro.classes if isinstance(item, ClassKey)]
+        owner = next((item for item in classes if "logits_processor" in self.h.class_facts(item).init_attrs), None)
+        if owner is not None:  # an instance attribute hides a method of the class
+            callees = self.h.class_facts(owner).init_attrs["logits_processor"]
+            if "<other>" in callees:
+                return None
+            for callee in callees:
+                for found in resolve_expression(self.h.index, owner.module, callee, self.h.platform):
+                    why = self._processor_overrides(found) if isinstance(found, ClassKey) else None
+                    if why is not None:
+                        return f"self.logits_processor (assigned in {owner.name}.__init__) is a {why}"
+            return None
+        for item in classes:
+            line = self.h.class_facts(item).processor_methods.get("logits_processor")
+            if line is not None:
+                return (
+                    f"logits_processor is a method of {item.name} ({self.h.file_of(item)}:{line}), so "
+                    "self.logits_processor.get_top_tokens raises AttributeError"
+                )
+        return None
+
+    def _processor_overrides(self, processor: ClassKey) -> str | None:
+        """``PROCESSOR (file:line), which overrides ...``: what a class of its MRO before vLLM's
+        LogitsProcessor overrides of the methods its call and its get_top_tokens run (``PROCESSOR_METHODS``),
+        with their lines; None: nothing."""
+        for item in self.h.mro(processor).classes:
+            if isinstance(item, ClassKey) and (item.module, item.name) == VLLM_LOGITS_PROCESSOR:
+                return None
+            methods = self.h.class_facts(item).processor_methods if isinstance(item, ClassKey) else {}
+            overridden = {name: line for name, line in methods.items() if name != "logits_processor"}
+            if not overridden:
+                continue
+            assert isinstance(item, ClassKey)
+            named = ", ".join(f"{name} (line {line})" for name, line in overridden.items())
+            which = "which" if item == processor else f"whose base {item.name} ({self.h.file_of(item)}:{item.line})"
+            what = (
+                f"defines {named}: whether its call and its get_top_tokens select the same tokens is not known"
+                if "get_top_tokens" in overridden
+                else f"overrides {named} and not get_top_tokens: the processor's get_top_tokens does not run it"
+            )
+            return f"{processor.name} ({self.h.file_of(processor)}:{processor.line}), {which} {what}"
+        return None
+
+    def called_params(self, mro: Mro, gtt: MethodHit, overlay: Overlay | None, depth: int = 0) -> list[Param]:
+        """The parameters a caller's arguments bind to: those of ``gtt``, or, where it only passes every
+        call on (``def get_top_tokens(self, *args, **kwargs): return super().get_top_tokens(*args, **kwargs)``),
+        those of the get_top_tokens its super() reaches."""
+        params = top_tokens_shape(gtt.method.text, gtt.method.line).params
+        nxt = self.h.find(mro, "get_top_tokens", start=gtt.index + 1, overlay=overlay)
+        if nxt is None or depth > 8 or nxt.method.how != "def" or not forwards_every_call(gtt.method.text):
+            return params
+        return self.called_params(mro, nxt, overlay, depth + 1)
 
     def _decorated(self, gtt: MethodHit, gshape: TopTokensShape) -> tuple[Consistency, str]:
         """A call runs the decorators' wrapper, which may change the tokens (or the arguments): nothing

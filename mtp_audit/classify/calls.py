@@ -151,6 +151,24 @@ def only_unpacked(text: str, name: str) -> bool:
     )
 
 
+@functools.lru_cache(maxsize=1024)
+def forwards_every_call(text: str) -> bool:
+    """Whether a get_top_tokens is ``(self, *args, **kwargs)`` returning ``super().get_top_tokens(*args,
+    **kwargs)`` (a docstring aside, no decorator): every call reaches the next one, arguments unchanged."""
+    try:
+        func = ast.parse(textwrap.dedent(text)).body[0]
+    except (SyntaxError, IndexError):
+        return False
+    if not isinstance(func, ast.FunctionDef) or func.decorator_list:
+        return False
+    arguments = func.args
+    if arguments.posonlyargs or arguments.kwonlyargs or len(arguments.args) != 1 or not arguments.vararg:
+        return False
+    body = [s for s in func.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    forwarding = f"return super().get_top_tokens(*{arguments.vararg.arg}, **{getattr(arguments.kwarg, 'arg', '')})"
+    return arguments.kwarg is not None and len(body) == 1 and ast.unparse(body[0]) == forwarding
+
+
 def first_read(text: str, name: str, def_line: int) -> str | None:
     """``(line N: `statement`)`` for the first statement of a method that reads ``name``;
     ``def_line`` is the line of its ``def``."""
@@ -259,6 +277,7 @@ class ArgumentGap:
     provable: bool = False  # different on some call (a constant against other code), not only written differently
     rebound: str = ""  # the bindings of a name both values read that may give it another value at each call
     forwarded: bool = False  # taken by compute_logits's **kwargs and passed on
+    starred: str = ""  # get_top_tokens has no such parameter, but its ``*args`` or ``**kwargs`` (named so) takes it
 
 
 NOT_PASSED = "\x02"  # a keyword one call passes into a **kwargs and the other does not pass at all
@@ -287,6 +306,10 @@ def argument_gaps(
             if value is None or not reads(logits_text, param.name):
                 continue
             other = counterpart(param.name, logits_params, top_params)
+            starred = _taken_by_star(param.name, logits_params, top_params, pair.top_tokens) if other is None else None
+            if starred is not None:  # what get_top_tokens does with it only its body tells
+                gaps.append(ArgumentGap(logits, param.name, value, None, False, starred=starred))
+                continue
             if other is None:
                 if not value.startswith("="):
                     gaps.append(ArgumentGap(logits, param.name, value, None, True))
@@ -304,6 +327,20 @@ def argument_gaps(
                 gaps.append(ArgumentGap(logits, param.name, value, top_value, same is False, rebound))
         gaps += _forwarded_gaps(logits, pair.top_tokens, values, top_values, logits_params, logits_text, forwarded)
     return gaps
+
+
+def _taken_by_star(name: str, logits_params: list[Param], top_params: list[Param], top: ModelCall) -> str | None:
+    """``*ARGS`` or ``**KWARGS`` when get_top_tokens, which has no parameter for compute_logits's ``name``,
+    takes what the caller passes in its place there: by position (where compute_logits has it) into
+    ``*args``, by keyword into ``**kwargs``; None when nothing reaches it."""
+    star = {p.kind: p.name for p in top_params if p.kind in (ParamKind.STAR, ParamKind.STARSTAR)}
+    logits_named = [p.name for p in logits_params if p.kind in (ParamKind.POSONLY, ParamKind.POS)]
+    top_named = [p for p in top_params if p.kind in (ParamKind.POSONLY, ParamKind.POS)]
+    if ParamKind.STAR in star and name in logits_named and len(top_named) <= logits_named.index(name) < top.positional:
+        return f"*{star[ParamKind.STAR]}"
+    if ParamKind.STARSTAR in star and name in top.keywords:
+        return f"**{star[ParamKind.STARSTAR]}"
+    return None
 
 
 def _forwarded_gaps(

@@ -172,6 +172,13 @@ class CallSiteArguments(ContractRule):
             "def get_top_tokens(self, hidden_states, step_idx=0):\n"
             "    return self.logits_processor.get_top_tokens(self.heads[step_idx], hidden_states)\n",
         ),
+        CallExample(  # a forwarding wrapper: its *args and **kwargs take what compute_logits has parameters for
+            "def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+            "    return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n",
+            ("hidden_states", "spec_step_idx=spec_step_idx"),
+            ("hidden_states", "spec_step_idx=spec_step_idx"),
+            "def get_top_tokens(self, *args, **kwargs):\n    return self.model.get_top_tokens(*args, **kwargs)\n",
+        ),
     )
     INVALID = (
         CallExample(
@@ -301,6 +308,11 @@ class CallSiteUnproven(ContractRule):
         calls = _on_same_path(reach, pair, gap, "but")
         if gap.name is None:
             return f"{calls}: a *args or **kwargs argument hides which parameter gets what"
+        if gap.starred:
+            return (
+                f"{_on_same_path(reach, pair, gap, 'and')}: compute_logits reads {gap.name}, which get_top_tokens "
+                f"takes in its {gap.starred}; what it selects with it only run-time values tell"
+            )
         if gap.forwarded:
             return (
                 f"{calls}: {gap.name} is {_value(gap.top_value or '')} for get_top_tokens and "

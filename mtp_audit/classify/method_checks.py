@@ -7,6 +7,7 @@ from outside itself (where a mirror of it may be written). ``memo`` caches their
 from __future__ import annotations
 
 import ast
+import collections
 import textwrap
 from dataclasses import dataclass
 
@@ -99,9 +100,40 @@ def normalize(code: str) -> str:
     ):
         body = body[1:]
     func.body = _returns_collapsed(body) or [ast.Pass()]
+    mentioned = collections.Counter(n.id for n in ast.walk(func) if isinstance(n, ast.Name))
+    mentioned.update(a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg))
+    mentioned.update(name for n in ast.walk(func) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names)
+    func.body = _without_dead_inits(func.body, mentioned) or [ast.Pass()]
     func.name = "_"
     func.returns = None
     return ast.dump(func, include_attributes=False)
+
+
+def _pre_init(statement: ast.stmt) -> str | None:
+    """NAME of ``NAME = None``, ``NAME: T = None`` or ``NAME: T`` (a local's annotation is never evaluated)."""
+    if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+        value = statement.value
+        return (
+            statement.target.id if value is None or (isinstance(value, ast.Constant) and value.value is None) else None
+        )
+    none = isinstance(getattr(statement, "value", None), ast.Constant) and statement.value.value is None  # type: ignore[attr-defined]
+    return _assigned_name(statement) if none else None
+
+
+def _without_dead_inits(body: list[ast.stmt], mentioned: collections.Counter[str]) -> list[ast.stmt]:
+    """``body`` (and the arms of its ``if`` chains) without a pre-initialisation of a name nothing else
+    mentions: ``logits = None`` before arms whose head calls are returned does nothing, so the mirror
+    leaves it out (``synthesize.mirror``) and a method with or without it is the same."""
+    kept = []
+    for statement in body:
+        name = _pre_init(statement)
+        if name is not None and mentioned[name] == 1:
+            continue
+        if isinstance(statement, ast.If):
+            statement.body = _without_dead_inits(statement.body, mentioned) or [ast.Pass()]
+            statement.orelse = _without_dead_inits(statement.orelse, mentioned)
+        kept.append(statement)
+    return kept
 
 
 def _assigned_name(statement: ast.stmt) -> str | None:

@@ -19,8 +19,8 @@ from typing import ClassVar
 import libcst as cst
 import libcst.matchers as m
 
-from ..cstnodes import nodes_of, one_statement_per_line, parse_method, walk
-from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL, SELF, SUPER_CALL
+from ..cstnodes import nodes_in_scope, nodes_of, one_statement_per_line, parse_method, walk, walk_scope
+from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL, SELF, SUPER_CALL, has_logits_call
 from .shape_types import MASK_METHODS, LogitsKind, LogitsShape, Param, ParamKind, PostKind
 
 ANY_COMPUTE_LOGITS_CALL = m.Call(func=m.Attribute(attr=m.Name("compute_logits")))
@@ -81,6 +81,7 @@ class _Body:
         self.text = text
         self.first_line = first_line
         self._nodes: dict[int, list[cst.CSTNode]] = {}
+        self._in_scope: dict[int, set[int]] = {}  # id(statement) -> ids of its nodes in the method's own scope
         self._owner: dict[int, int] = {}  # id(node) -> index of its statement
         self._lines: dict[int, int] = {}
         self._ast: list[ast.stmt] | None = None
@@ -90,13 +91,18 @@ class _Body:
         statement = self.statements[index]
         nodes = self._nodes.get(id(statement))
         if nodes is None:
-            nodes = self._nodes[id(statement)] = nodes_of(statement, _INTERESTING)
+            nodes = self._nodes[id(statement)] = nodes_of(statement, _INTERESTING)  # all: lines align with the ast's
             self._owner.update((id(n), index) for n in nodes)
         return nodes
 
     def find(self, statement: cst.CSTNode, matcher) -> list:
+        """The nodes of ``statement`` that ``matcher`` matches and that run in the method's own scope
+        (a ``return`` in a nested function returns from that function)."""
         index = next(i for i, s in enumerate(self.statements) if s is statement)
-        return [n for n in self._nodes_of(index) if m.matches(n, matcher)]
+        scope = self._in_scope.get(id(statement))
+        if scope is None:
+            scope = self._in_scope[id(statement)] = {id(n) for n in walk_scope(statement)}
+        return [n for n in self._nodes_of(index) if id(n) in scope and m.matches(n, matcher)]
 
     def _ast_statements(self) -> list[ast.stmt]:
         if self._ast is None:
@@ -450,7 +456,7 @@ class _Flow:
     def __init__(self, body: _Body, statements: list[cst.BaseStatement], name: str | None):
         self.body = body
         self.statements = statements
-        candidates = [n for s in statements for n in nodes_of(s, CHANGE_STATEMENT) if not _has_head(n)]
+        candidates = [n for s in statements for n in nodes_in_scope(s, CHANGE_STATEMENT) if not has_logits_call(n)]
         returned = {r.value.value for r in candidates if m.matches(r, m.Return(value=m.Name()))}  # type: ignore[attr-defined]
         self.returned = returned
         self.aliases = {name} if name is not None else set()
@@ -499,7 +505,7 @@ class _Flow:
         for statement in self.changes:
             if any(isinstance(t, cst.Subscript) and _root(t) in self.aliases for t in _targets(statement)):
                 found.append(statement)
-            for call in nodes_of(statement, cst.Call):
+            for call in nodes_in_scope(statement, cst.Call):
                 first = call.args[0].value if call.args else None
                 receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
                 if m.matches(call, MASK_CALL) and {_root(receiver), _root(first)} & self.aliases:  # type: ignore[arg-type]
@@ -515,7 +521,7 @@ class _Flow:
             value = getattr(statement, "value", None)
             if isinstance(statement, cst.Expr) or value is None:
                 continue
-            for node in nodes_of(value, (cst.Subscript, cst.Call)):
+            for node in nodes_in_scope(value, (cst.Subscript, cst.Call)):
                 if m.matches(node, VOCAB_SLICE | VOCAB_PAD):
                     return node, self.body.line(statement)
         return None
@@ -556,10 +562,13 @@ class _Flow:
             return line, body.code(node)
         elif kind == PostKind.D2T_SCATTER:
             found = [
-                n for s in self.changes for n in [s, *nodes_of(s, cst.Call)] if m.matches(n, SUBSCRIPT_STORE | SCATTER)
+                n
+                for s in self.changes
+                for n in [s, *nodes_in_scope(s, cst.Call)]
+                if m.matches(n, SUBSCRIPT_STORE | SCATTER)
             ]
         elif kind == PostKind.SOFTCAP:
-            found = [n for s in self.changes for n in nodes_of(s, cst.Call) if m.matches(n, TANH)]
+            found = [n for s in self.changes for n in nodes_in_scope(s, cst.Call) if m.matches(n, TANH)]
         if found:
             return body.line(found[0]), body.code(found[0])
         for statement in [*self.changes, *self.others][:1]:
@@ -622,12 +631,32 @@ class NoHead(ShapeRule):
             LogitsKind.MANUAL,
             "helper",
         ),
+        Example(  # the lambda's head call runs only where the lambda is called
+            _method("""
+            def compute_logits(self, hidden_states):
+                run = lambda h: self.logits_processor(self.lm_head, h)
+                return run(hidden_states)
+        """),
+            LogitsKind.MANUAL,
+            "nested-head",
+        ),
     )
 
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
         for statement in body.statements:
             if _calls(body, statement, LOGITS_CALL):
                 return None
+        for statement in body.statements:
+            for call in nodes_of(statement, cst.Call):  # none in the method's scope: one in a nested one?
+                if m.matches(call, LOGITS_CALL):
+                    return LogitsShape(
+                        LogitsKind.MANUAL,
+                        "nested-head",
+                        f"the head is called only inside a nested function, lambda or class (line {body.line(call)}), "
+                        "which runs where it is called; a mirror does not follow it there",
+                        body.line(call),
+                        params,
+                    )
         for statement in body.statements:
             for call in _calls(body, statement, ANY_COMPUTE_LOGITS_CALL):
                 return LogitsShape(
@@ -692,11 +721,7 @@ class HeadLoop(ShapeRule):
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
         index = _head_index(body)
         loop = next(
-            (
-                n
-                for n in nodes_of(body.statements[index], (cst.For, cst.While))
-                if any(m.matches(c, LOGITS_CALL) for c in nodes_of(n.body, cst.Call))
-            ),
+            (n for n in nodes_in_scope(body.statements[index], (cst.For, cst.While)) if has_logits_call(n.body)),
             None,
         )
         if loop is None:
@@ -725,7 +750,7 @@ class HeadLoop(ShapeRule):
                     assign.value, m.Call(func=m.Name("list"))
                 ):
                     return True
-            for annotated in nodes_of(statement, cst.AnnAssign):
+            for annotated in nodes_in_scope(statement, cst.AnnAssign):
                 if m.matches(annotated.target, m.Name(name)) and isinstance(annotated.value, (cst.List, cst.ListComp)):
                     return True
         return False
@@ -754,6 +779,17 @@ class SeveralHeads(ShapeRule):
                 else:
                     logits = self.logits_processor(self.lm_head, hidden_states)
                 return logits
+        """),
+            LogitsKind.HEAD,
+            "head",
+        ),
+        Example(  # the nested function's head call runs only where it is called: never here
+            _method("""
+            def compute_logits(self, hidden_states):
+                def probe(h):
+                    return self.logits_processor(self.probe_head, h)
+
+                return self.logits_processor(self.lm_head, hidden_states)
         """),
             LogitsKind.HEAD,
             "head",
@@ -840,10 +876,6 @@ def _arms(statement: cst.If) -> list[cst.BaseSuite] | None:
     return [*arms, node.body]
 
 
-def _has_head(node: cst.CSTNode) -> bool:
-    return any(m.matches(c, LOGITS_CALL) for c in nodes_of(node, cst.Call))
-
-
 def _returns_name(statements: list[cst.BaseStatement], name: str | None) -> bool:
     """``statements`` is exactly ``return NAME``."""
     return (
@@ -861,7 +893,7 @@ def _chain_arms(statement: cst.If) -> _Arms | None:
         return None
     node: cst.BaseSuite | cst.If | cst.Else | None = statement
     while isinstance(node, cst.If):
-        if _has_head(node.test):
+        if has_logits_call(node.test):
             return None
         node = node.orelse
     calls: list[cst.Call] = []
@@ -880,11 +912,11 @@ def _chain_arms(statement: cst.If) -> _Arms | None:
 def _block_arms(statements: list[cst.BaseStatement]) -> _Arms | None:
     """One arm: statements without a return or a head call, then its head (``return CALL``,
     ``NAME = CALL``, or a nested chain), then nothing or ``return NAME``."""
-    index = next((i for i, s in enumerate(statements) if _has_head(s)), None)
+    index = next((i for i, s in enumerate(statements) if has_logits_call(s)), None)
     if index is None:
         return None
     for earlier in statements[:index]:
-        if nodes_of(earlier, (cst.Return, cst.Yield)):
+        if nodes_in_scope(earlier, (cst.Return, cst.Yield)):
             return None
     head, after = statements[index], statements[index + 1 :]
     if isinstance(head, cst.If):
@@ -908,7 +940,7 @@ def _branched_arms(body: _Body) -> tuple[int, _Arms] | None:
     if index is None or not isinstance(body.statements[index], cst.If):
         return None
     arms = _chain_arms(body.statements[index])  # type: ignore[arg-type]
-    if arms is None or any(_has_head(s) for s in body.statements[index + 1 :]):
+    if arms is None or any(has_logits_call(s) for s in body.statements[index + 1 :]):
         return None
     return index, arms
 
@@ -1006,8 +1038,8 @@ def _heads_in_blocks(statements: list[cst.BaseStatement]) -> list[cst.SimpleStat
         line
         for statement in statements
         if not isinstance(statement, cst.SimpleStatementLine)
-        for line in nodes_of(statement, cst.SimpleStatementLine)
-        if _has_head(line) and _assigned_name(line) is not None
+        for line in nodes_in_scope(statement, cst.SimpleStatementLine)
+        if has_logits_call(line) and _assigned_name(line) is not None
     ]
 
 
@@ -1135,6 +1167,21 @@ class EarlyReturn(ShapeRule):
             def compute_logits(self, hidden_states):
                 assert hidden_states.dim() == 2
                 return self.logits_processor(self.lm_head, hidden_states)
+        """),
+            LogitsKind.HEAD,
+            "head",
+        ),
+        Example(  # a return in a nested function or class returns from that, not from compute_logits
+            _method("""
+            def compute_logits(self, hidden_states):
+                def scaled(h):
+                    return h * self.scale
+
+                class Pre:
+                    def __call__(self, h):
+                        yield h
+
+                return self.logits_processor(self.lm_head, scaled(hidden_states))
         """),
             LogitsKind.HEAD,
             "head",
@@ -1515,7 +1562,7 @@ def _writes(statements: list[cst.BaseStatement], name: str) -> list[cst.CSTNode]
     subscript, ``+=``, ``:=``), a ``for`` or ``with ... as`` target, an in-place method (``x.mul_(2)``)."""
     found: list[cst.CSTNode] = []
     for statement in statements:
-        for node in nodes_of(
+        for node in nodes_in_scope(
             statement, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.For, cst.AsName, cst.Call)
         ):
             if isinstance(node, cst.Call):

@@ -94,6 +94,7 @@ class ClassFacts:
     bases: list[str]
     methods: dict[str, MethodFacts] = field(default_factory=dict)
     init_attrs: dict[str, list[str]] = field(default_factory=dict)  # self.X = Callee(...)
+    processor_methods: dict[str, int] = field(default_factory=dict)  # prefilter.PROCESSOR_METHODS it defines: line
     annotations: dict[str, str] = field(default_factory=dict)  # class-level X: Type
     init_raises: str | None = None  # __init__ only raises: a placeholder class
     # platform -> base name -> what it was bound to when the class statement ran, kept only where that

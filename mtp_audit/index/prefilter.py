@@ -21,6 +21,19 @@ import re
 from dataclasses import dataclass
 
 WATCHED_METHODS = ("compute_logits", "get_top_tokens")
+# Methods whose name (not text) the facts keep: those of vLLM's LogitsProcessor that its call and its
+# get_top_tokens run (a subclass overriding one may make them select different tokens), ``__call__``,
+# and ``logits_processor`` itself (a drafter's method of that name has no get_top_tokens).
+PROCESSOR_METHODS = (
+    "forward",
+    "__call__",
+    "_get_logits",
+    "_gather_logits",
+    "_apply_head",
+    "_mask_outside_vocab",
+    "get_top_tokens",
+    "logits_processor",
+)
 
 _CLASS = re.compile(r"class\s+(\w+)")
 _DEF = re.compile(r"(?:async\s+)?def\s+(\w+)")
@@ -276,7 +289,13 @@ def _reduce_class(
     for first, stop in dropped:
         for i in range(first, stop):
             keep[i] = False
-    if len(dropped) == len(members) and dropped:
+    named = [
+        (define, name) for _, define, _, name in members if name in PROCESSOR_METHODS and name not in WATCHED_METHODS
+    ]
+    for define, name in named:  # the name is bound all the same
+        newline = lines[define][len(lines[define].rstrip("\r\n")) :] or "\n"
+        inserted[define] = lines[define][: _indent(lines[define])] + f"def {name}(self): pass{newline}"
+    if len(dropped) == len(members) and dropped and not named:
         first = dropped[0][0]
         newline = lines[first][len(lines[first].rstrip("\r\n")) :] or "\n"
         inserted[first] = lines[first][: _indent(lines[first])] + "pass" + newline

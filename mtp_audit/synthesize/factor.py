@@ -20,7 +20,7 @@ from libcst.helpers import parse_template_statement
 from libcst.metadata import ScopeProvider
 
 from ..cstnodes import nodes_of
-from ..patterns import DOCSTRING, LOGITS_CALL
+from ..patterns import DOCSTRING, head_index
 from ..templating import PRE_HEAD, defined_name, template
 
 HELPER = defined_name(PRE_HEAD)
@@ -91,9 +91,7 @@ def factor_pre_head(compute_logits: cst.FunctionDef, taken: set[str]) -> Factore
     body = list(compute_logits.body.body)  # type: ignore[attr-defined]
     docstring = body[:1] if body and m.matches(body[0], DOCSTRING) else []
     statements = body[len(docstring) :]
-    index = next(
-        (i for i, s in enumerate(statements) if any(m.matches(c, LOGITS_CALL) for c in nodes_of(s, cst.Call))), None
-    )
+    index = head_index(statements)
     if index is None or index <= MIN_STATEMENTS:
         return None
     own = {p.name.value: p for p in _own_params(compute_logits)}

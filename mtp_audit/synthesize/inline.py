@@ -16,7 +16,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ..cstnodes import nodes_of, parse_method
+from ..cstnodes import nodes_in_scope, nodes_of, parse_method
 from ..patterns import DOCSTRING
 
 
@@ -42,7 +42,7 @@ def _passes_own_names(call: cst.Call, callee: cst.FunctionDef) -> None:
         raise InlineError("the call does not pass the callee's own parameter names in order")
     if any(isinstance(n, cst.Call) and m.matches(n.func, m.Name("super")) for n in nodes_of(callee, cst.Call)):
         raise InlineError("the callee calls super()")
-    if len(nodes_of(callee.body, cst.Return)) != 1 or not m.matches(
+    if len(nodes_in_scope(callee.body, cst.Return)) != 1 or not m.matches(
         _body(callee)[-1], m.SimpleStatementLine(body=[m.Return()])
     ):
         raise InlineError("the callee does not end in its only return")

@@ -7,14 +7,15 @@ itself changes, as CONTRACT.md's mirror rule says.
 
 from __future__ import annotations
 
+import collections
 import functools
 
 import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import parse_template_statement
 
-from ..cstnodes import nodes_of, one_statement_per_line, parse_method
-from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL
+from ..cstnodes import nodes_in_scope, nodes_of, one_statement_per_line, parse_method
+from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL, head_index
 from ..templating import template
 
 
@@ -41,9 +42,7 @@ def _top_tokens_call(call: cst.Call) -> cst.Call:
 def mirror_function(compute_logits: cst.FunctionDef) -> cst.FunctionDef:
     """The unformatted mirror; raises MirrorError when no mirror can be derived."""
     statements = _statements(compute_logits)
-    index = next(
-        (i for i, s in enumerate(statements) if any(m.matches(c, LOGITS_CALL) for c in nodes_of(s, cst.Call))), None
-    )
+    index = head_index(statements)
     if index is None:
         raise MirrorError("no head call")
     head_statement = statements[index]
@@ -65,7 +64,63 @@ def mirror_function(compute_logits: cst.FunctionDef) -> cst.FunctionDef:
 def _method(compute_logits: cst.FunctionDef, body: cst.IndentedBlock) -> cst.FunctionDef:
     method = parse_template_statement(template("get_top_tokens.py.tmpl"), params=compute_logits.params, body=body)
     assert isinstance(method, cst.FunctionDef)
-    return method
+    return method.with_changes(body=_without_dead_inits(method.body, _mentioned(method)))
+
+
+# ``NAME = None``, ``NAME: T = None``, ``NAME: T``: a binding that only makes NAME exist (a local's
+# annotation is never evaluated), which compute_logits needs when its arms assign the head's result.
+PRE_INIT = m.SimpleStatementLine(
+    body=[
+        m.Assign(targets=[m.AssignTarget(target=m.Name())], value=m.Name("None"))
+        | m.AnnAssign(target=m.Name(), value=m.Name("None") | None)
+    ]
+)
+
+
+def _mentioned(method: cst.FunctionDef) -> collections.Counter[str]:
+    """How often each variable name occurs in ``method`` (parameters included; attribute names and
+    keywords of calls are not variables)."""
+    not_variables = {
+        id(node.attr if isinstance(node, cst.Attribute) else node.keyword)
+        for node in nodes_of(method, (cst.Attribute, cst.Arg))
+    }
+    return collections.Counter(n.value for n in nodes_of(method, cst.Name) if id(n) not in not_variables)
+
+
+def _without_dead_inits(block: cst.BaseSuite, mentioned: collections.Counter[str]) -> cst.BaseSuite:
+    """``block`` (and the arms of its ``if`` chains) without a ``PRE_INIT`` of a name the mirror no
+    longer mentions elsewhere: the head's result it stood for is returned instead of bound, and the
+    dead local would fail ruff (F841). Its comments stay, above the next statement."""
+    if not isinstance(block, cst.IndentedBlock):
+        return block
+    kept: list[cst.BaseStatement] = []
+    carried: list[cst.EmptyLine] = []
+    for statement in block.body:
+        if m.matches(statement, PRE_INIT) and mentioned[_pre_init_name(statement)] == 1:
+            carried += statement.leading_lines
+            continue
+        if isinstance(statement, cst.If):
+            statement = _arms_without_dead_inits(statement, mentioned)
+        kept.append(
+            statement.with_changes(leading_lines=[*carried, *statement.leading_lines]) if carried else statement
+        )
+        carried = []
+    return block.with_changes(body=kept)
+
+
+def _arms_without_dead_inits(statement: cst.If, mentioned: collections.Counter[str]) -> cst.If:
+    orelse = statement.orelse
+    if isinstance(orelse, cst.If):
+        orelse = _arms_without_dead_inits(orelse, mentioned)
+    elif isinstance(orelse, cst.Else):
+        orelse = orelse.with_changes(body=_without_dead_inits(orelse.body, mentioned))
+    return statement.with_changes(body=_without_dead_inits(statement.body, mentioned), orelse=orelse)
+
+
+def _pre_init_name(statement: cst.SimpleStatementLine) -> str:
+    small = statement.body[0]
+    target = small.targets[0].target if isinstance(small, cst.Assign) else small.target  # type: ignore[attr-defined]
+    return target.value  # type: ignore[attr-defined]
 
 
 def _returning(head_statement: cst.BaseStatement, call: cst.Call) -> cst.SimpleStatementLine:
@@ -95,9 +150,7 @@ def _mirror_arm(block: cst.BaseSuite) -> cst.BaseSuite:
     if not isinstance(block, cst.IndentedBlock):
         raise MirrorError("a one-line arm")
     statements = one_statement_per_line(block.body)
-    index = next(
-        (i for i, s in enumerate(statements) if any(m.matches(c, LOGITS_CALL) for c in nodes_of(s, cst.Call))), None
-    )
+    index = head_index(statements)
     if index is None:
         raise MirrorError("an arm without a head call")
     head, after = statements[index], statements[index + 1 :]
@@ -125,7 +178,7 @@ def _assigned_in_arms(statement: cst.If) -> str | None:
     returns it), if any."""
     names = {
         t.target.value
-        for a in nodes_of(statement, cst.Assign)
+        for a in nodes_in_scope(statement, cst.Assign)
         if m.matches(a.value, LOGITS_CALL)
         for t in a.targets
         if isinstance(t.target, cst.Name)
