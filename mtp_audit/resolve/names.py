@@ -103,10 +103,10 @@ def resolve_name(
             out.append(Missing(f"{facts.path}: {target.a}"))
         elif target.kind == "constant":  # a value, never a class: decided, that platform has none
             out.append(Missing(f"{facts.path}:{target.b}: {name} = {target.a}"))
-        elif target.b:  # a statement that binds it in a way not followed (a loop, ``A, B = pair``)
+        elif target.b:  # a statement that binds it in a way not followed (``X = make()``, a loop, ``A, B = pair``)
             out.append(Missing(f"{facts.path}: cannot follow {name} (line {target.b}: {target.a})", undecided=True))
         else:
-            out.append(Missing(f"{facts.path}: cannot follow {name} = {target.a}", undecided=True))
+            out.append(Missing(f"{facts.path}: cannot follow {name} ({target.a})", undecided=True))
     return _dedupe(out)
 
 
