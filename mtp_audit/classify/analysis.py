@@ -273,7 +273,7 @@ class Analyzer:
             return Analysis(Status.MISSING_MANUAL, shape.reason + inherited, cl, rule=shape.rule_id)
         if shape.kind == LogitsKind.HEAD:
             target = self._placement(key, cl)
-            deleted = self.h.class_facts(target).methods.get("get_top_tokens")
+            deleted = self.h.class_facts(target).methods_on(self.h.platform).get("get_top_tokens")
             if deleted is not None and deleted.how == "deleted":
                 return Analysis(
                     Status.MISSING_MANUAL,

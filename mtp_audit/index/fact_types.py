@@ -99,6 +99,13 @@ class ClassFacts:
     # platform -> base name -> what it was bound to when the class statement ran, kept only where that
     # differs from the module's final binding (``class X(X):`` redefining X, ``Base`` rebound later)
     bound_then: dict[str, dict[str, list[Target]]] = field(default_factory=dict)
+    # platform -> the watched methods there, kept only where a class-body ``if`` decided per platform
+    # (``if current_platform.is_rocm():``) makes them differ; ``methods`` marks such a method "conditional"
+    methods_by_platform: dict[str, dict[str, MethodFacts]] = field(default_factory=dict)
+
+    def methods_on(self, platform: str) -> dict[str, MethodFacts]:
+        """The watched methods as the class body binds them on ``platform``."""
+        return self.methods_by_platform.get(platform, self.methods)
 
 
 @dataclass

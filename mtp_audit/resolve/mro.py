@@ -228,7 +228,7 @@ class Hierarchy:
             if not isinstance(item, ClassKey):
                 continue
             extra = (overlay or {}).get(item, {})
-            method = extra.get(name) or self.class_facts(item).methods.get(name)
+            method = extra.get(name) or self.class_facts(item).methods_on(self.platform).get(name)
             if method is not None and method.how != "deleted":  # ``del`` in a class body: on to the bases
                 return MethodHit(item, method, position)
         return None
