@@ -283,8 +283,33 @@ class Analyzer:
                     ),
                     cl,
                 )
+            elsewhere = self._own_elsewhere(target, cl)
+            if elsewhere is not None:
+                return Analysis(
+                    Status.MISSING_MANUAL,
+                    (
+                        f"{target.name} defines get_top_tokens on {elsewhere}: a mirror written into its class "
+                        "body would replace it there"
+                    ),
+                    cl,
+                )
             return Analysis(Status.MISSING_FIXABLE, shape.reason + inherited, cl, insertions=[Insertion(target, cl)])
         return self._delegating(key, mro, cl, shape, overlay, _depth, inherited)
+
+    def _own_elsewhere(self, target: ClassKey, cl: MethodHit) -> str | None:
+        """The platforms (with the line) where ``target``'s body defines get_top_tokens before the point a
+        mirror goes (right after compute_logits when ``target`` defines it; anywhere else), which the mirror
+        would rebind: a class-body ``if`` on the platform (``if current_platform.is_rocm():``)."""
+        before = cl.method.line if cl.owner == target else None
+        lines = {
+            platform: method.line
+            for platform, methods in self.h.class_facts(target).methods_by_platform.items()
+            if (method := methods.get("get_top_tokens")) is not None and method.how != "deleted"
+            if before is None or method.line < before
+        }
+        if not lines:
+            return None
+        return ", ".join(f"{platform} (line {line})" for platform, line in lines.items())
 
     def _behind_unfollowed(
         self, key: ClassKey, mro: Mro, cl: MethodHit | None, gtt: MethodHit | None
