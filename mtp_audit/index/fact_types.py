@@ -43,7 +43,9 @@ class Target:
     cannot be had: its import raises). ``when``: the ``try`` outcomes under which the
     binding holds (all of them; empty: always). ``stars_after``: the modules of star imports that
     ran after this binding on its own path (a ``try`` outcome, an ``if`` branch) but come before
-    the name in the merged bindings' order, so that resolution still lets them rebind it.
+    the name in the merged bindings' order, so that resolution still lets them rebind it. ``under``: the
+    ``if`` statements the tool cannot decide that choose this binding among others (``3: if envs.X:``, the
+    line and the statement's first line), outermost first.
     """
 
     kind: TargetKind
@@ -51,6 +53,7 @@ class Target:
     b: str = ""
     when: tuple[TryOutcome, ...] = ()
     stars_after: tuple[str, ...] = ()
+    under: tuple[str, ...] = ()
 
 
 @dataclass

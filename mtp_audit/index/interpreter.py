@@ -161,6 +161,15 @@ class _Interpreter:
             taken.run(node.body)
             skipped.run(node.orelse)
             self.merge(taken, skipped)
+            self.note_choice(node, taken, skipped)
+
+    def note_choice(self, node: ast.If, taken: _Interpreter, skipped: _Interpreter) -> None:
+        """Mark the bindings an undecided ``if`` chooses between (a name its branches bind differently, left
+        with alternatives) with that ``if``, so that a reason can say which statement decides."""
+        choice = f"{self.text.line(node)}: {self.text.lines[node.lineno - 1].strip()[:80]}"
+        for name, targets in self.state.items():
+            if len(targets) > 1 and taken.state.get(name) != skipped.state.get(name):
+                self.state[name] = [dataclasses.replace(t, under=(choice, *t.under)) for t in targets]
 
     def attempt(self, node: ast.Try) -> None:
         """``try``: a body of imports and plain bindings with handlers keeps every outcome (``fallback``);

@@ -110,6 +110,23 @@ def resolve_name(
     return _dedupe(out)
 
 
+def deciding_ifs(
+    index: ModuleIndex, module: str, name: str, platform: str, _seen: frozenset = frozenset()
+) -> list[str]:
+    """The ``if`` statements the tool cannot decide that choose what ``name`` in ``module`` is on ``platform``,
+    each as ``file:line: if ...:``, following imports: when a name may be several classes, which one Python
+    binds depends on them."""
+    facts = index.facts(module)
+    if facts is None or (module, name) in _seen:
+        return []
+    targets = facts.bindings.get(platform, {}).get(name, [])
+    found = [f"{facts.path}:{choice}" for target in targets for choice in target.under]
+    for target in targets:
+        if target.kind == "import":
+            found.extend(deciding_ifs(index, target.a, target.b, platform, _seen | {(module, name)}))
+    return list(dict.fromkeys(found))
+
+
 def _from_stars(
     index: ModuleIndex,
     bindings: dict[str, list[Target]],
