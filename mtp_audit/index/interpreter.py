@@ -166,7 +166,9 @@ class _Interpreter:
     def note_choice(self, node: ast.If, taken: _Interpreter, skipped: _Interpreter) -> None:
         """Mark the bindings an undecided ``if`` chooses between (a name its branches bind differently, left
         with alternatives) with that ``if``, so that a reason can say which statement decides."""
-        choice = f"{self.text.line(node)}: {self.text.lines[node.lineno - 1].strip()[:80]}"
+        written = hasattr(node.test, "lineno")  # else the ``if`` a ``match`` case runs as: name the case
+        header = f"if {self.text.segment(node.test)}:" if written else self.text.lines[node.lineno - 1].strip()
+        choice = f"{self.text.line(node)}: {header}"
         for name, targets in self.state.items():
             if len(targets) > 1 and taken.state.get(name) != skipped.state.get(name):
                 self.state[name] = [dataclasses.replace(t, under=(choice, *t.under)) for t in targets]
