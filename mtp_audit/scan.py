@@ -32,7 +32,7 @@ from .model import (
 )
 from .resolve.callers import CallerIndex, declared_config
 from .resolve.mro import Hierarchy
-from .resolve.names import Missing, resolve_name
+from .resolve.names import Missing, deciding_ifs, resolve_name
 from .resolve.plugins import effective_registry, plugin_tree_entries, plugin_warnings, read_plugins
 from .resolve.registry import heuristic_entries, registry_reading
 from .synthesize.answers import MIRROR_RULE
@@ -63,6 +63,8 @@ class Resolution:
     labels: tuple[str, ...] = ()  # plugin platforms (device names) where it applies too
     proxy: bool = False  # only on plugin platforms: analysed on every in-tree one, none of them listed
     unavailable: dict[str, str] = field(default_factory=dict)  # platform -> why the arch has no class there
+    # platform -> the undecided ``if`` statements choosing this class among others there (``file:line: if ...:``)
+    chosen_by: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 class Scanner:
@@ -243,6 +245,8 @@ class Scanner:
                             entry, key, labels=labels, proxy=not in_tree, contract=self.contract(entry, key, platform)
                         )
                     res.analyses[platform] = self.analyzers[platform].analyze(key, contract=res.contract)
+                    if len(keys) > 1:
+                        res.chosen_by[platform] = tuple(deciding_ifs(self.index, entry.module, entry.cls, platform))
             mine = [r for r in resolutions.values() if r.entry == entry]
             unavailable = {p: why for why, platforms in missing.items() if why not in undecided for p in platforms}
             for res in mine:  # a record of plugin platforms alone lists no in-tree ones
@@ -304,7 +308,7 @@ class Scanner:
             line=res.key.line,
             platforms=platforms,
             status=analysis.status,
-            reason=analysis.reason,
+            reason=_one_alternative(res, resolved_on[0], analysis.reason),
             compute_logits=location(analysis.compute_logits.owner, analysis.compute_logits.method.line)
             if analysis.compute_logits
             else None,
@@ -331,7 +335,8 @@ class Scanner:
             groups: dict[tuple, list[str]] = {}
             first: dict[tuple, Analysis] = {}
             for platform, analysis in res.analyses.items():
-                signature = (analysis.status, analysis.reason, analysis.consistency, analysis.rule)
+                reason = _one_alternative(res, platform, analysis.reason)
+                signature = (analysis.status, reason, analysis.consistency, analysis.rule)
                 groups.setdefault(signature, []).append(platform)
                 first.setdefault(signature, analysis)
             for signature, platforms in groups.items():
@@ -376,3 +381,12 @@ def scan(
         caller_notes=scanner.caller_notes(),
     )
     return result, scanner, resolutions
+
+
+def _one_alternative(res: Resolution, platform: str, reason: str) -> str:
+    """The reason, saying which undecided ``if`` makes the class one of several the architecture may be."""
+    chosen_by = res.chosen_by.get(platform)
+    if not chosen_by:
+        return reason
+    where = ", ".join(f"`{choice}`" for choice in chosen_by)
+    return f"{reason}; one of the classes {res.entry.arch or res.entry.cls} may be: which one depends on {where}"

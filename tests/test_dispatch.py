@@ -318,7 +318,8 @@ def bindings(source: str, platform: str = "cuda") -> dict[str, list[Target]]:
 
 
 def test_what_each_kind_of_assignment_binds() -> None:
-    """What could not be followed says what it was: the text shows up in unresolved-name reports."""
+    """What could not be followed says which statement bound it, and its line: they show up in unresolved-name
+    reports."""
     found = bindings(
         "import torch.nn\nimport numpy as np\nfrom . import sub\nfrom .x import Head\n"
         "A = np.ndarray\nB = sub.Drafter\nC = Head.Inner\nD = Undefined\nE = make().attr\n"
@@ -333,12 +334,12 @@ def test_what_each_kind_of_assignment_binds() -> None:
         "A": [Target("import", "numpy", "ndarray")],
         "B": [Target("import", "pkg.sub", "Drafter")],
         "C": [Target("import", "pkg.x.Head", "Inner")],
-        "D": [Target("unknown", "Undefined")],
-        "E": [Target("unknown", "expression")],
-        "F": [Target("unknown", "Undefined.deep.attr")],
+        "D": [Target("unknown", "D = Undefined", "8")],  # what is not followed: the statement and its line
+        "E": [Target("unknown", "E = make().attr", "9")],
+        "F": [Target("unknown", "F = Undefined.deep.attr", "10")],
         "G": [Target("constant", "3", "11")],  # with its line
         "H": [Target("constant", "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", "12")],  # the first 40 characters
-        "I": [Target("unknown", "List")],
+        "I": [Target("unknown", "I = [Head]", "13")],
         "J": [Target("import", "pkg.x", "Head")],
         "L": [Target("import", "pkg.x", "Head")],
         "M": [Target("import", "pkg.x", "Head")],
@@ -698,7 +699,11 @@ def test_a_platform_the_tool_cannot_follow_is_unresolved_not_unavailable(tmp_pat
         ("xpu", "vllm/part/__init__.py: import raises NotImplementedError (line 6): no XPU"),
     ]
     assert [(u.arch, u.platforms, u.reason) for u in result.unresolved] == [
-        ("PartMTPModel", ["rocm"], "vllm/part/__init__.py: cannot follow PartMTP = Call")
+        (
+            "PartMTPModel",
+            ["rocm"],
+            "vllm/part/__init__.py: cannot follow PartMTP (line 4: PartMTP = make_rocm_drafter())",
+        )
     ]
     assert run_cli("scan", str(tree), "--format", "json", "--fail-on", "never").returncode == 0
     assert run_cli("scan", str(tree), "--format", "json", "--fail-on", "divergent").returncode == 1

@@ -184,14 +184,56 @@ def test_what_cannot_be_followed_says_why(tmp_path: Path) -> None:
         },
     )
     assert resolve_name(index, "pkg", "Drafter", "cuda") == [
-        Missing("pkg/__init__.py: cannot follow Drafter = Call", undecided=True)  # the tool's limit: unresolved
-    ]
+        Missing("pkg/__init__.py: cannot follow Drafter (line 1: Drafter = make_drafter())", undecided=True)
+    ]  # the tool's limit: unresolved, naming the statement and its line
     assert resolve_name(index, "pkg", "Alias", "cuda") == [Missing("pkg/__init__.py:2: Alias = 3")]
     assert resolve_name(index, "pkg.lazy", "Drafter", "cuda") == [
         Missing("pkg/lazy.py: __getattr__ raises ImportError (line 3): needs kernels")
     ]
     broken = resolve_name(index, "pkg.broken", "Drafter", "cuda")
     assert len(broken) == 1 and isinstance(broken[0], Missing) and broken[0].reason.startswith("pkg/broken.py: ")
+
+
+def test_a_name_bound_to_a_builtin_class_is_that_class(tmp_path: Path) -> None:
+    """``_Base = object`` (the ``else:`` of ``if TYPE_CHECKING:``): unbound in the module, Python looks the
+    name up in builtins, as for a builtin written directly as a base; a builtin that is no class is not
+    followed, and neither is a builtin's name the module binds first."""
+    index = index_of(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    from .heads import Head as _Base\nelse:\n    _Base = object\n"
+            "_Mapping = dict\n_Printer = print\n"
+            "class object:\n    pass\n_Own = object\n",
+        },
+    )
+    assert resolve_name(index, "pkg", "_Base", "cuda") == [External("builtins.object")]
+    assert resolve_name(index, "pkg", "_Mapping", "cuda") == [External("builtins.dict")]
+    assert resolve_name(index, "pkg", "_Printer", "cuda") == [
+        Missing("pkg/__init__.py: cannot follow _Printer (line 7: _Printer = print)", undecided=True)
+    ]
+    assert resolve_name(index, "pkg", "_Own", "cuda") == [ClassKey("pkg", "object", 8)]
+
+
+def test_what_cannot_be_followed_names_the_statement(tmp_path: Path) -> None:
+    """A call, a subscript, an attribute of a value: the reason gives the statement and its line, not the
+    kind of expression."""
+    index = index_of(
+        tmp_path,
+        {
+            "pkg/__init__.py": "import torch\n\nFactory = make('nvidia')\nGeneric = Base[int]\n"
+            "Alias, Other = Factory.cls, 3\n",
+        },
+    )
+    assert resolve_name(index, "pkg", "Factory", "cuda") == [
+        Missing("pkg/__init__.py: cannot follow Factory (line 3: Factory = make('nvidia'))", undecided=True)
+    ]
+    assert resolve_name(index, "pkg", "Generic", "cuda") == [
+        Missing("pkg/__init__.py: cannot follow Generic (line 4: Generic = Base[int])", undecided=True)
+    ]
+    assert resolve_name(index, "pkg", "Alias", "cuda") == [
+        Missing("pkg/__init__.py: cannot follow Alias (line 5: Alias, Other = Factory.cls, 3)", undecided=True)
+    ]
 
 
 @pytest.mark.parametrize(

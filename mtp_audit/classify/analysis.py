@@ -219,6 +219,9 @@ class Analyzer:
         cl = self.h.find(mro, "compute_logits", overlay=overlay)
         gtt = self.h.find(mro, "get_top_tokens", overlay=overlay)
         unresolved = f"; bases not followed: {', '.join(mro.unresolved)}" if mro.unresolved else ""
+        shadowed = self._behind_unfollowed(key, mro, cl, gtt)
+        if shadowed is not None:
+            return shadowed
         if gtt is not None and gtt.method.how == "none" and cl is not None:
             return Analysis(
                 Status.MISSING_MANUAL,
@@ -272,7 +275,7 @@ class Analyzer:
             return Analysis(Status.MISSING_MANUAL, shape.reason + inherited, cl, rule=shape.rule_id)
         if shape.kind == LogitsKind.HEAD:
             target = self._placement(key, cl)
-            deleted = self.h.class_facts(target).methods.get("get_top_tokens")
+            deleted = self.h.class_facts(target).methods_on(self.h.platform).get("get_top_tokens")
             if deleted is not None and deleted.how == "deleted":
                 return Analysis(
                     Status.MISSING_MANUAL,
@@ -285,8 +288,54 @@ class Analyzer:
             processor = self.processor_difference(mro)
             if processor is not None:
                 return Analysis(Status.MISSING_MANUAL, f"{shape.reason}{inherited}, but {processor}", cl)
+            elsewhere = self._own_elsewhere(target, cl)
+            if elsewhere is not None:
+                return Analysis(
+                    Status.MISSING_MANUAL,
+                    (
+                        f"{target.name} defines get_top_tokens on {elsewhere}: a mirror written into its class "
+                        "body would replace it there"
+                    ),
+                    cl,
+                )
             return Analysis(Status.MISSING_FIXABLE, shape.reason + inherited, cl, insertions=[Insertion(target, cl)])
         return self._delegating(key, mro, cl, shape, overlay, _depth, inherited)
+
+    def _own_elsewhere(self, target: ClassKey, cl: MethodHit) -> str | None:
+        """The platforms (with the line) where ``target``'s body defines get_top_tokens before the point a
+        mirror goes (right after compute_logits when ``target`` defines it; anywhere else), which the mirror
+        would rebind: a class-body ``if`` on the platform (``if current_platform.is_rocm():``)."""
+        before = cl.method.line if cl.owner == target else None
+        lines = {
+            platform: method.line
+            for platform, methods in self.h.class_facts(target).methods_by_platform.items()
+            if (method := methods.get("get_top_tokens")) is not None and method.how != "deleted"
+            if before is None or method.line < before
+        }
+        if not lines:
+            return None
+        return ", ".join(f"{platform} (line {line})" for platform, line in lines.items())
+
+    def _behind_unfollowed(
+        self, key: ClassKey, mro: Mro, cl: MethodHit | None, gtt: MethodHit | None
+    ) -> Analysis | None:
+        """A base the tool cannot follow that Python may search before the class supplying compute_logits or
+        get_top_tokens may define either (``class X(make_head(), Base)``): the method in use is not known, so
+        no mirror is safe to write and no consistency can be decided. None: no such base."""
+        ahead: dict[str, list[str]] = {}  # note on the base -> what it may come before
+        for name, hit in (("compute_logits", cl), ("get_top_tokens", gtt)):
+            for note in self.h.unfollowed_ahead(mro, hit.owner) if hit is not None else []:
+                ahead.setdefault(note, []).append(f"{name} of {hit.owner.name}")
+        if not ahead:
+            return None
+        why = "; ".join(
+            f"{note}, and Python may search it before {' and '.join(suppliers)}: it may define its own"
+            for note, suppliers in ahead.items()
+        )
+        if gtt is not None:
+            origin = "defined" if gtt.owner == key else f"inherited from {gtt.owner.name}"
+            return Analysis(Status.SUPPORTED, f"get_top_tokens {origin}; {why}", cl, gtt, [], Consistency.UNPROVEN)
+        return Analysis(Status.MISSING_MANUAL, f"{why}; a mirror may not select the tokens of the one in use", cl)
 
     def _placement(self, key: ClassKey, cl: MethodHit) -> ClassKey:
         """The drafter class itself when the mirror means the same there (``FreeNames.movable``: in the

@@ -89,7 +89,8 @@ def _is_docstring(statement: ast.stmt) -> bool:
 def match_as_if(node: ast.Match) -> list[ast.stmt]:
     """A ``match`` as the ``if``/``elif`` chain it runs as: ``case "cuda" | "rocm":`` tests ``subject == "cuda"
     or subject == "rocm"``, an irrefutable ``case _:`` (or ``case name:``) is the ``else``. A pattern of
-    another kind, or a guard, tests ``...``, which no condition evaluator decides: that case is an alternative."""
+    another kind, or a guard, tests ``...``, which no condition evaluator decides: that case is an alternative.
+    Each ``if`` stands at its ``case`` line."""
     chain: list[ast.stmt] = []
     for case in reversed(node.cases):
         test = _pattern_test(node.subject, case.pattern)
@@ -97,7 +98,8 @@ def match_as_if(node: ast.Match) -> list[ast.stmt]:
             chain = case.body
         else:
             undecided = test is None or case.guard is not None
-            chain = [ast.If(test=ast.Constant(...) if undecided else test, body=case.body, orelse=chain)]
+            branch = ast.If(test=ast.Constant(...) if undecided else test, body=case.body, orelse=chain)
+            chain = [ast.copy_location(branch, case.pattern)]  # at its ``case`` line, for reasons naming it
     return chain
 
 

@@ -29,13 +29,21 @@ def _collect_classes(tree: ast.Module, text: _Source) -> list[ClassFacts]:
         )
         _collect_members(cls, node.body, text, None)
         cls.default_rebinds = _default_rebinds(node, text)
+        if _differs_by_platform(node.body):
+            for platform in PLATFORMS:
+                on = ClassFacts(cls.name, cls.line, cls.bases)
+                _collect_members(on, node.body, text, None, platform)
+                cls.methods_by_platform[platform] = on.methods
         classes.append(cls)
     return classes
 
 
-def _collect_members(cls: ClassFacts, body: list[ast.stmt], text: _Source, under: str | None) -> None:
+def _collect_members(
+    cls: ClassFacts, body: list[ast.stmt], text: _Source, under: str | None, platform: str | None = None
+) -> None:
     """The class body's statements in order, later bindings replacing earlier ones, as Python
-    runs them; ``under``: the ``if``/``try`` a nested definition depends on."""
+    runs them; ``under``: the ``if``/``try`` a nested definition depends on; ``platform``: the one
+    whose ``current_platform`` conditions are decided (None: only those alike on every platform)."""
     for statement in body:
         if isinstance(statement, FUNCTIONS):
             if statement.name in PROCESSOR_METHODS:  # under a condition too: it may be defined
@@ -75,13 +83,13 @@ def _collect_members(cls: ClassFacts, body: list[ast.stmt], text: _Source, under
                     )
         elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
             cls.annotations[statement.target.id] = text.segment(statement.annotation)
-        elif isinstance(statement, ast.If) and (truth := _same_everywhere(statement.test)) is not None:
-            _collect_members(cls, statement.body if truth else statement.orelse, text, under)
+        elif isinstance(statement, ast.If) and (truth := _decided(statement.test, platform)) is not None:
+            _collect_members(cls, statement.body if truth else statement.orelse, text, under, platform)
         elif isinstance(statement, (ast.If, ast.Try)):
             test = f"if {text.segment(statement.test)}" if isinstance(statement, ast.If) else "in a try"
             condition = f"under `{test}:` in the class body (line {text.line(statement)})"
             for block in statement_blocks(statement):
-                _collect_members(cls, block, text, under or condition)
+                _collect_members(cls, block, text, under or condition, platform)
 
 
 def _default_rebinds(node: ast.ClassDef, text: _Source) -> dict[str, list[int]]:
@@ -97,6 +105,20 @@ def _default_rebinds(node: ast.ClassDef, text: _Source) -> dict[str, list[int]]:
 
 
 OUT_OF_TREE = "out-of-tree"  # any platform plugin's device: only ``is_out_of_tree()`` is true there
+
+
+def _decided(test: ast.expr, platform: str | None) -> bool | None:
+    """A class-body condition's truth on ``platform``, or (None) where it is alike on every platform."""
+    return _same_everywhere(test) if platform is None else evaluate(test, platform)
+
+
+def _differs_by_platform(body: list[ast.stmt]) -> bool:
+    """Whether a class body holds an ``if`` that platforms decide differently (``if
+    current_platform.is_rocm():``): its methods are then read once per platform too."""
+    return any(
+        isinstance(statement, ast.If) and len({evaluate(statement.test, platform) for platform in PLATFORMS}) > 1
+        for statement in walk_statements(body)
+    )
 
 
 def _same_everywhere(test: ast.expr) -> bool | None:

@@ -43,7 +43,9 @@ class Target:
     cannot be had: its import raises). ``when``: the ``try`` outcomes under which the
     binding holds (all of them; empty: always). ``stars_after``: the modules of star imports that
     ran after this binding on its own path (a ``try`` outcome, an ``if`` branch) but come before
-    the name in the merged bindings' order, so that resolution still lets them rebind it.
+    the name in the merged bindings' order, so that resolution still lets them rebind it. ``under``: the
+    ``if`` statements the tool cannot decide that choose this binding among others (``3: if envs.X:``, the
+    line and the statement's first line), outermost first.
     """
 
     kind: TargetKind
@@ -51,6 +53,7 @@ class Target:
     b: str = ""
     when: tuple[TryOutcome, ...] = ()
     stars_after: tuple[str, ...] = ()
+    under: tuple[str, ...] = ()
 
 
 @dataclass
@@ -104,6 +107,13 @@ class ClassFacts:
     # a default is evaluated in the class body as its ``def`` runs, so a binding between two defs of the same
     # text gives them other defaults
     default_rebinds: dict[str, list[int]] = field(default_factory=dict)
+    # platform -> the watched methods there, kept only where a class-body ``if`` decided per platform
+    # (``if current_platform.is_rocm():``) makes them differ; ``methods`` marks such a method "conditional"
+    methods_by_platform: dict[str, dict[str, MethodFacts]] = field(default_factory=dict)
+
+    def methods_on(self, platform: str) -> dict[str, MethodFacts]:
+        """The watched methods as the class body binds them on ``platform``."""
+        return self.methods_by_platform.get(platform, self.methods)
 
 
 @dataclass

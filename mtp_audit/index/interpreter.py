@@ -74,9 +74,20 @@ class _Interpreter:
     def unfollowed(self, names: list[str], node: ast.stmt) -> None:
         """Mark names a statement binds in a way the tool does not follow (a loop, ``A, B = pair``): never left
         at an earlier binding, they resolve to nothing, saying which statement (the record goes unresolved)."""
-        header = self.text.lines[node.lineno - 1].strip()
         for name in names:
-            self.bind(name, [Target("unknown", header[:80], str(self.text.line(node)))])
+            self.bind(name, [self.statement_unknown(node)])
+
+    def statement_unknown(self, node: ast.stmt) -> Target:
+        """An unknown binding made by ``node``, named by its first line and line number (what a reason shows)."""
+        return Target("unknown", self.text.lines[node.lineno - 1].strip()[:80], str(self.text.line(node)))
+
+    def assigned(self, node: ast.stmt, value: ast.expr) -> list[Target]:
+        """What ``value``, assigned by the statement ``node``, binds: an expression the tool does not follow
+        is named by that statement and its line, so that a reason points at it (``X = make()``, line 8)."""
+        return [
+            self.statement_unknown(node) if target.kind == "unknown" and not target.b else target
+            for target in self.expression(value)
+        ]
 
     def within(self, node: ast.With | ast.AsyncWith) -> None:
         """``with``: the body runs, so its bindings happen, and what it raises propagates, unless a manager may
@@ -150,6 +161,17 @@ class _Interpreter:
             taken.run(node.body)
             skipped.run(node.orelse)
             self.merge(taken, skipped)
+            self.note_choice(node, taken, skipped)
+
+    def note_choice(self, node: ast.If, taken: _Interpreter, skipped: _Interpreter) -> None:
+        """Mark the bindings an undecided ``if`` chooses between (a name its branches bind differently, left
+        with alternatives) with that ``if``, so that a reason can say which statement decides."""
+        written = hasattr(node.test, "lineno")  # else the ``if`` a ``match`` case runs as: name the case
+        header = f"if {self.text.segment(node.test)}:" if written else self.text.lines[node.lineno - 1].strip()
+        choice = f"{self.text.line(node)}: {header}"
+        for name, targets in self.state.items():
+            if len(targets) > 1 and taken.state.get(name) != skipped.state.get(name):
+                self.state[name] = [dataclasses.replace(t, under=(choice, *t.under)) for t in targets]
 
     def attempt(self, node: ast.Try) -> None:
         """``try``: a body of imports and plain bindings with handlers keeps every outcome (``fallback``);
@@ -256,7 +278,7 @@ class _Interpreter:
                     self.all_names = string_values(node.value) or []
                     self.exports = _literal_names(node.value)
                 else:
-                    self.bind(target.id, self.expression(node.value))
+                    self.bind(target.id, self.assigned(node, node.value))
         elif isinstance(node, ast.AugAssign) and _is_all(node.target):
             self.all_names = (self.all_names or []) + (string_values(node.value) or [])
             self.exports = _extended(self.exports, _literal_names(node.value))
@@ -284,7 +306,7 @@ class _Interpreter:
         """``A, B = x, y`` binds pairwise, and ``globals()["A"] = x`` binds A; any other target that binds names
         (``A, B = pair``, ``*rest``) is not followed, and ``globals()[key] = x`` may rebind any name so far."""
         if _pairwise(target, value):
-            values = [self.expression(v) for v in value.elts]  # type: ignore[attr-defined]
+            values = [self.assigned(node, v) for v in value.elts]  # type: ignore[attr-defined]
             for name, targets in zip(target.elts, values):  # type: ignore[attr-defined]
                 self.bind(name.id, targets)
         elif isinstance(target, ast.Subscript) and _is_globals(target.value):
@@ -292,12 +314,14 @@ class _Interpreter:
             if key is None:
                 self.unfollowed([n for n in self.state if not n.startswith("*")], node)
             else:
-                self.bind(key, self.expression(value))
+                self.bind(key, self.assigned(node, value))
         else:
             self.unfollowed(stored_names(target), node)
 
     def expression(self, node: ast.expr) -> list[Target]:
         """What an expression evaluates to, as targets."""
+        if isinstance(node, ast.Name) and node.id not in self.state and isinstance(vars(builtins).get(node.id), type):
+            return [Target("import", "builtins", node.id)]  # unbound here: Python looks in builtins (``X = object``)
         if isinstance(node, ast.Name):
             return list(self.state.get(node.id, [Target("unknown", node.id)]))
         if isinstance(node, ast.Attribute):
@@ -315,7 +339,7 @@ class _Interpreter:
         if truth is not None:  # a flag: _IS_ROCM = current_platform.is_rocm()
             return [Target("constant", repr(truth), str(self.text.line(node)))]
         if isinstance(node, ast.Call) and dotted(node.func) in QUIET_MANAGERS:  # a lock, for ``with _LOCK:``
-            return [Target("unknown", f"{dotted(node.func)}()")]
+            return [Target("unknown", f"{dotted(node.func)}()", str(self.text.line(node)))]
         return [Target("unknown", type(node).__name__)]
 
 

@@ -148,6 +148,34 @@ class Hierarchy:
                     return orders
         return orders or [self.mro(key).classes]
 
+    def unfollowed_ahead(self, mro: Mro, owner: ClassKey) -> list[str]:
+        """The bases in ``mro``'s hierarchy the tool cannot follow that Python may put before ``owner``, each
+        named with its ``class`` statement: such a base may define any method, and its own bases are unknown,
+        so only what every C3 order keeps places it after ``owner``: a class comes before its bases, and a
+        base before the bases listed after it."""
+        if not mro.unresolved:
+            return []
+        successors: dict[object, list[object]] = {}
+        unfollowed: dict[tuple[ClassKey, str], str] = {}
+        for item in mro.classes:
+            if not isinstance(item, ClassKey):
+                continue
+            written: list[object] = []
+            for code, found in self._resolved_bases(item):
+                hits = [f for f in found if isinstance(f, (ClassKey, External))]
+                if not hits:
+                    unfollowed[(item, code)] = self._unfollowed_note(item, code, found)
+                written.append(hits[0] if hits else (item, code))
+            successors.setdefault(item, []).extend(written)
+            for earlier, later in zip(written, written[1:]):
+                successors.setdefault(earlier, []).append(later)
+        after = _reachable(successors, owner)
+        return [note for node, note in unfollowed.items() if node not in after]
+
+    def _unfollowed_note(self, key: ClassKey, code: str, found: list) -> str:
+        reasons = "; ".join(f.reason for f in found if isinstance(f, Missing))
+        return f"base {code} of {key.name} ({self.file_of(key)}:{key.line}) is not followed ({reasons})"
+
     def uncreatable_reason(self, key: ClassKey) -> str:
         """Why the ``class`` statement of ``key`` raises, in Python's words, with the statement and its line."""
         bases = ", ".join(self.class_facts(key).bases)
@@ -200,7 +228,7 @@ class Hierarchy:
             if not isinstance(item, ClassKey):
                 continue
             extra = (overlay or {}).get(item, {})
-            method = extra.get(name) or self.class_facts(item).methods.get(name)
+            method = extra.get(name) or self.class_facts(item).methods_on(self.platform).get(name)
             if method is not None and method.how != "deleted":  # ``del`` in a class body: on to the bases
                 return MethodHit(item, method, position)
         return None
@@ -215,6 +243,18 @@ def _take_notes(result: Mro, sub: Mro) -> None:
         (result.uncreatable, sub.uncreatable),
     ):
         mine.extend(note for note in theirs if note not in mine)
+
+
+def _reachable(successors: dict[object, list[object]], start: object) -> set[object]:
+    """What ``start`` leads to, itself excluded unless on a cycle."""
+    seen: set[object] = set()
+    stack = list(successors.get(start, []))
+    while stack:
+        node = stack.pop()
+        if node not in seen:
+            seen.add(node)
+            stack.extend(successors.get(node, []))
+    return seen
 
 
 def _c3(sequences: list[list[MroItem]]) -> list[MroItem] | None:

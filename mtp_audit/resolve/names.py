@@ -103,11 +103,28 @@ def resolve_name(
             out.append(Missing(f"{facts.path}: {target.a}"))
         elif target.kind == "constant":  # a value, never a class: decided, that platform has none
             out.append(Missing(f"{facts.path}:{target.b}: {name} = {target.a}"))
-        elif target.b:  # a statement that binds it in a way not followed (a loop, ``A, B = pair``)
+        elif target.b:  # a statement that binds it in a way not followed (``X = make()``, a loop, ``A, B = pair``)
             out.append(Missing(f"{facts.path}: cannot follow {name} (line {target.b}: {target.a})", undecided=True))
         else:
-            out.append(Missing(f"{facts.path}: cannot follow {name} = {target.a}", undecided=True))
+            out.append(Missing(f"{facts.path}: cannot follow {name} ({target.a})", undecided=True))
     return _dedupe(out)
+
+
+def deciding_ifs(
+    index: ModuleIndex, module: str, name: str, platform: str, _seen: frozenset = frozenset()
+) -> list[str]:
+    """The ``if`` statements the tool cannot decide that choose what ``name`` in ``module`` is on ``platform``,
+    each as ``file:line: if ...:``, following imports: when a name may be several classes, which one Python
+    binds depends on them."""
+    facts = index.facts(module)
+    if facts is None or (module, name) in _seen:
+        return []
+    targets = facts.bindings.get(platform, {}).get(name, [])
+    found = [f"{facts.path}:{choice}" for target in targets for choice in target.under]
+    for target in targets:
+        if target.kind == "import":
+            found.extend(deciding_ifs(index, target.a, target.b, platform, _seen | {(module, name)}))
+    return list(dict.fromkeys(found))
 
 
 def _from_stars(
