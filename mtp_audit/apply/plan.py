@@ -86,7 +86,30 @@ def make_plan(scanner: Scanner, resolutions: list[Resolution], records: list[Dra
     for outcome in outcomes:
         if outcome.action == Action.FIX:
             outcome.reason = _describe(outcome.insertions, active)
+        elif outcome.action == Action.REFUSED and outcome.record.uncalled:
+            _skip_if_written_anyway(scanner, outcome, outcomes, active)
     return Plan(outcomes, active)
+
+
+def _skip_if_written_anyway(scanner: Scanner, outcome: Outcome, outcomes: list[Outcome], active: list[Insertion]) -> None:
+    """An uncalled drafter whose class gets the method in this run for another architecture (one class
+    registered twice, or a base fixed for a drafter that is called): the method is not dead code, so
+    asking for it is no refusal; it is skipped, saying so."""
+    record = outcome.record
+    reach = {c for p in record.resolved_on for order in scanner.hierarchies[p].orders(record.key) for c in order}
+    written = [i for i in active if i.target in reach]
+    if not written:
+        return
+    users = [
+        o.record.arch or o.record.cls
+        for o in outcomes
+        if o.action == Action.FIX and any(i.target in reach for i in o.insertions)
+    ]
+    outcome.action = Action.SKIPPED
+    outcome.reason += (
+        f"; it gets the get_top_tokens written into {', '.join(dict.fromkeys(i.target.name for i in written))} "
+        f"for {', '.join(dict.fromkeys(users))}, whose speculators call it"
+    )
 
 
 def _describe(insertions: list[Insertion], active: list[Insertion]) -> str:
