@@ -91,7 +91,9 @@ def make_plan(scanner: Scanner, resolutions: list[Resolution], records: list[Dra
     return Plan(outcomes, active)
 
 
-def _skip_if_written_anyway(scanner: Scanner, outcome: Outcome, outcomes: list[Outcome], active: list[Insertion]) -> None:
+def _skip_if_written_anyway(
+    scanner: Scanner, outcome: Outcome, outcomes: list[Outcome], active: list[Insertion]
+) -> None:
     """An uncalled drafter whose class gets the method in this run for another architecture (one class
     registered twice, or a base fixed for a drafter that is called): the method is not dead code, so
     asking for it is no refusal; it is skipped, saying so."""
