@@ -209,6 +209,40 @@ def test_a_caller_that_passes_the_step_to_compute_logits_only_is_compared_as_it_
     assert "spec_step_idx=1" in outcome.detail and "spec_step_idx=0 " not in outcome.detail
 
 
+def test_a_caller_is_run_with_its_own_arguments_or_the_record_is_not_verified(vllm_release, tmp_path):
+    """``spec_step_idx + 1`` really passes the next step (another layer: a mismatch); an attribute, another
+    local or other hidden states cannot be reproduced here: not verified, naming the argument, never a pass."""
+    from mtp_audit.cli import run_scan
+    from mtp_audit.locate import locate
+    from mtp_audit.model import CallerRecord
+    from mtp_audit.verify.run import summary_line, verify
+
+    tree = locate(_fixed_copy(vllm_release, "0.34.0", "deepseek_mtp", tmp_path))
+    record = next(r for r in run_scan(tree, True).records if r.arch == "DeepSeekMTPModel")
+    called = ("hidden_states", "spec_step_idx=spec_step_idx")
+
+    def caller(name: str, line: int, *get_top_tokens: str) -> CallerRecord:
+        return CallerRecord(name, "vllm/v1/spec_decode/x.py", line, get_top_tokens, called)
+
+    record.callers = [caller("NextStep", 10, "hidden_states", "spec_step_idx=spec_step_idx + 1")]
+    [outcome] = verify(tree, [record], [1])
+    assert outcome.verdict == "MISMATCH", outcome.detail
+    assert "spec_step_idx=0 (compute_logits gets 0, get_top_tokens 1)" in outcome.detail
+
+    record.callers = [
+        caller("Same", 10, *called),
+        caller("Attribute", 20, "hidden_states", "spec_step_idx=self.draft_step"),
+        caller("OtherHidden", 30, "self.last_hidden_states", "spec_step_idx=spec_step_idx"),
+        caller("Local", 40, "hidden_states", "spec_step_idx=cur"),
+    ]
+    [outcome] = verify(tree, [record], [1])
+    assert outcome.verdict == "not verified", outcome.detail
+    for named in ("Attribute (x.py:20)", "self.draft_step", "OtherHidden (x.py:30)", "Local (x.py:40)", "=cur"):
+        assert named in outcome.detail
+    assert "the other call forms ran" in outcome.detail and outcome.forms == ["Same (x.py:10)"]
+    assert "1 not verified" in summary_line([outcome])
+
+
 def test_gemma4_upstream_divergence_is_found_with_its_configuration(vllm_release, tmp_path):
     report = tmp_path / "gemma.json"
     emitted = tmp_path / "test_gemma4_top_tokens.py"

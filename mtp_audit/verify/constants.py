@@ -14,3 +14,6 @@ MAX_TP = 8  # verify --tp sizes, at most: one worker process per rank (TP 8: a w
 MAX_VARIANTS = 8  # configurations built per drafter, at most
 FOREIGN_VLLM_EXIT = 2  # a worker that imported a vLLM from outside the tree under test
 WORKER_TIMEOUT_S = 1200.0  # verify --timeout's default; a whole --all sweep at one TP size takes 2-4 min on 2 CPUs
+NOT_RUN_AS_CALLED = (
+    "not run as called: "  # the detail of a record with a call form whose arguments only its caller holds
+)

@@ -73,7 +73,7 @@ def emit_test(target: Path, outcome: TargetOutcome) -> None:
             )
         )
     calls = sorted(
-        {(c["step"] if c["step_in"][0] else None, c["step"] if c["step_in"][1] else None) for c in outcome.cases},
+        {tuple(c["steps_passed"]) for c in outcome.cases},
         key=lambda pair: tuple(-1 if s is None else s for s in pair),
     )
     passing = [v["variant"] for v in outcome.variants if v["verdict"] == Verdict.PASS]

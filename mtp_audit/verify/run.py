@@ -25,7 +25,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..lifecycle import die_with_parent, scratch_directory
 from ..model import DrafterRecord, SourceTree, Status, StrEnum
-from .constants import FOREIGN_VLLM_EXIT, HIDDEN, WORKER_TIMEOUT_S
+from .constants import FOREIGN_VLLM_EXIT, HIDDEN, NOT_RUN_AS_CALLED, WORKER_TIMEOUT_S
 
 
 class Verdict(StrEnum):
@@ -226,6 +226,11 @@ def judge(record: DrafterRecord, tp: int, ranks: list[dict], index: int) -> Targ
         outcome.verdict = Verdict.MISMATCH
         outcome.detail = "; ".join(f"[{m['variant']}] {m['detail']}" for m in mismatches)
         return outcome
+    unreproduced = results[0].get("unreproduced") or []
+    if unreproduced:  # a form not run as called proves nothing of it, whatever the others did
+        ran_too = f"; the other call forms ran: {_ran(outcome, ran, results[0]['variants'])}" if outcome.cases else ""
+        outcome.detail = NOT_RUN_AS_CALLED + "; ".join(unreproduced) + ran_too + tail
+        return outcome
     if not ran:
         ops = results[0].get("ops") or []
         outcome.detail = (
@@ -237,21 +242,26 @@ def judge(record: DrafterRecord, tp: int, ranks: list[dict], index: int) -> Targ
         outcome.detail += "; ".join(blocked) or "no variant ran"
         return outcome
     outcome.verdict = Verdict.PASS
+    outcome.detail = _ran(outcome, ran, results[0]["variants"]) + tail
+    return outcome
+
+
+def _ran(outcome: TargetOutcome, ran: list[dict], variants: list[dict]) -> str:
+    """What the configurations that ran compared: rows, cases, their names and scope."""
     widths = sorted({c.get("width", HIDDEN) for c in outcome.cases} - {HIDDEN})
     shape = "".join(f"; hidden states of {w} values a row, as compute_logits reshapes them" for w in widths)
     scope_notes = "".join(
         dict.fromkeys(
             f"; {note}"
-            for position, variant in enumerate(results[0]["variants"])
+            for position, variant in enumerate(variants)
             if outcome.variants[position]["verdict"] == Verdict.PASS
             for note in variant.get("scope", [])
         )
     )
-    outcome.detail = (
+    return (
         f"{sum(c['batch'] for c in outcome.cases)} rows in {len(outcome.cases)} cases; "
-        f"{len(ran)} configuration(s): " + " | ".join(v["variant"] for v in ran) + shape + scope_notes + tail
+        f"{len(ran)} configuration(s): " + " | ".join(v["variant"] for v in ran) + shape + scope_notes
     )
-    return outcome
 
 
 def _judge_variant(variant: dict, others: list[dict]) -> dict:
@@ -290,6 +300,9 @@ def _judge_variant(variant: dict, others: list[dict]) -> dict:
 
 def _label(case: dict) -> str:
     step = "" if case["step"] is None else f", spec_step_idx={case['step']}"
+    passed = case.get("steps_passed") or [case["step"]] * 2
+    if passed[0] != passed[1]:  # the caller computes another step for one call (spec_step_idx + 1)
+        step += f" (compute_logits gets {passed[0]}, get_top_tokens {passed[1]})"
     return f"{case['dtype']} {case['case']} batch={case['batch']}{step} ({case['form']})"
 
 
@@ -366,6 +379,8 @@ def reason_kind(outcome: TargetOutcome) -> str:
         return f"cannot build {match.group(1)}"
     if detail.startswith("no get_top_tokens"):
         return "no get_top_tokens"
+    if detail.startswith(NOT_RUN_AS_CALLED):
+        return "a caller's argument only its run time holds"
     return re.sub(r"\s+", " ", detail)[:80]
 
 

@@ -35,7 +35,8 @@ if not torch.cuda.is_available() and os.environ["VLLM_TARGET_DEVICE"] == "cpu":
     # run in Triton's own interpreter on CPU tensors: the kernel's code, not a stand-in.
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from .constants import FOREIGN_VLLM_EXIT, HIDDEN, MAX_VARIANTS, NUM_STEPS, STEPS_TRIED, VOCAB  # noqa: E402
+from .arguments import CallArgument, CallEnvironment  # noqa: E402
+from .constants import FOREIGN_VLLM_EXIT, HIDDEN, MAX_VARIANTS, NOT_RUN_AS_CALLED, NUM_STEPS, STEPS_TRIED, VOCAB  # noqa: E402
 
 
 def torchvision_without_its_ops():
@@ -116,14 +117,14 @@ def winner_rows(fabricator, model, form: CallForm, step: int | None, width: int)
     from .fabricate import CannotBuild
 
     probe = _hidden("random", 8, 1.0, fabricator.dtype, seed=101, width=width)
-    args, kwargs = bind(form.compute_logits, probe, step)
+    args, kwargs = form.environment.bind("compute_logits", probe, step)
     mode = HeadInputs(fabricator.head_weights)
     try:
         with torch.no_grad():
             fabricator.call(model, "compute_logits", *args, **kwargs)  # builds what it reads, outside the mode
             with mode:
                 fabricator.call(model, "compute_logits", *args, **kwargs)
-    except (CannotBuild, CallArgument):
+    except CannotBuild:
         raise
     except Exception:
         return None  # the other cases report what compute_logits raises
@@ -199,12 +200,12 @@ def hidden_width(fabricator, model, form: CallForm, step: int | None) -> int:
 
     probe = torch.zeros(2, HIDDEN, dtype=fabricator.dtype).as_subclass(WidthProbe)
     try:
-        args, kwargs = bind(form.compute_logits, probe, step)
+        args, kwargs = form.environment.bind("compute_logits", probe, step)
         with torch.no_grad():
             fabricator.call(model, "compute_logits", *args, **kwargs)
     except RowWidth as found:
         return found.width
-    except (CannotBuild, CallArgument):
+    except CannotBuild:
         raise
     except Exception:  # the cases run it again and report what it raises
         pass
@@ -277,7 +278,10 @@ def verify_target(target: dict, rank: int, world: int) -> dict:
         if not hasattr(cls, name):
             result["not_verified"] = f"{target['cls']} has no {name}"
             return result
-    forms = [CallForm.parse(f) for f in target.get("forms") or []] or default_forms(cls)
+    forms, result["unreproduced"] = reproducible_forms(cls, target.get("forms") or [])
+    if not forms:
+        result["not_verified"] = NOT_RUN_AS_CALLED + "; ".join(result["unreproduced"])
+        return result
     pending: list[dict] = [{}]
     seen: set[frozenset] = set()
     while pending and len(result["variants"]) < MAX_VARIANTS:
@@ -336,65 +340,62 @@ def custom_ops(module) -> list[str]:
 
 @dataclass(frozen=True)
 class CallForm:
-    """How one caller calls both methods: argument source texts, keywords as ``name=value``."""
+    """How one caller calls both methods: argument source texts, keywords as ``name=value``, and
+    the environment they are evaluated in."""
 
     label: str
     get_top_tokens: tuple[str, ...]
     compute_logits: tuple[str, ...]
+    environment: CallEnvironment
 
     @classmethod
-    def parse(cls, data: dict) -> CallForm:
-        gtt, cl = data["get_top_tokens"], data["compute_logits"]
-        return cls(data["label"], tuple(gtt), tuple(cl if cl is not None else gtt))
-
-    @staticmethod
-    def passes_step(args: tuple[str, ...]) -> bool:
-        return any(_is_step(text.partition("=")[2] or text) for text in args[1:])
+    def parse(cls, data: dict, parameters: dict[str, tuple[str, ...]]) -> CallForm:
+        """The form as recorded by the scan; CallArgument when an argument cannot be reproduced here."""
+        gtt, cl = tuple(data["get_top_tokens"]), data["compute_logits"]
+        cl = tuple(cl) if cl is not None else gtt
+        return cls(data["label"], gtt, cl, CallEnvironment.of(gtt, cl, parameters))
 
     @property
     def per_step(self) -> bool:
-        return self.passes_step(self.get_top_tokens) or self.passes_step(self.compute_logits)
+        return self.environment.per_step
 
     def text(self) -> str:
         return f"get_top_tokens({', '.join(self.get_top_tokens)}) / compute_logits({', '.join(self.compute_logits)})"
 
 
-def default_forms(cls: type) -> list[CallForm]:
+def method_parameters(cls: type) -> dict[str, tuple[str, ...]]:
+    """Each method's parameter names, ``self`` left out: where a positional argument goes."""
+    return {
+        name: tuple(p for p in inspect.signature(getattr(cls, name)).parameters if p != "self")
+        for name in ("compute_logits", "get_top_tokens")
+    }
+
+
+def reproducible_forms(cls: type, recorded: list[dict]) -> tuple[list[CallForm], list[str]]:
+    """The recorded forms verify can run as called, and for each other one, which argument it cannot
+    reproduce. No form recorded: the default forms."""
+    parameters = method_parameters(cls)
+    if not recorded:
+        return default_forms(parameters), []
+    forms, unreproduced = [], []
+    for data in recorded:
+        try:
+            forms.append(CallForm.parse(data, parameters))
+        except CallArgument as error:
+            unreproduced.append(f"{data['label']}: {error}")
+    return forms, unreproduced
+
+
+def default_forms(parameters: dict[str, tuple[str, ...]]) -> list[CallForm]:
     """No callers recorded: the base speculator's form, and the MTP speculator's where compute_logits takes a step."""
-    forms = [CallForm("positional", ("hidden_states",), ("hidden_states",))]
-    if "spec_step_idx" in inspect.signature(cls.compute_logits).parameters:
+    plain = ("hidden_states",)
+    forms = [CallForm.parse({"label": "positional", "get_top_tokens": plain, "compute_logits": plain}, parameters)]
+    if "spec_step_idx" in parameters["compute_logits"]:
         step = ("hidden_states", "spec_step_idx=spec_step_idx")
-        forms.append(CallForm("spec_step_idx=", step, step))
+        forms.append(
+            CallForm.parse({"label": "spec_step_idx=", "get_top_tokens": step, "compute_logits": step}, parameters)
+        )
     return forms
-
-
-def _is_step(text: str) -> bool:
-    return bool(re.search(r"step|idx", text.strip()))
-
-
-def bind(args: tuple[str, ...], hidden: torch.Tensor, step: int | None) -> tuple[list, dict]:
-    """Evaluate a caller's arguments: the first is the hidden states, a step index is ``step``, an int is itself."""
-    positional, keywords = [], {}
-    for position, text in enumerate(args):
-        key, _, value = text.partition("=") if re.match(r"^\w+=(?!=)", text) else ("", "", text)
-        value = value.strip()
-        if position == 0 and not key or key == "hidden_states":
-            evaluated = hidden
-        elif _is_step(value):
-            evaluated = step or 0
-        elif re.fullmatch(r"-?\d+", value):
-            evaluated = int(value)
-        else:
-            raise CallArgument(f"cannot evaluate the argument {text!r} outside its caller")
-        if key:
-            keywords[key] = evaluated
-        else:
-            positional.append(evaluated)
-    return positional, keywords
-
-
-class CallArgument(Exception):
-    """A caller passes an argument whose value only exists inside that caller."""
 
 
 def run_variant(cls: type, choices: dict, forms: list[CallForm]) -> dict:
@@ -460,9 +461,6 @@ def run_variant(cls: type, choices: dict, forms: list[CallForm]) -> dict:
                         except CannotBuild as error:
                             _note(variant, f"not built: {error}")
                             return _finish(variant, fabricator)
-                        except CallArgument as error:
-                            _note(variant, f"{form.label}: {error}")
-                            continue
                         if record["kind"] == "compute_logits raised":
                             raised.add((form.label, step))
                             _note(variant, record["detail"])
@@ -475,7 +473,10 @@ def run_variant(cls: type, choices: dict, forms: list[CallForm]) -> dict:
                             step=step,
                             form=form.label,
                             width=h.shape[-1],
-                            step_in=[form.passes_step(form.compute_logits), form.passes_step(form.get_top_tokens)],
+                            steps_passed=[
+                                form.environment.passed_step("compute_logits", step),
+                                form.environment.passed_step("get_top_tokens", step),
+                            ],
                         )
                         variant["cases"].append(record)
                         variant["compared"] += record["has_logits"] and record["kind"] == "tokens"
@@ -524,8 +525,8 @@ def _run_case(fabricator, model, form: CallForm, h: torch.Tensor, step: int | No
     be run here (noted by the caller); get_top_tokens failing where it ran is a mismatch."""
     from .fabricate import CannotBuild, OutsideSteps
 
-    cl_args, cl_kwargs = bind(form.compute_logits, h, step)
-    gtt_args, gtt_kwargs = bind(form.get_top_tokens, h, step)
+    cl_args, cl_kwargs = form.environment.bind("compute_logits", h, step)
+    gtt_args, gtt_kwargs = form.environment.bind("get_top_tokens", h, step)
     with torch.no_grad():
         try:
             logits = fabricator.call(model, "compute_logits", *cl_args, **cl_kwargs)
