@@ -6,10 +6,11 @@ import ast
 import importlib.util
 import os
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .errors import UsageError
+from .index.ast_tools import FUNCTIONS
 from .model import PluginDist, SourceTree
 
 REGISTRY = Path("model_executor/models/registry.py")
@@ -83,35 +84,79 @@ def read_version(root: Path) -> str | None:
     return None
 
 
+# What ``self.logits_processor(...)`` runs: nn.Module's ``__call__``, which runs ``forward``.
+CALL_ENTRIES = ("__call__", "forward")
+
+
+@dataclass(frozen=True)
+class ProcessorPaths:
+    """The methods of the tree's ``LogitsProcessor`` that its call and its ``get_top_tokens`` run through
+    ``self.<method>``, transitively, the entries included: method -> the chain that first reaches it. A
+    subclass overriding a method one path runs and the other does not may make them select different tokens."""
+
+    call: dict[str, tuple[str, ...]]
+    top_tokens: dict[str, tuple[str, ...]]
+
+
+def processor_paths(logits_processor_source: str) -> ProcessorPaths | None:
+    """What ``LogitsProcessor``'s call and its ``get_top_tokens`` run, read off its source (nothing
+    imported); None where the class is not found."""
+    processor = _processor_class(logits_processor_source)
+    if processor is None:
+        return None
+    methods = _methods(processor)
+    return ProcessorPaths(_reached(methods, CALL_ENTRIES), _reached(methods, ("get_top_tokens",)))
+
+
 def outside_vocab_mask(logits_processor_source: str) -> int | None:
-    """The line where ``LogitsProcessor.get_top_tokens`` (or a method of the class it calls on
+    """The line where ``LogitsProcessor.get_top_tokens`` (or a method of the class it runs on
     ``self``) sets every column from ``self.org_vocab_size`` on to ``-inf`` (vLLM 0.34's
     ``_mask_outside_vocab``); None where it does not (0.33 masks only the shard padding): there a
     ``get_top_tokens`` can select ids a cut to ``org_vocab_size`` removes."""
+    processor = _processor_class(logits_processor_source)
+    methods = _methods(processor) if processor is not None else {}
+    if "get_top_tokens" not in methods:
+        return None
+    reached = [methods[name] for name in _reached(methods, ("get_top_tokens",)) if name in methods]
+    return next((line for method in reached if (line := _org_vocab_mask(method)) is not None), None)
+
+
+def _processor_class(logits_processor_source: str) -> ast.ClassDef | None:
+    """The module-level ``class LogitsProcessor`` of the source; None where it does not parse or lacks one."""
     try:
         module = ast.parse(logits_processor_source)
     except SyntaxError:
         return None
-    for node in module.body:
-        if isinstance(node, ast.ClassDef) and node.name == "LogitsProcessor":
-            methods = {item.name: item for item in node.body if isinstance(item, ast.FunctionDef)}
-            top_tokens = methods.get("get_top_tokens")
-            if top_tokens is None:
-                return None
-            reached = [top_tokens, *(methods[name] for name in _self_calls(top_tokens) if name in methods)]
-            return next((line for method in reached if (line := _org_vocab_mask(method)) is not None), None)
-    return None
+    return next(
+        (node for node in module.body if isinstance(node, ast.ClassDef) and node.name == "LogitsProcessor"), None
+    )
 
 
-def _self_calls(function: ast.FunctionDef) -> list[str]:
-    """Names of the ``self.<name>(...)`` calls in a method."""
+def _methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    return {item.name: item for item in cls.body if isinstance(item, FUNCTIONS)}
+
+
+def _reached(
+    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef], entries: tuple[str, ...]
+) -> dict[str, tuple[str, ...]]:
+    """Each method the ``entries`` reach through ``self.<method>`` (called or only read), the entries
+    included, with the chain that reaches it first (breadth first)."""
+    chains = {entry: (entry,) for entry in entries}
+    queue = [entry for entry in entries if entry in methods]
+    for name in queue:  # grows as it goes
+        for reference in _self_references(methods[name]):
+            if reference in methods and reference not in chains:
+                chains[reference] = (*chains[name], reference)
+                queue.append(reference)
+    return chains
+
+
+def _self_references(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """Names of the ``self.<name>`` attributes a method reads, in order."""
     return [
-        node.func.attr
+        node.attr
         for node in ast.walk(function)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and isinstance(node.func.value, ast.Name)
-        and node.func.value.id == "self"
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
     ]
 
 
@@ -145,16 +190,8 @@ def has_local_argmax(logits_processor_source: str) -> bool:
     """True when ``LogitsProcessor.get_top_tokens`` exists (vLLM 0.17 and later)."""
     if "def get_top_tokens" not in logits_processor_source:
         return False
-    try:
-        module = ast.parse(logits_processor_source)
-    except SyntaxError:
-        return False
-    return any(
-        isinstance(node, ast.ClassDef)
-        and node.name == "LogitsProcessor"
-        and any(isinstance(item, ast.FunctionDef) and item.name == "get_top_tokens" for item in node.body)
-        for node in module.body
-    )
+    processor = _processor_class(logits_processor_source)
+    return processor is not None and isinstance(_methods(processor).get("get_top_tokens"), ast.FunctionDef)
 
 
 def with_plugins(tree: SourceTree, plugin_paths: list[Path]) -> SourceTree:

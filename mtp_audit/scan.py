@@ -17,7 +17,7 @@ from .classify.analysis import Analysis, Analyzer
 from .classify.calls import Contract
 from .errors import UsageError
 from .index.modules import ModuleIndex
-from .locate import LOGITS_PROCESSOR, has_local_argmax, outside_vocab_mask
+from .locate import LOGITS_PROCESSOR, has_local_argmax, outside_vocab_mask, processor_paths
 from .model import (
     PLATFORMS,
     ChainAnswers,
@@ -146,12 +146,15 @@ class Scanner:
             )
         return self._config_text[file]
 
-    def _note_processor_mask(self, path: Path, source: str) -> None:
+    def _note_processor(self, path: Path, source: str) -> None:
         """Where this vLLM's own LogitsProcessor.get_top_tokens masks the columns past
-        ``org_vocab_size`` (a cut compute_logits makes is then made by both methods)."""
+        ``org_vocab_size`` (a cut compute_logits makes is then made by both methods), and which of its
+        methods its call and its get_top_tokens run (a subclass overriding one may make them differ)."""
         mask = outside_vocab_mask(source)
+        paths = processor_paths(source)
         for analyzer in self.analyzers.values():
             analyzer.processor_mask = f"{self.index.relative(path)}:{mask}" if mask is not None else None
+            analyzer.processor_paths = paths
 
     def entries(self) -> list[RegistryEntry]:
         if self.tree.is_vllm:
@@ -162,7 +165,7 @@ class Scanner:
             except OSError as error:
                 raise UsageError(f"{self.index.relative(path)}: cannot be read ({error.strerror or error})") from None
             _require_local_argmax(source, f"vLLM {self.tree.vllm_version}" if self.tree.vllm_version else "this vLLM")
-            self._note_processor_mask(path, source)
+            self._note_processor(path, source)
             entries, self.registry_notes = registry_reading(self.index)
             if self.tree.plugins:
                 readings = read_plugins(self.index, self.tree.plugins)
@@ -185,12 +188,13 @@ class Scanner:
             source = self.index.read_bytes(path).decode("utf-8", "replace")
             version = f"vLLM {runs_with.vllm_version}" if runs_with.vllm_version else "the vLLM"
             _require_local_argmax(source, f"{version}, which this plugin runs with,")
-            self._note_processor_mask(path, source)
+            self._note_processor(path, source)
         except OSError as error:
             self.index.observed.setdefault(self.index.relative(path), ABSENT)
             self.plugin_notes.append(
                 f"{path} cannot be read ({error.strerror or error}): a cut to org_vocab_size is judged "
-                "without the mask that vLLM's LogitsProcessor.get_top_tokens may apply"
+                "without the mask that vLLM's LogitsProcessor.get_top_tokens may apply, and a processor "
+                "subclass's override of any method it may run as making its call and get_top_tokens differ"
             )
 
     def walk_import_chains(self, entries: list[RegistryEntry]) -> None:

@@ -367,11 +367,16 @@ def test_fix_of_an_installed_plugin_writes_into_the_plugin(tmp_path):
 
 def test_fix_of_a_released_plugin_stays_out_of_vllm(ascend_source, vllm_release):
     vllm_release("0.34.0")
-    # CustomDeepSeekMTP inherits compute_logits (a delegation) from vLLM's DeepSeekMTP
+    # CustomDeepSeekMTP inherits compute_logits (a delegation) from vLLM's DeepSeekMTP; its predictor's
+    # CustomLogitsProcessor overrides _get_logits, which 0.34.0's LogitsProcessor runs for its call alone
     result = run_cli("fix", str(ascend_source), "--vllm", "0.34.0", "--model", "DeepSeekMTPModel", "--diff")
     assert result.returncode == 1
-    assert "drafter writes only into the plugin" in " ".join(result.stderr.replace("│", " ").split())
-    assert result.stdout == ""
+    said = " ".join(result.stderr.replace("│", " ").split())
+    assert "refused: DeepSeekMTPModel (CustomDeepSeekMTP)" in said and "missing_manual" in said
+    assert "CustomLogitsProcessor._get_logits (vllm_ascend/ops/logits_processor.py:40)" in said
+    assert "runs for its call (forward -> _get_logits), not for its get_top_tokens" in said
+    assert "would write 0 methods into 0 files" in said
+    assert result.stdout == ""  # no diff: nothing written into the plugin, nor into vLLM
 
 
 def test_result_cache_follows_the_plugins(tmp_path):
@@ -510,6 +515,37 @@ def test_a_plugin_whose_vllm_has_no_processor_file_says_so_and_reads_it_once_it_
     assert verdict == "divergent" and f"{processor} cannot be read" in stderr
     processor.write_text(kept)
     assert consistency()[0] == "unproven"  # the cached result knew the file was absent
+
+
+def test_a_plugin_processor_subclass_is_judged_by_what_the_processor_of_its_vllm_runs(tmp_path):
+    """Which overrides make a processor's call and get_top_tokens differ is read from the vLLM the plugin
+    runs with; where that processor cannot be read, an override of any method it may run is taken to."""
+    case = FIXTURES / "scan" / "processor_paths"
+    vllm = build_tree(case, tmp_path / "v")
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    shutil.copy(case / "vllm/model_executor/models/toy_paths_mtp.py", plugin / "toy_paths_mtp.py")
+    env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
+
+    def records() -> tuple[dict[str, dict], str]:
+        done = run_cli("scan", str(plugin), "--vllm", str(vllm), "--format", "json", "--fail-on", "never", env=env)
+        assert done.returncode == 0, done.stderr
+        return {r["class"]: r for r in json.loads(done.stdout)["drafters"]}, done.stderr
+
+    read, _ = records()
+    assert read["ToySharedHeadMTP"]["status"] == "missing_fixable"  # _apply_head: both run it
+    assert read["ToySoftCapMTP"]["status"] == "missing_manual"
+    assert "SoftCappingLogitsProcessor._soft_cap (toy_paths_mtp.py:17)" in read["ToySoftCapMTP"]["reason"]
+    processor = vllm / "vllm/model_executor/layers/logits_processor.py"
+    processor.unlink()
+    unread, stderr = records()
+    assert f"{processor} cannot be read" in stderr
+    assert unread["ToySharedHeadMTP"]["status"] == "missing_manual"
+    taken = (
+        "SharedHeadLogitsProcessor._apply_head (toy_paths_mtp.py:32) overrides a method vLLM's LogitsProcessor "
+        "may run for its call or its get_top_tokens (that class could not be read"
+    )
+    assert taken in unread["ToySharedHeadMTP"]["reason"]
 
 
 def test_a_plugin_source_tree_is_judged_by_the_speculators_of_the_vllm_it_runs_with(tmp_path):

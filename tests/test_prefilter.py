@@ -178,7 +178,7 @@ def _same(cut, full) -> None:
             k: (v.line, v.code) for k, v in b.methods.items()
         }
         assert a.init_attrs == b.init_attrs, a.name
-        assert a.processor_methods == b.processor_methods, a.name
+        assert a.defined_methods == b.defined_methods, a.name
     for platform in cut.bindings:
         for name in set(cut.bindings[platform]) | set(full.bindings[platform]):
             assert cut.bindings[platform].get(name) == full.bindings[platform].get(name), (platform, name)
@@ -186,7 +186,8 @@ def _same(cut, full) -> None:
 
 def test_cut_is_smaller_and_keeps_real_line_numbers():
     reduced = reduce_source(TRICKY)
-    assert "def build" not in reduced.source and "return x" not in reduced.source
+    assert "return cls()" not in reduced.source and "return x" not in reduced.source
+    assert "    def build(self): pass" in reduced.source  # a method's name stays bound (the facts list it)
     assert "def helper(): pass" in reduced.source  # a module-level def still rebinds its name
     assert "def compute_logits" in reduced.source
     line = reduced.source.splitlines().index("    def compute_logits(")
@@ -208,9 +209,10 @@ def test_facts_equal_with_and_without_the_cut(source, monkeypatch):
         }
         placeholder = next(c for c in cut.classes if c.name == "Placeholder")
         assert placeholder.init_raises == "__init__ raises NotImplementedError: not on this platform"
+        assert spread.defined_methods == {"build": 21, "__init__": 24, "compute_logits": 36}
         processor = next(c for c in cut.classes if c.name == "Processor")  # only their names and lines stay
-        assert processor.processor_methods == {"forward": 53, "_get_logits": 58}
-        assert next(c for c in cut.classes if c.name == "OnlyMethods").processor_methods == {"logits_processor": 62}
+        assert processor.defined_methods == {"forward": 53, "_get_logits": 58}
+        assert next(c for c in cut.classes if c.name == "OnlyMethods").defined_methods == {"logits_processor": 62}
 
 
 def test_init_cut_keeps_what_the_tree_walk_reads_and_no_more(monkeypatch):

@@ -32,11 +32,23 @@ from .memo import (
 from .shape_types import EVERYWHERE, MASK_METHODS, LogitsKind, ParamKind, PostKind, TopTokensKind
 
 if TYPE_CHECKING:
+    from ..locate import ProcessorPaths
     from .shape_types import LogitsShape, Param, TopTokensShape
 
 Overlay = dict[ClassKey, dict[str, MethodFacts]]
 # vLLM's own processor: its call and its get_top_tokens select the same tokens (the mirror rule's premise)
 VLLM_LOGITS_PROCESSOR = ("vllm.model_executor.layers.logits_processor", "LogitsProcessor")
+# What its call and its get_top_tokens may run where it cannot be read (a plugin directory without a vLLM):
+# a subclass's override of any is taken to make them differ, the reason saying why
+UNREAD_PROCESSOR_METHODS = (
+    "forward",
+    "__call__",
+    "_get_logits",
+    "_gather_logits",
+    "_apply_head",
+    "_mask_outside_vocab",
+    "get_top_tokens",
+)
 DIVERGENT_POST = {PostKind.MASK, PostKind.D2T_SCATTER, PostKind.VOCAB}
 # A shape's hidden states are unknown (None) when the arms of an ``if`` pass different ones.
 ARMS_DIFFER = "hidden states that differ by arm"
@@ -83,6 +95,8 @@ class Analyzer:
         # ``file:line`` where the tree's LogitsProcessor.get_top_tokens masks every id from
         # org_vocab_size on (read with the tree's registry); None: it does not, or not known
         self.processor_mask: str | None = None
+        # what the tree's LogitsProcessor runs for its call and its get_top_tokens; None: it could not be read
+        self.processor_paths: ProcessorPaths | None = None
 
     def where(self, hit: MethodHit) -> str:
         return f"{hit.owner.name} ({self.h.file_of(hit.owner)}:{hit.method.line})"
@@ -699,9 +713,10 @@ class Analyzer:
     def processor_difference(self, mro: Mro) -> str | None:
         """Why ``self.logits_processor(...)`` and ``self.logits_processor.get_top_tokens(...)`` may select
         different tokens for a class of this MRO, which the mirror rule takes them not to: the processor
-        ``__init__`` assigns is of a class that overrides what vLLM's LogitsProcessor runs for either, or
-        the class has a method of that name. None where they are vLLM's pair, or where what
-        ``__init__`` assigns cannot be told (a factory, a value not a call, a class outside the tree)."""
+        ``__init__`` assigns is of a class that overrides what vLLM's LogitsProcessor runs for one of them
+        and not the other, or get_top_tokens itself, or the class has a method of that name. None where
+        they are vLLM's pair (or a subclass overriding only what both run), or where what ``__init__``
+        assigns cannot be told (a factory, a value not a call, a class outside the tree)."""
         classes = [item for item in mro.classes if isinstance(item, ClassKey)]
         owner = next((item for item in classes if "logits_processor" in self.h.class_facts(item).init_attrs), None)
         if owner is not None:  # an instance attribute hides a method of the class
@@ -715,7 +730,7 @@ class Analyzer:
                         return f"self.logits_processor (assigned in {owner.name}.__init__) is a {why}"
             return None
         for item in classes:
-            line = self.h.class_facts(item).processor_methods.get("logits_processor")
+            line = self.h.class_facts(item).defined_methods.get("logits_processor")
             if line is not None:
                 return (
                     f"logits_processor is a method of {item.name} ({self.h.file_of(item)}:{line}), so "
@@ -724,26 +739,41 @@ class Analyzer:
         return None
 
     def _processor_overrides(self, processor: ClassKey) -> str | None:
-        """``PROCESSOR (file:line), which overrides ...``: what a class of its MRO before vLLM's
-        LogitsProcessor overrides of the methods its call and its get_top_tokens run (``PROCESSOR_METHODS``),
-        with their lines; None: nothing."""
+        """``PROCESSOR (file:line), whose ...``: why its call and its get_top_tokens may select different
+        tokens, from what the classes of its MRO before vLLM's LogitsProcessor override of the methods the
+        tree's LogitsProcessor runs for either (``processor_paths``); None: they select the same ones (no
+        override, or overrides only of methods both run)."""
+        paths = self.processor_paths
+        runs = (set(paths.call) | set(paths.top_tokens)) if paths is not None else set(UNREAD_PROCESSOR_METHODS)
+        overrides: dict[str, tuple[ClassKey, int]] = {}  # method -> the class of the MRO that defines it first
         for item in self.h.mro(processor).classes:
             if isinstance(item, ClassKey) and (item.module, item.name) == VLLM_LOGITS_PROCESSOR:
-                return None
-            methods = self.h.class_facts(item).processor_methods if isinstance(item, ClassKey) else {}
-            overridden = {name: line for name, line in methods.items() if name != "logits_processor"}
-            if not overridden:
-                continue
-            assert isinstance(item, ClassKey)
-            named = ", ".join(f"{name} (line {line})" for name, line in overridden.items())
-            which = "which" if item == processor else f"whose base {item.name} ({self.h.file_of(item)}:{item.line})"
-            what = (
-                f"defines {named}: whether its call and its get_top_tokens select the same tokens is not known"
-                if "get_top_tokens" in overridden
-                else f"overrides {named} and not get_top_tokens: the processor's get_top_tokens does not run it"
+                break
+            for name, line in self.h.class_facts(item).defined_methods.items() if isinstance(item, ClassKey) else ():
+                if name in runs:
+                    overrides.setdefault(name, (item, line))
+        named = {name: f"{cls.name}.{name} ({self.h.file_of(cls)}:{line})" for name, (cls, line) in overrides.items()}
+        where = f"{processor.name} ({self.h.file_of(processor)}:{processor.line})"
+        if "get_top_tokens" in named:
+            return (
+                f"{where}, which overrides {', '.join(named.values())}: whether its call and its get_top_tokens "
+                "select the same tokens is not known"
             )
-            return f"{processor.name} ({self.h.file_of(processor)}:{processor.line}), {which} {what}"
-        return None
+        if paths is None:
+            differing = [
+                f"{override} overrides a method vLLM's LogitsProcessor may run for its call or its get_top_tokens "
+                "(that class could not be read, so which it runs is not known)"
+                for override in named.values()
+            ]
+        else:
+            differing = [
+                _one_path(override, paths.call.get(name), paths.top_tokens.get(name))
+                for name, override in named.items()
+                if (name in paths.call) != (name in paths.top_tokens)
+            ]
+        if not differing:
+            return None
+        return f"{where}, whose call and get_top_tokens may select different tokens: {'; '.join(differing)}"
 
     def called_params(self, mro: Mro, gtt: MethodHit, overlay: Overlay | None, depth: int = 0) -> list[Param]:
         """The parameters a caller's arguments bind to: those of ``gtt``, or, where it only passes every
@@ -969,3 +999,17 @@ def _unaccepted(cshape: LogitsShape, gshape: TopTokensShape) -> list[str]:
         return []
     accepted = {p.name for p in gshape.params}
     return [p.name for p in cshape.params if p.kind not in variadic and p.name not in accepted]
+
+
+def _one_path(override: str, call: tuple[str, ...] | None, top_tokens: tuple[str, ...] | None) -> str:
+    """``override`` of a method vLLM's LogitsProcessor runs for one path alone (the chain that reaches it)."""
+    if call is not None:
+        return (
+            f"{override} overrides a method vLLM's LogitsProcessor runs for its call ({' -> '.join(call)}), "
+            "not for its get_top_tokens"
+        )
+    assert top_tokens is not None
+    return (
+        f"{override} overrides a method vLLM's LogitsProcessor runs for its get_top_tokens "
+        f"({' -> '.join(top_tokens)}), not for its call"
+    )

@@ -10,7 +10,7 @@ from ..model import PLATFORMS
 from .ast_tools import FUNCTIONS, _is_docstring, _strings, dotted, names_bound, statement_blocks, walk_statements
 from .fact_types import ClassFacts, MethodFacts
 from .platforms import evaluate, literal_string
-from .prefilter import PROCESSOR_METHODS, WATCHED_METHODS
+from .prefilter import WATCHED_METHODS
 
 if TYPE_CHECKING:
     from .facts import _Source
@@ -46,8 +46,7 @@ def _collect_members(
     whose ``current_platform`` conditions are decided (None: only those alike on every platform)."""
     for statement in body:
         if isinstance(statement, FUNCTIONS):
-            if statement.name in PROCESSOR_METHODS:  # under a condition too: it may be defined
-                cls.processor_methods[statement.name] = text.line(statement)
+            cls.defined_methods[statement.name] = text.line(statement)  # under a condition too: it may be defined
             if statement.name in WATCHED_METHODS:
                 method = MethodFacts(statement.name, text.line(statement), text.method_text(statement))
                 if isinstance(statement, ast.AsyncFunctionDef):

@@ -97,7 +97,9 @@ class ClassFacts:
     bases: list[str]
     methods: dict[str, MethodFacts] = field(default_factory=dict)
     init_attrs: dict[str, list[str]] = field(default_factory=dict)  # self.X = Callee(...)
-    processor_methods: dict[str, int] = field(default_factory=dict)  # prefilter.PROCESSOR_METHODS it defines: line
+    # every method the body defines (under a condition too): line; a processor subclass's overrides are read
+    # off these against the methods the tree's LogitsProcessor runs, known only once the tree is
+    defined_methods: dict[str, int] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)  # class-level X: Type
     init_raises: str | None = None  # __init__ only raises: a placeholder class
     # platform -> base name -> what it was bound to when the class statement ran, kept only where that

@@ -3,7 +3,8 @@
 A line scanner (no tokenizer, no parser) finds top-level classes and
 functions by their indentation. Method bodies other than ``compute_logits``
 and ``get_top_tokens``, and the bodies of module-level functions other than
-``__getattr__`` (whose names they still bind), are dropped; of ``__init__`` only the statements that start
+``__getattr__``, are dropped, a one-line ``def`` keeping each name bound (the
+facts list a class's methods); of ``__init__`` only the statements that start
 with ``self.`` stay. The scanner only skips text: what the kept text means is
 read off the parsed tree, by the same code as for an uncut file. What
 remains is typically a fifth of the file. ``lines`` maps each kept line back to its
@@ -21,19 +22,6 @@ import re
 from dataclasses import dataclass
 
 WATCHED_METHODS = ("compute_logits", "get_top_tokens")
-# Methods whose name (not text) the facts keep: those of vLLM's LogitsProcessor that its call and its
-# get_top_tokens run (a subclass overriding one may make them select different tokens), ``__call__``,
-# and ``logits_processor`` itself (a drafter's method of that name has no get_top_tokens).
-PROCESSOR_METHODS = (
-    "forward",
-    "__call__",
-    "_get_logits",
-    "_gather_logits",
-    "_apply_head",
-    "_mask_outside_vocab",
-    "get_top_tokens",
-    "logits_processor",
-)
 
 _CLASS = re.compile(r"class\s+(\w+)")
 _DEF = re.compile(r"(?:async\s+)?def\s+(\w+)")
@@ -285,17 +273,9 @@ def _reduce_class(
     for first, define, stop, name in members:
         if name == "__init__":
             _cut_init(lines, keep, inserted, first, define, stop)
-    dropped = [(first, stop) for first, _, stop, name in members if name and name not in (*WATCHED_METHODS, "__init__")]
-    for first, stop in dropped:
+    dropped = [member for member in members if member[3] and member[3] not in (*WATCHED_METHODS, "__init__")]
+    for first, define, stop, name in dropped:  # the name is bound all the same: the facts keep it
         for i in range(first, stop):
             keep[i] = False
-    named = [
-        (define, name) for _, define, _, name in members if name in PROCESSOR_METHODS and name not in WATCHED_METHODS
-    ]
-    for define, name in named:  # the name is bound all the same
         newline = lines[define][len(lines[define].rstrip("\r\n")) :] or "\n"
         inserted[define] = lines[define][: _indent(lines[define])] + f"def {name}(self): pass{newline}"
-    if len(dropped) == len(members) and dropped and not named:
-        first = dropped[0][0]
-        newline = lines[first][len(lines[first].rstrip("\r\n")) :] or "\n"
-        inserted[first] = lines[first][: _indent(lines[first])] + "pass" + newline
