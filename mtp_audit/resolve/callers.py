@@ -220,6 +220,7 @@ class CallerIndex:
         self._helpers: dict[str, Path] = {}  # module -> file of the caller folders not read yet (see _load)
         self._bound_locals: dict[tuple[str | None, str], frozenset[str]] = {}  # see _local_names
         self._placed: set[tuple[str, int, int]] = set()  # speculator references selection read (see _unplaced)
+        self._value_modules: dict[str, ast.Module | None] = {}  # modules outside the caller files read for a constant
         if package is None:
             return
         for folder in (V2_DIR, V1_DIR):
@@ -731,7 +732,9 @@ class CallerIndex:
                 then = self._compact(local, module, statement.body, values, class_variables)
                 orelse = self._compact(local, module, statement.orelse, values, class_variables)
                 if then or orelse:
-                    out.append(("if", _Substituted(values).visit(copy.deepcopy(statement.test)), then, orelse))
+                    test = _Substituted(values).visit(copy.deepcopy(statement.test))
+                    test = _Substituted(self._named_collections(local, module, test)).visit(test)
+                    out.append(("if", test, then, orelse))
             elif isinstance(statement, (ast.With, ast.AsyncWith)):
                 entered = self._constructed(local, module, ast.Tuple([i.context_expr for i in statement.items]))
                 out += [("do", entered)] if entered else []
@@ -745,6 +748,32 @@ class CallerIndex:
                 if built:
                     out.append(("do", built))
         return out
+
+    def _named_collections(self, local: dict[str, str], module: _Module, test: ast.expr) -> dict[str, ast.expr]:
+        """The names ``test`` reads that a module binds once to a literal collection of strings
+        (``XPRESS_ARCHITECTURES = frozenset({...})``, imported too): in the test, that literal."""
+        out = {}
+        for node in ast.walk(test):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                home, _, name = _qualified(local, module, node.id).rpartition(".")
+                value = self._module_value(home, name)
+                if value is not None and _string_collection(value) is not None:
+                    out[node.id] = value
+        return out
+
+    def _module_value(self, home: str, name: str) -> ast.expr | None:
+        """What module ``home`` binds ``name`` to once at module level (a module outside the caller
+        files parsed for it, once)."""
+        if home in self.modules:
+            return _module_values(self.modules[home]).get(name)
+        if home not in self._value_modules:
+            located = self.index.locate(home)
+            try:
+                self._value_modules[home] = ast.parse(self.index.read_bytes(located[0])) if located else None
+            except (SyntaxError, ValueError, OSError):
+                self._value_modules[home] = None
+        tree = self._value_modules[home]
+        return _module_values_of(tree).get(name) if tree is not None else None
 
     def _split_choice(
         self, local: dict[str, str], module: _Module, statement: ast.stmt, values: dict[str, ast.expr]
@@ -808,6 +837,21 @@ class CallerIndex:
             return self._predicate(node.func.attr, drafter)
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             return self._compare(node.left, node.ops[0], node.comparators[0], drafter)
+        if (tested := _truth_tested(node)) is not None:  # ``bool(x)``
+            return self.truth(tested, drafter)
+        if (shared := _shared_with_architectures(node)) is not None:
+            names, overlap = shared
+            if drafter.arch is None:
+                return UNKNOWN
+            return (drafter.arch in names) == overlap
+        if (each := _each_architecture(node)) is not None:
+            variable, element = each
+            if drafter.arch is None:
+                return UNKNOWN
+            one = _Substituted({variable: ast.Constant(drafter.arch)}).visit(copy.deepcopy(element))
+            return self.truth(one, drafter)
+        if _attr(node) in PRESENT_CONFIGS:  # ``if self.speculative_config:``
+            return True
         return UNKNOWN
 
     def _predicate(self, name: str, drafter: Drafter) -> Truth:
@@ -842,22 +886,18 @@ class CallerIndex:
     def _compare(self, left: ast.expr, op: ast.cmpop, right: ast.expr, drafter: Drafter) -> Truth:
         negate = isinstance(op, (ast.NotEq, ast.NotIn, ast.IsNot))
         if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(right, ast.Constant) and right.value is None:
-            if _attr(left) == "draft_model_config":
-                return negate  # a drafter being analysed has a draft model config
+            if (_attr(left) or _getattr_name(left)) in PRESENT_CONFIGS:
+                return negate  # a drafter being analysed has a speculative and a draft model config
             return UNKNOWN
         if isinstance(op, (ast.Eq, ast.NotEq)):
             values = self._strings(right)
         elif isinstance(op, (ast.In, ast.NotIn)):
             values = self._strings(right)
-            if (
-                values is None
-                and isinstance(left, ast.Constant)
-                and isinstance(left.value, str)
-                and _attr(right) == "architectures"
-            ):
-                if drafter.arch is None:
-                    return UNKNOWN
-                return (left.value == drafter.arch) != negate
+            if isinstance(left, ast.Constant) and isinstance(left.value, str):
+                if values is not None:  # ``"A" in ("A", "B")``: an architecture put in by ``any(...)``
+                    return (left.value in values) != negate
+                if _is_architectures(right):
+                    return UNKNOWN if drafter.arch is None else (left.value == drafter.arch) != negate
         else:
             return UNKNOWN
         if values is None:
@@ -889,9 +929,8 @@ class CallerIndex:
     def _strings(self, node: ast.expr) -> tuple[str, ...] | None:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return (node.value,)
-        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            items = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-            return tuple(items) if len(items) == len(node.elts) else None
+        if (literal := _string_collection(node)) is not None:
+            return literal
         if (
             isinstance(node, ast.Call)
             and _dotted(node.func) in ("get_args", "typing.get_args")
@@ -1977,6 +2016,77 @@ def _member(known: frozenset[str] | None, values: tuple[str, ...]) -> Truth:
     if not hits:
         return False
     return True if hits == known else UNKNOWN
+
+
+PRESENT_CONFIGS = ("speculative_config", "draft_model_config")  # what a drafter being analysed always has
+COLLECTION_CALLS = ("set", "frozenset", "tuple", "list")  # built from one iterable, same members
+
+
+def _string_collection(node: ast.expr) -> tuple[str, ...] | None:
+    """The strings of a literal tuple, list or set of strings, also wrapped in ``frozenset(...)`` etc."""
+    if isinstance(node, ast.Call) and _dotted(node.func) in COLLECTION_CALLS and len(node.args) == 1:
+        node = node.args[0]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        items = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        return tuple(items) if len(items) == len(node.elts) else None
+    return None
+
+
+def _is_architectures(node: ast.expr) -> bool:
+    """The draft's architectures: ``X.architectures``, also ``X.architectures or []`` or ``set(X.architectures)``."""
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+        return _is_architectures(node.values[0])
+    if isinstance(node, ast.Call) and _dotted(node.func) in COLLECTION_CALLS and len(node.args) == 1:
+        return _is_architectures(node.args[0])
+    return _attr(node) == "architectures"
+
+
+def _truth_tested(node: ast.expr) -> ast.expr | None:
+    """``x`` of ``bool(x)``: the same truth."""
+    if isinstance(node, ast.Call) and _dotted(node.func) == "bool" and len(node.args) == 1 and not node.keywords:
+        return node.args[0]
+    return None
+
+
+def _shared_with_architectures(node: ast.expr) -> tuple[tuple[str, ...], bool] | None:
+    """A set of names tested against the draft's architectures: (names, True) for an overlap
+    (``S.intersection(archs)``, ``S & archs``, either way round), (names, False) for ``S.isdisjoint(archs)``."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitAnd):
+        pair, overlap = (node.left, node.right), True
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("intersection", "isdisjoint")
+        and len(node.args) == 1
+        and not node.keywords
+    ):
+        pair, overlap = (node.func.value, node.args[0]), node.func.attr == "intersection"
+    else:
+        return None
+    for names, other in (pair, pair[::-1]):
+        literal = _string_collection(names)
+        if literal is not None and _is_architectures(other):
+            return literal, overlap
+    return None
+
+
+def _each_architecture(node: ast.expr) -> tuple[str, ast.expr] | None:
+    """``any(TEST for v in archs)`` / ``all(...)`` over the draft's architectures: (v, TEST), which
+    for the one architecture of a drafter is TEST with v that architecture."""
+    if not (
+        isinstance(node, ast.Call)
+        and _dotted(node.func) in ("any", "all")
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.GeneratorExp)
+    ):
+        return None
+    generator = node.args[0]
+    if len(generator.generators) != 1:
+        return None
+    loop = generator.generators[0]
+    if loop.ifs or loop.is_async or not isinstance(loop.target, ast.Name) or not _is_architectures(loop.iter):
+        return None
+    return loop.target.id, generator.elt
 
 
 def _attr(node: ast.expr) -> str | None:
