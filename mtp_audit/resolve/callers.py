@@ -36,11 +36,14 @@ from ..index.modules import ModuleIndex
 from ..model import SourceTree
 from .bindings import Bindings, described
 from .model_types import model_types_in, tested_types
+from .runner import RunnerChoice
 
 V2_DIR = ("v1", "worker", "gpu", "spec_decode")
 V1_DIR = ("v1", "spec_decode")
 V1_RUNNER = ("v1", "worker", "gpu_model_runner.py")
 SPEC_CONFIG = ("config", "speculative.py")
+RUNNER_CONFIG = ("config", "vllm.py")  # VllmConfig: which model runner, V1 or V2
+CONTAINERS = (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)  # code may add to them
 ENTRY_POINTS = ("propose",)
 DRAFTER_ATTRS = ("model", "draft_model")  # self.<attr> holds the drafter in a speculator
 WATCHED = ("get_top_tokens", "compute_logits")
@@ -221,6 +224,10 @@ class CallerIndex:
         self._bound_locals: dict[tuple[str | None, str], frozenset[str]] = {}  # see _local_names
         self._placed: set[tuple[str, int, int]] = set()  # speculator references selection read (see _unplaced)
         self._value_modules: dict[str, ast.Module | None] = {}  # modules outside the caller files read for a constant
+        self._runner: RunnerChoice | None = None  # how the config picks the V1 or V2 model runner
+        self._runner_unread = ""  # why the config that picks it cannot be read
+        self._v1_runs: dict[Drafter, bool] = {}
+        self._config_checks: dict[tuple[str, Drafter], Truth] = {}
         if package is None:
             return
         for folder in (V2_DIR, V1_DIR):
@@ -233,6 +240,7 @@ class CallerIndex:
             self._load(runner, only_constructing=True)
         self._read_bases()
         self._read_spec_config()
+        self._read_runner_choice()
 
     def __getstate__(self) -> dict:
         """Pickled (by a scan worker, for its parent) without the module index: the receiver
@@ -366,6 +374,68 @@ class CallerIndex:
                     ):
                         self._predicate_defs[item.name] = item
 
+    def _read_runner_choice(self) -> None:
+        """The ``VllmConfig`` code that picks the V1 or V2 model runner (``runner.RunnerChoice``), its
+        locals assigned once and its module's constant collections of strings read as their values
+        (not a local bound to a list or dict: code adds to it)."""
+        assert self.package is not None
+        path = self.package.joinpath(*RUNNER_CONFIG)
+        try:
+            tree = ast.parse(self.index.read_bytes(path))
+        except FileNotFoundError:
+            self._runner_unread = "is missing"
+            return
+        except OSError as error:
+            self._runner_unread = f"cannot be read ({error.strerror or error})"
+            return
+        except (SyntaxError, ValueError) as error:
+            self._runner_unread = f"syntax error, {error}"
+            return
+        constants = {n: v for n, v in _module_values_of(tree).items() if _string_collection(v) is not None}
+
+        def substituted(function: ast.FunctionDef) -> ast.FunctionDef:
+            values = {n: v for n, v in _assigned_once(function).items() if not isinstance(v, CONTAINERS)}
+            return _Substituted({**constants, **values}).visit(copy.deepcopy(function))
+
+        self._runner = RunnerChoice.find(tree, substituted)
+
+    def v1_runs(self, drafter: Drafter) -> bool:
+        """Whether the V1 model runner may run ``drafter``: unless the config forces V2 for it or
+        refuses V1 for it (see ``runner``); where that code cannot be read, it may."""
+        if self._runner is None:
+            return True
+        if drafter not in self._v1_runs:
+            forced = self._block_truth(self._runner.switch, drafter) is True
+            refused = self._runner.v1_refused(lambda test: self.truth(test, drafter), UNKNOWN)
+            self._v1_runs[drafter] = not (forced or refused)
+        return self._v1_runs[drafter]
+
+    def _config_check(self, name: str, drafter: Drafter) -> Truth:
+        """The truth of ``self.name()``, a check of the runner-choosing config: a list it builds is
+        true where an append surely runs, anything else is read as a predicate."""
+        assert self._runner is not None
+        key = (name, drafter)
+        if key not in self._config_checks:
+            self._config_checks[key] = UNKNOWN  # a recursive check stays unknown
+            built = self._runner.nonempty(name, lambda test: self.truth(test, drafter), UNKNOWN)
+            body = self._runner.methods[name].body
+            self._config_checks[key] = built if built is not None else self._block_truth(body, drafter)  # type: ignore[assignment]
+        return self._config_checks[key]
+
+    def runner_notes(self) -> list[str]:
+        """Where the tree has both V1 proposers and V2 speculators but the code that picks the runner
+        cannot be read: the V1 proposers then count for every drafter their selection reaches."""
+        if not self._runner_unread:
+            return []
+        v1 = ".".join((self.package.name, *V1_DIR)) if self.package is not None else ""
+        callers = [q for q in self.classes if self._is_caller(q)]
+        if not any(q.startswith(f"{v1}.") for q in callers) or all(q.startswith(f"{v1}.") for q in callers):
+            return []
+        return [
+            f"{'/'.join(('vllm', *RUNNER_CONFIG))} {self._runner_unread}: which model runner (V1 or V2) each "
+            "speculative method runs with is not known, so the V1 proposers count for every drafter they may hold"
+        ]
+
     def _read_type_rewrites(self, function: ast.FunctionDef) -> None:
         """An ``"architectures": [...]`` written in a block that sets ``hf_config.model_type = "T"``,
         or in one that tests ``hf_config.model_type == "T"`` and leaves it where some block
@@ -423,8 +493,11 @@ class CallerIndex:
     def candidates(self, drafter: Drafter) -> list[tuple[str, str]]:
         """(speculator qualname, how it is chosen) for every speculator that can hold ``drafter``."""
         found: dict[str, str] = {}
+        v1 = ".".join((self.package.name, *V1_DIR, "")) if self.package is not None else ""
         for module, function, compact, _, _ in self._selectors():
             for qualname in self._select(compact, drafter)[0]:
+                if qualname.startswith(v1) and not self.v1_runs(drafter):
+                    continue  # a V1 proposer holds it only under the V1 model runner
                 found.setdefault(qualname, f"{module.file}:{function.name}")
         for qualname, how in self._by_config(drafter):
             found.setdefault(qualname, how)
@@ -828,13 +901,11 @@ class CallerIndex:
             return UNKNOWN if value is UNKNOWN else not value
         if isinstance(node, ast.Constant) and isinstance(node.value, bool):
             return node.value
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and not node.args
-            and node.func.attr in self._predicate_defs
-        ):
-            return self._predicate(node.func.attr, drafter)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args:
+            if node.func.attr in self._predicate_defs:
+                return self._predicate(node.func.attr, drafter)
+            if self._runner is not None and _is_self(node.func.value) and node.func.attr in self._runner.methods:
+                return self._config_check(node.func.attr, drafter)
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             return self._compare(node.left, node.ops[0], node.comparators[0], drafter)
         if (tested := _truth_tested(node)) is not None:  # ``bool(x)``
