@@ -289,6 +289,8 @@ def scan_command(
         _say(quiet, f"warning: {note}")
     for note in result.caller_notes:
         _say(quiet, f"warning: speculator not followed: {note}")
+    for note in result.runner_notes:
+        _say(quiet, f"warning: model runner not read: {note}")
     if by_model_type:
         from .report.model_types import model_type_rows, render_model_types
 

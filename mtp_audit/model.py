@@ -215,3 +215,4 @@ class ScanResult:
     notes: list[str] = field(default_factory=list)  # about plugins: registrations not read, entry points not called
     registry_notes: list[str] = field(default_factory=list)  # registry content that could not be read
     caller_notes: list[str] = field(default_factory=list)  # speculators constructed that could not be followed
+    runner_notes: list[str] = field(default_factory=list)  # the model runner's choice that could not be read

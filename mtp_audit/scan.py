@@ -104,6 +104,10 @@ class Scanner:
             self._caller_notes = self.callers.unfollowed() if self.vllm is not None else []
         return self._caller_notes
 
+    def runner_notes(self) -> list[str]:
+        """Why the V1 proposers count for every drafter: the code that picks the model runner is unread."""
+        return self.callers.runner_notes() if self.vllm is not None else []
+
     def adopt_callers(self, callers: CallerIndex) -> None:
         """Take the callers another process read and prepared from the same files (``fanout``)."""
         callers.index = self.index
@@ -383,6 +387,7 @@ def scan(
         notes=scanner.plugin_notes,
         registry_notes=scanner.registry_notes,
         caller_notes=scanner.caller_notes(),
+        runner_notes=scanner.runner_notes(),
     )
     return result, scanner, resolutions
 

@@ -58,6 +58,8 @@ def test_scan_fixture(case: Path, tmp_path: Path) -> None:
     caller_notes_file = case / "expected_caller_notes.txt"  # speculators the scan says it does not follow
     expected_caller_notes = caller_notes_file.read_text().splitlines() if caller_notes_file.exists() else []
     assert result.caller_notes == expected_caller_notes
+    runner_notes_file = case / "expected_runner_notes.txt"  # the model runner's choice the scan cannot read
+    assert result.runner_notes == (runner_notes_file.read_text().splitlines() if runner_notes_file.exists() else [])
     from mtp_audit.report.json_report import render_json
 
     actual = [project(r) for r in check_scan_json(render_json(result))["drafters"]]

@@ -36,11 +36,14 @@ from ..index.modules import ModuleIndex
 from ..model import SourceTree
 from .bindings import Bindings, described
 from .model_types import model_types_in, tested_types
+from .runner import RunnerChoice
 
 V2_DIR = ("v1", "worker", "gpu", "spec_decode")
 V1_DIR = ("v1", "spec_decode")
 V1_RUNNER = ("v1", "worker", "gpu_model_runner.py")
 SPEC_CONFIG = ("config", "speculative.py")
+RUNNER_CONFIG = ("config", "vllm.py")  # VllmConfig: which model runner, V1 or V2
+CONTAINERS = (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)  # code may add to them
 ENTRY_POINTS = ("propose",)
 DRAFTER_ATTRS = ("model", "draft_model")  # self.<attr> holds the drafter in a speculator
 WATCHED = ("get_top_tokens", "compute_logits")
@@ -220,6 +223,11 @@ class CallerIndex:
         self._helpers: dict[str, Path] = {}  # module -> file of the caller folders not read yet (see _load)
         self._bound_locals: dict[tuple[str | None, str], frozenset[str]] = {}  # see _local_names
         self._placed: set[tuple[str, int, int]] = set()  # speculator references selection read (see _unplaced)
+        self._value_modules: dict[str, ast.Module | None] = {}  # modules outside the caller files read for a constant
+        self._runner: RunnerChoice | None = None  # how the config picks the V1 or V2 model runner
+        self._runner_unread = ""  # why the config that picks it cannot be read
+        self._v1_runs: dict[Drafter, bool] = {}
+        self._config_checks: dict[tuple[str, Drafter], Truth] = {}
         if package is None:
             return
         for folder in (V2_DIR, V1_DIR):
@@ -232,6 +240,7 @@ class CallerIndex:
             self._load(runner, only_constructing=True)
         self._read_bases()
         self._read_spec_config()
+        self._read_runner_choice()
 
     def __getstate__(self) -> dict:
         """Pickled (by a scan worker, for its parent) without the module index: the receiver
@@ -365,6 +374,68 @@ class CallerIndex:
                     ):
                         self._predicate_defs[item.name] = item
 
+    def _read_runner_choice(self) -> None:
+        """The ``VllmConfig`` code that picks the V1 or V2 model runner (``runner.RunnerChoice``), its
+        locals assigned once and its module's constant collections of strings read as their values
+        (not a local bound to a list or dict: code adds to it)."""
+        assert self.package is not None
+        path = self.package.joinpath(*RUNNER_CONFIG)
+        try:
+            tree = ast.parse(self.index.read_bytes(path))
+        except FileNotFoundError:
+            self._runner_unread = "is missing"
+            return
+        except OSError as error:
+            self._runner_unread = f"cannot be read ({error.strerror or error})"
+            return
+        except (SyntaxError, ValueError) as error:
+            self._runner_unread = f"syntax error, {error}"
+            return
+        constants = {n: v for n, v in _module_values_of(tree).items() if _string_collection(v) is not None}
+
+        def substituted(function: ast.FunctionDef) -> ast.FunctionDef:
+            values = {n: v for n, v in _assigned_once(function).items() if not isinstance(v, CONTAINERS)}
+            return _Substituted({**constants, **values}).visit(copy.deepcopy(function))
+
+        self._runner = RunnerChoice.find(tree, substituted)
+
+    def v1_runs(self, drafter: Drafter) -> bool:
+        """Whether the V1 model runner may run ``drafter``: unless the config forces V2 for it or
+        refuses V1 for it (see ``runner``); where that code cannot be read, it may."""
+        if self._runner is None:
+            return True
+        if drafter not in self._v1_runs:
+            forced = self._block_truth(self._runner.switch, drafter) is True
+            refused = self._runner.v1_refused(lambda test: self.truth(test, drafter), UNKNOWN)
+            self._v1_runs[drafter] = not (forced or refused)
+        return self._v1_runs[drafter]
+
+    def _config_check(self, name: str, drafter: Drafter) -> Truth:
+        """The truth of ``self.name()``, a check of the runner-choosing config: a list it builds is
+        true where an append surely runs, anything else is read as a predicate."""
+        assert self._runner is not None
+        key = (name, drafter)
+        if key not in self._config_checks:
+            self._config_checks[key] = UNKNOWN  # a recursive check stays unknown
+            built = self._runner.nonempty(name, lambda test: self.truth(test, drafter), UNKNOWN)
+            body = self._runner.methods[name].body
+            self._config_checks[key] = built if built is not None else self._block_truth(body, drafter)  # type: ignore[assignment]
+        return self._config_checks[key]
+
+    def runner_notes(self) -> list[str]:
+        """Where the tree has both V1 proposers and V2 speculators but the code that picks the runner
+        cannot be read: the V1 proposers then count for every drafter their selection reaches."""
+        if not self._runner_unread:
+            return []
+        v1 = ".".join((self.package.name, *V1_DIR)) if self.package is not None else ""
+        callers = [q for q in self.classes if self._is_caller(q)]
+        if not any(q.startswith(f"{v1}.") for q in callers) or all(q.startswith(f"{v1}.") for q in callers):
+            return []
+        return [
+            f"{'/'.join(('vllm', *RUNNER_CONFIG))} {self._runner_unread}: which model runner (V1 or V2) each "
+            "speculative method runs with is not known, so the V1 proposers count for every drafter they may hold"
+        ]
+
     def _read_type_rewrites(self, function: ast.FunctionDef) -> None:
         """An ``"architectures": [...]`` written in a block that sets ``hf_config.model_type = "T"``,
         or in one that tests ``hf_config.model_type == "T"`` and leaves it where some block
@@ -422,8 +493,11 @@ class CallerIndex:
     def candidates(self, drafter: Drafter) -> list[tuple[str, str]]:
         """(speculator qualname, how it is chosen) for every speculator that can hold ``drafter``."""
         found: dict[str, str] = {}
+        v1 = ".".join((self.package.name, *V1_DIR, "")) if self.package is not None else ""
         for module, function, compact, _, _ in self._selectors():
             for qualname in self._select(compact, drafter)[0]:
+                if qualname.startswith(v1) and not self.v1_runs(drafter):
+                    continue  # a V1 proposer holds it only under the V1 model runner
                 found.setdefault(qualname, f"{module.file}:{function.name}")
         for qualname, how in self._by_config(drafter):
             found.setdefault(qualname, how)
@@ -731,7 +805,9 @@ class CallerIndex:
                 then = self._compact(local, module, statement.body, values, class_variables)
                 orelse = self._compact(local, module, statement.orelse, values, class_variables)
                 if then or orelse:
-                    out.append(("if", _Substituted(values).visit(copy.deepcopy(statement.test)), then, orelse))
+                    test = _Substituted(values).visit(copy.deepcopy(statement.test))
+                    test = _Substituted(self._named_collections(local, module, test)).visit(test)
+                    out.append(("if", test, then, orelse))
             elif isinstance(statement, (ast.With, ast.AsyncWith)):
                 entered = self._constructed(local, module, ast.Tuple([i.context_expr for i in statement.items]))
                 out += [("do", entered)] if entered else []
@@ -745,6 +821,32 @@ class CallerIndex:
                 if built:
                     out.append(("do", built))
         return out
+
+    def _named_collections(self, local: dict[str, str], module: _Module, test: ast.expr) -> dict[str, ast.expr]:
+        """The names ``test`` reads that a module binds once to a literal collection of strings
+        (``XPRESS_ARCHITECTURES = frozenset({...})``, imported too): in the test, that literal."""
+        out = {}
+        for node in ast.walk(test):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                home, _, name = _qualified(local, module, node.id).rpartition(".")
+                value = self._module_value(home, name)
+                if value is not None and _string_collection(value) is not None:
+                    out[node.id] = value
+        return out
+
+    def _module_value(self, home: str, name: str) -> ast.expr | None:
+        """What module ``home`` binds ``name`` to once at module level (a module outside the caller
+        files parsed for it, once)."""
+        if home in self.modules:
+            return _module_values(self.modules[home]).get(name)
+        if home not in self._value_modules:
+            located = self.index.locate(home)
+            try:
+                self._value_modules[home] = ast.parse(self.index.read_bytes(located[0])) if located else None
+            except (SyntaxError, ValueError, OSError):
+                self._value_modules[home] = None
+        tree = self._value_modules[home]
+        return _module_values_of(tree).get(name) if tree is not None else None
 
     def _split_choice(
         self, local: dict[str, str], module: _Module, statement: ast.stmt, values: dict[str, ast.expr]
@@ -799,15 +901,28 @@ class CallerIndex:
             return UNKNOWN if value is UNKNOWN else not value
         if isinstance(node, ast.Constant) and isinstance(node.value, bool):
             return node.value
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and not node.args
-            and node.func.attr in self._predicate_defs
-        ):
-            return self._predicate(node.func.attr, drafter)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args:
+            if node.func.attr in self._predicate_defs:
+                return self._predicate(node.func.attr, drafter)
+            if self._runner is not None and _is_self(node.func.value) and node.func.attr in self._runner.methods:
+                return self._config_check(node.func.attr, drafter)
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             return self._compare(node.left, node.ops[0], node.comparators[0], drafter)
+        if (tested := _truth_tested(node)) is not None:  # ``bool(x)``
+            return self.truth(tested, drafter)
+        if (shared := _shared_with_architectures(node)) is not None:
+            names, overlap = shared
+            if drafter.arch is None:
+                return UNKNOWN
+            return (drafter.arch in names) == overlap
+        if (each := _each_architecture(node)) is not None:
+            variable, element = each
+            if drafter.arch is None:
+                return UNKNOWN
+            one = _Substituted({variable: ast.Constant(drafter.arch)}).visit(copy.deepcopy(element))
+            return self.truth(one, drafter)
+        if _attr(node) in PRESENT_CONFIGS:  # ``if self.speculative_config:``
+            return True
         return UNKNOWN
 
     def _predicate(self, name: str, drafter: Drafter) -> Truth:
@@ -842,22 +957,18 @@ class CallerIndex:
     def _compare(self, left: ast.expr, op: ast.cmpop, right: ast.expr, drafter: Drafter) -> Truth:
         negate = isinstance(op, (ast.NotEq, ast.NotIn, ast.IsNot))
         if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(right, ast.Constant) and right.value is None:
-            if _attr(left) == "draft_model_config":
-                return negate  # a drafter being analysed has a draft model config
+            if (_attr(left) or _getattr_name(left)) in PRESENT_CONFIGS:
+                return negate  # a drafter being analysed has a speculative and a draft model config
             return UNKNOWN
         if isinstance(op, (ast.Eq, ast.NotEq)):
             values = self._strings(right)
         elif isinstance(op, (ast.In, ast.NotIn)):
             values = self._strings(right)
-            if (
-                values is None
-                and isinstance(left, ast.Constant)
-                and isinstance(left.value, str)
-                and _attr(right) == "architectures"
-            ):
-                if drafter.arch is None:
-                    return UNKNOWN
-                return (left.value == drafter.arch) != negate
+            if isinstance(left, ast.Constant) and isinstance(left.value, str):
+                if values is not None:  # ``"A" in ("A", "B")``: an architecture put in by ``any(...)``
+                    return (left.value in values) != negate
+                if _is_architectures(right):
+                    return UNKNOWN if drafter.arch is None else (left.value == drafter.arch) != negate
         else:
             return UNKNOWN
         if values is None:
@@ -889,9 +1000,8 @@ class CallerIndex:
     def _strings(self, node: ast.expr) -> tuple[str, ...] | None:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return (node.value,)
-        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            items = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-            return tuple(items) if len(items) == len(node.elts) else None
+        if (literal := _string_collection(node)) is not None:
+            return literal
         if (
             isinstance(node, ast.Call)
             and _dotted(node.func) in ("get_args", "typing.get_args")
@@ -1977,6 +2087,77 @@ def _member(known: frozenset[str] | None, values: tuple[str, ...]) -> Truth:
     if not hits:
         return False
     return True if hits == known else UNKNOWN
+
+
+PRESENT_CONFIGS = ("speculative_config", "draft_model_config")  # what a drafter being analysed always has
+COLLECTION_CALLS = ("set", "frozenset", "tuple", "list")  # built from one iterable, same members
+
+
+def _string_collection(node: ast.expr) -> tuple[str, ...] | None:
+    """The strings of a literal tuple, list or set of strings, also wrapped in ``frozenset(...)`` etc."""
+    if isinstance(node, ast.Call) and _dotted(node.func) in COLLECTION_CALLS and len(node.args) == 1:
+        node = node.args[0]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        items = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        return tuple(items) if len(items) == len(node.elts) else None
+    return None
+
+
+def _is_architectures(node: ast.expr) -> bool:
+    """The draft's architectures: ``X.architectures``, also ``X.architectures or []`` or ``set(X.architectures)``."""
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+        return _is_architectures(node.values[0])
+    if isinstance(node, ast.Call) and _dotted(node.func) in COLLECTION_CALLS and len(node.args) == 1:
+        return _is_architectures(node.args[0])
+    return _attr(node) == "architectures"
+
+
+def _truth_tested(node: ast.expr) -> ast.expr | None:
+    """``x`` of ``bool(x)``: the same truth."""
+    if isinstance(node, ast.Call) and _dotted(node.func) == "bool" and len(node.args) == 1 and not node.keywords:
+        return node.args[0]
+    return None
+
+
+def _shared_with_architectures(node: ast.expr) -> tuple[tuple[str, ...], bool] | None:
+    """A set of names tested against the draft's architectures: (names, True) for an overlap
+    (``S.intersection(archs)``, ``S & archs``, either way round), (names, False) for ``S.isdisjoint(archs)``."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitAnd):
+        pair, overlap = (node.left, node.right), True
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("intersection", "isdisjoint")
+        and len(node.args) == 1
+        and not node.keywords
+    ):
+        pair, overlap = (node.func.value, node.args[0]), node.func.attr == "intersection"
+    else:
+        return None
+    for names, other in (pair, pair[::-1]):
+        literal = _string_collection(names)
+        if literal is not None and _is_architectures(other):
+            return literal, overlap
+    return None
+
+
+def _each_architecture(node: ast.expr) -> tuple[str, ast.expr] | None:
+    """``any(TEST for v in archs)`` / ``all(...)`` over the draft's architectures: (v, TEST), which
+    for the one architecture of a drafter is TEST with v that architecture."""
+    if not (
+        isinstance(node, ast.Call)
+        and _dotted(node.func) in ("any", "all")
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.GeneratorExp)
+    ):
+        return None
+    generator = node.args[0]
+    if len(generator.generators) != 1:
+        return None
+    loop = generator.generators[0]
+    if loop.ifs or loop.is_async or not isinstance(loop.target, ast.Name) or not _is_architectures(loop.iter):
+        return None
+    return loop.target.id, generator.elt
 
 
 def _attr(node: ast.expr) -> str | None:
