@@ -10,7 +10,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .errors import UsageError
-from .index.ast_tools import FUNCTIONS
 from .model import PluginDist, SourceTree
 
 REGISTRY = Path("model_executor/models/registry.py")
@@ -133,7 +132,7 @@ def _processor_class(logits_processor_source: str) -> ast.ClassDef | None:
 
 
 def _methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
-    return {item.name: item for item in cls.body if isinstance(item, FUNCTIONS)}
+    return {item.name: item for item in cls.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
 def _reached(
