@@ -26,6 +26,8 @@ def dotted(node: ast.expr | None) -> str | None:
 
 
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+# ``try`` statements: ``try/except*`` (``ast.TryStar``) exists from Python 3.11 on.
+TRIES: tuple[type[ast.stmt], ...] = (ast.Try, *([ast.TryStar] if hasattr(ast, "TryStar") else []))
 
 
 def statement_blocks(statement: ast.AST, cases: bool = True) -> list[list[ast.stmt]]:

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..index.ast_tools import absolute_module, match_as_if, statement_blocks
+from ..index.ast_tools import TRIES, absolute_module, match_as_if, statement_blocks
 from ..index.modules import ModuleIndex
 from ..model import SourceTree
 from .bindings import Bindings, described
@@ -796,7 +796,7 @@ class CallerIndex:
         for statement in body:
             if (split := self._split_choice(local, module, statement, values)) is not None:
                 out += self._compact(local, module, [split], values, class_variables)
-            elif isinstance(statement, (ast.Try, ast.TryStar)):
+            elif isinstance(statement, TRIES):
                 handlers = [s for handler in statement.handlers for s in handler.body]
                 undecided = [ast.If(test=ast.Constant(...), body=handlers, orelse=[])] if handlers else []
                 blocks = [*undecided, *statement.body, *statement.orelse, *statement.finalbody]
@@ -854,7 +854,7 @@ class CallerIndex:
         """A simple statement that chooses what it constructs or picks by a conditional expression or
         a literal dict (``_choice``), as the ``if``/``else`` it stands for: the statement with the
         choice replaced by each arm."""
-        if isinstance(statement, (ast.If, ast.With, ast.AsyncWith, ast.Match, ast.Try, ast.TryStar, *INNER_SCOPES)):
+        if isinstance(statement, (ast.If, ast.With, ast.AsyncWith, ast.Match, *TRIES, *INNER_SCOPES)):
             return None
         for node in ast.walk(statement):
             choice = self._choice(local, module, node, values) if isinstance(node, ast.expr) else None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -718,7 +719,10 @@ def tree_plugin(root: Path) -> PluginDist:
                 return PluginDist(name.group(1), version.group(1), root, ())
     pyproject = root / "pyproject.toml"
     if pyproject.is_file():
-        import tomllib
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # the same parser, before it joined the standard library
+            import tomli as tomllib
 
         try:
             project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})

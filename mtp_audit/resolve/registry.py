@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
+from ..index.ast_tools import TRIES
 from ..index.modules import ModuleIndex
 from ..index.platforms import literal_string
 from ..locate import REGISTRY
@@ -120,7 +121,7 @@ NOT_A_DICT = "not a dict literal, nor a dict bound earlier in this module"
 NOT_FOLLOWED = "a change mtp-audit does not follow"
 # Methods that change a dict in ways the builder does not follow.
 MUTATORS = frozenset({"pop", "popitem", "clear", "setdefault", "__setitem__", "__delitem__", "__ior__"})
-BLOCKS = (ast.If, ast.Try, ast.With, ast.For, ast.While, ast.Match, *([ast.TryStar] if hasattr(ast, "TryStar") else []))
+BLOCKS = (ast.If, *TRIES, ast.With, ast.For, ast.While, ast.Match)
 
 
 class _Builder:
