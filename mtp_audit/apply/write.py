@@ -14,7 +14,9 @@ The protocol, for ``fix`` and ``pre-commit --fix``:
    ones) right before ``os.replace`` (an editor may have saved it meanwhile:
    then every file already replaced is put back and the run refused). What
    is left is the window between that re-check and the rename, a read and a
-   system call long: a save landing exactly there is overwritten;
+   system call long (0.1 ms for a 20 KB file): a save landing exactly there is
+   overwritten. The path is the one step 1 resolved: a folder on it swapped for
+   a symlink since is followed (README, "fix" safety);
 4. the journal is removed.
 
 Ctrl-C is deferred while the tree is locked (``lifecycle.ctrl_c_deferred``) and
