@@ -7,9 +7,11 @@ random moment of its run (the run's length is measured first):
   next ``fix`` that writes does first; a ``scan`` refuses such a tree),
   the tree is byte for byte the old one or the fully fixed one, with no
   temporary file or journal left; no process of ours outlives it by 2 s;
-- Ctrl-C (SIGINT to the process group) of ``fix --all --diff`` and of a cold
-  ``scan``: exit 130 within a second, one line on stderr, no traceback, no
-  survivor;
+- Ctrl-C (SIGINT to the process group) of ``fix --all --diff``, of a cold
+  ``scan`` and of a writing ``fix --all`` (aimed at its end, where it writes):
+  exit 130 within a second, one line on stderr, no traceback, no survivor; the
+  written tree is the old one (put back) or the fixed one, never a mix, with no
+  journal or temporary file;
 - an edit saved to a target file while ``fix --all`` runs: never lost.
 
     python benchmarks/fault_checks.py [--trials 20] [--vllm-version 0.34.0] [--seed N]
@@ -79,6 +81,7 @@ class Checks:
         self.failures: list[str] = []
         self.count = 0
         self.kills = {"old": 0, "fixed": 0, "mixed": 0}  # the tree after each kill -9 and the next command
+        self.ctrl_c_writes = {"old": 0, "fixed": 0, "mixed": 0}  # the tree after each Ctrl-C of a writing fix
         self.whole_runs: dict[tuple[str, ...], tuple[int | None, list[str], float]] = {}
         self.old = snapshot(release)
         fixed = self.copy("reference")
@@ -135,10 +138,14 @@ class Checks:
             )
         return self.whole_runs[tuple(args)]
 
-    def interrupt(self, trial: int, args: list[str]) -> None:
-        whole_exit, whole_lines, length = self.whole_run(args)
+    def interrupt(
+        self, trial: int, args: list[str], whole: list[str] | None = None, delay: float | None = None
+    ) -> bool:
+        """Ctrl-C of ``args`` at ``delay`` (random by default); ``whole``: the same command on another
+        copy, for a command that writes. Whether the run ended on its own first."""
+        whole_exit, whole_lines, length = self.whole_run(whole or args)
         env = self.env(f"int{trial}")
-        delay = self.rng.uniform(0.1, length)
+        delay = self.rng.uniform(0.1, length) if delay is None else delay
         process = start(args, env)
         time.sleep(delay)
         ended_first = process.poll() is not None
@@ -151,7 +158,7 @@ class Checks:
             process.kill()
             _, err = process.communicate()
             self.fail(f"SIGINT at {delay:.2f}s of {' '.join(args[:2])}: hung")
-            return
+            return False
         took = time.monotonic() - struck
         lines = err.decode(errors="replace").strip().splitlines()
         # The run ended before the signal (or the signal met a process already exiting): it must have ended
@@ -168,6 +175,29 @@ class Checks:
         if left:
             self.fail(f"SIGINT at {delay:.2f}s of {' '.join(args[:2])}: {len(left)} process(es) left")
         self.count += 1
+        return finished
+
+    def interrupt_write(self, trial: int) -> None:
+        """Ctrl-C of a writing ``fix --all``, aimed at the end of its run, where it writes: the tree is
+        then the old one (every file put back) or, when the run ended first or the Ctrl-C came once
+        every file was in place, the fixed one; never a mix, and no journal or temporary file."""
+        tree = self.copy(f"intw{trial}")
+        whole = ["fix", str(self.work / "intw-whole"), "--all", "--quiet"]
+        if tuple(whole) not in self.whole_runs:
+            self.copy("intw-whole")
+        delay = self.rng.uniform(0.5, 1.05) * self.fix_s
+        finished = self.interrupt(trial, ["fix", str(tree), "--all", "--quiet"], whole, delay)
+        state = snapshot(tree)
+        self.ctrl_c_writes["fixed" if state == self.fixed else "old" if state == self.old else "mixed"] += 1
+        if finished and state != self.fixed:
+            self.fail(f"fix --all ended on its own at {delay:.2f}s but the tree is not the fixed one")
+        elif state not in (self.old, self.fixed):
+            self.fail(
+                f"SIGINT at {delay:.2f}s of fix --all: the tree is neither the old nor the fixed one "
+                f"({sum(state.get(k) != v for k, v in self.old.items())} files differ from old)"
+            )
+        if leftovers(tree):
+            self.fail(f"SIGINT at {delay:.2f}s of fix --all: left {leftovers(tree)}")
 
     def edit_during_fix(self, trial: int) -> None:
         tree, env = self.copy(f"edit{trial}"), self.env(f"edit{trial}")
@@ -208,8 +238,12 @@ def main() -> None:
             checks.kill_during_fix(trial)
             checks.interrupt(trial, fix_diff)
             checks.interrupt(trial, cold_scan)
+            checks.interrupt_write(trial)
             checks.edit_during_fix(trial)
-        print(f"{checks.count} trials, {len(checks.failures)} failure(s); after kill -9: {checks.kills}")
+        print(
+            f"{checks.count} trials, {len(checks.failures)} failure(s); after kill -9: {checks.kills}; "
+            f"after Ctrl-C of a writing fix: {checks.ctrl_c_writes}"
+        )
     sys.exit(1 if checks.failures else 0)
 
 

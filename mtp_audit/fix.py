@@ -23,7 +23,7 @@ from .apply.placement import prefer_drafter_only
 from .apply.plan import Action, Plan, make_plan
 from .apply.result import FixResult
 from .apply.write import write_all
-from .cache import FactsCache
+from .cache import FactsCache, digest
 from .classify import memo
 from .classify.analysis import Insertion
 from .errors import UsageError
@@ -258,11 +258,13 @@ def _rewrites(
             failures.update({i.target: conflict for _, g in same_file for i in g})
             continue
         try:
-            source, encodings[named] = decode_source((scanner.tree.root / named).read_bytes())
+            data = (scanner.tree.root / named).read_bytes()
+            source, encodings[named] = decode_source(data)
         except (OSError, NotDecodable) as error:
             raise UsageError(
                 f"{named}: cannot be read ({getattr(error, 'strerror', None) or error}); nothing written"
             ) from None
+        _check_analysed(scanner, [f for f, _ in same_file], data, named)
         clashes = {i.target: helper_clashes[i.target] for i in group if i.target in (helper_clashes or {})}
         files.append(FileJob(named, source, group, _binds_torch(facts), helper_clashes is not None, clashes))
     if not files:
@@ -290,6 +292,15 @@ def _rewrites(
             outcome.encoding = encodings[job.path]
             rewrites.append(outcome)
     return rewrites, failures
+
+
+def _check_analysed(scanner: Scanner, modules: list[ModuleFacts], data: bytes, named: str) -> None:
+    """The bytes a rewrite starts from are the bytes the scan analysed (their content hash, recorded as
+    the scan read each module): the mirror is built from the analysed ``compute_logits``, so an edit
+    saved since would get a method mirrored from text the file no longer has."""
+    content = digest(data)
+    if any(scanner.index.observed.get(facts.path) != content for facts in modules):
+        raise UsageError(f"{named} changed since it was analysed; nothing written, run fix again")
 
 
 def _without_the_refused(job: FileJob, refusal: UnsafeRewrite) -> tuple[Rewrite | UnsafeRewrite, dict[ClassKey, str]]:

@@ -56,8 +56,47 @@ class Interrupted(BaseException):
     and exit 1; a BaseException, so that only ``finally`` and rollbacks see it on the way up."""
 
 
+class _CtrlC:
+    """Where Ctrl-C stands: ``pressed`` once it came; ``deferred`` while a write runs that answers it
+    at its own safe points (``stop_if_interrupted``) instead of at any bytecode.
+
+    No lock: the handler runs in the main thread, maybe while that thread is entering a deferral.
+    Each side sets its own flag first and then reads the other's, so under the GIL either the
+    handler sees the deferral (and only records the press) or the deferral sees the press (and
+    never starts)."""
+
+    pressed = False
+    deferred = False
+
+
 def _raise_interrupted(signum, frame) -> None:
-    raise Interrupted
+    _CtrlC.pressed = True
+    if not _CtrlC.deferred:
+        raise Interrupted
+
+
+@contextmanager
+def ctrl_c_deferred() -> Iterator[None]:
+    """While the body writes files, Ctrl-C raises ``Interrupted`` only where the body asks
+    (``stop_if_interrupted``), and at the latest on the way out, so that it can undo what it wrote.
+
+    An exception that a signal handler raises may land anywhere, an ``except`` clause that undoes
+    a write included; and in the main thread waiting for the command's thread, on CPython up to
+    3.12 it marks that thread as ended (``Thread.join``), so nothing would wait for its rollback.
+    """
+    _CtrlC.deferred = True
+    try:
+        stop_if_interrupted()
+        yield
+    finally:
+        _CtrlC.deferred = False
+    stop_if_interrupted()
+
+
+def stop_if_interrupted() -> None:
+    """A safe point of a deferred write: raise ``Interrupted`` if Ctrl-C was pressed."""
+    if _CtrlC.pressed:
+        raise Interrupted
 
 
 def usable_stderr() -> None:
@@ -125,7 +164,8 @@ def interrupted() -> None:
     """Ctrl-C: one line, exit 130 now; workers die with us, nothing waits for them.
 
     Exit handlers are skipped on purpose: they join worker pools that may be mid-task.
-    Writes in progress have already been undone (``apply.write`` rolls back on the way up);
+    Writes in progress have already been undone (``apply.write`` defers Ctrl-C to its safe
+    points, ``ctrl_c_deferred``, and rolls back on the way up);
     scratch directories are removed here.
     """
     _remove_scratch()
@@ -152,15 +192,21 @@ def on_big_stack(run: Callable[[], None]) -> None:
     """``run()`` on a thread with a big stack; its exceptions (SystemExit too) are raised here.
 
     Ctrl-C arrives in this (main) thread: it is passed on to the worker thread, so that
-    rollbacks and worker pools unwind there, and then ends the command either way.
+    worker pools unwind there, and then ends the command either way. A write in progress defers
+    it (``ctrl_c_deferred``): the handler raises nothing here, and the write undoes itself and
+    ends its thread with ``Interrupted``, which is raised here as any outcome is.
     """
     outcome: list[BaseException] = []
+    finished = threading.Event()  # not ``Thread.join``, which on CPython <= 3.12 marks a thread it
+    # was interrupted waiting for as ended, so that a second join returns at once (bpo-45274)
 
     def target() -> None:
         try:
             run()
         except BaseException as error:  # noqa: BLE001 - re-raised in the main thread
             outcome.append(error)
+        finally:
+            finished.set()
 
     limit = sys.getrecursionlimit()
     previous = threading.stack_size(BIG_STACK_BYTES)
@@ -171,10 +217,10 @@ def on_big_stack(run: Callable[[], None]) -> None:
         threading.stack_size(previous)
     sys.setrecursionlimit(max(limit, DEEP_RECURSION_LIMIT))
     try:
-        worker.join()
+        finished.wait()
     except (Interrupted, KeyboardInterrupt):
         _raise_in(worker, Interrupted)
-        worker.join(timeout=0.5)
+        finished.wait(timeout=0.5)
         raise
     finally:
         sys.setrecursionlimit(limit)

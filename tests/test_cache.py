@@ -50,6 +50,25 @@ def test_result_cache_sees_a_changed_file(tmp_path):
     assert after == scan_json(tree, "--no-cache", env=env)
 
 
+def test_a_file_read_twice_with_other_bytes_matches_no_file(tmp_path):
+    """Saved between two reads of one scan: which bytes were analysed is not one answer, so neither
+    a cached result nor fix's rewrite (which checks the analysed hash) may trust it."""
+    from mtp_audit.cache import CHANGED, Observed
+    from mtp_audit.index.modules import ModuleIndex
+    from mtp_audit.locate import locate
+
+    tree = build_tree(FIXTURES / "scan" / "direct_head", tmp_path / "tree")
+    index = ModuleIndex(locate(tree))
+    path = tree / "vllm/model_executor/models/toy_mtp.py"
+    index.read_bytes(path)
+    index.read_bytes(path)  # the same bytes again: still their hash
+    assert Observed(dict(index.observed)).still_true(index.tree)
+    path.write_text(path.read_text() + "# saved meanwhile\n")
+    index.read_bytes(path)
+    assert index.observed["vllm/model_executor/models/toy_mtp.py"] == CHANGED
+    assert not Observed(dict(index.observed)).still_true(index.tree)
+
+
 def test_result_cache_sees_a_new_module(tmp_path):
     """A module that appears where resolution once found nothing changes the answer."""
     tree = build_tree(FIXTURES / "scan" / "direct_head", tmp_path / "tree")

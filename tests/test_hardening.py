@@ -88,6 +88,34 @@ def test_file_changed_between_analysis_and_write(tmp_path, monkeypatch):
     assert path.read_bytes() == edited
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_an_edit_saved_after_the_scan_read_the_file_refuses_the_fix(tmp_path, monkeypatch, jobs):
+    """The mirror is built from the compute_logits the scan analysed: an edit saved between the scan's
+    read and the rewrite (here, a mask after the head) must refuse the run, not get a stale mirror."""
+    from mtp_audit import fix
+    from mtp_audit.errors import UsageError
+    from mtp_audit.locate import locate
+
+    tree = tree_of("direct_head", tmp_path)
+    path = tree / MODELS / "toy_mtp.py"
+    masked = path.read_text().replace(
+        "        return self.logits_processor(self.lm_head, hidden_states)\n",
+        "        logits = self.logits_processor(self.lm_head, hidden_states)\n"
+        '        logits[..., 0] = float("-inf")\n'
+        "        return logits\n",
+    )
+    rewrites = fix._rewrites
+
+    def saved_then_rewritten(*args, **kwargs):  # the user saves right as the rewrite starts
+        path.write_text(masked)
+        return rewrites(*args, **kwargs)
+
+    monkeypatch.setattr(fix, "_rewrites", saved_then_rewritten)
+    with pytest.raises(UsageError, match="toy_mtp.py changed since it was analysed; nothing written"):
+        fix.plan_fix(locate(tree), ["toy"], False, None, jobs=jobs)
+    assert path.read_text() == masked
+
+
 def _symlink_out(tree: Path, tmp_path: Path) -> Path:
     """Move toy_mtp.py out of the tree, leaving a symlink to it; the real file."""
     link = tree / MODELS / "toy_mtp.py"

@@ -149,6 +149,47 @@ def test_a_killed_write_is_completed_by_the_next_command(tmp_path, stop_after):
     assert no_temp_files(tree)
 
 
+_CTRL_C_DURING_WRITE = textwrap.dedent("""
+    import os, signal, sys, time
+    from mtp_audit.apply import write
+
+    tree, ctrl_c_after = sys.argv[1], int(sys.argv[2])
+    replace, count = write._replace, [0]
+
+    def replace_then_ctrl_c(path, data, expected):
+        replace(path, data, expected)
+        count[0] += 1
+        if count[0] == ctrl_c_after:
+            os.kill(os.getpid(), signal.SIGINT)  # the user presses Ctrl-C
+            time.sleep(0.2)  # time for the main thread to take it
+
+    write._replace = replace_then_ctrl_c
+    sys.argv = ["mtp-audit", "fix", tree, "--all"]
+    from mtp_audit.__main__ import main
+
+    main()
+""")
+
+
+@pytest.mark.parametrize("ctrl_c_after", [1, 2])
+def test_ctrl_c_during_the_write_puts_every_file_back(tmp_path, ctrl_c_after):
+    """As the CLI runs it (the command on its own thread, Ctrl-C taken by the main thread), on every
+    supported Python: on CPython <= 3.12 a join interrupted by Ctrl-C took the writing thread for
+    ended, and the process exited half written, journal and temporary file left behind."""
+    tree = tree_of("delegation_cross_file", tmp_path)
+    before = snapshot(tree)
+    done = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_DURING_WRITE, str(tree), str(ctrl_c_after)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
+    assert (done.returncode, done.stderr) == (130, "mtp-audit: interrupted\n")
+    assert snapshot(tree) == before
+    assert no_temp_files(tree)
+
+
 def test_an_interrupted_write_whose_file_was_edited_since_is_undone(tmp_path, capsys):
     tree = tree_of("delegation_cross_file", tmp_path)
     before = snapshot(tree)

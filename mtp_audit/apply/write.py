@@ -14,8 +14,14 @@ The protocol, for ``fix`` and ``pre-commit --fix``:
    ones) right before ``os.replace`` (an editor may have saved it meanwhile:
    then every file already replaced is put back and the run refused). What
    is left is the window between that re-check and the rename, a read and a
-   system call long: a save landing exactly there is overwritten;
+   system call long (0.1 ms for a 20 KB file): a save landing exactly there is
+   overwritten. The path is the one step 1 resolved: a folder on it swapped for
+   a symlink since is followed (README, "fix" safety);
 4. the journal is removed.
+
+Ctrl-C is deferred while the tree is locked (``lifecycle.ctrl_c_deferred``) and
+answered between two files of step 3 and after the last: every file already
+replaced is put back, then the journal is removed.
 
 A run killed in between leaves the journal. The next command that writes in
 that tree (``recover``, called before anything else) completes the run when
@@ -44,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
+from ..lifecycle import ctrl_c_deferred, stop_if_interrupted
 from .changes import Rewrite
 
 JOURNAL = ".mtp-audit-journal"
@@ -168,7 +175,7 @@ def write_all(root: Path, rewrites: list[Rewrite], also: tuple[Path, ...] = ()) 
     the scan read (installed plugins), writable too, under the journal in ``root``."""
     if not rewrites:
         return
-    with tree_lock(root):
+    with tree_lock(root), ctrl_c_deferred():
         _recover_locked(root, also)
         paths = check_targets(root, rewrites, also)
         real_root = root.resolve()
@@ -181,8 +188,11 @@ def write_all(root: Path, rewrites: list[Rewrite], also: tuple[Path, ...] = ()) 
 
 
 def _write_journaled(root: Path, targets: list[_Target], rewrites: list[Rewrite], entries: list[dict]) -> None:
+    """Ctrl-C (deferred by ``write_all``) is answered before each file and after the last, while the
+    journal stands: everything replaced is put back."""
     with _journal(root, entries, targets):
         for position, (target, rewrite) in enumerate(zip(targets, rewrites)):
+            stop_if_interrupted()
             try:
                 _replace(target.path, target.new, expected=target.old)
             except _Changed:
@@ -190,6 +200,7 @@ def _write_journaled(root: Path, targets: list[_Target], rewrites: list[Rewrite]
                 raise UsageError(
                     f"{rewrite.path} changed while fix was writing; nothing written{put_back}, run fix again"
                 ) from None
+        stop_if_interrupted()
 
 
 def _encoded(rewrite: Rewrite, text: str) -> bytes:
@@ -337,7 +348,7 @@ def recover(root: Path, also: tuple[Path, ...] = ()) -> None:
     if not journal.exists() and not _temp_of(journal).exists():
         return
     try:
-        with tree_lock(root):
+        with tree_lock(root), ctrl_c_deferred():
             _recover_locked(root, also)
     except PermissionError:
         raise UsageError(

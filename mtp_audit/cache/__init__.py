@@ -20,6 +20,7 @@ from .store import MISSING, Store, atomic_write, default_cache_dir, usable
 
 __all__ = [
     "ABSENT",
+    "CHANGED",
     "EXISTS",
     "MISSING",
     "AnswerStore",
@@ -35,6 +36,7 @@ __all__ = [
 
 EXISTS = "exists"
 ABSENT = "absent"
+CHANGED = "changed"  # read twice with different bytes: no one content was analysed, and no file matches
 
 
 def digest(data: bytes) -> str:
@@ -105,7 +107,7 @@ class ReadableFiles:
 
 @dataclass
 class Observed:
-    """What a scan looked at, relative to the tree root: path -> sha256, EXISTS or ABSENT.
+    """What a scan looked at, relative to the tree root: path -> sha256, EXISTS, ABSENT or CHANGED.
 
     A file with a content hash was read, which a scan does only where ``ReadableFiles`` allows
     (inside the tree, not through a symlink out of it): that is part of what it saw, so the

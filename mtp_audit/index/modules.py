@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..cache import ABSENT, EXISTS, MISSING, FactsCache, ReadableFiles, digest
+from ..cache import ABSENT, CHANGED, EXISTS, MISSING, FactsCache, ReadableFiles, digest
 from ..errors import InternalError
 from ..model import SourceTree
 from .encoding import NotDecodable, decode_source
@@ -63,8 +63,15 @@ class ModuleIndex:
     def read_bytes(self, path: Path) -> bytes:
         """Read a file the result depends on, and remember its content hash."""
         data = path.read_bytes()
-        self.observed[self.relative(path)] = digest(data)
+        self._observe_content(self.relative(path), digest(data))
         return data
+
+    def _observe_content(self, relative: str, content: str) -> None:
+        """Record the content hash a read saw. The first read's bytes are the ones analysed: a later
+        read that sees other bytes (an edit saved during the scan) makes the path CHANGED, which no
+        file matches, so neither a cached result nor ``fix`` trusts what was read of it."""
+        seen = self.observed.get(relative)
+        self.observed[relative] = content if seen in (None, EXISTS, ABSENT, content) else CHANGED
 
     def is_module(self, module: str) -> bool:
         return self.locate(module) is not None
@@ -175,8 +182,10 @@ class ModuleIndex:
         for module, found in harvest.located.items():
             self.located.setdefault(module, found)
         for path, seen in harvest.observed.items():
-            if path not in self.observed or seen not in (EXISTS, ABSENT):  # a content hash says more
-                self.observed[path] = seen
+            if seen in (EXISTS, ABSENT):
+                self.observed.setdefault(path, seen)
+            else:  # a content hash says more
+                self._observe_content(path, seen)
         self.read_errors.update(harvest.read_errors)
         self.chains.absorb(harvest.chains)
 
