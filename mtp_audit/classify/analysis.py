@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..index.ast_tools import unparse
 from ..index.fact_types import MethodFacts
 from ..model import ClassKey, Consistency, Status
 from ..resolve.mro import Hierarchy, MethodHit, Mro
@@ -893,12 +894,12 @@ def _cut_by_own_processor(cl: MethodHit, gtt: MethodHit) -> bool:
     parsed_cl, parsed_gtt = _method_tree(cl), _method_tree(gtt)
     if parsed_cl is None or parsed_gtt is None:
         return False
-    bounds = {ast.unparse(cut) for cut in _vocabulary_cuts(parsed_cl[0])}
+    bounds = {unparse(cut) for cut in _vocabulary_cuts(parsed_cl[0])}
     processors = {bound.removesuffix(".org_vocab_size") for bound in bounds if bound.endswith(".org_vocab_size")}
     if len(bounds) != 1 or len(processors) != 1:
         return False
     called = f"{processors.pop()}.get_top_tokens"
-    return any(isinstance(node, ast.Call) and ast.unparse(node.func) == called for node in ast.walk(parsed_gtt[0]))
+    return any(isinstance(node, ast.Call) and unparse(node.func) == called for node in ast.walk(parsed_gtt[0]))
 
 
 def _vocabulary_cuts(tree: ast.AST) -> list[ast.expr]:

@@ -15,6 +15,7 @@ import functools
 import textwrap
 from dataclasses import dataclass
 
+from ..index.ast_tools import unparse
 from ..model import CallerRecord
 from ..resolve.callers import HIDDEN_BY_STAR, CallPair, ModelCall, Reach
 from .shape_types import Param, ParamKind
@@ -166,7 +167,7 @@ def forwards_every_call(text: str) -> bool:
         return False
     body = [s for s in func.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
     forwarding = f"return super().get_top_tokens(*{arguments.vararg.arg}, **{getattr(arguments.kwarg, 'arg', '')})"
-    return arguments.kwarg is not None and len(body) == 1 and ast.unparse(body[0]) == forwarding
+    return arguments.kwarg is not None and len(body) == 1 and unparse(body[0]) == forwarding
 
 
 def first_read(text: str, name: str, def_line: int) -> str | None:
@@ -187,7 +188,7 @@ def first_read(text: str, name: str, def_line: int) -> str | None:
     if not found:
         return None
     statement = min(found, key=lambda s: (s.lineno, s.col_offset))
-    return f"(line {def_line + statement.lineno - func.lineno}: `{ast.unparse(statement).splitlines()[0]}`)"
+    return f"(line {def_line + statement.lineno - func.lineno}: `{unparse(statement).splitlines()[0]}`)"
 
 
 UNKNOWN_VALUE = "\0"  # an argument passed through a wrapper that computes it from its own locals
@@ -261,7 +262,7 @@ def _constant(text: str) -> object:
 def _normal(text: str) -> str:
     """A default as ``ast.unparse`` writes it, as the caller's arguments are."""
     try:
-        return ast.unparse(ast.parse(text, mode="eval"))
+        return unparse(ast.parse(text, mode="eval"))
     except (SyntaxError, ValueError, RecursionError):
         return text
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import sys
 
 
 def absolute_module(module: str, is_package: bool, relative: int, name: str | None) -> str:
@@ -14,6 +15,53 @@ def absolute_module(module: str, is_package: bool, relative: int, name: str | No
     if relative > 1:
         base = base[: len(base) - (relative - 1)]
     return ".".join([*base, name] if name else base)
+
+
+if sys.version_info >= (3, 11):
+    unparse = ast.unparse
+else:
+    _TUPLE = ast._Precedence.TUPLE  # type: ignore[attr-defined]
+    _TEST = ast._Precedence.TEST  # type: ignore[attr-defined]
+
+    class _Unparser311(ast._Unparser):  # type: ignore[name-defined]
+        """3.10's unparser, writing what 3.11 writes differently as 3.11 does, so that code quoted in a
+        message reads the same on every Python: a tuple bare where it needs no parentheses (the targets
+        of ``=``, ``for`` and a comprehension: 3.10 wrote ``for (k, v) in``) and as a subscript with a
+        starred item, ``lambda:`` without a space when it takes no arguments."""
+
+        def visit_Tuple(self, node: ast.Tuple) -> None:
+            with self.delimit_if("(", ")", not node.elts or self.get_precedence(node) > _TUPLE):
+                self.items_view(self.traverse, node.elts)
+
+        def visit_Assign(self, node: ast.Assign) -> None:
+            self.set_precedence(_TUPLE, *node.targets)
+            super().visit_Assign(node)
+
+        def _for_helper(self, fill: str, node: ast.For | ast.AsyncFor) -> None:
+            self.set_precedence(_TUPLE, node.target)
+            super()._for_helper(fill, node)
+
+        def visit_Subscript(self, node: ast.Subscript) -> None:
+            if not (isinstance(node.slice, ast.Tuple) and any(isinstance(e, ast.Starred) for e in node.slice.elts)):
+                super().visit_Subscript(node)
+                return
+            self.set_precedence(ast._Precedence.ATOM, node.value)  # type: ignore[attr-defined]
+            self.traverse(node.value)
+            with self.delimit("[", "]"):
+                self.items_view(self.traverse, node.slice.elts)
+
+        def visit_Lambda(self, node: ast.Lambda) -> None:
+            if any((node.args.posonlyargs, node.args.args, node.args.vararg, node.args.kwonlyargs, node.args.kwarg)):
+                super().visit_Lambda(node)
+                return
+            with self.require_parens(_TEST, node):
+                self.write("lambda: ")
+                self.set_precedence(_TEST, node.body)
+                self.traverse(node.body)
+
+    def unparse(node: ast.AST) -> str:
+        """``ast.unparse`` as Python 3.11 and later write it."""
+        return _Unparser311().visit(node)
 
 
 def dotted(node: ast.expr | None) -> str | None:

@@ -14,7 +14,7 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..index.ast_tools import statement_blocks
+from ..index.ast_tools import statement_blocks, unparse
 
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 INNER_SCOPES = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -155,13 +155,13 @@ def described(binding: ast.AST, file: str) -> str:
     if isinstance(binding, ast.arguments):
         return "its parameter"
     if isinstance(binding, COMPREHENSIONS):
-        code = " ".join(ast.unparse(g).strip() for g in binding.generators)
+        code = " ".join(unparse(g).strip() for g in binding.generators)
     elif isinstance(binding, (ast.For, ast.AsyncFor)):
-        code = f"for {ast.unparse(binding.target)} in {ast.unparse(binding.iter)}"
+        code = f"for {unparse(binding.target)} in {unparse(binding.iter)}"
     elif isinstance(binding, (ast.With, ast.AsyncWith)):
-        code = f"with {', '.join(ast.unparse(item) for item in binding.items)}"
+        code = f"with {', '.join(unparse(item) for item in binding.items)}"
     elif isinstance(binding, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         code = f"{type(binding).__name__.removesuffix('Def').lower()} {binding.name}"
     else:
-        code = ast.unparse(binding).splitlines()[0]
+        code = unparse(binding).splitlines()[0]
     return f"{file}:{getattr(binding, 'lineno', '?')}: `{code}`"

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..index.ast_tools import TRIES, absolute_module, match_as_if, statement_blocks
+from ..index.ast_tools import TRIES, absolute_module, match_as_if, statement_blocks, unparse
 from ..index.modules import ModuleIndex
 from ..model import SourceTree
 from .bindings import Bindings, described
@@ -715,7 +715,7 @@ class CallerIndex:
                     continue
                 statement = _statement_of(parents, node)
                 out.append(
-                    f"{module.file}:{node.lineno}: `{ast.unparse(statement)}` hands {dotted} on where the "
+                    f"{module.file}:{node.lineno}: `{unparse(statement)}` hands {dotted} on where the "
                     "selection does not read it; the drafters it may hold are judged without it"
                 )
         return out
@@ -740,7 +740,7 @@ class CallerIndex:
         ]
         known = {variable for _, variable, value in picks if self._picked(local, module, value)}
         return [
-            f"{module.file}:{node.lineno}: {variable} = {ast.unparse(value)} in {function.name} "
+            f"{module.file}:{node.lineno}: {variable} = {unparse(value)} in {function.name} "
             "is not a speculator class of the caller files; the drafters it may hold are judged without it"
             for node, variable, value in picks
             if variable in known and not isinstance(value, ast.Constant) and not self._picked(local, module, value)
@@ -1159,7 +1159,7 @@ class CallerIndex:
         unfollowed = _Method(
             None,
             name,
-            f"{cls.file}:{statement.lineno}: `{ast.unparse(statement)}` (what {cls.name}.{name} "
+            f"{cls.file}:{statement.lineno}: `{unparse(statement)}` (what {cls.name}.{name} "
             "is, which the scan does not follow)",
         )
         if dotted is None or depth > MAX_FACTORY_DEPTH:
@@ -1211,11 +1211,8 @@ class CallerIndex:
             method = names.method_of(node.func)
             if method is not None:
                 args = tuple(
-                    [ast.unparse(a) for a in node.args]
-                    + [
-                        f"{k.arg}={ast.unparse(k.value)}" if k.arg else f"**{ast.unparse(k.value)}"
-                        for k in node.keywords
-                    ]
+                    [unparse(a) for a in node.args]
+                    + [f"{k.arg}={unparse(k.value)}" if k.arg else f"**{unparse(k.value)}" for k in node.keywords]
                 )
                 keywords = tuple(k.arg for k in node.keywords if k.arg)
                 call = ModelCall(method, args, keywords, len(node.args), file, node.lineno)
@@ -1259,7 +1256,7 @@ class CallerIndex:
                 )
             )
         unfollowed = [
-            f"{file}:{shown.lineno}: `{ast.unparse(shown)}`"
+            f"{file}:{shown.lineno}: `{unparse(shown)}`"
             for reference, shown in names.escapes(nodes)
             if id(reference) not in followed
         ]
@@ -1726,10 +1723,10 @@ def _received(
     if not hidden:
         defaults = zip(positional[len(positional) - len(arguments.defaults) :], arguments.defaults)
         kw_defaults = zip(arguments.kwonlyargs, arguments.kw_defaults)
-        out.update((a.arg, ast.unparse(d)) for a, d in (*defaults, *kw_defaults) if d is not None)
+        out.update((a.arg, unparse(d)) for a, d in (*defaults, *kw_defaults) if d is not None)
     if bound_self and positional:
         out[positional[0].arg] = "self"
-    out.update((name, ast.unparse(arg)) for name, arg in _arguments_by_parameter(function, call, bound_self))
+    out.update((name, unparse(arg)) for name, arg in _arguments_by_parameter(function, call, bound_self))
     return out
 
 
@@ -1796,7 +1793,7 @@ def _constants_bound(call: ModelCall, bindings: Bindings, node: ast.AST) -> Mode
     values = tuple(
         value
         if value is None or value.startswith("*") or value == HIDDEN_BY_STAR or not _reads(value) & constants.keys()
-        else ast.unparse(_Substituted(constants).visit(ast.parse(value, mode="eval")))
+        else unparse(_Substituted(constants).visit(ast.parse(value, mode="eval")))
         for value in call.argument_values
     )
     return replace(call, values=values)
@@ -1842,7 +1839,7 @@ def _lifted(call: ModelCall, site: _Site) -> ModelCall:
         for value, constant in call.guards
         if (lifted := _substituted(value, items, site.callee_locals)) is not None
     )
-    through = f"`{ast.unparse(site.node)}` ({site.file}:{site.node.lineno})"
+    through = f"`{unparse(site.node)}` ({site.file}:{site.node.lineno})"
     return replace(call, values=values, through=through, guards=guards)
 
 
@@ -1863,7 +1860,7 @@ def _guarded(call: ModelCall, parents: dict[int, ast.AST], node: ast.AST) -> Mod
                 sides = (test.left, test.comparators[0])
                 for value, constant in (sides, sides[::-1]):
                     if isinstance(constant, ast.Constant) and not isinstance(value, ast.Constant):
-                        guard = (ast.unparse(value), ast.unparse(constant))
+                        guard = (unparse(value), unparse(constant))
                         if guard not in guards:
                             guards.append(guard)
         child = parent
@@ -1933,7 +1930,7 @@ def _substituted(
     if any(given[name] == HIDDEN_BY_STAR for name in read & given.keys()):
         return HIDDEN_BY_STAR
     values = {name: ast.parse(given[name], mode="eval").body for name in read & given.keys()}
-    return "*" * stars + ast.unparse(_Substituted(values).visit(tree))  # type: ignore[arg-type]
+    return "*" * stars + unparse(_Substituted(values).visit(tree))  # type: ignore[arg-type]
 
 
 def _parents(function: ast.AST) -> dict[int, ast.AST]:
@@ -2390,7 +2387,7 @@ def _read_class(node: ast.ClassDef, module: _Module, local_classes: set[str]) ->
     """A class statement of ``module``: its bases by qualified name, and each name its body binds
     by the last statement that binds it (a def, or the assignment that Python's lookup finds
     instead of a base's def; a ``del`` leaves the name to the bases)."""
-    codes = [_dotted(b) or ast.unparse(b) for b in node.bases]
+    codes = [_dotted(b) or unparse(b) for b in node.bases]
     last: dict[str, ast.stmt] = {}
     for statement in node.body:
         for name in _class_names(statement):

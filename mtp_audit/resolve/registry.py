@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
-from ..index.ast_tools import TRIES
+from ..index.ast_tools import TRIES, unparse
 from ..index.modules import ModuleIndex
 from ..index.platforms import literal_string
 from ..locate import REGISTRY
@@ -108,7 +108,7 @@ class _Dict:
 
     def gap(self, node: ast.AST, why: str, text: str | None = None) -> None:
         """Something the builder cannot follow: it is reported, never dropped unsaid."""
-        self.gaps.append((node.lineno, _short(text or ast.unparse(node)), why))
+        self.gaps.append((node.lineno, _short(text or unparse(node)), why))
 
 
 def _short(text: str) -> str:
@@ -168,9 +168,9 @@ class _Builder:
         if other is not None:
             into.merge(other)
         elif statement is None:
-            into.gap(node, NOT_A_DICT, f"**{ast.unparse(node)}")
+            into.gap(node, NOT_A_DICT, f"**{unparse(node)}")
         else:
-            into.gap(statement, f"`{_short(ast.unparse(node))}` is {NOT_A_DICT}")
+            into.gap(statement, f"`{_short(unparse(node))}` is {NOT_A_DICT}")
 
     def statement(self, node: ast.stmt) -> None:
         if isinstance(node, ast.Assign):  # ``A = B = {...}``: one dict, bound to each target in turn

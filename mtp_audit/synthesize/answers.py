@@ -13,6 +13,7 @@ import ast
 
 from ..classify.analysis import MirrorRule
 from ..classify.memo import stored
+from ..index.ast_tools import unparse
 from ..index.fact_types import MethodFacts, libcst_code
 from ..resolve.mro import MethodHit
 
@@ -60,7 +61,7 @@ def mirror_fingerprint_without(text: str, params: tuple[str, ...]) -> str | None
                 d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if a.arg not in params
             ]
         setattr(arguments, name, kept)
-    return normalize(ast.unparse(func))
+    return normalize(unparse(func))
 
 
 @stored((str, type(None)))

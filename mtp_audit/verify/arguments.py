@@ -17,6 +17,8 @@ import ast
 import operator
 from dataclasses import dataclass
 
+from ..index.ast_tools import unparse
+
 HIDDEN_STATES = "hidden_states"  # the hidden states' keyword; by position they come first
 STEP_PARAMETER = "step"  # in the name of the parameter that takes the step (spec_step_idx, step_idx)
 
@@ -94,7 +96,7 @@ class CallEnvironment:
         parameters = parameters or {}
         gtt, cl = _arguments(get_top_tokens, "get_top_tokens"), _arguments(compute_logits, "compute_logits")
         hidden = _hidden_expression(cl) or _hidden_expression(gtt)
-        hidden_text = ast.unparse(hidden) if hidden is not None else None
+        hidden_text = unparse(hidden) if hidden is not None else None
         step = _step_variable(cl, parameters.get("compute_logits", ())) or _step_variable(
             gtt, parameters.get("get_top_tokens", ())
         )
@@ -129,7 +131,7 @@ class CallEnvironment:
 
     def evaluate(self, argument: Argument, hidden: object, step: int, method: str) -> object:
         def value_of(node: ast.expr) -> object:
-            if ast.unparse(node) == self.hidden:
+            if unparse(node) == self.hidden:
                 return hidden
             match node:
                 case ast.Constant(value=constant):
@@ -153,7 +155,7 @@ class CallEnvironment:
 
         def unknown(node: ast.expr, why: str) -> CallArgument:
             return CallArgument(
-                f"{method}'s argument {argument.text} cannot be evaluated outside its caller: {ast.unparse(node)} {why}"
+                f"{method}'s argument {argument.text} cannot be evaluated outside its caller: {unparse(node)} {why}"
             )
 
         return value_of(argument.value)

@@ -54,6 +54,7 @@ from vllm.model_executor.layers.layernorm import RMSNorm
 from vllm.model_executor.layers.logits_processor import LogitsProcessor
 from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
 
+from ..index.ast_tools import unparse
 from .constants import NUM_STEPS, ORG_VOCAB, START_LAYER, TARGET_VOCAB
 
 CONTAINERS = ("layers", "mtp_layers", "_mtp_layers")
@@ -260,8 +261,7 @@ class Fabricator:
             value = evaluator.evaluate(node)
         except (TypeError, ValueError) as error:  # a None size under another configuration point
             raise CannotBuild(
-                f"cannot evaluate {type(owner).__name__}.{name} = {ast.unparse(node)} "
-                f"here: {type(error).__name__}: {error}"
+                f"cannot evaluate {type(owner).__name__}.{name} = {unparse(node)} here: {type(error).__name__}: {error}"
             ) from error
         if isinstance(value, torch.Tensor) and len(evaluator.dtypes) == 1:  # the one tensor it allocated
             self.recipe.append(
@@ -281,7 +281,7 @@ class Fabricator:
         elif value is None or isinstance(value, (int, float, bool, str)):
             self.recipe.append(Step(path, name, "constant", {"value": repr(value)}))
         else:
-            self.recipe.append(Step(path, name, "computed", {"expression": ast.unparse(node)}))
+            self.recipe.append(Step(path, name, "computed", {"expression": unparse(node)}))
         return value
 
     def _logits_processor_step(self, owner, path, name):
@@ -297,19 +297,19 @@ class Fabricator:
         try:
             bound = _PROCESSOR_SIGNATURE.bind(None, *call.args, **{k.arg: k.value for k in call.keywords})
         except TypeError as error:  # ``*args``/``**kwargs``, or arguments LogitsProcessor does not take
-            raise CannotBuild(f"cannot build {where} = {ast.unparse(call)}: {error}") from error
+            raise CannotBuild(f"cannot build {where} = {unparse(call)}: {error}") from error
         arguments = dict(bound.arguments)
         arguments.pop("self")
         head_rows = arguments.pop("vocab_size")
         org = arguments.pop("org_vocab_size", None)
         evaluator = _InitEvaluator(self, owner, path, namespace, self._next_seed(), local_values)
-        unevaluable = [ast.unparse(node) for node in arguments.values() if not _evaluable(node)]
+        unevaluable = [unparse(node) for node in arguments.values() if not _evaluable(node)]
         if unevaluable:
-            raise CannotBuild(f"cannot evaluate {', '.join(unevaluable)} of {where} = {ast.unparse(call)} here")
+            raise CannotBuild(f"cannot evaluate {', '.join(unevaluable)} of {where} = {unparse(call)} here")
         try:
             kwargs = {parameter: evaluator.evaluate(node) for parameter, node in arguments.items()}
         except (TypeError, ValueError, KeyError, AttributeError) as error:
-            raise CannotBuild(f"cannot evaluate {where} = {ast.unparse(call)} here: {error!r}") from error
+            raise CannotBuild(f"cannot evaluate {where} = {unparse(call)} here: {error!r}") from error
         if org is not None:
             kwargs.update(self._org_vocab_size(owner_class, where, call, (head_rows, org), local_values))
         self.recipe.append(Step(path, name, "logits_processor", {"kwargs": kwargs}))
@@ -320,14 +320,14 @@ class Fabricator:
         (``padded_vocab_size`` and ``vocab_size``): a configuration point, the cut below the head's rows
         first, that attribute pinned to it for every other read; the same expression or attribute:
         nothing to cut."""
-        if ast.unparse(sizes[0]) == ast.unparse(sizes[1]):  # ``LogitsProcessor(vocab_size, vocab_size)``
+        if unparse(sizes[0]) == unparse(sizes[1]):  # ``LogitsProcessor(vocab_size, vocab_size)``
             return {}
         rows, org = (_config_attribute(cls, node, local_values) for node in sizes)
         if rows is not None and rows == org:
             return {}
         if rows is None or org is None:
             raise CannotBuild(
-                f"cannot tell whether org_vocab_size can differ from vocab_size in {where} = {ast.unparse(call)}"
+                f"cannot tell whether org_vocab_size can differ from vocab_size in {where} = {unparse(call)}"
             )
         cut = self._config_point(f"{where}.org_vocab_size", [(str(ORG_VOCAB), ORG_VOCAB), (str(self.vocab), None)])
         if cut is None:
@@ -543,7 +543,7 @@ class _InitEvaluator:
                 return FabricatedConfig(self.fabricator, f"{self.path}.{node.id}")
             if node.id in self.local_values:
                 if not _evaluable(self.local_values[node.id]):
-                    raise TypeError(f"{node.id} = {ast.unparse(self.local_values[node.id])} runs code")
+                    raise TypeError(f"{node.id} = {unparse(self.local_values[node.id])} runs code")
                 return self.evaluate(self.local_values[node.id])
             return self.namespace[node.id]
         if isinstance(node, ast.Attribute):
@@ -562,7 +562,7 @@ class _InitEvaluator:
             if function is nn.Parameter:
                 return nn.Parameter(*args, **kwargs)
             return self.tensor(args, kwargs)
-        raise TypeError(f"cannot evaluate {ast.unparse(node)}")
+        raise TypeError(f"cannot evaluate {unparse(node)}")
 
     def tensor(self, args: list, kwargs: dict) -> torch.Tensor:
         """``torch.empty(sizes..., dtype=...)`` and its kin: the shape asked for, values from the seed."""
@@ -609,7 +609,7 @@ def _evaluable(node: ast.expr) -> bool:
     the model's own code."""
     for child in ast.walk(node):
         if isinstance(child, ast.Call):
-            if ast.unparse(child.func) not in TENSOR_CALLS and not _is_getattr(child):
+            if unparse(child.func) not in TENSOR_CALLS and not _is_getattr(child):
                 return False
         elif isinstance(child, ast.BinOp):
             if type(child.op) not in _BINARY:
@@ -751,7 +751,7 @@ def _subscript_config_reads(method: ast.FunctionDef) -> set[str]:
     aliases: dict[str, str] = {}
     for node in ast.walk(method):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            read = CONFIG_READ.fullmatch(ast.unparse(node.value))
+            read = CONFIG_READ.fullmatch(unparse(node.value))
             if read:
                 aliases[node.targets[0].id] = read.group(1) or read.group(2)
     found: set[str] = set()
@@ -759,7 +759,7 @@ def _subscript_config_reads(method: ast.FunctionDef) -> set[str]:
         if not isinstance(node, ast.Subscript):
             continue
         for inner in ast.walk(node.slice):
-            read = CONFIG_READ.fullmatch(ast.unparse(inner)) if isinstance(inner, (ast.Attribute, ast.Call)) else None
+            read = CONFIG_READ.fullmatch(unparse(inner)) if isinstance(inner, (ast.Attribute, ast.Call)) else None
             if read:
                 found.add(read.group(1) or read.group(2))
             elif isinstance(inner, ast.Name) and inner.id in aliases:
@@ -789,7 +789,7 @@ _PROCESSOR_SIGNATURE = inspect.signature(LogitsProcessor.__init__)
 def _config_attribute(cls: type, node: ast.expr, local_values: dict, depth: int = 0) -> str | None:
     """The config attribute an ``__init__`` expression reads (``config.vocab_size``, through a local name
     or ``self.unpadded_vocab_size = config.vocab_size``); None when it is not one plain read."""
-    read = CONFIG_READ.fullmatch(ast.unparse(node))
+    read = CONFIG_READ.fullmatch(unparse(node))
     if read:
         return read.group(1) or read.group(2)
     if depth > 4:
