@@ -323,9 +323,8 @@ class CallerIndex:
                 return qualname
             home, _, name = qualname.rpartition(".")
             if home not in self.modules:
-                located = self.index.locate(home)
-                path = self._helpers.pop(home, None) or (located[0] if located else None)
-                if path is None or not path.is_relative_to(self.root):
+                path = self._helpers.pop(home, None) or self._tree_file(home)
+                if path is None:
                     why = f"no module {home} in the tree"
                     break
                 self._load(path, base=True)
@@ -1173,8 +1172,8 @@ class CallerIndex:
             found = self._find(self._mro(target), attr, depth=depth + 1)
             plain = found is not None and not found.unfollowed
             return found if plain and not _decorated_as(self._function(found), BINDERS) else unfollowed
-        qualname = _qualified(module.imports, module, dotted)
-        return _Method(None, qualname) if self._module_function(qualname) is not None else unfollowed
+        defined = self._function_named(_qualified(module.imports, module, dotted))
+        return _Method(None, defined) if defined is not None else unfollowed
 
     def _function(self, method: _Method) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         return self._definition(_Frame(method.owner, method.name))[0] if not method.unfollowed else None
@@ -1219,7 +1218,7 @@ class CallerIndex:
                 sites.append(_Site(call_node, file, _unshadowed(call, shadowed.get(id(call_node), frozenset()))))
                 followed |= {id(node.func), id(call_node.func)}
                 continue
-            callee = self._callee(node, frame, mro, module)
+            callee = self._callee(node, frame, mro, module, names.hands_on(node))
             if isinstance(callee, str):
                 unbound.append(callee)
             if not isinstance(callee, tuple):
@@ -1274,10 +1273,14 @@ class CallerIndex:
             )
         return self._bound_locals[key]
 
-    def _callee(self, call: ast.Call, frame: _Frame, mro: list[str], module: str) -> tuple[_Frame, bool] | str | None:
+    def _callee(
+        self, call: ast.Call, frame: _Frame, mro: list[str], module: str, hands_on: bool
+    ) -> tuple[_Frame, bool] | str | None:
         """The frame a call goes into (a method of the speculator's MRO, or a module-level function
-        of the caller files, called or bound as a method), and whether ``self`` is bound (not passed)
-        there; a method the scan cannot tell (``_find``): why; None: not followed."""
+        of the vLLM tree, called or bound as a method), and whether ``self`` is bound (not passed)
+        there; a method the scan cannot tell (``_find``): why; None: not followed. A function is
+        looked up only where the call ``hands_on`` the drafter or the speculator: no other can
+        call the drafter, and its module is not read for nothing."""
         if frame.owner is not None and isinstance(call.func, ast.Attribute):
             receiver, method = call.func.value, call.func.attr
             start: int | None = None
@@ -1294,11 +1297,9 @@ class CallerIndex:
                     return self._entered(self._find(mro, method, mro.index(explicit)), bound=False)
             if start is not None:
                 return self._entered(self._find(mro, method, start), bound=True)
-        name = _dotted(call.func)
-        qualname = self._qualname_in(module, name) if name else None
-        if qualname is not None and self._module_function(qualname) is not None:
-            return _Frame(None, qualname), False
-        return None
+        name = _dotted(call.func) if hands_on else None
+        defined = self._function_named(self._qualname_in(module, name)) if name else None
+        return (_Frame(None, defined), False) if defined is not None else None
 
     def _self_parameter(self, hit: _Method) -> tuple[str, ...]:
         """The parameter that receives the speculator in a module-level function bound as its method."""
@@ -1317,14 +1318,40 @@ class CallerIndex:
         assert function is not None
         return _Frame(hit.owner, hit.name), bound and not _is_static(function)
 
-    def _module_function(self, qualname: str) -> tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef] | None:
-        """The module-level function ``qualname`` of the caller files, its helper module read now
-        if it was kept aside."""
-        path = self._helpers.pop(qualname.rpartition(".")[0], None)
-        if path is not None:
+    def _function_named(self, qualname: str) -> str | None:
+        """The qualified name of the module-level function of the vLLM tree that ``qualname`` names
+        where it is defined (followed through re-exports), its module read now if it was not (see
+        ``_function_module``). None: no function the scan can read (outside the tree, not a
+        function there, or its module missing or unparsable)."""
+        for _ in range(MAX_REEXPORTS):
+            home, _, name = qualname.rpartition(".")
+            module = self._function_module(home)
+            if module is None:
+                return None
+            if qualname in self._module_functions():
+                return qualname
+            if name not in module.imports:
+                return None
+            qualname = module.imports[name]
+        return None
+
+    def _function_module(self, name: str) -> _Module | None:
+        """Module ``name`` of the vLLM tree, read for its functions alone when a drafting path first
+        calls into it: a helper module of the caller folders kept aside, or any other module of the
+        tree (``spec_utils`` of ``model_executor/layers``, say)."""
+        if name not in self.modules:
+            path = self._helpers.pop(name, None) or self._tree_file(name)
+            if path is None:
+                return None
             self._load(path, helper=True)
             self._functions = None
-        return self._module_functions().get(qualname)
+        return self.modules.get(name)
+
+    def _tree_file(self, module: str) -> Path | None:
+        """The file of ``module`` where it is in the vLLM tree read (not a plugin's, nor outside)."""
+        assert self.package is not None
+        located = self.index.locate(module) if module.partition(".")[0] == self.package.name else None
+        return located[0] if located and located[0].is_relative_to(self.root) else None
 
     def _module_functions(self) -> dict[str, tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef]]:
         """Module-level functions of the caller files, by qualified name."""
@@ -1627,6 +1654,13 @@ class _DrafterNames:
                     names.bound[target] = method
             grown = (len(names.aliases), len(names.bound)) != before
         return names
+
+    def hands_on(self, call: ast.Call) -> bool:
+        """Whether ``call`` passes the drafter or the speculator as an argument."""
+        return any(
+            self.holds(arg) or (isinstance(arg, ast.Name) and arg.id in self.speculators)
+            for arg in (*call.args, *(k.value for k in call.keywords))
+        )
 
     def holds(self, node: ast.expr) -> bool:
         """Whether ``node`` is the drafter (in one arm of ``a if c else b`` at least)."""
