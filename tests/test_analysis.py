@@ -855,7 +855,7 @@ def test_the_methods_a_fix_would_write_reach_through_delegations_and_supers(tmp_
         analyzer, key = analyzer_of(tmp_path / name, source, drafter)
         before = analyzer.analyze(key)
         assert before.status == Status.MISSING_FIXABLE, name
-        overlay = {i.target: {"get_top_tokens": synthetic_mirror(i.source)} for i in before.insertions}
+        overlay = {i.target: {"get_top_tokens": synthetic_mirror(i.source, analyzer.h)} for i in before.insertions}
         after = analyzer.analyze(key, overlay)
         assert (after.status, after.consistency) == (Status.SUPPORTED, Consistency.MIRROR), name
         assert after.reason.startswith(f"get_top_tokens defined; {first}"), name
@@ -1009,7 +1009,7 @@ def test_a_mirror_a_fix_writes_into_the_base_reaches_a_super_get_top_tokens(tmp_
     assert base is not None
     base_head = analyzer.h.find(analyzer.h.mro(key), "compute_logits", start=base.index + 1)
     assert base_head is not None and base_head.owner.name == "Base"
-    after = analyzer.analyze(key, {base_head.owner: {"get_top_tokens": synthetic_mirror(base_head)}})
+    after = analyzer.analyze(key, {base_head.owner: {"get_top_tokens": synthetic_mirror(base_head, analyzer.h)}})
     assert (after.consistency, after.reason) == (
         Consistency.MIRROR,
         "get_top_tokens defined; mirror of compute_logits of ExampleMTP " + AT.format(7),
@@ -1030,7 +1030,7 @@ def test_a_fix_that_writes_only_the_delegates_mirror_leaves_the_rest_to_write(tm
     before = analyzer.analyze(key)
     assert [i.target.name for i in before.insertions] == ["ExampleMTP", "Base", "Inner"]
     inner = before.insertions[-1]
-    after = analyzer.analyze(key, {inner.target: {"get_top_tokens": synthetic_mirror(inner.source)}})
+    after = analyzer.analyze(key, {inner.target: {"get_top_tokens": synthetic_mirror(inner.source, analyzer.h)}})
     assert after.status == Status.MISSING_FIXABLE
     assert [i.target.name for i in after.insertions] == ["ExampleMTP", "Base"]
     assert after.reason.endswith("Inner: get_top_tokens defined; mirror of compute_logits of Inner " + AT.format(2))
@@ -1049,7 +1049,7 @@ def test_a_mirror_a_fix_writes_two_super_calls_away(tmp_path: Path) -> None:
     assert analyzer.analyze(key).consistency == Consistency.DIVERGENT  # Mid's super() reaches nothing yet
     base = analyzer.h.find(analyzer.h.mro(key), "compute_logits", start=1)
     assert base is not None and base.owner.name == "Base"
-    after = analyzer.analyze(key, {base.owner: {"get_top_tokens": synthetic_mirror(base)}})
+    after = analyzer.analyze(key, {base.owner: {"get_top_tokens": synthetic_mirror(base, analyzer.h)}})
     assert (after.consistency, after.reason) == (
         Consistency.MIRROR,
         "get_top_tokens defined; mirror of compute_logits of ExampleMTP " + AT.format(12),

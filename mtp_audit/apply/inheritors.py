@@ -24,7 +24,7 @@ from ..classify.analysis import Insertion, Overlay
 from ..index.ast_tools import names_bound, walk_statements
 from ..model import PLATFORMS, ClassKey, SourceTree
 from ..scan import Resolution, Scanner
-from ..synthesize.answers import synthetic_mirror
+from ..synthesize.answers import planned_overlay
 from .families import module_of
 from .plan import SAFE
 
@@ -153,7 +153,7 @@ def find_inheritors(scanner: Scanner, resolutions: list[Resolution], insertions:
     if not insertions:
         return []
     texts = _base_names(scanner)
-    overlay: Overlay = {i.target: {"get_top_tokens": synthetic_mirror(i.source)} for i in insertions}
+    overlay = planned_overlay(insertions, scanner.hierarchies[PLATFORMS[0]])
     drafters = {res.key: res.entry.arch or res.key.name for res in resolutions}
     for res in resolutions:  # a drafter's delegates serve it: they are part of the drafter
         for analysis in res.analyses.values():

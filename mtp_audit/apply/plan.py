@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..classify.analysis import Analysis, Insertion, Overlay
-from ..model import ClassKey, Consistency, DrafterRecord, Status, StrEnum
+from ..classify.analysis import Analysis, Insertion
+from ..model import PLATFORMS, ClassKey, Consistency, DrafterRecord, Status, StrEnum
 from ..scan import Resolution, Scanner
-from ..synthesize.answers import synthetic_mirror
+from ..synthesize.answers import planned_overlay
 
 SAFE = (Consistency.MIRROR, Consistency.EQUIVALENT)
 
@@ -137,7 +137,7 @@ def _blast_radius(scanner: Scanner, resolutions: list[Resolution], insertions: l
     """Planned class -> why it may not get the method (the drafters it would make unsafe)."""
     if not insertions:
         return {}
-    overlay: Overlay = {i.target: {"get_top_tokens": synthetic_mirror(i.source)} for i in insertions}
+    overlay = planned_overlay(insertions, scanner.hierarchies[PLATFORMS[0]])
     victims: dict[ClassKey, dict[tuple, list[str]]] = {}
     for res in resolutions:
         for platform, before in res.analyses.items():

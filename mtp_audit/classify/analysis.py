@@ -100,7 +100,7 @@ class Analyzer:
         self.processor_paths: ProcessorPaths | None = None
 
     def where(self, hit: MethodHit) -> str:
-        return f"{hit.owner.name} ({self.h.file_of(hit.owner)}:{hit.method.line})"
+        return f"{hit.owner.name} ({hit.method.file or self.h.file_of(hit.owner)}:{hit.method.line})"
 
     # -- status ---------------------------------------------------------------
 

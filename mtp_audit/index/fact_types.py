@@ -68,6 +68,9 @@ class MethodFacts:
     # class's own compute_logits under the other name). ``where`` says it in words, for reasons.
     how: MethodHow = "def"
     where: str = ""
+    # the file ``line`` is in when not its owner's: a planned mirror (``synthetic_mirror``) of a
+    # compute_logits its class inherits from another module, where its text was read
+    file: str = ""
 
     @property
     def code(self) -> str:

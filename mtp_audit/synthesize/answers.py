@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import ast
 
-from ..classify.analysis import MirrorRule
+from ..classify.analysis import Insertion, MirrorRule, Overlay
 from ..classify.memo import stored
 from ..index.ast_tools import unparse
 from ..index.fact_types import MethodFacts, libcst_code
-from ..resolve.mro import MethodHit
+from ..resolve.mro import Hierarchy, MethodHit
 
 
 @stored(str)
@@ -76,9 +76,18 @@ def inlined_super(caller: str, callee: str) -> str | None:
         return None
 
 
-def synthetic_mirror(hit: MethodHit) -> MethodFacts:
-    """The method a fix would write, as facts (for blast-radius checks)."""
-    return MethodFacts("get_top_tokens", hit.method.line, mirror_text(hit.method.text))
+def synthetic_mirror(hit: MethodHit, hierarchy: Hierarchy) -> MethodFacts:
+    """The method a fix would write, as facts (for blast-radius checks). Its line is the mirrored
+    compute_logits's, so it is placed in that method's file (a mixin's module, say), not in the
+    file of the class it is written into: reasons name the line the text comes from."""
+    return MethodFacts(
+        "get_top_tokens", hit.method.line, mirror_text(hit.method.text), file=hierarchy.file_of(hit.owner)
+    )
+
+
+def planned_overlay(insertions: list[Insertion], hierarchy: Hierarchy) -> Overlay:
+    """The methods a plan writes, by the class each goes into (for blast-radius checks)."""
+    return {i.target: {"get_top_tokens": synthetic_mirror(i.source, hierarchy)} for i in insertions}
 
 
 MIRROR_RULE = MirrorRule(mirror_fingerprint, mirror_fingerprint_without, inlined_super)
