@@ -652,7 +652,8 @@ D2T_WIDE = "    wide = logits.new_full((logits.shape[0], self.vocab), float('-in
         ),
         (D2T_WIDE + "    wide[:, self.draft_id_to_target_id] = logits\n    return wide\n", "absolute"),
         (  # a bias after the scatter
-            D2T_WIDE + "    wide[:, self.draft_id_to_target_id] = logits\n    wide = wide + self.bias\n    return wide\n",
+            D2T_WIDE
+            + "    wide[:, self.draft_id_to_target_id] = logits\n    wide = wide + self.bias\n    return wide\n",
             None,
         ),
         (  # a bias before it
