@@ -635,3 +635,45 @@ def test_only_changes_of_the_logits_decide_what_follows_the_head(tail, post, nam
     shape = analyze_compute_logits(_body("logits = self.logits_processor(self.lm_head, hidden_states)\n" + tail), 1)
     assert (shape.kind, shape.post) == ("manual", post)
     assert shape.reason.endswith(f"({named})"), shape.reason
+
+
+D2T_HEAD = "def compute_logits(self, hidden_states):\n    logits = self.logits_processor(self.lm_head, hidden_states)\n"
+D2T_WIDE = "    wide = logits.new_full((logits.shape[0], self.vocab), float('-inf'))\n"
+
+
+@pytest.mark.parametrize(
+    ("tail", "target_map"),
+    [
+        (
+            "    ids = torch.arange(self.draft_vocab) + self.draft_id_to_target_id\n"
+            + D2T_WIDE
+            + "    wide[:, ids] = logits\n    return wide\n",
+            "offset",
+        ),
+        (D2T_WIDE + "    wide[:, self.draft_id_to_target_id] = logits\n    return wide\n", "absolute"),
+        (  # a bias after the scatter
+            D2T_WIDE
+            + "    wide[:, self.draft_id_to_target_id] = logits\n    wide = wide + self.bias\n    return wide\n",
+            None,
+        ),
+        (  # a bias before it
+            "    logits = logits + self.bias\n"
+            + D2T_WIDE
+            + "    wide[:, self.draft_id_to_target_id] = logits\n    return wide\n",
+            None,
+        ),
+        (  # filled with zeros: another argmax where every draft logit is negative
+            "    wide = logits.new_full((logits.shape[0], self.vocab), 0.0)\n"
+            "    wide[:, self.draft_id_to_target_id] = logits\n    return wide\n",
+            "not a scatter",
+        ),
+    ],
+)
+def test_a_draft_to_target_scatter_is_read_from_its_statements(tail, target_map):
+    """The map a scatter applies (what LocalArgmaxMixin is compared with) stands only when the tail does
+    nothing else to the logits; the name draft_id_to_target_id alone makes no scatter."""
+    shape = analyze_compute_logits(D2T_HEAD + tail, 1)
+    if target_map == "not a scatter":
+        assert shape.post != "d2t_scatter"
+    else:
+        assert (shape.post, shape.target_map) == ("d2t_scatter", target_map)

@@ -30,7 +30,7 @@ from .memo import (
     returns_plain_head,
     top_tokens_shape,
 )
-from .shape_types import EVERYWHERE, MASK_METHODS, LogitsKind, ParamKind, PostKind, TopTokensKind
+from .shape_types import EVERYWHERE, MASK_METHODS, LogitsKind, ParamKind, PostKind, TargetMap, TopTokensKind
 
 if TYPE_CHECKING:
     from ..locate import ProcessorPaths
@@ -635,7 +635,7 @@ class Analyzer:
                 return Consistency.DIVERGENT, f"super().get_top_tokens in {self.where(gtt)} reaches nothing"
             return self.consistency(key, mro, cl, nxt, overlay, depth, entry=entry or gtt)
         if gshape.kind == TopTokensKind.LOCAL_ARGMAX_MIXIN:
-            return self._against_mixin(key, mro, cl, cshape, gtt)
+            return self._against_mixin(key, mro, cl, cshape, gtt, gshape)
         if cshape.kind == LogitsKind.STUB:
             return Consistency.UNPROVEN, f"compute_logits of {self.where(cl)} is a stub"
         optional = asserted_optional(cl, gtt)
@@ -845,7 +845,7 @@ class Analyzer:
         return inner.consistency, f"delegates to {target.name}: {inner.reason}"
 
     def _against_mixin(
-        self, key: ClassKey, mro: Mro, cl: MethodHit, cshape: LogitsShape, gtt: MethodHit
+        self, key: ClassKey, mro: Mro, cl: MethodHit, cshape: LogitsShape, gtt: MethodHit, gshape: TopTokensShape
     ) -> tuple[Consistency, str]:
         mixin = self.where(gtt)
         plain = cshape.head == "self.lm_head" and not cshape.pre_transform and not cshape.extra_args
@@ -859,11 +859,8 @@ class Analyzer:
                 f"{mixin}: the same head call as compute_logits of {self.where(cl)}; no draft_id_to_target_id"
             )
         if cshape.post == PostKind.D2T_SCATTER and plain:
-            return Consistency.EQUIVALENT, (
-                f"{mixin} maps draft ids through draft_id_to_target_id as compute_logits of "
-                f"{self.where(cl)} scatters them"
-            )
-        if cshape.kind == LogitsKind.MANUAL and cshape.post in DIVERGENT_POST:
+            return self._against_mixin_scatter(cl, cshape, mixin, gshape)
+        if cshape.kind == LogitsKind.MANUAL and cshape.post in DIVERGENT_POST - {PostKind.D2T_SCATTER}:
             return Consistency.DIVERGENT, f"compute_logits of {self.where(cl)}: {cshape.reason}; {mixin} ignores it"
         if cshape.extra_args:
             return Consistency.DIVERGENT, (
@@ -878,6 +875,24 @@ class Analyzer:
             )
         return Consistency.UNPROVEN, f"{mixin} against compute_logits of {self.where(cl)}: {cshape.reason}"
 
+    def _against_mixin_scatter(
+        self, cl: MethodHit, cshape: LogitsShape, mixin: str, gshape: TopTokensShape
+    ) -> tuple[Consistency, str]:
+        """A draft-to-target scatter after a plain head call against the mixin's remap of the argmax: the
+        same tokens when the scatter maps draft ids as the mixin does and compute_logits does nothing
+        else (``LogitsShape.target_map``), other tokens when it maps them otherwise."""
+        scatter = f"compute_logits of {self.where(cl)}: {cshape.reason}"
+        if cshape.target_map is None:
+            return Consistency.UNPROVEN, f"{scatter}; {mixin} only remaps its argmax; run `mtp-audit verify`"
+        if cshape.target_map != gshape.target_map:
+            return Consistency.DIVERGENT, (
+                f"{scatter}, draft id k to {TARGET_IDS[cshape.target_map]}; {mixin} maps it to "
+                f"{TARGET_IDS[gshape.target_map]}"  # type: ignore[index]
+            )
+        return Consistency.EQUIVALENT, (
+            f"{mixin} maps draft ids through draft_id_to_target_id as compute_logits of {self.where(cl)} scatters them"
+        )
+
     def _sets_d2t(self, mro: Mro) -> bool:
         return any(
             isinstance(item, ClassKey) and "draft_id_to_target_id" in self.h.class_facts(item).init_attrs
@@ -885,6 +900,8 @@ class Analyzer:
         )
 
 
+# The target id each TargetMap gives draft id k.
+TARGET_IDS = {TargetMap.OFFSET: "k + draft_id_to_target_id[k]", TargetMap.ABSOLUTE: "draft_id_to_target_id[k]"}
 MASKING = re.compile(rf"\.({'|'.join(MASK_METHODS)})\(")
 
 

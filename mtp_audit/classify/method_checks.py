@@ -16,11 +16,8 @@ import libcst.matchers as m
 
 from ..cstnodes import nodes_of, parse_method
 from ..patterns import SELF
-from .shape_types import FreeNames, Param, ParamKind, TopTokensKind, TopTokensShape
+from .shape_types import FreeNames, Param, ParamKind, TargetMap, TopTokensKind, TopTokensShape
 from .shapes import _decompose, params_of
-
-LOCAL_ARGMAX_REMAP = m.BinaryOperation(operator=m.Add(), right=m.Subscript())
-
 
 STATIC = m.Decorator(decorator=m.Name("staticmethod"))
 PROPERTY = m.Decorator(
@@ -33,7 +30,6 @@ def analyze_get_top_tokens(code: str, first_line: int) -> TopTokensShape:
     params = params_of(func)
     if func.decorators:
         return TopTokensShape(TopTokensKind.DECORATED, params, tuple(body.decorators), _unbound(func, params))
-    text = "\n".join(body.code(s) for s in body.statements)
     statements = body.statements
     names = {p.name for p in params}
     passthrough = m.Arg(value=m.MatchIfTrue(lambda v: isinstance(v, cst.Name) and v.value in names))
@@ -51,21 +47,63 @@ def analyze_get_top_tokens(code: str, first_line: int) -> TopTokensShape:
         ),
     ):
         return TopTokensShape(TopTokensKind.SUPER, params)  # forwards its own parameters, unchanged
+    target_map = _local_argmax_remap(statements, params[0].name) if params else None
+    if target_map is not None:
+        return TopTokensShape(TopTokensKind.LOCAL_ARGMAX_MIXIN, params, target_map=target_map)
+    return TopTokensShape(TopTokensKind.OTHER, params)
+
+
+D2T_READ = m.Attribute(value=SELF, attr=m.Name("draft_id_to_target_id")) | m.Call(
+    func=m.Name("getattr"),
+    args=[
+        m.Arg(SELF),
+        m.Arg(m.SimpleString(m.MatchRegex(r"""^['"]draft_id_to_target_id['"]$"""))),
+        m.Arg(m.Name("None")),
+    ],
+)
+
+
+def _local_argmax_remap(statements: list[cst.BaseStatement], hidden: str) -> TargetMap | None:
+    """How a LocalArgmaxMixin-shaped get_top_tokens maps the draft argmax, read from its statements:
+    ``top = self.logits_processor.get_top_tokens(self.lm_head, HIDDEN)``, ``d2t = <the map>``, then
+    ``if d2t is not None: top = top + d2t[top]`` (offset) or ``top = d2t[top]`` (absolute), ``return top``;
+    None for any other body."""
     head = m.Call(
         func=m.Attribute(value=m.Attribute(value=SELF, attr=m.Name("logits_processor")), attr=m.Name("get_top_tokens")),
-        args=[
-            m.Arg(value=m.Attribute(value=SELF, attr=m.Name("lm_head"))),
-            m.Arg(value=m.Name(params[0].name) if params else m.DoNotCare()),
-        ],
+        args=[m.Arg(value=m.Attribute(value=SELF, attr=m.Name("lm_head"))), m.Arg(value=m.Name(hidden))],
     )
-    nodes = [n for s in statements for n in nodes_of(s, (cst.Call, cst.BinaryOperation))]
-    if (
-        "draft_id_to_target_id" in text
-        and any(m.matches(n, head) for n in nodes)
-        and any(m.matches(n, LOCAL_ARGMAX_REMAP) for n in nodes)
-    ):
-        return TopTokensShape(TopTokensKind.LOCAL_ARGMAX_MIXIN, params)
-    return TopTokensShape(TopTokensKind.OTHER, params)
+    if len(statements) != 4:
+        return None
+    top, d2t = (_bound_name(s) for s in statements[:2])
+    if top is None or d2t is None or top == d2t:
+        return None
+    top_at = m.Subscript(value=m.Name(d2t), slice=[m.SubscriptElement(m.Index(m.Name(top)))])
+    maps = {
+        TargetMap.OFFSET: m.BinaryOperation(left=m.Name(top), operator=m.Add(), right=top_at),
+        TargetMap.ABSOLUTE: top_at,
+    }
+    shape = [
+        m.SimpleStatementLine(body=[m.Assign(value=head)]),
+        m.SimpleStatementLine(body=[m.Assign(value=D2T_READ)]),
+        m.If(
+            test=m.Comparison(
+                left=m.Name(d2t), comparisons=[m.ComparisonTarget(operator=m.IsNot(), comparator=m.Name("None"))]
+            ),
+            body=m.IndentedBlock(body=[m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name(top))])])]),
+            orelse=None,
+        ),
+        m.SimpleStatementLine(body=[m.Return(value=m.Name(top))]),
+    ]
+    if not all(m.matches(s, pattern) for s, pattern in zip(statements, shape)):
+        return None
+    remap = statements[2].body.body[0].body[0].value  # type: ignore[attr-defined]
+    return next((kind for kind, pattern in maps.items() if m.matches(remap, pattern)), None)
+
+
+def _bound_name(statement: cst.BaseStatement) -> str | None:
+    """NAME of a statement ``NAME = ...``."""
+    one = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name())])])
+    return statement.body[0].targets[0].target.value if m.matches(statement, one) else None  # type: ignore[attr-defined]
 
 
 def _unbound(func: cst.FunctionDef, params: list[Param]) -> str | None:

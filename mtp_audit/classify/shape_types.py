@@ -43,6 +43,15 @@ class PostKind(StrEnum):
     OTHER = "other"
 
 
+class TargetMap(StrEnum):
+    """How a draft id ``k`` maps to a target id through ``draft_id_to_target_id`` (``d2t``): read off
+    the statement that scatters the draft logits (compute_logits) or remaps the draft argmax
+    (LocalArgmaxMixin.get_top_tokens); the two select the same tokens only when they map alike."""
+
+    OFFSET = "offset"  # k + d2t[k]: ``new[:, torch.arange(n) + d2t] = logits``; ``top + d2t[top]``
+    ABSOLUTE = "absolute"  # d2t[k]: ``new[:, d2t] = logits``; ``d2t[top]``
+
+
 class TopTokensKind(StrEnum):
     LOCAL_ARGMAX_MIXIN = "local_argmax_mixin"
     SUPER = "super"
@@ -78,6 +87,9 @@ class LogitsShape:
     other_hidden: bool = False
     other_head: bool = False
     extra_args: bool = False  # the head call passes more than (head, hidden states), e.g. a bias
+    # post D2T_SCATTER: how the scatter maps draft ids, when the statements after the head call do
+    # nothing but that scatter (and return the draft logits where d2t is None); else None
+    target_map: TargetMap | None = None
     rule_id: str | None = None  # id of the shape rule that objected (None: none did)
 
 
@@ -87,6 +99,7 @@ class TopTokensShape:
     params: list[Param]
     decorators: tuple[str, ...] = ()  # their code, outermost first
     unbound: str | None = None  # why a call on the drafter cannot run the body as its method, if it cannot
+    target_map: TargetMap | None = None  # LOCAL_ARGMAX_MIXIN: how it remaps the draft argmax
 
 
 # Names that mean the same in every class of every module: ``torch`` (the fix imports it where it is not

@@ -21,7 +21,7 @@ import libcst.matchers as m
 
 from ..cstnodes import nodes_in_scope, nodes_of, one_statement_per_line, parse_method, walk, walk_scope
 from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL, SELF, SUPER_CALL, has_logits_call
-from .shape_types import MASK_METHODS, LogitsKind, LogitsShape, Param, ParamKind, PostKind
+from .shape_types import MASK_METHODS, LogitsKind, LogitsShape, Param, ParamKind, PostKind, TargetMap
 
 ANY_COMPUTE_LOGITS_CALL = m.Call(func=m.Attribute(attr=m.Name("compute_logits")))
 STUB_STATEMENT = m.SimpleStatementLine(body=[m.OneOf(m.Raise(), m.Pass(), m.Expr(value=m.Ellipsis()))])
@@ -387,16 +387,6 @@ CHANGE_STATEMENT = (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Expr, cst.Retu
 IN_PLACE_CALL = m.Call(func=m.Attribute(attr=m.Name(m.MatchRegex(r".*[^_]_$"))))
 # Writes through an index, in place or into a copy: masking when the tensor is the head's logits.
 MASK_CALL = m.Call(func=m.Attribute(attr=m.Name(m.MatchIfTrue(lambda name: name in MASK_METHODS))))
-SCATTER = m.Call(
-    func=m.Attribute(
-        attr=m.Name("scatter")
-        | m.Name("scatter_")
-        | m.Name("index_copy")
-        | m.Name("index_copy_")
-        | m.Name("index_put")
-        | m.Name("index_put_")
-    )
-)
 SUBSCRIPT_STORE = m.Assign(targets=[m.ZeroOrMore(), m.AssignTarget(target=m.Subscript()), m.ZeroOrMore()])
 TANH = m.Call(func=m.Attribute(attr=m.Name("tanh")) | m.Name("tanh"))
 PLAIN_ALIAS = m.Assign(targets=[m.AtLeastN(m.AssignTarget(target=m.Name()), n=1)], value=m.Name())
@@ -409,6 +399,165 @@ COPY_ALIAS = m.Assign(
 )
 # ``torch.where(cond, logits, float("-inf"))``: the logits where ``cond`` holds, another value elsewhere
 WHERE_CALL = m.Call(func=m.Attribute(value=m.Name("torch"), attr=m.Name("where")), args=[m.Arg(), m.Arg(), m.Arg()])
+
+# The draft-to-target scatter: ``new = logits.new_full((rows, vocab), float("-inf"))`` (or
+# ``torch.full``), ``new[:, ids] = logits``, ``return new``, where ``ids`` is ``self.draft_id_to_target_id``
+# (absolute ids) or ``torch.arange(n) + self.draft_id_to_target_id`` (offsets), through plain locals.
+D2T = m.Attribute(value=SELF, attr=m.Name("draft_id_to_target_id"))
+NEG_INF = m.Call(
+    func=m.Name("float"), args=[m.Arg(m.SimpleString(m.MatchRegex(r"""^['"]-inf(inity)?['"]$""")))]
+) | m.UnaryOperation(
+    operator=m.Minus(),
+    expression=m.Call(func=m.Name("float"), args=[m.Arg(m.SimpleString(m.MatchRegex(r"""^['"]inf(inity)?['"]$""")))])
+    | m.Attribute(value=m.Name("torch") | m.Name("math"), attr=m.Name("inf")),
+)
+ROWS_BY_VOCAB = m.Arg(value=m.Tuple(elements=[m.Element(), m.Element()]), keyword=None)
+NEG_INF_FILLED = m.Call(
+    func=m.Attribute(value=m.Name(), attr=m.Name("new_full")), args=[ROWS_BY_VOCAB, m.Arg(NEG_INF), m.ZeroOrMore()]
+) | m.Call(
+    func=m.Attribute(value=m.Name("torch"), attr=m.Name("full")), args=[ROWS_BY_VOCAB, m.Arg(NEG_INF), m.ZeroOrMore()]
+)
+# ``torch.arange(n)`` (device, dtype aside): the draft ids 0..n-1
+DRAFT_IDS = m.Call(
+    func=m.Attribute(value=m.Name("torch"), attr=m.Name("arange")),
+    args=[m.Arg(keyword=None, star=""), m.ZeroOrMore(m.Arg(keyword=m.Name("device") | m.Name("dtype")))],
+)
+COLUMN_STORE = m.SimpleStatementLine(
+    body=[
+        m.Assign(
+            targets=[
+                m.AssignTarget(
+                    target=m.Subscript(
+                        value=m.Name(),
+                        slice=[m.SubscriptElement(m.Slice(lower=None, upper=None, step=None)), m.SubscriptElement()],
+                    )
+                )
+            ],
+        )
+    ]
+)
+SCATTER_CALL = m.Call(
+    func=m.Attribute(attr=m.Name("scatter") | m.Name("scatter_") | m.Name("index_copy") | m.Name("index_copy_")),
+    args=[m.Arg(keyword=None), m.Arg(keyword=None), m.Arg(keyword=None)],
+)
+D2T_UNSET = m.Comparison(left=D2T, comparisons=[m.ComparisonTarget(operator=m.Is(), comparator=m.Name("None"))])
+ASSERT = m.SimpleStatementLine(body=[m.Assert()])
+
+
+@dataclass
+class _TargetScatter:
+    """The draft-to-target scatter found after the head call: its store, how it maps draft ids when
+    nothing else changes the logits or returns (None: something does, or the ids are no such map),
+    and the statements after the head call that are not part of it."""
+
+    store: cst.CSTNode
+    target_map: TargetMap | None
+    rest: list[cst.BaseStatement]
+
+    def outside(self, changes: list[cst.CSTNode]) -> cst.CSTNode | None:
+        """The first of ``changes`` (or, else, of the other statements) that is not part of the scatter."""
+        inside = {id(n) for statement in self.rest for n in walk_scope(statement)}
+        return next((c for c in changes if id(c) in inside), self.rest[0] if self.rest else None)
+
+
+def _target_scatter(statements: list[cst.BaseStatement], name: str) -> _TargetScatter | None:
+    """The scatter of the logits bound to ``name`` into a ``-inf`` tensor of the target vocabulary,
+    read from its statements (docs/mirror.md); None without such a store."""
+    stores = [s for s in statements if m.matches(s, COLUMN_STORE) and _root(s.body[0].value) == name]  # type: ignore[attr-defined]
+    for store in stores:
+        target = store.body[0].targets[0].target  # type: ignore[attr-defined]
+        used: list[cst.CSTNode] = [store]
+        target_map = _ids_map(statements, target.slice[1].slice.value, used)
+        new = target.value.value
+        allocation = _bound(statements, new)
+        if target_map is None or allocation is None or not m.matches(allocation.body[0].value, NEG_INF_FILLED):  # type: ignore[attr-defined]
+            continue
+        used.append(allocation)
+        returned = m.matches(statements[-1], m.SimpleStatementLine(body=[m.Return(value=m.Name(new))]))
+        if returned:
+            used.append(statements[-1])
+        rest = [
+            s
+            for s in statements
+            if not any(s is u for u in used) and not m.matches(s, ASSERT) and not _d2t_unset_returns(s, name)
+        ]
+        # it is what the method returns, only the allocation and the store write into it, and no other
+        # statement can change a tensor (the logits, the map) or return
+        alone = (
+            returned
+            and m.matches(store.body[0].value, m.Name(name))  # type: ignore[attr-defined]  (not a cut of them)
+            and len(_writes(statements, new)) == 2
+            and not _writes(statements, name)
+            and not any(map(_may_act, rest))
+        )
+        return _TargetScatter(store, target_map if alone else None, rest)
+    for statement in statements:  # the other spelling, a scatter method: recognised, its map never claimed
+        for call in nodes_in_scope(statement, cst.Call):
+            if m.matches(call, SCATTER_CALL) and _root(call.args[2].value) == name:
+                if _ids_map(statements, call.args[1].value, []) is not None:
+                    return _TargetScatter(call, None, [])
+    return None
+
+
+LOCAL_BINDING = m.Assign(targets=[m.AtLeastN(m.AssignTarget(target=m.Name()), n=1)])
+
+
+def _may_act(statement: cst.BaseStatement) -> bool:
+    """Whether ``statement`` may return or change a tensor: anything but plain local bindings without
+    an in-place call (the caller checks that they bind nothing the scatter reads); an expression
+    statement runs only for what it does."""
+    acting = (cst.Return, cst.Expr, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.For, cst.With, cst.Del)
+    if nodes_in_scope(statement, acting):
+        return True
+    return any(not m.matches(n, LOCAL_BINDING) for n in nodes_in_scope(statement, cst.Assign)) or any(
+        m.matches(c, IN_PLACE_CALL) for c in nodes_in_scope(statement, cst.Call)
+    )
+
+
+def _d2t_unset_returns(statement: cst.BaseStatement, name: str) -> bool:
+    """``if self.draft_id_to_target_id is None:`` (asserts, then) ``return NAME``: the draft logits
+    where there is no map, as LocalArgmaxMixin returns the draft argmax."""
+    if not m.matches(statement, m.If(test=D2T_UNSET, orelse=None)):
+        return False
+    *asserts, last = statement.body.body  # type: ignore[attr-defined]
+    return all(m.matches(a, ASSERT) for a in asserts) and m.matches(
+        last, m.SimpleStatementLine(body=[m.Return(value=m.Name(name))])
+    )
+
+
+def _bound(statements: list[cst.BaseStatement], name: str) -> cst.SimpleStatementLine | None:
+    """The top-level ``NAME = EXPR`` of ``statements`` that first binds ``name``."""
+    plain = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name(name))])])
+    return next((s for s in statements if m.matches(s, plain)), None)  # type: ignore[misc]
+
+
+def _followed(
+    statements: list[cst.BaseStatement], value: cst.BaseExpression, used: list[cst.CSTNode]
+) -> cst.BaseExpression:
+    """``value``, a local name followed to the one plain assignment that binds it (recorded in ``used``)."""
+    for _ in range(8):
+        if not isinstance(value, cst.Name):
+            break
+        bound = _bound(statements, value.value)
+        if bound is None or len(_writes(statements, value.value)) != 1:
+            break
+        used.append(bound)
+        value = bound.body[0].value  # type: ignore[attr-defined]
+    return value
+
+
+def _ids_map(statements: list[cst.BaseStatement], ids: cst.BaseExpression, used: list[cst.CSTNode]) -> TargetMap | None:
+    """How the ids a scatter writes the draft logits to map draft id ``k``: ``d2t[k]`` for
+    ``self.draft_id_to_target_id`` itself, ``k + d2t[k]`` for it plus ``torch.arange(n)``."""
+    ids = _followed(statements, ids, used)
+    if m.matches(ids, D2T):
+        return TargetMap.ABSOLUTE
+    if not m.matches(ids, m.BinaryOperation(operator=m.Add())):
+        return None
+    operands = [_followed(statements, ids.left, used), _followed(statements, ids.right, used)]  # type: ignore[attr-defined]
+    if any(m.matches(o, D2T) for o in operands) and any(m.matches(o, DRAFT_IDS) for o in operands):
+        return TargetMap.OFFSET
+    return None
 
 
 def _assigned_name(statement: cst.BaseStatement) -> str | None:
@@ -470,6 +619,7 @@ class _Flow:
         self.holders = self.aliases | returned
         self.changes = [n for n in candidates if self._changes(n)]
         self.others = [n for n in candidates if n not in self.changes and not self._returns_holder(n)]
+        self.scatter = _target_scatter(statements, name) if name is not None else None
 
     def _aliasing(self, statement: cst.CSTNode) -> bool:
         """``out = logits``, or ``out = logits.clone()`` where ``out`` is what the method returns: ``out``
@@ -527,27 +677,33 @@ class _Flow:
         return None
 
     def kind(self) -> PostKind:
-        """Masking wins, since a scatter-aware method still ignores it; a draft-to-target map may be read
-        into a variable first, so the whole tail is searched for its name."""
+        """Masking wins, since a scatter-aware method still ignores it; then a draft-to-target scatter,
+        recognised by its statements (``scatter``)."""
         if not self.changes:
             return PostKind.OTHER
         changed = "\n".join(self.body.code(s) for s in self.changes)
-        scatter = "draft_id_to_target_id" in "\n".join(self.body.code(s) for s in self.statements)
         if self.masks():
             return PostKind.MASK
-        if not scatter and self.vocabulary_cut() is not None:
+        if self.scatter is not None:
+            return PostKind.D2T_SCATTER
+        if self.vocabulary_cut() is not None:
             return PostKind.VOCAB
         if "tanh" in changed or "soft_cap" in changed or "softcap" in changed:
             return PostKind.SOFTCAP
-        if scatter:
-            return PostKind.D2T_SCATTER
         return PostKind.OTHER
 
     def reason(self, kind: PostKind) -> tuple[int, str]:
         """The line that decides, and why the mirror cannot be written (the change that decides; a
         statement that changes no logits still has no place in a mirror)."""
         line, code = self.deciding(kind)
-        return line, f"{POST_REASONS[kind] if self.changes else UNCHANGED_TAIL} (line {line}: `{code}`)"
+        reason = f"{POST_REASONS[kind] if self.changes else UNCHANGED_TAIL} (line {line}: `{code}`)"
+        other = self.scatter.outside(self.changes) if kind == PostKind.D2T_SCATTER and self.scatter else None
+        if other is not None:
+            reason += (
+                f", not only the scatter through draft_id_to_target_id (line {self.body.line(other)}: "
+                f"`{self.body.code(other).splitlines()[0]}`)"
+            )
+        return line, reason
 
     def deciding(self, kind: PostKind) -> tuple[int, str]:
         """Line and code of the statement that does what ``kind`` says (the mask, the scatter, the cut,
@@ -561,12 +717,8 @@ class _Flow:
             node, line = self.vocabulary_cut()  # type: ignore[misc]
             return line, body.code(node)
         elif kind == PostKind.D2T_SCATTER:
-            found = [
-                n
-                for s in self.changes
-                for n in [s, *nodes_in_scope(s, cst.Call)]
-                if m.matches(n, SUBSCRIPT_STORE | SCATTER)
-            ]
+            assert self.scatter is not None
+            found = [self.scatter.store]
         elif kind == PostKind.SOFTCAP:
             found = [n for s in self.changes for n in nodes_in_scope(s, cst.Call) if m.matches(n, TANH)]
         if found:
@@ -1422,16 +1574,17 @@ class PostProcessing(ShapeRule):
                 params,
             )
         flow = _Flow(body, tail, name)
-        kind = flow.kind()
-        shape = _head_shape(body, params, call, manual=True)
-        return self._post(shape, kind, *flow.reason(kind))
+        return self._post(_head_shape(body, params, call, manual=True), flow)
 
     @staticmethod
-    def _post(shape: LogitsShape, kind: PostKind, line: int, reason: str) -> LogitsShape:
+    def _post(shape: LogitsShape, flow: _Flow) -> LogitsShape:
+        kind = flow.kind()
+        shape.line, shape.reason = flow.reason(kind)
         shape.rule = _post_rule(kind)
-        shape.reason = reason
-        shape.line = line
         shape.post = kind
+        if kind == PostKind.D2T_SCATTER:
+            assert flow.scatter is not None
+            shape.target_map = flow.scatter.target_map
         return shape
 
     def _after_arms(self, body: _Body, params: list[Param], index: int, arms: _Arms) -> LogitsShape:
@@ -1456,11 +1609,9 @@ class PostProcessing(ShapeRule):
                 line,
                 params,
             )
-        flow = _Flow(body, tail, arms.name)
-        kind = flow.kind()
         shape = _branched_shape(body, params, _Branched(index, arms.calls, arms.name))
         shape.kind = LogitsKind.MANUAL
-        return self._post(shape, kind, *flow.reason(kind))
+        return self._post(shape, _Flow(body, tail, arms.name))
 
 
 class HeadArguments(ShapeRule):
