@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .classify.shape_types import HeadSignature, ParamKind, SignatureParam
 from .errors import UsageError
 from .model import PluginDist, SourceTree
 
@@ -105,6 +106,38 @@ def processor_paths(logits_processor_source: str) -> ProcessorPaths | None:
         return None
     methods = _methods(processor)
     return ProcessorPaths(_reached(methods, CALL_ENTRIES), _reached(methods, ("get_top_tokens",)))
+
+
+def head_signature(logits_processor_source: str, file: str) -> HeadSignature | None:
+    """The parameters of ``LogitsProcessor.get_top_tokens`` and of what its call runs (``__call__`` where
+    the class defines one, else ``forward``), read off its source in ``file``; None where the class or its
+    get_top_tokens is not found."""
+    processor = _processor_class(logits_processor_source)
+    methods = _methods(processor) if processor is not None else {}
+    top_tokens = methods.get("get_top_tokens")
+    if top_tokens is None:
+        return None
+    call = next((methods[name] for name in CALL_ENTRIES if name in methods), None)
+    return HeadSignature(
+        f"{file}:{top_tokens.lineno}", _signature(top_tokens), _signature(call) if call is not None else None
+    )
+
+
+def _signature(function: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[SignatureParam, ...]:
+    """The parameters of a method, ``self`` (its first) left out, in the order Python binds them."""
+    arguments = function.args
+    positional = [(a, ParamKind.POSONLY) for a in arguments.posonlyargs] + [(a, ParamKind.POS) for a in arguments.args]
+    first_default = len(positional) - len(arguments.defaults)
+    params = [SignatureParam(a.arg, kind, i < first_default) for i, (a, kind) in enumerate(positional)]
+    if arguments.vararg is not None:
+        params.append(SignatureParam(arguments.vararg.arg, ParamKind.STAR, False))
+    params += [
+        SignatureParam(a.arg, ParamKind.KWONLY, default is None)
+        for a, default in zip(arguments.kwonlyargs, arguments.kw_defaults)
+    ]
+    if arguments.kwarg is not None:
+        params.append(SignatureParam(arguments.kwarg.arg, ParamKind.STARSTAR, False))
+    return tuple(params[1:]) if positional else tuple(params)
 
 
 def outside_vocab_mask(logits_processor_source: str) -> int | None:

@@ -15,9 +15,10 @@ from .cache import ABSENT, FactsCache
 from .classify import memo
 from .classify.analysis import Analysis, Analyzer
 from .classify.calls import Contract
+from .classify.shape_types import ASSUMED_SIGNATURE
 from .errors import UsageError
 from .index.modules import ModuleIndex
-from .locate import LOGITS_PROCESSOR, has_local_argmax, outside_vocab_mask, processor_paths
+from .locate import LOGITS_PROCESSOR, has_local_argmax, head_signature, outside_vocab_mask, processor_paths
 from .model import (
     PLATFORMS,
     ChainAnswers,
@@ -73,6 +74,7 @@ class Scanner:
         self.index = ModuleIndex(tree, cache)
         self.hierarchies = {p: Hierarchy(self.index, p) for p in PLATFORMS}
         self.analyzers = {p: Analyzer(h, MIRROR_RULE) for p, h in self.hierarchies.items()}
+        self.head_signature = ASSUMED_SIGNATURE  # the tree's get_top_tokens and LogitsProcessor call, once read
         self.plugin_notes: list[str] = []  # plugin code that could not be read, entry points vLLM never calls
         self.registry_notes: list[str] = []  # parts of the speculative dict that could not be read
         self._callers: CallerIndex | None = None
@@ -153,12 +155,15 @@ class Scanner:
     def _note_processor(self, path: Path, source: str) -> None:
         """Where this vLLM's own LogitsProcessor.get_top_tokens masks the columns past
         ``org_vocab_size`` (a cut compute_logits makes is then made by both methods), and which of its
-        methods its call and its get_top_tokens run (a subclass overriding one may make them differ)."""
+        methods its call and its get_top_tokens run (a subclass overriding one may make them differ), and
+        what its get_top_tokens and its call take (a head call's arguments must bind to both alike)."""
         mask = outside_vocab_mask(source)
         paths = processor_paths(source)
+        self.head_signature = head_signature(source, str(self.index.relative(path))) or ASSUMED_SIGNATURE
         for analyzer in self.analyzers.values():
             analyzer.processor_mask = f"{self.index.relative(path)}:{mask}" if mask is not None else None
             analyzer.processor_paths = paths
+            analyzer.head_signature = self.head_signature
 
     def entries(self) -> list[RegistryEntry]:
         if self.tree.is_vllm:

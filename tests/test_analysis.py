@@ -721,9 +721,9 @@ def test_a_get_top_tokens_beside_a_head_call_it_cannot_mirror(tmp_path: Path) ->
         assert (analysis.status, analysis.consistency) == (Status.SUPPORTED, Consistency.UNPROVEN), name
         assert analysis.reason == (
             "get_top_tokens defined; compute_logits of ExampleMTP " + AT.format(2) + ": self.logits_processor called "
-            f"with arguments get_top_tokens does not take (line {line}); get_top_tokens of ExampleMTP "
-            + AT.format(top_tokens)
-            + " is written differently; run `mtp-audit verify`"
+            f"with arguments get_top_tokens does not take (line {line}): no parameter `scale`; get_top_tokens, whose "
+            "signature was not read, assumed (lm_head, hidden_states, embedding_bias=...); get_top_tokens of "
+            "ExampleMTP " + AT.format(top_tokens) + " is written differently; run `mtp-audit verify`"
         ), name
 
 

@@ -219,21 +219,39 @@ HEAD_ARGUMENTS_REASON = "self.logits_processor called with arguments get_top_tok
 ONE_HEAD_CALL = "def compute_logits(self, hidden_states):\n    return self.logits_processor({})\n"
 
 
+ASSUMED = "get_top_tokens, whose signature was not read, assumed (lm_head, hidden_states, embedding_bias=...)"
+
+
 @pytest.mark.parametrize(
-    ("code", "line"),
+    ("code", "line", "problem"),
     [
-        (ONE_HEAD_CALL.format("self.lm_head, hidden_states, self.bias, 2.0"), 2),
-        (ONE_HEAD_CALL.format("self.lm_head, *self.rest"), 2),
-        (ONE_HEAD_CALL.format("self.lm_head, **self.options"), 2),
-        (BRANCHES.format(first="self.lm_head, hidden_states", second="self.lm_head, hidden_states, scale=2.0"), 5),
+        (
+            ONE_HEAD_CALL.format("self.lm_head, hidden_states, self.bias, 2.0"),
+            2,
+            "no parameter takes positional argument 4",
+        ),
+        (ONE_HEAD_CALL.format("self.lm_head, *self.rest"), 2, "`*self.rest` unpacks arguments"),
+        (ONE_HEAD_CALL.format("self.lm_head, **self.options"), 2, "`**self.options` unpacks arguments"),
+        (
+            BRANCHES.format(first="self.lm_head, hidden_states", second="self.lm_head, hidden_states, scale=2.0"),
+            5,
+            "no parameter `scale`",
+        ),
+        (
+            ONE_HEAD_CALL.format("self.lm_head, hidden_states, self.bias, embedding_bias=self.bias"),
+            2,
+            "two values for `embedding_bias`",
+        ),
     ],
 )
-def test_a_head_call_get_top_tokens_cannot_take(code, line):
+def test_a_head_call_get_top_tokens_cannot_take(code, line, problem):
     """More than (lm_head, hidden_states, embedding_bias), or arguments unpacked from a sequence or a mapping,
-    in the one head call or in any arm."""
+    in the one head call or in any arm; the reason says which argument, and that the signature was assumed
+    (no tree's LogitsProcessor was read)."""
     shape = analyze_compute_logits(code, 1)
     assert (shape.kind, shape.rule, shape.rule_id) == ("manual", "head-arguments", "MTP109")
-    assert shape.reason == HEAD_ARGUMENTS_REASON.format(line)
+    assert shape.reason.startswith(f"{HEAD_ARGUMENTS_REASON.format(line)}: {problem}")
+    assert shape.reason.endswith(ASSUMED)
     assert [p.name for p in shape.params] == ["hidden_states"]
 
 

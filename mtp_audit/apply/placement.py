@@ -65,7 +65,8 @@ def _super_callers(scanner: Scanner, plan: Plan, base: Insertion) -> list[Insert
     """Planned insertions whose compute_logits is ``super().compute_logits`` reaching ``base``'s."""
     found = []
     for insertion in plan.insertions:
-        if logits_shape(insertion.source.method.text, insertion.source.method.line).kind != LogitsKind.SUPER:
+        source = insertion.source.method
+        if logits_shape(source.text, source.line, scanner.head_signature).kind != LogitsKind.SUPER:
             continue
         if any(
             _super_reaches(scanner.hierarchies[platform], Mro(order), base.target)

@@ -30,11 +30,22 @@ from .memo import (
     returns_plain_head,
     top_tokens_shape,
 )
-from .shape_types import EVERYWHERE, MASK_METHODS, LogitsKind, ParamKind, PostKind, TargetMap, TopTokensKind
+from .shape_types import (
+    ASSUMED_SIGNATURE,
+    EVERYWHERE,
+    MASK_METHODS,
+    HeadSignature,
+    LogitsKind,
+    LogitsShape,
+    ParamKind,
+    PostKind,
+    TargetMap,
+    TopTokensKind,
+)
 
 if TYPE_CHECKING:
     from ..locate import ProcessorPaths
-    from .shape_types import LogitsShape, Param, TopTokensShape
+    from .shape_types import Param, TopTokensShape
 
 Overlay = dict[ClassKey, dict[str, MethodFacts]]
 # vLLM's own processor: its call and its get_top_tokens select the same tokens (the mirror rule's premise)
@@ -98,6 +109,12 @@ class Analyzer:
         self.processor_mask: str | None = None
         # what the tree's LogitsProcessor runs for its call and its get_top_tokens; None: it could not be read
         self.processor_paths: ProcessorPaths | None = None
+        # what the tree's get_top_tokens and LogitsProcessor call take (head-arguments); assumed until read
+        self.head_signature: HeadSignature = ASSUMED_SIGNATURE
+
+    def shape(self, hit: MethodHit) -> LogitsShape:
+        """The shape of ``hit``'s compute_logits, its head call bound to this tree's get_top_tokens."""
+        return logits_shape(hit.method.text, hit.method.line, self.head_signature)
 
     def where(self, hit: MethodHit) -> str:
         return f"{hit.owner.name} ({hit.method.file or self.h.file_of(hit.owner)}:{hit.method.line})"
@@ -139,7 +156,7 @@ class Analyzer:
             )
         if analysis.status == Status.MISSING_FIXABLE and analysis.compute_logits is not None:
             cl = analysis.compute_logits
-            params = logits_shape(cl.method.text, cl.method.line).params
+            params = self.shape(cl).params
             forwarded = self.forwarded(self.h.mro(key), cl, overlay)
             for reach, pair in contract.viable_pairs(params):
                 for rule, why, consequence in (
@@ -177,7 +194,7 @@ class Analyzer:
         cl, gtt = analysis.compute_logits, analysis.get_top_tokens
         if analysis.consistency not in (Consistency.MIRROR, Consistency.EQUIVALENT) or cl is None or gtt is None:
             return None
-        cparams = logits_shape(cl.method.text, cl.method.line).params
+        cparams = self.shape(cl).params
         gparams = self.called_params(self.h.mro(key), gtt, overlay)
         forwarded = self.forwarded(self.h.mro(key), cl, overlay)
         return next(
@@ -196,7 +213,7 @@ class Analyzer:
         cl, gtt = analysis.compute_logits, analysis.get_top_tokens
         if analysis.consistency != Consistency.DIVERGENT or cl is None or gtt is None:
             return None
-        cparams = logits_shape(cl.method.text, cl.method.line).params
+        cparams = self.shape(cl).params
         gparams = self.called_params(self.h.mro(key), gtt, overlay)
         forwarded = self.forwarded(self.h.mro(key), cl, overlay)
         for reach, pair in contract.viable_pairs(cparams):
@@ -283,7 +300,7 @@ class Analyzer:
                 ),
                 cl,
             )
-        shape = logits_shape(cl.method.text, cl.method.line)
+        shape = self.shape(cl)
         if shape.kind == LogitsKind.STUB:
             return Analysis(Status.NOT_APPLICABLE, shape.reason + inherited, cl, rule=shape.rule_id)
         if shape.kind == LogitsKind.MANUAL:
@@ -456,7 +473,7 @@ class Analyzer:
         if gtt is not None:
             consistency, why = self.consistency(key, mro, cl, gtt, overlay, depth)
             return Analysis(Status.SUPPORTED, why, cl, gtt, consistency=consistency)
-        shape = logits_shape(cl.method.text, cl.method.line)
+        shape = self.shape(cl)
         if shape.kind in (LogitsKind.STUB, LogitsKind.MANUAL):
             status = Status.NOT_APPLICABLE if shape.kind == LogitsKind.STUB else Status.MISSING_MANUAL
             return Analysis(status, f"{shape.reason} in {self.where(cl)}", cl, rule=shape.rule_id)
@@ -476,7 +493,7 @@ class Analyzer:
         delegate's (or super()'s) compute_logits reads, and, in turn, what that one's ``**kwargs`` go
         to. Empty when it takes no ``**kwargs`` or never reads them; None when it looks into them
         itself or where they go is not known (then any keyword may be read)."""
-        shape = logits_shape(cl.method.text, cl.method.line)
+        shape = self.shape(cl)
         kwargs = next((p.name for p in shape.params if p.kind == ParamKind.STARSTAR), None)
         if kwargs is None or not reads(cl.method.text, kwargs):
             return frozenset()
@@ -492,13 +509,13 @@ class Analyzer:
         further = self.forwarded(inner_mro, inner, overlay, depth + 1)
         own = {
             p.name
-            for p in logits_shape(inner.method.text, inner.method.line).params
+            for p in self.shape(inner).params
             if p.kind in (ParamKind.POS, ParamKind.KWONLY) and reads(inner.method.text, p.name)
         }
         return None if further is None else further | own
 
     def _delegate_chain(self, mro: Mro, cl: MethodHit, overlay: Overlay | None, depth: int) -> list[ClassKey]:
-        shape = logits_shape(cl.method.text, cl.method.line)
+        shape = self.shape(cl)
         if shape.kind != LogitsKind.DELEGATE or depth > 8:
             return []
         target, _ = self._delegate_target(mro, cl, shape)
@@ -526,7 +543,7 @@ class Analyzer:
         consistency, why = self._consistency(key, mro, cl, gtt, overlay, depth, entry, contract)
         if consistency not in (Consistency.MIRROR, Consistency.EQUIVALENT) or cl is None:
             return consistency, why
-        if logits_shape(cl.method.text, cl.method.line).kind != LogitsKind.HEAD:
+        if self.shape(cl).kind != LogitsKind.HEAD:
             return consistency, why  # a delegate's processor is judged with the delegate
         processor = self.processor_difference(mro)
         if processor is None:
@@ -561,7 +578,7 @@ class Analyzer:
             return self._decorated(gtt, gshape)
         if cl is None:
             return Consistency.UNPROVEN, "no compute_logits to compare with"
-        cshape = logits_shape(cl.method.text, cl.method.line)
+        cshape = self.shape(cl)
         by_calls = contract is not None and contract.known and entry is None
         # Named first, before any signature difference: it decides the tokens. (A super() call or the
         # mixin is judged below against what it reaches.)
@@ -824,7 +841,7 @@ class Analyzer:
     def _super_inlined(self, mro: Mro, cl: MethodHit) -> tuple[str, MethodHit] | None:
         """``cl`` with the head-calling compute_logits its super() reaches inlined, if that is plain."""
         nxt = self.h.find(mro, "compute_logits", start=cl.index + 1)
-        if nxt is None or logits_shape(nxt.method.text, nxt.method.line).kind != LogitsKind.HEAD:
+        if nxt is None or self.shape(nxt).kind != LogitsKind.HEAD:
             return None
         inlined = self.mirror.inlined_super(cl.method.text, nxt.method.text)
         return (inlined, nxt) if inlined is not None else None

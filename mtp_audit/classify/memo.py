@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ..cache import MISSING, AnswerStore
 from ..index.fact_types import libcst_code
-from .shape_types import FreeNames, LogitsShape, TopTokensShape
+from .shape_types import FreeNames, HeadSignature, LogitsShape, TopTokensShape
 
 if TYPE_CHECKING:
     from ..cache import FactsCache
@@ -186,10 +186,11 @@ def _dataclasses_tolerate_unsigned() -> bool:
 
 
 @stored(LogitsShape)
-def logits_shape(text: str, line: int) -> LogitsShape:
+def logits_shape(text: str, line: int, signature: HeadSignature) -> LogitsShape:
+    """``signature`` is part of the key: one tree's answer is not another's whose get_top_tokens differs."""
     from .shapes import analyze_compute_logits
 
-    return analyze_compute_logits(libcst_code(text), line)
+    return analyze_compute_logits(libcst_code(text), line, signature)
 
 
 @stored(TopTokensShape)

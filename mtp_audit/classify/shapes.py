@@ -21,7 +21,18 @@ import libcst.matchers as m
 
 from ..cstnodes import nodes_in_scope, nodes_of, one_statement_per_line, parse_method, walk, walk_scope
 from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL, SELF, SUPER_CALL, has_logits_call
-from .shape_types import MASK_METHODS, LogitsKind, LogitsShape, Param, ParamKind, PostKind, TargetMap
+from .shape_types import (
+    ASSUMED_SIGNATURE,
+    MASK_METHODS,
+    HeadSignature,
+    LogitsKind,
+    LogitsShape,
+    Param,
+    ParamKind,
+    PostKind,
+    SignatureParam,
+    TargetMap,
+)
 
 ANY_COMPUTE_LOGITS_CALL = m.Call(func=m.Attribute(attr=m.Name("compute_logits")))
 STUB_STATEMENT = m.SimpleStatementLine(body=[m.OneOf(m.Raise(), m.Pass(), m.Expr(value=m.Ellipsis()))])
@@ -39,8 +50,6 @@ BY_HAND = m.Call(
     | m.Name("matmul")
 ) | m.BinaryOperation(operator=m.MatrixMultiply())
 RETURN_NAME = m.SimpleStatementLine(body=[m.Return(value=m.Name())])
-# get_top_tokens keeps these argument names of the head call.
-TOP_TOKENS_KEYWORDS = {"lm_head", "hidden_states", "embedding_bias"}
 
 
 # Sub-statement nodes the rules look at, with their CPython ast counterparts.
@@ -72,7 +81,7 @@ class _Body:
     within one statement nodes of one kind appear in the same order in both trees.
     """
 
-    def __init__(self, func: cst.FunctionDef, module: cst.Module, text: str, first_line: int):
+    def __init__(self, func: cst.FunctionDef, module: cst.Module, text: str, first_line: int, signature: HeadSignature):
         statements = one_statement_per_line(func.body.body)
         self.docstring = bool(statements) and m.matches(statements[0], DOCSTRING)
         self.statements = statements[1:] if self.docstring else statements
@@ -80,6 +89,7 @@ class _Body:
         self.module = module
         self.text = text
         self.first_line = first_line
+        self.signature = signature  # what the tree's get_top_tokens and LogitsProcessor call take
         self._nodes: dict[int, list[cst.CSTNode]] = {}
         self._in_scope: dict[int, set[int]] = {}  # id(statement) -> ids of its nodes in the method's own scope
         self._owner: dict[int, int] = {}  # id(node) -> index of its statement
@@ -147,9 +157,11 @@ def params_of(func: cst.FunctionDef) -> list[Param]:
     return [x for x in out if x.name != "self"]
 
 
-def _decompose(code: str, first_line: int) -> tuple[_Body, cst.FunctionDef]:
+def _decompose(
+    code: str, first_line: int, signature: HeadSignature = ASSUMED_SIGNATURE
+) -> tuple[_Body, cst.FunctionDef]:
     module, func = parse_method(code)
-    return _Body(func, module, textwrap.dedent(code), first_line), func
+    return _Body(func, module, textwrap.dedent(code), first_line, signature), func
 
 
 def _calls(body: _Body, statement: cst.CSTNode, matcher) -> list[cst.Call]:
@@ -1615,8 +1627,9 @@ class PostProcessing(ShapeRule):
 
 
 class HeadArguments(ShapeRule):
-    """get_top_tokens takes (lm_head, hidden_states, embedding_bias): a head call with other
-    arguments has no mirror."""
+    """The mirror passes the head call's arguments to get_top_tokens as they are: each must bind there the
+    way Python binds it, and to the parameter it binds to in the call (``forward``), else the mirror raises
+    TypeError or passes a value as another parameter. The signatures are the scanned tree's (``HeadSignature``)."""
 
     id = "MTP109"
     name = "head-arguments"
@@ -1632,8 +1645,24 @@ class HeadArguments(ShapeRule):
             LogitsKind.HEAD,
             "head",
         ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                return self.logits_processor(self.lm_head, hidden_states=hidden_states)
+        """),
+            LogitsKind.HEAD,
+            "head",
+        ),
     )
     INVALID = (
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                return self.logits_processor(self.lm_head, hidden_states, self.bias, embedding_bias=self.bias)
+        """),
+            LogitsKind.MANUAL,
+            "head-arguments",
+        ),
         Example(
             _method("""
             def compute_logits(self, hidden_states):
@@ -1663,18 +1692,81 @@ class HeadArguments(ShapeRule):
 
     @staticmethod
     def _check_call(body: _Body, params: list[Param], call: cst.Call) -> LogitsShape | None:
-        positional = [a for a in call.args if a.keyword is None and not a.star]
-        keywords = [a.keyword.value for a in call.args if a.keyword is not None]
-        starred = [a for a in call.args if a.star]
-        if starred or len(positional) > 3 or any(k not in TOP_TOKENS_KEYWORDS for k in keywords) or len(call.args) < 2:
-            return LogitsShape(
-                LogitsKind.MANUAL,
-                "head-arguments",
-                f"self.logits_processor called with arguments get_top_tokens does not take (line {body.line(call)})",
-                body.line(call),
-                params,
-            )
+        signature = body.signature
+        line = body.line(call)
+        problem = _unbound(body, call, signature)
+        if problem is None:
+            return None
+        where = (
+            f"get_top_tokens{_signature_text(signature.top_tokens)} at {signature.where}"
+            if signature.where is not None
+            else f"get_top_tokens, whose signature was not read, assumed {_signature_text(signature.top_tokens)}"
+        )
+        return LogitsShape(
+            LogitsKind.MANUAL,
+            "head-arguments",
+            f"self.logits_processor called with arguments get_top_tokens does not take (line {line}): "
+            f"{problem}; {where}",
+            line,
+            params,
+        )
+
+
+def _unbound(body: _Body, call: cst.Call, signature: HeadSignature) -> str | None:
+    """Why the head call's arguments, passed as they are to get_top_tokens, are not the same call there;
+    None when each binds there to the parameter it binds to in the call. A parameter the call leaves
+    without a value is named only where the call's own binding (when read) gives it one: else the
+    call raises as much as its mirror."""
+    starred = next((a for a in call.args if a.star), None)
+    if starred is not None:
+        return f"`{starred.star}{body.code(starred.value)}` unpacks arguments that cannot be bound statically"
+    arguments = [a.keyword.value if a.keyword is not None else None for a in call.args]
+    to_top_tokens = _bind(arguments, signature.top_tokens)
+    if isinstance(to_top_tokens, str):
+        return to_top_tokens
+    if signature.call is None:
         return None
+    to_call = _bind(arguments, signature.call)
+    if isinstance(to_call, str):
+        return f"the call itself: {to_call}"
+    missing = [p.name for p in signature.top_tokens if p.required and p.name not in to_top_tokens]
+    supplied = [name for name in missing if name in to_call]
+    if supplied:
+        return f"no value for `{supplied[0]}`"
+    for argument, top_tokens, called in zip(call.args, to_top_tokens, to_call):
+        if top_tokens != called:
+            return f"`{body.code(argument.value)}` is `{called}` in the call but `{top_tokens}` in get_top_tokens"
+    return None
+
+
+def _bind(arguments: list[str | None], signature: tuple[SignatureParam, ...]) -> list[str] | str:
+    """The parameter each argument (its keyword, None: positional) binds to, as Python binds a call;
+    a string saying why where it does not bind (parameters left without a value are the caller's to check)."""
+    positional = [p for p in signature if p.kind in (ParamKind.POSONLY, ParamKind.POS)]
+    by_keyword = {p.name: p for p in signature if p.kind in (ParamKind.POS, ParamKind.KWONLY)}
+    star = next((f"*{p.name}" for p in signature if p.kind == ParamKind.STAR), None)
+    starstar = next((f"**{p.name}" for p in signature if p.kind == ParamKind.STARSTAR), None)
+    bound: list[str] = []
+    for index, keyword in enumerate(arguments):
+        if keyword is None:
+            name = positional[index].name if index < len(positional) else star
+            if name is None:
+                return f"no parameter takes positional argument {index + 1}"
+        elif keyword in by_keyword:
+            name = keyword
+        elif starstar is None:
+            return f"no parameter `{keyword}`"
+        else:
+            name = starstar
+        if name in bound and not name.startswith("*"):
+            return f"two values for `{name}`"
+        bound.append(name)
+    return bound
+
+
+def _signature_text(signature: tuple[SignatureParam, ...]) -> str:
+    prefix = {ParamKind.STAR: "*", ParamKind.STARSTAR: "**"}
+    return "(" + ", ".join(prefix.get(p.kind, "") + p.name + ("" if p.required else "=...") for p in signature) + ")"
 
 
 # The first rule that objects decides; each rule runs after those in its ``after``.
@@ -1818,8 +1910,8 @@ def _head_shape(body: _Body, params: list[Param], call: cst.Call, manual: bool =
     )
 
 
-def analyze_compute_logits(code: str, first_line: int) -> LogitsShape:
-    body, func = _decompose(code, first_line)
+def analyze_compute_logits(code: str, first_line: int, signature: HeadSignature = ASSUMED_SIGNATURE) -> LogitsShape:
+    body, func = _decompose(code, first_line, signature)
     params = params_of(func)
     for rule in RULES:
         shape = rule.check(body, params)

@@ -24,6 +24,7 @@ from ..apply.plan import Action, Plan
 from ..apply.result import FixResult
 from ..apply.write import diff_lines, encoded_diff
 from ..classify.memo import logits_shape
+from ..classify.shape_types import ASSUMED_SIGNATURE
 from ..errors import UsageError
 from ..templating import template
 from ..verify.emit import render_family_test
@@ -95,7 +96,8 @@ def _stepped(family: Family) -> list[tuple[str, str, bool]]:
     drafters = []
     for outcome in family.outcomes:
         own = outcome.insertions[0].source  # the drafter's own compute_logits comes first
-        params = logits_shape(own.method.text, own.method.line).params
+        # its parameters, which no head signature changes
+        params = logits_shape(own.method.text, own.method.line, ASSUMED_SIGNATURE).params
         drafters.append((outcome.record.module, outcome.record.cls, any(p.name == "spec_step_idx" for p in params)))
     return drafters
 
