@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from mtp_audit.classify.shape_types import HeadSignature, ParamKind, SignatureParam
 from mtp_audit.classify.shapes import RULES, Example, ShapeRule, _decompose, analyze_compute_logits, params_of
 from mtp_audit.synthesize.mirror import mirror_code
 
@@ -695,3 +696,55 @@ def test_a_draft_to_target_scatter_is_read_from_its_statements(tail, target_map)
         assert shape.post != "d2t_scatter"
     else:
         assert (shape.post, shape.target_map) == ("d2t_scatter", target_map)
+
+
+def _signature(top_tokens: str, call: str | None) -> HeadSignature:
+    """A tree's signatures from their parameter lists (``name`` or ``name=`` for one with a default)."""
+
+    def params(text: str) -> tuple[SignatureParam, ...]:
+        return tuple(SignatureParam(p.rstrip("="), ParamKind.POS, not p.endswith("=")) for p in text.split())
+
+    return HeadSignature("logits_processor.py:9", params(top_tokens), params(call) if call is not None else None)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "top_tokens", "call", "problem"),
+    [
+        (
+            "self.lm_head, hidden_states, embedding_bias=b",
+            "lm_head hidden_states",
+            None,
+            "no parameter `embedding_bias`",
+        ),
+        ("self.lm_head, hidden_states, skip_gather=False", "lm_head hidden_states skip_gather=", None, None),
+        (
+            "self.lm_head, hidden_states, self.bias",
+            "lm_head hidden_states skip_gather=",
+            "lm_head hidden_states embedding_bias= skip_gather=",
+            "`self.bias` is `embedding_bias` in the call but `skip_gather` in get_top_tokens",
+        ),
+        (
+            "self.lm_head, hidden_states",
+            "lm_head hidden_states temperature",
+            "lm_head hidden_states",
+            "no value for `temperature`",
+        ),
+        (
+            "self.lm_head, embedding_bias=b",
+            "lm_head hidden_states embedding_bias=",
+            "lm_head hidden_states embedding_bias=",
+            None,
+        ),
+    ],
+)
+def test_head_arguments_bind_to_the_trees_signatures(arguments, top_tokens, call, problem):
+    """Bound as Python binds them, to the tree's get_top_tokens and call; a call that itself lacks a value
+    raises as much as its mirror, so only a value the mirror alone lacks is named."""
+    code = f"def compute_logits(self, hidden_states):\n    return self.logits_processor({arguments})\n"
+    shape = analyze_compute_logits(code, 1, _signature(top_tokens, call))
+    if problem is None:
+        assert shape.kind == "head", shape.reason
+    else:
+        assert shape.rule == "head-arguments"
+        assert shape.reason.startswith(f"{HEAD_ARGUMENTS_REASON.format(2)}: {problem}; get_top_tokens(")
+        assert shape.reason.endswith(" at logits_processor.py:9")

@@ -1714,9 +1714,9 @@ class HeadArguments(ShapeRule):
 
 def _unbound(body: _Body, call: cst.Call, signature: HeadSignature) -> str | None:
     """Why the head call's arguments, passed as they are to get_top_tokens, are not the same call there;
-    None when each binds there to the parameter it binds to in the call. A parameter the call leaves
-    without a value is named only where the call's own binding (when read) gives it one: else the
-    call raises as much as its mirror."""
+    None when each binds there to the parameter it binds to in the call. A get_top_tokens parameter left
+    without a value is named only where the call (when read) gives each of its own one: else the call
+    raises as much as its mirror."""
     starred = next((a for a in call.args if a.star), None)
     if starred is not None:
         return f"`{starred.star}{body.code(starred.value)}` unpacks arguments that cannot be bound statically"
@@ -1730,9 +1730,8 @@ def _unbound(body: _Body, call: cst.Call, signature: HeadSignature) -> str | Non
     if isinstance(to_call, str):
         return f"the call itself: {to_call}"
     missing = [p.name for p in signature.top_tokens if p.required and p.name not in to_top_tokens]
-    supplied = [name for name in missing if name in to_call]
-    if supplied:
-        return f"no value for `{supplied[0]}`"
+    if missing and all(p.name in to_call for p in signature.call if p.required):
+        return f"no value for `{missing[0]}`"
     for argument, top_tokens, called in zip(call.args, to_top_tokens, to_call):
         if top_tokens != called:
             return f"`{body.code(argument.value)}` is `{called}` in the call but `{top_tokens}` in get_top_tokens"
