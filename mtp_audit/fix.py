@@ -55,7 +55,7 @@ def plan_fix(
         memo.delegated(_asking(worker)),
         _base_names_ahead(tree, jobs) as base_names,
     ):
-        result, scanner, resolutions = scan(tree, cache, chain_answers=chain_answers)
+        result, scanner, resolutions = scan(tree, cache, chain_answers=chain_answers, caller_notes=False)
         if base_names is not None:
             expect_base_names(scanner, base_names)
         if result.parse_errors:  # as scan: an input error, exit 2, and nothing is written

@@ -369,11 +369,14 @@ def scan(
     cache: FactsCache | None = None,
     resolve: Resolve | None = None,
     chain_answers: ChainAnswers | None = None,
+    caller_notes: bool = True,
 ) -> tuple[ScanResult, Scanner, list[Resolution]]:
     """Run the pipeline; ``scanner.index.observed`` then says what the result depends on.
 
     ``resolve``, when given, does the resolving and classifying (see fanout.forked);
-    ``chain_answers``, the import-chain answers of an earlier scan of the same files.
+    ``chain_answers``, the import-chain answers of an earlier scan of the same files;
+    ``caller_notes``: read what the speculators' selection does not follow (a tenth of a scan), which
+    only ``scan`` reports (``fix`` does not, and does not store its result).
     """
     memo.use_cache(cache)
     scanner = Scanner(tree, cache)
@@ -391,7 +394,7 @@ def scan(
         parse_errors=sorted(scanner.index.read_errors.items()),
         notes=scanner.plugin_notes,
         registry_notes=scanner.registry_notes,
-        caller_notes=scanner.caller_notes(),
+        caller_notes=scanner.caller_notes() if caller_notes else [],
         runner_notes=scanner.runner_notes(),
     )
     return result, scanner, resolutions
