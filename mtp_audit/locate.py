@@ -9,9 +9,8 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .classify.shape_types import HeadSignature, ParamKind, SignatureParam
 from .errors import UsageError
-from .model import PluginDist, SourceTree
+from .model import HeadSignature, ParamKind, PluginDist, SignatureParam, SourceTree
 
 REGISTRY = Path("model_executor/models/registry.py")
 LOGITS_PROCESSOR = Path("model_executor/layers/logits_processor.py")

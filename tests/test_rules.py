@@ -686,6 +686,10 @@ D2T_WIDE = "    wide = logits.new_full((logits.shape[0], self.vocab), float('-in
             "    wide[:, self.draft_id_to_target_id] = logits\n    return wide\n",
             "not a scatter",
         ),
+        (  # padded into a slice of columns: no ids, no scatter (and no crash reading the ids)
+            D2T_WIDE + "    wide[:, 0:5] = logits\n    return wide\n",
+            "not a scatter",
+        ),
     ],
 )
 def test_a_draft_to_target_scatter_is_read_from_its_statements(tail, target_map):
@@ -696,6 +700,18 @@ def test_a_draft_to_target_scatter_is_read_from_its_statements(tail, target_map)
         assert shape.post != "d2t_scatter"
     else:
         assert (shape.post, shape.target_map) == ("d2t_scatter", target_map)
+
+
+def test_a_recognised_scatter_is_not_said_to_come_with_a_local_it_reads():
+    """A local the scatter reads (the vocabulary size) is part of it: the reason names no other statement."""
+    tail = (
+        "    vocab = self.config.vocab_size\n"
+        "    wide = logits.new_full((logits.shape[0], vocab), float('-inf'))\n"
+        "    wide[:, self.draft_id_to_target_id] = logits\n    return wide\n"
+    )
+    shape = analyze_compute_logits(D2T_HEAD + tail, 1)
+    assert (shape.post, shape.target_map) == ("d2t_scatter", "absolute")
+    assert "not only the scatter" not in shape.reason
 
 
 def _signature(top_tokens: str, call: str | None) -> HeadSignature:

@@ -6,15 +6,12 @@ from __future__ import annotations
 import builtins
 from dataclasses import dataclass
 
+# the head call's signature types live on the ground floor (locate reads the tree's); re-exported here
+from ..model import ASSUMED_SIGNATURE as ASSUMED_SIGNATURE
+from ..model import HeadSignature as HeadSignature
+from ..model import ParamKind as ParamKind
+from ..model import SignatureParam as SignatureParam
 from ..model import StrEnum
-
-
-class ParamKind(StrEnum):
-    POSONLY = "posonly"
-    POS = "pos"
-    STAR = "star"  # *args
-    KWONLY = "kwonly"
-    STARSTAR = "starstar"  # **kwargs
 
 
 class LogitsKind(StrEnum):
@@ -64,39 +61,6 @@ class Param:
     name: str
     default: str | None
     kind: ParamKind
-
-
-@dataclass(frozen=True)
-class SignatureParam:
-    name: str
-    kind: ParamKind
-    required: bool  # no default
-
-
-@dataclass(frozen=True)
-class HeadSignature:
-    """The parameters (``self`` left out) of the scanned tree's ``LogitsProcessor.get_top_tokens`` and of
-    what its call runs (``forward``, or ``__call__`` where the class defines one), read off its source: a
-    mirror passes the head call's arguments to get_top_tokens as they are, so they must bind there, and to
-    the same parameters as in the call. ``where``: file:line of get_top_tokens, None where the signature
-    was not read and is assumed (ASSUMED_SIGNATURE); ``call``: None where the class defines neither entry."""
-
-    where: str | None
-    top_tokens: tuple[SignatureParam, ...]
-    call: tuple[SignatureParam, ...] | None
-
-
-# vLLM's get_top_tokens since it exists (0.17 to 0.34); assumed where the tree's LogitsProcessor is not
-# read (a directory of plugin files without vLLM), and the signature the rule examples run against.
-ASSUMED_SIGNATURE = HeadSignature(
-    None,
-    (
-        SignatureParam("lm_head", ParamKind.POS, True),
-        SignatureParam("hidden_states", ParamKind.POS, True),
-        SignatureParam("embedding_bias", ParamKind.POS, False),
-    ),
-    None,
-)
 
 
 @dataclass

@@ -441,7 +441,10 @@ COLUMN_STORE = m.SimpleStatementLine(
                 m.AssignTarget(
                     target=m.Subscript(
                         value=m.Name(),
-                        slice=[m.SubscriptElement(m.Slice(lower=None, upper=None, step=None)), m.SubscriptElement()],
+                        slice=[
+                            m.SubscriptElement(m.Slice(lower=None, upper=None, step=None)),
+                            m.SubscriptElement(m.Index()),  # the ids: a slice of columns is a pad, no scatter
+                        ],
                     )
                 )
             ],
@@ -709,7 +712,8 @@ class _Flow:
         statement that changes no logits still has no place in a mirror)."""
         line, code = self.deciding(kind)
         reason = f"{POST_REASONS[kind] if self.changes else UNCHANGED_TAIL} (line {line}: `{code}`)"
-        other = self.scatter.outside(self.changes) if kind == PostKind.D2T_SCATTER and self.scatter else None
+        scatter = self.scatter if kind == PostKind.D2T_SCATTER else None
+        other = scatter.outside(self.changes) if scatter is not None and scatter.target_map is None else None
         if other is not None:
             reason += (
                 f", not only the scatter through draft_id_to_target_id (line {self.body.line(other)}: "

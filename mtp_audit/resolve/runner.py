@@ -71,12 +71,12 @@ class RunnerChoice:
 
         return raises
 
-    def nonempty(self, name: str, truth: Callable[[ast.expr], object], unknown: object, depth: int = 0) -> object:
+    def nonempty(self, name: str, truth: Callable[[ast.expr], object], unknown: object) -> object:
         """The truth of what check ``name`` returns when it returns a list it builds: True where an
         ``append`` to it surely runs, else ``unknown``; None when it returns no such list."""
         function = self.methods[name]
         built = _returned_list(function)
-        if built is None or depth > MAX_DEPTH:
+        if built is None:
             return None
 
         def appends(statement: ast.stmt) -> bool:
