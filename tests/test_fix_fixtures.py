@@ -29,49 +29,26 @@ def _ruff_clean(data: bytes) -> bool:
     return result.returncode == 0
 
 
-def _imports_sorted(data: bytes) -> bool:
-    """ruff's isort check (I001) passes, vllm first-party as in vLLM's own configuration."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ruff",
-            "check",
-            "--isolated",
-            "--select",
-            "I",
-            "--config",
-            "lint.isort.known-first-party = ['vllm']",
-            "-",
-        ],
+def _ruff(data: bytes, *options: str) -> subprocess.CompletedProcess:
+    """``ruff check`` of ``data`` alone (no project configuration), with ``options``."""
+    return subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--isolated", *options, "-"],
         input=data,
         capture_output=True,
         check=False,
     )
-    return result.returncode == 0
+
+
+def _imports_sorted(data: bytes) -> bool:
+    """ruff's isort check (I001) passes, vllm first-party as in vLLM's own configuration."""
+    return _ruff(data, "--select", "I", "--config", "lint.isort.known-first-party = ['vllm']").returncode == 0
 
 
 def _pyflakes_findings(data: bytes) -> str:
     """ruff's findings that a written method can add to a file (empty: none): a name never imported
     (F821, ``torch``), a local bound and never used (F841, F842: a pre-initialisation kept in a mirror
     that returns the head's result instead)."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ruff",
-            "check",
-            "--isolated",
-            "--select",
-            "F821,F841,F842",
-            "--output-format",
-            "concise",
-            "-",
-        ],
-        input=data,
-        capture_output=True,
-        check=False,
-    )
+    result = _ruff(data, "--select", "F821,F841,F842", "--output-format", "concise")
     return "" if result.returncode == 0 else result.stdout.decode(errors="replace")
 
 
