@@ -67,13 +67,20 @@ _OUTER_FIELDS: dict[type, tuple[str, ...]] = {
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """``node`` and every node below it, in source (pre-)order."""
-    return _walk(node, {})
+    return iter(_descendants(node, False))
 
 
 def walk_scope(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """``node`` and every node below it that belongs to the scope ``node`` is in (source pre-order):
     the bodies of nested functions, classes and lambdas are left out (``_OUTER_FIELDS``)."""
-    return _walk(node, _OUTER_FIELDS)
+    return iter(_descendants(node, True))
+
+
+@functools.lru_cache(maxsize=16384)
+def _descendants(node: cst.CSTNode, in_scope: bool) -> tuple[cst.CSTNode, ...]:
+    """The walk, kept: nodes are immutable (and hash by identity), and the rules walk the same
+    method bodies and expressions again and again."""
+    return tuple(_walk(node, _OUTER_FIELDS if in_scope else {}))
 
 
 def _walk(node: cst.CSTNode, fields: dict[type, tuple[str, ...]]) -> Iterator[cst.CSTNode]:

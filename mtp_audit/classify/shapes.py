@@ -72,6 +72,9 @@ def _source_order(node: ast.AST) -> tuple:
     return (node.lineno, node.col_offset, -(node.end_lineno or 0), -(node.end_col_offset or 0))
 
 
+_NODE_MATCHERS = type(m.Call()).__module__  # where libcst defines one matcher class per node class (not OneOf, TypeOf)
+
+
 class _Body:
     """A method body without its docstring, with cheap node lookups and real line numbers.
 
@@ -112,7 +115,11 @@ class _Body:
         scope = self._in_scope.get(id(statement))
         if scope is None:
             scope = self._in_scope[id(statement)] = {id(n) for n in walk_scope(statement)}
-        return [n for n in self._nodes_of(index) if id(n) in scope and m.matches(n, matcher)]
+        nodes = self._nodes_of(index)
+        if type(matcher).__module__ == _NODE_MATCHERS:  # a node's matcher matches only that node class
+            name = type(matcher).__name__
+            nodes = [n for n in nodes if type(n).__name__ == name]
+        return [n for n in nodes if id(n) in scope and m.matches(n, matcher)]
 
     def _ast_statements(self) -> list[ast.stmt]:
         if self._ast is None:
