@@ -661,12 +661,19 @@ class _Flow:
     def _changes(self, statement: cst.CSTNode) -> bool:
         if m.matches(statement, m.Return()):
             return not self._returns_holder(statement)
-        if m.matches(statement, m.Expr()):
-            in_place = m.matches(statement, m.Expr(value=IN_PLACE_CALL))
-            return in_place and _root(statement.value.func.value) in self.holders  # type: ignore[attr-defined]
-        if self._aliasing(statement):
+        if self._changes_in_place(statement):
+            return True
+        if m.matches(statement, m.Expr()) or self._aliasing(statement):
             return False
         return any(_written(t) & self.holders for t in _targets(statement))
+
+    def _changes_in_place(self, statement: cst.CSTNode) -> bool:
+        """An in-place method called on the logits anywhere in the statement: on its own line, as the
+        value of an assignment (``masked = logits.masked_fill_(...)``) or as an argument."""
+        return any(
+            m.matches(call, IN_PLACE_CALL) and _root(call.func.value) in self.holders  # type: ignore[attr-defined]
+            for call in nodes_in_scope(statement, cst.Call)
+        )
 
     def masks(self) -> list[cst.CSTNode]:
         """Stores into the head's logits through an index (``logits[:, ids] = -inf``, ``-=``), the
