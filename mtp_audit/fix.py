@@ -87,6 +87,7 @@ def plan_fix(
                     [i for i in inheritors if i.base in kept],
                     [n for n in notes if all(k in kept for k in n.into)],
                     _left_for_a_human(result.records) if sweep_all else [],
+                    _untouched(result.records) if sweep_all else [],
                 )
             for outcome in plan.outcomes:  # a drafter is fixed whole or not at all
                 # a method not in the plan's own (a copy dropped for the owner's) is the owner's to write
@@ -101,6 +102,13 @@ def plan_fix(
 def _left_for_a_human(records: list[DrafterRecord]) -> list[DrafterRecord]:
     """The findings no sweep can settle: no mechanical mirror is safe, or the method diverges."""
     return [r for r in records if r.status == Status.MISSING_MANUAL or r.consistency == Consistency.DIVERGENT]
+
+
+def _untouched(records: list[DrafterRecord]) -> list[DrafterRecord]:
+    """What a sweep leaves alone for good reason: the method is there (and does not diverge), or no
+    speculator calls it or there is nothing to mirror."""
+    left = _left_for_a_human(records)
+    return [r for r in records if r.status in (Status.SUPPORTED, Status.NOT_APPLICABLE) and r not in left]
 
 
 def _without_a_vllm(tree: SourceTree) -> str | None:

@@ -296,14 +296,23 @@ def test_fix_says_what_it_needs(tmp_path):
 
 def test_a_sweep_counts_what_it_leaves_for_a_human(tmp_path):
     """``fix --all`` writes only safe mirrors; its total still names the missing_manual and
-    divergent drafters it left, so a sweep that writes nothing does not read as 'all done'."""
+    divergent drafters it left, so a sweep that writes nothing does not read as 'all done', and
+    counts what it had no reason to touch (an unproven method is for ``verify`` to decide)."""
     manual = run_cli("fix", str(tree_of("manual_shapes", tmp_path / "manual")), "--all", "--check")
     assert manual.returncode == 0  # --check: no file needs a change, nothing requested was refused
     assert manual.stderr.splitlines()[-1] == (
         "fix: would write 0 methods into 0 files; 0 refused; "
-        "left for a human: 6 missing_manual (`mtp-audit scan` says why)."
+        "left for a human: 6 missing_manual (`mtp-audit scan` says why); not touched: 2 not_applicable."
     )
     divergent = run_cli("fix", str(tree_of("consistency", tmp_path / "divergent")), "--all", "--check")
-    assert "left for a human: 3 divergent (`mtp-audit scan` says why)." in divergent.stderr
+    assert divergent.stderr.splitlines()[-1].endswith(
+        "left for a human: 3 divergent (`mtp-audit scan` says why); "
+        "not touched: 3 supported, 1 unproven (`mtp-audit verify` decides)."
+    )
+    masks = run_cli("fix", str(tree_of("mask_forms", tmp_path / "masks")), "--all", "--check")
+    assert masks.stderr.splitlines()[-1] == (
+        "fix: would write 0 methods into 0 files; 0 refused; left for a human: 6 divergent (`mtp-audit scan` "
+        "says why); not touched: 2 unproven (`mtp-audit verify` decides)."
+    )
     chosen = run_cli("fix", str(tree_of("direct_head", tmp_path / "one")), "--model", "toy")
     assert "left for a human" not in chosen.stderr  # --model: the user named what to fix

@@ -24,3 +24,5 @@ class FixResult:
     placement_notes: list[Moved] = field(default_factory=list)  # methods moved off bases non-drafters inherit
     # what a --all sweep leaves for a human: missing_manual, and a get_top_tokens that diverges
     left: list[DrafterRecord] = field(default_factory=list)
+    # what a --all sweep had no reason to touch: supported (unproven ones included) and not_applicable
+    untouched: list[DrafterRecord] = field(default_factory=list)

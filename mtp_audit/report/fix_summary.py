@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..apply.plan import Action
 from ..apply.result import FixResult
-from ..model import Status
+from ..model import Consistency, DrafterRecord, Status
 from .concise import INDENT, Line, _wrap, platforms_text, print_concise
 
 LABEL = {
@@ -70,7 +70,22 @@ def fix_total(result: FixResult, written: bool) -> str:
         if manual < len(result.left):
             kinds.append(f"{len(result.left) - manual} divergent")
         parts.append(f"left for a human: {', '.join(kinds)} (`mtp-audit scan` says why)")
+    if result.untouched:
+        parts.append(f"not touched: {untouched_counts(result.untouched)}")
     return "fix: " + "; ".join(parts) + "."
+
+
+def untouched_counts(records: list[DrafterRecord]) -> str:
+    """``33 supported, 2 unproven (`mtp-audit verify` decides), 13 not_applicable``."""
+    unproven = sum(r.consistency == Consistency.UNPROVEN for r in records)
+    supported = sum(r.status == Status.SUPPORTED for r in records) - unproven
+    not_applicable = sum(r.status == Status.NOT_APPLICABLE for r in records)
+    counts = [
+        f"{supported} supported" if supported else "",
+        f"{unproven} unproven (`mtp-audit verify` decides)" if unproven else "",
+        f"{not_applicable} not_applicable" if not_applicable else "",
+    ]
+    return ", ".join(c for c in counts if c)
 
 
 def render_fix_summary(result: FixResult, console, written: bool, width: int | None) -> None:
