@@ -81,6 +81,8 @@ DECLARED_CONFIG = re.compile(r"^(\s+)speculator_config_class\s*(?::[^=]*)?=\s*([
 
 MAX_FACTORY_DEPTH = 8  # factories calling factories: deeper is a cycle
 MAX_REEXPORTS = 8  # a base's name imported from module to module: longer is a cycle
+TRANSPARENT_WRAPPERS = ("torch.compile",)  # return a callable that calls what they wrap, arguments unchanged
+PROPERTIES = frozenset({"property", "cached_property", "functools.cached_property"})  # read, not handed on
 # decorators after which a def bound under another name in a class body is no plain method
 BINDERS = frozenset({"classmethod", "staticmethod", "property", "cached_property", "functools.cached_property"})
 HIDDEN_BY_STAR = "\x01"  # an argument value that a ``*``/``**`` argument of a wrapper call hides
@@ -222,6 +224,7 @@ class CallerIndex:
         self._functions: dict[str, tuple[_Module, ast.FunctionDef | ast.AsyncFunctionDef]] | None = None
         self._helpers: dict[str, Path] = {}  # module -> file of the caller folders not read yet (see _load)
         self._bound_locals: dict[tuple[str | None, str], frozenset[str]] = {}  # see _local_names
+        self._instance_values: dict[tuple[str, ...], dict] = {}  # see _instance_bindings
         self._placed: set[tuple[str, int, int]] = set()  # speculator references selection read (see _unplaced)
         self._value_modules: dict[str, ast.Module | None] = {}  # modules outside the caller files read for a constant
         self._runner: RunnerChoice | None = None  # how the config picks the V1 or V2 model runner
@@ -1190,76 +1193,184 @@ class CallerIndex:
         """The calls of a frame's function that a drafting path goes through: calls on the drafter
         (``self.model``, a local alias, a bound method, or a parameter the drafter is handed in),
         calls of the speculator's own methods (on ``self``, through ``super()`` or
-        ``super(Cls, self)``, or explicitly, ``Base.method(self, ...)``), and module-level
-        functions of the caller files that the drafter is handed to; and the drafter references
-        that none of these follows (``FILE:LINE: code``)."""
+        ``super(Cls, self)``, or explicitly, ``Base.method(self, ...)``; ``self(...)`` as its
+        ``__call__``; what a name rebound on the instance holds, see ``_python_calls``), module-level
+        functions of the caller files that the drafter is handed to, and the speculator's bound
+        methods used as values (``run(self._generate_drafts, h)``: called where the scan does not
+        look, with arguments it does not know); and the references that none of these follows
+        (``FILE:LINE: code``)."""
         function, module, file = self._definition(frame)
         nodes = list(ast.walk(function))
         names = _DrafterNames.of(nodes, frame.drafters, frame.speculators)
         shadowed = _inner_scope_names(function)
         sites: list[_Site] = []
         followed: set[int] = set()  # drafter references that a site follows
+        called: set[int] = set()  # what the calls call, as Python finds it (see _bound_method_values)
         home = self.modules[module] if module in self.modules else None
         callables = _bound_once(nodes, function)
         unbound: list[str] = []  # methods of the speculator called here that the scan cannot tell
-        for node in nodes:
-            if not isinstance(node, ast.Call):
-                continue
-            call_node = node
-            node = _direct_call(node, callables, _scope(home, function), home) if home is not None else node
-            method = names.method_of(node.func)
-            if method is not None:
-                args = tuple(
-                    [unparse(a) for a in node.args]
-                    + [f"{k.arg}={unparse(k.value)}" if k.arg else f"**{unparse(k.value)}" for k in node.keywords]
-                )
-                keywords = tuple(k.arg for k in node.keywords if k.arg)
-                call = ModelCall(method, args, keywords, len(node.args), file, node.lineno)
-                sites.append(_Site(call_node, file, _unshadowed(call, shadowed.get(id(call_node), frozenset()))))
-                followed |= {id(node.func), id(call_node.func)}
-                continue
-            callee = self._callee(node, frame, mro, module, names.hands_on(node))
-            if isinstance(callee, str):
-                unbound.append(callee)
-            if not isinstance(callee, tuple):
-                continue
-            target, bound_self = callee
-            definition = self._definition(target)[0]
-            receives = _received(definition, node, bound_self)
-            passed = list(_arguments_by_parameter(definition, node, bound_self))
-            handed = tuple(sorted(name for name, arg in passed if names.holds(arg)))
-            speculators = tuple(
-                sorted(
-                    {
-                        *(
-                            name
-                            for name, arg in passed
-                            if target.owner is None and isinstance(arg, ast.Name) and arg.id in names.speculators
+        for call_node in (node for node in nodes if isinstance(node, ast.Call)):
+            for node, store in self._python_calls(call_node, frame, mro, callables, home, function):
+                called |= {id(node.func), id(call_node.func)}
+                method = names.method_of(node.func)
+                if method is not None:
+                    args = tuple(
+                        [unparse(a) for a in node.args]
+                        + [f"{k.arg}={unparse(k.value)}" if k.arg else f"**{unparse(k.value)}" for k in node.keywords]
+                    )
+                    keywords = tuple(k.arg for k in node.keywords if k.arg)
+                    call = ModelCall(method, args, keywords, len(node.args), file, node.lineno)
+                    sites.append(_Site(call_node, file, _unshadowed(call, shadowed.get(id(call_node), frozenset()))))
+                    followed |= {id(node.func), id(call_node.func)}
+                    continue
+                callee = self._callee(node, frame, mro, module, names.hands_on(node))
+                if isinstance(callee, str):
+                    unbound.append(callee)
+                elif callee is None and store is not None:
+                    unbound.append(store)
+                if not isinstance(callee, tuple):
+                    continue
+                site = self._site_into(callee, node, call_node, file, names)
+                if site is None:
+                    continue  # a function handed neither the drafter nor the speculator cannot call it
+                followed |= {
+                    id(arg)
+                    for _, arg in _arguments_by_parameter(self._definition(callee[0])[0], node, callee[1])
+                    if names.holds(arg)
+                }
+                sites.append(site)
+        for reference, shown in _bound_method_values(nodes, called, function) if frame.owner is not None else ():
+            entered = self._entered(self._find(mro, reference.attr), bound=True)
+            if isinstance(entered, str):
+                unbound.append(entered)
+            elif entered is not None and not _decorated_as(self._definition(entered[0])[0], PROPERTIES):
+                target, bound_self = entered
+                sites.append(
+                    _Site(
+                        shown,
+                        file,
+                        callee=_Frame(
+                            target.owner,
+                            target.name,
+                            speculators=self._self_parameter(_Method(target.owner, target.name)),
                         ),
-                        *(self._self_parameter(_Method(target.owner, target.name)) if bound_self else ()),
-                    }
+                        receives=_unknown_arguments(self._definition(target)[0], bound_self),
+                        callee_locals=self._local_names(target),
+                    )
                 )
-            )
-            if target.owner is None and not handed and not speculators:
-                continue  # a function handed neither the drafter nor the speculator cannot call it
-            followed |= {
-                id(arg) for _, arg in _arguments_by_parameter(definition, node, bound_self) if names.holds(arg)
-            }
-            sites.append(
-                _Site(
-                    call_node,
-                    file,
-                    callee=_Frame(target.owner, target.name, handed, speculators),
-                    receives=receives,
-                    callee_locals=self._local_names(target),
-                )
-            )
         unfollowed = [
             f"{file}:{shown.lineno}: `{unparse(shown)}`"
             for reference, shown in names.escapes(nodes)
             if id(reference) not in followed
         ]
         return sites, unbound + unfollowed
+
+    def _site_into(
+        self, callee: tuple[_Frame, bool], node: ast.Call, call_node: ast.Call, file: str, names: _DrafterNames
+    ) -> _Site | None:
+        """The site of ``call_node`` (called as ``node``) going into ``callee``, with what it hands
+        on; None for a module-level function handed neither the drafter nor the speculator."""
+        target, bound_self = callee
+        definition = self._definition(target)[0]
+        passed = list(_arguments_by_parameter(definition, node, bound_self))
+        handed = tuple(sorted(name for name, arg in passed if names.holds(arg)))
+        speculators = tuple(
+            sorted(
+                {
+                    *(
+                        name
+                        for name, arg in passed
+                        if target.owner is None and isinstance(arg, ast.Name) and arg.id in names.speculators
+                    ),
+                    *(self._self_parameter(_Method(target.owner, target.name)) if bound_self else ()),
+                }
+            )
+        )
+        if target.owner is None and not handed and not speculators:
+            return None
+        return _Site(
+            call_node,
+            file,
+            callee=_Frame(target.owner, target.name, handed, speculators),
+            receives=_received(definition, node, bound_self),
+            callee_locals=self._local_names(target),
+        )
+
+    def _python_calls(
+        self,
+        call: ast.Call,
+        frame: _Frame,
+        mro: list[str],
+        callables: dict[str, ast.expr],
+        home: _Module | None,
+        function: ast.FunctionDef | ast.AsyncFunctionDef,
+    ) -> list[tuple[ast.Call, str | None]]:
+        """Each call Python may make for ``call`` (``_direct_call``; each arm of ``a if c else b``
+        called), with, for one that calls what a name rebound on the instance holds, that binding
+        as the scan names it when it cannot follow it (None: the call's own, or a binding that
+        cannot reach the drafter). ``self.NAME(...)`` calls the class's ``NAME`` and, where a
+        method of the speculator's MRO assigns ``self.NAME = VALUE``, VALUE too: an instance
+        attribute shadows the class's method."""
+        out: list[tuple[ast.Call, str | None]] = []
+        expanded: set[str] = set()  # each rebound name once: ``self.f = torch.compile(self.f)``
+        todo: list[tuple[ast.Call, _InstanceBinding | None]] = [(call, None)]
+        while todo:
+            made, binding = todo.pop()
+            if binding is not None:
+                made = _direct_call(made, {}, binding.scope, binding.module)
+            elif home is not None:
+                made = _direct_call(made, callables, _scope(home, function), home)
+            if isinstance(made.func, ast.IfExp):
+                todo += [(_called_as(arm, made), binding) for arm in _branches(made.func)]
+                continue
+            out.append((made, binding.named if binding is not None and binding.may_draft else None))
+            func = made.func
+            if frame.owner is None or not (isinstance(func, ast.Attribute) and _is_self(func.value)):
+                continue
+            if func.attr in expanded or func.attr in DRAFTER_ATTRS:  # ``self.model(...)`` runs the drafter
+                continue
+            expanded.add(func.attr)
+            rebinds_method = self._find(mro, func.attr) is not None
+            for found in self._instance_bindings(mro).get(func.attr, ()):
+                may_draft = rebinds_method or self._may_draft(found.value, mro)
+                todo.append((_called_as(found.value, made), replace(found, may_draft=may_draft)))
+        return out
+
+    def _instance_bindings(self, mro: list[str]) -> dict[str, list[_InstanceBinding]]:
+        """``self.NAME = VALUE`` in the methods Python runs on a speculator of ``mro`` (``self`` their
+        first parameter; not one overridden), by NAME."""
+        key = tuple(mro)
+        if key not in self._instance_values:
+            found: dict[str, list[_InstanceBinding]] = {}
+            for qualname in mro:
+                cls = self.classes[qualname]
+                module = self.modules[cls.module]
+                for name, method in cls.methods.items():
+                    if self._find(mro, name) != _Method(qualname, name):
+                        continue  # overridden: Python never runs it on this speculator
+                    positional = [*method.args.posonlyargs, *method.args.args]
+                    if not positional or positional[0].arg != "self" or _is_static(method):
+                        continue
+                    for statement in ast.walk(method):
+                        for name, value in _self_bindings(statement):
+                            binding = _InstanceBinding(name, value, statement, cls.file, module, _scope(module, method))
+                            found.setdefault(name, []).append(binding)
+            self._instance_values[key] = found
+        return self._instance_values[key]
+
+    def _may_draft(self, value: ast.expr, mro: list[str]) -> bool:
+        """Whether ``value`` (code of a method of the speculator) holds the speculator, its drafter or
+        one of their methods: calling what it makes may reach the drafter."""
+        inner = {id(n.value) for n in ast.walk(value) if isinstance(n, ast.Attribute)}
+        return any(
+            (_is_self(n) and id(n) not in inner)
+            or (
+                isinstance(n, ast.Attribute)
+                and _is_self(n.value)
+                and (n.attr in DRAFTER_ATTRS or self._find(mro, n.attr) is not None)
+            )
+            for n in ast.walk(value)
+        )
 
     def _local_names(self, frame: _Frame) -> frozenset[str]:
         """Names a frame's function binds in its body (a parameter it rebinds too, the parameters of
@@ -1297,6 +1408,8 @@ class CallerIndex:
                     return self._entered(self._find(mro, method, mro.index(explicit)), bound=False)
             if start is not None:
                 return self._entered(self._find(mro, method, start), bound=True)
+        if frame.owner is not None and _is_self(call.func):  # ``self(...)``: its class's __call__
+            return self._entered(self._find(mro, "__call__"), bound=True)
         name = _dotted(call.func) if hands_on else None
         defined = self._function_named(self._qualname_in(module, name)) if name else None
         return (_Frame(None, defined), False) if defined is not None else None
@@ -1382,6 +1495,27 @@ class _Method:
 
 
 @dataclass(frozen=True)
+class _InstanceBinding:
+    """``self.NAME = VALUE`` in a method of a speculator: an instance attribute, found before the
+    class's ``NAME`` when ``self.NAME`` is looked up."""
+
+    name: str
+    value: ast.expr
+    statement: ast.stmt
+    file: str
+    module: _Module = field(compare=False)
+    scope: dict[str, str] = field(compare=False)  # the names the method sees
+    may_draft: bool = False  # it rebinds a method of the speculator, or holds the speculator or its drafter
+
+    @property
+    def named(self) -> str:
+        return (
+            f"{self.file}:{self.statement.lineno}: `{unparse(self.statement)}` (what self.{self.name} is, "
+            "which the scan does not follow)"
+        )
+
+
+@dataclass(frozen=True)
 class _Frame:
     """A function on a drafting path: a method of the speculator's MRO (``owner`` its class) or a
     module-level function of the caller files (``owner`` None, ``name`` qualified), with the
@@ -1399,7 +1533,7 @@ class _Site:
     another frame (``callee``) with what each of its parameters receives there, as code of the
     calling frame (None: hidden by ``*``/``**``, or none), and the callee's own locals."""
 
-    node: ast.Call
+    node: ast.expr  # the call, or a bound method handed on (see _bound_method_values)
     file: str
     call: ModelCall | None = None
     callee: _Frame | None = None
@@ -1436,6 +1570,7 @@ class _DraftingPath:
                 self.result.unfollowed.append(hit.unfollowed)
             elif hit is not None:
                 todo.append(_Frame(hit.owner, hit.name, speculators=index._self_parameter(hit)))
+        self.entries = list(todo)
         while todo:
             frame = todo.pop()
             if frame in self.sites:
@@ -1463,7 +1598,18 @@ class _DraftingPath:
                     reach.other.append(call.method)
         reach.pairs.sort(key=lambda p: (p.top_tokens.file, p.top_tokens.line))
         reach.logits.sort(key=lambda c: (c.file, c.line))
+        if not (reach.pairs or reach.logits or reach.other or reach.unfollowed or reach.uncreatable):
+            reach.unfollowed = [self._drafting_blind(entry) for entry in self.entries]
         return reach
+
+    def _drafting_blind(self, entry: _Frame) -> str:
+        """A drafting path that calls no method of the drafter the scan sees cannot draft: it goes on
+        where the scan does not follow (``self.drafter`` behind a property, a hop it cannot read).
+        Named from its entry point, never taken as proof that the drafter is not reached."""
+        function, _, file = self.index._definition(entry)
+        return (
+            f"{file}:{function.lineno}: `{function.name}` (its path calls no method of the drafter that the scan sees)"
+        )
 
     def reached(self, frame: _Frame) -> list[ModelCall]:
         """Every call on the drafter that ``frame`` makes or reaches, its arguments as ``frame`` sees them."""
@@ -2051,8 +2197,9 @@ def _bound_once(nodes: list[ast.AST], function: ast.FunctionDef | ast.AsyncFunct
 
 def _direct_call(call: ast.Call, callables: dict[str, ast.expr], local: dict[str, str], module: _Module) -> ast.Call:
     """The call Python makes for ``call``: through a local bound once to what is called
-    (``draft = self.sample_draft; draft(h)``), ``getattr(obj, "name")(...)``, and
-    ``functools.partial(f, *a, **k)(...)`` (its arguments before the call's)."""
+    (``draft = self.sample_draft; draft(h)``), ``getattr(obj, "name")(...)``,
+    ``functools.partial(f, *a, **k)(...)`` (its arguments before the call's) and
+    ``torch.compile(f)(...)`` (``TRANSPARENT_WRAPPERS``: ``f`` with the same arguments)."""
     origin = call
     for _ in range(MAX_FACTORY_DEPTH):
         func = call.func
@@ -2062,6 +2209,8 @@ def _direct_call(call: ast.Call, callables: dict[str, ast.expr], local: dict[str
             call = ast.Call(
                 func=ast.Attribute(value=read[0], attr=read[1], ctx=ast.Load()), args=call.args, keywords=call.keywords
             )
+        elif (wrapped := _transparent_of(local, module, func)) is not None:
+            call = ast.Call(func=wrapped, args=call.args, keywords=call.keywords)
         elif (wrapped := _partial_of(local, module, func)) is not None:
             partial = func  # type: ignore[assignment]
             args = [*partial.args[1:], *call.args]  # type: ignore[attr-defined]
@@ -2072,9 +2221,70 @@ def _direct_call(call: ast.Call, callables: dict[str, ast.expr], local: dict[str
     return call
 
 
+def _called_as(func: ast.expr, call: ast.Call) -> ast.Call:
+    """``call`` with ``func`` called in its place, arguments and place kept."""
+    return ast.copy_location(ast.Call(func=func, args=call.args, keywords=call.keywords), call)
+
+
+def _self_bindings(statement: ast.AST) -> Iterator[tuple[str, ast.expr]]:
+    """(NAME, VALUE) for ``self.NAME = VALUE`` (annotated too)."""
+    if isinstance(statement, ast.Assign):
+        targets, value = statement.targets, statement.value
+    elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+        targets, value = [statement.target], statement.value
+    else:
+        return
+    for target in targets:
+        if isinstance(target, ast.Attribute) and _is_self(target.value):
+            yield target.attr, value
+
+
+def _bound_method_values(
+    nodes: list[ast.AST], called: set[int], function: ast.FunctionDef | ast.AsyncFunctionDef
+) -> Iterator[tuple[ast.Attribute, ast.AST]]:
+    """Each ``self.NAME`` read other than as what a call calls (``called``: ids of those) or as the
+    object of another attribute, with the code to show: the call it is an argument of
+    (``run(self._generate_drafts, h)``), else the reference. Where NAME is a method, Python hands on
+    the bound method: whoever gets it may call it."""
+    parents = _parents(function)
+    for node in nodes:
+        if not (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Load)
+            and _is_self(node.value)
+            and id(node) not in called
+            and not isinstance(parents.get(id(node)), ast.Attribute)
+        ):
+            continue
+        holder = parents.get(id(node))
+        if isinstance(holder, ast.keyword):
+            holder = parents.get(id(holder))
+        yield node, holder if isinstance(holder, ast.Call) and holder.func is not node else node
+
+
+def _unknown_arguments(function: ast.FunctionDef | ast.AsyncFunctionDef, bound_self: bool) -> dict[str, str | None]:
+    """What each parameter of a method gets when code the scan does not read calls it: not known
+    (None), ``self`` aside."""
+    positional = [*function.args.posonlyargs, *function.args.args]
+    out: dict[str, str | None] = {a.arg: None for a in (*positional, *function.args.kwonlyargs)}
+    if bound_self and positional:
+        out[positional[0].arg] = "self"
+    return out
+
+
 def _with_arm(statement: ast.stmt, choice: ast.expr, arm: ast.expr) -> ast.stmt:
     """A copy of ``statement`` in which ``choice`` is ``arm``."""
     return copy.deepcopy(statement, {id(choice): arm})
+
+
+def _transparent_of(local: dict[str, str], module: _Module, node: ast.expr) -> ast.expr | None:
+    """What ``torch.compile(f)`` (a ``TRANSPARENT_WRAPPERS`` call, ``f`` its one positional
+    argument) wraps: calling it calls ``f`` with the same arguments."""
+    if isinstance(node, ast.Call) and len(node.args) == 1 and not isinstance(node.args[0], ast.Starred):
+        name = _dotted(node.func)
+        if name is not None and _qualified(local, module, name) in TRANSPARENT_WRAPPERS:
+            return node.args[0]
+    return None
 
 
 def _partial_of(local: dict[str, str], module: _Module, node: ast.expr) -> ast.expr | None:
