@@ -343,8 +343,10 @@ class UnfollowedDrafter(ContractRule):
     neither provably uncalled (MTP201) nor provably safe to mirror: the reason names each
     reference, to be read by hand. So for a drafting method the scan cannot tell (a class-body
     assignment binding it to what the scan does not follow, a base in the vLLM tree it cannot
-    read), and for a speculator whose class has no consistent method resolution order: Python
-    raises at its class statement, and what it would call is not known."""
+    read, a name rebound on the instance to what the scan does not follow), for a drafting path
+    that calls no method of the drafter the scan sees (it cannot draft without one: the scan
+    missed a hop), and for a speculator whose class has no consistent method resolution order:
+    Python raises at its class statement, and what it would call is not known."""
 
     id = "MTP205"
     name = "unfollowed-drafter"
