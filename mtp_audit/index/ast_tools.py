@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import sys
+from collections import deque
+from collections.abc import Iterator
 
 
 def absolute_module(module: str, is_package: bool, relative: int, name: str | None) -> str:
@@ -102,6 +104,26 @@ def walk_statements(statements: list[ast.stmt], cases: bool = True):
             continue
         for block in statement_blocks(statement, cases):
             yield from walk_statements(block, cases)
+
+
+_SKELETON = {
+    ast.ExceptHandler: ("body",),
+    ast.match_case: ("body",),
+}
+_STATEMENT_FIELDS = ("body", "handlers", "cases", "orelse", "finalbody")
+
+
+def statements_within(node: ast.AST) -> Iterator[ast.stmt]:
+    """The statements below ``node`` (nested defs and classes included) in the order ``ast.walk``
+    reaches them, without visiting a single expression: what reads only statements (assignments,
+    imports) pays for the statements alone."""
+    todo: deque[ast.AST] = deque([node])
+    while todo:
+        current = todo.popleft()
+        if isinstance(current, ast.stmt) and current is not node:
+            yield current
+        for name in _SKELETON.get(type(current), _STATEMENT_FIELDS):
+            todo.extend(getattr(current, name, ()))
 
 
 def names_bound(statement: ast.stmt) -> list[str]:

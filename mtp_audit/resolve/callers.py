@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..index.ast_tools import TRIES, absolute_module, match_as_if, statement_blocks, unparse
+from ..index.ast_tools import TRIES, absolute_module, match_as_if, statement_blocks, statements_within, unparse
 from ..index.modules import ModuleIndex
 from ..model import SourceTree
 from .bindings import Bindings, described
@@ -225,6 +225,7 @@ class CallerIndex:
         self._helpers: dict[str, Path] = {}  # module -> file of the caller folders not read yet (see _load)
         self._bound_locals: dict[tuple[str | None, str], frozenset[str]] = {}  # see _local_names
         self._instance_values: dict[tuple[str, ...], dict] = {}  # see _instance_bindings
+        self._bindings_of_class: dict[str, list] = {}  # see _class_bindings
         self._placed: set[tuple[str, int, int]] = set()  # speculator references selection read (see _unplaced)
         self._value_modules: dict[str, ast.Module | None] = {}  # modules outside the caller files read for a constant
         self._runner: RunnerChoice | None = None  # how the config picks the V1 or V2 model runner
@@ -1239,8 +1240,12 @@ class CallerIndex:
                     if names.holds(arg)
                 }
                 sites.append(site)
-        for reference, shown in _bound_method_values(nodes, called, function) if frame.owner is not None else ():
-            entered = self._entered(self._find(mro, reference.attr), bound=True)
+        methods: dict[str, _Method] = {}
+        if frame.owner is not None:  # the speculator's own methods ``self.NAME`` may hand on
+            attributes = {n.attr for n in nodes if isinstance(n, ast.Attribute)}
+            methods = {name: hit for name in attributes if (hit := self._find(mro, name)) is not None}
+        for reference, shown in _bound_method_values(nodes, called, function, methods):
+            entered = self._entered(methods[reference.attr], bound=True)
             if isinstance(entered, str):
                 unbound.append(entered)
             elif entered is not None and not _decorated_as(self._definition(entered[0])[0], PROPERTIES):
@@ -1343,20 +1348,31 @@ class CallerIndex:
         if key not in self._instance_values:
             found: dict[str, list[_InstanceBinding]] = {}
             for qualname in mro:
-                cls = self.classes[qualname]
-                module = self.modules[cls.module]
-                for name, method in cls.methods.items():
-                    if self._find(mro, name) != _Method(qualname, name):
-                        continue  # overridden: Python never runs it on this speculator
-                    positional = [*method.args.posonlyargs, *method.args.args]
-                    if not positional or positional[0].arg != "self" or _is_static(method):
-                        continue
-                    for statement in ast.walk(method):
-                        for name, value in _self_bindings(statement):
-                            binding = _InstanceBinding(name, value, statement, cls.file, module, _scope(module, method))
-                            found.setdefault(name, []).append(binding)
+                for method, binding in self._class_bindings(qualname):
+                    if self._find(mro, method) == _Method(qualname, method):  # else overridden: never runs here
+                        found.setdefault(binding.name, []).append(binding)
             self._instance_values[key] = found
         return self._instance_values[key]
+
+    def _class_bindings(self, qualname: str) -> list[tuple[str, _InstanceBinding]]:
+        """(method, binding) for each ``self.NAME = VALUE`` in the methods of class ``qualname`` whose
+        first parameter is ``self``; read once per class, shared by the speculators built on it."""
+        if qualname not in self._bindings_of_class:
+            cls = self.classes[qualname]
+            module = self.modules[cls.module]
+            out: list[tuple[str, _InstanceBinding]] = []
+            for name, method in cls.methods.items():
+                positional = [*method.args.posonlyargs, *method.args.args]
+                if not positional or positional[0].arg != "self" or _is_static(method):
+                    continue
+                for statement in statements_within(method):
+                    if isinstance(statement, (ast.Assign, ast.AnnAssign)):
+                        out += [
+                            (name, _InstanceBinding(bound, value, statement, cls.file, module, _scope(module, method)))
+                            for bound, value in _self_bindings(statement)
+                        ]
+            self._bindings_of_class[qualname] = out
+        return self._bindings_of_class[qualname]
 
     def _may_draft(self, value: ast.expr, mro: list[str]) -> bool:
         """Whether ``value`` (code of a method of the speculator) holds the speculator, its drafter or
@@ -2240,22 +2256,25 @@ def _self_bindings(statement: ast.AST) -> Iterator[tuple[str, ast.expr]]:
 
 
 def _bound_method_values(
-    nodes: list[ast.AST], called: set[int], function: ast.FunctionDef | ast.AsyncFunctionDef
+    nodes: list[ast.AST], called: set[int], function: ast.FunctionDef | ast.AsyncFunctionDef, methods: Iterable[str]
 ) -> Iterator[tuple[ast.Attribute, ast.AST]]:
-    """Each ``self.NAME`` read other than as what a call calls (``called``: ids of those) or as the
-    object of another attribute, with the code to show: the call it is an argument of
-    (``run(self._generate_drafts, h)``), else the reference. Where NAME is a method, Python hands on
-    the bound method: whoever gets it may call it."""
-    parents = _parents(function)
-    for node in nodes:
-        if not (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.ctx, ast.Load)
-            and _is_self(node.value)
-            and id(node) not in called
-            and not isinstance(parents.get(id(node)), ast.Attribute)
-        ):
-            continue
+    """Each ``self.NAME`` of a method NAME (in ``methods``) read other than as what a call calls
+    (``called``: ids of those) or as the object of another attribute, with the code to show: the call
+    it is an argument of (``run(self._generate_drafts, h)``), else the reference. Python hands on the
+    bound method: whoever gets it may call it."""
+    objects = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}  # ``self.x`` of ``self.x.y``
+    references = [
+        n
+        for n in nodes
+        if isinstance(n, ast.Attribute)
+        and n.attr in methods
+        and isinstance(n.ctx, ast.Load)
+        and _is_self(n.value)
+        and id(n) not in called
+        and id(n) not in objects
+    ]
+    parents = _parents(function) if references else {}
+    for node in references:
         holder = parents.get(id(node))
         if isinstance(holder, ast.keyword):
             holder = parents.get(id(holder))
@@ -2602,7 +2621,7 @@ def _scope(module: _Module, function: ast.FunctionDef | ast.AsyncFunctionDef | a
     """The names a function of ``module`` sees: the module's imports, then its own."""
     where = (function.lineno, function.col_offset)
     if where not in module.scopes:
-        module.scopes[where] = {**module.imports, **_local_imports(ast.walk(function), module)}
+        module.scopes[where] = {**module.imports, **_local_imports(statements_within(function), module)}
     return module.scopes[where]
 
 
