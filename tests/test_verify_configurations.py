@@ -73,7 +73,8 @@ def test_a_config_branch_no_value_takes_is_named(outcomes):
     outcome, _ = outcomes["UnreachedBranchDrafter"]
     assert outcome.verdict == "not verified", outcome.detail
     [branch] = outcome.not_taken
-    assert "configured_drafters.py:" in branch and "if self.config.special_token_count > 5: its body never ran" in branch
+    assert "configured_drafters.py:" in branch
+    assert "if self.config.special_token_count > 5: its body never ran" in branch
 
 
 def test_a_view_of_the_step_layers_shares_them(outcomes):
