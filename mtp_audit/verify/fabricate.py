@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import enum
 import functools
 import inspect
 import math
@@ -79,6 +80,9 @@ StepKind = Literal[
     "constant",
     "head",
     "logits_processor",
+    "logits_processor_subclass",
+    "steps_view",
+    "steps_slice",
     "norm",
     "int",
     "steps",
@@ -118,6 +122,7 @@ class Fabricator:
     notes: list[str] = field(default_factory=list)  # what stood in for what (a custom op's other implementation)
     config_reads: dict[str, object] = field(default_factory=dict)  # config attribute -> the value read
     logit_indices: set[str] = field(default_factory=set)  # config attributes that index or slice the logits
+    compared_literals: dict[str, tuple] = field(default_factory=dict)  # config attribute -> literals it is tested with
     head_weights: dict[int, torch.Tensor] = field(default_factory=dict)  # a head's storage -> its unsharded weight
 
     def __post_init__(self):
@@ -126,6 +131,9 @@ class Fabricator:
     def instance(self, cls: type, path: str = "model") -> nn.Module:
         obj = object.__new__(cls)  # not cls.__new__: mixins (SupportsQuant) run config lookups there
         self.logit_indices |= _config_logit_indices(cls)
+        for name, literals in _config_literals(cls).items():
+            known = self.compared_literals.get(name, ())
+            self.compared_literals[name] = known + tuple(value for value in literals if value not in known)
         nn.Module.__init__(obj)
         self.paths[id(obj)] = path
         return obj
@@ -222,6 +230,9 @@ class Fabricator:
             return ("map", lambda: self.draft_to_target(path, name))
         if name == "config" or name.endswith("_config"):
             return ("config", lambda: self._config_step(path, name))
+        view = _container_view(type(owner), name)
+        if view is not None:
+            return ("layers", lambda: self._steps_view_step(owner, path, name, *view))
         if name in CONTAINERS:
             element = _container_element(type(owner), name)
             return ("layers", lambda: self._steps_step(path, name, element))
@@ -294,6 +305,7 @@ class Fabricator:
         if found is None or not isinstance(found[0], ast.Call):
             raise CannotBuild(f"cannot build {where}: no `self.{name} = LogitsProcessor(...)` in its __init__")
         call, namespace, local_values = found
+        processor = _processor_class(call, namespace, f"{where} = {unparse(call)}")
         try:
             bound = _PROCESSOR_SIGNATURE.bind(None, *call.args, **{k.arg: k.value for k in call.keywords})
         except TypeError as error:  # ``*args``/``**kwargs``, or arguments LogitsProcessor does not take
@@ -312,8 +324,13 @@ class Fabricator:
             raise CannotBuild(f"cannot evaluate {where} = {unparse(call)} here: {error!r}") from error
         if org is not None:
             kwargs.update(self._org_vocab_size(owner_class, where, call, (head_rows, org), local_values))
-        self.recipe.append(Step(path, name, "logits_processor", {"kwargs": kwargs}))
-        return LogitsProcessor(self.vocab, **kwargs)
+        if processor is LogitsProcessor:
+            self.recipe.append(Step(path, name, "logits_processor", {"kwargs": kwargs}))
+        else:
+            self.recipe.append(
+                Step(path, name, "logits_processor_subclass", {"kwargs": kwargs, "cls": _qualname(processor)})
+            )
+        return processor(self.vocab, **kwargs)
 
     def _org_vocab_size(self, cls: type, where: str, call: ast.Call, sizes: tuple, local_values: dict) -> dict:
         """``org_vocab_size`` where it reads another config attribute than ``vocab_size``
@@ -348,6 +365,15 @@ class Fabricator:
     def _steps_step(self, path, name, element):
         self.recipe.append(Step(path, name, "steps", {"cls": _qualname(element) if element else None}))
         return StepLayers(self, f"{path}.{name}", element)
+
+    def _steps_view_step(self, owner, path, name, source: str, offset: int):
+        """``self.<name> = list(self.<source>.values())`` and its kin: the same layers, never others."""
+        layers = self.attribute(owner, source)
+        if not isinstance(layers, StepLayers):
+            raise CannotBuild(f"cannot build {type(owner).__name__}.{name}: {source} is not a per-step container here")
+        kind = "steps_view" if offset == 0 else "steps_slice"
+        self.recipe.append(Step(path, name, kind, {"source": f"{path}.{source}", "offset": offset}))
+        return layers.view(f"{path}.{name}", offset)
 
     def _instance_step(self, declared, path, name):
         self.recipe.append(Step(path, name, "instance", {"cls": _qualname(declared)}))
@@ -398,7 +424,14 @@ class Fabricator:
             return START_LAYER
         if name.startswith("num_") and name.endswith("_layers"):  # num_nextn_predict_layers
             return NUM_STEPS
-        return self._config_point(key, [(repr(absent), absent), ("2", 2)])  # falsy and truthy; 2 also a small size
+        return self._config_point(key, self._flag_alternatives(name, absent))
+
+    def _flag_alternatives(self, name: str, absent: object) -> list[tuple[str, object]]:
+        """Falsy and truthy (2, also a small size), and each literal a method compares it with, so that
+        ``if config.policy == "suppress":`` runs its branch."""
+        literals = [value for value in self.compared_literals.get(name, ()) if value != absent]
+        truthy = [] if any(literals) else [("2", 2)]
+        return [(repr(absent), absent), *truthy, *((_literal_label(value), value) for value in literals)]
 
     def _logit_index_alternatives(self, name: str) -> list[tuple[str, object]]:
         """An integer that indexes or slices the logits is also tried inside the vocabulary: set to the
@@ -461,6 +494,11 @@ class Fabricator:
         with torch.no_grad():
             norm.weight.copy_(0.5 + torch.rand(self.hidden, generator=generator))
         return norm
+
+
+def _literal_label(value: object) -> str:
+    """How a configuration names a literal: ``'suppress'``, ``Mode.FAST``."""
+    return f"{type(value).__name__}.{value.name}" if isinstance(value, enum.Enum) else repr(value)
 
 
 def storage(tensor: torch.Tensor) -> int | None:
@@ -678,13 +716,21 @@ class StepLayers(nn.Module):
         self._path = path
         self._element = element
         self._made: dict[int, nn.Module] = {}
+        self._offset = 0  # a view's element i is element i + offset of the container it views
+
+    def view(self, path: str, offset: int) -> StepLayers:
+        """Another name for these layers (``list(self.layers.values())[offset:]``): the same instances."""
+        alias = StepLayers(self._fabricator, path, self._element)
+        alias._made = self._made
+        alias._offset = self._offset + offset
+        return alias
 
     def _index(self, key) -> int:
         index = int(key)
         return index - START_LAYER if index >= START_LAYER else index
 
     def __getitem__(self, key) -> nn.Module:
-        index = self._index(key)
+        index = self._index(key) + self._offset
         if not 0 <= index < NUM_STEPS:
             raise OutsideSteps(f"{self._path}[{key!r}] is outside the {NUM_STEPS} fabricated steps")
         if index not in self._made:
@@ -695,7 +741,7 @@ class StepLayers(nn.Module):
         return self._made[index]
 
     def __len__(self) -> int:
-        return NUM_STEPS
+        return NUM_STEPS - self._offset
 
 
 _ASSIGN = r"self\.{name}\s*(?::[^=\n]+)?=\s*(.*)"
@@ -746,14 +792,90 @@ def _config_logit_indices(cls: type) -> frozenset[str]:
     return frozenset(found - {"vocab_size"})
 
 
-def _subscript_config_reads(method: ast.FunctionDef) -> set[str]:
-    """``config.X`` read in a subscript of ``method``, or through ``n = self.config.X`` then ``[..., n:]``."""
+def _config_aliases(function: ast.FunctionDef) -> dict[str, str]:
+    """Local names assigned one config read (``n = self.config.X``): name -> X."""
     aliases: dict[str, str] = {}
-    for node in ast.walk(method):
+    for node in ast.walk(function):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             read = CONFIG_READ.fullmatch(unparse(node.value))
             if read:
                 aliases[node.targets[0].id] = read.group(1) or read.group(2)
+    return aliases
+
+
+def _config_read(node: ast.expr, aliases: dict[str, str]) -> str | None:
+    """The config attribute ``node`` is: ``self.config.X``, ``getattr(config, "X", d)`` or a local alias of one."""
+    if isinstance(node, ast.Name):
+        return aliases.get(node.id)
+    read = CONFIG_READ.fullmatch(unparse(node)) if isinstance(node, (ast.Attribute, ast.Call)) else None
+    return (read.group(1) or read.group(2)) if read else None
+
+
+COMPARISONS = (ast.Eq, ast.NotEq, ast.In, ast.NotIn, ast.Is, ast.IsNot)
+
+
+@functools.cache
+def _config_literals(cls: type) -> dict[str, tuple]:
+    """Config attributes that any method of the MRO compares with literals (``config.policy == "suppress"``,
+    ``in ("a", "b")``, ``is Mode.FAST``): attribute -> those literals, each a value to try so the branch runs."""
+    found: dict[str, list] = {}
+    for klass in cls.__mro__:
+        if klass in (nn.Module, object) or klass.__module__.startswith("torch."):
+            continue
+        try:
+            tree = _parsed(inspect.getsource(klass))
+        except (OSError, TypeError):
+            continue
+        namespace = vars(sys.modules[klass.__module__]) if klass.__module__ in sys.modules else {}
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef):
+                continue
+            aliases = _config_aliases(function)
+            for compare in ast.walk(function):
+                if not (isinstance(compare, ast.Compare) and len(compare.ops) == 1):
+                    continue
+                if not isinstance(compare.ops[0], COMPARISONS):
+                    continue
+                for read_side, literal_side in (
+                    (compare.left, compare.comparators[0]),
+                    (compare.comparators[0], compare.left),
+                ):
+                    name = _config_read(read_side, aliases)
+                    literals = _literals(literal_side, namespace)
+                    if name is not None and literals:
+                        found.setdefault(name, [])
+                        found[name] += [value for value in literals if value not in found[name]]
+    return {name: tuple(values) for name, values in found.items()}
+
+
+def _literals(node: ast.expr, namespace: dict) -> list:
+    """The values a literal side of a comparison names: a constant, an enum member, or a tuple/list/set of them."""
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        values = [_literals(element, namespace) for element in node.elts]
+        return [value for found in values for value in found] if all(values) else []
+    if isinstance(node, ast.Constant) and node.value is not None:
+        return [node.value]
+    if isinstance(node, ast.Attribute):
+        member = _lookup(unparse(node), namespace)
+        return [member] if isinstance(member, enum.Enum) else []
+    return []
+
+
+def config_branches(function: ast.FunctionDef) -> list[tuple[ast.If, str]]:
+    """``if`` statements of ``function`` whose test reads a config value, with the attribute read."""
+    aliases = _config_aliases(function)
+    out = []
+    for node in ast.walk(function):
+        if isinstance(node, ast.If):
+            reads = [name for inner in ast.walk(node.test) if (name := _config_read(inner, aliases))]
+            if reads:
+                out.append((node, reads[0]))
+    return out
+
+
+def _subscript_config_reads(method: ast.FunctionDef) -> set[str]:
+    """``config.X`` read in a subscript of ``method``, or through ``n = self.config.X`` then ``[..., n:]``."""
+    aliases = _config_aliases(method)
     found: set[str] = set()
     for node in ast.walk(method):
         if not isinstance(node, ast.Subscript):
@@ -784,6 +906,20 @@ def _annotation(cls: type, name: str) -> str | None:
 
 
 _PROCESSOR_SIGNATURE = inspect.signature(LogitsProcessor.__init__)
+
+
+def _processor_class(call: ast.Call, namespace: dict, statement: str) -> type:
+    """The class an ``__init__`` builds its processor with: LogitsProcessor, or a subclass that keeps its
+    constructor (its overrides then run as vLLM runs them). Anything else would be a stand-in: refused."""
+    callee = _lookup(unparse(call.func), namespace)
+    if not (isinstance(callee, type) and issubclass(callee, LogitsProcessor)):
+        raise CannotBuild(f"cannot build {statement}: {unparse(call.func)} is not a LogitsProcessor class here")
+    if inspect.signature(callee.__init__) != _PROCESSOR_SIGNATURE:
+        raise CannotBuild(
+            f"cannot build {statement}: the processor class {callee.__name__} takes other arguments "
+            "than LogitsProcessor"
+        )
+    return callee
 
 
 def _config_attribute(cls: type, node: ast.expr, local_values: dict, depth: int = 0) -> str | None:
@@ -889,14 +1025,96 @@ def _container_element(cls: type, name: str) -> type | None:
         start = re.search(_ASSIGN.format(name=re.escape(name)), source)
         if not start:
             continue
-        alias = re.match(r"list\(self\.(\w+)\.values\(\)\)|self\.(\w+)$", start.group(1).strip())
-        if alias:  # ``self._mtp_layers = list(self.layers.values())``: the other container's layers
-            return _container_element(cls, alias.group(1) or alias.group(2))
         text = source[start.start(1) : start.start(1) + 800]
         for callee in re.findall(r"([A-Z][\w.]*)\s*\(", text):
             found = _lookup(callee, namespace)
             if isinstance(found, type) and issubclass(found, nn.Module) and found not in (nn.ModuleDict, nn.ModuleList):
                 return found
+    return None
+
+
+def _container_view(cls: type, name: str) -> tuple[str, int] | None:
+    """``self.<name>`` as a view of a per-step container of the same ``__init__``: that container's name and
+    the view's offset into it. None when the right-hand side names no container; an expression over one
+    that is not a view read here is refused, naming it, rather than built as other layers."""
+    found = _init_expression(cls, name)
+    if found is None:
+        return None
+    node = found[0]
+    sources = {attribute for child in ast.walk(node) if (attribute := _self_attribute(child)) in CONTAINERS} - {name}
+    if not sources:
+        return None
+    view = _view_of(node, cls)
+    if view is None:
+        raise CannotBuild(
+            f"cannot build {cls.__name__}.{name} = {unparse(node)}: "
+            f"not a view of {', '.join(sorted(sources))} read here"
+        )
+    return view
+
+
+def _view_of(node: ast.expr, cls: type) -> tuple[str, int] | None:
+    """``self.X``, ``self.X.values()``, ``list(...)``/``tuple(...)`` of a view of a ``ModuleDict``'s values or
+    of a ``ModuleList``, ``{k: v for k, v in self.X.items()}``, and a constant slice of a list view."""
+    match node:
+        case ast.Attribute(value=ast.Name(id="self"), attr=source):
+            return source, 0
+        case ast.Call(
+            func=ast.Attribute(value=ast.Attribute(value=ast.Name(id="self"), attr=source), attr="values"), args=[]
+        ):
+            return source, 0
+        case ast.Call(func=ast.Name(id="list" | "tuple"), args=[ast.Call() as inner], keywords=[]):
+            return _view_of(inner, cls)
+        case ast.Call(
+            func=ast.Name(id="list" | "tuple"),
+            args=[ast.Attribute(value=ast.Name(id="self"), attr=source)],
+            keywords=[],
+        ):
+            return (source, 0) if _is_module_list(cls, source) else None
+        case ast.DictComp(
+            key=ast.Name(id=key),
+            value=ast.Name(id=value),
+            generators=[
+                ast.comprehension(
+                    target=ast.Tuple(elts=[ast.Name(id=key_target), ast.Name(id=value_target)]),
+                    iter=ast.Call(
+                        func=ast.Attribute(value=ast.Attribute(value=ast.Name(id="self"), attr=source), attr="items")
+                    ),
+                    ifs=[],
+                )
+            ],
+        ) if (key, value) == (key_target, value_target):
+            return source, 0
+        case ast.Subscript(value=sequence, slice=ast.Slice(lower=lower, upper=None, step=None)) if _is_list_view(
+            sequence, cls
+        ):
+            start = 0 if lower is None else lower.value if isinstance(lower, ast.Constant) else None
+            view = _view_of(sequence, cls)
+            return (view[0], view[1] + start) if view and isinstance(start, int) else None
+    return None
+
+
+def _is_list_view(node: ast.expr, cls: type) -> bool:
+    """A view that slicing keeps in step order: a ``list(...)`` or ``tuple(...)`` view, or a ``ModuleList``."""
+    match node:
+        case ast.Call(func=ast.Name(id="list" | "tuple")):
+            return True
+        case ast.Attribute(value=ast.Name(id="self"), attr=source):
+            return _is_module_list(cls, source)
+    return False
+
+
+def _is_module_list(cls: type, name: str) -> bool:
+    """``self.<name> = nn.ModuleList(...)``: iterating it gives its layers (a ``ModuleDict`` gives its keys)."""
+    found = _init_expression(cls, name)
+    return found is not None and isinstance(found[0], ast.Call) and unparse(found[0].func).endswith("ModuleList")
+
+
+def _self_attribute(node: ast.AST) -> str | None:
+    """``X`` of ``self.X``."""
+    match node:
+        case ast.Attribute(value=ast.Name(id="self"), attr=attribute):
+            return attribute
     return None
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..lifecycle import die_with_parent, scratch_directory
 from ..model import DrafterRecord, SourceTree, Status, StrEnum
-from .constants import FOREIGN_VLLM_EXIT, HIDDEN, NOT_RUN_AS_CALLED, WORKER_TIMEOUT_S
+from .constants import FOREIGN_VLLM_EXIT, HIDDEN, MAX_VARIANTS, NOT_RUN_AS_CALLED, WORKER_TIMEOUT_S
 
 
 class Verdict(StrEnum):
@@ -48,6 +48,8 @@ class TargetOutcome:
     forms: list[str] = field(default_factory=list)
     seconds: float = 0.0  # rank 0's time on this drafter's class (shared by records of one class)
     set_up_s: float = 0.0  # rank 0's vLLM import and distributed set-up, once per TP size
+    not_run: list[str] = field(default_factory=list)  # configurations past MAX_VARIANTS, by their choices
+    not_taken: list[str] = field(default_factory=list)  # config branches of the two methods no configuration took
 
 
 def check_environment() -> None:
@@ -241,9 +243,30 @@ def judge(record: DrafterRecord, tp: int, ranks: list[dict], index: int) -> Targ
         blocked = dict.fromkeys(f"[{v['variant']}] {v['detail']}" for v in unbuilt)
         outcome.detail += "; ".join(blocked) or "no variant ran"
         return outcome
+    outcome.not_run = results[0].get("left_out") or []
+    outcome.not_taken = results[0].get("not_taken") or []
+    unexplored = _unexplored(outcome)
+    if unexplored:  # a pass would claim configurations or branches that never ran
+        outcome.detail = (
+            unexplored + "; the configurations that ran: " + _ran(outcome, ran, results[0]["variants"]) + tail
+        )
+        return outcome
     outcome.verdict = Verdict.PASS
     outcome.detail = _ran(outcome, ran, results[0]["variants"]) + tail
     return outcome
+
+
+def _unexplored(outcome: TargetOutcome) -> str:
+    """What the configurations run left out: configurations past the cap, branches no value tried took."""
+    parts = []
+    if outcome.not_run:
+        parts.append(
+            f"{len(outcome.not_run)} configuration(s) not run, past the {MAX_VARIANTS} run: "
+            + " | ".join(outcome.not_run)
+        )
+    if outcome.not_taken:
+        parts.append("branch(es) no configuration took: " + "; ".join(outcome.not_taken))
+    return "; ".join(parts)
 
 
 def _ran(outcome: TargetOutcome, ran: list[dict], variants: list[dict]) -> str:
@@ -371,6 +394,10 @@ def reason_kind(outcome: TargetOutcome) -> str:
     if match:
         message = re.sub(r"\s+", " ", match.group(2))[:70]
         return f"import {match.group(1)}: {message}" + (f" ({match.group(3)})" if match.group(3) else "")
+    if outcome.not_run:
+        return f"configurations past the {MAX_VARIANTS} run"
+    if outcome.not_taken:
+        return "a config branch no configuration took"
     match = re.match(r"custom op\(s\) (.*?) in compute_logits", detail)
     if match:
         return f"custom op {match.group(1)}"
@@ -412,6 +439,8 @@ def outcomes_json(outcomes: list[TargetOutcome]) -> list[dict]:
             "rows": sum(c["batch"] for c in o.cases),
             "forms": o.forms,
             "variants": o.variants,
+            "configurations_not_run": o.not_run,
+            "branches_not_taken": o.not_taken,
             "reason": reason_kind(o) if o.verdict == Verdict.NOT_VERIFIED else None,
             "seconds": round(o.seconds, 3),
             "set_up_s": round(o.set_up_s, 3),

@@ -9,6 +9,8 @@ For every target class and case it calls ``compute_logits`` and
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import importlib
 import importlib.util
 import inspect
@@ -17,6 +19,7 @@ import math
 import os
 import re
 import sys
+import textwrap
 import time
 import traceback
 from dataclasses import asdict, dataclass
@@ -36,7 +39,16 @@ if not torch.cuda.is_available() and os.environ["VLLM_TARGET_DEVICE"] == "cpu":
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from .arguments import CallArgument, CallEnvironment  # noqa: E402
-from .constants import FOREIGN_VLLM_EXIT, HIDDEN, MAX_VARIANTS, NOT_RUN_AS_CALLED, NUM_STEPS, STEPS_TRIED, VOCAB  # noqa: E402
+from .constants import (  # noqa: E402
+    FOREIGN_VLLM_EXIT,
+    HIDDEN,
+    MAX_RUNS,
+    MAX_VARIANTS,
+    NOT_RUN_AS_CALLED,
+    NUM_STEPS,
+    STEPS_TRIED,
+    VOCAB,
+)
 
 
 def torchvision_without_its_ops():
@@ -264,7 +276,8 @@ def _vllm_config():
 
 
 def verify_target(target: dict, rank: int, world: int) -> dict:
-    """Every configuration the owner can build (at most MAX_VARIANTS), each under every call form."""
+    """Every configuration the owner can build (those past MAX_VARIANTS named as left out), each under every
+    call form."""
     result = {"target": target, "variants": [], "not_verified": None, "recipe": None}
     try:
         module = importlib.import_module(target["module"])
@@ -282,27 +295,108 @@ def verify_target(target: dict, rank: int, world: int) -> dict:
     if not forms:
         result["not_verified"] = NOT_RUN_AS_CALLED + "; ".join(result["unreproduced"])
         return result
-    pending: list[dict] = [{}]
-    seen: set[frozenset] = set()
-    while pending and len(result["variants"]) < MAX_VARIANTS:
-        choices = pending.pop(0)
-        if _choice_key(choices) in seen:
-            continue
-        seen.add(_choice_key(choices))
-        variant = run_variant(cls, choices, forms)
-        result["variants"].append(variant)
-        seen.add(_choice_key(variant["choices"]))
-        if result["recipe"] is None and variant["compared"] and not variant["raised"]:
-            result["recipe"] = variant["recipe"]
-        for point, labels in variant["points"].items():
-            for index in range(len(labels)):
-                candidate = {**variant["choices"], point: index}
-                if _choice_key(candidate) not in seen and candidate not in pending:
-                    pending.append(candidate)
+    branches = ConfigBranches()
+    result["variants"], result["left_out"] = explore_configurations(cls, forms, branches)
+    result["not_taken"] = branches.not_taken()
+    result["recipe"] = next((v["recipe"] for v in result["variants"] if v["compared"] and not v["raised"]), None)
     if not any(v["compared"] for v in result["variants"]):
         failed = [op for v in result["variants"] for op in v["failed_ops"]]
         result["ops"] = list(dict.fromkeys(failed)) or custom_ops(module)
     return result
+
+
+class ConfigBranches:
+    """Which lines of compute_logits and get_top_tokens ran, over every configuration (traced in one case
+    each: a config value decides a branch whatever the inputs), so that a branch on a config value that
+    no value tried took is named, not passed over."""
+
+    METHODS = ("compute_logits", "get_top_tokens")
+
+    def __init__(self):
+        self.ran: dict[object, set[int]] = {}  # code object -> lines run
+
+    @contextlib.contextmanager
+    def tracing(self):
+        def lines(frame, event, arg):
+            if event == "line":
+                self.ran[frame.f_code].add(frame.f_lineno)
+            return lines
+
+        def calls(frame, event, arg):
+            if frame.f_code.co_name not in self.METHODS:
+                return None
+            self.ran.setdefault(frame.f_code, set())
+            return lines
+
+        previous = sys.gettrace()
+        sys.settrace(calls)
+        try:
+            yield
+        finally:
+            sys.settrace(previous)
+
+    def not_taken(self) -> list[str]:
+        """``file:line: if <test>: <branch> never ran``, for each config branch whose test ran."""
+        from .fabricate import config_branches
+
+        out = []
+        for code, ran in self.ran.items():
+            try:
+                function = ast.parse(textwrap.dedent(inspect.getsource(code))).body[0]
+            except (OSError, TypeError, SyntaxError, IndexError):
+                continue
+            shift = code.co_firstlineno - function.lineno
+            for branch, attribute in config_branches(function):
+                if branch.lineno + shift not in ran:
+                    continue
+                arms = [("its body", branch.body)] + ([("its else", branch.orelse)] if branch.orelse else [])
+                for arm, body in arms:
+                    if body[0].lineno + shift not in ran:
+                        where = f"{Path(code.co_filename).name}:{branch.lineno + shift}"
+                        test = ast.unparse(branch.test)
+                        out.append(f"{where}: if {test}: {arm} never ran (config.{attribute} as tried)")
+        return out
+
+
+def explore_configurations(cls: type, forms: list[CallForm], branches: ConfigBranches) -> tuple[list[dict], list[str]]:
+    """Each distinct configuration once, those that reach an alternative no run has taken first, at most
+    MAX_VARIANTS of them; the configurations that did not fit are returned, named, never dropped."""
+    variants: list[dict] = []
+    pending: list[dict] = [{}]
+    requested: set[frozenset] = set()
+    built: set[frozenset] = set()
+    reached: set[tuple[str, int]] = set()  # (point, alternative) of every configuration that ran
+    runs = 0
+    while pending and len(variants) < MAX_VARIANTS and runs < MAX_RUNS:
+        choices = pending.pop(_most_unreached(pending, reached))
+        requested.add(_choice_key(choices))
+        runs += 1
+        variant = run_variant(cls, choices, forms, branches)
+        key = _choice_key(variant["choices"])  # what it built: a choice for a point it never met is none
+        requested.add(key)
+        if key in built:
+            continue
+        built.add(key)
+        variants.append(variant)
+        reached |= set(variant["choices"].items())
+        for point, labels in variant["points"].items():
+            for index in range(len(labels)):
+                candidate = {**variant["choices"], point: index}
+                if _choice_key(candidate) not in requested | {_choice_key(c) for c in pending}:
+                    pending.append(candidate)
+    labels = {point: labels for variant in variants for point, labels in variant["points"].items()}
+    return variants, [_configuration_label(choices, labels) for choices in pending]
+
+
+def _most_unreached(pending: list[dict], reached: set[tuple[str, int]]) -> int:
+    """The position of the first pending configuration with the most alternatives no run has reached."""
+    return max(range(len(pending)), key=lambda i: (len(set(pending[i].items()) - reached), -i))
+
+
+def _configuration_label(choices: dict, labels: dict[str, list[str]]) -> str:
+    """A configuration not run, by its choices other than each point's first alternative."""
+    chosen = [f"{point}={labels[point][index]}" for point, index in sorted(choices.items()) if index]
+    return ", ".join(chosen) or "default"
 
 
 def _choice_key(choices: dict) -> frozenset:
@@ -398,9 +492,10 @@ def default_forms(parameters: dict[str, tuple[str, ...]]) -> list[CallForm]:
     return forms
 
 
-def run_variant(cls: type, choices: dict, forms: list[CallForm]) -> dict:
+def run_variant(cls: type, choices: dict, forms: list[CallForm], branches: ConfigBranches | None = None) -> dict:
     """One configuration: every dtype, case, batch, call form and step. The configuration is what
-    the first fabricator met; later fabricators are given the same choices."""
+    the first fabricator met; later fabricators are given the same choices. The first dtype's random
+    case runs traced by ``branches``."""
     from .fabricate import CannotBuild, Fabricator, OutsideSteps
 
     variant = {
@@ -422,65 +517,74 @@ def run_variant(cls: type, choices: dict, forms: list[CallForm]) -> dict:
             widths: dict[str, int] = {}
             raised: set[tuple[str, int | None]] = set()  # (form, step) where compute_logits raised: not rerun
             launches = InterpretedLaunches.count
-            for batch in BATCHES if case != WINNERS else (VOCAB,):
-                if (
-                    batch == BATCHES[-1]
-                    and case not in INTERPRETED_LARGE_BATCH_CASES
-                    and InterpretedLaunches.count > launches
-                ):
-                    # its kernels run interpreted: the largest batch in the random case only (bounded time)
-                    note = (
-                        f"kernels run in Triton's interpreter: batch {batch} in the "
-                        f"{', '.join(INTERPRETED_LARGE_BATCH_CASES)} case only"
-                    )
-                    variant["scope"] = list(dict.fromkeys([*variant.get("scope", []), note]))
-                    continue
-                for form in forms:
-                    for step in range(STEPS_TRIED) if form.per_step else [None]:
-                        if (form.label, step) in raised:
-                            continue
-                        try:
-                            if form.label not in widths:
-                                widths[form.label] = hidden_width(fabricator, model, form, step)
-                            if case == WINNERS:
-                                h = _winners(variant, fabricator, model, form, step, widths[form.label], started)
-                                if h is None:
-                                    continue
-                            else:
-                                h = _hidden(
-                                    case, batch, scale, dtype, seed=batch * 31 + (step or 0), width=widths[form.label]
+            traced = branches is not None and case == "random" and dtype is next(iter(DTYPES.values()))
+            with branches.tracing() if traced else contextlib.nullcontext():
+                for batch in BATCHES if case != WINNERS else (VOCAB,):
+                    if (
+                        batch == BATCHES[-1]
+                        and case not in INTERPRETED_LARGE_BATCH_CASES
+                        and InterpretedLaunches.count > launches
+                    ):
+                        # its kernels run interpreted: the largest batch in the random case only (bounded time)
+                        note = (
+                            f"kernels run in Triton's interpreter: batch {batch} in the "
+                            f"{', '.join(INTERPRETED_LARGE_BATCH_CASES)} case only"
+                        )
+                        variant["scope"] = list(dict.fromkeys([*variant.get("scope", []), note]))
+                        continue
+                    for form in forms:
+                        for step in range(STEPS_TRIED) if form.per_step else [None]:
+                            if (form.label, step) in raised:
+                                continue
+                            try:
+                                if form.label not in widths:
+                                    widths[form.label] = hidden_width(fabricator, model, form, step)
+                                if case == WINNERS:
+                                    h = _winners(variant, fabricator, model, form, step, widths[form.label], started)
+                                    if h is None:
+                                        continue
+                                else:
+                                    h = _hidden(
+                                        case,
+                                        batch,
+                                        scale,
+                                        dtype,
+                                        seed=batch * 31 + (step or 0),
+                                        width=widths[form.label],
+                                    )
+                                record = _run_case(fabricator, model, form, h, step)
+                            except OutsideSteps as error:
+                                if step is None or step < NUM_STEPS:
+                                    _note(variant, f"not built: {error}")
+                                    return _finish(variant, fabricator)
+                                raised.add((form.label, step))  # compute_logits does not wrap this step
+                                _scope(
+                                    variant, f"spec_step_idx {step} not run: compute_logits does not wrap it ({error})"
                                 )
-                            record = _run_case(fabricator, model, form, h, step)
-                        except OutsideSteps as error:
-                            if step is None or step < NUM_STEPS:
+                                continue
+                            except CannotBuild as error:
                                 _note(variant, f"not built: {error}")
                                 return _finish(variant, fabricator)
-                            raised.add((form.label, step))  # compute_logits does not wrap this step
-                            _scope(variant, f"spec_step_idx {step} not run: compute_logits does not wrap it ({error})")
-                            continue
-                        except CannotBuild as error:
-                            _note(variant, f"not built: {error}")
-                            return _finish(variant, fabricator)
-                        if record["kind"] == "compute_logits raised":
-                            raised.add((form.label, step))
-                            _note(variant, record["detail"])
-                            variant["failed_ops"] += [op for op in record["ops"] if op not in variant["failed_ops"]]
-                            continue
-                        record.update(
-                            dtype=dtype_name,
-                            case=case,
-                            batch=batch,
-                            step=step,
-                            form=form.label,
-                            width=h.shape[-1],
-                            steps_passed=[
-                                form.environment.passed_step("compute_logits", step),
-                                form.environment.passed_step("get_top_tokens", step),
-                            ],
-                        )
-                        variant["cases"].append(record)
-                        variant["compared"] += record["has_logits"] and record["kind"] == "tokens"
-                        variant["raised"] = variant["raised"] or record["kind"] != "tokens"
+                            if record["kind"] == "compute_logits raised":
+                                raised.add((form.label, step))
+                                _note(variant, record["detail"])
+                                variant["failed_ops"] += [op for op in record["ops"] if op not in variant["failed_ops"]]
+                                continue
+                            record.update(
+                                dtype=dtype_name,
+                                case=case,
+                                batch=batch,
+                                step=step,
+                                form=form.label,
+                                width=h.shape[-1],
+                                steps_passed=[
+                                    form.environment.passed_step("compute_logits", step),
+                                    form.environment.passed_step("get_top_tokens", step),
+                                ],
+                            )
+                            variant["cases"].append(record)
+                            variant["compared"] += record["has_logits"] and record["kind"] == "tokens"
+                            variant["raised"] = variant["raised"] or record["kind"] != "tokens"
             _finish(variant, fabricator)
     return variant
 

@@ -1,0 +1,96 @@
+"""verify on small drafters (tests/fixtures/verify/configured_drafters.py), run by one worker at TP 1:
+the processor class the drafter builds, configurations past the cap, config values compared with literals,
+views of a per-step container, and configurations that build the same thing."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+if importlib.util.find_spec("torch") is None or importlib.util.find_spec("vllm") is None:
+    pytest.fail("these tests need the verify extra and vLLM installed (README)", pytrace=False)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "verify"
+MODULE = "configured_drafters"
+CLASSES = (
+    "ProcessorSubclassDrafter",
+    "ManyFlagsDrafter",
+    "StringPolicyDrafter",
+    "UnreachedBranchDrafter",
+    "AliasedLayersDrafter",
+    "UnreadAliasDrafter",
+    "NestedPointsDrafter",
+)
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory) -> dict:
+    from mtp_audit.model import DrafterRecord, SourceTree, Status
+    from mtp_audit.verify.run import judge, run_workers
+
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setenv("PYTHONPATH", str(FIXTURES))
+    site = Path(importlib.util.find_spec("vllm").origin).parents[1]
+    targets = [{"module": MODULE, "cls": cls, "forms": []} for cls in CLASSES]
+    try:
+        ranks = run_workers(SourceTree(site, site / "vllm", None), targets, 1, tmp_path_factory.mktemp("verify"))
+    finally:
+        monkeypatch.undo()
+    out = {}
+    for index, cls in enumerate(CLASSES):
+        record = DrafterRecord(None, cls, MODULE, "", 0, [], Status.SUPPORTED, "")
+        out[cls] = (judge(record, 1, ranks, index), ranks[0]["results"][index])
+    return out
+
+
+def test_the_processor_subclass_the_drafter_builds_runs_its_override(outcomes):
+    outcome, result = outcomes["ProcessorSubclassDrafter"]
+    assert outcome.verdict == "MISMATCH", outcome.detail
+    assert any(step["kind"] == "logits_processor_subclass" for step in result["variants"][0]["recipe"])
+
+
+def test_configurations_past_the_cap_are_named_and_never_a_pass(outcomes):
+    from mtp_audit.verify.constants import MAX_VARIANTS
+
+    outcome, result = outcomes["ManyFlagsDrafter"]
+    assert outcome.verdict == "not verified", outcome.detail
+    assert len(result["variants"]) == MAX_VARIANTS
+    assert "config.mask_special_tokens=2" in outcome.not_run
+    assert f"past the {MAX_VARIANTS} run" in outcome.detail and "config.mask_special_tokens=2" in outcome.detail
+
+
+def test_a_config_value_compared_with_a_string_is_tried_with_it(outcomes):
+    outcome, _ = outcomes["StringPolicyDrafter"]
+    assert outcome.verdict == "MISMATCH", outcome.detail
+    assert "config.special_token_policy='suppress'" in outcome.detail
+
+
+def test_a_config_branch_no_value_takes_is_named(outcomes):
+    outcome, _ = outcomes["UnreachedBranchDrafter"]
+    assert outcome.verdict == "not verified", outcome.detail
+    [branch] = outcome.not_taken
+    assert "configured_drafters.py:" in branch
+    assert "if self.config.special_token_count > 5: its body never ran" in branch
+
+
+def test_a_view_of_the_step_layers_shares_them(outcomes):
+    outcome, result = outcomes["AliasedLayersDrafter"]
+    assert outcome.verdict == "pass", outcome.detail
+    assert any(step["kind"] == "steps_view" for step in result["recipe"])
+
+
+def test_a_container_alias_not_read_is_not_verified_naming_it(outcomes):
+    outcome, _ = outcomes["UnreadAliasDrafter"]
+    assert outcome.verdict == "not verified", outcome.detail
+    assert "cannot build UnreadAliasDrafter._mtp_layers = [layer for layer in self.layers.values()" in outcome.detail
+
+
+def test_each_configuration_runs_once(outcomes):
+    outcome, result = outcomes["NestedPointsDrafter"]
+    labels = [variant["variant"] for variant in result["variants"]]
+    assert len(labels) == len(set(labels)) == 6, labels
+    assert outcome.verdict == "pass", outcome.detail
