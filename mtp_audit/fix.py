@@ -59,8 +59,7 @@ def plan_fix(
         if base_names is not None:
             expect_base_names(scanner, base_names)
         if result.parse_errors:  # as scan: an input error, exit 2, and nothing is written
-            named = "; ".join(f"{file}: {message}" for file, message in result.parse_errors)
-            raise UsageError(f"{named}; nothing written, fix the file(s) and run fix again")
+            raise UsageError(f"{_unreadable(result.parse_errors)}; nothing written, fix the file(s) and run fix again")
         if sweep_all:
             records = [r for r in result.records if r.status == Status.MISSING_FIXABLE]
         else:
@@ -97,6 +96,16 @@ def plan_fix(
                     outcome.action, outcome.reason = Action.REFUSED, failed[0]
             kept = {i.target for o in plan.outcomes if o.action == Action.FIX for i in o.insertions}
             plan.insertions = [i for i in plan.insertions if i.target in kept]
+
+
+SHOWN_ERRORS = 3  # files named in fix's one-line error; ``scan`` lists every one
+
+
+def _unreadable(errors: list[tuple[str, str]]) -> str:
+    """The files the scan could not read, for one line: a tree of symlinks may name hundreds."""
+    named = "; ".join(f"{file}: {message}" for file, message in errors[:SHOWN_ERRORS])
+    more = len(errors) - SHOWN_ERRORS
+    return named + (f"; and {more} more file{'s' * (more != 1)} (`mtp-audit scan` lists them)" if more > 0 else "")
 
 
 def _left_for_a_human(records: list[DrafterRecord]) -> list[DrafterRecord]:

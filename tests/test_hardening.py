@@ -140,6 +140,22 @@ def test_symlink_out_of_the_tree_is_not_read_unless_asked_and_never_written(tmp_
     assert real.read_bytes() == before
 
 
+def test_fix_names_a_few_unreadable_files_and_counts_the_rest(tmp_path):
+    """A tree of symlinks (``cp -rs``) leaves every file unread: fix's one line names three and counts
+    the others, which scan lists one per line."""
+    tree = tree_of("dispatch_platform_names", tmp_path / "real")
+    farm = tmp_path / "farm"
+    for path in sorted(tree.rglob("*.py")):
+        (farm / path.relative_to(tree)).parent.mkdir(parents=True, exist_ok=True)
+        (farm / path.relative_to(tree)).symlink_to(path)
+    scanned = run_cli("scan", str(farm))
+    unread = len([line for line in scanned.stderr.splitlines() if line.startswith("error: ")])
+    assert unread > 4  # (each drafter that does not resolve is a warning that says why too)
+    fixed = run_cli("fix", str(farm), "--all")
+    assert_clean_failure(fixed, 2, f"and {unread - 3} more files (`mtp-audit scan` lists them)", "nothing written")
+    assert fixed.stderr.count("outside the tree") == 3
+
+
 def test_symlinked_directory_out_of_the_tree_is_never_written(tmp_path):
     tree = tree_of("direct_head", tmp_path)
     models = tree / MODELS
