@@ -262,7 +262,8 @@ def scan_command(
         plugin_paths=plugin_path,
         follow_symlinks=follow_symlinks,
     )
-    result = run_scan(tree, no_cache, jobs)
+    concise = format == Format.concise and not quiet and not by_model_type
+    result = run_scan(tree, no_cache, jobs, fix_refusals=concise)  # the concise report advises fix
     if not tree.is_vllm:
         from .resolve.registry import PLUGIN_HEURISTIC
 
@@ -566,7 +567,14 @@ def pre_commit_command(
     changed, outside = changed_files(tree, Path.cwd(), files or [])
     for file in outside:
         print(f"note: skipped {file}: it resolves outside the checkout {tree.root}", file=sys.stderr)
-    records = touched_drafters(tree, changed, no_cache)
+    records, refused = touched_drafters(tree, changed, no_cache)
+    for record, reason in refused:
+        print(
+            f"note: {record.file}:{record.line}: {record.arch or record.cls} ({record.cls}) has no get_top_tokens "
+            f"and no safe mirror: `mtp-audit fix --model {record.arch or record.cls}` refuses it ({reason}); "
+            "write it by hand",
+            file=sys.stderr,
+        )
     for record in records:
         print(
             f"{record.file}:{record.line}: {record.arch or record.cls} ({record.cls}) has no get_top_tokens; "

@@ -31,7 +31,7 @@ from .fanout import Ahead, WarmWorker, warm_worker
 from .index.encoding import NotDecodable, decode_source
 from .index.fact_types import ModuleFacts
 from .model import ChainAnswers, ClassKey, Consistency, DrafterRecord, SourceTree, Status
-from .scan import Scanner, scan
+from .scan import Resolution, Scanner, scan
 from .select import select
 from .templating import PRE_HEAD, defined_name
 
@@ -65,11 +65,7 @@ def plan_fix(
             records = [r for r in result.records if r.status == Status.MISSING_FIXABLE]
         else:
             records = select(result.records, models or [], single_module=True, model_types=model_types)
-        plan = make_plan(scanner, resolutions, records)
-        refusal = _without_a_vllm(tree)
-        if refusal and not _refuse_all(plan, refusal):
-            refusal = None  # nothing to write anyway
-        _keep_plugin_fixes_in_plugins(tree, plan)
+        plan, refusal = _plan(tree, scanner, resolutions, records)
         inheritors = find_inheritors(scanner, resolutions, plan.insertions)
         notes = prefer_drafter_only(scanner, resolutions, plan, inheritors)
         if notes:  # methods moved: they reach other classes now
@@ -97,6 +93,40 @@ def plan_fix(
                     outcome.action, outcome.reason = Action.REFUSED, failed[0]
             kept = {i.target for o in plan.outcomes if o.action == Action.FIX for i in o.insertions}
             plan.insertions = [i for i in plan.insertions if i.target in kept]
+
+
+def _plan(
+    tree: SourceTree, scanner: Scanner, resolutions: list[Resolution], records: list[DrafterRecord]
+) -> tuple[Plan, str | None]:
+    """What fix decides before writing anything: the plan (blast radius included), with the plugin's
+    fixes kept in the plugin, and the refusal of everything when no vLLM was found to run with."""
+    plan = make_plan(scanner, resolutions, records)
+    refusal = _without_a_vllm(tree)
+    if refusal and not _refuse_all(plan, refusal):
+        refusal = None  # nothing to write anyway
+    _keep_plugin_fixes_in_plugins(tree, plan)
+    return plan, refusal
+
+
+def refusals_alone(
+    tree: SourceTree, scanner: Scanner, resolutions: list[Resolution], records: list[DrafterRecord]
+) -> dict[str, str]:
+    """Why ``fix --model NAME`` refuses each missing_fixable record it refuses, planned alone as that
+    command plans it (``refusal_key`` -> reason), so that no report advises a fix that cannot run."""
+    refused = {}
+    for record in records:
+        if record.status != Status.MISSING_FIXABLE:
+            continue
+        plan, _ = _plan(tree, scanner, resolutions, [record])
+        reasons = [o.reason for o in plan.outcomes if o.action == Action.REFUSED]
+        if reasons:
+            refused[refusal_key(record)] = reasons[0]
+    return refused
+
+
+def refusal_key(record: DrafterRecord) -> str:
+    """A record's key in ``ScanResult.fix_refusals``."""
+    return f"{record.file}:{record.line}:{record.arch or record.cls}"
 
 
 def _left_for_a_human(records: list[DrafterRecord]) -> list[DrafterRecord]:

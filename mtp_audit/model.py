@@ -216,6 +216,9 @@ class ScanResult:
     registry_notes: list[str] = field(default_factory=list)  # registry content that could not be read
     caller_notes: list[str] = field(default_factory=list)  # speculators constructed that could not be followed
     runner_notes: list[str] = field(default_factory=list)  # the model runner's choice that could not be read
+    # why `fix --model NAME` refuses a missing_fixable record, by fix.refusal_key; None: not planned
+    # (only the reports that advise that command ask for it: pre-commit and the concise scan)
+    fix_refusals: dict[str, str] | None = None
 
 
 class ParamKind(StrEnum):
