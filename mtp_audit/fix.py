@@ -394,4 +394,4 @@ def _written(insertion: Insertion) -> tuple[str, str, int]:
 
 
 def write_fix(result: FixResult) -> None:
-    write_all(result.tree.root, result.rewrites, result.tree.extra_roots)
+    write_all(result.tree.root, result.rewrites, result.tree.plugin_folders)

@@ -595,3 +595,18 @@ def test_a_folder_of_several_installed_plugins_credits_each_drafter_to_its_own(t
         "NpuToyMTP": "acme-npu 0.3.0",
         "UnreachedMTP": "acme-vllm-plugin 1.2.0",
     }
+
+
+def test_plugins_installed_editable_are_found_without_running_their_finder(tmp_path):
+    """``pip install -e``: a src layout is on sys.path through a ``.pth`` path line, a flat layout
+    through setuptools' finder, whose MAPPING is read, never run. Both plugins' drafters replace vLLM's."""
+    editable = shutil.copytree(PLUGINS / "editable", tmp_path / "editable")
+    template = (editable / "finder_template.py").read_text()
+    finder = template.replace("FLAT_PROJECT", repr(str(editable / "flat_project" / "acme_flat")))
+    (editable / "site" / "__editable___acme_flat_0_1_0_finder.py").write_text(finder)
+    result = scan_with(vllm_tree(tmp_path / "v"), editable / "site")
+    assert result.returncode == 0 and not result.stderr, result.stderr
+    assert [(r[0], r[1], r[3], r[5]) for r in rows(result.stdout)] == [
+        ("OtherMTPModel", "FlatOtherMTP", "missing_manual", "acme-flat 0.1.0"),
+        ("ToyMTPModel", "SrcToyMTP", "missing_manual", "acme-src 0.1.0"),
+    ]

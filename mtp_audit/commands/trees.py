@@ -56,7 +56,7 @@ def settled(tree: SourceTree, writes: bool) -> SourceTree:
     from ..apply.write import recover, refuse_interrupted
 
     if writes:
-        recover(tree.root, tree.extra_roots)
+        recover(tree.root, tree.plugin_folders)
     else:
         refuse_interrupted(tree.root)
     return tree

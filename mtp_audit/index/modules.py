@@ -52,6 +52,21 @@ class ModuleIndex:
             for name, is_package in ((f"{base}/__init__.py", True), (f"{base}.py", False)):
                 if self._probe(root, name, extra=position > 0):
                     return root / name, is_package
+        return self._find_mapped(parts)
+
+    def _find_mapped(self, parts: list[str]) -> tuple[Path, bool] | None:
+        """``parts`` in a package an editable install maps to its folder (a module file has no submodules)."""
+        top, *rest = parts
+        for package, path in self.tree.mapped_packages:
+            if package != top:
+                continue
+            if path.suffix == ".py":
+                return (path, False) if not rest and self._probe(path.parent, path.name, extra=True) else None
+            base = "/".join(rest)
+            candidates = [(f"{base}/__init__.py", True), (f"{base}.py", False)] if rest else [("__init__.py", True)]
+            for name, is_package in candidates:
+                if self._probe(path, name, extra=True):
+                    return path / name, is_package
         return None
 
     def _probe(self, root: Path, name: str, extra: bool) -> bool:
