@@ -380,7 +380,7 @@ def fix_command(
     from .apply.write import diff_bytes
     from .cache import FactsCache
     from .fanout import resolve_jobs
-    from .fix import plan_fix, write_fix
+    from .fix import plan_fix, refuse_paths_outside, write_fix
     from .outputs import check_output
     from .report.fix_summary import render_fix_summary
 
@@ -417,6 +417,8 @@ def fix_command(
         from .report.pr_body import render_pr_body
 
         body = render_pr_body(result, f"mtp-audit fix{mode} {targets}", verify_report)
+    if diff or patches is not None:
+        refuse_paths_outside(result, "--diff" if diff else "--patches")
     if diff:
         sys.stdout.flush()  # the diff goes to the buffer below, in each file's own bytes
         for rewrite in result.rewrites:

@@ -393,5 +393,19 @@ def _written(insertion: Insertion) -> tuple[str, str, int]:
     return source.method.text, source.owner.name, source.owner.line
 
 
+def refuse_paths_outside(result: FixResult, option: str) -> None:
+    """``--diff`` and ``--patches`` name each file by its path in the tree, which ``git apply`` and
+    ``git am`` take only inside the one repository they run in: a file of a plugin installed
+    elsewhere (its path absolute) is refused with both ways out, before anything is printed."""
+    outside = [r.path for r in result.rewrites if Path(r.path).is_absolute()]
+    if outside:
+        raise UsageError(
+            f"{option}: {', '.join(outside)} lie{'s' * (len(outside) == 1)} outside {result.tree.root} (a plugin "
+            "installed elsewhere), and git applies a diff only to paths of the repository it runs in; run "
+            f"`mtp-audit fix PLUGIN_SOURCE_DIR {option} ...` on the plugin's own tree, `--no-plugins` for "
+            "vLLM's, or fix without --diff/--patches to write the files in place; nothing written"
+        )
+
+
 def write_fix(result: FixResult) -> None:
     write_all(result.tree.root, result.rewrites, result.tree.plugin_folders)

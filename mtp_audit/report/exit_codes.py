@@ -80,7 +80,8 @@ POLICY: tuple[Rule, ...] = (
         "usage or input error: an unknown option or `--model`, an ambiguous `--model` "
         "for `fix`/`verify`, a missing PATH or `--plugin-path`, a vLLM whose `LogitsProcessor` has no "
         "`get_top_tokens` (0.16 and earlier), a tree an interrupted `fix` left its journal in (for a "
-        "command that only reads) or whose journal names a file no fix writes; one line on stderr, "
+        "command that only reads) or whose journal names a file no fix writes, a `fix --diff`/`--patches` that "
+        "would name a file outside the tree (a plugin installed elsewhere); one line on stderr, "
         "nothing written",
     ),
 )
