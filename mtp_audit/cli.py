@@ -91,7 +91,7 @@ FixVersionOpt = Annotated[
     typer.Option(
         "--vllm-version",
         metavar="X.Y.Z",
-        help=VERSION_HELP + " Only with --diff or --check: the cached sources are never written.",
+        help=VERSION_HELP + " Only with --diff, --check or --patches: the cached sources are never written.",
     ),
 ]
 

@@ -281,7 +281,7 @@ def test_help_reads_well_at_80_columns():
     scan_help = run_cli("scan", "--help", env={"COLUMNS": "80"}).stdout
     assert "model_type" in scan_help and scan_help.count("mtp-audit scan ") >= 3
     fix_help = " ".join(run_cli("fix", "--help", env={"COLUMNS": "80"}).stdout.replace("│", " ").split())
-    assert "Only with --diff or --check" in fix_help
+    assert "Only with --diff, --check or --patches" in fix_help
 
 
 def test_fix_says_what_it_needs(tmp_path):
