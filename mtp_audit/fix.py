@@ -105,6 +105,7 @@ def _plan(
     if refusal and not _refuse_all(plan, refusal):
         refusal = None  # nothing to write anyway
     _keep_plugin_fixes_in_plugins(tree, plan)
+    _refuse_text_a_rewrite_cannot_keep(scanner, plan)
     return plan, refusal
 
 
@@ -182,6 +183,44 @@ def _keep_plugin_fixes_in_plugins(tree: SourceTree, plan: Plan) -> None:
             )
     kept = {i.target for o in plan.outcomes if o.action == Action.FIX for i in o.insertions}
     plan.insertions = [i for i in plan.insertions if i.target in kept]
+
+
+def _refuse_text_a_rewrite_cannot_keep(scanner: Scanner, plan: Plan) -> None:
+    """A file Python imports although a comment holds bytes its codec cannot decode (the scan read
+    it as Python does): a rewrite keeps every other byte of the file, which its text cannot hold, so
+    a drafter whose method would go there is refused, saying so."""
+    undecodable: dict[str, str | None] = {}
+    for outcome in plan.outcomes:
+        if outcome.action != Action.FIX:
+            continue
+        for insertion in outcome.insertions:
+            facts = scanner.index.facts(insertion.target.module)
+            if facts is None:
+                continue
+            if facts.path not in undecodable:
+                undecodable[facts.path] = _undecodable(scanner.tree.root / facts.path)
+            why = undecodable[facts.path]
+            if why is not None:
+                outcome.action, outcome.insertions = Action.REFUSED, []
+                outcome.reason = (
+                    f"unsafe rewrite refused: {facts.path}: {why} in a comment (Python imports it), which a "
+                    "rewrite cannot keep byte for byte; add get_top_tokens by hand"
+                )
+                break
+    kept = {i.target for o in plan.outcomes if o.action == Action.FIX for i in o.insertions}
+    plan.insertions = [i for i in plan.insertions if i.target in kept]
+
+
+def _undecodable(path: Path) -> str | None:
+    """Why ``path``'s bytes are not text in its codec; None when they are (or cannot be read: the
+    rewrite says so)."""
+    try:
+        decode_source(path.read_bytes())
+    except NotDecodable as error:
+        return str(error)
+    except OSError:
+        return None
+    return None
 
 
 @contextmanager

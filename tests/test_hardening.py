@@ -55,10 +55,36 @@ def test_syntax_error_in_one_model_file_keeps_the_rest(tmp_path):
     assert '"arch": "MaskMTP"' in result.stdout  # the rest is still reported
 
 
-def test_non_utf8_file(tmp_path):
+@pytest.mark.parametrize(
+    "head",
+    [b'"""caf\xe9"""\n', b'NAME = "caf\xe9"\n', b"# coding: utf-8\nNAME = 'caf\xe9'\n"],
+    ids=["docstring", "string", "cookie"],
+)
+def test_non_utf8_bytes_python_rejects(head, tmp_path):
     tree = tree_of("direct_head", tmp_path)
-    (tree / MODELS / "toy_mtp.py").write_bytes(b"# caf\xe9\nclass ToyMTP:\n    pass\n")
+    model = tree / MODELS / "toy_mtp.py"
+    model.write_bytes(head + model.read_bytes())
     assert_clean_failure(run_cli("scan", str(tree)), 2, "toy_mtp.py", "not UTF-8")
+
+
+@pytest.mark.parametrize(
+    "head", [b"# Soci\xe9t\xe9\n", b"# -*- coding: utf-8 -*-\nimport os  # caf\xe9\n"], ids=["no cookie", "cookie"]
+)
+def test_non_utf8_bytes_only_in_comments_are_read_as_python_imports_them(head, tmp_path):
+    """CPython's tokenizer never decodes a comment: the module imports, so it is analysed; fix, which
+    keeps a file's bytes and cannot keep those, refuses the drafter saying why, and so does the scan."""
+    tree = tree_of("direct_head", tmp_path)
+    model = tree / MODELS / "toy_mtp.py"
+    model.write_bytes(head + model.read_bytes())
+    before = model.read_bytes()
+    result = run_cli("scan", str(tree), "--format", "json")
+    assert result.returncode == 1 and not result.stderr, result.stderr
+    [record] = json.loads(result.stdout)["drafters"]
+    assert (record["class"], record["status"]) == ("ToyMTP", "missing_fixable")
+    fixed = run_cli("fix", str(tree), "--model", "ToyMTPModel")
+    assert fixed.returncode == 1 and model.read_bytes() == before
+    assert "unsafe rewrite refused: vllm/model_executor/models/toy_mtp.py: not UTF-8 (" in fixed.stderr
+    assert "no safe mirror: `fix` refuses it (unsafe rewrite refused" in run_cli("scan", str(tree)).stdout
 
 
 def test_read_only_file_is_refused_and_nothing_is_written(tmp_path):
