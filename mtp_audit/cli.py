@@ -620,7 +620,7 @@ def _run_app() -> None:
 
 def main() -> None:
     from .lifecycle import Interrupted, handle_ctrl_c, ignore_ctrl_c, on_big_stack
-    from .outputs import OutputFailed, guard_stdout, silence_stdout
+    from .outputs import OutputFailed, ReaderGone, guard_stdout, leave_as_a_closed_pipe_ends_a_command, silence_stdout
 
     handle_ctrl_c()
     guard_stdout()
@@ -638,6 +638,9 @@ def main() -> None:
         from .lifecycle import interrupted
 
         interrupted()
+    except ReaderGone:
+        silence_stdout()
+        leave_as_a_closed_pipe_ends_a_command()
     except OutputFailed as error:
         silence_stdout()
         print(f"mtp-audit: {error}", file=sys.stderr)
