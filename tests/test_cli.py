@@ -27,6 +27,8 @@ def test_unknown_model_lists_candidates(tmp_path):
     assert result.returncode == 2
     assert "matches no drafter" in result.stderr and "toy" in result.stderr
     assert result.stdout == ""
+    mistyped = run_cli("fix", str(tree), "--model", "toymtpmodle")  # matched without case, named with it
+    assert "--model toymtpmodle matches no drafter; did you mean: ToyMTPModel, ToyMTP" in mistyped.stderr
 
 
 def test_ambiguous_model_for_fix(tmp_path):
