@@ -91,7 +91,7 @@ FixVersionOpt = Annotated[
     typer.Option(
         "--vllm-version",
         metavar="X.Y.Z",
-        help=VERSION_HELP + " Only with --diff or --check: the cached sources are never written.",
+        help=VERSION_HELP + " Only with --diff, --check or --patches: the cached sources are never written.",
     ),
 ]
 
@@ -262,7 +262,8 @@ def scan_command(
         plugin_paths=plugin_path,
         follow_symlinks=follow_symlinks,
     )
-    result = run_scan(tree, no_cache, jobs)
+    concise = format == Format.concise and not quiet and not by_model_type
+    result = run_scan(tree, no_cache, jobs, fix_refusals=concise)  # the concise report advises fix
     if not tree.is_vllm:
         from .resolve.registry import PLUGIN_HEURISTIC
 
@@ -379,7 +380,7 @@ def fix_command(
     from .apply.write import diff_bytes
     from .cache import FactsCache
     from .fanout import resolve_jobs
-    from .fix import plan_fix, write_fix
+    from .fix import plan_fix, refuse_paths_outside, write_fix
     from .outputs import check_output
     from .report.fix_summary import render_fix_summary
 
@@ -416,6 +417,8 @@ def fix_command(
         from .report.pr_body import render_pr_body
 
         body = render_pr_body(result, f"mtp-audit fix{mode} {targets}", verify_report)
+    if diff or patches is not None:
+        refuse_paths_outside(result, "--diff" if diff else "--patches")
     if diff:
         sys.stdout.flush()  # the diff goes to the buffer below, in each file's own bytes
         for rewrite in result.rewrites:
@@ -566,7 +569,14 @@ def pre_commit_command(
     changed, outside = changed_files(tree, Path.cwd(), files or [])
     for file in outside:
         print(f"note: skipped {file}: it resolves outside the checkout {tree.root}", file=sys.stderr)
-    records = touched_drafters(tree, changed, no_cache)
+    records, refused = touched_drafters(tree, changed, no_cache)
+    for record, reason in refused:
+        print(
+            f"note: {record.file}:{record.line}: {record.arch or record.cls} ({record.cls}) has no get_top_tokens "
+            f"and no safe mirror: `mtp-audit fix --model {record.arch or record.cls}` refuses it ({reason}); "
+            "write it by hand",
+            file=sys.stderr,
+        )
     for record in records:
         print(
             f"{record.file}:{record.line}: {record.arch or record.cls} ({record.cls}) has no get_top_tokens; "
@@ -610,7 +620,7 @@ def _run_app() -> None:
 
 def main() -> None:
     from .lifecycle import Interrupted, handle_ctrl_c, ignore_ctrl_c, on_big_stack
-    from .outputs import OutputFailed, guard_stdout, silence_stdout
+    from .outputs import OutputFailed, ReaderGone, guard_stdout, leave_as_a_closed_pipe_ends_a_command, silence_stdout
 
     handle_ctrl_c()
     guard_stdout()
@@ -628,6 +638,9 @@ def main() -> None:
         from .lifecycle import interrupted
 
         interrupted()
+    except ReaderGone:
+        silence_stdout()
+        leave_as_a_closed_pipe_ends_a_command()
     except OutputFailed as error:
         silence_stdout()
         print(f"mtp-audit: {error}", file=sys.stderr)

@@ -31,7 +31,7 @@ from .fanout import Ahead, WarmWorker, warm_worker
 from .index.encoding import NotDecodable, decode_source
 from .index.fact_types import ModuleFacts
 from .model import ChainAnswers, ClassKey, Consistency, DrafterRecord, SourceTree, Status
-from .scan import Scanner, scan
+from .scan import Resolution, Scanner, scan
 from .select import select
 from .templating import PRE_HEAD, defined_name
 
@@ -64,11 +64,7 @@ def plan_fix(
             records = [r for r in result.records if r.status == Status.MISSING_FIXABLE]
         else:
             records = select(result.records, models or [], single_module=True, model_types=model_types)
-        plan = make_plan(scanner, resolutions, records)
-        refusal = _without_a_vllm(tree)
-        if refusal and not _refuse_all(plan, refusal):
-            refusal = None  # nothing to write anyway
-        _keep_plugin_fixes_in_plugins(tree, plan)
+        plan, refusal = _plan(tree, scanner, resolutions, records)
         inheritors = find_inheritors(scanner, resolutions, plan.insertions)
         notes = prefer_drafter_only(scanner, resolutions, plan, inheritors)
         if notes:  # methods moved: they reach other classes now
@@ -106,6 +102,41 @@ def _unreadable(errors: list[tuple[str, str]]) -> str:
     named = "; ".join(f"{file}: {message}" for file, message in errors[:SHOWN_ERRORS])
     more = len(errors) - SHOWN_ERRORS
     return named + (f"; and {more} more file{'s' * (more != 1)} (`mtp-audit scan` lists them)" if more > 0 else "")
+
+
+def _plan(
+    tree: SourceTree, scanner: Scanner, resolutions: list[Resolution], records: list[DrafterRecord]
+) -> tuple[Plan, str | None]:
+    """What fix decides before writing anything: the plan (blast radius included), with the plugin's
+    fixes kept in the plugin, and the refusal of everything when no vLLM was found to run with."""
+    plan = make_plan(scanner, resolutions, records)
+    refusal = _without_a_vllm(tree)
+    if refusal and not _refuse_all(plan, refusal):
+        refusal = None  # nothing to write anyway
+    _keep_plugin_fixes_in_plugins(tree, plan)
+    _refuse_text_a_rewrite_cannot_keep(scanner, plan)
+    return plan, refusal
+
+
+def refusals_alone(
+    tree: SourceTree, scanner: Scanner, resolutions: list[Resolution], records: list[DrafterRecord]
+) -> dict[str, str]:
+    """Why ``fix --model NAME`` refuses each missing_fixable record it refuses, planned alone as that
+    command plans it (``refusal_key`` -> reason), so that no report advises a fix that cannot run."""
+    refused = {}
+    for record in records:
+        if record.status != Status.MISSING_FIXABLE:
+            continue
+        plan, _ = _plan(tree, scanner, resolutions, [record])
+        reasons = [o.reason for o in plan.outcomes if o.action == Action.REFUSED]
+        if reasons:
+            refused[refusal_key(record)] = reasons[0]
+    return refused
+
+
+def refusal_key(record: DrafterRecord) -> str:
+    """A record's key in ``ScanResult.fix_refusals``."""
+    return f"{record.file}:{record.line}:{record.arch or record.cls}"
 
 
 def _left_for_a_human(records: list[DrafterRecord]) -> list[DrafterRecord]:
@@ -161,6 +192,44 @@ def _keep_plugin_fixes_in_plugins(tree: SourceTree, plan: Plan) -> None:
             )
     kept = {i.target for o in plan.outcomes if o.action == Action.FIX for i in o.insertions}
     plan.insertions = [i for i in plan.insertions if i.target in kept]
+
+
+def _refuse_text_a_rewrite_cannot_keep(scanner: Scanner, plan: Plan) -> None:
+    """A file Python imports although a comment holds bytes its codec cannot decode (the scan read
+    it as Python does): a rewrite keeps every other byte of the file, which its text cannot hold, so
+    a drafter whose method would go there is refused, saying so."""
+    undecodable: dict[str, str | None] = {}
+    for outcome in plan.outcomes:
+        if outcome.action != Action.FIX:
+            continue
+        for insertion in outcome.insertions:
+            facts = scanner.index.facts(insertion.target.module)
+            if facts is None:
+                continue
+            if facts.path not in undecodable:
+                undecodable[facts.path] = _undecodable(scanner.tree.root / facts.path)
+            why = undecodable[facts.path]
+            if why is not None:
+                outcome.action, outcome.insertions = Action.REFUSED, []
+                outcome.reason = (
+                    f"unsafe rewrite refused: {facts.path}: {why} in a comment (Python imports it), which a "
+                    "rewrite cannot keep byte for byte; add get_top_tokens by hand"
+                )
+                break
+    kept = {i.target for o in plan.outcomes if o.action == Action.FIX for i in o.insertions}
+    plan.insertions = [i for i in plan.insertions if i.target in kept]
+
+
+def _undecodable(path: Path) -> str | None:
+    """Why ``path``'s bytes are not text in its codec; None when they are (or cannot be read: the
+    rewrite says so)."""
+    try:
+        decode_source(path.read_bytes())
+    except NotDecodable as error:
+        return str(error)
+    except OSError:
+        return None
+    return None
 
 
 @contextmanager
@@ -372,5 +441,19 @@ def _written(insertion: Insertion) -> tuple[str, str, int]:
     return source.method.text, source.owner.name, source.owner.line
 
 
+def refuse_paths_outside(result: FixResult, option: str) -> None:
+    """``--diff`` and ``--patches`` name each file by its path in the tree, which ``git apply`` and
+    ``git am`` take only inside the one repository they run in: a file of a plugin installed
+    elsewhere (its path absolute) is refused with both ways out, before anything is printed."""
+    outside = [r.path for r in result.rewrites if Path(r.path).is_absolute()]
+    if outside:
+        raise UsageError(
+            f"{option}: {', '.join(outside)} lie{'s' * (len(outside) == 1)} outside {result.tree.root} (a plugin "
+            "installed elsewhere), and git applies a diff only to paths of the repository it runs in; run "
+            f"`mtp-audit fix PLUGIN_SOURCE_DIR {option} ...` on the plugin's own tree, `--no-plugins` for "
+            "vLLM's, or fix without --diff/--patches to write the files in place; nothing written"
+        )
+
+
 def write_fix(result: FixResult) -> None:
-    write_all(result.tree.root, result.rewrites, result.tree.extra_roots)
+    write_all(result.tree.root, result.rewrites, result.tree.plugin_folders)

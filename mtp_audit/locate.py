@@ -240,8 +240,69 @@ def with_plugins(tree: SourceTree, plugin_paths: list[Path]) -> SourceTree:
             raise UsageError(f"--plugin-path {path}: no such directory")
     search += [p.expanduser().resolve() for p in plugin_paths]
     plugins = tuple(discover(list(dict.fromkeys(search))))
-    extra = tuple(dict.fromkeys(p.location for p in plugins if p.location != tree.root))
-    return replace(tree, extra_roots=extra, plugins=plugins)
+    sites = list(dict.fromkeys(p.location for p in plugins))
+    installed = [editable_installs(site) for site in sites]
+    extra = [site for site in sites if site != tree.root] + [path for paths, _ in installed for path in paths]
+    mapped = tuple(dict.fromkeys(pair for _, mapping in installed for pair in mapping))
+    return replace(tree, extra_roots=tuple(dict.fromkeys(extra)), plugins=plugins, mapped_packages=mapped)
+
+
+EDITABLE_FINDER = re.compile(r"__editable___.*_finder\.py")
+
+
+def editable_installs(site: Path) -> tuple[list[Path], list[tuple[str, Path]]]:
+    """Where ``pip install -e`` put a site directory's packages, read as ``site`` and setuptools'
+    editable finder use it, neither run: the folders the path lines of its ``.pth`` files add to
+    ``sys.path`` (an ``import`` line is code, not read), and the ``MAPPING`` literal of each
+    ``__editable___*_finder.py`` (top-level package -> its folder or file)."""
+    try:
+        names = sorted(os.listdir(site))  # site.addsitedir reads them in this order
+    except OSError:
+        return [], []
+    paths: list[Path] = []
+    mapping: list[tuple[str, Path]] = []
+    for name in names:
+        if name.endswith(".pth") and not name.startswith("."):
+            paths += _pth_paths(site, site / name)
+        elif EDITABLE_FINDER.fullmatch(name):
+            mapping += _finder_mapping(site / name)
+    return paths, mapping
+
+
+def _pth_paths(site: Path, pth: Path) -> list[Path]:
+    """The existing folders a ``.pth`` file's path lines name, relative to its site directory."""
+    try:
+        lines = pth.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
+    except OSError:
+        return []
+    named = (
+        site / line.rstrip()
+        for line in lines
+        if line.strip() and not line.startswith("#") and not line.startswith(("import ", "import\t"))
+    )
+    return [path.resolve() for path in named if path.is_dir()]
+
+
+def _finder_mapping(finder: Path) -> list[tuple[str, Path]]:
+    """The ``MAPPING = {...}`` literal of setuptools' editable finder module, read with ast (the
+    finder is never imported); none if it has no such literal of strings."""
+    try:
+        module = ast.parse(finder.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    for statement in module.body:
+        match statement:
+            case (
+                ast.Assign(targets=[ast.Name(id="MAPPING")], value=value)
+                | ast.AnnAssign(target=ast.Name(id="MAPPING"), value=ast.expr() as value)
+            ):
+                try:
+                    found = ast.literal_eval(value)
+                except ValueError:
+                    return []
+                if isinstance(found, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in found.items()):
+                    return [(package, Path(folder)) for package, folder in found.items() if package.isidentifier()]
+    return []
 
 
 def runs_with(plugin_tree: SourceTree, vllm: str | None, release=None) -> SourceTree:

@@ -66,12 +66,20 @@ class SourceTree:
     # directory, the root of the vLLM it runs with.
     extra_roots: tuple[Path, ...] = ()
     plugins: tuple[PluginDist, ...] = ()  # installed plugins whose registrations join the registry
+    # Top-level packages an editable install maps to their folder (or file): setuptools' finder, which
+    # Python asks after every path entry (it is appended to sys.meta_path)
+    mapped_packages: tuple[tuple[str, Path], ...] = ()
     runs_with: SourceTree | None = None  # for a plugin directory: the vLLM it runs with
     follow_symlinks: bool = False  # read model files that symlinks lead to outside root
 
     @property
     def is_vllm(self) -> bool:
         return self.package_dir is not None
+
+    @property
+    def plugin_folders(self) -> tuple[Path, ...]:
+        """Where the scan reads (and fix writes) beside ``root``: the extra roots and mapped packages."""
+        return (*self.extra_roots, *(path for _, path in self.mapped_packages))
 
 
 @dataclass(frozen=True)
@@ -216,6 +224,9 @@ class ScanResult:
     registry_notes: list[str] = field(default_factory=list)  # registry content that could not be read
     caller_notes: list[str] = field(default_factory=list)  # speculators constructed that could not be followed
     runner_notes: list[str] = field(default_factory=list)  # the model runner's choice that could not be read
+    # why `fix --model NAME` refuses a missing_fixable record, by fix.refusal_key; None: not planned
+    # (only the reports that advise that command ask for it: pre-commit and the concise scan)
+    fix_refusals: dict[str, str] | None = None
 
 
 class ParamKind(StrEnum):

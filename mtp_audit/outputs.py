@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from .errors import UsageError
 
@@ -39,6 +41,25 @@ class OutputFailed(Exception):
     take a broken pipe for a normal end and exit 1 in silence."""
 
 
+class ReaderGone(OutputFailed):
+    """The reader of standard output closed it (``scan | head``): not a failure of the command."""
+
+
+def _failed(error: OSError) -> OutputFailed:
+    if isinstance(error, BrokenPipeError):
+        return ReaderGone("the reader of standard output closed it")
+    return OutputFailed(f"writing to standard output failed: {error.strerror or error}")
+
+
+def leave_as_a_closed_pipe_ends_a_command() -> NoReturn:
+    """End as ``git log | head`` and ruff end when the reader goes: killed by SIGPIPE, saying nothing
+    (exit 141 in a shell); where there is no SIGPIPE (Windows), exit 141 alike."""
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGPIPE)
+    os._exit(128 + 13)
+
+
 class _GuardedStdout:
     """``sys.stdout`` whose write errors are ``OutputFailed``; everything else is the stream's."""
 
@@ -51,7 +72,7 @@ class _GuardedStdout:
         try:
             return self._stream.write(text)
         except OSError as error:
-            raise OutputFailed(f"writing to standard output failed: {error.strerror or error}") from None
+            raise _failed(error) from None
 
     def flush(self) -> None:
         if self._stream is None:
@@ -59,7 +80,7 @@ class _GuardedStdout:
         try:
             self._stream.flush()
         except OSError as error:
-            raise OutputFailed(f"writing to standard output failed: {error.strerror or error}") from None
+            raise _failed(error) from None
 
     def isatty(self) -> bool:
         return self._stream is not None and self._stream.isatty()

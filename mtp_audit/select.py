@@ -12,17 +12,17 @@ GENERIC_STEMS = {"mtp", "dspark", "dflash", "dflash2", "eagle", "model", "__init
 
 
 def names_of(record: DrafterRecord) -> set[str]:
-    """Every spelling ``--model`` accepts for a record, lower-cased."""
-    names = {record.cls.lower(), record.entry_module.rsplit(".", 1)[-1].lower()}
-    if record.arch:
-        names.add(record.arch.lower())
-    stem = record.file.rsplit("/", 1)[-1].removesuffix(".py").lower()
-    names.add(stem)
-    for name in list(names):
-        for suffix in DRAFTER_SUFFIXES:
-            if name.endswith(suffix) and len(name) > len(suffix):
-                names.add(name.removesuffix(suffix))
-    return names - GENERIC_STEMS
+    """Every spelling ``--model`` accepts for a record, lower-cased (it matches without case)."""
+    return set(spellings(record))
+
+
+def spellings(record: DrafterRecord) -> dict[str, str]:
+    """The names ``--model`` accepts for a record, lower-cased, each as the code writes it."""
+    written = [record.cls, record.entry_module.rsplit(".", 1)[-1], record.file.rsplit("/", 1)[-1].removesuffix(".py")]
+    written += [record.arch] if record.arch else []
+    for name in list(written):
+        written += [name[: -len(s)] for s in DRAFTER_SUFFIXES if name.lower().endswith(s) and len(name) > len(s)]
+    return {name.lower(): name for name in written if name.lower() not in GENERIC_STEMS}
 
 
 def select(
@@ -64,8 +64,9 @@ def select(
 
 
 def _suggest(records: list[DrafterRecord], key: str) -> str:
-    candidates = sorted({n for r in records for n in names_of(r)})
-    close = difflib.get_close_matches(key, candidates, n=6, cutoff=0.5)
+    """Close names as the code writes them (``ErnieMTPModel``), matched without case as ``--model`` is."""
+    candidates = {lower: name for r in records for lower, name in spellings(r).items()}
+    close = difflib.get_close_matches(key, sorted(candidates), n=6, cutoff=0.5)
     if close:
-        return "did you mean: " + ", ".join(close)
+        return "did you mean: " + ", ".join(candidates[c] for c in close)
     return "known drafters: " + ", ".join(sorted({r.arch or r.cls for r in records}))

@@ -27,6 +27,8 @@ def test_unknown_model_lists_candidates(tmp_path):
     assert result.returncode == 2
     assert "matches no drafter" in result.stderr and "toy" in result.stderr
     assert result.stdout == ""
+    mistyped = run_cli("fix", str(tree), "--model", "toymtpmodle")  # matched without case, named with it
+    assert "--model toymtpmodle matches no drafter; did you mean: ToyMTPModel, ToyMTP" in mistyped.stderr
 
 
 def test_ambiguous_model_for_fix(tmp_path):
@@ -281,7 +283,7 @@ def test_help_reads_well_at_80_columns():
     scan_help = run_cli("scan", "--help", env={"COLUMNS": "80"}).stdout
     assert "model_type" in scan_help and scan_help.count("mtp-audit scan ") >= 3
     fix_help = " ".join(run_cli("fix", "--help", env={"COLUMNS": "80"}).stdout.replace("│", " ").split())
-    assert "Only with --diff or --check" in fix_help
+    assert "Only with --diff, --check or --patches" in fix_help
 
 
 def test_fix_says_what_it_needs(tmp_path):

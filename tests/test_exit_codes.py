@@ -91,6 +91,26 @@ def test_pre_commit(files, code, tmp_path):
     assert run_cli("pre-commit", *files, cwd=tree).returncode == code
 
 
+def test_pre_commit_names_a_drafter_fix_refuses_and_does_not_fail_on_it(tmp_path):
+    """PrivateHeadBase has no safe mirror alone (blast radius): the hook says why, as fix does, and does
+    not count it; PrivateHeadSub, which fix writes, is a finding. Each advice given then works."""
+    tree = tree_of("fix", "blast_radius_private_name", tmp_path)
+    model = "vllm/model_executor/models/private_head.py"
+    result = run_cli("pre-commit", model, cwd=tree)
+    assert result.returncode == ACTION, result.stderr
+    assert "`mtp-audit fix --model PrivateHeadBaseModel` writes it" not in result.stderr
+    refused = (FIXTURES / "fix" / "blast_radius_private_name" / "expected_stderr.txt").read_text().strip()
+    assert re.search(
+        rf"^note: {model}:5: PrivateHeadBaseModel .* refuses it \({re.escape(refused)}: ", result.stderr, re.MULTILINE
+    ), result.stderr
+    assert "`mtp-audit fix --model PrivateHeadSubModel` writes it" in result.stderr
+    assert run_cli("fix", str(tree), "--model", "PrivateHeadSubModel").returncode == OK
+    again = run_cli("pre-commit", model, cwd=tree)  # PrivateHeadSub has its own method now: no blast radius
+    assert again.returncode == ACTION and "`mtp-audit fix --model PrivateHeadBaseModel` writes it" in again.stderr
+    assert run_cli("fix", str(tree), "--model", "PrivateHeadBaseModel").returncode == OK
+    assert run_cli("pre-commit", model, cwd=tree).returncode == OK
+
+
 @pytest.mark.parametrize("link", [False, True], ids=["an absolute path elsewhere", "a symlink out of the checkout"])
 def test_pre_commit_skips_a_file_that_resolves_outside_the_checkout(link, tmp_path):
     """It can define no drafter of this tree: one note, and the other files are still checked."""

@@ -21,7 +21,7 @@ from mtp_audit.fix import plan_fix
 from mtp_audit.index.fact_types import MethodFacts
 from mtp_audit.locate import locate
 from mtp_audit.model import ClassKey, DrafterRecord, Status
-from mtp_audit.report.patches import AUTHOR, render_index, write_patches
+from mtp_audit.report.patches import AUTHOR, build_patches, render_index, write_patches
 from mtp_audit.resolve.mro import MethodHit
 
 SERIES = FIXTURES / "fix" / "series"
@@ -316,7 +316,7 @@ def test_each_patch_describes_its_own_family_and_the_index_all_of_them(tmp_path:
     )
 
 
-def test_patches_refuse_an_existing_test_file_or_series(tmp_path: Path) -> None:
+def test_patches_in_process_refuse_a_folder_holding_a_series(tmp_path: Path) -> None:
     case = FIXTURES / "fix" / "series"
     tree = build_tree(case, tmp_path / "tree", "input")
     result = _planned(case, tree)
@@ -324,12 +324,6 @@ def test_patches_refuse_an_existing_test_file_or_series(tmp_path: Path) -> None:
     write_patches(result, out, "mtp-audit fix", None)
     with pytest.raises(UsageError, match=r"already holds a patch series \(0001-Spec-Decode-PlatMTP-"):
         write_patches(result, out, "mtp-audit fix", None)
-    existing = tree / "tests/v1/spec_decode/test_plat_mtp_get_top_tokens.py"
-    existing.parent.mkdir(parents=True)
-    existing.write_text("")
-    with pytest.raises(UsageError, match="test_plat_mtp_get_top_tokens.py would be written twice or exists already"):
-        write_patches(result, tmp_path / "other", "mtp-audit fix", None)
-    assert not (tmp_path / "other").exists() or not list((tmp_path / "other").iterdir())
 
 
 # Families from plain plan data: which drafters and files go into one patch, and how it is named.
@@ -464,17 +458,6 @@ def test_each_patch_has_its_own_verify_rows_test_command_and_signature(tmp_path:
         assert "| exact |\n---\n vllm/" in text  # the description ends where the diffstat starts
 
 
-def test_two_families_whose_tests_would_share_a_name_are_refused(tmp_path: Path) -> None:
-    tree = build_tree(SERIES, tmp_path / "tree", "input")
-    models = tree / "vllm/model_executor/models"
-    (models / "plat_mtp.py").write_text((tree / "vllm/models/plat/nvidia/mtp.py").read_text())
-    registry = models / "registry.py"
-    registry.write_text(registry.read_text().replace("}", '    "PlatTwoModel": ("plat_mtp", "PlatMTP"),\n}'))
-    result = plan_fix(locate(tree), ["PlatMTPModel", "PlatTwoModel"], False, None)
-    with pytest.raises(UsageError, match="test_plat_mtp_get_top_tokens.py would be written twice"):
-        write_patches(result, tmp_path / "out", "mtp-audit fix", None)
-
-
 def test_the_index_lists_every_placement_moved_and_a_tree_without_a_version(tmp_path: Path) -> None:
     two = (
         "import torch\nfrom torch import nn\n\n\nclass CausalTwo(nn.Module):\n"
@@ -510,3 +493,25 @@ def test_a_family_test_passes_vllms_lint_at_88_columns(tmp_path):
         check=False,
     )
     assert lint.returncode == 0, lint.stdout
+
+
+def test_test_modules_get_free_names_when_slugs_clash_or_exist_upstream(tmp_path: Path) -> None:
+    """``plat_mtp.py`` and ``plat/{amd,nvidia}/mtp.py`` have one slug, and the tree already has the
+    wrap family's test: each family gets a name of its own (its package path), never a refusal."""
+    tree = build_tree(SERIES, tmp_path / "tree", "input")
+    models = tree / "vllm/model_executor/models"
+    head = "        return self.logits_processor(self.lm_head, hidden_states)\n"
+    (models / "plat_mtp.py").write_text(
+        f"from torch import nn\n\n\nclass FlatMTP(nn.Module):\n    def compute_logits(self, hidden_states):\n{head}"
+    )
+    registry = models / "registry.py"
+    registry.write_text(registry.read_text().replace("}", '    "FlatMTPModel": ("plat_mtp", "FlatMTP"),\n}'))
+    upstream = tree / "tests/v1/spec_decode/test_wrap_lite_mtp_get_top_tokens.py"
+    upstream.parent.mkdir(parents=True)
+    upstream.write_text("# upstream's own test\n")
+    tests = {p.family.name: p.test_path for p in build_patches(_planned(SERIES, tree))}
+    assert sorted(tests.values()) == [
+        "tests/v1/spec_decode/test_model_executor_models_wrap_lite_mtp_get_top_tokens.py",
+        "tests/v1/spec_decode/test_models_plat_mtp_get_top_tokens.py",
+        "tests/v1/spec_decode/test_plat_mtp_get_top_tokens.py",
+    ], tests

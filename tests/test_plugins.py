@@ -365,6 +365,20 @@ def test_fix_of_an_installed_plugin_writes_into_the_plugin(tmp_path):
     assert (record["status"], record["consistency"], record["source"]) == ("supported", "mirror", "acme-npu 0.3.0")
 
 
+@pytest.mark.parametrize("mode", ["--diff", "--patches"])
+def test_a_diff_or_series_of_a_plugin_outside_the_tree_is_refused(mode, tmp_path):
+    """git applies a diff to paths of its own repository: a plugin file outside the vLLM tree cannot be
+    named in one, so --diff and --patches refuse it (exit 2, nothing printed or written), saying how else."""
+    site = shutil.copytree(SITE, tmp_path / "site")
+    tree = vllm_tree(tmp_path / "v")
+    out = [str(tmp_path / "series")] if mode == "--patches" else []
+    result = run_cli("fix", str(tree), "--plugin-path", str(site), "--model", "NpuToyMTP", mode, *out)
+    assert result.returncode == 2 and not result.stdout and not (tmp_path / "series").exists(), result.stderr
+    [said] = [line for line in result.stderr.splitlines() if line.startswith("mtp-audit: ")]
+    assert said.startswith(f"mtp-audit: {mode}: {site.resolve()}/acme_npu/models/mtp.py lies outside {tree}")
+    assert "PLUGIN_SOURCE_DIR" in said and "def get_top_tokens" not in (site / "acme_npu/models/mtp.py").read_text()
+
+
 def test_fix_of_a_released_plugin_stays_out_of_vllm(ascend_source, vllm_release):
     vllm_release("0.34.0")
     # CustomDeepSeekMTP inherits compute_logits (a delegation) from vLLM's DeepSeekMTP; its predictor's
@@ -595,3 +609,18 @@ def test_a_folder_of_several_installed_plugins_credits_each_drafter_to_its_own(t
         "NpuToyMTP": "acme-npu 0.3.0",
         "UnreachedMTP": "acme-vllm-plugin 1.2.0",
     }
+
+
+def test_plugins_installed_editable_are_found_without_running_their_finder(tmp_path):
+    """``pip install -e``: a src layout is on sys.path through a ``.pth`` path line, a flat layout
+    through setuptools' finder, whose MAPPING is read, never run. Both plugins' drafters replace vLLM's."""
+    editable = shutil.copytree(PLUGINS / "editable", tmp_path / "editable")
+    template = (editable / "finder_template.py").read_text()
+    finder = template.replace("FLAT_PROJECT", repr(str(editable / "flat_project" / "acme_flat")))
+    (editable / "site" / "__editable___acme_flat_0_1_0_finder.py").write_text(finder)
+    result = scan_with(vllm_tree(tmp_path / "v"), editable / "site")
+    assert result.returncode == 0 and not result.stderr, result.stderr
+    assert [(r[0], r[1], r[3], r[5]) for r in rows(result.stdout)] == [
+        ("OtherMTPModel", "FlatOtherMTP", "missing_manual", "acme-flat 0.1.0"),
+        ("ToyMTPModel", "SrcToyMTP", "missing_manual", "acme-src 0.1.0"),
+    ]

@@ -56,3 +56,19 @@ def test_no_color_is_respected(tmp_path):
     assert not COLOUR.search(plain)
     table = run_cli("scan", str(tree), "--format", "table", env={"NO_COLOR": "1", "FORCE_COLOR": "1"}).stdout
     assert not COLOUR.search(table)
+
+
+def test_concise_report_does_not_advise_a_fix_that_fix_refuses(tmp_path):
+    """The missing_fixable group says fix writes the mirror; for a drafter fix refuses alone (blast
+    radius) it says so under its line, with fix's reason, whatever the line budget leaves out."""
+    tree = build_tree(FIXTURES / "fix" / "blast_radius_private_name", tmp_path / "tree", "input")
+    refused = (FIXTURES / "fix" / "blast_radius_private_name" / "expected_stderr.txt").read_text().strip()
+    for _ in range(2):  # cold, then from the result cache
+        lines = run_cli("scan", str(tree), env={"COLUMNS": "100000"}).stdout.splitlines()
+        assert lines[0] == (
+            "missing_fixable (2): `mtp-audit fix --model NAME` writes the mirror, except for 1 that it refuses "
+            "(why, below each)"
+        )
+        assert lines[1].endswith("missing_fixable PrivateHeadBaseModel (PrivateHeadBase) [all]")
+        assert lines[2].startswith(f"    no safe mirror: `fix` refuses it ({refused}: ")
+        assert "refuses" not in "\n".join(lines[3:])

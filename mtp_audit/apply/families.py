@@ -10,6 +10,7 @@ model). The connected groups of files are the families.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .changes import Rewrite
@@ -28,14 +29,28 @@ class Family:
     def slug(self) -> str:
         """A test-module name from the main drafter's file, without the platform directory:
         ``deepseek_mtp``, ``deepseek_v4_mtp`` for ``deepseek_v4/{nvidia,xpu}/mtp.py``."""
-        lead = next(o for o in self.outcomes if o.record.cls == _classes(self.outcomes)[0])
-        written = {module: r.path for r in self.rewrites for module in written_modules(r)}
-        main = written.get(lead.record.module) or next(written[m] for m in _modules(lead) if m in written)
-        parts = _below_models(main)
-        siblings = [_below_models(r.path) for r in self.rewrites]
+        return self._without_platform_folders(_below_models)
+
+    @property
+    def qualified_slug(self) -> str:
+        """The slug from the whole module path below the top package (``models_foo_mtp``): what tells
+        two families apart whose ``slug`` is one (``foo_mtp.py`` and ``foo/{nvidia,amd}/mtp.py``)."""
+        return self._without_platform_folders(lambda path: module_of(path).split(".")[1:])
+
+    def _without_platform_folders(self, parts_of: Callable[[str], list[str]]) -> str:
+        """The main file's module parts (``parts_of``) but those its per-platform siblings differ in."""
+        parts = parts_of(self.main_file)
+        siblings = [parts_of(r.path) for r in self.rewrites]
         siblings = [p for p in siblings if len(p) == len(parts) and p[-1] == parts[-1]]
         kept = [part for i, part in enumerate(parts) if all(s[i] == part for s in siblings)]
         return re.sub(r"\W+", "_", "_".join(kept)).lower()
+
+    @property
+    def main_file(self) -> str:
+        """The rewritten file of the family's first drafter (its own module, else one it is fixed in)."""
+        lead = next(o for o in self.outcomes if o.record.cls == _classes(self.outcomes)[0])
+        written = {module: r.path for r in self.rewrites for module in written_modules(r)}
+        return written.get(lead.record.module) or next(written[m] for m in _modules(lead) if m in written)
 
     @property
     def platforms(self) -> list[str]:

@@ -88,7 +88,7 @@ class ReadableFiles:
 
     def __init__(self, tree: SourceTree):
         self.follow = tree.follow_symlinks
-        self.roots = tuple(os.path.join(os.path.realpath(root), "") for root in (tree.root, *tree.extra_roots))
+        self.roots = tuple(os.path.join(os.path.realpath(root), "") for root in (tree.root, *tree.plugin_folders))
         self.directories: dict[str, bool] = {}
 
     def inside(self, real: str) -> bool:
@@ -174,7 +174,7 @@ class ResultCache:
 
     def _path(self, tree: SourceTree) -> Path:
         plugins = [(p.name, p.version, str(p.location)) for p in tree.plugins]  # installing one changes the result
-        return self._store.path(str(tree.root), [str(r) for r in tree.extra_roots], plugins)
+        return self._store.path(str(tree.root), [str(r) for r in tree.plugin_folders], plugins)
 
 
 @dataclass

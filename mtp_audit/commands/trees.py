@@ -12,7 +12,7 @@ from pathlib import Path
 from ..cache import ResultCache, default_cache_dir, usable
 from ..errors import UsageError
 from ..locate import locate
-from ..model import ChainAnswers, ScanResult, SourceTree
+from ..model import ChainAnswers, ScanResult, SourceTree, Status
 from ..sources import Progress, release_tree
 
 
@@ -56,7 +56,7 @@ def settled(tree: SourceTree, writes: bool) -> SourceTree:
     from ..apply.write import recover, refuse_interrupted
 
     if writes:
-        recover(tree.root, tree.extra_roots)
+        recover(tree.root, tree.plugin_folders)
     else:
         refuse_interrupted(tree.root)
     return tree
@@ -78,20 +78,34 @@ def model_types(tree: SourceTree) -> dict[str, list[str]]:
     return model_type_map(tree.package_dir)
 
 
-def run_scan(tree: SourceTree, no_cache: bool, jobs: int = 0) -> ScanResult:
-    """The scan result: from the result cache when nothing it depends on changed."""
+def run_scan(tree: SourceTree, no_cache: bool, jobs: int = 0, fix_refusals: bool = False) -> ScanResult:
+    """The scan result: from the result cache when nothing it depends on changed. ``fix_refusals``:
+    with ``ScanResult.fix_refusals`` planned (about a second on vLLM 0.34), kept in the result cache."""
     results = _result_cache(tree, no_cache)
     cached = results.load(tree) if results else None
-    if cached is not None:
+    if cached is not None and (cached.fix_refusals is not None or not fix_refusals or not _fixable(cached)):
         return cached
     from ..cache import FactsCache, Observed
     from ..fanout import forked, resolve_jobs
     from ..scan import scan
 
-    result, scanner, _ = scan(tree, None if no_cache else FactsCache(), forked(resolve_jobs(jobs)))
+    chains = results.chain_answers(tree) if results and cached else None
+    result, scanner, resolutions = scan(
+        tree, None if no_cache else FactsCache(), forked(resolve_jobs(jobs)), chain_answers=chains
+    )
+    if fix_refusals:
+        from ..classify import memo
+        from ..fix import refusals_alone
+
+        memo.use_cache(None if no_cache else FactsCache())  # the mirrors the blast radius compares
+        result.fix_refusals = refusals_alone(tree, scanner, resolutions, result.records)
     if results and not result.parse_errors:
         results.store(tree, Observed(dict(scanner.index.observed)), result, scanner.index.chains.answers())
     return result
+
+
+def _fixable(result: ScanResult) -> bool:
+    return any(r.status == Status.MISSING_FIXABLE for r in result.records)
 
 
 def cached_chain_answers(tree: SourceTree, no_cache: bool) -> ChainAnswers | None:

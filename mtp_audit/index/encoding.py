@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import tokenize
 
@@ -25,3 +26,26 @@ def decode_source(data: bytes) -> tuple[str, str]:
     except UnicodeDecodeError as error:
         name = "UTF-8" if encoding in ("utf-8", "utf-8-sig") else encoding
         raise NotDecodable(f"not {name} ({error.reason} at byte {error.start})") from None
+
+
+def decode_as_imported(data: bytes) -> str:
+    """The text of the module Python's import compiles from ``data``: ``decode_source``'s, or, where
+    the bytes its codec cannot decode all lie in comments (CPython's tokenizer never decodes a comment,
+    so ``compile`` of the bytes passes), the text with each such byte replaced (U+FFFD): the code is
+    Python's. Bytes that ``compile`` rejects (in a string, a name) stay ``NotDecodable``."""
+    try:
+        return decode_source(data)[0]
+    except NotDecodable as undecodable:
+        try:
+            compile(data, "<module>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        except (SyntaxError, ValueError):  # ValueError: a null byte, before Python 3.12
+            raise undecodable from None
+        return data.decode(_declared_codec(data), errors="replace")
+
+
+def _declared_codec(data: bytes) -> str:
+    """The codec ``data`` declares (a BOM, a PEP 263 cookie in its first two lines) or UTF-8, by
+    ``tokenize.detect_encoding``'s rules: given those lines with what does not decode as UTF-8
+    replaced, as only a comment's bytes may be (a cookie is ASCII)."""
+    head = b"".join(line.decode("utf-8", "replace").encode("utf-8") for line in data.splitlines(True)[:2])
+    return tokenize.detect_encoding(io.BytesIO(head).readline)[0]

@@ -12,7 +12,7 @@ from pathlib import Path
 from ..cache import ABSENT, CHANGED, EXISTS, MISSING, FactsCache, ReadableFiles, digest
 from ..errors import InternalError
 from ..model import SourceTree
-from .encoding import NotDecodable, decode_source
+from .encoding import NotDecodable, decode_as_imported
 from .fact_types import ModuleFacts
 from .facts import check_syntax, extract_facts
 from .imports import ImportChains, ImportFacts, extract_imports
@@ -52,6 +52,21 @@ class ModuleIndex:
             for name, is_package in ((f"{base}/__init__.py", True), (f"{base}.py", False)):
                 if self._probe(root, name, extra=position > 0):
                     return root / name, is_package
+        return self._find_mapped(parts)
+
+    def _find_mapped(self, parts: list[str]) -> tuple[Path, bool] | None:
+        """``parts`` in a package an editable install maps to its folder (a module file has no submodules)."""
+        top, *rest = parts
+        for package, path in self.tree.mapped_packages:
+            if package != top:
+                continue
+            if path.suffix == ".py":
+                return (path, False) if not rest and self._probe(path.parent, path.name, extra=True) else None
+            base = "/".join(rest)
+            candidates = [(f"{base}/__init__.py", True), (f"{base}.py", False)] if rest else [("__init__.py", True)]
+            for name, is_package in candidates:
+                if self._probe(path, name, extra=True):
+                    return path / name, is_package
         return None
 
     def _probe(self, root: Path, name: str, extra: bool) -> bool:
@@ -118,7 +133,7 @@ class ModuleIndex:
         except OSError as error:
             return self._unreadable(module, rel, is_package, f"cannot be read ({error.strerror or error})")
         try:
-            source, _ = decode_source(data)
+            source = decode_as_imported(data)
         except NotDecodable as error:
             return self._unreadable(module, rel, is_package, str(error))
         if self.cache is not None:
@@ -149,7 +164,7 @@ class ModuleIndex:
             if found is None:
                 continue
             try:
-                source, _ = decode_source(self.read_bytes(found[0]))
+                source = decode_as_imported(self.read_bytes(found[0]))
             except (NotDecodable, OSError):  # named where its facts are read
                 continue
             error = check_syntax(source, self.relative(found[0]))
@@ -221,7 +236,7 @@ class ModuleIndex:
             if found is not None:
                 path, is_package = found
                 try:
-                    source, _ = decode_source(self.read_bytes(path))
+                    source = decode_as_imported(self.read_bytes(path))
                 except (NotDecodable, OSError):  # named where its facts are read
                     source = None
                 if source is not None:

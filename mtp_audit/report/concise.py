@@ -104,6 +104,24 @@ def _wrap(text: str, width: int | None, indent: str = "", hanging: str = INDENT)
     ) or [indent]
 
 
+def refused_by_fix(result: ScanResult, record: DrafterRecord) -> str | None:
+    """Why ``fix --model NAME`` refuses this missing_fixable record (``ScanResult.fix_refusals``)."""
+    from ..fix import refusal_key
+
+    return (result.fix_refusals or {}).get(refusal_key(record))
+
+
+def _refusal(result: ScanResult, record: DrafterRecord, width: int | None) -> list[str]:
+    """The line that takes the group's advice back for a record ``fix`` refuses: never left out."""
+    reason = refused_by_fix(result, record)
+    return _wrap(f"no safe mirror: `fix` refuses it ({reason})", width, INDENT) if reason else []
+
+
+def _hint(result: ScanResult, label: str, records: list[DrafterRecord]) -> str:
+    refused = sum(refused_by_fix(result, r) is not None for r in records) if label == "missing_fixable" else 0
+    return HINT[label] + (f", except for {refused} that it refuses (why, below each)" if refused else "")
+
+
 def _details(record: DrafterRecord, width: int | None, verbose: bool) -> list[str]:
     lines = _wrap(record.reason, width, INDENT)
     if verbose:
@@ -120,7 +138,11 @@ def render_concise(
         groups.setdefault(label_of(record), []).append(record)
     shown = [label for label in ORDER if groups.get(label) and (show_all or label not in COLLAPSED)]
     heads = {
-        label: [Line(h, label) for record in groups[label] for h in _wrap(headline(record), width, hanging="  ")]
+        label: [
+            Line(h, label)
+            for record in groups[label]
+            for h in _wrap(headline(record), width, hanging="  ") + _refusal(result, record, width)
+        ]
         for label in shown
     }
     details = {label: {id(record): _details(record, width, verbose) for record in groups[label]} for label in shown}
@@ -136,11 +158,14 @@ def render_concise(
     out: list[Line] = []
     for label in shown:
         records = groups[label]
-        out += [Line(t, label) for t in _wrap(f"{label} ({len(records)}): {HINT[label]}", width, hanging="")]
+        out += [
+            Line(t, label)
+            for t in _wrap(f"{label} ({len(records)}): {_hint(result, label, records)}", width, hanging="")
+        ]
         for record in records:
             first, *rest = _wrap(headline(record), width, hanging="  ")
             out.append(Line(first, label))
-            out += [Line(t) for t in rest]
+            out += [Line(t) for t in rest + _refusal(result, record, width)]
             if label in with_reasons:
                 out += [Line(t) for t in details[label][id(record)]]
         out.append(Line(""))

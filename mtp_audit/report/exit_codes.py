@@ -61,12 +61,18 @@ POLICY: tuple[Rule, ...] = (
         "no mismatch; records this machine cannot exercise are listed as `not verified` with the reason",
     ),
     Rule("verify --all", ACTION, "a mismatch in any record, configuration or call form"),
-    Rule("pre-commit", OK, "no `missing_fixable` drafter in the changed files"),
+    Rule(
+        "pre-commit",
+        OK,
+        "no `missing_fixable` drafter in the changed files that `fix --model` would write; one it refuses "
+        "(blast radius, a plugin's mirror that would go into vLLM) is a `note:` saying why, as a "
+        "`missing_manual` one is no finding of the hook",
+    ),
     Rule(
         "pre-commit",
         ACTION,
-        "a `missing_fixable` drafter in the changed files (with `--fix`: the mirror was "
-        "written, re-stage; or it was refused)",
+        "a `missing_fixable` drafter in the changed files that `fix --model` would write (with `--fix`: "
+        "the mirror was written, re-stage; or it was refused as it was written, an unsafe rewrite)",
     ),
     Rule(
         "every command",
@@ -74,7 +80,8 @@ POLICY: tuple[Rule, ...] = (
         "usage or input error: an unknown option or `--model`, an ambiguous `--model` "
         "for `fix`/`verify`, a missing PATH or `--plugin-path`, a vLLM whose `LogitsProcessor` has no "
         "`get_top_tokens` (0.16 and earlier), a tree an interrupted `fix` left its journal in (for a "
-        "command that only reads) or whose journal names a file no fix writes; one line on stderr, "
+        "command that only reads) or whose journal names a file no fix writes, a `fix --diff`/`--patches` that "
+        "would name a file outside the tree (a plugin installed elsewhere); one line on stderr, "
         "nothing written",
     ),
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import re
 import stat
 from dataclasses import dataclass
@@ -162,14 +163,21 @@ def build_patches(result: FixResult) -> list[Patch]:
     patches = []
     seen_tests: set[str] = set()
     for number, family in enumerate(split_families(result.plan, result.rewrites), 1):
-        test_path = f"{TEST_DIR}/test_{family.slug}_get_top_tokens.py"
-        if test_path in seen_tests or (root / test_path).exists():
-            raise UsageError(f"{test_path} would be written twice or exists already in {root}")
+        test_path = _free_test_path(family, seen_tests, root)
         seen_tests.add(test_path)
         changes = [FileChange(r.path, r.old, r.new, _mode(root / r.path), r.encoding) for r in family.rewrites]
         changes.append(FileChange(test_path, None, render_family_test(family.name, _stepped(family)), "100644"))
         patches.append(Patch(number, family, subject(family), _file_name(number, subject(family)), changes, test_path))
     return patches
+
+
+def _free_test_path(family: Family, taken: set[str], root: Path) -> str:
+    """The family's test module: named by its slug, else (taken by an earlier family of the series,
+    or a file the tree has already) by its whole module path, else numbered; never one that is taken."""
+    numbered = (f"{family.qualified_slug}_{n}" for n in itertools.count(2))
+    names = itertools.chain([family.slug, family.qualified_slug], numbered)
+    paths = (f"{TEST_DIR}/test_{name}_get_top_tokens.py" for name in names)
+    return next(p for p in paths if p not in taken and not (root / p).exists())
 
 
 def write_patches(result: FixResult, folder: Path, command: str, verify_report: Path | None) -> list[Path]:
