@@ -20,7 +20,7 @@ from pathlib import Path
 from .apply.changes import FileJob, Rewrite, UnsafeRewrite
 from .apply.inheritors import BaseNames, base_names_of, expect_base_names, find_inheritors, name_clashes
 from .apply.placement import prefer_drafter_only
-from .apply.plan import Action, Plan, make_plan
+from .apply.plan import Action, Plan, Reads, classes_read, make_plan
 from .apply.result import FixResult
 from .apply.write import write_all
 from .cache import FactsCache, digest
@@ -105,11 +105,16 @@ def _unreadable(errors: list[tuple[str, str]]) -> str:
 
 
 def _plan(
-    tree: SourceTree, scanner: Scanner, resolutions: list[Resolution], records: list[DrafterRecord]
+    tree: SourceTree,
+    scanner: Scanner,
+    resolutions: list[Resolution],
+    records: list[DrafterRecord],
+    reads: Reads | None = None,
 ) -> tuple[Plan, str | None]:
     """What fix decides before writing anything: the plan (blast radius included), with the plugin's
-    fixes kept in the plugin, and the refusal of everything when no vLLM was found to run with."""
-    plan = make_plan(scanner, resolutions, records)
+    fixes kept in the plugin, and the refusal of everything when no vLLM was found to run with.
+    ``reads``: see ``make_plan``."""
+    plan = make_plan(scanner, resolutions, records, reads)
     refusal = _without_a_vllm(tree)
     if refusal and not _refuse_all(plan, refusal):
         refusal = None  # nothing to write anyway
@@ -123,11 +128,11 @@ def refusals_alone(
 ) -> dict[str, str]:
     """Why ``fix --model NAME`` refuses each missing_fixable record it refuses, planned alone as that
     command plans it (``refusal_key`` -> reason), so that no report advises a fix that cannot run."""
-    refused = {}
-    for record in records:
-        if record.status != Status.MISSING_FIXABLE:
-            continue
-        plan, _ = _plan(tree, scanner, resolutions, [record])
+    refused: dict[str, str] = {}
+    fixable = [r for r in records if r.status == Status.MISSING_FIXABLE]
+    reads = classes_read(scanner, resolutions) if len(fixable) > 1 else None  # one pass, then small plans
+    for record in fixable:
+        plan, _ = _plan(tree, scanner, resolutions, [record], reads)
         reasons = [o.reason for o in plan.outcomes if o.action == Action.REFUSED]
         if reasons:
             refused[refusal_key(record)] = reasons[0]

@@ -49,7 +49,40 @@ def _analyses(resolutions: list[Resolution], record: DrafterRecord) -> list[Anal
     raise KeyError(record.cls)
 
 
-def make_plan(scanner: Scanner, resolutions: list[Resolution], records: list[DrafterRecord]) -> Plan:
+class _Lookups(dict):
+    """An overlay that plans nothing and notes each class an analysis looks a method up in: where a
+    plan overlays none of them, that analysis gives the same answer with the plan as without it
+    (the overlay is read nowhere but there). The sentinel entry keeps it truthy, as a plan is."""
+
+    def __init__(self) -> None:
+        super().__init__({_Lookups: {}})
+        self.classes: set[ClassKey] = set()
+
+    def get(self, key, default=None):
+        self.classes.add(key)
+        return super().get(key, default)
+
+
+Reads = dict[tuple[int, str], frozenset[ClassKey]]  # (index of a resolution, platform) -> classes looked in
+
+
+def classes_read(scanner: Scanner, resolutions: list[Resolution]) -> Reads:
+    """For each drafter on each platform, the classes its analysis looks a method up in: a blast-radius
+    check of a plan that overlays none of them need not analyse it again (``make_plan(reads=...)``,
+    for many small plans of one tree)."""
+    reads: Reads = {}
+    for index, res in enumerate(resolutions):
+        for platform in res.analyses:
+            lookups = _Lookups()
+            scanner.analyzers[platform].analyze(res.key, lookups, contract=res.contract)
+            reads[index, platform] = frozenset(lookups.classes)
+    return reads
+
+
+def make_plan(
+    scanner: Scanner, resolutions: list[Resolution], records: list[DrafterRecord], reads: Reads | None = None
+) -> Plan:
+    """``reads``: ``classes_read`` of the same scan, to skip the analyses a plan cannot change."""
     outcomes: list[Outcome] = []
     for record in records:
         if record.status == Status.SUPPORTED:
@@ -73,7 +106,7 @@ def make_plan(scanner: Scanner, resolutions: list[Resolution], records: list[Dra
             outcomes.append(Outcome(record, Action.FIX, "", insertions))
     while True:
         active = _deduplicate([i for o in outcomes if o.action == Action.FIX for i in o.insertions])
-        conflicts = _blast_radius(scanner, resolutions, active)
+        conflicts = _blast_radius(scanner, resolutions, active, reads)
         if not conflicts:
             break
         for outcome in outcomes:
@@ -133,14 +166,18 @@ def _deduplicate(insertions: list[Insertion]) -> list[Insertion]:
     return [i for i in by_target.values() if i.source.owner == i.target or i.source.owner not in owners]
 
 
-def _blast_radius(scanner: Scanner, resolutions: list[Resolution], insertions: list[Insertion]) -> dict[ClassKey, str]:
+def _blast_radius(
+    scanner: Scanner, resolutions: list[Resolution], insertions: list[Insertion], reads: Reads | None = None
+) -> dict[ClassKey, str]:
     """Planned class -> why it may not get the method (the drafters it would make unsafe)."""
     if not insertions:
         return {}
     overlay = planned_overlay(insertions, scanner.hierarchies[PLATFORMS[0]])
     victims: dict[ClassKey, dict[tuple, list[str]]] = {}
-    for res in resolutions:
+    for index, res in enumerate(resolutions):
         for platform, before in res.analyses.items():
+            if reads is not None and overlay.keys().isdisjoint(reads[index, platform]):
+                continue  # it looks in no planned class: the same answer as before
             after = scanner.analyzers[platform].analyze(res.key, overlay, contract=res.contract)
             if after.status != Status.SUPPORTED or after.consistency in SAFE:
                 continue
