@@ -295,16 +295,19 @@ def test_a_delegate_whose_class_cannot_be_told(tmp_path: Path) -> None:
     )
     missing = analyse(tmp_path / "missing", delegating)
     assert (missing.status, missing.delegates, missing.insertions) == (Status.MISSING_MANUAL, [], [])
-    assert missing.reason == "cannot tell the class of self.model (build_model in ExampleMTP.__init__)"
+    assert missing.reason == (
+        "cannot tell the class of self.model (build_model at vllm/model_executor/models/example_mtp.py:3 in "
+        "ExampleMTP.__init__)"
+    )
     both = analyse(
         tmp_path / "both",
         delegating
         + "\n    def get_top_tokens(self, hidden_states):\n        return self.model.get_top_tokens(hidden_states)\n",
     )
     assert (both.status, both.consistency, both.delegates) == (Status.SUPPORTED, Consistency.UNPROVEN, [])
-    assert (
-        both.reason
-        == "get_top_tokens defined; cannot tell the class of self.model (build_model in ExampleMTP.__init__)"
+    assert both.reason == (
+        "get_top_tokens defined; cannot tell the class of self.model (build_model at "
+        "vllm/model_executor/models/example_mtp.py:3 in ExampleMTP.__init__)"
     )
 
 

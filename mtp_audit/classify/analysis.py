@@ -20,7 +20,7 @@ from ..index.ast_tools import unparse
 from ..index.fact_types import MethodFacts
 from ..model import ClassKey, Consistency, Status
 from ..resolve.mro import Hierarchy, MethodHit, Mro
-from ..resolve.names import Missing, resolve_expression, resolve_name
+from ..resolve.names import External, Missing, resolve_expression, resolve_name
 from .calls import Contract, first_read, forwards_every_call, only_unpacked, passed_to_top_tokens, reads
 from .contract_rules import CallSiteArguments, CallSiteUnproven, CallTypeError, Uncalled, UnfollowedDrafter
 from .memo import (
@@ -383,33 +383,94 @@ class Analyzer:
                 return None, f"super().compute_logits in {self.where(cl)} reaches no compute_logits"
             return nxt.owner, ""
         attr = shape.delegate_attr
-        callees: list[str] = []
-        owner: ClassKey | None = None
-        for item in mro.classes:
-            if isinstance(item, ClassKey):
-                facts = self.h.class_facts(item)
-                if attr in facts.init_attrs:
-                    callees, owner = facts.init_attrs[attr], item
-                    break
-                if attr in facts.annotations:
-                    callees, owner = [facts.annotations[attr].strip("'\"")], item
-                    break
+        annotated = next(
+            (item for item in mro.classes if isinstance(item, ClassKey) and self._binds_instance(item, attr)), None
+        )
+        if annotated is not None and attr not in self.h.class_facts(annotated).init_attrs:  # ``model: "Inner"``
+            annotation = self.h.class_facts(annotated).annotations[attr].strip("'\"")
+            found = resolve_expression(self.h.index, annotated.module, annotation, self.h.platform)
+            classes = [item for item in found if isinstance(item, ClassKey)]
+            if len(classes) != 1 or len(found) != 1:
+                return None, f"cannot tell the class of self.{attr} ({annotation} in {annotated.name})"
+            return classes[0], ""
+        owner, held, unknown = self.assigned_classes(mro, attr)
         if owner is None:
             return None, f"cannot tell the class of self.{attr} (no assignment in __init__)"
-        classes = []
-        for callee in callees:
-            found = [
-                r
-                for r in resolve_expression(self.h.index, owner.module, callee, self.h.platform)
-                if isinstance(r, ClassKey)
-            ]
-            if callee == "<other>" or not found:
-                return None, f"cannot tell the class of self.{attr} ({callee} in {owner.name}.__init__)"
-            classes.extend(c for c in found if c not in classes)
+        if unknown is not None:
+            return None, f"cannot tell the class of self.{attr} ({unknown} in {owner.name}.__init__)"
+        classes = [item for item in held if isinstance(item, ClassKey)]
+        if len(classes) != len(held):
+            outside = next(item for item in held if not isinstance(item, ClassKey))
+            return None, f"cannot tell the class of self.{attr} ({outside.name} in {owner.name}.__init__)"
         if len(classes) != 1:
             names = ", ".join(c.name for c in classes)
             return None, f"self.{attr} may be one of several classes ({names})"
         return classes[0], ""
+
+    def assigned_classes(self, mro: Mro, attr: str) -> tuple[ClassKey | None, list[ClassKey | External], str | None]:
+        """What ``self.<attr>`` holds on an instance of this MRO, read off ``__init__`` as Python runs it
+        (``ClassFacts.init_attrs``): the first class of the MRO whose ``__init__`` assigns it (None: none does),
+        the classes (in the tree or outside it) it may be, and, where one value's class cannot be told, that
+        value and its statement (``file:line``)."""
+        classes = [item for item in mro.classes if isinstance(item, ClassKey)]
+        owner = next((item for item in classes if attr in self.h.class_facts(item).init_attrs), None)
+        if owner is None:
+            return None, [], None
+        held: list[ClassKey | External] = []
+        for value in self.h.class_facts(owner).init_attrs[attr]:
+            made = self._made_by(mro, owner.module, value.callee) if value.callee else None
+            if made is None:
+                return owner, held, f"{value.code} at {self.h.file_of(owner)}:{value.line}"
+            held += [item for item in made if item not in held]
+        return owner, held, None
+
+    def _made_by(self, mro: Mro, module: str, callee: str, depth: int = 0) -> list[ClassKey | External] | None:
+        """The classes a call of ``callee`` (as ``module`` reads it) may give: a class; a class attribute the MRO
+        binds to one (``self.processor_cls(...)``); a module-level factory's ``return Cls(...)``
+        (``ModuleFacts.factories``). None where that cannot be told."""
+        if depth > 8:
+            return None
+        if callee.startswith("self."):
+            attribute = callee.removeprefix("self.")
+            binder = next(
+                (item for item in mro.classes if isinstance(item, ClassKey) and self._binds(item, attribute)), None
+            )
+            value = self.h.class_facts(binder).class_attrs.get(attribute, "") if binder is not None else ""
+            return self._made_by(mro, binder.module, value, depth + 1) if binder is not None and value else None
+        found = resolve_expression(self.h.index, module, callee, self.h.platform)
+        if found and all(isinstance(item, (ClassKey, External)) for item in found):
+            return found  # type: ignore[return-value]
+        factory = self._factory(module, callee, depth)
+        if factory is None:
+            return None
+        made: list[ClassKey | External] = []
+        for product in factory[1]:
+            classes = self._made_by(mro, factory[0], product, depth + 1)
+            if classes is None:
+                return None
+            made += [item for item in classes if item not in made]
+        return made
+
+    def _binds_instance(self, cls: ClassKey, attribute: str) -> bool:
+        """Whether ``cls``'s ``__init__`` assigns the attribute or its body annotates it."""
+        facts = self.h.class_facts(cls)
+        return attribute in facts.init_attrs or attribute in facts.annotations
+
+    def _binds(self, cls: ClassKey, attribute: str) -> bool:
+        facts = self.h.class_facts(cls)
+        return attribute in facts.class_attrs or attribute in facts.defined_methods or attribute in facts.init_attrs
+
+    def _factory(self, module: str, name: str, depth: int) -> tuple[str, list[str]] | None:
+        """The module defining the factory ``name`` (followed through imports) and what it returns."""
+        facts = self.h.index.facts(module)
+        if facts is None or "." in name or depth > 8:
+            return None
+        bound = facts.bindings.get(self.h.platform, {}).get(name)
+        if bound is None:
+            return (module, facts.factories[name]) if name in facts.factories else None
+        if len(bound) == 1 and bound[0].kind == "import" and not bound[0].when:
+            return self._factory(bound[0].a, bound[0].b, depth + 1)
+        return None
 
     def _delegating(
         self,
@@ -733,21 +794,27 @@ class Analyzer:
         different tokens for a class of this MRO, which the mirror rule takes them not to: the processor
         ``__init__`` assigns is of a class that overrides what vLLM's LogitsProcessor runs for one of them
         and not the other, or get_top_tokens itself, or the class has a method of that name. None where
-        they are vLLM's pair (or a subclass overriding only what both run), or where what ``__init__``
-        assigns cannot be told (a factory, a value not a call, a class outside the tree)."""
-        classes = [item for item in mro.classes if isinstance(item, ClassKey)]
-        owner = next((item for item in classes if "logits_processor" in self.h.class_facts(item).init_attrs), None)
+        they are vLLM's pair (or a subclass overriding only what both run) for every class ``__init__`` may
+        assign (``assigned_classes``); a value whose class cannot be told is named."""
+        owner, held, unknown = self.assigned_classes(mro, "logits_processor")
         if owner is not None:  # an instance attribute hides a method of the class
-            callees = self.h.class_facts(owner).init_attrs["logits_processor"]
-            if "<other>" in callees:
-                return None
-            for callee in callees:
-                for found in resolve_expression(self.h.index, owner.module, callee, self.h.platform):
-                    why = self._processor_overrides(found) if isinstance(found, ClassKey) else None
-                    if why is not None:
-                        return f"self.logits_processor (assigned in {owner.name}.__init__) is a {why}"
+            where = f"assigned in {owner.name}.__init__"
+            if unknown is not None:
+                return (
+                    f"the class of self.logits_processor cannot be told ({unknown}, {where}), so whether its call "
+                    "and its get_top_tokens select the same tokens is not known"
+                )
+            for found in held:
+                if isinstance(found, External) and found.name != ".".join(VLLM_LOGITS_PROCESSOR):
+                    return (
+                        f"self.logits_processor ({where}) is a {found.name}, a class outside the tree: whether its "
+                        "call and its get_top_tokens select the same tokens is not known"
+                    )
+                why = self._processor_overrides(found) if isinstance(found, ClassKey) else None
+                if why is not None:
+                    return f"self.logits_processor ({where}) is a {why}"
             return None
-        for item in classes:
+        for item in (item for item in mro.classes if isinstance(item, ClassKey)):
             line = self.h.class_facts(item).defined_methods.get("logits_processor")
             if line is not None:
                 return (

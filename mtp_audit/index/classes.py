@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..model import PLATFORMS
 from .ast_tools import FUNCTIONS, _is_docstring, _strings, dotted, names_bound, statement_blocks, walk_statements
-from .fact_types import ClassFacts, MethodFacts
+from .fact_types import Assigned, ClassFacts, MethodFacts
 from .platforms import evaluate, literal_string
 from .prefilter import WATCHED_METHODS
 
@@ -27,7 +27,7 @@ def _collect_classes(tree: ast.Module, text: _Source) -> list[ClassFacts]:
             line=text.line(node),
             bases=[text.segment(b.value if isinstance(b, ast.Starred) else b) for b in node.bases],
         )
-        _collect_members(cls, node.body, text, None)
+        _collect_members(cls, node.body, text, None, methods=_own_methods(node))
         cls.default_rebinds = _default_rebinds(node, text)
         if _differs_by_platform(node.body):
             for platform in PLATFORMS:
@@ -38,12 +38,24 @@ def _collect_classes(tree: ast.Module, text: _Source) -> list[ClassFacts]:
     return classes
 
 
+def _own_methods(node: ast.ClassDef) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The functions the class body itself defines, the last ``def`` of a name winning: what ``self.m(...)`` in
+    ``__init__`` runs where no subclass overrides ``m``."""
+    return {statement.name: statement for statement in node.body if isinstance(statement, FUNCTIONS)}
+
+
 def _collect_members(
-    cls: ClassFacts, body: list[ast.stmt], text: _Source, under: str | None, platform: str | None = None
+    cls: ClassFacts,
+    body: list[ast.stmt],
+    text: _Source,
+    under: str | None,
+    platform: str | None = None,
+    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None,
 ) -> None:
     """The class body's statements in order, later bindings replacing earlier ones, as Python
     runs them; ``under``: the ``if``/``try`` a nested definition depends on; ``platform``: the one
-    whose ``current_platform`` conditions are decided (None: only those alike on every platform)."""
+    whose ``current_platform`` conditions are decided (None: only those alike on every platform);
+    ``methods``: the body's own functions, which ``__init__`` may run on self (None: ``__init__`` not read)."""
     for statement in body:
         if isinstance(statement, FUNCTIONS):
             cls.defined_methods[statement.name] = text.line(statement)  # under a condition too: it may be defined
@@ -54,8 +66,8 @@ def _collect_members(
                 elif under is not None:
                     method.how, method.where = "conditional", f"defined only {under}"
                 cls.methods[statement.name] = method
-            elif statement.name == "__init__" and under is None:
-                cls.init_attrs = _init_attributes(statement)
+            elif statement.name == "__init__" and under is None and methods is not None:
+                cls.init_attrs = _init_attributes(statement, methods, text)
                 cls.init_raises = _only_raises(statement)
         elif (
             isinstance(statement, ast.Assign)
@@ -73,6 +85,10 @@ def _collect_members(
                 cls.methods[name].how, cls.methods[name].where = "none", f"{name} = None (line {line})"
             elif name == "get_top_tokens" and value == "compute_logits" and "compute_logits" in cls.methods:
                 cls.methods[name].how, cls.methods[name].where = "logits", f"{name} = compute_logits (line {line})"
+        elif isinstance(statement, ast.Assign):
+            for target in statement.targets:
+                if isinstance(target, ast.Name):
+                    cls.class_attrs[target.id] = (dotted(statement.value) or "") if under is None else ""
         elif isinstance(statement, ast.Delete):
             for target in statement.targets:
                 if isinstance(target, ast.Name) and target.id in WATCHED_METHODS:
@@ -83,7 +99,7 @@ def _collect_members(
         elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
             cls.annotations[statement.target.id] = text.segment(statement.annotation)
         elif isinstance(statement, ast.If) and (truth := _decided(statement.test, platform)) is not None:
-            _collect_members(cls, statement.body if truth else statement.orelse, text, under, platform)
+            _collect_members(cls, statement.body if truth else statement.orelse, text, under, platform, methods)
         elif isinstance(statement, (ast.If, ast.Try)):
             test = f"if {text.segment(statement.test)}" if isinstance(statement, ast.If) else "in a try"
             condition = f"under `{test}:` in the class body (line {text.line(statement)})"
@@ -188,29 +204,92 @@ def _registered_name(node: ast.stmt) -> str | None:
     return literal_string(call.args[0])
 
 
-def _init_attributes(init: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[str]]:
-    """``self.X = Callee(...)`` assignments in ``__init__``, in any nested block but a ``match`` case (the
-    pre-filter cuts ``__init__`` to its ``self.`` statements and their blocks: a cut file reads none)."""
-    found: dict[str, list[str]] = {}
-    for node in walk_statements(init.body, cases=False):
-        registered = _registered_name(node)
+class _InitValues:
+    """What ``__init__`` leaves in each ``self.X``, read as Python runs it: a statement at the level of the
+    function's own body replaces what the attribute (or local) held; one under ``if``/``for``/``while``/``with``/
+    ``try`` adds to it (the block may not run, or run instead of another); ``self.m(...)`` runs ``m`` of the
+    class there; a local carries its values to ``self.X = local``; both arms of ``a if c else b`` are candidates.
+    Statements in a ``match`` case or a nested ``def``/``class`` are not read (the pre-filter drops them)."""
+
+    def __init__(self, methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef], text: _Source):
+        self.methods = methods
+        self.text = text
+        self.attributes: dict[str, list[Assigned]] = {}
+        self.running: set[str] = set()
+
+    def run(self, body: list[ast.stmt], nested: bool, local: dict[str, list[Assigned]]) -> None:
+        for statement in body:
+            if isinstance(statement, (*FUNCTIONS, ast.ClassDef, ast.Match)):
+                continue
+            blocks = statement_blocks(statement, cases=False)
+            if blocks:
+                for block in blocks:
+                    self.run(block, True, local)
+            else:
+                self.simple(statement, nested, local)
+
+    def simple(self, statement: ast.stmt, nested: bool, local: dict[str, list[Assigned]]) -> None:
+        registered = _registered_name(statement)
         if registered is not None:
-            bucket = found.setdefault(registered, [])
-            if "<other>" not in bucket:
-                bucket.append("<other>")
-            continue
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
-        elif isinstance(node, ast.AnnAssign):
-            target, value = node.target, node.value
-        else:
-            continue
-        if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
-            continue
-        callee = dotted(value.func) if isinstance(value, ast.Call) else None
-        bucket = found.setdefault(target.attr, [])
-        if callee and callee not in bucket:
-            bucket.append(callee)
-        elif callee is None and value is not None and "<other>" not in bucket:
-            bucket.append("<other>")
-    return found
+            _bind(self.attributes, registered, [Assigned("", self.text.line(statement), registered)], nested)
+        elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            values = self.values(statement.value, statement, local) if statement.value is not None else []
+            for target in targets:
+                match target:
+                    case ast.Attribute(value=ast.Name(id="self"), attr=attr):
+                        self.attributes.setdefault(attr, [])
+                        if values:
+                            _bind(self.attributes, attr, values, nested)
+                    case ast.Name(id=name) if values:
+                        _bind(local, name, values, nested)
+        elif (called := _self_method_called(statement)) in self.methods and called not in self.running:
+            self.running.add(called)
+            self.run(self.methods[called].body, nested, {})
+            self.running.discard(called)
+
+    def values(self, value: ast.expr, statement: ast.stmt, local: dict[str, list[Assigned]]) -> list[Assigned]:
+        match value:
+            case ast.IfExp(body=chosen, orelse=other):
+                return _merged(self.values(chosen, statement, local), self.values(other, statement, local))
+            case ast.Name(id=name) if name in local:
+                return local[name]
+            case ast.Call(func=func) if (callee := dotted(func)) is not None:
+                return [Assigned(callee, self.text.line(statement), callee)]
+        return [Assigned("", self.text.line(statement), _first_line(self.text.segment(value)))]
+
+
+def _first_line(code: str) -> str:
+    """A value's first line, to name it by (the pre-filter may drop a call's arguments below it)."""
+    lines = code.splitlines()
+    return lines[0].strip()[:80] + (" ..." if len(lines) > 1 else "")
+
+
+def _self_method_called(statement: ast.stmt) -> str | None:
+    """M of an expression statement ``self.M(...)``."""
+    match statement:
+        case ast.Expr(value=ast.Call(func=ast.Attribute(value=ast.Name(id="self"), attr=name))):
+            return name
+    return None
+
+
+def _bind(table: dict[str, list[Assigned]], name: str, values: list[Assigned], nested: bool) -> None:
+    table[name] = _merged(table.get(name, []), values) if nested else list(values)
+
+
+def _merged(first: list[Assigned], second: list[Assigned]) -> list[Assigned]:
+    """Both, in the order of their lines (the pre-filter lifts a block's statements out of their blocks)."""
+    return sorted(first + [value for value in second if value not in first], key=lambda value: value.line)
+
+
+def _init_attributes(
+    init: ast.FunctionDef | ast.AsyncFunctionDef,
+    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
+    text: _Source,
+) -> dict[str, list[Assigned]]:
+    """What ``__init__`` may leave in each ``self.X`` (``_InitValues``; the pre-filter keeps of ``__init__`` and
+    the methods it calls on self what this reads: ``self.`` statements, locals they read, nesting)."""
+    values = _InitValues(methods, text)
+    values.running.add("__init__")
+    values.run(init.body, False, {})
+    return values.attributes

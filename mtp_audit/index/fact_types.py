@@ -93,13 +93,29 @@ def libcst_code(text: str) -> str:
     return module.code_for_node(function.with_changes(leading_lines=()))
 
 
+@dataclass(frozen=True)
+class Assigned:
+    """One value ``__init__`` (with the methods it runs on ``self``) may leave in ``self.X``: ``callee``, the
+    dotted callee of a call (``Cls`` of ``Cls(...)``, ``self.processor_cls`` of a class attribute's, a factory's
+    name), or "" where the value is no call the tool follows; ``line`` and ``code`` name the statement."""
+
+    callee: str
+    line: int
+    code: str
+
+
 @dataclass
 class ClassFacts:
     name: str
     line: int
     bases: list[str]
     methods: dict[str, MethodFacts] = field(default_factory=dict)
-    init_attrs: dict[str, list[str]] = field(default_factory=dict)  # self.X = Callee(...)
+    # self.X -> what __init__ may leave in it, as Python runs it (the methods it calls on self, locals, both arms
+    # of a conditional expression; a later statement of the same level replaces an earlier one)
+    init_attrs: dict[str, list[Assigned]] = field(default_factory=dict)
+    # NAME -> the dotted value of ``NAME = value`` in the class body ("" for any other value, or under a condition):
+    # what ``self.NAME(...)`` calls where no instance attribute hides it
+    class_attrs: dict[str, str] = field(default_factory=dict)
     # every method the body defines (under a condition too): line; a processor subclass's overrides are read
     # off these against the methods the tree's LogitsProcessor runs, known only once the tree is
     defined_methods: dict[str, int] = field(default_factory=dict)
@@ -135,6 +151,9 @@ class ModuleFacts:
     unlisted: dict[str, str] = field(default_factory=dict)  # platform -> why ``__getattr__`` may serve other names
     # platform -> the names only ``__getattr__`` serves (the module does not bind them): importing one runs it
     served: dict[str, list[str]] = field(default_factory=dict)
+    # module-level function -> the callees of its one statement, ``return Cls(...)`` (both arms of a conditional
+    # expression): what a call of that factory gives
+    factories: dict[str, list[str]] = field(default_factory=dict)
     getattr_line: int | None = None  # where the module ``__getattr__`` is defined, for reasons naming it
     parse_error: str | None = None
 

@@ -22,7 +22,7 @@ import ast
 import functools
 
 from ..model import PLATFORMS
-from .ast_tools import FUNCTIONS, walk_statements
+from .ast_tools import FUNCTIONS, dotted, walk_statements
 from .classes import _assigned_after, _collect_classes
 from .fact_types import ModuleFacts, Target
 from .interpreter import _NO_ALL, Collection, _Interpreter
@@ -106,6 +106,7 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
         facts.parse_error = _parse_error(error)
         return facts
     facts.classes = _collect_classes(tree, text)
+    facts.factories = _factories(tree)
     _assigned_after(tree, facts.classes, text)
     getattr_def = next((s for s in tree.body if isinstance(s, FUNCTIONS) and s.name == "__getattr__"), None)
     per_platform = _reads_platform(tree, getattr_def)
@@ -141,6 +142,36 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
                 if first in cls.bound_then:
                     cls.bound_then[platform] = cls.bound_then[first]
     return facts
+
+
+def _factories(tree: ast.Module) -> dict[str, list[str]]:
+    """Module-level functions whose body is one ``return Cls(...)`` (either arm of a conditional expression
+    too), undecorated: the callees, what a call of the factory gives (``ModuleFacts.factories``)."""
+    found: dict[str, list[str]] = {}
+    for statement in walk_statements(tree.body):
+        if not isinstance(statement, FUNCTIONS):
+            continue
+        match statement:
+            case ast.FunctionDef(body=[ast.Return(value=ast.expr() as value)], decorator_list=[]):
+                callees = _callees(value)
+            case _:
+                callees = None
+        if callees:
+            found[statement.name] = callees
+        else:
+            found.pop(statement.name, None)
+    return found
+
+
+def _callees(value: ast.expr) -> list[str] | None:
+    """The dotted callees ``value`` calls, a conditional expression's arms each; None where one is no such call."""
+    match value:
+        case ast.IfExp(body=chosen, orelse=other):
+            first, second = _callees(chosen), _callees(other)
+            return None if first is None or second is None else first + [c for c in second if c not in first]
+        case ast.Call(func=func) if (callee := dotted(func)) is not None:
+            return [callee]
+    return None
 
 
 def _with_lazy(

@@ -3,9 +3,12 @@
 A line scanner (no tokenizer, no parser) finds top-level classes and
 functions by their indentation. Method bodies other than ``compute_logits``
 and ``get_top_tokens``, and the bodies of module-level functions other than
-``__getattr__``, are dropped, a one-line ``def`` keeping each name bound (the
-facts list a class's methods); of ``__init__`` only the statements that start
-with ``self.`` stay. The scanner only skips text: what the kept text means is
+``__getattr__`` or one ``return Cls(...)`` (a factory), are dropped, a one-line
+``def`` keeping each name bound (the facts list a class's methods); of ``__init__``
+and the methods it calls on ``self`` only the statements that start with ``self.``
+and the assignments of locals those name stay, each under ``if __nested__:`` where
+it stood in a block (the facts read a block's statement as one that may not run). The scanner only skips text:
+what the kept text means is
 read off the parsed tree, by the same code as for an uncut file. What
 remains is typically a fifth of the file. ``lines`` maps each kept line back to its
 line in the real file, so every position reported is a real one.
@@ -28,6 +31,11 @@ _DEF = re.compile(r"(?:async\s+)?def\s+(\w+)")
 _RAISE = re.compile(r"raise\b")
 _OPENS_CALL = re.compile(r"[\w)\]]\s*\($")
 _SETS_SELF = re.compile(r"self\.(?:\w+\s*(?::|=(?!=))|register_(?:buffer|parameter)\b)")
+_CALLS_SELF = re.compile(r"self\.(\w+)\s*\(")
+_CALLED_ON_SELF = re.compile(r"^[ \t]*self\.(\w+)\s*\(", re.MULTILINE)
+_SETS_LOCAL = re.compile(r"(?:^|=)\s*(\w+)\s*(?::[^=]*)?=(?!=)")  # ``x = ...``, ``a.b = x = ...``
+_WORD = re.compile(r"\w+")
+_RETURN = re.compile(r"return\s*(?:\(|[\w.]+\s*\()")  # a call, or a parenthesised value that may be one
 _NESTED_SCOPE = re.compile(r"(?:async\s+def|def|class)\b|@|match\s.*:\s*(?:#.*)?$")
 _COMPOUND = re.compile(r"(?:if|elif|else|for|while|with|try|except|finally|async\s+(?:for|with))\b")
 
@@ -167,6 +175,7 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
         return
     margin = lines[body[0]][: _indent(lines[body[0]])]
     statements: list[tuple[int, int, bool]] = []  # (first row, last row, middle rows droppable)
+    locals_set: list[tuple[str, tuple[int, int, bool]]] = []  # local name -> its assignment statement
     nested_under: int | None = None  # indentation of a def/class/match whose block is skipped
     row = body[0]
     while row < stop:
@@ -186,17 +195,55 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
             nested_under = indent
         elif _COMPOUND.match(code) and not _code(lines[last]).endswith(":"):
             return  # ``if x: self.a = A()``: a body on the header's line
-        elif _SETS_SELF.match(code):  # register_*'s first argument is the name: it stays
+        elif _SETS_SELF.match(code) or _CALLS_SELF.match(code):  # register_*'s first argument is the name
             statements.append((row, last, hollow and not code.startswith("self.register_")))
+        else:
+            locals_set += [(name, (row, last, hollow)) for name in _SETS_LOCAL.findall(_code(code))]
         row = last + 1
+    statements += _locals_read(lines, statements, locals_set)
     for index in range(header_end + 1, stop):
         keep[index] = False
-    for row, last, hollow in statements:
-        inserted[row] = margin + lines[row].lstrip(" \t")
+    for row, last, hollow in sorted(statements):
+        nested = "if __nested__: " if _indent(lines[row]) > len(margin) else ""  # under a block: it may not run
+        inserted[row] = margin + nested + lines[row].lstrip(" \t")
         for index in range(last if hollow else row + 1, last + 1):
             keep[index] = True  # a call's arguments go: its callee is what the facts read
     if not statements:
         inserted[body[0]] = margin + "pass" + (lines[body[0]][len(lines[body[0]].rstrip("\r\n")) :] or "\n")
+
+
+def _locals_read(
+    lines: list[str], statements: list[tuple[int, int, bool]], locals_set: list[tuple[str, tuple[int, int, bool]]]
+) -> list[tuple[int, int, bool]]:
+    """The assignments of locals that a kept statement (or a kept assignment of another local) names: a local
+    carries a value into ``self.X = local``."""
+    kept: list[tuple[int, int, bool]] = []
+    words = {word for statement in statements for word in _WORD.findall(_kept_text(lines, statement))}
+    waiting = locals_set
+    while waiting:
+        named = [(name, statement) for name, statement in waiting if name in words]
+        if not named:
+            break
+        waiting = [(name, statement) for name, statement in waiting if name not in words]
+        for _, statement in named:
+            kept.append(statement)
+            words.update(_WORD.findall(_kept_text(lines, statement)))
+    return kept
+
+
+def _kept_text(lines: list[str], statement: tuple[int, int, bool]) -> str:
+    row, last, hollow = statement
+    return "".join(_code(lines[index]) for index in ([row, last] if hollow else range(row, last + 1)))
+
+
+def _single_return(lines: list[str], code: _CodeRows, define: int, end: int) -> bool:
+    """Whether a function's body is one ``return`` statement (or it is all on its ``def`` line): the facts read
+    what such a factory returns."""
+    header_end = _header_end(lines, define)
+    body = [index for index in range(header_end + 1, end) if _is_code(lines[index])]
+    if not body:
+        return True
+    return bool(_RETURN.match(lines[body[0]].lstrip())) and _statement_rows(lines, body[0], end)[0] == body[-1]
 
 
 def whole(source: str) -> Reduced:
@@ -220,7 +267,7 @@ def reduce_source(source: str) -> Reduced:
         header = lines[index]
         end = _block_end(lines, code, index, 0)
         function = _DEF.match(header)
-        if function and function.group(1) != "__getattr__":
+        if function and function.group(1) != "__getattr__" and not _single_return(lines, code, index, end):
             for i in range(start, end):
                 keep[i] = False
             newline = header[len(header.rstrip("\r\n")) :] or "\n"
@@ -238,6 +285,11 @@ def reduce_source(source: str) -> Reduced:
             out.append(line)
             numbers.append(i + 1)
     return Reduced("".join(out), numbers)
+
+
+def _called_on_self(lines: list[str], members: list[tuple[int, int, int, str | None]]) -> set[str]:
+    """The names of the ``self.m(...)`` statements of these methods."""
+    return {name for _, define, stop, _ in members for name in _CALLED_ON_SELF.findall("".join(lines[define:stop]))}
 
 
 def _reduce_class(
@@ -270,10 +322,19 @@ def _reduce_class(
         stop = _block_end(lines, code, index, body_indent)
         members.append((first, index, stop, function.group(1) if function else None))
         index = max(stop, index + 1)
+    by_name = {member[3]: member for member in members if member[3]}
+    cut = {"__init__", *WATCHED_METHODS}
     for first, define, stop, name in members:
         if name == "__init__":
             _cut_init(lines, keep, inserted, first, define, stop)
-    dropped = [member for member in members if member[3] and member[3] not in (*WATCHED_METHODS, "__init__")]
+    called = _called_on_self(lines, [member for member in members if member[3] == "__init__"])
+    while called - cut:  # the methods __init__ runs on self, and those they run, are read as part of it
+        helpers = [by_name[name] for name in called - cut if name in by_name]
+        cut |= called
+        for first, define, stop, _ in helpers:
+            _cut_init(lines, keep, inserted, first, define, stop)
+        called = _called_on_self(lines, helpers)
+    dropped = [member for member in members if member[3] and member[3] not in cut]
     for first, define, stop, name in dropped:  # the name is bound all the same: the facts keep it
         for i in range(first, stop):
             keep[i] = False
