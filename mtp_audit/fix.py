@@ -30,7 +30,7 @@ from .errors import UsageError
 from .fanout import Ahead, WarmWorker, warm_worker
 from .index.encoding import NotDecodable, decode_source
 from .index.fact_types import ModuleFacts
-from .model import ChainAnswers, ClassKey, Consistency, DrafterRecord, SourceTree, Status
+from .model import ChainAnswers, ClassKey, Consistency, DrafterRecord, SourceTree, Status, refusal_key
 from .scan import Resolution, Scanner, scan
 from .select import select
 from .templating import PRE_HEAD, defined_name
@@ -137,11 +137,6 @@ def refusals_alone(
         if reasons:
             refused[refusal_key(record)] = reasons[0]
     return refused
-
-
-def refusal_key(record: DrafterRecord) -> str:
-    """A record's key in ``ScanResult.fix_refusals``."""
-    return f"{record.file}:{record.line}:{record.arch or record.cls}"
 
 
 def _left_for_a_human(records: list[DrafterRecord]) -> list[DrafterRecord]:

@@ -224,9 +224,18 @@ class ScanResult:
     registry_notes: list[str] = field(default_factory=list)  # registry content that could not be read
     caller_notes: list[str] = field(default_factory=list)  # speculators constructed that could not be followed
     runner_notes: list[str] = field(default_factory=list)  # the model runner's choice that could not be read
-    # why `fix --model NAME` refuses a missing_fixable record, by fix.refusal_key; None: not planned
+    # why `fix --model NAME` refuses a missing_fixable record, by refusal_key; None: not planned
     # (only the reports that advise that command ask for it: pre-commit and the concise scan)
     fix_refusals: dict[str, str] | None = None
+
+    def refused_by_fix(self, record: DrafterRecord) -> str | None:
+        """Why ``fix --model NAME`` refuses this record (``fix_refusals``); None: it does not, or not planned."""
+        return (self.fix_refusals or {}).get(refusal_key(record))
+
+
+def refusal_key(record: DrafterRecord) -> str:
+    """A record's key in ``ScanResult.fix_refusals``."""
+    return f"{record.file}:{record.line}:{record.arch or record.cls}"
 
 
 class ParamKind(StrEnum):

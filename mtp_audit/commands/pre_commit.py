@@ -44,20 +44,15 @@ def touched_drafters(
     files (relative to the root): those ``fix --model`` writes, and those it refuses with why (the
     plan's own decision: blast radius, a mirror that would go into vLLM from a plugin...). A refused
     one is no finding of the hook, as a missing_manual one is not: no commit could make the advice work."""
-    from ..fix import refusal_key
-
     result = run_scan(tree, no_cache, fix_refusals=True)
-    refusals = result.fix_refusals or {}
     touched = [
         r
         for r in result.records
         if r.status == Status.MISSING_FIXABLE
         and ({r.file, r.compute_logits.file if r.compute_logits else ""} | {d.file for d in r.delegates}) & changed
     ]
-    return (
-        [r for r in touched if refusal_key(r) not in refusals],
-        [(r, refusals[refusal_key(r)]) for r in touched if refusal_key(r) in refusals],
-    )
+    refused = [(r, result.refused_by_fix(r)) for r in touched]
+    return [r for r, why in refused if why is None], [(r, why) for r, why in refused if why is not None]
 
 
 def fix_drafters(tree: SourceTree, records: list[DrafterRecord], no_cache: bool) -> FixResult:

@@ -104,21 +104,14 @@ def _wrap(text: str, width: int | None, indent: str = "", hanging: str = INDENT)
     ) or [indent]
 
 
-def refused_by_fix(result: ScanResult, record: DrafterRecord) -> str | None:
-    """Why ``fix --model NAME`` refuses this missing_fixable record (``ScanResult.fix_refusals``)."""
-    from ..fix import refusal_key
-
-    return (result.fix_refusals or {}).get(refusal_key(record))
-
-
 def _refusal(result: ScanResult, record: DrafterRecord, width: int | None) -> list[str]:
     """The line that takes the group's advice back for a record ``fix`` refuses: never left out."""
-    reason = refused_by_fix(result, record)
+    reason = result.refused_by_fix(record)
     return _wrap(f"no safe mirror: `fix` refuses it ({reason})", width, INDENT) if reason else []
 
 
 def _hint(result: ScanResult, label: str, records: list[DrafterRecord]) -> str:
-    refused = sum(refused_by_fix(result, r) is not None for r in records) if label == "missing_fixable" else 0
+    refused = sum(result.refused_by_fix(r) is not None for r in records) if label == "missing_fixable" else 0
     return HINT[label] + (f", except for {refused} that it refuses (why, below each)" if refused else "")
 
 
