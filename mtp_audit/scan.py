@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from .cache import ABSENT, FactsCache
+from .cache import ABSENT, EXISTS, FactsCache
 from .classify import memo
 from .classify.analysis import Analysis, Analyzer
 from .classify.calls import Contract
 from .classify.shape_types import ASSUMED_SIGNATURE
 from .errors import UsageError
-from .index.modules import ModuleIndex
+from .index.modules import ModuleIndex, read_failure
 from .locate import LOGITS_PROCESSOR, has_local_argmax, head_signature, outside_vocab_mask, processor_paths
 from .model import (
     PLATFORMS,
@@ -170,9 +170,10 @@ class Scanner:
             assert self.tree.package_dir is not None
             path = self.tree.package_dir / LOGITS_PROCESSOR
             try:
-                source = self.index.read_bytes(path).decode("utf-8", "replace") if path.is_file() else ""
+                present = self.index.kind(path) == EXISTS
+                source = self.index.read_bytes(path).decode("utf-8", "replace") if present else ""
             except OSError as error:
-                raise UsageError(f"{self.index.relative(path)}: cannot be read ({error.strerror or error})") from None
+                raise UsageError(f"{self.index.relative(path)}: {read_failure(error)}") from None
             _require_local_argmax(source, f"vLLM {self.tree.vllm_version}" if self.tree.vllm_version else "this vLLM")
             self._note_processor(path, source)
             entries, self.registry_notes = registry_reading(self.index)

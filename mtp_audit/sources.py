@@ -24,7 +24,7 @@ VERSION = re.compile(r"^\d+\.\d+(\.\d+)*([.-]?(post|rc|dev)\d+)?$")
 def sources_dir() -> Path:
     override = os.environ.get("MTP_AUDIT_SOURCES_DIR")
     if override:
-        return Path(override)
+        return Path(override).expanduser()  # "~/x" as a CI file writes it, which no shell expanded
     return Path(platformdirs.user_cache_dir("mtp-audit")) / "vllm-src"
 
 
@@ -39,7 +39,7 @@ def release_tree(version: str, *, offline: bool = False, progress: Progress | No
     if not VERSION.match(version):
         raise UsageError(f"{version!r} is not a vLLM version number (e.g. 0.34.0)")
     target = sources_dir() / version
-    if (target / "vllm" / "__init__.py").is_file():
+    if _complete_tree(target):
         return target
     if offline:
         raise UsageError(f"vLLM {version} is not in the cache ({target}) and --offline was given")
@@ -55,10 +55,38 @@ def release_tree(version: str, *, offline: bool = False, progress: Progress | No
             if not members:
                 raise UsageError(f"the vllm {version} wheel holds no vllm/*.py files")
             archive.extractall(staging, members)
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)  # the cache entry appears whole or not at all
+        _install(staging, target, _complete_tree)
     return target
+
+
+def _complete_tree(folder: Path) -> bool:
+    return (folder / "vllm" / "__init__.py").is_file()
+
+
+def _has_wheel(folder: Path) -> bool:
+    return any(folder.glob("*.whl"))
+
+
+def _install(staging: Path, target: Path, complete: Callable[[Path], bool]) -> None:
+    """Put ``staging`` (in a scratch folder) at ``target`` in one rename, so the entry appears whole or
+    not at all. Where a ``complete`` one is already there (another process finished first, and may be
+    reading it), it is kept and ours is left to go with the scratch folder; an incomplete one (not made
+    by this function) is moved into the scratch folder first, never removed where it is."""
+    try:
+        staging.rename(target)
+        return
+    except OSError:
+        if complete(target):
+            return
+    try:
+        target.rename(staging.parent / "incomplete")
+    except FileNotFoundError:
+        pass
+    try:
+        staging.rename(target)
+    except OSError:
+        if not complete(target):  # set aside, then taken again by another process, incomplete
+            raise
 
 
 def _download(requirement: str, into: Path, pattern: str = "*.whl") -> Path:
@@ -101,7 +129,8 @@ def released_wheel(name: str, version: str, *, progress: Progress | None = None)
         staging = Path(scratch) / "entry"
         staging.mkdir()
         shutil.move(str(wheel), staging / wheel.name)
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)  # the cache entry appears whole or not at all
-    return min(target.glob("*.whl"))
+        _install(staging, target, _has_wheel)
+    wheels = sorted(target.glob("*.whl"))
+    if not wheels:  # emptied by someone else since
+        raise UsageError(f"{target} holds no wheel of {name} {version}; remove it and try again")
+    return wheels[0]

@@ -476,3 +476,112 @@ def test_fix_after_a_scan_reuses_its_import_chain_answers_while_nothing_changed(
     helpers = root / "vllm/model_executor/models/chain_helpers.py"
     helpers.write_text(helpers.read_text() + "# edited since the scan\n")
     assert cached_chain_answers(tree, no_cache=False) is None
+
+
+def _plugin_tree(tmp_path: Path) -> tuple[Path, Path]:
+    """The fixture vLLM and a plugin folder (``--plugin-path``) whose entry point replaces ToyMTP."""
+    tree = build_tree(FIXTURES / "plugins", tmp_path / "tree")
+    site = tmp_path / "site"
+    shutil.copytree(FIXTURES / "plugins" / "collide_first", site)
+    package = site / "acme_first" / "__init__.py"
+    package.write_text(package.read_text() + "\n\ndef register_nothing():\n    pass\n")
+    return tree, site
+
+
+def _register_nothing(site: Path) -> None:
+    points = site / "acme_first-0.1.0.dist-info" / "entry_points.txt"
+    points.write_text(points.read_text().replace("acme_first:register\n", "acme_first:register_nothing\n"))
+
+
+def _import_extension(site: Path) -> None:
+    package = site / "acme_first" / "__init__.py"
+    package.write_text("import acme_first._C  # noqa: F401\n" + package.read_text())
+
+
+def _new_speculator(tree: Path) -> None:
+    folder = tree / "vllm/v1/worker/gpu/spec_decode/xnew"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    (folder / "config.py").write_text(
+        "from vllm.v1.worker.gpu.spec_decode.speculator_config import SpeculatorConfig\n\n\n"
+        "class XNewConfig(SpeculatorConfig):\n"
+        '    base_method = "eagle"\n'
+        '    speculator_class = "vllm.v1.worker.gpu.spec_decode.xnew.speculator.XNewSpeculator"\n'
+    )
+    (folder / "speculator.py").write_text(
+        "from ..speculator import BaseSpeculator\n\n\n"
+        "class XNewSpeculator(BaseSpeculator):\n"
+        "    def _generate_draft(self, hidden_states, step):\n"
+        "        if self.use_local_argmax_reduction:\n"
+        "            return self.model.get_top_tokens(hidden_states[:, :1])\n"
+        "        return self.model.compute_logits(hidden_states).argmax(dim=-1)\n"
+    )
+
+
+# What a scan looks at besides the bytes of the files it reads: (tree, what to do before the cold scan,
+# the change after it). Each change alters the answer, and a warm scan must see it.
+OBSERVED_CHANGES = {
+    "an entry point edited in entry_points.txt": (
+        "plugin",
+        lambda tree, site: None,
+        lambda tree, site: _register_nothing(site),
+    ),
+    "a new speculator folder": (
+        "speculator_configs",
+        lambda tree, site: None,
+        lambda tree, site: _new_speculator(tree),
+    ),
+    "a compiled extension built": (
+        "plugin",
+        lambda tree, site: _import_extension(site),
+        lambda tree, site: (site / "acme_first" / "_C.cpython-312-x86_64-linux-gnu.so").touch(),
+    ),
+    "a namespace package made": (
+        "plugin",
+        lambda tree, site: _import_extension(site),
+        lambda tree, site: (site / "acme_first" / "_C").mkdir(),
+    ),
+}
+
+
+@pytest.mark.parametrize("change", OBSERVED_CHANGES)
+def test_a_warm_scan_sees_every_change_of_what_the_scan_observed(change, tmp_path):
+    """Listings, existence checks and plugin metadata decide the answer as much as file bytes do."""
+    case, prepare, alter = OBSERVED_CHANGES[change]
+    if case == "plugin":
+        tree, site = _plugin_tree(tmp_path)
+        extra: tuple[str, ...] = ("--plugin-path", str(site))
+    else:
+        tree, site, extra = build_tree(FIXTURES / "scan" / case, tmp_path / "tree"), tmp_path, ()
+    env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
+    prepare(tree, site)
+    before = run_cli("scan", str(tree), "--format", "json", *extra, env=env)
+    alter(tree, site)
+    warm = run_cli("scan", str(tree), "--format", "json", *extra, env=env)
+    cold = run_cli("scan", str(tree), "--format", "json", "--no-cache", *extra, env=env)
+    assert cold.stdout != before.stdout  # the change matters
+    assert (warm.returncode, warm.stdout, warm.stderr) == (cold.returncode, cold.stdout, cold.stderr)
+
+
+def test_a_generation_removed_while_its_process_runs_gets_its_mark_back(tmp_path):
+    """Another version's prune may remove it; made again by the next write, it is still prunable."""
+    from mtp_audit.cache import store
+
+    entries = store.Store(tmp_path, "facts")
+    entries.save(entries.path("module", True, "0" * 64), ["facts"])
+    generation = entries.directory.parent
+    for key in ("0" * 64, "f" * 64):  # an entry folder this process made, and a new one
+        shutil.rmtree(generation)
+        entries.save(entries.path("module", True, key), ["facts"])
+        assert (generation / store.GENERATION_MARK).read_text() == store.FORMAT
+
+
+def test_cache_folders_given_with_a_tilde_are_in_the_home_folder(tmp_path, monkeypatch):
+    """A CI file's ``MTP_AUDIT_CACHE_DIR: ~/x`` reaches the tool unexpanded (no shell in between)."""
+    from mtp_audit import sources
+    from mtp_audit.cache import default_cache_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("MTP_AUDIT_CACHE_DIR", "~/facts")
+    monkeypatch.setenv("MTP_AUDIT_SOURCES_DIR", "~/sources")
+    assert (default_cache_dir(), sources.sources_dir()) == (tmp_path / "facts", tmp_path / "sources")

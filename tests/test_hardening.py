@@ -580,3 +580,71 @@ def test_a_ctrl_c_inside_a_callback_prints_no_traceback():
     done = subprocess.run([sys.executable, "-c", CTRL_C_IN_A_CALLBACK], capture_output=True, text=True)
     assert done.returncode == 0
     assert "Interrupted" not in done.stderr and "ValueError: a real bug" in done.stderr
+
+
+def _finished_first(make: str):
+    """A ``sources._download`` that, while ours runs, lets another process finish the same entry first
+    (``make``: what it leaves, under the entry folder), then returns our own wheel."""
+    import zipfile
+
+    def download(requirement: str, into: Path, pattern: str = "*.whl") -> Path:
+        from mtp_audit import sources
+
+        name, _, version = requirement.partition("==")
+        theirs = sources.sources_dir() / (version if name == "vllm" else f"wheels/{name}-{version}") / make
+        theirs.parent.mkdir(parents=True)
+        theirs.write_text("theirs")
+        wheel = into / f"{name}-{version}-py3-none-any.whl"
+        with zipfile.ZipFile(wheel, "w") as archive:
+            archive.writestr("vllm/__init__.py", "ours")
+        return wheel
+
+    return download
+
+
+@pytest.mark.parametrize(
+    ("fetch", "left"),
+    [
+        (lambda sources: sources.release_tree("0.34.0") / "vllm/__init__.py", "vllm/__init__.py"),
+        (lambda sources: sources.released_wheel("acme", "0.1.0"), "acme-0.1.0-py3-none-any.whl"),
+    ],
+    ids=["release_tree", "released_wheel"],
+)
+def test_a_download_finished_first_by_another_process_is_kept(fetch, left, tmp_path, monkeypatch):
+    """Two scans of one release with an empty sources cache (a CI matrix): the second to finish keeps
+    the first one's entry, which that process may be reading, and drops its own."""
+    from mtp_audit import sources
+
+    monkeypatch.setenv("MTP_AUDIT_SOURCES_DIR", str(tmp_path / "sources"))
+    monkeypatch.setattr(sources, "_download", _finished_first(left))
+    path = fetch(sources)
+    assert path.name == Path(left).name and path.read_text() == "theirs"
+    assert [p.name for p in path.parent.iterdir() if p.name.startswith(".download-")] == []
+
+
+SPECULATOR_FOLDER = "vllm/v1/worker/gpu/spec_decode"
+UNREADABLE_CALLER_FILES = {
+    "a symlink out of the tree": (lambda path, outside: path.symlink_to(outside), "outside the tree"),
+    "a symlink to a device": (lambda path, outside: path.symlink_to("/dev/zero"), "outside the tree"),
+    "a FIFO": (lambda path, outside: os.mkfifo(path), "not a regular file"),
+}
+
+
+@pytest.mark.parametrize("kind", UNREADABLE_CALLER_FILES)
+def test_speculator_files_are_read_as_model_files_are(kind, tmp_path):
+    """The caller files get the model files' reader: not through a symlink out of the tree, only a
+    regular file (a FIFO would hang the scan, /dev/zero fill memory); the file is named."""
+    make, why = UNREADABLE_CALLER_FILES[kind]
+    tree = build_tree(FIXTURES / "scan" / "speculator_configs", tmp_path / "tree")
+    outside = tmp_path / "outside.py"
+    outside.write_text("class XSpeculator:\n    pass\n")
+    make(tree / SPECULATOR_FOLDER / "x.py", outside)
+    scanned = subprocess.run(
+        [sys.executable, "-m", "mtp_audit", "scan", str(tree), "--no-cache"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert scanned.returncode == 2
+    assert f"{SPECULATOR_FOLDER}/x.py: " in scanned.stderr and why in scanned.stderr

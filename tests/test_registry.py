@@ -433,7 +433,9 @@ def test_the_modules_of_a_plugin_tree_that_mention_a_word(tmp_path: Path) -> Non
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_bytes(text if isinstance(text, bytes) else text.encode())
     (tmp_path / "pkg/0dir.py").mkdir()  # named like a module, cannot be read as one
-    assert tree_modules(tmp_path, "register_model") == ["pkg", "pkg.a", "pkg.latin", "pkg.sub", "top"]
+    os.mkfifo(tmp_path / "pkg/pipe.py")  # read without waiting for a writer: not a hang
+    index = ModuleIndex(SourceTree(root=tmp_path, package_dir=None, vllm_version=None))
+    assert tree_modules(index, "register_model") == ["pkg", "pkg.a", "pkg.latin", "pkg.sub", "top"]
 
 
 PLUGIN_REGISTRATIONS = textwrap.dedent("""\

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,9 @@ from .store import MISSING, Store, atomic_write, default_cache_dir, usable
 __all__ = [
     "ABSENT",
     "CHANGED",
+    "DIRECTORY",
     "EXISTS",
+    "KINDS",
     "MISSING",
     "AnswerStore",
     "FactsCache",
@@ -31,16 +34,48 @@ __all__ = [
     "atomic_write",
     "default_cache_dir",
     "digest",
+    "kind_of",
+    "listing_of",
     "usable",
 ]
 
-EXISTS = "exists"
+EXISTS = "exists"  # a regular file (symlinks followed)
+DIRECTORY = "directory"
+OTHER = "other"  # a FIFO, a device, a socket
 ABSENT = "absent"
+KINDS = (EXISTS, DIRECTORY, OTHER, ABSENT)  # what ``kind_of`` tells
 CHANGED = "changed"  # read twice with different bytes: no one content was analysed, and no file matches
 
 
 def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def kind_of(path: Path | str) -> str:
+    """What is at ``path``, symlinks followed: one of ``KINDS`` (one ``stat``)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return ABSENT
+    return EXISTS if stat.S_ISREG(mode) else DIRECTORY if stat.S_ISDIR(mode) else OTHER
+
+
+def list_folder(folder: Path | str) -> list[tuple[str, bool]] | None:
+    """The entries of ``folder``, sorted by name, each with whether it is a folder of its own (not a
+    symlink to one: walks do not follow those); None when it cannot be listed."""
+    try:
+        with os.scandir(folder) as entries:
+            return sorted((entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries)
+    except (OSError, ValueError):
+        return None
+
+
+def listing_of(entries: list[tuple[str, bool]] | None) -> str:
+    """What a listing (``list_folder``) is recorded as: the digest of its names, a folder's with a
+    trailing slash, or ABSENT."""
+    if entries is None:
+        return ABSENT
+    return digest("\0".join(name + "/" * is_folder for name, is_folder in entries).encode("utf-8", "surrogateescape"))
 
 
 class FactsCache:
@@ -107,7 +142,12 @@ class ReadableFiles:
 
 @dataclass
 class Observed:
-    """What a scan looked at, relative to the tree root: path -> sha256, EXISTS, ABSENT or CHANGED.
+    """Everything of the file system a scan's answer depends on, relative to the tree root (absolute
+    outside it): a path -> the sha256 of the bytes read, CHANGED, or what ``kind_of`` told of it (an
+    existence check: EXISTS, DIRECTORY, OTHER, ABSENT); a folder's path with a trailing slash -> what
+    listing it told (``listing_of``). A scan looks at the file system only through the module index,
+    which records each such look, so a warm result is used only while every one of them still tells
+    the same.
 
     A file with a content hash was read, which a scan does only where ``ReadableFiles`` allows
     (inside the tree, not through a symlink out of it): that is part of what it saw, so the
@@ -120,11 +160,11 @@ class Observed:
         readable = ReadableFiles(tree)
         for rel, expected in self.files.items():
             path = tree.root / rel
-            if expected == ABSENT:
-                if path.exists():
+            if rel.endswith("/"):
+                if listing_of(list_folder(path)) != expected:
                     return False
-            elif expected == EXISTS:
-                if not path.is_file():
+            elif expected in KINDS:
+                if kind_of(path) != expected:
                     return False
             else:
                 try:
@@ -173,8 +213,12 @@ class ResultCache:
         self._store.save(self._path(tree), _ResultEntry(observed, result, chains))
 
     def _path(self, tree: SourceTree) -> Path:
-        plugins = [(p.name, p.version, str(p.location)) for p in tree.plugins]  # installing one changes the result
-        return self._store.path(str(tree.root), [str(r) for r in tree.plugin_folders], plugins)
+        """The key: the tree and all that locating it read afresh (each run reads them again, before
+        the cache): the plugins' metadata as discovered (entry points, top-level packages), the
+        folders their ``.pth`` files and editable finders add."""
+        plugins = [(p.name, p.version, str(p.location), p.entry_points, p.packages) for p in tree.plugins]
+        mapped = [(package, str(path)) for package, path in tree.mapped_packages]
+        return self._store.path(str(tree.root), [str(r) for r in tree.extra_roots], mapped, plugins)
 
 
 @dataclass

@@ -35,7 +35,7 @@ ENTRY_LIMIT = 256 << 20  # bytes; a whole scan of a vLLM release stores under 1 
 def default_cache_dir() -> Path:
     override = os.environ.get("MTP_AUDIT_CACHE_DIR")
     if override:
-        return Path(override)
+        return Path(override).expanduser()  # "~/x" as a CI file writes it, which no shell expanded
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("mtp-audit")) / "facts"
@@ -64,10 +64,23 @@ def _temporary_in(folder: Path) -> tuple[int, str]:
         try:
             return tempfile.mkstemp(dir=folder, suffix=".tmp")
         except FileNotFoundError:  # removed since (the cache cleared while this process runs)
-            _MADE.discard(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+            pass
+    _make(folder)
     _MADE.add(folder)
     return tempfile.mkstemp(dir=folder, suffix=".tmp")
+
+
+def _make(folder: Path) -> None:
+    """``mkdir -p``, leaving out of ``_MADE`` each folder it makes (again): one removed while this process
+    runs (``prune`` of another) is then new to whoever marks it (``Store.save``: a generation's mark)."""
+    try:
+        folder.mkdir()
+    except FileExistsError:
+        return
+    except FileNotFoundError:
+        _make(folder.parent)
+        folder.mkdir(exist_ok=True)
+    _MADE.discard(folder)
 
 
 def usable(directory: Path, quiet: bool) -> bool:
@@ -170,14 +183,17 @@ class Store:
         _Warnings.bad_entry(path, why)
 
     def save(self, path: Path, value: object) -> None:
+        """Write the entry; a generation folder this process has not marked yet (new, or made again
+        after it was removed while this process runs) gets its mark, so that it can be pruned."""
         generation = self.directory.parent
         new = generation not in _MADE and not _is_folder(generation)
         if new:
             atomic_write(generation / GENERATION_MARK, FORMAT.encode())
         atomic_write(path, codec.dumps((FORMAT, path.stem, value)))
+        if generation not in _MADE:  # found, or made again by this write (``_make``)
+            atomic_write(generation / GENERATION_MARK, FORMAT.encode())
         if new:
             prune(self.root, keep=generation)
-            _MADE.add(generation)
 
 
 def read_regular(path: Path, limit: int) -> bytes:

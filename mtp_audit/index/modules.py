@@ -6,16 +6,42 @@ run and, when a cache is given, stored by content hash across runs.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
 
-from ..cache import ABSENT, CHANGED, EXISTS, MISSING, FactsCache, ReadableFiles, digest
+from ..cache import (
+    ABSENT,
+    CHANGED,
+    EXISTS,
+    KINDS,
+    MISSING,
+    FactsCache,
+    ReadableFiles,
+    digest,
+    kind_of,
+    list_folder,
+    listing_of,
+)
 from ..errors import InternalError
 from ..model import SourceTree
 from .encoding import NotDecodable, decode_as_imported
 from .fact_types import ModuleFacts
 from .facts import check_syntax, extract_facts
 from .imports import ImportChains, ImportFacts, extract_imports
+
+SOURCE_LIMIT = 32 << 20  # bytes; vLLM's largest module is under 1 MiB
+
+
+class Unreadable(OSError):
+    """A file the scan does not read (a symlink out of the tree, not a regular file, too large): its
+    message says why, whole."""
+
+
+def read_failure(error: OSError) -> str:
+    """Why a file the index was asked to read was not read, as the scan's errors name it."""
+    return error.strerror if isinstance(error, Unreadable) else f"cannot be read ({error.strerror or error})"
 
 
 class ModuleIndex:
@@ -71,13 +97,62 @@ class ModuleIndex:
 
     def _probe(self, root: Path, name: str, extra: bool) -> bool:
         path = os.path.join(root, name)
-        found = os.path.isfile(path)
-        self.observed.setdefault(Path(path).as_posix() if extra else name, EXISTS if found else ABSENT)
-        return found
+        kind = kind_of(path)
+        self.observed.setdefault(Path(path).as_posix() if extra else name, kind)
+        return kind == EXISTS
+
+    def kind(self, path: Path) -> str:
+        """What is at ``path`` (``cache.kind_of``), remembered: the result depends on it."""
+        kind = kind_of(path)
+        self.observed.setdefault(self.relative(path), kind)
+        return kind
+
+    def listing(self, folder: Path) -> list[tuple[str, bool]]:
+        """The entries of ``folder`` (``cache.list_folder``; none when it cannot be listed), remembered:
+        the result depends on which names are there."""
+        entries = list_folder(folder)
+        self._observe_content(self.relative(folder).rstrip("/") + "/", listing_of(entries))
+        return entries or []
+
+    def python_files(self, folder: Path) -> list[Path]:
+        """The ``*.py`` files under ``folder``, sorted, as ``sorted(folder.rglob("*.py"))`` finds them
+        (symlinked folders not entered), each folder's listing remembered."""
+        found = []
+        for name, is_folder in self.listing(folder):
+            if is_folder:
+                found += self.python_files(folder / name)
+            elif name.endswith(".py"):
+                found.append(folder / name)
+        return sorted(found)
+
+    def read_source(self, path: Path) -> bytes:
+        """``read_bytes`` of a source file the scan finds on its own (a module, a caller file, a plugin
+        directory's file): only where ``ReadableFiles`` allows, not through a symlink out of the tree
+        unless ``--follow-symlinks``."""
+        if not self.readable(path):
+            raise Unreadable(
+                errno.EPERM, f"a symlink to {path.resolve()}, outside the tree; not read (--follow-symlinks reads it)"
+            )
+        return self.read_bytes(path)
 
     def read_bytes(self, path: Path) -> bytes:
-        """Read a file the result depends on, and remember its content hash."""
-        data = path.read_bytes()
+        """Read a file the result depends on, and remember its content hash (its absence when it is
+        not there): only a regular file (opened without waiting, so a FIFO does not hang it), at most
+        ``SOURCE_LIMIT`` bytes; ``Unreadable`` says which of those it is not."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except FileNotFoundError:
+            self.observed.setdefault(self.relative(path), ABSENT)
+            raise
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise Unreadable(errno.EINVAL, "not a regular file (a FIFO, a device or a folder); not read")
+            if info.st_size > SOURCE_LIMIT:
+                raise Unreadable(errno.EFBIG, f"larger than {SOURCE_LIMIT >> 20} MiB; not read")
+            data = handle.read(SOURCE_LIMIT + 1)
+        if len(data) > SOURCE_LIMIT:
+            raise Unreadable(errno.EFBIG, f"larger than {SOURCE_LIMIT >> 20} MiB; not read")
         self._observe_content(self.relative(path), digest(data))
         return data
 
@@ -86,7 +161,7 @@ class ModuleIndex:
         read that sees other bytes (an edit saved during the scan) makes the path CHANGED, which no
         file matches, so neither a cached result nor ``fix`` trusts what was read of it."""
         seen = self.observed.get(relative)
-        self.observed[relative] = content if seen in (None, EXISTS, ABSENT, content) else CHANGED
+        self.observed[relative] = content if seen in (None, *KINDS, content) else CHANGED
 
     def is_module(self, module: str) -> bool:
         return self.locate(module) is not None
@@ -121,17 +196,10 @@ class ModuleIndex:
 
     def _read(self, module: str, path: Path, is_package: bool) -> ModuleFacts:
         rel = self.relative(path)
-        if not self.readable(path):
-            return self._unreadable(
-                module,
-                rel,
-                is_package,
-                f"a symlink to {path.resolve()}, outside the tree; not read (--follow-symlinks reads it)",
-            )
         try:
-            data = self.read_bytes(path)
+            data = self.read_source(path)
         except OSError as error:
-            return self._unreadable(module, rel, is_package, f"cannot be read ({error.strerror or error})")
+            return self._unreadable(module, rel, is_package, read_failure(error))
         try:
             source = decode_as_imported(data)
         except NotDecodable as error:
@@ -197,7 +265,7 @@ class ModuleIndex:
         for module, found in harvest.located.items():
             self.located.setdefault(module, found)
         for path, seen in harvest.observed.items():
-            if seen in (EXISTS, ABSENT):
+            if seen in KINDS:
                 self.observed.setdefault(path, seen)
             else:  # a content hash says more
                 self._observe_content(path, seen)

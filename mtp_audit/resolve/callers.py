@@ -31,8 +31,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..cache import EXISTS
 from ..index.ast_tools import TRIES, absolute_module, match_as_if, statement_blocks, statements_within, unparse
-from ..index.modules import ModuleIndex
+from ..index.encoding import NotDecodable, decode_as_imported
+from ..index.modules import ModuleIndex, read_failure
 from ..model import SourceTree
 from .bindings import Bindings, described
 from .model_types import model_types_in, tested_types
@@ -235,12 +237,10 @@ class CallerIndex:
         if package is None:
             return
         for folder in (V2_DIR, V1_DIR):
-            root = package.joinpath(*folder)
-            if root.is_dir():
-                for path in sorted(root.rglob("*.py")):
-                    self._load(path)
+            for path in index.python_files(package.joinpath(*folder)):
+                self._load(path)
         runner = package.joinpath(*V1_RUNNER)
-        if runner.is_file():
+        if index.kind(runner) == EXISTS:
             self._load(runner, only_constructing=True)
         self._read_bases()
         self._read_spec_config()
@@ -272,15 +272,19 @@ class CallerIndex:
         for its functions alone, so that what is a speculator does not depend on which paths ran),
         or when a class of the caller files names a base there (``base``: read whole)."""
         try:
-            data = self.index.read_bytes(path)
+            data = self.index.read_source(path)  # the model files' reader, with its checks
+            text = decode_as_imported(data)
         except OSError as error:
-            self.index.read_errors.setdefault(self.index.relative(path), f"cannot be read ({error.strerror or error})")
+            self.index.read_errors.setdefault(self.index.relative(path), read_failure(error))
+            return
+        except NotDecodable as error:
+            self.index.read_errors.setdefault(self.index.relative(path), str(error))
             return
         if not (helper or base) and not CALLER_FILE.search(data):
             self._helpers[self._module_name(path)] = path
             return
         try:
-            tree = ast.parse(_constructing_parts(data.decode("utf-8", "replace")) if only_constructing else data)
+            tree = ast.parse(_constructing_parts(text) if only_constructing else text)
         except (SyntaxError, ValueError) as error:
             self.index.read_errors.setdefault(self.index.relative(path), f"syntax error, {error}")
             return
@@ -290,7 +294,7 @@ class CallerIndex:
             self.index.relative(path),
             tree,
             _imports(tree, name, path.name == "__init__.py"),
-            data.decode("utf-8", "replace"),
+            text,
         )
         self.modules[name] = module
         if helper:
@@ -355,7 +359,7 @@ class CallerIndex:
     def _read_spec_config(self) -> None:
         assert self.package is not None
         path = self.package.joinpath(*SPEC_CONFIG)
-        if not path.is_file():
+        if self.index.kind(path) != EXISTS:
             return
         try:
             tree = ast.parse(self.index.read_bytes(path))

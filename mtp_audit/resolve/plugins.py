@@ -14,13 +14,13 @@ imported.
 from __future__ import annotations
 
 import ast
-import os
 import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..cache import DIRECTORY
 from ..index.ast_tools import FUNCTIONS, absolute_module, dotted
 from ..index.fact_types import Target
 from ..index.interpreter import platform_or_flag
@@ -219,13 +219,10 @@ class _Reader:
         *parents, last = module.split(".")
         for root in (self.index.tree.root, *self.index.tree.extra_roots):
             folder = root.joinpath(*parents)
-            if (folder / last).is_dir():
+            if self.index.kind(folder / last) == DIRECTORY:
                 return True
-            try:
-                if any(entry.startswith(f"{last}.") for entry in os.listdir(folder)):
-                    return True
-            except OSError:
-                continue
+            if any(name.startswith(f"{last}.") for name, _ in self.index.listing(folder)):
+                return True
         return False
 
     def load_failure(self, module: str, seen: set[str]) -> str | None:
@@ -733,17 +730,18 @@ def tree_plugin(root: Path) -> PluginDist:
     return PluginDist(root.name, "(no version)", root, ())
 
 
-def tree_modules(root: Path, containing: str) -> list[str]:
+def tree_modules(index: ModuleIndex, containing: str) -> list[str]:
     """Modules of a plugin tree whose text contains ``containing`` (tests and hidden dirs left out)."""
+    root = index.tree.root
     modules = []
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root)
         if any(part.startswith(".") or part in {"__pycache__", "tests", "test"} for part in rel.parts):
             continue
-        try:
-            if containing not in path.read_text(encoding="utf-8", errors="replace"):
+        try:  # the index's reader: not a FIFO (it would hang), not a symlink out of the tree
+            if containing.encode() not in index.read_source(path):
                 continue
-        except OSError:
+        except OSError:  # named where the index reads it as a module, if ever
             continue
         parts = list(rel.with_suffix("").parts)
         if parts[-1] == "__init__":
@@ -765,7 +763,7 @@ def plugin_tree_entries(
     readings = [read_plugin(index, dist) for dist in dists or [plugin] if dist.entry_points]
     reached = {(r.file, r.line) for reading in readings for r in reading.registrations}
     by_owner: dict[PluginDist, list[str]] = {}
-    for module in tree_modules(index.tree.root, "register_model"):  # each credited to the distribution it is in
+    for module in tree_modules(index, "register_model"):  # each credited to the distribution it is in
         owner = next((d for d in dists if module.split(".", 1)[0] in _top_packages(d)), plugin)
         by_owner.setdefault(owner, []).append(module)
     for owner, modules in by_owner.items():
