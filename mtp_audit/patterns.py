@@ -21,6 +21,25 @@ SELF_DELEGATE_CALL = m.Call(
     func=m.Attribute(value=m.Attribute(value=SELF, attr=m.Name()), attr=m.Name("compute_logits"))
 )
 SUPER_CALL = m.Call(func=m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("compute_logits")))
+
+
+def is_dotted_name(node: cst.CSTNode) -> bool:
+    """``Cls`` or ``module.Cls``: a name the method reads from its module when it runs."""
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return isinstance(node, cst.Name)
+
+
+# super(Cls, self): the lookup starts after Cls in the MRO of type(self), which the analysis can follow
+# when Cls names a class (zero-argument super() starts after the class the method is written in).
+CLASS_SUPER = m.Call(
+    func=m.Name("super"),
+    args=[
+        m.Arg(value=m.MatchIfTrue(is_dotted_name), keyword=None, star=""),
+        m.Arg(value=SELF, keyword=None, star=""),
+    ],
+)
+FOLLOWED_SUPER = m.Call(func=m.Name("super"), args=[]) | CLASS_SUPER
 # Whatever produces the logits of a compute_logits a mirror can be written for.
 LOGITS_CALL = HEAD_CALL | SELF_DELEGATE_CALL | SUPER_CALL
 DOCSTRING = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString() | m.ConcatenatedString())])

@@ -20,7 +20,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..cstnodes import nodes_in_scope, nodes_of, one_statement_per_line, parse_method, walk, walk_scope
-from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL, SELF, SUPER_CALL, has_logits_call
+from ..patterns import CLASS_SUPER, DOCSTRING, FOLLOWED_SUPER, HEAD_CALL, LOGITS_CALL, SELF, SUPER_CALL, has_logits_call
 from .shape_types import (
     ASSUMED_SIGNATURE,
     MASK_METHODS,
@@ -1786,6 +1786,95 @@ def _signature_text(signature: tuple[SignatureParam, ...]) -> str:
     return "(" + ", ".join(prefix.get(p.kind, "") + p.name + ("" if p.required else "=...") for p in signature) + ")"
 
 
+class SuperArguments(ShapeRule):
+    """``super(Cls, self)`` starts the lookup after ``Cls`` in the MRO of the instance's class, which the
+    analysis follows where ``Cls`` names a class of the module; with any other arguments (``type(self)``,
+    a local, another instance) where the call lands is not known statically."""
+
+    id = "MTP112"
+    name = "super-arguments"
+    message = "super() called with arguments that do not name a class and self"
+    after = ("post-processing",)
+    VALID = (
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                return super(Base, self).compute_logits(hidden_states)
+        """),
+            LogitsKind.SUPER,
+            "super",
+        ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                return super(layers.Base, self).compute_logits(hidden_states)
+        """),
+            LogitsKind.SUPER,
+            "super",
+        ),
+    )
+    INVALID = (
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                return super(type(self), self).compute_logits(hidden_states)
+        """),
+            LogitsKind.MANUAL,
+            "super-arguments",
+        ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                return super(self.__class__, self).compute_logits(hidden_states)
+        """),
+            LogitsKind.MANUAL,
+            "super-arguments",
+        ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                return super(Base, self.model).compute_logits(hidden_states)
+        """),
+            LogitsKind.MANUAL,
+            "super-arguments",
+        ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states, base):
+                return super(base, self).compute_logits(hidden_states)
+        """),
+            LogitsKind.MANUAL,
+            "super-arguments",
+        ),
+    )
+
+    def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
+        call = _calls(body, body.statements[_head_index(body)], SUPER_CALL)
+        made = call[0].func.value if call else None  # type: ignore[attr-defined]
+        if made is None or (m.matches(made, FOLLOWED_SUPER) and not self._local(body, params, made)):
+            return None
+        line = body.line(made)
+        return LogitsShape(
+            LogitsKind.MANUAL,
+            "super-arguments",
+            f"`{body.code(made)}` (line {line}) does not name a class and self: where its lookup starts "
+            "cannot be told statically",
+            line,
+            params,
+        )
+
+    @staticmethod
+    def _local(body: _Body, params: list[Param], made: cst.Call) -> bool:
+        """The class argument's root is a parameter or a local of the method, not a module name."""
+        if not made.args:
+            return False
+        root = made.args[0].value
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        name = root.value  # type: ignore[attr-defined]
+        return name in {"self", *(p.name for p in params)} or bool(_writes(body.statements, name))
+
+
 # The first rule that objects decides; each rule runs after those in its ``after``.
 RULES: tuple[ShapeRule, ...] = (
     Decorated(),
@@ -1798,6 +1887,7 @@ RULES: tuple[ShapeRule, ...] = (
     ConditionalHead(),
     EarlyReturn(),
     PostProcessing(),
+    SuperArguments(),
     HeadArguments(),
 )
 
@@ -1907,12 +1997,14 @@ def _head_shape(body: _Body, params: list[Param], call: cst.Call, manual: bool =
             extra_args=len(call.args) > 2,
         )
     if m.matches(call, SUPER_CALL):
+        made = call.func.value  # type: ignore[attr-defined]
         return LogitsShape(
             LogitsKind.MANUAL if manual else LogitsKind.SUPER,
             "super",
-            "compute_logits delegates to super().compute_logits",
+            f"compute_logits delegates to {body.code(made)}.compute_logits",
             line,
             params,
+            super_class=body.code(made.args[0].value) if m.matches(made, CLASS_SUPER) else None,
             pre_transform=not assert_only,
         )
     attr = call.func.value.attr.value  # type: ignore[attr-defined]
