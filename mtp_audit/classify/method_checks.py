@@ -176,8 +176,11 @@ def _without_dead_inits(body: list[ast.stmt], mentioned: collections.Counter[str
 
 
 def _assigned_name(statement: ast.stmt) -> str | None:
+    """NAME of ``NAME = ...`` or ``NAME: T = ...`` (a local's annotation is never evaluated: the same binding)."""
     if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
         return statement.targets[0].id
+    if isinstance(statement, ast.AnnAssign) and statement.value is not None and isinstance(statement.target, ast.Name):
+        return statement.target.id
     return None
 
 
