@@ -21,8 +21,46 @@ SELF_DELEGATE_CALL = m.Call(
     func=m.Attribute(value=m.Attribute(value=SELF, attr=m.Name()), attr=m.Name("compute_logits"))
 )
 SUPER_CALL = m.Call(func=m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("compute_logits")))
+
+
+def is_dotted_name(node: cst.CSTNode) -> bool:
+    """``Cls`` or ``module.Cls``: a name the method reads from its module when it runs."""
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return isinstance(node, cst.Name)
+
+
+# super(Cls, self): the lookup starts after Cls in the MRO of type(self), which the analysis can follow
+# when Cls names a class (zero-argument super() starts after the class the method is written in).
+CLASS_SUPER = m.Call(
+    func=m.Name("super"),
+    args=[
+        m.Arg(value=m.MatchIfTrue(is_dotted_name), keyword=None, star=""),
+        m.Arg(value=SELF, keyword=None, star=""),
+    ],
+)
+FOLLOWED_SUPER = m.Call(func=m.Name("super"), args=[]) | CLASS_SUPER
 # Whatever produces the logits of a compute_logits a mirror can be written for.
 LOGITS_CALL = HEAD_CALL | SELF_DELEGATE_CALL | SUPER_CALL
+ANY_VALUE = m.MatchIfTrue(lambda value: value is not None)
+
+
+def bound_to_name(value: m.BaseMatcherNode | m.MatchIfTrue = ANY_VALUE) -> m.SimpleStatementLine:
+    """``NAME = value`` or ``NAME: T = value``: the same binding (a local's annotation is never evaluated)."""
+    return m.SimpleStatementLine(
+        body=[
+            m.Assign(targets=[m.AssignTarget(target=m.Name())], value=value) | m.AnnAssign(target=m.Name(), value=value)
+        ]
+    )
+
+
+def bound_name(statement: cst.SimpleStatementLine) -> str:
+    """NAME of a statement ``bound_to_name`` matches."""
+    small = statement.body[0]
+    target = small.targets[0].target if isinstance(small, cst.Assign) else small.target  # type: ignore[attr-defined]
+    return target.value  # type: ignore[attr-defined]
+
+
 DOCSTRING = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString() | m.ConcatenatedString())])
 
 

@@ -342,7 +342,7 @@ def test_only_the_logits_of_a_head_call_in_a_block_count_as_masked():
     shape = analyze_compute_logits(code, 1)
     assert (shape.rule, shape.reason) == (
         "conditional-head",
-        "the head call is not a plain `return` or assignment (line 3)",
+        "the head call (line 3) is inside `with torch.no_grad():` (line 2), which a mirror does not copy",
     )
     masked = analyze_compute_logits(code.replace("stats['calls'] = 1", "logits[:, 0] = 0"), 1)
     assert (masked.rule, masked.reason) == (
@@ -372,7 +372,8 @@ def test_a_mask_inside_the_block_is_named_at_its_own_line():
             "        return self.logits_processor(self.lora_head, hidden_states)",
             "",
             "several-heads",
-            "several head calls (lines 5, 7)",
+            "several head calls (lines 5, 7), one inside `if self.first:` (line 2), whose arms do not each end in "
+            "their own head call (an early return, or no `else`); a mirror copies only the arms of an `if`/`else`",
         ),
         (
             "logits = self.logits_processor(self.lora_head, hidden_states)",

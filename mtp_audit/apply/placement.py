@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..classify.analysis import Insertion
+from ..classify.analysis import Analyzer, Insertion
 from ..classify.memo import logits_shape
 from ..classify.shape_types import LogitsKind
 from ..model import PLATFORMS, ClassKey
-from ..resolve.mro import Hierarchy, MethodHit, Mro
+from ..resolve.mro import MethodHit, Mro
 from ..scan import Resolution, Scanner
 from ..synthesize.answers import inlined_super
 from .inheritors import Inheritor, find_inheritors
@@ -69,7 +69,7 @@ def _super_callers(scanner: Scanner, plan: Plan, base: Insertion) -> list[Insert
         if logits_shape(source.text, source.line, scanner.head_signature).kind != LogitsKind.SUPER:
             continue
         if any(
-            _super_reaches(scanner.hierarchies[platform], Mro(order), base.target)
+            _super_reaches(scanner.analyzers[platform], Mro(order), base.target)
             for platform in PLATFORMS
             for order in scanner.hierarchies[platform].orders(insertion.target)
         ):
@@ -77,10 +77,10 @@ def _super_callers(scanner: Scanner, plan: Plan, base: Insertion) -> list[Insert
     return found
 
 
-def _super_reaches(hierarchy: Hierarchy, mro: Mro, base: ClassKey) -> bool:
-    """Does the class's own compute_logits, calling the next one in ``mro``, reach ``base``'s?"""
-    own = hierarchy.find(mro, "compute_logits")
-    reached = hierarchy.find(mro, "compute_logits", start=own.index + 1) if own else None
+def _super_reaches(analyzer: Analyzer, mro: Mro, base: ClassKey) -> bool:
+    """Does the class's own compute_logits, calling super()'s (``super(Cls, self)``'s) in ``mro``, reach ``base``'s?"""
+    own = analyzer.h.find(mro, "compute_logits")
+    reached = analyzer.super_reached(mro, own, analyzer.shape(own))[0] if own else None
     return reached is not None and reached.owner == base
 
 

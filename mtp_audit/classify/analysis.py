@@ -376,12 +376,39 @@ class Analyzer:
             return cl.owner
         return key
 
+    def super_start(self, mro: Mro, hit: MethodHit, named: str | None, line: int | None) -> tuple[int | None, str]:
+        """Where, in ``mro`` (the instance's class's), a ``super()`` call in ``hit``'s method starts its lookup:
+        after the class the method is written in, or, for ``super(Cls, self)``, after ``Cls`` as the method's
+        module binds it when it runs (per drafter: a subclass's MRO may put other classes after ``Cls``). None,
+        with why, where ``Cls`` is not one class of the MRO (``super()`` raises TypeError) or comes before the
+        method's own class (the lookup may reach that method again)."""
+        if named is None or named == "__class__":
+            return hit.index + 1, ""
+        at = f" (line {line})" if line is not None else ""
+        call = f"`super({named}, self)`{at} in {self.where(hit)}"
+        found = resolve_expression(self.h.index, hit.owner.module, named, self.h.platform)
+        position = mro.classes.index(found[0]) if len(found) == 1 and found[0] in mro.classes else None
+        if position is None:
+            return None, f"{call}: {named} is not one class of the MRO of {mro.classes[0].name}"
+        if position < hit.index:
+            return None, f"{call} starts its lookup before {hit.owner.name}, where it may reach itself"
+        return position + 1, ""
+
+    def super_reached(self, mro: Mro, cl: MethodHit, shape: LogitsShape) -> tuple[MethodHit | None, str]:
+        """The compute_logits that ``super(...).compute_logits`` in ``cl`` reaches in ``mro``, or None and why."""
+        start, why = self.super_start(mro, cl, shape.super_class, shape.line)
+        if start is None:
+            return None, why
+        nxt = self.h.find(mro, "compute_logits", start=start)
+        if nxt is None:
+            called = f"super({shape.super_class}, self)" if shape.super_class else "super()"
+            return None, f"{called}.compute_logits in {self.where(cl)} reaches no compute_logits"
+        return nxt, ""
+
     def _delegate_target(self, mro: Mro, cl: MethodHit, shape: LogitsShape) -> tuple[ClassKey | None, str]:
         if shape.kind == LogitsKind.SUPER:
-            nxt = self.h.find(mro, "compute_logits", start=cl.index + 1)
-            if nxt is None:
-                return None, f"super().compute_logits in {self.where(cl)} reaches no compute_logits"
-            return nxt.owner, ""
+            nxt, why = self.super_reached(mro, cl, shape)
+            return (nxt.owner if nxt is not None else None), why
         attr = shape.delegate_attr
         annotated = next(
             (item for item in mro.classes if isinstance(item, ClassKey) and self._binds_instance(item, attr)), None
@@ -488,10 +515,11 @@ class Analyzer:
         if depth > 8:
             return Analysis(Status.MISSING_MANUAL, "delegation chain too deep", cl)
         if shape.kind == LogitsKind.SUPER:
-            inner = self.analyze_from(key, mro, target, overlay, depth + 1)
+            inner = self.analyze_from(key, mro, cl, overlay, depth + 1)
         else:
             inner = self.analyze(target, overlay, depth + 1)
-        via = f"{target.name}" if shape.kind == LogitsKind.DELEGATE else f"super() ({target.name})"
+        called = f"super({shape.super_class}, self)" if shape.super_class else "super()"
+        via = f"{target.name}" if shape.kind == LogitsKind.DELEGATE else f"{called} ({target.name})"
         if inner.status == Status.MISSING_MANUAL:
             return Analysis(
                 Status.MISSING_MANUAL,
@@ -525,9 +553,11 @@ class Analyzer:
             insertions=insertions,
         )
 
-    def analyze_from(self, key: ClassKey, mro: Mro, owner: ClassKey, overlay: Overlay | None, depth: int) -> Analysis:
-        """Like analyze, for the compute_logits that super() reaches (owner, in key's MRO)."""
-        start = mro.classes.index(owner)
+    def analyze_from(self, key: ClassKey, mro: Mro, cl: MethodHit, overlay: Overlay | None, depth: int) -> Analysis:
+        """Like analyze, for the methods that ``super(...)`` in ``cl`` reaches in key's MRO: both are looked up
+        from where its lookup starts (a class there may define get_top_tokens and not compute_logits)."""
+        start, _ = self.super_start(mro, cl, self.shape(cl).super_class, None)
+        assert start is not None  # _delegate_target found what it reaches
         cl = self.h.find(mro, "compute_logits", start=start, overlay=overlay)
         gtt = self.h.find(mro, "get_top_tokens", start=start, overlay=overlay)
         assert cl is not None
@@ -563,8 +593,8 @@ class Analyzer:
         target, _ = self._delegate_target(mro, cl, shape)
         if target is None or depth > 8:
             return None
-        inner_mro, start = (mro, cl.index + 1) if shape.kind == LogitsKind.SUPER else (self.h.mro(target), 0)
-        inner = self.h.find(inner_mro, "compute_logits", start=start, overlay=overlay)
+        inner_mro = mro if shape.kind == LogitsKind.SUPER else self.h.mro(target)
+        inner = self.h.find(inner_mro, "compute_logits", start=inner_mro.classes.index(target), overlay=overlay)
         if inner is None:
             return None
         further = self.forwarded(inner_mro, inner, overlay, depth + 1)
@@ -708,9 +738,13 @@ class Analyzer:
                     f"super().compute_logits of {self.where(inlined[1])} inlined"
                 )
         if gshape.kind == TopTokensKind.SUPER:
-            nxt = self.h.find(mro, "get_top_tokens", start=gtt.index + 1, overlay=overlay)
+            start, unknown = self.super_start(mro, gtt, gshape.super_class, None)
+            if start is None:
+                return Consistency.UNPROVEN, f"get_top_tokens calls {unknown}; run `mtp-audit verify`"
+            nxt = self.h.find(mro, "get_top_tokens", start=start, overlay=overlay)
             if nxt is None:
-                return Consistency.DIVERGENT, f"super().get_top_tokens in {self.where(gtt)} reaches nothing"
+                called = f"super({gshape.super_class}, self)" if gshape.super_class else "super()"
+                return Consistency.DIVERGENT, f"{called}.get_top_tokens in {self.where(gtt)} reaches nothing"
             return self.consistency(key, mro, cl, nxt, overlay, depth, entry=entry or gtt)
         if gshape.kind == TopTokensKind.LOCAL_ARGMAX_MIXIN:
             return self._against_mixin(key, mro, cl, cshape, gtt, gshape)
@@ -907,7 +941,7 @@ class Analyzer:
 
     def _super_inlined(self, mro: Mro, cl: MethodHit) -> tuple[str, MethodHit] | None:
         """``cl`` with the head-calling compute_logits its super() reaches inlined, if that is plain."""
-        nxt = self.h.find(mro, "compute_logits", start=cl.index + 1)
+        nxt, _ = self.super_reached(mro, cl, self.shape(cl))
         if nxt is None or self.shape(nxt).kind != LogitsKind.HEAD:
             return None
         inlined = self.mirror.inlined_super(cl.method.text, nxt.method.text)
@@ -920,7 +954,7 @@ class Analyzer:
         if target is None or depth > 8:
             return Consistency.UNPROVEN, why or "delegation chain too deep"
         inner = (
-            self.analyze_from(key, mro, target, overlay, depth + 1)
+            self.analyze_from(key, mro, cl, overlay, depth + 1)
             if cshape.kind == LogitsKind.SUPER
             else self.analyze(target, overlay, depth + 1)
         )

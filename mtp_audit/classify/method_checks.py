@@ -15,7 +15,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..cstnodes import nodes_of, parse_method
-from ..patterns import SELF
+from ..patterns import FOLLOWED_SUPER, SELF
 from .shape_types import FreeNames, Param, ParamKind, TargetMap, TopTokensKind, TopTokensShape
 from .shapes import _decompose, params_of
 
@@ -33,20 +33,21 @@ def analyze_get_top_tokens(code: str, first_line: int) -> TopTokensShape:
     statements = body.statements
     names = {p.name for p in params}
     passthrough = m.Arg(value=m.MatchIfTrue(lambda v: isinstance(v, cst.Name) and v.value in names))
-    if len(statements) == 1 and m.matches(
-        statements[0],
-        m.SimpleStatementLine(
-            body=[
-                m.Return(
-                    value=m.Call(
-                        func=m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("get_top_tokens")),
-                        args=[m.ZeroOrMore(passthrough)],
-                    )
+    forwarding = m.SimpleStatementLine(
+        body=[
+            m.Return(
+                value=m.Call(
+                    func=m.Attribute(value=FOLLOWED_SUPER, attr=m.Name("get_top_tokens")),
+                    args=[m.ZeroOrMore(passthrough)],
                 )
-            ]
-        ),
-    ):
-        return TopTokensShape(TopTokensKind.SUPER, params)  # forwards its own parameters, unchanged
+            )
+        ]
+    )
+    if len(statements) == 1 and m.matches(statements[0], forwarding):
+        made = statements[0].body[0].value.func.value  # type: ignore[attr-defined]
+        named = body.code(made.args[0].value) if made.args else None
+        if named is None or named.partition(".")[0] not in names | {"self"}:  # a parameter names no class
+            return TopTokensShape(TopTokensKind.SUPER, params, super_class=named)  # forwards its parameters
     target_map = _local_argmax_remap(statements, params[0].name) if params else None
     if target_map is not None:
         return TopTokensShape(TopTokensKind.LOCAL_ARGMAX_MIXIN, params, target_map=target_map)
@@ -175,8 +176,11 @@ def _without_dead_inits(body: list[ast.stmt], mentioned: collections.Counter[str
 
 
 def _assigned_name(statement: ast.stmt) -> str | None:
+    """NAME of ``NAME = ...`` or ``NAME: T = ...`` (a local's annotation is never evaluated: the same binding)."""
     if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
         return statement.targets[0].id
+    if isinstance(statement, ast.AnnAssign) and statement.value is not None and isinstance(statement.target, ast.Name):
+        return statement.target.id
     return None
 
 

@@ -75,6 +75,8 @@ class LogitsShape:
     head: str | None = None  # code of the lm_head argument
     hidden: str | None = None  # code of the hidden-states argument
     delegate_attr: str | None = None
+    # SUPER: the class ``super(Cls, self)`` names, as written (None: zero-argument ``super()``)
+    super_class: str | None = None
     post: PostKind | None = None
     pre_transform: bool = False  # statements before the head, or hidden states not the first parameter
     # Provably other than a plain head call: the hidden states are not the first parameter as passed
@@ -97,6 +99,7 @@ class TopTokensShape:
     decorators: tuple[str, ...] = ()  # their code, outermost first
     unbound: str | None = None  # why a call on the drafter cannot run the body as its method, if it cannot
     target_map: TargetMap | None = None  # LOCAL_ARGMAX_MIXIN: how it remaps the draft argmax
+    super_class: str | None = None  # SUPER: the class ``super(Cls, self)`` names (None: ``super()``)
 
 
 # Names that mean the same in every class of every module: ``torch`` (the fix imports it where it is not

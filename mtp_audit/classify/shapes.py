@@ -20,7 +20,18 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..cstnodes import nodes_in_scope, nodes_of, one_statement_per_line, parse_method, walk, walk_scope
-from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL, SELF, SUPER_CALL, has_logits_call
+from ..patterns import (
+    CLASS_SUPER,
+    DOCSTRING,
+    FOLLOWED_SUPER,
+    HEAD_CALL,
+    LOGITS_CALL,
+    SELF,
+    SUPER_CALL,
+    bound_name,
+    bound_to_name,
+    has_logits_call,
+)
 from .shape_types import (
     ASSUMED_SIGNATURE,
     MASK_METHODS,
@@ -50,6 +61,8 @@ BY_HAND = m.Call(
     | m.Name("matmul")
 ) | m.BinaryOperation(operator=m.MatrixMultiply())
 RETURN_NAME = m.SimpleStatementLine(body=[m.Return(value=m.Name())])
+# self.logits_processor.forward(...): the processor's method called directly, bypassing Module.__call__
+PROCESSOR_METHOD_CALL = m.Call(func=m.Attribute(value=m.Attribute(value=SELF, attr=m.Name("logits_processor"))))
 
 
 # Sub-statement nodes the rules look at, with their CPython ast counterparts.
@@ -583,10 +596,8 @@ def _ids_map(statements: list[cst.BaseStatement], ids: cst.BaseExpression, used:
 
 
 def _assigned_name(statement: cst.BaseStatement) -> str | None:
-    """NAME of a statement ``NAME = ...``."""
-    if m.matches(statement, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name())])])):
-        return statement.body[0].targets[0].target.value  # type: ignore[attr-defined]
-    return None
+    """NAME of a statement ``NAME = ...`` or ``NAME: T = ...``."""
+    return bound_name(statement) if m.matches(statement, bound_to_name()) else None  # type: ignore[arg-type]
 
 
 def _root(node: cst.CSTNode) -> str | None:
@@ -813,6 +824,14 @@ class NoHead(ShapeRule):
             LogitsKind.MANUAL,
             "helper",
         ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                return self.logits_processor.forward(self.lm_head, hidden_states)
+        """),
+            LogitsKind.MANUAL,
+            "processor-method",
+        ),
         Example(  # the lambda's head call runs only where the lambda is called
             _method("""
             def compute_logits(self, hidden_states):
@@ -845,6 +864,18 @@ class NoHead(ShapeRule):
                     LogitsKind.MANUAL,
                     "helper",
                     f"calls helper {body.code(call.func)} instead of self.logits_processor (line {body.line(call)})",
+                    body.line(call),
+                    params,
+                )
+        for statement in body.statements:
+            for call in _calls(body, statement, PROCESSOR_METHOD_CALL):
+                method = call.func.attr.value  # type: ignore[attr-defined]
+                return LogitsShape(
+                    LogitsKind.MANUAL,
+                    "processor-method",
+                    f"the head is called as `self.logits_processor.{method}(...)` (line {body.line(call)}), not as "
+                    "`self.logits_processor(...)`: calling the module runs its hooks, which this skips, so "
+                    "get_top_tokens is not the same call",
                     body.line(call),
                     params,
                 )
@@ -1005,8 +1036,23 @@ class SeveralHeads(ShapeRule):
         calls = [c for s in body.statements for c in _calls(body, s, LOGITS_CALL)]
         if len(calls) > 1 and _branched_arms(body) is None:
             lines = ", ".join(str(body.line(c)) for c in calls)
+            first = body.statements[_head_index(body)]
+            header = f"`{body.code(first).splitlines()[0]}` (line {body.line(first)})"
+            if isinstance(first, cst.Match):
+                why = f"in the cases of {header}; a mirror copies only the arms of an `if`/`else`"
+            elif isinstance(first, cst.If):
+                why = (
+                    f"one inside {header}, whose arms do not each end in their own head call (an early return, "
+                    "or no `else`); a mirror copies only the arms of an `if`/`else`"
+                )
+            else:
+                why = "on one path"
             return LogitsShape(
-                LogitsKind.MANUAL, "several-heads", f"several head calls (lines {lines})", body.line(calls[0]), params
+                LogitsKind.MANUAL,
+                "several-heads",
+                f"several head calls (lines {lines}), {why}",
+                body.line(calls[0]),
+                params,
             )
         return None
 
@@ -1016,14 +1062,11 @@ def _head_index(body: _Body) -> int:
 
 
 def _head_expression(statement: cst.BaseStatement) -> tuple[cst.Call, str | None] | None:
-    """The head call of ``return CALL`` or ``NAME = CALL``, and NAME."""
+    """The head call of ``return CALL`` or ``NAME = CALL`` (``NAME: T = CALL``), and NAME."""
     if m.matches(statement, m.SimpleStatementLine(body=[m.Return(value=LOGITS_CALL)])):
         return statement.body[0].value, None  # type: ignore[attr-defined]
-    if m.matches(
-        statement, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name())], value=LOGITS_CALL)])
-    ):
-        assign = statement.body[0]  # type: ignore[attr-defined]
-        return assign.value, assign.targets[0].target.value
+    if m.matches(statement, bound_to_name(LOGITS_CALL)):
+        return statement.body[0].value, bound_name(statement)  # type: ignore[attr-defined,arg-type]
     return None
 
 
@@ -1262,6 +1305,15 @@ class ConditionalHead(ShapeRule):
         Example(_PLAIN, LogitsKind.HEAD, "head"),
         Example(_ASSIGNED, LogitsKind.HEAD, "head"),
         Example(_BRANCHED, LogitsKind.HEAD, "head"),
+        Example(  # an annotated assignment binds the name all the same (a local's annotation is never evaluated)
+            _method("""
+            def compute_logits(self, hidden_states):
+                logits: torch.Tensor = self.logits_processor(self.lm_head, hidden_states)
+                return logits
+        """),
+            LogitsKind.HEAD,
+            "head",
+        ),
         Example(  # the body on the ``def`` line is a plain return too
             _method("""
             def compute_logits(self, hidden_states): return self.logits_processor(self.lm_head, hidden_states)
@@ -1326,10 +1378,16 @@ class ConditionalHead(ShapeRule):
         statement = body.statements[_head_index(body)]
         if _head_expression(statement) is None and _branched_arms(body) is None:
             call = _calls(body, statement, LOGITS_CALL)[0]
+            reason = (
+                f"the head call (line {body.line(call)}) is inside `{body.code(statement).splitlines()[0]}` "
+                f"(line {body.line(statement)}), which a mirror does not copy"
+                if not isinstance(statement, cst.SimpleStatementLine)
+                else f"the head call is not a plain `return` or assignment (line {body.line(call)})"
+            )
             return LogitsShape(
                 LogitsKind.MANUAL,
                 "conditional-head",
-                f"the head call is not a plain `return` or assignment (line {body.line(call)})",
+                reason,
                 body.line(call),
                 params,
             )
@@ -1786,6 +1844,95 @@ def _signature_text(signature: tuple[SignatureParam, ...]) -> str:
     return "(" + ", ".join(prefix.get(p.kind, "") + p.name + ("" if p.required else "=...") for p in signature) + ")"
 
 
+class SuperArguments(ShapeRule):
+    """``super(Cls, self)`` starts the lookup after ``Cls`` in the MRO of the instance's class, which the
+    analysis follows where ``Cls`` names a class of the module; with any other arguments (``type(self)``,
+    a local, another instance) where the call lands is not known statically."""
+
+    id = "MTP112"
+    name = "super-arguments"
+    message = "super() called with arguments that do not name a class and self"
+    after = ("post-processing",)
+    VALID = (
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                return super(Base, self).compute_logits(hidden_states)
+        """),
+            LogitsKind.SUPER,
+            "super",
+        ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                return super(layers.Base, self).compute_logits(hidden_states)
+        """),
+            LogitsKind.SUPER,
+            "super",
+        ),
+    )
+    INVALID = (
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                return super(type(self), self).compute_logits(hidden_states)
+        """),
+            LogitsKind.MANUAL,
+            "super-arguments",
+        ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                return super(self.__class__, self).compute_logits(hidden_states)
+        """),
+            LogitsKind.MANUAL,
+            "super-arguments",
+        ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states):
+                return super(Base, self.model).compute_logits(hidden_states)
+        """),
+            LogitsKind.MANUAL,
+            "super-arguments",
+        ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states, base):
+                return super(base, self).compute_logits(hidden_states)
+        """),
+            LogitsKind.MANUAL,
+            "super-arguments",
+        ),
+    )
+
+    def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
+        call = _calls(body, body.statements[_head_index(body)], SUPER_CALL)
+        made = call[0].func.value if call else None  # type: ignore[attr-defined]
+        if made is None or (m.matches(made, FOLLOWED_SUPER) and not self._local(body, params, made)):
+            return None
+        line = body.line(made)
+        return LogitsShape(
+            LogitsKind.MANUAL,
+            "super-arguments",
+            f"`{body.code(made)}` (line {line}) does not name a class and self: where its lookup starts "
+            "cannot be told statically",
+            line,
+            params,
+        )
+
+    @staticmethod
+    def _local(body: _Body, params: list[Param], made: cst.Call) -> bool:
+        """The class argument's root is a parameter or a local of the method, not a module name."""
+        if not made.args:
+            return False
+        root = made.args[0].value
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        name = root.value  # type: ignore[attr-defined]
+        return name in {"self", *(p.name for p in params)} or bool(_writes(body.statements, name))
+
+
 # The first rule that objects decides; each rule runs after those in its ``after``.
 RULES: tuple[ShapeRule, ...] = (
     Decorated(),
@@ -1798,6 +1945,7 @@ RULES: tuple[ShapeRule, ...] = (
     ConditionalHead(),
     EarlyReturn(),
     PostProcessing(),
+    SuperArguments(),
     HeadArguments(),
 )
 
@@ -1907,12 +2055,14 @@ def _head_shape(body: _Body, params: list[Param], call: cst.Call, manual: bool =
             extra_args=len(call.args) > 2,
         )
     if m.matches(call, SUPER_CALL):
+        made = call.func.value  # type: ignore[attr-defined]
         return LogitsShape(
             LogitsKind.MANUAL if manual else LogitsKind.SUPER,
             "super",
-            "compute_logits delegates to super().compute_logits",
+            f"compute_logits delegates to {body.code(made)}.compute_logits",
             line,
             params,
+            super_class=body.code(made.args[0].value) if m.matches(made, CLASS_SUPER) else None,
             pre_transform=not assert_only,
         )
     attr = call.func.value.attr.value  # type: ignore[attr-defined]

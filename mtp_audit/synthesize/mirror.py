@@ -15,7 +15,7 @@ import libcst.matchers as m
 from libcst.helpers import parse_template_statement
 
 from ..cstnodes import nodes_in_scope, nodes_of, one_statement_per_line, parse_method
-from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL, head_index
+from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL, bound_name, bound_to_name, head_index
 from ..templating import template
 
 
@@ -50,10 +50,7 @@ def mirror_function(compute_logits: cst.FunctionDef) -> cst.FunctionDef:
         body = cst.IndentedBlock(body=[*statements[:index], _mirror_arms(head_statement)])
         return _method(compute_logits, body)
     returned = m.SimpleStatementLine(body=[m.Return(value=LOGITS_CALL)])
-    assigned = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name())], value=LOGITS_CALL)])
-    if m.matches(head_statement, returned):
-        call = head_statement.body[0].value  # type: ignore[attr-defined]
-    elif m.matches(head_statement, assigned):
+    if m.matches(head_statement, returned | bound_to_name(LOGITS_CALL)):
         call = head_statement.body[0].value  # type: ignore[attr-defined]
     else:
         raise MirrorError("head call is not `return CALL` or `NAME = CALL`")
@@ -154,14 +151,14 @@ def _mirror_arm(block: cst.BaseSuite) -> cst.BaseSuite:
     if index is None:
         raise MirrorError("an arm without a head call")
     head, after = statements[index], statements[index + 1 :]
-    assigned = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name())], value=LOGITS_CALL)])
+    assigned = bound_to_name(LOGITS_CALL)
     returned = m.SimpleStatementLine(body=[m.Return(value=LOGITS_CALL)])
     if isinstance(head, cst.If):
         new = _mirror_arms(head)
         name = _assigned_in_arms(head)
     elif m.matches(head, assigned) or m.matches(head, returned):
         new = _returning(head, head.body[0].value)  # type: ignore[attr-defined]
-        name = head.body[0].targets[0].target.value if m.matches(head, assigned) else None  # type: ignore[attr-defined]
+        name = bound_name(head) if m.matches(head, assigned) else None  # type: ignore[arg-type]
     else:
         raise MirrorError("an arm's head call is not `return CALL` or `NAME = CALL`")
     if after and not (
@@ -177,11 +174,9 @@ def _assigned_in_arms(statement: cst.If) -> str | None:
     """The name a nested chain's arms assign their head call to (a ``return NAME`` after the chain
     returns it), if any."""
     names = {
-        t.target.value
-        for a in nodes_in_scope(statement, cst.Assign)
-        if m.matches(a.value, LOGITS_CALL)
-        for t in a.targets
-        if isinstance(t.target, cst.Name)
+        bound_name(line)
+        for line in nodes_in_scope(statement, cst.SimpleStatementLine)
+        if m.matches(line, bound_to_name(LOGITS_CALL))
     }
     return names.pop() if len(names) == 1 else None
 
