@@ -373,7 +373,7 @@ def test_a_mask_inside_the_block_is_named_at_its_own_line():
             "",
             "several-heads",
             "several head calls (lines 5, 7), one inside `if self.first:` (line 2), whose arms do not each end in "
-            "their own head call (an early return, or no `else`); a mirror copies only the arms of an `if`/`else`",
+            "their own head call, or return it before a fallthrough that does; a mirror copies only such arms",
         ),
         (
             "logits = self.logits_processor(self.lora_head, hidden_states)",

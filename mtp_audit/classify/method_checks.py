@@ -160,8 +160,8 @@ def _pre_init(statement: ast.stmt) -> str | None:
 
 
 def _without_dead_inits(body: list[ast.stmt], mentioned: collections.Counter[str]) -> list[ast.stmt]:
-    """``body`` (and the arms of its ``if`` chains) without a pre-initialisation of a name nothing else
-    mentions: ``logits = None`` before arms whose head calls are returned does nothing, so the mirror
+    """``body`` (and the arms of its ``if`` chains and ``match`` cases) without a pre-initialisation of a
+    name nothing else mentions: ``logits = None`` before arms whose head calls are returned does nothing, so the mirror
     leaves it out (``synthesize.mirror``) and a method with or without it is the same."""
     kept = []
     for statement in body:
@@ -171,6 +171,8 @@ def _without_dead_inits(body: list[ast.stmt], mentioned: collections.Counter[str
         if isinstance(statement, ast.If):
             statement.body = _without_dead_inits(statement.body, mentioned) or [ast.Pass()]
             statement.orelse = _without_dead_inits(statement.orelse, mentioned)
+        for case in statement.cases if isinstance(statement, ast.Match) else ():
+            case.body = _without_dead_inits(case.body, mentioned) or [ast.Pass()]
         kept.append(statement)
     return kept
 
@@ -184,8 +186,16 @@ def _assigned_name(statement: ast.stmt) -> str | None:
     return None
 
 
-def _arms_assign(statement: ast.If, name: str) -> bool:
-    """Every arm of an if/elif/else chain ends in ``name = ...``."""
+def _irrefutable(case: ast.match_case) -> bool:
+    """``case _:`` or ``case name:``: no path falls through the ``match``."""
+    return isinstance(case.pattern, ast.MatchAs) and case.pattern.pattern is None and case.guard is None
+
+
+def _arms_assign(statement: ast.If | ast.Match, name: str) -> bool:
+    """Every arm of an if/elif/else chain (every case of a ``match`` with an irrefutable last case)
+    ends in ``name = ...``."""
+    if isinstance(statement, ast.Match):
+        return _irrefutable(statement.cases[-1]) and all(_assigned_name(c.body[-1]) == name for c in statement.cases)
     node: ast.stmt = statement
     while isinstance(node, ast.If):
         if not node.body or _assigned_name(node.body[-1]) != name:
@@ -199,7 +209,11 @@ def _arms_assign(statement: ast.If, name: str) -> bool:
     return False
 
 
-def _returning_arms(statement: ast.If) -> ast.If:
+def _returning_arms(statement: ast.If | ast.Match) -> ast.If | ast.Match:
+    if isinstance(statement, ast.Match):
+        for case in statement.cases:
+            case.body = [*case.body[:-1], ast.Return(value=case.body[-1].value)]  # type: ignore[attr-defined]
+        return statement
     statement.body = [*statement.body[:-1], ast.Return(value=statement.body[-1].value)]  # type: ignore[attr-defined]
     if len(statement.orelse) == 1 and isinstance(statement.orelse[0], ast.If):
         statement.orelse = [_returning_arms(statement.orelse[0])]
@@ -209,8 +223,9 @@ def _returning_arms(statement: ast.If) -> ast.If:
 
 
 def _returns_collapsed(body: list[ast.stmt]) -> list[ast.stmt]:
-    """``x = call; return x`` is ``return call``, at the end of the body and of every ``if`` arm;
-    an ``if`` whose every arm assigns ``x``, then ``return x``, returns from each arm."""
+    """``x = call; return x`` is ``return call``, at the end of the body and of every ``if`` arm and
+    ``match`` case; an ``if`` (a ``match``) whose every arm assigns ``x`` on every path, then
+    ``return x``, returns from each arm."""
     body = list(body)
     returned = (
         body[-1].value.id
@@ -219,12 +234,14 @@ def _returns_collapsed(body: list[ast.stmt]) -> list[ast.stmt]:
     )
     if returned and len(body) >= 2 and _assigned_name(body[-2]) == returned:
         body = [*body[:-2], ast.Return(value=body[-2].value)]  # type: ignore[attr-defined]
-    elif returned and len(body) >= 2 and isinstance(body[-2], ast.If) and _arms_assign(body[-2], returned):
+    elif returned and len(body) >= 2 and isinstance(body[-2], (ast.If, ast.Match)) and _arms_assign(body[-2], returned):
         body = [*body[:-2], _returning_arms(body[-2])]
     for statement in body:
         if isinstance(statement, ast.If):
             statement.body = _returns_collapsed(statement.body)
             statement.orelse = _returns_collapsed(statement.orelse)
+        for case in statement.cases if isinstance(statement, ast.Match) else ():
+            case.body = _returns_collapsed(case.body)
     return body
 
 

@@ -996,6 +996,49 @@ class SeveralHeads(ShapeRule):
             LogitsKind.HEAD,
             "head",
         ),
+        Example(  # early returns, then the fallthrough: the same control flow as if/elif/else
+            _method("""
+            def compute_logits(self, hidden_states, spec_step_idx=0):
+                if spec_step_idx == 1:
+                    return self.logits_processor(self.heads[1], hidden_states)
+                elif spec_step_idx == 2:
+                    logits = self.logits_processor(self.heads[2], hidden_states)
+                    return logits
+                if self.shared:
+                    return self.logits_processor(self.lm_head, self.norm(hidden_states))
+                logits = self.logits_processor(self.lm_head, hidden_states)
+                return logits
+        """),
+            LogitsKind.HEAD,
+            "head",
+        ),
+        Example(  # a match whose cases return, or bind the logits on every path (``case _:``) then return them
+            _method("""
+            def compute_logits(self, hidden_states, spec_step_idx=0):
+                match spec_step_idx:
+                    case 0:
+                        return self.logits_processor(self.lm_head, hidden_states)
+                    case 1 | 2 if self.shared:
+                        logits = self.logits_processor(self.lm_head, self.norm(hidden_states))
+                        return logits
+                return self.logits_processor(self.heads[spec_step_idx], hidden_states)
+        """),
+            LogitsKind.HEAD,
+            "head",
+        ),
+        Example(
+            _method("""
+            def compute_logits(self, hidden_states, spec_step_idx=0):
+                match spec_step_idx:
+                    case 0:
+                        logits = self.logits_processor(self.lm_head, hidden_states)
+                    case _:
+                        logits = self.logits_processor(self.heads[spec_step_idx], hidden_states)
+                return logits
+        """),
+            LogitsKind.HEAD,
+            "head",
+        ),
         Example(  # the nested function's head call runs only where it is called: never here
             _method("""
             def compute_logits(self, hidden_states):
@@ -1020,12 +1063,28 @@ class SeveralHeads(ShapeRule):
             LogitsKind.MANUAL,
             "several-heads",
         ),
-        Example(
+        Example(  # an arm that binds its head's result without returning it falls through to the next head
             _method("""
             def compute_logits(self, hidden_states, spec_step_idx=0):
-                if spec_step_idx:
-                    return self.logits_processor(self.heads[spec_step_idx], hidden_states)
-                return self.logits_processor(self.lm_head, hidden_states)
+                match spec_step_idx:
+                    case 0:
+                        logits = self.logits_processor(self.lm_head, hidden_states)
+                    case 1:
+                        return self.logits_processor(self.heads[1], hidden_states)
+                logits = self.logits_processor(self.heads[spec_step_idx], hidden_states)
+                return logits
+        """),
+            LogitsKind.MANUAL,
+            "several-heads",
+        ),
+        Example(  # a case whose head is called in its guard
+            _method("""
+            def compute_logits(self, hidden_states):
+                match self.mode:
+                    case "peek" if self.logits_processor(self.lm_head, hidden_states) is not None:
+                        return self.logits_processor(self.lm_head, hidden_states)
+                    case _:
+                        return self.logits_processor(self.other_head, hidden_states)
         """),
             LogitsKind.MANUAL,
             "several-heads",
@@ -1038,12 +1097,11 @@ class SeveralHeads(ShapeRule):
             lines = ", ".join(str(body.line(c)) for c in calls)
             first = body.statements[_head_index(body)]
             header = f"`{body.code(first).splitlines()[0]}` (line {body.line(first)})"
-            if isinstance(first, cst.Match):
-                why = f"in the cases of {header}; a mirror copies only the arms of an `if`/`else`"
-            elif isinstance(first, cst.If):
+            if isinstance(first, (cst.If, cst.Match)):
+                arms = "cases" if isinstance(first, cst.Match) else "arms"
                 why = (
-                    f"one inside {header}, whose arms do not each end in their own head call (an early return, "
-                    "or no `else`); a mirror copies only the arms of an `if`/`else`"
+                    f"one inside {header}, whose {arms} do not each end in their own head call, or return it "
+                    "before a fallthrough that does; a mirror copies only such arms"
                 )
             else:
                 why = "on one path"
@@ -1072,33 +1130,55 @@ def _head_expression(statement: cst.BaseStatement) -> tuple[cst.Call, str | None
 
 @dataclass(frozen=True)
 class _Branched:
-    """``if``/``elif``/``else`` whose every arm ends in a head call: mirrorable arm by arm."""
+    """Head calls in the arms of an ``if`` chain or the cases of a ``match`` (early returns included):
+    mirrorable arm by arm."""
 
-    index: int  # of the ``if`` in the body's statements
+    index: int  # of the ``if`` (``match``) in the body's statements
+    end: int  # of the first statement after the arms and any fallthrough: what a mirror does not copy
     calls: tuple[cst.Call, ...]
     name: str | None  # the name the arms that do not return assign, and the body then returns; None: all return
 
 
 @dataclass(frozen=True)
 class _Arms:
-    """The head calls ending the arms of an ``if`` chain, each arm in its own form (``return CALL``,
-    ``NAME = CALL`` with or without ``return NAME`` after it, a nested chain), and the name the arms
-    that do not return assign (None: every arm returns)."""
+    """The head calls ending the arms of an ``if`` chain or a ``match``, each arm in its own form
+    (``return CALL``, ``NAME = CALL`` with or without ``return NAME`` after it, a nested chain), and
+    the name the arms that do not return assign (None: every arm returns)."""
 
     calls: tuple[cst.Call, ...]
     name: str | None
 
 
-def _arms(statement: cst.If) -> list[cst.BaseSuite] | None:
-    """The blocks of an ``if``/``elif``/``else`` chain; None without a final ``else``."""
+# ``case _:`` or ``case name:``: a case that matches any subject, so no path falls through the ``match``.
+IRREFUTABLE_CASE = m.MatchCase(pattern=m.MatchAs(pattern=None), guard=None)
+
+
+def _arms(statement: cst.If | cst.Match) -> tuple[list[cst.BaseSuite], bool]:
+    """The blocks of an ``if``/``elif``/``else`` chain or of a ``match``'s cases, and whether one of
+    them runs on every path (a final ``else``, an irrefutable last case)."""
+    if isinstance(statement, cst.Match):
+        return [case.body for case in statement.cases], m.matches(statement.cases[-1], IRREFUTABLE_CASE)
     arms: list[cst.BaseSuite] = []
     node: cst.If | cst.Else | None = statement
     while isinstance(node, cst.If):
         arms.append(node.body)
         node = node.orelse
-    if not isinstance(node, cst.Else):
-        return None
-    return [*arms, node.body]
+    if isinstance(node, cst.Else):
+        return [*arms, node.body], True
+    return arms, False
+
+
+def _tests(statement: cst.If | cst.Match) -> list[cst.CSTNode]:
+    """What the chain evaluates to pick an arm: the conditions, or the subject and the case patterns
+    and guards."""
+    if isinstance(statement, cst.Match):
+        return [statement.subject, *(part for c in statement.cases for part in (c.pattern, c.guard) if part)]
+    tests: list[cst.CSTNode] = []
+    node: cst.If | cst.Else | None = statement
+    while isinstance(node, cst.If):
+        tests.append(node.test)
+        node = node.orelse
+    return tests
 
 
 def _returns_name(statements: list[cst.BaseStatement], name: str | None) -> bool:
@@ -1110,17 +1190,13 @@ def _returns_name(statements: list[cst.BaseStatement], name: str | None) -> bool
     )
 
 
-def _chain_arms(statement: cst.If) -> _Arms | None:
-    """Every arm of the chain ends in its head call (no head call in a condition); None otherwise,
-    or when the arms that do not return assign different names."""
-    arms = _arms(statement)
-    if arms is None:
+def _chain_arms(statement: cst.If | cst.Match) -> tuple[_Arms, bool] | None:
+    """Every arm of the chain (the ``match``) ends in its head call (no head call in what picks the
+    arm), and whether an arm runs on every path; None otherwise, when the arms that do not return
+    assign different names, or when there is no arm for every path and some arm does not return."""
+    arms, exhaustive = _arms(statement)
+    if any(has_logits_call(test) for test in _tests(statement)):
         return None
-    node: cst.BaseSuite | cst.If | cst.Else | None = statement
-    while isinstance(node, cst.If):
-        if has_logits_call(node.test):
-            return None
-        node = node.orelse
     calls: list[cst.Call] = []
     names: set[str] = set()
     for arm in arms:
@@ -1129,45 +1205,70 @@ def _chain_arms(statement: cst.If) -> _Arms | None:
             return None
         calls += found.calls
         names |= {found.name} if found.name is not None else set()
-    if len(names) > 1:
+    if len(names) > 1 or (names and not exhaustive):
         return None
-    return _Arms(tuple(calls), names.pop() if names else None)
+    return _Arms(tuple(calls), names.pop() if names else None), exhaustive
 
 
-def _block_arms(statements: list[cst.BaseStatement]) -> _Arms | None:
-    """One arm: statements without a return or a head call, then its head (``return CALL``,
-    ``NAME = CALL``, or a nested chain), then nothing or ``return NAME``."""
+def _head_block(statements: list[cst.BaseStatement]) -> tuple[int, int, _Arms] | None:
+    """Statements without a return or a head call, then the head: ``return CALL``, ``NAME = CALL``,
+    an ``if`` chain or ``match`` whose arms end in their head calls, or one whose every arm returns
+    but some path falls through (early returns), then the same again for the fallthrough. Answers
+    where the head starts, where what follows it starts, and the arms; None for any other shape."""
     index = next((i for i, s in enumerate(statements) if has_logits_call(s)), None)
     if index is None:
         return None
     for earlier in statements[:index]:
         if nodes_in_scope(earlier, (cst.Return, cst.Yield)):
             return None
-    head, after = statements[index], statements[index + 1 :]
-    if isinstance(head, cst.If):
-        found = _chain_arms(head)
-    else:
-        expression = _head_expression(head)
-        found = (
-            _Arms((expression[0],), expression[1])
-            if expression is not None and m.matches(expression[0], HEAD_CALL)
-            else None
-        )
-    if found is None or not after:
-        return found
-    return _Arms(found.calls, None) if _returns_name(after, found.name) else None
+    head = statements[index]
+    if isinstance(head, (cst.If, cst.Match)):
+        chain = _chain_arms(head)
+        if chain is None:
+            return None
+        arms, exhaustive = chain
+        if exhaustive:
+            return index, index + 1, arms
+        fallthrough = _head_block(statements[index + 1 :])
+        if fallthrough is None:
+            return None
+        _, end, rest = fallthrough
+        return index, index + 1 + end, _Arms(arms.calls + rest.calls, rest.name)
+    expression = _head_expression(head)
+    if expression is None or not m.matches(expression[0], HEAD_CALL):
+        return None
+    return index, index + 1, _Arms((expression[0],), expression[1])
 
 
-def _branched_arms(body: _Body) -> tuple[int, _Arms] | None:
-    """The body's first head statement, an ``if`` chain whose every arm ends in its head call, and
-    those arms; what follows the ``if`` is not looked at, save that it calls no head."""
+def _block_arms(statements: list[cst.BaseStatement]) -> _Arms | None:
+    """One arm (``_head_block``), then nothing or ``return NAME``."""
+    found = _head_block(statements)
+    if found is None:
+        return None
+    _, end, arms = found
+    after = statements[end:]
+    if not after:
+        return arms
+    return _Arms(arms.calls, None) if _returns_name(after, arms.name) else None
+
+
+def _branched_arms(body: _Body) -> _Branched | None:
+    """The body's first head statement, an ``if`` chain or ``match`` whose every arm ends in its head
+    call (with its fallthrough, where arms return early); what follows is not looked at, save that
+    it calls no head."""
     index = next((i for i, s in enumerate(body.statements) if _calls(body, s, LOGITS_CALL)), None)
-    if index is None or not isinstance(body.statements[index], cst.If):
+    if index is None or not isinstance(body.statements[index], (cst.If, cst.Match)):
         return None
-    arms = _chain_arms(body.statements[index])  # type: ignore[arg-type]
-    if arms is None or any(has_logits_call(s) for s in body.statements[index + 1 :]):
+    found = _head_block(body.statements)
+    if found is None or found[0] != index or any(has_logits_call(s) for s in body.statements[found[1] :]):
         return None
-    return index, arms
+    _, end, arms = found
+    return _Branched(index, end, arms.calls, arms.name)
+
+
+def _keyword(statement: cst.BaseStatement) -> str:
+    """``if`` or ``match``: the statement whose arms hold the head calls, as a reason names it."""
+    return "match" if isinstance(statement, cst.Match) else "if"
 
 
 def _branched(body: _Body) -> _Branched | None:
@@ -1175,12 +1276,9 @@ def _branched(body: _Body) -> _Branched | None:
     found = _branched_arms(body)
     if found is None:
         return None
-    index, arms = found
-    tail = body.statements[index + 1 :]
-    if arms.name is None and not tail:
-        return _Branched(index, arms.calls, None)
-    if _returns_name(tail, arms.name):
-        return _Branched(index, arms.calls, arms.name)
+    tail = body.statements[found.end :]
+    if (found.name is None and not tail) or _returns_name(tail, found.name):
+        return found
     return None
 
 
@@ -1609,6 +1707,18 @@ class PostProcessing(ShapeRule):
             LogitsKind.MANUAL,
             "post-other",
         ),
+        Example(  # after an early return, on the fallthrough's path only: still not in a mirror
+            _method("""
+            def compute_logits(self, hidden_states, spec_step_idx=0):
+                if spec_step_idx:
+                    return self.logits_processor(self.heads[spec_step_idx], hidden_states)
+                logits = self.logits_processor(self.lm_head, hidden_states)
+                logits[:, self.banned] = float("-inf")
+                return logits
+        """),
+            LogitsKind.MANUAL,
+            "post-mask",
+        ),
         Example(
             _method("""
             def compute_logits(self, hidden_states):
@@ -1633,7 +1743,7 @@ class PostProcessing(ShapeRule):
             return None
         arms = _branched_arms(body)
         if arms is not None:
-            return self._after_arms(body, params, *arms)
+            return self._after_arms(body, params, arms)
         index = _head_index(body)
         call, name = _head_expression(body.statements[index])  # type: ignore[misc]
         tail = body.statements[index + 1 :]
@@ -1675,29 +1785,30 @@ class PostProcessing(ShapeRule):
             shape.target_map = flow.scatter.target_map
         return shape
 
-    def _after_arms(self, body: _Body, params: list[Param], index: int, arms: _Arms) -> LogitsShape:
+    def _after_arms(self, body: _Body, params: list[Param], arms: _Branched) -> LogitsShape:
         """Arms that each end in their head call, followed by what a mirror cannot carry: the reason
         names that statement (not the several head calls)."""
-        tail = body.statements[index + 1 :]
+        tail = body.statements[arms.end :]
+        keyword = _keyword(body.statements[arms.index])
         if arms.name is None:
             line = body.line(tail[0])
             return LogitsShape(
                 LogitsKind.MANUAL,
                 "unreachable-tail",
-                f"statements after an `if` whose every arm returns (line {line})",
+                f"statements after an `{keyword}` whose every arm returns (line {line})",
                 line,
                 params,
             )
         if not tail:
-            line = body.line(body.statements[index])
+            line = body.line(body.statements[arms.index])
             return LogitsShape(
                 LogitsKind.MANUAL,
                 "no-return",
-                f"the head call's result is never returned (the `if` at line {line})",
+                f"the head call's result is never returned (the `{keyword}` at line {line})",
                 line,
                 params,
             )
-        shape = _branched_shape(body, params, _Branched(index, arms.calls, arms.name))
+        shape = _branched_shape(body, params, arms)
         shape.kind = LogitsKind.MANUAL
         return self._post(shape, _Flow(body, tail, arms.name))
 
@@ -1760,7 +1871,7 @@ class HeadArguments(ShapeRule):
     def check(self, body: _Body, params: list[Param]) -> LogitsShape | None:
         arms = _branched_arms(body)
         if arms is not None:
-            return next((shape for c in arms[1].calls if (shape := self._check_call(body, params, c))), None)
+            return next((shape for c in arms.calls if (shape := self._check_call(body, params, c))), None)
         call, _ = _head_expression(body.statements[_head_index(body)])  # type: ignore[misc]
         if not m.matches(call, HEAD_CALL):
             return None
@@ -2104,13 +2215,13 @@ def _branched_shape(body: _Body, params: list[Param], branched: _Branched) -> Lo
     heads_agree, hidden_agree = len(heads) == 1, len(hidden) == 1  # read before the pops below empty the sets
     line = body.line(body.statements[branched.index])
     first = params[0].name if params else None
-    upto = body.statements[: branched.index + 1]  # what runs before the head calls, the arms included
+    upto = body.statements[: branched.end]  # what runs before the head calls, the arms included
     nodes = [_head_and_hidden_nodes(call) for call in branched.calls]
     return LogitsShape(
         LogitsKind.HEAD,
         "head",
         f"compute_logits returns self.logits_processor(...) in each of {len(branched.calls)} arms "
-        f"of the `if` at line {line}",
+        f"of the `{_keyword(body.statements[branched.index])}` at line {line}",
         line,
         params,
         head=heads.pop() if heads_agree else None,

@@ -14,8 +14,8 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import parse_template_statement
 
-from ..cstnodes import nodes_in_scope, nodes_of, one_statement_per_line, parse_method
-from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL, bound_name, bound_to_name, head_index
+from ..cstnodes import nodes_of, one_statement_per_line, parse_method
+from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL, bound_to_name, head_index
 from ..templating import template
 
 
@@ -41,20 +41,7 @@ def _top_tokens_call(call: cst.Call) -> cst.Call:
 
 def mirror_function(compute_logits: cst.FunctionDef) -> cst.FunctionDef:
     """The unformatted mirror; raises MirrorError when no mirror can be derived."""
-    statements = _statements(compute_logits)
-    index = head_index(statements)
-    if index is None:
-        raise MirrorError("no head call")
-    head_statement = statements[index]
-    if isinstance(head_statement, cst.If):
-        body = cst.IndentedBlock(body=[*statements[:index], _mirror_arms(head_statement)])
-        return _method(compute_logits, body)
-    returned = m.SimpleStatementLine(body=[m.Return(value=LOGITS_CALL)])
-    if m.matches(head_statement, returned | bound_to_name(LOGITS_CALL)):
-        call = head_statement.body[0].value  # type: ignore[attr-defined]
-    else:
-        raise MirrorError("head call is not `return CALL` or `NAME = CALL`")
-    body = cst.IndentedBlock(body=[*statements[:index], _returning(head_statement, call)])
+    body = cst.IndentedBlock(body=_mirror_block(_statements(compute_logits)))
     return _method(compute_logits, body)
 
 
@@ -85,7 +72,7 @@ def _mentioned(method: cst.FunctionDef) -> collections.Counter[str]:
 
 
 def _without_dead_inits(block: cst.BaseSuite, mentioned: collections.Counter[str]) -> cst.BaseSuite:
-    """``block`` (and the arms of its ``if`` chains) without a ``PRE_INIT`` of a name the mirror no
+    """``block`` (and the arms of its ``if`` chains and ``match`` cases) without a ``PRE_INIT`` of a name the mirror no
     longer mentions elsewhere: the head's result it stood for is returned instead of bound, and the
     dead local would fail ruff (F841). Its comments stay, above the next statement."""
     if not isinstance(block, cst.IndentedBlock):
@@ -98,6 +85,9 @@ def _without_dead_inits(block: cst.BaseSuite, mentioned: collections.Counter[str
             continue
         if isinstance(statement, cst.If):
             statement = _arms_without_dead_inits(statement, mentioned)
+        elif isinstance(statement, cst.Match):
+            cases = [c.with_changes(body=_without_dead_inits(c.body, mentioned)) for c in statement.cases]
+            statement = statement.with_changes(cases=cases)
         kept.append(
             statement.with_changes(leading_lines=[*carried, *statement.leading_lines]) if carried else statement
         )
@@ -127,58 +117,58 @@ def _returning(head_statement: cst.BaseStatement, call: cst.Call) -> cst.SimpleS
     return new_return.with_changes(leading_lines=head_statement.leading_lines)
 
 
-def _mirror_arms(statement: cst.If) -> cst.If:
-    """The ``if`` with each arm, in its own form (which the shape rules checked), returning the
-    get_top_tokens call instead of its head call."""
+# ``case _:`` or ``case name:``: no path falls through the ``match`` (as the shape rules read it).
+IRREFUTABLE_CASE = m.MatchCase(pattern=m.MatchAs(pattern=None), guard=None)
+
+
+def _mirror_block(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """A block (the body, an arm) whose head the shape rules checked: the statements before the head
+    kept, the head (``return CALL``, ``NAME = CALL``, an ``if`` chain or ``match``) returning the
+    get_top_tokens call; a ``return NAME`` after ``NAME = CALL`` goes with it, as in ``logits = <call>;
+    return logits`` becoming ``return <call>``. Where some path falls through the arms (early
+    returns), the statements after them are mirrored the same way."""
+    index = head_index(statements)
+    if index is None:
+        raise MirrorError("no head call")
+    head, after = statements[index], statements[index + 1 :]
+    if isinstance(head, (cst.If, cst.Match)):
+        new = _mirror_arms(head)
+        if not _exhaustive(head):
+            return [*statements[:index], new, *_mirror_block(after)]
+    elif m.matches(head, bound_to_name(LOGITS_CALL) | m.SimpleStatementLine(body=[m.Return(value=LOGITS_CALL)])):
+        new = _returning(head, head.body[0].value)  # type: ignore[attr-defined]
+    else:
+        raise MirrorError("head call is not `return CALL` or `NAME = CALL`")
+    return [*statements[:index], new]
+
+
+def _exhaustive(statement: cst.If | cst.Match) -> bool:
+    """One of the arms runs on every path: a final ``else``, an irrefutable last case."""
+    if isinstance(statement, cst.Match):
+        return m.matches(statement.cases[-1], IRREFUTABLE_CASE)
+    node: cst.If | cst.Else | None = statement
+    while isinstance(node, cst.If):
+        node = node.orelse
+    return isinstance(node, cst.Else)
+
+
+def _mirror_arms(statement: cst.If | cst.Match) -> cst.If | cst.Match:
+    """The ``if`` (``match``) with each arm (case), in its own form, returning the get_top_tokens call
+    instead of its head call; conditions, patterns and guards as they are."""
+    if isinstance(statement, cst.Match):
+        return statement.with_changes(cases=[c.with_changes(body=_mirror_arm(c.body)) for c in statement.cases])
     orelse = statement.orelse
     if isinstance(orelse, cst.If):
         orelse = _mirror_arms(orelse)
     elif isinstance(orelse, cst.Else):
         orelse = orelse.with_changes(body=_mirror_arm(orelse.body))
-    else:
-        raise MirrorError("an `if` without `else` has no arm for every path")
     return statement.with_changes(body=_mirror_arm(statement.body), orelse=orelse)
 
 
 def _mirror_arm(block: cst.BaseSuite) -> cst.BaseSuite:
-    """One arm: the statements before its head kept, the head (``return CALL``, ``NAME = CALL``, a
-    nested if/else) returning the get_top_tokens call; a ``return NAME`` after ``NAME = CALL`` goes
-    with it, as in ``logits = <call>; return logits`` becoming ``return <call>``."""
     if not isinstance(block, cst.IndentedBlock):
         raise MirrorError("a one-line arm")
-    statements = one_statement_per_line(block.body)
-    index = head_index(statements)
-    if index is None:
-        raise MirrorError("an arm without a head call")
-    head, after = statements[index], statements[index + 1 :]
-    assigned = bound_to_name(LOGITS_CALL)
-    returned = m.SimpleStatementLine(body=[m.Return(value=LOGITS_CALL)])
-    if isinstance(head, cst.If):
-        new = _mirror_arms(head)
-        name = _assigned_in_arms(head)
-    elif m.matches(head, assigned) or m.matches(head, returned):
-        new = _returning(head, head.body[0].value)  # type: ignore[attr-defined]
-        name = bound_name(head) if m.matches(head, assigned) else None  # type: ignore[arg-type]
-    else:
-        raise MirrorError("an arm's head call is not `return CALL` or `NAME = CALL`")
-    if after and not (
-        name is not None
-        and len(after) == 1
-        and m.matches(after[0], m.SimpleStatementLine(body=[m.Return(value=m.Name(name))]))
-    ):
-        raise MirrorError("statements after an arm's head call")
-    return block.with_changes(body=[*statements[:index], new])
-
-
-def _assigned_in_arms(statement: cst.If) -> str | None:
-    """The name a nested chain's arms assign their head call to (a ``return NAME`` after the chain
-    returns it), if any."""
-    names = {
-        bound_name(line)
-        for line in nodes_in_scope(statement, cst.SimpleStatementLine)
-        if m.matches(line, bound_to_name(LOGITS_CALL))
-    }
-    return names.pop() if len(names) == 1 else None
+    return block.with_changes(body=_mirror_block(one_statement_per_line(block.body)))
 
 
 @functools.lru_cache(maxsize=4096)
