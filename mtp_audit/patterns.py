@@ -61,6 +61,8 @@ def bound_name(statement: cst.SimpleStatementLine) -> str:
     return target.value  # type: ignore[attr-defined]
 
 
+# ``case _:`` or ``case name:``: a case that matches any subject, so no path falls through the ``match``.
+IRREFUTABLE_CASE = m.MatchCase(pattern=m.MatchAs(pattern=None), guard=None)
 DOCSTRING = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString() | m.ConcatenatedString())])
 
 

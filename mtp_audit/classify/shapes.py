@@ -25,6 +25,7 @@ from ..patterns import (
     DOCSTRING,
     FOLLOWED_SUPER,
     HEAD_CALL,
+    IRREFUTABLE_CASE,
     LOGITS_CALL,
     SELF,
     SUPER_CALL,
@@ -1147,10 +1148,6 @@ class _Arms:
 
     calls: tuple[cst.Call, ...]
     name: str | None
-
-
-# ``case _:`` or ``case name:``: a case that matches any subject, so no path falls through the ``match``.
-IRREFUTABLE_CASE = m.MatchCase(pattern=m.MatchAs(pattern=None), guard=None)
 
 
 def _arms(statement: cst.If | cst.Match) -> tuple[list[cst.BaseSuite], bool]:

@@ -15,7 +15,7 @@ import libcst.matchers as m
 from libcst.helpers import parse_template_statement
 
 from ..cstnodes import nodes_of, one_statement_per_line, parse_method
-from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL, bound_to_name, head_index
+from ..patterns import DOCSTRING, HEAD_CALL, IRREFUTABLE_CASE, LOGITS_CALL, bound_to_name, head_index
 from ..templating import template
 
 
@@ -115,10 +115,6 @@ def _returning(head_statement: cst.BaseStatement, call: cst.Call) -> cst.SimpleS
     new_return = parse_template_statement(template("return_call.py.tmpl"), call=_top_tokens_call(call))
     assert isinstance(new_return, cst.SimpleStatementLine)
     return new_return.with_changes(leading_lines=head_statement.leading_lines)
-
-
-# ``case _:`` or ``case name:``: no path falls through the ``match`` (as the shape rules read it).
-IRREFUTABLE_CASE = m.MatchCase(pattern=m.MatchAs(pattern=None), guard=None)
 
 
 def _mirror_block(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
