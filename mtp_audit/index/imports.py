@@ -20,8 +20,9 @@ catch what the import's chain raises, by the built-in exception hierarchy
 surely re-raises stops nothing; one naming a class the tool cannot place may
 stop anything). Conservative where Python's behaviour is not known
 statically: an import or raise under a condition that cannot be evaluated, in
-a loop, or inside a ``with`` whose manager may swallow it (any but
-``warnings.catch_warnings()``, ``torch.no_grad()`` and the like) does not count;
+a loop, or inside a ``with`` whose manager may swallow anything (any but
+``warnings.catch_warnings()``, ``torch.no_grad()`` and the like, and ``contextlib.suppress(E)``, which
+runs as a ``try`` with ``except E: pass``) does not count;
 nor does a dependency that does not parse (its own error is reported when it
 is a drafter's module or package).
 
@@ -40,15 +41,25 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..model import PLATFORMS, ChainAnswers
-from .ast_tools import absolute_module, match_as_if, walk_statements
-from .interpreter import _raise_reason, catches, caught_names, failed_assert, raised_name, suppressed
-from .platforms import PLATFORM, evaluate
+from .ast_tools import absolute_module, dotted, match_as_if, walk_statements
+from .interpreter import (
+    _raise_reason,
+    catches,
+    caught_names,
+    failed_assert,
+    raised_name,
+    suppressed,
+    swallowing_try,
+)
+from .platforms import PLATFORM, evaluate, literal_string
 
 if TYPE_CHECKING:
     from .modules import ModuleIndex
 
 _STATEMENT = re.compile(r"\n[^ \t\r\n\f#)\]}]")  # a line that starts a top-level statement
 _SIMPLE_KEPT = re.compile(r"(?:import|from|raise|assert)\b")
+# a call that imports a module named by a string: ``importlib.import_module("m")``, ``__import__("m")``
+_DYNAMIC_IMPORT = re.compile(r"\b(?:import_module|__import__)[ \t]*\(")
 _BLOCK = re.compile(r"(?:if|try|for|while|with|async|match)\b")
 _CONTINUATION = re.compile(r"(?:elif|else|except|finally|case)\b")
 _TOP_LEVEL = re.compile(  # a column-0 import with its names, or a column-0 block, raise or assert
@@ -123,7 +134,8 @@ def top_level_code(source: str) -> str:
         if _BLOCK.match(segment):
             group.append(segment)
         else:
-            out.append(segment if _SIMPLE_KEPT.match(segment) else "\n" * segment.count("\n"))
+            kept = _SIMPLE_KEPT.match(segment) or _DYNAMIC_IMPORT.search(segment)
+            out.append(segment if kept else "\n" * segment.count("\n"))
     flush()
     return "".join(out)
 
@@ -156,6 +168,8 @@ def _plain_imports(source: str, module: str, is_package: bool) -> list[ImportSta
     TYPE_CHECKING:`` (never run), every import that runs is at column 0 and nothing raises (a ``try``
     needs the interpreter: which of its handlers stops what its imports raise).
     """
+    if ("import_module" in source or "__import__" in source) and _dynamic_at_top(source):
+        return None  # the interpreter reads which module the call imports
     statements = []
     shift = source[:1] != "\n"  # the scan starts at a newline
     line_number, counted = 1, 0
@@ -179,6 +193,12 @@ def _plain_imports(source: str, module: str, is_package: bool) -> list[ImportSta
         target = absolute_module(module, is_package, dots, origin[dots:] or None)
         statements.append(ImportStatement(target, (), line_number, text))
     return statements
+
+
+def _dynamic_at_top(source: str) -> bool:
+    """Does a top-level statement (one starting at column 0) call ``import_module`` or ``__import__``?"""
+    starts = _statement_starts(source)
+    return any(_DYNAMIC_IMPORT.search(source, b, e) for b, e in zip(starts, [*starts[1:], len(source)]))
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -230,6 +250,8 @@ class _TopLevel:
     def __init__(self, module: str, is_package: bool, platform: str, top: bool = True):
         self.module, self.is_package, self.platform, self.top = module, is_package, platform, top
         self.aliases: set[str] = set()  # ``from vllm.platforms import current_platform as cp``
+        # the names that call ``importlib.import_module`` or ``__import__`` here
+        self.importers: set[str] = {"importlib.import_module", "__import__"}
 
     def lookup(self, name: str) -> str | None:
         """For ``platforms.evaluate``: only aliases of current_platform (the cut keeps no other binding)."""
@@ -246,6 +268,7 @@ class _TopLevel:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 if isinstance(node, ast.ImportFrom) and node.module == "vllm.platforms":
                     self.aliases.update(a.asname for a in node.names if a.name == PLATFORM and a.asname)
+                self.note_importers(node)
                 error = None if guarded else self.beyond(node)
                 if not guarded and not error:
                     imports.append(self.statement(node, caught))
@@ -265,13 +288,21 @@ class _TopLevel:
                         if error:
                             break
             elif isinstance(node, (ast.With, ast.AsyncWith)):
-                quiet = suppressed(node.items, {}) is None  # a manager the tool knows lets what it raises by
-                sub, error = self.run(node.body, guarded or not quiet, caught)
+                swallowed = suppressed(node.items, {})
+                if swallowed:  # ``contextlib.suppress(E)``: a ``try`` with ``except E: pass``
+                    sub, error = self.run([swallowing_try(node, swallowed)], guarded, caught)
+                else:  # a manager the tool knows lets what it raises by (None), or one that may swallow anything
+                    quiet = swallowed is None
+                    sub, error = self.run(node.body, guarded or not quiet, caught)
+                    error = error if quiet else None
                 imports.extend(sub)
-                error = error if quiet else None
             elif isinstance(node, ast.Match):
                 sub, error = self.run(match_as_if(node), guarded, caught)
                 imports.extend(sub)
+            elif isinstance(node, (ast.Expr, ast.Assign, ast.AnnAssign)) and not guarded:
+                named = self.dynamic(node.value)
+                if named:
+                    imports.append(ImportStatement("", (named,), node.lineno, caught=caught))
             elif isinstance(node, ast.Raise) and not guarded:
                 error = _raise_reason(node, _Lines())  # type: ignore[arg-type]
             elif (
@@ -283,6 +314,31 @@ class _TopLevel:
             if error:
                 return imports, error
         return imports, None
+
+    def note_importers(self, node: ast.Import | ast.ImportFrom) -> None:
+        """``from importlib import import_module``: then ``import_module(...)`` calls it (an alias is not followed)."""
+        if isinstance(node, ast.ImportFrom) and node.module == "importlib" and not node.level:
+            self.importers.update(a.name for a in node.names if a.name == "import_module" and not a.asname)
+
+    def dynamic(self, value: ast.expr | None) -> str | None:
+        """The module a top-level ``importlib.import_module("a.b")`` or ``__import__("a.b")`` imports, as ``import
+        a.b`` does: a literal name, relative ones (``import_module(".x", __package__)``) against this module."""
+        if not (isinstance(value, ast.Call) and value.args and dotted(value.func) in self.importers):
+            return None
+        name = literal_string(value.args[0])
+        if name is None or dotted(value.func) == "__import__" and (len(value.args) > 4 or value.keywords):
+            return None  # not a literal, or ``__import__`` given a level
+        level = len(name) - len(name.lstrip("."))
+        if not level:
+            return name
+        anchor = [*value.args[1:2], *(k.value for k in value.keywords if k.arg == "package")]
+        package = {
+            "__name__": self.module,
+            "__package__": self.module if self.is_package else self.module.rpartition(".")[0],
+        }.get(dotted(anchor[0]) if anchor else "")
+        if package is None or package.count(".") < level - 1:
+            return None
+        return f"{package.rsplit('.', level - 1)[0]}.{name[level:]}".rstrip(".")
 
     def beyond(self, node: ast.Import | ast.ImportFrom) -> str | None:
         """Why a relative import above the top-level package raises, as ``_raise_reason`` words a raise."""

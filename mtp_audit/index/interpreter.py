@@ -98,9 +98,7 @@ class _Interpreter:
         if caught is None:
             self.run(node.body)
             return
-        kind = ast.Tuple(elts=caught, ctx=ast.Load()) if caught else None
-        handler = ast.ExceptHandler(type=kind, name=None, body=[])
-        self.attempt(ast.Try(body=node.body, handlers=[handler], orelse=[], finalbody=[]))
+        self.attempt(swallowing_try(node, caught))
 
     def loop(self, node: ast.For | ast.AsyncFor | ast.While) -> None:
         """A loop runs its body any number of times: what it binds, its target included, is not followed, and
@@ -435,6 +433,14 @@ def suppressed(items: list[ast.withitem], state: dict[str, list[Target]]) -> lis
             continue
         return []
     return caught
+
+
+def swallowing_try(node: ast.With | ast.AsyncWith, caught: list[ast.expr]) -> ast.Try:
+    """The ``try`` a ``with`` whose managers may suppress ``caught`` (``suppressed``; ``[]``: anything) runs as:
+    its body, with one handler that does nothing (``contextlib.suppress(E)``: ``except E: pass``)."""
+    kind = ast.Tuple(elts=caught, ctx=ast.Load()) if caught else None
+    handler = ast.ExceptHandler(type=kind, name=None, body=[])
+    return ast.Try(body=node.body, handlers=[handler], orelse=[], finalbody=[])
 
 
 def stored_names(target: ast.expr) -> list[str]:
