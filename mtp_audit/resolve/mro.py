@@ -141,7 +141,7 @@ class Hierarchy:
                 for base in bases
             ]
             for chosen in product(*parents):
-                merged = chosen[0] if len(bases) == 1 else _c3([*map(list, chosen), list(bases)])
+                merged = chosen[0] if len(bases) == 1 else _c3_to_object([*map(list, chosen), list(bases)])
                 if merged is not None and [key, *merged] not in orders:
                     orders.append([key, *merged])
                 if len(orders) == MAX_ORDERS:
@@ -209,7 +209,7 @@ class Hierarchy:
         if len(bases) == 1:  # single inheritance, by far the most common: C3 gives the base's MRO
             result.classes.extend(parents[0])
             return self._memo(key, result)
-        merged = _c3([*parents, list(bases)])
+        merged = _c3_to_object([*parents, list(bases)])
         if merged is None:  # Python raises TypeError at the class statement: keep each class once, say so
             merged = list(dict.fromkeys(item for sequence in [*parents, bases] for item in sequence))
             result.uncreatable.append(key)
@@ -255,6 +255,31 @@ def _reachable(successors: dict[object, list[object]], start: object) -> set[obj
             seen.add(node)
             stack.extend(successors.get(node, []))
     return seen
+
+
+def _is_object(item: MroItem) -> bool:
+    return isinstance(item, External) and item.name in ("object", "builtins.object")
+
+
+def _c3_to_object(sequences: list[list[MroItem]]) -> list[MroItem] | None:
+    """C3 merge of orders that, as in Python, all end in ``object``: the tool's leave it out (a class outside the
+    tree is terminal), so it is put back for the merge, then left out again where no base named it. So
+    ``object`` written before another base (``class D(object, Head)``, or ``Base = object`` as a fallback) has no
+    order, as in Python: ``TypeError``."""
+    named = next((item for sequence in sequences for item in sequence if _is_object(item)), None)
+    ending = named or _OBJECT
+    merged = _c3(
+        [
+            [*(ending if _is_object(i) else i for i in s), *([] if s and _is_object(s[-1]) else [ending])]
+            for s in sequences
+        ]
+    )
+    if merged is None or named is not None:
+        return merged
+    return [item for item in merged if item != _OBJECT]
+
+
+_OBJECT = External("object")
 
 
 def _c3(sequences: list[list[MroItem]]) -> list[MroItem] | None:
