@@ -328,19 +328,29 @@ class _Interpreter:
             return [attribute_of(base, node.attr, node) for base in self.expression(node.value)]
         if isinstance(node, ast.Constant):  # with its line, for the reason a platform has no class
             return [Target("constant", repr(node.value)[:40], str(self.text.line(node)))]
-        if isinstance(node, ast.IfExp):  # an arm per platform; where the test is unknown, both
-            truth = self.truth(node.test)
-            arms = [node.body] if truth is True else [node.orelse] if truth is False else [node.body, node.orelse]
-            out = []
-            for arm in arms:
-                out.extend(t for t in self.expression(arm) if t not in out)
-            return out
+        if isinstance(node, ast.IfExp):
+            return self.conditional_expression(node)
         truth = self.truth(node) if isinstance(node, _CONDITIONS) else None
         if truth is not None:  # a flag: _IS_ROCM = current_platform.is_rocm()
             return [Target("constant", repr(truth), str(self.text.line(node)))]
         if isinstance(node, ast.Call) and dotted(node.func) in QUIET_MANAGERS:  # a lock, for ``with _LOCK:``
             return [Target("unknown", f"{dotted(node.func)}()", str(self.text.line(node)))]
         return [Target("unknown", type(node).__name__)]
+
+
+    def conditional_expression(self, node: ast.IfExp) -> list[Target]:
+        """``A if COND else B``: an arm per platform; where COND is undecided, both, each marked with the
+        expression (as ``note_choice`` marks an undecided ``if``), so that a reason says which one decides."""
+        truth = self.truth(node.test)
+        arms = [node.body] if truth is True else [node.orelse] if truth is False else [node.body, node.orelse]
+        values = [self.expression(arm) for arm in arms]
+        out: list[Target] = []
+        for value in values:
+            out.extend(t for t in value if t not in out)
+        if len(values) == 1 or values[0] == values[1]:
+            return out
+        choice = f"{self.text.line(node)}: {' '.join(self.text.segment(node).split())}"
+        return [dataclasses.replace(t, under=(choice, *t.under)) for t in out]
 
 
 _STATEMENTS = {
