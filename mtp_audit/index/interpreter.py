@@ -34,6 +34,7 @@ class _Interpreter:
         self.error: str | None = None
         self.bases_then: dict[int, dict[str, list[Target]]] = {}  # class line -> its base names' targets then
         self.collections: dict[str, Collection] = _NO_COLLECTIONS  # name -> its literal, for ``__getattr__``
+        self.unbound: dict[str, str] = {}  # name -> the decided ``if`` whose branch taken here leaves it unbound
 
     def fork(self) -> _Interpreter:
         other = _Interpreter(self.facts, self.platform, self.text)
@@ -42,6 +43,7 @@ class _Interpreter:
         other.exports = self.exports
         other.collections = self.collections
         other.bases_then = self.bases_then  # a class runs in one branch: every fork records into one dict
+        other.unbound = self.unbound  # read only for a name no branch binds in the end
         return other
 
     def run(self, statements: list[ast.stmt]) -> None:
@@ -152,16 +154,31 @@ class _Interpreter:
 
     def conditional(self, node: ast.If) -> None:
         truth = self.truth(node.test)
-        if truth is True:
-            self.run(node.body)
-        elif truth is False:
-            self.run(node.orelse)  # an ``elif`` is an ``if`` alone in ``orelse``
+        if truth is not None:
+            before = dict(self.unbound)
+            self.run(node.body if truth else node.orelse)  # an ``elif`` is an ``if`` alone in ``orelse``
+            self.note_unbound(node, truth, before)
         else:  # unknown: both branches may run; keep every binding as an alternative
             taken, skipped = self.fork(), self.fork()
             taken.run(node.body)
             skipped.run(node.orelse)
             self.merge(taken, skipped)
             self.note_choice(node, taken, skipped)
+
+    def note_unbound(self, node: ast.If, truth: bool, before: dict[str, str]) -> None:
+        """Name the decided ``if`` (or ``elif``) whose branch taken here leaves unbound a name another branch
+        binds, so that "not defined" says which statement decides it; an inner ``elif`` noted first is
+        the more precise."""
+        header = f"{self.text.line(node)}: {self.text.lines[node.lineno - 1].strip()[:80]}"
+        for name in bound_names([node]):
+            if name in self.state or self.unbound.get(name) != before.get(name):
+                continue
+            if truth:
+                self.unbound[name] = f"{header} is the branch taken, which does not bind {name}"
+            elif node.orelse:
+                self.unbound[name] = f"{header} is false, and its else does not bind {name}"
+            else:
+                self.unbound[name] = f"{header} is false, with no else: {name} is not defined"
 
     def note_choice(self, node: ast.If, taken: _Interpreter, skipped: _Interpreter) -> None:
         """Mark the bindings an undecided ``if`` chooses between (a name its branches bind differently, left
