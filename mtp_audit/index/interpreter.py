@@ -35,6 +35,7 @@ class _Interpreter:
         self.bases_then: dict[int, dict[str, list[Target]]] = {}  # class line -> its base names' targets then
         self.collections: dict[str, Collection] = _NO_COLLECTIONS  # name -> its literal, for ``__getattr__``
         self.unbound: dict[str, str] = {}  # name -> the decided ``if`` whose branch taken here leaves it unbound
+        self.raises_undecided: list[UndecidedRaise] = []  # raises an undecided ``if`` may take, for a ``try`` to catch
 
     def fork(self) -> _Interpreter:
         other = _Interpreter(self.facts, self.platform, self.text)
@@ -44,6 +45,7 @@ class _Interpreter:
         other.collections = self.collections
         other.bases_then = self.bases_then  # a class runs in one branch: every fork records into one dict
         other.unbound = self.unbound  # read only for a name no branch binds in the end
+        other.raises_undecided = self.raises_undecided  # the enclosing ``try`` reads those its body added
         return other
 
     def run(self, statements: list[ast.stmt]) -> None:
@@ -163,7 +165,11 @@ class _Interpreter:
             taken.run(node.body)
             skipped.run(node.orelse)
             self.merge(taken, skipped)
-            self.note_choice(node, taken, skipped)
+            choice = self.choice(node)
+            self.note_choice(choice, taken, skipped)
+            for branch in (taken, skipped):
+                if branch.error and not self.error:  # dropped here; a ``try`` around it may catch it
+                    self.raises_undecided.append(UndecidedRaise(branch.error, choice, branch))
 
     def note_unbound(self, node: ast.If, truth: bool, before: dict[str, str]) -> None:
         """Name the decided ``if`` (or ``elif``) whose branch taken here leaves unbound a name another branch
@@ -180,12 +186,15 @@ class _Interpreter:
             else:
                 self.unbound[name] = f"{header} is false, with no else: {name} is not defined"
 
-    def note_choice(self, node: ast.If, taken: _Interpreter, skipped: _Interpreter) -> None:
-        """Mark the bindings an undecided ``if`` chooses between (a name its branches bind differently, left
-        with alternatives) with that ``if``, so that a reason can say which statement decides."""
+    def choice(self, node: ast.If) -> str:
+        """An undecided ``if`` as a reason names it: ``LINE: if TEST:``."""
         written = hasattr(node.test, "lineno")  # else the ``if`` a ``match`` case runs as: name the case
         header = f"if {self.text.segment(node.test)}:" if written else self.text.lines[node.lineno - 1].strip()
-        choice = f"{self.text.line(node)}: {header}"
+        return f"{self.text.line(node)}: {header}"
+
+    def note_choice(self, choice: str, taken: _Interpreter, skipped: _Interpreter) -> None:
+        """Mark the bindings an undecided ``if`` chooses between (a name its branches bind differently, left
+        with alternatives) with that ``if`` (``choice``), so that a reason can say which statement decides."""
         for name, targets in self.state.items():
             if len(targets) > 1 and taken.state.get(name) != skipped.state.get(name):
                 self.state[name] = [dataclasses.replace(t, under=(choice, *t.under)) for t in targets]
@@ -199,24 +208,46 @@ class _Interpreter:
         the reason)."""
         if self.fallback(node):
             return
+        pending = len(self.raises_undecided)
         self.run(node.body)
         catching = _catching(node.handlers, raised_name(self.error)) if self.error else []
         if catching:
-            handlers = []
-            for handler in catching:
-                branch = self.fork()  # from the bindings made before the raise
-                branch.run(handler.body)
-                handlers.append(branch)
-            caught = handlers[0]
-            for other in handlers[1:]:
-                both = self.fork()
-                both.merge(caught, other)
-                caught = both
+            caught = self.handled(catching)
             self.state, self.all_names, self.exports = caught.state, caught.all_names, caught.exports
             self.error = self.error if caught.error else None
         elif not self.error:
             self.run(node.orelse)
+            self.catch_undecided(node, pending)
         self.run(node.finalbody)
+
+    def handled(self, catching: list[ast.ExceptHandler]) -> _Interpreter:
+        """The handlers that may run, each from the bindings made before the raise, merged as alternatives."""
+        handlers = []
+        for handler in catching:
+            branch = self.fork()
+            branch.run(handler.body)
+            handlers.append(branch)
+        caught = handlers[0]
+        for other in handlers[1:]:
+            both = self.fork()
+            both.merge(caught, other)
+            caught = both
+        return caught
+
+    def catch_undecided(self, node: ast.Try, pending: int) -> None:
+        """A raise the body takes under an undecided ``if`` (``if envs.X: raise ImportError``) that a handler may
+        catch: the handlers' bindings are alternatives to the completed body's, marked with that ``if``."""
+        for raised in list(self.raises_undecided[pending:]):
+            catching = _catching(node.handlers, raised_name(raised.error))
+            if not catching:
+                continue  # propagates: an enclosing ``try`` may catch it
+            self.raises_undecided.remove(raised)
+            caught = raised.branch.handled(catching)
+            if caught.error:
+                continue
+            completed = self.fork()
+            self.merge(completed, caught)
+            self.note_choice(raised.choice, completed, caught)
 
     def fallback(self, node: ast.Try) -> bool:
         """``try: from .fast import X`` / ``except ImportError: from .slow import X``: whether the body's
@@ -368,6 +399,16 @@ class _Interpreter:
             return out
         choice = f"{self.text.line(node)}: {' '.join(self.text.segment(node).split())}"
         return [dataclasses.replace(t, under=(choice, *t.under)) for t in out]
+
+
+@dataclasses.dataclass(frozen=True)
+class UndecidedRaise:
+    """A raise under an undecided ``if``: what it raises, that ``if`` (``LINE: if TEST:``), and the branch that
+    raised, holding the bindings made before the raise."""
+
+    error: str
+    choice: str
+    branch: _Interpreter
 
 
 _STATEMENTS = {
