@@ -385,7 +385,6 @@ class _Interpreter:
             return [Target("unknown", f"{dotted(node.func)}()", str(self.text.line(node)))]
         return [Target("unknown", type(node).__name__)]
 
-
     def conditional_expression(self, node: ast.IfExp) -> list[Target]:
         """``A if COND else B``: an arm per platform; where COND is undecided, both, each marked with the
         expression (as ``note_choice`` marks an undecided ``if``), so that a reason says which one decides."""
