@@ -27,7 +27,7 @@ from .report.json_report import render_json
 from .report.options import check_fix_options, check_scan_options, check_verify_options, tp_sizes
 from .report.severity import DEFAULT_FAIL_ON, LEVELS, NEVER, findings
 from .report.terminal import console, output_width
-from .select import select
+from .select import select, unresolved_named
 from .sources import release_tree
 from .verify.constants import WORKER_TIMEOUT_S
 
@@ -299,7 +299,10 @@ def scan_command(
             sys.stdout.write(render_model_types(model_type_rows(model_types(tree), result), format.value))
         raise typer.Exit(exit_codes.OK)
     if model:
-        result.records = select(result.records, model, single_module=False, model_types=model_types(tree))
+        result.records = select(
+            result.records, model, single_module=False, model_types=model_types(tree), unresolved=result.unresolved
+        )
+        result.unresolved = unresolved_named(result.unresolved, model)
     for file, message in result.parse_errors:
         print(f"error: {file}: {message}; this file was skipped, fix it and scan again", file=sys.stderr)
     if not quiet:
@@ -501,11 +504,13 @@ def verify_command(
             check_output(output, option)
     no_cache = cache_off(no_cache, quiet)
     tree = resolve_tree(path, vllm_version, _progress(quiet))
-    records = run_scan(tree, no_cache).records
+    result = run_scan(tree, no_cache)
     if sweep_all:
-        records = [r for r in records if r.status == Status.SUPPORTED]
+        records = [r for r in result.records if r.status == Status.SUPPORTED]
     else:
-        records = select(records, model, single_module=True, model_types=model_types(tree))
+        records = select(
+            result.records, model, single_module=True, model_types=model_types(tree), unresolved=result.unresolved
+        )
     with verify_progress(console(stderr=True), quiet) as progress:
         outcomes = verify(tree, records, sizes, progress, timeout)
     if not quiet:

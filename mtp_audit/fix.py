@@ -63,7 +63,9 @@ def plan_fix(
         if sweep_all:
             records = [r for r in result.records if r.status == Status.MISSING_FIXABLE]
         else:
-            records = select(result.records, models or [], single_module=True, model_types=model_types)
+            records = select(
+                result.records, models or [], single_module=True, model_types=model_types, unresolved=result.unresolved
+            )
         plan, refusal = _plan(tree, scanner, resolutions, records)
         inheritors = find_inheritors(scanner, resolutions, plan.insertions)
         notes = prefer_drafter_only(scanner, resolutions, plan, inheritors)

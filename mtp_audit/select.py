@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 
 from .errors import UsageError
-from .model import DrafterRecord
+from .model import DrafterRecord, Unresolved
 
 DRAFTER_SUFFIXES = ("_mtp", "_eagle3", "_eagle", "_dflash2", "_dflash", "_dspark")
 GENERIC_STEMS = {"mtp", "dspark", "dflash", "dflash2", "eagle", "model", "__init__"}
@@ -31,8 +31,13 @@ def select(
     *,
     single_module: bool,
     model_types: dict[str, list[str]] | None = None,
+    unresolved: list[Unresolved] | None = None,
 ) -> list[DrafterRecord]:
     """Records matching any of ``wanted``; a name that matches nothing is a usage error.
+
+    A name of a registered architecture that does not resolve (``unresolved``) is no usage error: ``scan``
+    reports it as unresolved (``unresolved_named``); with ``single_module`` (``fix``, ``verify``: a class
+    to act on is needed) the error says why it does not resolve, not that no drafter has that name.
 
     A name that is no drafter's but a Hugging Face ``model_type`` that the
     speculative config maps to drafter architectures (``model_types``) stands
@@ -50,6 +55,10 @@ def select(
         if not matches and model_types and key in model_types:
             archs = {a.lower() for a in model_types[key]}
             matches = [r for r in records if r.arch and r.arch.lower() in archs]
+        if not matches and unresolved_named(unresolved or [], [name]):
+            if single_module:
+                raise UsageError(f"--model {name}: {_unresolved_line(unresolved_named(unresolved or [], [name]))}")
+            continue
         if not matches:
             raise UsageError(f"--model {name} matches no drafter; {_suggest(records, key)}")
         keys_by_module: dict[str, set] = {}
@@ -61,6 +70,27 @@ def select(
             raise UsageError(f"--model {name} is ambiguous, it names: {listing}. Give an architecture name.")
         chosen.extend(r for r in matches if r not in chosen)
     return chosen
+
+
+def unresolved_named(unresolved: list[Unresolved], wanted: list[str]) -> list[Unresolved]:
+    """The unresolved architectures ``--model`` names (by architecture, class or registry module stem, as
+    ``spellings``): with ``--model``, only they are reported and count for the exit code."""
+    keys = {name.lower() for name in wanted}
+    return [u for u in unresolved if keys & _unresolved_spellings(u)]
+
+
+def _unresolved_spellings(entry: Unresolved) -> set[str]:
+    written = [entry.cls, entry.module.rsplit(".", 1)[-1], *([entry.arch] if entry.arch else [])]
+    for name in list(written):
+        written += [name[: -len(s)] for s in DRAFTER_SUFFIXES if name.lower().endswith(s) and len(name) > len(s)]
+    return {name.lower() for name in written if name.lower() not in GENERIC_STEMS}
+
+
+def _unresolved_line(entries: list[Unresolved]) -> str:
+    return "; ".join(
+        f"{u.arch or u.cls} -> {u.module}.{u.cls} does not resolve on {','.join(u.platforms)}: {u.reason}"
+        for u in entries
+    )
 
 
 def _suggest(records: list[DrafterRecord], key: str) -> str:

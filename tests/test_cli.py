@@ -31,6 +31,20 @@ def test_unknown_model_lists_candidates(tmp_path):
     assert "--model toymtpmodle matches no drafter; did you mean: ToyMTPModel, ToyMTP" in mistyped.stderr
 
 
+def test_model_naming_an_unresolved_architecture_reports_it(tmp_path):
+    """A registered architecture that does not resolve is no unknown name: scan reports it as unresolved (exit 1),
+    fix says why it does not resolve; with --model, an unresolved architecture not selected does not count."""
+    tree = tree_of("same_failure_every_platform", tmp_path)  # GhostMTPModel unresolved, OrphanMTPModel a record
+    ghost = run_cli("scan", str(tree), "--model", "GhostMTPModel")
+    assert ghost.returncode == 1
+    assert "matches no drafter" not in ghost.stderr
+    assert "GhostMTPModel -> vllm.model_executor.models.ghost_mtp.GhostMTP does not resolve" in ghost.stderr
+    fixed = run_cli("fix", str(tree), "--model", "GhostMTPModel", "--diff")
+    assert "matches no drafter" not in fixed.stderr and "GhostMTP is not defined" in fixed.stderr
+    orphan = run_cli("scan", str(tree), "--model", "OrphanMTPModel", "--fail-on", "divergent")
+    assert orphan.returncode == 0 and "GhostMTPModel" not in orphan.stderr
+
+
 def test_ambiguous_model_for_fix(tmp_path):
     tree = tree_of("dispatch_getattr", tmp_path)
     # both packages define an "mtp" file; a class name unique to each is fine, a shared name is not

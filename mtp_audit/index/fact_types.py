@@ -149,6 +149,8 @@ class ModuleFacts:
     # absent: no ``__all__`` (``import *`` binds the names not starting with ``_``)
     exports: dict[str, list[str] | None] = field(default_factory=dict)
     unlisted: dict[str, str] = field(default_factory=dict)  # platform -> why ``__getattr__`` may serve other names
+    # platform -> name -> the decided ``if`` (``LINE: if ...: ...``) whose branch taken there leaves the name unbound
+    unbound: dict[str, dict[str, str]] = field(default_factory=dict)
     # platform -> the names only ``__getattr__`` serves (the module does not bind them): importing one runs it
     served: dict[str, list[str]] = field(default_factory=dict)
     # module-level function -> the callees of its one statement, ``return Cls(...)`` (both arms of a conditional

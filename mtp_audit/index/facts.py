@@ -128,6 +128,9 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
             bindings, facts.served[platform] = _with_lazy(bindings, getattr_def, interpreter)
             _note_unlisted(facts, platform, getattr_def, interpreter)
         facts.bindings[platform] = _share_with_earlier(bindings, facts.bindings)
+        unbound = {name: why for name, why in interpreter.unbound.items() if name not in bindings}
+        if unbound:
+            facts.unbound[platform] = unbound
     if not per_platform:
         first = PLATFORMS[0]
         for platform in PLATFORMS[1:]:
@@ -138,6 +141,8 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
                 facts.exports[platform] = facts.exports[first]
             if first in facts.served:
                 facts.served[platform] = facts.served[first]
+            if first in facts.unbound:
+                facts.unbound[platform] = facts.unbound[first]
             for cls in facts.classes:
                 if first in cls.bound_then:
                     cls.bound_then[platform] = cls.bound_then[first]

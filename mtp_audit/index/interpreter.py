@@ -34,6 +34,8 @@ class _Interpreter:
         self.error: str | None = None
         self.bases_then: dict[int, dict[str, list[Target]]] = {}  # class line -> its base names' targets then
         self.collections: dict[str, Collection] = _NO_COLLECTIONS  # name -> its literal, for ``__getattr__``
+        self.unbound: dict[str, str] = {}  # name -> the decided ``if`` whose branch taken here leaves it unbound
+        self.raises_undecided: list[UndecidedRaise] = []  # raises an undecided ``if`` may take, for a ``try`` to catch
 
     def fork(self) -> _Interpreter:
         other = _Interpreter(self.facts, self.platform, self.text)
@@ -42,6 +44,8 @@ class _Interpreter:
         other.exports = self.exports
         other.collections = self.collections
         other.bases_then = self.bases_then  # a class runs in one branch: every fork records into one dict
+        other.unbound = self.unbound  # read only for a name no branch binds in the end
+        other.raises_undecided = self.raises_undecided  # the enclosing ``try`` reads those its body added
         return other
 
     def run(self, statements: list[ast.stmt]) -> None:
@@ -150,23 +154,45 @@ class _Interpreter:
 
     def conditional(self, node: ast.If) -> None:
         truth = self.truth(node.test)
-        if truth is True:
-            self.run(node.body)
-        elif truth is False:
-            self.run(node.orelse)  # an ``elif`` is an ``if`` alone in ``orelse``
+        if truth is not None:
+            before = dict(self.unbound)
+            self.run(node.body if truth else node.orelse)  # an ``elif`` is an ``if`` alone in ``orelse``
+            self.note_unbound(node, truth, before)
         else:  # unknown: both branches may run; keep every binding as an alternative
             taken, skipped = self.fork(), self.fork()
             taken.run(node.body)
             skipped.run(node.orelse)
             self.merge(taken, skipped)
-            self.note_choice(node, taken, skipped)
+            choice = self.choice(node)
+            self.note_choice(choice, taken, skipped)
+            for branch in (taken, skipped):
+                if branch.error and not self.error:  # dropped here; a ``try`` around it may catch it
+                    self.raises_undecided.append(UndecidedRaise(branch.error, choice, branch))
 
-    def note_choice(self, node: ast.If, taken: _Interpreter, skipped: _Interpreter) -> None:
-        """Mark the bindings an undecided ``if`` chooses between (a name its branches bind differently, left
-        with alternatives) with that ``if``, so that a reason can say which statement decides."""
+    def note_unbound(self, node: ast.If, truth: bool, before: dict[str, str]) -> None:
+        """Name the decided ``if`` (or ``elif``) whose branch taken here leaves unbound a name another branch
+        binds, so that "not defined" says which statement decides it; an inner ``elif`` noted first is
+        the more precise."""
+        header = f"{self.text.line(node)}: {self.text.lines[node.lineno - 1].strip()[:80]}"
+        for name in bound_names([node]):
+            if name in self.state or self.unbound.get(name) != before.get(name):
+                continue
+            if truth:
+                self.unbound[name] = f"{header} is the branch taken, which does not bind {name}"
+            elif node.orelse:
+                self.unbound[name] = f"{header} is false, and its else does not bind {name}"
+            else:
+                self.unbound[name] = f"{header} is false, with no else: {name} is not defined"
+
+    def choice(self, node: ast.If) -> str:
+        """An undecided ``if`` as a reason names it: ``LINE: if TEST:``."""
         written = hasattr(node.test, "lineno")  # else the ``if`` a ``match`` case runs as: name the case
         header = f"if {self.text.segment(node.test)}:" if written else self.text.lines[node.lineno - 1].strip()
-        choice = f"{self.text.line(node)}: {header}"
+        return f"{self.text.line(node)}: {header}"
+
+    def note_choice(self, choice: str, taken: _Interpreter, skipped: _Interpreter) -> None:
+        """Mark the bindings an undecided ``if`` chooses between (a name its branches bind differently, left
+        with alternatives) with that ``if`` (``choice``), so that a reason can say which statement decides."""
         for name, targets in self.state.items():
             if len(targets) > 1 and taken.state.get(name) != skipped.state.get(name):
                 self.state[name] = [dataclasses.replace(t, under=(choice, *t.under)) for t in targets]
@@ -180,24 +206,46 @@ class _Interpreter:
         the reason)."""
         if self.fallback(node):
             return
+        pending = len(self.raises_undecided)
         self.run(node.body)
         catching = _catching(node.handlers, raised_name(self.error)) if self.error else []
         if catching:
-            handlers = []
-            for handler in catching:
-                branch = self.fork()  # from the bindings made before the raise
-                branch.run(handler.body)
-                handlers.append(branch)
-            caught = handlers[0]
-            for other in handlers[1:]:
-                both = self.fork()
-                both.merge(caught, other)
-                caught = both
+            caught = self.handled(catching)
             self.state, self.all_names, self.exports = caught.state, caught.all_names, caught.exports
             self.error = self.error if caught.error else None
         elif not self.error:
             self.run(node.orelse)
+            self.catch_undecided(node, pending)
         self.run(node.finalbody)
+
+    def handled(self, catching: list[ast.ExceptHandler]) -> _Interpreter:
+        """The handlers that may run, each from the bindings made before the raise, merged as alternatives."""
+        handlers = []
+        for handler in catching:
+            branch = self.fork()
+            branch.run(handler.body)
+            handlers.append(branch)
+        caught = handlers[0]
+        for other in handlers[1:]:
+            both = self.fork()
+            both.merge(caught, other)
+            caught = both
+        return caught
+
+    def catch_undecided(self, node: ast.Try, pending: int) -> None:
+        """A raise the body takes under an undecided ``if`` (``if envs.X: raise ImportError``) that a handler may
+        catch: the handlers' bindings are alternatives to the completed body's, marked with that ``if``."""
+        for raised in list(self.raises_undecided[pending:]):
+            catching = _catching(node.handlers, raised_name(raised.error))
+            if not catching:
+                continue  # propagates: an enclosing ``try`` may catch it
+            self.raises_undecided.remove(raised)
+            caught = raised.branch.handled(catching)
+            if caught.error:
+                continue
+            completed = self.fork()
+            self.merge(completed, caught)
+            self.note_choice(raised.choice, completed, caught)
 
     def fallback(self, node: ast.Try) -> bool:
         """``try: from .fast import X`` / ``except ImportError: from .slow import X``: whether the body's
@@ -326,19 +374,38 @@ class _Interpreter:
             return [attribute_of(base, node.attr, node) for base in self.expression(node.value)]
         if isinstance(node, ast.Constant):  # with its line, for the reason a platform has no class
             return [Target("constant", repr(node.value)[:40], str(self.text.line(node)))]
-        if isinstance(node, ast.IfExp):  # an arm per platform; where the test is unknown, both
-            truth = self.truth(node.test)
-            arms = [node.body] if truth is True else [node.orelse] if truth is False else [node.body, node.orelse]
-            out = []
-            for arm in arms:
-                out.extend(t for t in self.expression(arm) if t not in out)
-            return out
+        if isinstance(node, ast.IfExp):
+            return self.conditional_expression(node)
         truth = self.truth(node) if isinstance(node, _CONDITIONS) else None
         if truth is not None:  # a flag: _IS_ROCM = current_platform.is_rocm()
             return [Target("constant", repr(truth), str(self.text.line(node)))]
         if isinstance(node, ast.Call) and dotted(node.func) in QUIET_MANAGERS:  # a lock, for ``with _LOCK:``
             return [Target("unknown", f"{dotted(node.func)}()", str(self.text.line(node)))]
         return [Target("unknown", type(node).__name__)]
+
+    def conditional_expression(self, node: ast.IfExp) -> list[Target]:
+        """``A if COND else B``: an arm per platform; where COND is undecided, both, each marked with the
+        expression (as ``note_choice`` marks an undecided ``if``), so that a reason says which one decides."""
+        truth = self.truth(node.test)
+        arms = [node.body] if truth is True else [node.orelse] if truth is False else [node.body, node.orelse]
+        values = [self.expression(arm) for arm in arms]
+        out: list[Target] = []
+        for value in values:
+            out.extend(t for t in value if t not in out)
+        if len(values) == 1 or values[0] == values[1]:
+            return out
+        choice = f"{self.text.line(node)}: {' '.join(self.text.segment(node).split())}"
+        return [dataclasses.replace(t, under=(choice, *t.under)) for t in out]
+
+
+@dataclasses.dataclass(frozen=True)
+class UndecidedRaise:
+    """A raise under an undecided ``if``: what it raises, that ``if`` (``LINE: if TEST:``), and the branch that
+    raised, holding the bindings made before the raise."""
+
+    error: str
+    choice: str
+    branch: _Interpreter
 
 
 _STATEMENTS = {

@@ -33,7 +33,8 @@ POLICY: tuple[Rule, ...] = (
         "scan",
         ACTION,
         "a finding at or above `--fail-on` (default `missing_fixable`), or an architecture that "
-        "does not resolve on some platform (unless `--fail-on never`)",
+        "does not resolve on some platform (unless `--fail-on never`); with `--model`, only the architectures it "
+        "selects count, and naming one that does not resolve reports it so, not as an unknown name",
     ),
     Rule(
         "scan",

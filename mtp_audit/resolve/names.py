@@ -75,6 +75,9 @@ def resolve_name(
             return found
         if platform in facts.unlisted:
             return [Missing(f"{facts.path}: {name} is not bound; {facts.unlisted[platform]}", True)]
+        unbound_by = facts.unbound.get(platform, {}).get(name)
+        if unbound_by is not None:
+            return [Missing(f"{facts.path}:{unbound_by}")]
         return [Missing(f"{facts.path}: {name} is not defined{_left_out(index, bindings, name, platform)}")]
     if bound is None:
         found = _from_stars(index, bindings, name, platform, seen, after=name)
