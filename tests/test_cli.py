@@ -96,7 +96,7 @@ def test_markdown_and_table(tmp_path):
     assert markdown.startswith("### get_top_tokens audit of vLLM 0.99.0")
     assert "| missing_manual |  | MaskMTP | `MaskMTP` |" in markdown
     table = run_cli("scan", str(tree)).stdout
-    assert "missing_manual (6)" in table and "not_applicable (2)" in table
+    assert "missing_manual (5)" in table and "missing_fixable (1)" in table and "not_applicable (2)" in table
 
 
 def test_not_a_tree(tmp_path):
@@ -315,10 +315,10 @@ def test_a_sweep_counts_what_it_leaves_for_a_human(tmp_path):
     divergent drafters it left, so a sweep that writes nothing does not read as 'all done', and
     counts what it had no reason to touch (an unproven method is for ``verify`` to decide)."""
     manual = run_cli("fix", str(tree_of("manual_shapes", tmp_path / "manual")), "--all", "--check")
-    assert manual.returncode == 0  # --check: no file needs a change, nothing requested was refused
+    assert manual.returncode == 1  # --check: the early-return drafter's file needs its mirror
     assert manual.stderr.splitlines()[-1] == (
-        "fix: would write 0 methods into 0 files; 0 refused; "
-        "left for a human: 6 missing_manual (`mtp-audit scan` says why); not touched: 2 not_applicable."
+        "fix: would write 1 method into 1 file; 0 refused; "
+        "left for a human: 5 missing_manual (`mtp-audit scan` says why); not touched: 2 not_applicable."
     )
     divergent = run_cli("fix", str(tree_of("consistency", tmp_path / "divergent")), "--all", "--check")
     assert divergent.stderr.splitlines()[-1].endswith(
