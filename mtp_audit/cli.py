@@ -299,10 +299,11 @@ def scan_command(
             sys.stdout.write(render_model_types(model_type_rows(model_types(tree), result), format.value))
         raise typer.Exit(exit_codes.OK)
     if model:
+        types = model_types(tree)
         result.records = select(
-            result.records, model, single_module=False, model_types=model_types(tree), unresolved=result.unresolved
+            result.records, model, single_module=False, model_types=types, unresolved=result.unresolved
         )
-        result.unresolved = unresolved_named(result.unresolved, model)
+        result.unresolved = unresolved_named(result.unresolved, model, types)
     for file, message in result.parse_errors:
         print(f"error: {file}: {message}; this file was skipped, fix it and scan again", file=sys.stderr)
     if not quiet:

@@ -114,7 +114,8 @@ def _plan(
     reads: Reads | None = None,
 ) -> tuple[Plan, str | None]:
     """What fix decides before writing anything: the plan (blast radius included), with the plugin's
-    fixes kept in the plugin, and the refusal of everything when no vLLM was found to run with.
+    fixes kept in the plugin, files whose comments hold bytes their codec cannot read refused (a
+    rewrite could not keep them), and the refusal of everything when no vLLM was found to run with.
     ``reads``: see ``make_plan``."""
     plan = make_plan(scanner, resolutions, records, reads)
     refusal = _without_a_vllm(tree)

@@ -298,7 +298,7 @@ def _finder_mapping(finder: Path) -> list[tuple[str, Path]]:
             ):
                 try:
                     found = ast.literal_eval(value)
-                except ValueError:
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # not a plain literal
                     return []
                 if isinstance(found, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in found.items()):
                     return [(package, Path(folder)) for package, folder in found.items() if package.isidentifier()]

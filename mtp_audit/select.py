@@ -55,9 +55,10 @@ def select(
         if not matches and model_types and key in model_types:
             archs = {a.lower() for a in model_types[key]}
             matches = [r for r in records if r.arch and r.arch.lower() in archs]
-        if not matches and unresolved_named(unresolved or [], [name]):
+        named = [] if matches else unresolved_named(unresolved or [], [name], model_types)
+        if named:
             if single_module:
-                raise UsageError(f"--model {name}: {_unresolved_line(unresolved_named(unresolved or [], [name]))}")
+                raise UsageError(f"--model {name}: {_unresolved_line(named)}")
             continue
         if not matches:
             raise UsageError(f"--model {name} matches no drafter; {_suggest(records, key)}")
@@ -72,10 +73,14 @@ def select(
     return chosen
 
 
-def unresolved_named(unresolved: list[Unresolved], wanted: list[str]) -> list[Unresolved]:
+def unresolved_named(
+    unresolved: list[Unresolved], wanted: list[str], model_types: dict[str, list[str]] | None = None
+) -> list[Unresolved]:
     """The unresolved architectures ``--model`` names (by architecture, class or registry module stem, as
-    ``spellings``): with ``--model``, only they are reported and count for the exit code."""
+    ``spellings``, or through a ``model_type`` that stands for them): with ``--model``, only they are
+    reported and count for the exit code."""
     keys = {name.lower() for name in wanted}
+    keys |= {a.lower() for key in list(keys) for a in (model_types or {}).get(key, [])}
     return [u for u in unresolved if keys & _unresolved_spellings(u)]
 
 

@@ -332,3 +332,14 @@ def test_a_sweep_counts_what_it_leaves_for_a_human(tmp_path):
     )
     chosen = run_cli("fix", str(tree_of("direct_head", tmp_path / "one")), "--model", "toy")
     assert "left for a human" not in chosen.stderr  # --model: the user named what to fix
+
+
+def test_a_model_type_standing_for_an_unresolved_architecture_reports_it(tmp_path):
+    """``--model <model_type>`` stands for the architectures the speculative config maps it to, the
+    unresolved ones too: reported as unresolved (exit 1), not dropped from the report and the exit code."""
+    tree = tree_of("model_types", tmp_path)
+    registry = tree / "vllm/model_executor/models/registry.py"
+    registry.write_text(registry.read_text().replace('("toy_mtp", "ToyMTP")', '("toy_mtp", "NoSuchClass")'))
+    result = run_cli("scan", str(tree), "--model", "toy_v3")
+    assert result.returncode == 1, result.stderr
+    assert "ToyMTPModel" in result.stderr and "does not resolve" in result.stderr

@@ -648,3 +648,15 @@ def test_speculator_files_are_read_as_model_files_are(kind, tmp_path):
     )
     assert scanned.returncode == 2
     assert f"{SPECULATOR_FOLDER}/x.py: " in scanned.stderr and why in scanned.stderr
+
+
+def test_an_undecodable_file_beside_the_speculators_that_no_path_reads_is_no_error(tmp_path):
+    """A file of the speculator folders that names no speculator is set aside, decoded only if a
+    drafting path calls into it: bytes its codec cannot read there are no input error of the scan."""
+    tree = tree_of("call_contract", tmp_path)
+    before = run_cli("scan", str(tree), "--format", "json", "--no-cache")
+    folder = tree / "vllm/v1/worker/gpu/spec_decode"
+    (folder / "notes.py").write_bytes(b"LABEL = '\xff'\n")
+    after = run_cli("scan", str(tree), "--format", "json", "--no-cache")
+    assert after.returncode == before.returncode != 2, after.stderr
+    assert "notes.py" not in after.stderr and after.stdout == before.stdout

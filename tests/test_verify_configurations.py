@@ -5,6 +5,9 @@ views of a per-step container, and configurations that build the same thing."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,7 +63,7 @@ def test_configurations_past_the_cap_are_named_and_never_a_pass(outcomes):
     assert outcome.verdict == "not verified", outcome.detail
     assert len(result["variants"]) == MAX_VARIANTS
     assert "config.mask_special_tokens=2" in outcome.not_run
-    assert f"past the {MAX_VARIANTS} run" in outcome.detail and "config.mask_special_tokens=2" in outcome.detail
+    assert f"past the cap of {MAX_VARIANTS}" in outcome.detail and "config.mask_special_tokens=2" in outcome.detail
 
 
 def test_a_config_value_compared_with_a_string_is_tried_with_it(outcomes):
@@ -94,3 +97,50 @@ def test_each_configuration_runs_once(outcomes):
     labels = [variant["variant"] for variant in result["variants"]]
     assert len(labels) == len(set(labels)) == 6, labels
     assert outcome.verdict == "pass", outcome.detail
+
+
+DECORATED = """
+import functools
+
+
+def kept(method):
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        return method(*args, **kwargs)
+
+    return method
+
+
+class Decorated:
+    def __init__(self, flag):
+        self.config = type("Config", (), {"flag": flag})()
+
+    @kept
+    @kept
+    def compute_logits(self, hidden_states):
+        if self.config.flag:
+            return hidden_states * 2
+        return hidden_states
+"""
+
+
+def test_an_untaken_config_branch_of_a_decorated_method_is_named_at_its_line(tmp_path: Path) -> None:
+    """The traced lines are the file's; a decorated method's source starts at its first decorator, so
+    the branch's line in the file is the source's line plus the decorator's line, less one. (In a
+    process of its own, as verify's workers run: the branch reader imports vLLM.)"""
+    (tmp_path / "decorated_drafter.py").write_text(DECORATED)
+    script = (
+        "import json, sys; sys.path.insert(0, sys.argv[1])\n"
+        "from mtp_audit.verify.worker import ConfigBranches, torchvision_without_its_ops\n"
+        "schemas = torchvision_without_its_ops()\n"
+        "import decorated_drafter\n"
+        "branches = ConfigBranches()\n"
+        "with branches.tracing():\n"
+        "    decorated_drafter.Decorated(flag=False).compute_logits(1)\n"
+        "print(json.dumps(branches.not_taken()))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, check=True)
+    line = DECORATED.splitlines().index("        if self.config.flag:") + 1
+    assert json.loads(done.stdout.splitlines()[-1]) == [
+        f"decorated_drafter.py:{line}: if self.config.flag: its body never ran (config.flag as tried)"
+    ]

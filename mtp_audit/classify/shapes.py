@@ -2212,7 +2212,7 @@ def _branched_shape(body: _Body, params: list[Param], branched: _Branched) -> Lo
     heads_agree, hidden_agree = len(heads) == 1, len(hidden) == 1  # read before the pops below empty the sets
     line = body.line(body.statements[branched.index])
     first = params[0].name if params else None
-    upto = body.statements[: branched.end]  # what runs before the head calls, the arms included
+    upto = body.statements[: branched.end]  # up to the head calls: the arms, and a fallthrough
     nodes = [_head_and_hidden_nodes(call) for call in branched.calls]
     return LogitsShape(
         LogitsKind.HEAD,

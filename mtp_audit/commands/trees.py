@@ -96,10 +96,8 @@ def run_scan(tree: SourceTree, no_cache: bool, jobs: int = 0, fix_refusals: bool
         tree, None if no_cache else FactsCache(), forked(resolve_jobs(jobs)), chain_answers=chains
     )
     if fix_refusals:
-        from ..classify import memo
         from ..fix import refusals_alone
 
-        memo.use_cache(None if no_cache else FactsCache())  # the mirrors the blast radius compares
         result.fix_refusals = refusals_alone(tree, scanner, resolutions, result.records)
     if results and not result.parse_errors:
         results.store(tree, Observed(dict(scanner.index.observed)), result, scanner.index.chains.answers())

@@ -3,15 +3,16 @@
 A line scanner (no tokenizer, no parser) finds top-level classes and
 functions by their indentation. Method bodies other than ``compute_logits``
 and ``get_top_tokens``, and the bodies of module-level functions other than
-``__getattr__`` or one ``return Cls(...)`` (a factory), are dropped, a one-line
-``def`` keeping each name bound (the facts list a class's methods); of ``__init__``
-and the methods it calls on ``self`` only the statements that start with ``self.``
-and the assignments of locals those name stay, each under ``if __nested__:`` where
-it stood in a block (the facts read a block's statement as one that may not run). The scanner only skips text:
-what the kept text means is
-read off the parsed tree, by the same code as for an uncut file. What
-remains is typically a fifth of the file. ``lines`` maps each kept line back to its
-line in the real file, so every position reported is a real one.
+``__getattr__`` or one ``return Cls(...)`` (a factory), are dropped, a
+one-line ``def`` keeping each name bound (the facts list a class's methods).
+Of ``__init__`` and the methods it calls on ``self``, only the statements
+that start with ``self.`` and the assignments of the locals those name stay,
+each under ``if __nested__:`` where it stood in a block (the facts read such a
+statement as one that may not run). The scanner only skips text: what the
+kept text means is read off the parsed tree, by the same code as for an
+uncut file. What remains is typically a fifth of the file. ``lines`` maps
+each kept line back to its line in the real file, so every position reported
+is a real one.
 
 The scanner trusts indentation; a file where that misleads it (a multi-line
 string at column 0 inside a method, say) fails to parse once cut, and the
@@ -236,7 +237,7 @@ def _kept_text(lines: list[str], statement: tuple[int, int, bool]) -> str:
     return "".join(_code(lines[index]) for index in ([row, last] if hollow else range(row, last + 1)))
 
 
-def _single_return(lines: list[str], code: _CodeRows, define: int, end: int) -> bool:
+def _single_return(lines: list[str], define: int, end: int) -> bool:
     """Whether a function's body is one ``return`` statement (or it is all on its ``def`` line): the facts read
     what such a factory returns."""
     header_end = _header_end(lines, define)
@@ -267,7 +268,7 @@ def reduce_source(source: str) -> Reduced:
         header = lines[index]
         end = _block_end(lines, code, index, 0)
         function = _DEF.match(header)
-        if function and function.group(1) != "__getattr__" and not _single_return(lines, code, index, end):
+        if function and function.group(1) != "__getattr__" and not _single_return(lines, index, end):
             for i in range(start, end):
                 keep[i] = False
             newline = header[len(header.rstrip("\r\n")) :] or "\n"

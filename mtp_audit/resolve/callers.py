@@ -86,7 +86,7 @@ MAX_REEXPORTS = 8  # a base's name imported from module to module: longer is a c
 TRANSPARENT_WRAPPERS = ("torch.compile",)  # return a callable that calls what they wrap, arguments unchanged
 PROPERTIES = frozenset({"property", "cached_property", "functools.cached_property"})  # read, not handed on
 # decorators after which a def bound under another name in a class body is no plain method
-BINDERS = frozenset({"classmethod", "staticmethod", "property", "cached_property", "functools.cached_property"})
+BINDERS = PROPERTIES | {"classmethod", "staticmethod"}
 HIDDEN_BY_STAR = "\x01"  # an argument value that a ``*``/``**`` argument of a wrapper call hides
 
 
@@ -273,15 +273,16 @@ class CallerIndex:
         or when a class of the caller files names a base there (``base``: read whole)."""
         try:
             data = self.index.read_source(path)  # the model files' reader, with its checks
-            text = decode_as_imported(data)
         except OSError as error:
             self.index.read_errors.setdefault(self.index.relative(path), read_failure(error))
             return
+        if not (helper or base) and not CALLER_FILE.search(data):
+            self._helpers[self._module_name(path)] = path  # decoded only if a drafting path calls into it
+            return
+        try:
+            text = decode_as_imported(data)
         except NotDecodable as error:
             self.index.read_errors.setdefault(self.index.relative(path), str(error))
-            return
-        if not (helper or base) and not CALLER_FILE.search(data):
-            self._helpers[self._module_name(path)] = path
             return
         try:
             tree = ast.parse(_constructing_parts(text) if only_constructing else text)
@@ -1579,18 +1580,18 @@ class _DraftingPath:
         self._nearest_walk = _Walk(node=lambda key: key[:2])
         self._parents: dict[_Frame, dict[int, ast.AST]] = {}
         self._bindings: dict[_Frame, Bindings] = {}
+        self.entries: list[_Frame] = []  # where its drafting path starts (see _drafting_blind)
         uncreatable = index.uncreatable(qualname)
         if uncreatable is not None:  # never made: no path to follow, and the place named
             self.result.uncreatable = uncreatable
             return
-        todo: list[_Frame] = []
         for entry in ENTRY_POINTS:
             hit = index._find(self.mro, entry)
             if hit is not None and hit.unfollowed:
                 self.result.unfollowed.append(hit.unfollowed)
             elif hit is not None:
-                todo.append(_Frame(hit.owner, hit.name, speculators=index._self_parameter(hit)))
-        self.entries = list(todo)
+                self.entries.append(_Frame(hit.owner, hit.name, speculators=index._self_parameter(hit)))
+        todo = list(self.entries)
         while todo:
             frame = todo.pop()
             if frame in self.sites:

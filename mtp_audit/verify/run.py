@@ -261,7 +261,7 @@ def _unexplored(outcome: TargetOutcome) -> str:
     parts = []
     if outcome.not_run:
         parts.append(
-            f"{len(outcome.not_run)} configuration(s) not run, past the {MAX_VARIANTS} run: "
+            f"{len(outcome.not_run)} configuration(s) not run, past the cap of {MAX_VARIANTS}: "
             + " | ".join(outcome.not_run)
         )
     if outcome.not_taken:
@@ -395,7 +395,7 @@ def reason_kind(outcome: TargetOutcome) -> str:
         message = re.sub(r"\s+", " ", match.group(2))[:70]
         return f"import {match.group(1)}: {message}" + (f" ({match.group(3)})" if match.group(3) else "")
     if outcome.not_run:
-        return f"configurations past the {MAX_VARIANTS} run"
+        return f"configurations past the cap of {MAX_VARIANTS}"
     if outcome.not_taken:
         return "a config branch no configuration took"
     match = re.match(r"custom op\(s\) (.*?) in compute_logits", detail)

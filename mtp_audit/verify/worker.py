@@ -344,8 +344,10 @@ class ConfigBranches:
             try:
                 function = ast.parse(textwrap.dedent(inspect.getsource(code))).body[0]
             except (OSError, TypeError, SyntaxError, IndexError):
+                where = f"{Path(code.co_filename).name}: {code.co_name}"
+                out.append(f"{where}: source not readable; config branches not checked")
                 continue
-            shift = code.co_firstlineno - function.lineno
+            shift = code.co_firstlineno - 1  # the source starts at the first decorator, where co_firstlineno is
             for branch, attribute in config_branches(function):
                 if branch.lineno + shift not in ran:
                     continue
