@@ -158,10 +158,10 @@ def test_editing_the_tool_invalidates_warm_caches(tmp_path):
     before = scan()
     assert scan() == before  # warm: facts, answers and the result all cached
     shapes = tmp_path / "install" / "mtp_audit" / "classify" / "shapes.py"
-    shapes.write_text(shapes.read_text().replace('f"several head calls (lines', 'f"more than one head call (lines'))
+    shapes.write_text(shapes.read_text().replace('f"logits computed by hand ({what}', 'f"logits made by hand ({what}'))
     after = scan()
-    [branch] = [d for d in after["drafters"] if d["class"] == "BranchMTP"]
-    assert branch["reason"].startswith("more than one head call (lines")
+    [by_hand] = [d for d in after["drafters"] if d["class"] == "ByHandMTP"]
+    assert by_hand["reason"].startswith("logits made by hand (torch.matmul")
     assert len(list((tmp_path / "cache").iterdir())) == 2  # one generation of entries per version of the code
 
 

@@ -40,6 +40,7 @@ def test_github_annotations(tmp_path):
 def test_findings_name_the_shape_rule_that_decided_them(tmp_path):
     """JSON ``rule``, SARIF ``ruleId`` and annotation titles carry the shape rule's id (docs/rules.md)."""
     from mtp_audit.classify.shapes import RULES
+    from mtp_audit.report.ci_formats import RULES as FINDINGS
 
     ids = {rule.name: rule.id for rule in RULES}
     tree = build_tree(FIXTURES / "scan" / "manual_shapes", tmp_path / "tree")
@@ -53,7 +54,8 @@ def test_findings_name_the_shape_rule_that_decided_them(tmp_path):
     jsonschema.validate(document, schema)
     [run] = document["runs"]
     used = {r["ruleId"] for r in run["results"]}
-    assert used == {d["rule"] for d in drafters.values() if d["status"] == "missing_manual"}
+    findings = [d for d in drafters.values() if d["status"] in ("missing_manual", "missing_fixable")]
+    assert used == {d["rule"] or FINDINGS[d["status"]][0] for d in findings}  # a status's own id where no rule decided
     assert used <= {r["id"] for r in run["tool"]["driver"]["rules"]}
     lines = run_cli("scan", str(tree), "--format", "github").stdout.splitlines()
     assert any(f"title={ids['by-hand']} missing_manual::" in line for line in lines)
