@@ -322,13 +322,6 @@ def runs_with(plugin_tree: SourceTree, vllm: str | None, release=None) -> Source
     return replace(plugin_tree, vllm_version=base.vllm_version, extra_roots=(base.root,), runs_with=base)
 
 
-def local_argmax_in(tree: SourceTree) -> bool:
-    """Whether the vLLM tree's ``LogitsProcessor`` has ``get_top_tokens``."""
-    assert tree.package_dir is not None
-    path = tree.package_dir / LOGITS_PROCESSOR
-    return path.is_file() and has_local_argmax(path.read_text(encoding="utf-8", errors="replace"))
-
-
 def discover(search_paths: list[Path] | None = None) -> list[PluginDist]:
     """Distributions with vLLM plugin entry points, in ``search_paths`` (default: ``sys.path``), in
     the order ``importlib.metadata`` and so vLLM find them: by search path, then in the order a
