@@ -92,8 +92,7 @@ def plan_fix(
                 failed = [failures[k] for k in needed if k in failures]
                 if outcome.action == Action.FIX and failed:
                     outcome.action, outcome.reason = Action.REFUSED, failed[0]
-            kept = {i.target for o in plan.outcomes if o.action == Action.FIX for i in o.insertions}
-            plan.insertions = [i for i in plan.insertions if i.target in kept]
+            _drop_refused(plan)
 
 
 SHOWN_ERRORS = 3  # files named in fix's one-line error; ``scan`` lists every one
@@ -193,8 +192,7 @@ def _keep_plugin_fixes_in_plugins(tree: SourceTree, plan: Plan) -> None:
                 f"{outcome.record.source}'s drafter writes only into the plugin: give "
                 f"{outcome.record.cls} its own get_top_tokens by hand, or fix vLLM"
             )
-    kept = {i.target for o in plan.outcomes if o.action == Action.FIX for i in o.insertions}
-    plan.insertions = [i for i in plan.insertions if i.target in kept]
+    _drop_refused(plan)
 
 
 def _refuse_text_a_rewrite_cannot_keep(scanner: Scanner, plan: Plan) -> None:
@@ -219,6 +217,11 @@ def _refuse_text_a_rewrite_cannot_keep(scanner: Scanner, plan: Plan) -> None:
                     "rewrite cannot keep byte for byte; add get_top_tokens by hand"
                 )
                 break
+    _drop_refused(plan)
+
+
+def _drop_refused(plan: Plan) -> None:
+    """The plan's insertions less those only refused drafters needed (a drafter is fixed whole or not at all)."""
     kept = {i.target for o in plan.outcomes if o.action == Action.FIX for i in o.insertions}
     plan.insertions = [i for i in plan.insertions if i.target in kept]
 
