@@ -19,7 +19,11 @@ def names_of(record: DrafterRecord) -> set[str]:
 def spellings(record: DrafterRecord) -> dict[str, str]:
     """The names ``--model`` accepts for a record, lower-cased, each as the code writes it."""
     written = [record.cls, record.entry_module.rsplit(".", 1)[-1], record.file.rsplit("/", 1)[-1].removesuffix(".py")]
-    written += [record.arch] if record.arch else []
+    return _spelled(written + ([record.arch] if record.arch else []))
+
+
+def _spelled(written: list[str]) -> dict[str, str]:
+    """Each name and its stem without a drafter suffix, lower-cased -> as written; generic stems left out."""
     for name in list(written):
         written += [name[: -len(s)] for s in DRAFTER_SUFFIXES if name.lower().endswith(s) and len(name) > len(s)]
     return {name.lower(): name for name in written if name.lower() not in GENERIC_STEMS}
@@ -85,10 +89,7 @@ def unresolved_named(
 
 
 def _unresolved_spellings(entry: Unresolved) -> set[str]:
-    written = [entry.cls, entry.module.rsplit(".", 1)[-1], *([entry.arch] if entry.arch else [])]
-    for name in list(written):
-        written += [name[: -len(s)] for s in DRAFTER_SUFFIXES if name.lower().endswith(s) and len(name) > len(s)]
-    return {name.lower() for name in written if name.lower() not in GENERIC_STEMS}
+    return set(_spelled([entry.cls, entry.module.rsplit(".", 1)[-1], *([entry.arch] if entry.arch else [])]))
 
 
 def _unresolved_line(entries: list[Unresolved]) -> str:
