@@ -63,6 +63,19 @@ def bound_name(statement: cst.SimpleStatementLine) -> str:
 
 # ``case _:`` or ``case name:``: a case that matches any subject, so no path falls through the ``match``.
 IRREFUTABLE_CASE = m.MatchCase(pattern=m.MatchAs(pattern=None), guard=None)
+
+
+def exhaustive(statement: cst.If | cst.Match) -> bool:
+    """One of the arms runs on every path: a final ``else``, an irrefutable last case (the shape rules
+    and the mirror read it alike)."""
+    if isinstance(statement, cst.Match):
+        return m.matches(statement.cases[-1], IRREFUTABLE_CASE)
+    node: cst.If | cst.Else | None = statement
+    while isinstance(node, cst.If):
+        node = node.orelse
+    return isinstance(node, cst.Else)
+
+
 DOCSTRING = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString() | m.ConcatenatedString())])
 
 

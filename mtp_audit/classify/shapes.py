@@ -25,12 +25,12 @@ from ..patterns import (
     DOCSTRING,
     FOLLOWED_SUPER,
     HEAD_CALL,
-    IRREFUTABLE_CASE,
     LOGITS_CALL,
     SELF,
     SUPER_CALL,
     bound_name,
     bound_to_name,
+    exhaustive,
     has_logits_call,
 )
 from .shape_types import (
@@ -1154,15 +1154,13 @@ def _arms(statement: cst.If | cst.Match) -> tuple[list[cst.BaseSuite], bool]:
     """The blocks of an ``if``/``elif``/``else`` chain or of a ``match``'s cases, and whether one of
     them runs on every path (a final ``else``, an irrefutable last case)."""
     if isinstance(statement, cst.Match):
-        return [case.body for case in statement.cases], m.matches(statement.cases[-1], IRREFUTABLE_CASE)
+        return [case.body for case in statement.cases], exhaustive(statement)
     arms: list[cst.BaseSuite] = []
     node: cst.If | cst.Else | None = statement
     while isinstance(node, cst.If):
         arms.append(node.body)
         node = node.orelse
-    if isinstance(node, cst.Else):
-        return [*arms, node.body], True
-    return arms, False
+    return [*arms, node.body] if isinstance(node, cst.Else) else arms, exhaustive(statement)
 
 
 def _tests(statement: cst.If | cst.Match) -> list[cst.CSTNode]:
@@ -2034,10 +2032,9 @@ class SuperArguments(ShapeRule):
         """The class argument's root is a parameter or a local of the method, not a module name."""
         if not made.args:
             return False
-        root = made.args[0].value
-        while isinstance(root, cst.Attribute):
-            root = root.value
-        name = root.value  # type: ignore[attr-defined]
+        name = _root(made.args[0].value)
+        if name is None:
+            return False
         return name in {"self", *(p.name for p in params)} or bool(_writes(body.statements, name))
 
 

@@ -15,7 +15,7 @@ import libcst.matchers as m
 from libcst.helpers import parse_template_statement
 
 from ..cstnodes import nodes_of, one_statement_per_line, parse_method
-from ..patterns import DOCSTRING, HEAD_CALL, IRREFUTABLE_CASE, LOGITS_CALL, bound_to_name, head_index
+from ..patterns import DOCSTRING, HEAD_CALL, LOGITS_CALL, bound_to_name, exhaustive, head_index
 from ..templating import template
 
 
@@ -129,23 +129,13 @@ def _mirror_block(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement
     head, after = statements[index], statements[index + 1 :]
     if isinstance(head, (cst.If, cst.Match)):
         new = _mirror_arms(head)
-        if not _exhaustive(head):
+        if not exhaustive(head):
             return [*statements[:index], new, *_mirror_block(after)]
     elif m.matches(head, bound_to_name(LOGITS_CALL) | m.SimpleStatementLine(body=[m.Return(value=LOGITS_CALL)])):
         new = _returning(head, head.body[0].value)  # type: ignore[attr-defined]
     else:
         raise MirrorError("head call is not `return CALL` or `NAME = CALL`")
     return [*statements[:index], new]
-
-
-def _exhaustive(statement: cst.If | cst.Match) -> bool:
-    """One of the arms runs on every path: a final ``else``, an irrefutable last case."""
-    if isinstance(statement, cst.Match):
-        return m.matches(statement.cases[-1], IRREFUTABLE_CASE)
-    node: cst.If | cst.Else | None = statement
-    while isinstance(node, cst.If):
-        node = node.orelse
-    return isinstance(node, cst.Else)
 
 
 def _mirror_arms(statement: cst.If | cst.Match) -> cst.If | cst.Match:
