@@ -58,17 +58,25 @@ def test_release_scans_cleanly(version, vllm_release):
 
 
 def test_drafter_whose_import_chain_raises_on_xpu_028(vllm_release):
-    """Dots3 Note's MTP module imports deepseek_v32, whose package raises on XPU: no drafter there."""
+    """Dots3 Note's MTP module imports deepseek_v32, whose package raises on XPU, and (through its attention
+    module) ``from fa_utils import compile_flash_attn_varlen_func_from_specs``, which fa_utils binds only on
+    CUDA, ROCm and XPU (an ImportError on CPU and TPU): no drafter on those three."""
     result = run_cli("scan", str(vllm_release("0.28.0")), "--format", "json", "--model", "Dots3NoteMTPModel")
     records = [r for r in json.loads(result.stdout)["drafters"] if r["arch"] == "Dots3NoteMTPModel"]
     assert len(records) == 1
     (record,) = records
-    assert record["platforms"] == ["cpu", "cuda", "rocm", "tpu"]
+    assert record["platforms"] == ["cuda", "rocm"]
     assert record["status"] != "not_applicable" and "no compute_logits" not in record["reason"]
-    (unavailable,) = record["unavailable_on"]
-    assert unavailable["platform"] == "xpu"
-    assert "vllm/models/dots3_note/nvidia/mtp.py:" in unavailable["reason"]
-    assert unavailable["reason"].endswith("deepseek_v32 does not yet support XPU.")
+    unavailable = {u["platform"]: u["reason"] for u in record["unavailable_on"]}
+    assert sorted(unavailable) == ["cpu", "tpu", "xpu"]
+    assert "vllm/models/dots3_note/nvidia/mtp.py:" in unavailable["xpu"]
+    assert unavailable["xpu"].endswith("deepseek_v32 does not yet support XPU.")
+    for platform in ("cpu", "tpu"):
+        assert (
+            "vllm/v1/attention/backends/mla/prefill/flash_attn.py: import raises ImportError (line 18): cannot "
+            "import name compile_flash_attn_varlen_func_from_specs from vllm.v1.attention.backends.fa_utils, which "
+            "binds it only on cuda, rocm, xpu" in unavailable[platform]
+        )
 
 
 def test_release_without_local_argmax_is_refused(vllm_release):

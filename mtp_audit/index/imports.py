@@ -54,6 +54,7 @@ from .interpreter import (
 from .platforms import PLATFORM, evaluate, literal_string
 
 if TYPE_CHECKING:
+    from .fact_types import ModuleFacts
     from .modules import ModuleIndex
 
 _STATEMENT = re.compile(r"\n[^ \t\r\n\f#)\]}]")  # a line that starts a top-level statement
@@ -71,6 +72,8 @@ _TOP_LEVEL = re.compile(  # a column-0 import with its names, or a column-0 bloc
 )
 _COMMENT = re.compile(r"#[^\n]*")
 _GETATTR = re.compile(r"^(?:async[ \t]+)?def[ \t]+__getattr__\b", re.MULTILINE)  # a module-level one, at column 0
+# a name a column-0 ``def`` or ``class`` binds, or one a column-0 assignment (``name =``, ``name: T``) binds
+_BINDS_AT_COLUMN_0 = re.compile(r"^(?:(?:async[ \t]+)?def|class)[ \t]+(\w+)|^(\w+)[ \t]*(?::|=(?!=))", re.MULTILINE)
 _NOT_RUN = re.compile(r"if[ \t]+TYPE_CHECKING[ \t]*:[ \t]*(?:#.*)?$")  # a block whose imports never run
 
 
@@ -101,6 +104,13 @@ class ImportFacts:
     imports: dict[str, list[ImportStatement]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     lazy: bool = False  # a module ``__getattr__`` (PEP 562) may serve what ``from module import name`` asks for
+    # the same imports and raises on every platform: taken to bind the same names on each (so ``from module import
+    # name`` is never thought to fail on one platform alone for it). A module whose top-level ``if`` decides by
+    # the platform only what it assigns, not what it imports, is missed so; a ``try`` likewise
+    uniform: bool = False
+    # for the others, the names bound at column 0 (a ``def``, ``class``, assignment or import there): bound
+    # on every platform, so ``from module import name`` needs no parse of the module to know it succeeds
+    top_names: frozenset[str] = frozenset()
 
 
 def _statement_starts(source: str) -> list[int]:
@@ -145,13 +155,34 @@ def extract_imports(source: str, module: str, is_package: bool, top: bool = True
     top-level package (its root is on ``sys.path``), so a relative import that climbs above it raises."""
     plain = _plain_imports(source, module, is_package)
     facts = (
-        ImportFacts({platform: plain for platform in PLATFORMS}, {})
+        ImportFacts({platform: plain for platform in PLATFORMS}, {}, uniform=True)
         if plain is not None
         else _interpreted_imports(source, module, is_package, top)
     )
     if facts is not None:
         facts.lazy = "__getattr__" in source and _GETATTR.search(source) is not None  # the literal first: fast
+        if plain is None:
+            facts.top_names = _top_level_names(source)
     return facts
+
+
+def _top_level_names(source: str) -> frozenset[str]:
+    """The names statements at column 0 bind (by indentation, as the line scanner reads): ``def``, ``class``,
+    ``name =`` / ``name:``, and imports (``as`` aliases, the first part of ``import a.b``)."""
+    names = {first or second for first, second in _BINDS_AT_COLUMN_0.findall(source)}
+    for match in _TOP_LEVEL.finditer("\n" + source):
+        text = match.group("names")
+        if text is not None:
+            names.update(_bound_names(text))
+    return frozenset(names)
+
+
+def _bound_names(text: str) -> list[str]:
+    """The names an import's list binds (``a as b``: ``b``; ``a.b``: ``a``)."""
+    if "#" in text:
+        text = _COMMENT.sub("", text)
+    words = (part.split() for part in text.strip(" \t()").replace("\\", " ").split(","))
+    return [w[-1] if len(w) == 3 and w[1] == "as" else w[0].split(".")[0] for w in words if w]
 
 
 def beyond_top(module: str, is_package: bool, level: int) -> bool:
@@ -233,6 +264,10 @@ def _interpreted_imports(source: str, module: str, is_package: bool, top: bool =
         result.imports[platform] = result.imports[PLATFORMS[0]]
         if PLATFORMS[0] in result.errors:
             result.errors[platform] = result.errors[PLATFORMS[0]]
+    result.uniform = (
+        len({id(i) for i in result.imports.values()}) == 1
+        and len({result.errors.get(platform) for platform in PLATFORMS}) == 1
+    )
     return result
 
 
@@ -368,6 +403,17 @@ class _TopLevel:
         return ImportStatement(origin, names, node.lineno, caught=caught)
 
 
+def _surely_unbound(facts: ModuleFacts, name: str, platform: str) -> bool:
+    """Does the module surely not bind ``name`` on ``platform``? A name it may get some other way (a ``def``,
+    a star import, ``__getattr__``, a statement the tool does not follow) counts as bound."""
+    if facts.parse_error or facts.getattr_line is not None or name in facts.functions.get(platform, ()):
+        return False
+    if platform in facts.import_errors or platform in facts.unlisted:
+        return False
+    bindings = facts.bindings.get(platform, {})
+    return name not in bindings and not any(key.startswith("*") for key in bindings)
+
+
 def _reraises(handler: ast.ExceptHandler) -> bool:
     """Does the handler surely raise (a ``raise`` among its top-level statements: at module level
     nothing before it can leave the handler but by raising)? Then it stops nothing. What it raises
@@ -406,6 +452,8 @@ class ImportChains:
         self.described: ChainAnswers = {}
         self._edges_of: dict[tuple[str, int], tuple[list[ImportStatement], list[Step]]] = {}
         self._first_raise: dict[tuple[str, str], str | None] = {}
+        self._missing_names: dict[tuple[str, str], str | None] = {}  # see _missing_name
+        self._per_platform_names: dict[int, tuple[list[ImportStatement], list[tuple[ImportStatement, str]]]] = {}
         self._walking: set[tuple[str, str]] = set()  # (module, platform) walks under way
         self._cuts = 0  # handled imports of a module whose walk was under way, taken not to raise (see _escaping)
 
@@ -426,14 +474,14 @@ class ImportChains:
         if key not in self._first_raise:
             walker = ImportChains(self.index)
             walker._edges_of = self._edges_of  # the edges are the same whoever walks them
+            walker._missing_names = self._missing_names  # and so are the names modules lack
+            walker._per_platform_names = self._per_platform_names
             chain = walker._walk(module, platform) if walker._in_tree(module) else None
             if chain is None:
                 self._first_raise[key] = None
             else:
                 raiser = chain[-1].target if chain else module
-                facts = self.index.import_facts(raiser)
-                assert facts is not None
-                self._first_raise[key] = f"{self._path(raiser)}: {facts.errors[platform]}"
+                self._first_raise[key] = f"{self._path(raiser)}: {self._own_error(raiser, platform)}"
         return self._first_raise[key]
 
     def path_to(self, start: str, target: str, platform: str) -> tuple[Step, ...] | None:
@@ -469,7 +517,7 @@ class ImportChains:
             self.described.setdefault(key, reason)
 
     def __getstate__(self) -> dict:
-        local = ("index", "_edges_of", "_first_raise", "_walking", "_cuts")
+        local = ("index", "_edges_of", "_first_raise", "_missing_names", "_per_platform_names", "_walking", "_cuts")
         return {k: v for k, v in self.__dict__.items() if k not in local}  # handed between processes
 
     def _edges(self, module: str, platform: str) -> list[Step]:
@@ -538,8 +586,63 @@ class ImportChains:
         return self.index.is_module(head) and (head == module or self.index.is_module(module))
 
     def _raises(self, module: str, platform: str) -> bool:
+        return self._own_error(module, platform) is not None
+
+    def _own_error(self, module: str, platform: str) -> str | None:
+        """Why running ``module``'s own top level raises on ``platform`` (its ``raise``, or a ``from m import
+        name`` that ``m`` does not bind there); None when it does not."""
         facts = self.index.import_facts(module)
-        return facts is not None and platform in facts.errors
+        if facts is None:
+            return None
+        if platform in facts.errors:
+            return facts.errors[platform]
+        key = (module, platform)
+        if key not in self._missing_names:
+            self._missing_names[key] = self._missing_name(facts.imports.get(platform, []), platform)
+        return self._missing_names[key]
+
+    def _missing_name(self, statements: list[ImportStatement], platform: str) -> str | None:
+        """Why the first ``from m import name`` of ``statements`` that raises ImportError on ``platform`` does:
+        ``m`` binds ``name`` on other platforms, not this one (a per-platform ``if`` with no branch for it);
+        None when none does."""
+        key = id(statements)  # platforms that run the same imports share one list
+        if key not in self._per_platform_names:
+            self._per_platform_names[key] = (statements, self._names_per_platform(statements))
+        for statement, name in self._per_platform_names[key][1]:
+            origin = self.index.import_facts(statement.module)
+            if origin is None or platform in origin.errors:
+                continue
+            facts = self.index.facts(statement.module)
+            if facts is None or not _surely_unbound(facts, name, platform):
+                continue
+            others = [p for p in PLATFORMS if name in facts.bindings.get(p, {}) or name in facts.functions.get(p, ())]
+            if others:
+                where = facts.unbound.get(platform, {}).get(name)
+                return (
+                    f"import raises ImportError (line {statement.line}): cannot import name {name} from "
+                    f"{statement.module}, which binds it only on {', '.join(others)}"
+                    + (f" ({facts.path}:{where})" if where else "")
+                )
+        return None
+
+    def _names_per_platform(self, statements: list[ImportStatement]) -> list[tuple[ImportStatement, str]]:
+        """The ``from m import name`` of ``statements`` whose ``m`` may bind ``name`` on some platforms only: ``m``
+        has a top-level ``if`` (it binds names per platform), no ``__getattr__``, and binds ``name`` at no
+        column-0 statement (one Python runs everywhere); not caught by a handler that may catch ImportError.
+        Only for these are ``m``'s facts (a parse) read."""
+        found = []
+        for statement in statements:
+            if not statement.module or any(catches(names, "ImportError") is not False for names in statement.caught):
+                continue
+            origin = self.index.import_facts(statement.module) if self._in_tree(statement.module) else None
+            if origin is None or origin.uniform or origin.lazy:
+                continue
+            found.extend(
+                (statement, name)
+                for name in statement.imported()
+                if name not in origin.top_names and not self.index.is_module(f"{statement.module}.{name}")
+            )
+        return found
 
     def _depth_first(
         self, start: str, platform: str, visited: set[str], skipped: set[str] | frozenset[str]
@@ -618,17 +721,13 @@ class ImportChains:
         chain = self._walk(step.target, platform)
         if chain is None:
             return None
-        facts = self.index.import_facts(chain[-1].target if chain else step.target)
-        assert facts is not None
-        raised = raised_name(facts.errors[platform])
+        raised = raised_name(self._own_error(chain[-1].target if chain else step.target, platform) or "")
         return None if any(catches(names, raised) is not False for names in step.caught) else chain
 
     def _describe(self, start: str, chain: tuple[Step, ...], platform: str, own: str = "") -> str:
         if not own:
             raiser = chain[-1].target if chain else start
-            facts = self.index.import_facts(raiser)
-            assert facts is not None
-            own = f"{self._path(raiser)}: {facts.errors[platform]}"
+            own = f"{self._path(raiser)}: {self._own_error(raiser, platform)}"
         if not chain:
             return own
         parts = []

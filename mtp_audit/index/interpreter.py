@@ -33,6 +33,7 @@ class _Interpreter:
         self.exports: Exports = _NO_ALL  # what ``import *`` of this module binds, as far as ``__all__`` tells
         self.error: str | None = None
         self.bases_then: dict[int, dict[str, list[Target]]] = {}  # class line -> its base names' targets then
+        self.defined: set[str] = set()  # the names a ``def`` run on some path binds (``ModuleFacts.functions``)
         self.collections: dict[str, Collection] = _NO_COLLECTIONS  # name -> its literal, for ``__getattr__``
         self.unbound: dict[str, str] = {}  # name -> the decided ``if`` whose branch taken here leaves it unbound
         self.raises_undecided: list[UndecidedRaise] = []  # raises an undecided ``if`` may take, for a ``try`` to catch
@@ -44,6 +45,7 @@ class _Interpreter:
         other.exports = self.exports
         other.collections = self.collections
         other.bases_then = self.bases_then  # a class runs in one branch: every fork records into one dict
+        other.defined = self.defined  # so does a def
         other.unbound = self.unbound  # read only for a name no branch binds in the end
         other.raises_undecided = self.raises_undecided  # the enclosing ``try`` reads those its body added
         return other
@@ -74,6 +76,7 @@ class _Interpreter:
 
     def define_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self.state.pop(node.name, None)
+        self.defined.add(node.name)
 
     def unfollowed(self, names: list[str], node: ast.stmt) -> None:
         """Mark names a statement binds in a way the tool does not follow (a loop, ``A, B = pair``): never left
