@@ -74,6 +74,7 @@ _COMMENT = re.compile(r"#[^\n]*")
 _GETATTR = re.compile(r"^(?:async[ \t]+)?def[ \t]+__getattr__\b", re.MULTILINE)  # a module-level one, at column 0
 # a name a column-0 ``def`` or ``class`` binds, or one a column-0 assignment (``name =``, ``name: T``) binds
 _BINDS_AT_COLUMN_0 = re.compile(r"^(?:(?:async[ \t]+)?def|class)[ \t]+(\w+)|^(\w+)[ \t]*(?::|=(?!=))", re.MULTILINE)
+_DYNAMIC_BINDING = re.compile(r"\b(?:globals|vars)\(\)|\bsetattr\(|\bsys\.modules\b")
 _NOT_RUN = re.compile(r"if[ \t]+TYPE_CHECKING[ \t]*:[ \t]*(?:#.*)?$")  # a block whose imports never run
 
 
@@ -104,10 +105,11 @@ class ImportFacts:
     imports: dict[str, list[ImportStatement]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     lazy: bool = False  # a module ``__getattr__`` (PEP 562) may serve what ``from module import name`` asks for
-    # the same imports and raises on every platform: taken to bind the same names on each (so ``from module import
-    # name`` is never thought to fail on one platform alone for it). A module whose top-level ``if`` decides by
-    # the platform only what it assigns, not what it imports, is missed so; a ``try`` likewise
-    uniform: bool = False
+    # other imports or raises on some platforms than on others, and no name bound by ``globals()``, ``vars()``,
+    # ``setattr`` or ``sys.modules``: the module may bind names per platform, as its facts tell. Otherwise it is
+    # taken to bind the same names on each (``from module import name`` never fails on one platform alone for it;
+    # a module whose ``if`` decides by the platform only what it assigns, not what it imports, is missed so)
+    platform_names: bool = False
     # for the others, the names bound at column 0 (a ``def``, ``class``, assignment or import there): bound
     # on every platform, so ``from module import name`` needs no parse of the module to know it succeeds
     top_names: frozenset[str] = frozenset()
@@ -155,7 +157,7 @@ def extract_imports(source: str, module: str, is_package: bool, top: bool = True
     top-level package (its root is on ``sys.path``), so a relative import that climbs above it raises."""
     plain = _plain_imports(source, module, is_package)
     facts = (
-        ImportFacts({platform: plain for platform in PLATFORMS}, {}, uniform=True)
+        ImportFacts({platform: plain for platform in PLATFORMS}, {})
         if plain is not None
         else _interpreted_imports(source, module, is_package, top)
     )
@@ -264,9 +266,8 @@ def _interpreted_imports(source: str, module: str, is_package: bool, top: bool =
         result.imports[platform] = result.imports[PLATFORMS[0]]
         if PLATFORMS[0] in result.errors:
             result.errors[platform] = result.errors[PLATFORMS[0]]
-    result.uniform = (
-        len({id(i) for i in result.imports.values()}) == 1
-        and len({result.errors.get(platform) for platform in PLATFORMS}) == 1
+    result.platform_names = not _DYNAMIC_BINDING.search(source) and (
+        len({id(i) for i in result.imports.values()}) > 1 or len({result.errors.get(p) for p in PLATFORMS}) > 1
     )
     return result
 
@@ -626,16 +627,16 @@ class ImportChains:
         return None
 
     def _names_per_platform(self, statements: list[ImportStatement]) -> list[tuple[ImportStatement, str]]:
-        """The ``from m import name`` of ``statements`` whose ``m`` may bind ``name`` on some platforms only: ``m``
-        has a top-level ``if`` (it binds names per platform), no ``__getattr__``, and binds ``name`` at no
-        column-0 statement (one Python runs everywhere); not caught by a handler that may catch ImportError.
-        Only for these are ``m``'s facts (a parse) read."""
+        """The ``from m import name`` of ``statements`` whose ``m`` may bind ``name`` on some platforms only:
+        ``m`` may bind names per platform (``ImportFacts.platform_names``), has no ``__getattr__``, and binds
+        ``name`` at no column-0 statement (one Python runs everywhere); not caught by a handler that may catch
+        ImportError. Only for these are ``m``'s facts (a parse) read."""
         found = []
         for statement in statements:
             if not statement.module or any(catches(names, "ImportError") is not False for names in statement.caught):
                 continue
             origin = self.index.import_facts(statement.module) if self._in_tree(statement.module) else None
-            if origin is None or origin.uniform or origin.lazy:
+            if origin is None or not origin.platform_names or origin.lazy:
                 continue
             found.extend(
                 (statement, name)
