@@ -1326,3 +1326,125 @@ def test_a_chain_of_wrappers_is_paired_in_linear_time(tmp_path: Path) -> None:
         signal.alarm(0)
     assert pair.top_tokens.argument_values == ("hidden_states",)
     assert [call.args for call in pair.logits] == [("hidden_states", "spec_step_idx=steps")]
+
+
+HOLDERS = {
+    "v1/worker/gpu/spec_decode/holders.py": """\
+        def greedy(spec, hidden_states):
+            return spec._drafter.get_top_tokens(hidden_states)
+
+
+        class UnpackedSpeculator:
+            def __init__(self):
+                drafter = self.model
+                self._drafter, self.steps = drafter, 3
+
+            def propose(self, hidden_states):
+                return greedy(self, hidden_states)
+
+
+        class AugmentedSpeculator:
+            def __init__(self):
+                self._drafter = self.model
+                self._drafter += self.offset
+
+            def propose(self, hidden_states):
+                return self._drafter.get_top_tokens(hidden_states)
+
+
+        class TwiceBoundLocalSpeculator:
+            def __init__(self):
+                drafter = self.model
+                drafter = self.target_model
+                self._drafter = drafter
+
+            def propose(self, hidden_states):
+                return self._drafter.get_top_tokens(hidden_states)
+
+
+        class CycleSpeculator:
+            def __init__(self):
+                self.first = self.second
+                self.second = self.first
+
+            def propose(self, hidden_states):
+                return self.first.get_top_tokens(hidden_states)
+
+
+        class ElsewhereSpeculator:
+            def propose(self, hidden_states):
+                self.runner.kept = self.model
+                return self.runner.kept.get_top_tokens(hidden_states)
+
+
+        class CalledAliasSpeculator:
+            def __init__(self):
+                self._drafter = self.model
+
+            def propose(self, hidden_states):
+                return self._drafter(hidden_states).argmax(dim=-1)
+
+
+        class SetterSpeculator:
+            @property
+            def drafter(self):
+                return self.model
+
+            @drafter.setter
+            def drafter(self, value):
+                self._other = value
+
+            def propose(self, hidden_states):
+                return self.drafter.get_top_tokens(hidden_states)
+
+
+        class SetattrSpeculator:
+            def __init__(self, options):
+                setattr(self, "_drafter", self.model)
+
+            def propose(self, hidden_states):
+                return self._drafter.get_top_tokens(hidden_states)
+
+
+        class ComputedSetattrSpeculator(SetattrSpeculator):
+            def load_model(self, options):
+                for key, value in options.items():
+                    setattr(self, key, value)
+        """,
+}
+HOLDER = "vllm.v1.worker.gpu.spec_decode.holders."
+
+
+def test_attributes_that_hold_the_drafter(tmp_path: Path) -> None:
+    index = caller_index(tmp_path, HOLDERS)
+    file = "vllm/v1/worker/gpu/spec_decode/holders.py"
+    # unpacked from a tuple of as many values, through a local bound once; read on the speculator handed to a function
+    assert drafted_with(index.reach(f"{HOLDER}UnpackedSpeculator")) == [("get_top_tokens", ("hidden_states",), 2)]
+    # `+=` may store another object there, and so may a local bound twice: named where used, never the drafter
+    for name, use, store in (
+        ("Augmented", 20, "17: `self._drafter += self.offset`"),
+        ("TwiceBoundLocal", 30, "27: `self._drafter = drafter`"),
+    ):
+        reach = index.reach(f"{HOLDER}{name}Speculator")
+        assert (reach.pairs, reach.unfollowed) == (
+            [],
+            [
+                f"{file}:{use}: `self._drafter.get_top_tokens(hidden_states)` (self._drafter may hold another "
+                f"object than the drafter: {file}:{store})"
+            ],
+        )
+    # attributes that only hold each other hold no drafter: the path calls none (named from its entry point)
+    blind = "`propose` (its path calls no method of the drafter that the scan sees)"
+    assert index.reach(f"{HOLDER}CycleSpeculator").unfollowed == [f"{file}:38: {blind}"]
+    # stored on another object: named (MTP205), not followed
+    assert index.reach(f"{HOLDER}ElsewhereSpeculator").unfollowed == [f"{file}:44: `self.runner.kept = self.model`"]
+    # calling the attribute runs the drafter's forward, as `self.model(...)` does
+    assert index.reach(f"{HOLDER}CalledAliasSpeculator").unfollowed == [f"{file}:52: {blind}"]
+    # a property with a setter may be set to anything: not taken for the drafter
+    assert index.reach(f"{HOLDER}SetterSpeculator").unfollowed == [f"{file}:65: {blind}"]
+    # setattr with the attribute's name stores there; with a name computed at run time, anywhere
+    assert drafted_with(index.reach(f"{HOLDER}SetattrSpeculator")) == [("get_top_tokens", ("hidden_states",), 74)]
+    assert index.reach(f"{HOLDER}ComputedSetattrSpeculator").unfollowed == [
+        f"{file}:74: `self._drafter.get_top_tokens(hidden_states)` (self._drafter may hold another object than the "
+        f"drafter: {file}:80: `setattr(self, key, value)`)"
+    ]

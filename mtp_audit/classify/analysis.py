@@ -896,12 +896,16 @@ class Analyzer:
 
     def called_params(self, mro: Mro, gtt: MethodHit, overlay: Overlay | None, depth: int = 0) -> list[Param]:
         """The parameters a caller's arguments bind to: those of ``gtt``, or, where it only passes every
-        call on (``def get_top_tokens(self, *args, **kwargs): return super().get_top_tokens(*args, **kwargs)``),
-        those of the get_top_tokens its super() reaches."""
-        params = top_tokens_shape(gtt.method.text, gtt.method.line).params
-        nxt = self.h.find(mro, "get_top_tokens", start=gtt.index + 1, overlay=overlay)
-        if nxt is None or depth > 8 or nxt.method.how != "def" or not forwards_every_call(gtt.method.text):
-            return params
+        call on (``def get_top_tokens(self, *args, **kwargs): return super().get_top_tokens(*args, **kwargs)``,
+        or ``super(Cls, self)`` from where that starts its lookup), those of the get_top_tokens its super()
+        reaches."""
+        gshape = top_tokens_shape(gtt.method.text, gtt.method.line)
+        if depth > 8 or gshape.kind != TopTokensKind.SUPER or not forwards_every_call(gtt.method.text):
+            return gshape.params
+        start, _ = self.super_start(mro, gtt, gshape.super_class, None)
+        nxt = self.h.find(mro, "get_top_tokens", start=start, overlay=overlay) if start is not None else None
+        if nxt is None or nxt.method.how != "def":
+            return gshape.params
         return self.called_params(mro, nxt, overlay, depth + 1)
 
     def _decorated(self, gtt: MethodHit, gshape: TopTokensShape) -> tuple[Consistency, str]:

@@ -155,7 +155,8 @@ def only_unpacked(text: str, name: str) -> bool:
 @functools.lru_cache(maxsize=1024)
 def forwards_every_call(text: str) -> bool:
     """Whether a get_top_tokens is ``(self, *args, **kwargs)`` returning ``super().get_top_tokens(*args,
-    **kwargs)`` (a docstring aside, no decorator): every call reaches the next one, arguments unchanged."""
+    **kwargs)`` or ``super(Cls, self).get_top_tokens(*args, **kwargs)`` (a docstring aside, no decorator):
+    every call reaches the next one its ``super()`` finds, arguments unchanged."""
     try:
         func = ast.parse(textwrap.dedent(text)).body[0]
     except (SyntaxError, IndexError):
@@ -166,8 +167,29 @@ def forwards_every_call(text: str) -> bool:
     if arguments.posonlyargs or arguments.kwonlyargs or len(arguments.args) != 1 or not arguments.vararg:
         return False
     body = [s for s in func.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-    forwarding = f"return super().get_top_tokens(*{arguments.vararg.arg}, **{getattr(arguments.kwarg, 'arg', '')})"
-    return arguments.kwarg is not None and len(body) == 1 and unparse(body[0]) == forwarding
+    if arguments.kwarg is None or len(body) != 1:
+        return False
+    passed = f"(*{arguments.vararg.arg}, **{arguments.kwarg.arg})"
+    if unparse(body[0]) == f"return super().get_top_tokens{passed}":
+        return True
+    parameters = {"self", arguments.vararg.arg, arguments.kwarg.arg}
+    named = _super_class_named(body[0])
+    return (
+        arguments.args[0].arg == "self"
+        and named is not None
+        and named.partition(".")[0] not in parameters  # ``super(self.__class__, self)`` names no class
+        and unparse(body[0]) == f"return super({named}, self).get_top_tokens{passed}"
+    )
+
+
+def _super_class_named(statement: ast.stmt) -> str | None:
+    """``Cls`` of ``return super(Cls, self).NAME(...)``, where it is a (dotted) name, as written."""
+    call = statement.value if isinstance(statement, ast.Return) else None
+    made = call.func.value if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) else None
+    if not isinstance(made, ast.Call) or len(made.args) != 2:
+        return None
+    named = unparse(made.args[0])
+    return named if all(part.isidentifier() for part in named.split(".")) else None
 
 
 def first_read(text: str, name: str, def_line: int) -> str | None:

@@ -87,6 +87,7 @@ TRANSPARENT_WRAPPERS = ("torch.compile",)  # return a callable that calls what t
 PROPERTIES = frozenset({"property", "cached_property", "functools.cached_property"})  # read, not handed on
 # decorators after which a def bound under another name in a class body is no plain method
 BINDERS = PROPERTIES | {"classmethod", "staticmethod"}
+ANY_ATTRIBUTE = "\x02"  # what ``setattr(self, name, value)`` stores into: any attribute
 HIDDEN_BY_STAR = "\x01"  # an argument value that a ``*``/``**`` argument of a wrapper call hides
 
 
@@ -228,6 +229,9 @@ class CallerIndex:
         self._bound_locals: dict[tuple[str | None, str], frozenset[str]] = {}  # see _local_names
         self._instance_values: dict[tuple[str, ...], dict] = {}  # see _instance_bindings
         self._bindings_of_class: dict[str, list] = {}  # see _class_bindings
+        self._stores_of_class: dict[str, list] = {}  # see _class_stores
+        self._holders: dict[tuple[str, ...], _DrafterAttributes] = {}  # see _drafter_attributes
+        self._holders_by_attrs: dict[frozenset[str], _Holders] = {}  # see _holders_knowing
         self._placed: set[tuple[str, int, int]] = set()  # speculator references selection read (see _unplaced)
         self._value_modules: dict[str, ast.Module | None] = {}  # modules outside the caller files read for a constant
         self._runner: RunnerChoice | None = None  # how the config picks the V1 or V2 model runner
@@ -248,8 +252,9 @@ class CallerIndex:
 
     def __getstate__(self) -> dict:
         """Pickled (by a scan worker, for its parent) without the module index: the receiver
-        attaches its own (``Scanner.adopt_callers``)."""
-        return {**self.__dict__, "index": None}
+        attaches its own (``Scanner.adopt_callers``), and without what is known of functions by their
+        ids (``_holders_by_attrs``), which the copy's own nodes do not keep."""
+        return {**self.__dict__, "index": None, "_holders_by_attrs": {}}
 
     @property
     def present(self) -> bool:
@@ -1207,7 +1212,8 @@ class CallerIndex:
         (``FILE:LINE: code``)."""
         function, module, file = self._definition(frame)
         nodes = list(ast.walk(function))
-        names = _DrafterNames.of(nodes, frame.drafters, frame.speculators)
+        holding = self._drafter_attributes(mro)
+        names = _DrafterNames.of(nodes, frame.drafters, frame.speculators, holding.sure)
         shadowed = _inner_scope_names(function)
         sites: list[_Site] = []
         followed: set[int] = set()  # drafter references that a site follows
@@ -1273,7 +1279,7 @@ class CallerIndex:
             for reference, shown in names.escapes(nodes)
             if id(reference) not in followed
         ]
-        return sites, unbound + unfollowed
+        return sites, unbound + unfollowed + _uses_of_maybe(nodes, frame.speculators, holding.maybe, file)
 
     def _site_into(
         self, callee: tuple[_Frame, bool], node: ast.Call, call_node: ast.Call, file: str, names: _DrafterNames
@@ -1337,7 +1343,7 @@ class CallerIndex:
             func = made.func
             if frame.owner is None or not (isinstance(func, ast.Attribute) and _is_self(func.value)):
                 continue
-            if func.attr in expanded or func.attr in DRAFTER_ATTRS:  # ``self.model(...)`` runs the drafter
+            if func.attr in expanded or func.attr in self._drafter_attributes(mro).sure:  # runs the drafter
                 continue
             expanded.add(func.attr)
             rebinds_method = self._find(mro, func.attr) is not None
@@ -1388,10 +1394,123 @@ class CallerIndex:
             or (
                 isinstance(n, ast.Attribute)
                 and _is_self(n.value)
-                and (n.attr in DRAFTER_ATTRS or self._find(mro, n.attr) is not None)
+                and (n.attr in self._drafter_attributes(mro).sure or self._find(mro, n.attr) is not None)
             )
             for n in ast.walk(value)
         )
+
+    def _drafter_attributes(self, mro: list[str]) -> _DrafterAttributes:
+        """The attributes ``self.NAME`` that hold the drafter in a speculator of ``mro``, as Python reads
+        them: ``self.model`` / ``self.draft_model``; an attribute that is no method or property of the MRO,
+        every store of which, in the methods Python runs on the speculator, puts the drafter there
+        (``self._drafter = self.model`` in ``__init__``, ``self.a = self.b = self.model``, an attribute
+        that holds it, a local bound once to it); a property returning one in its only statement
+        (``@property def drafter(self): return self.model``). One that is stored or returned the drafter
+        at some places but may hold another object (rebound elsewhere, one arm of ``a if c else b``) is
+        ``maybe``: named where a drafting path uses it, never taken for the drafter nor for another."""
+        key = tuple(mro)
+        if key in self._holders:
+            return self._holders[key]
+        values: dict[str, list[_AttributeValue]] = {}
+        for value in (*self._property_values(mro), *self._instance_stores(mro)):
+            values.setdefault(value.name, []).append(value)
+        anywhere = [replace(v, value=None) for v in values.pop(ANY_ATTRIBUTE, [])]  # may store into any of them
+        candidates = {
+            name: found + anywhere
+            for name, found in values.items()
+            if name not in DRAFTER_ATTRS and any(_drafter_shaped(v) for v in found)
+        }
+        sure = set(DRAFTER_ATTRS)
+        grown = bool(candidates)
+        while grown:  # an attribute holding another one, a property returning one: until nothing is added
+            holders = self._holders_knowing(frozenset(sure))
+            added = {
+                name
+                for name, found in candidates.items()
+                if name not in sure and self._surely(name, found, mro, holders)
+            }
+            sure |= added
+            grown = bool(added)
+        holders = self._holders_knowing(frozenset(sure))
+        maybe = {
+            name: self._other_than_drafter(name, found, mro, holders)
+            for name, found in candidates.items()
+            if name not in sure and any(v.value is not None and holders.names(v).holds(v.value) for v in found)
+        }
+        self._holders[key] = _DrafterAttributes(frozenset(sure), maybe)
+        return self._holders[key]
+
+    def _holders_knowing(self, attrs: frozenset[str]) -> _Holders:
+        """One ``_Holders`` per set of attributes known to hold the drafter, shared by the speculators."""
+        if attrs not in self._holders_by_attrs:
+            self._holders_by_attrs[attrs] = _Holders(attrs)
+        return self._holders_by_attrs[attrs]
+
+    def _surely(self, name: str, found: list[_AttributeValue], mro: list[str], holders: _Holders) -> bool:
+        """Whether every read of ``self.NAME`` gives the drafter: what Python finds first on the class (no
+        method, or a one-return property) and every value stored or returned there."""
+        looked_up = self._find(mro, name)
+        if looked_up is not None and not any(v.returned and v.only for v in found):
+            return False
+        return all(v.value is not None and holders.surely(v) for v in found)
+
+    def _other_than_drafter(self, name: str, found: list[_AttributeValue], mro: list[str], holders: _Holders) -> str:
+        """Why ``self.NAME`` may hold another object than the drafter: the first place that may put
+        another there (a store, a property's return), or the method the class binds to the name."""
+        other = next((v for v in found if v.value is None or not holders.surely(v)), None)
+        if other is not None:
+            where = f"{other.file}:{other.statement.lineno}: `{unparse(other.statement)}`"
+            return f"self.{name} may hold another object than the drafter: {where}"
+        looked_up = self._find(mro, name)  # every value is the drafter, but the class binds the name first
+        assert looked_up is not None
+        if looked_up.unfollowed:
+            return f"self.{name} is looked up on the class first ({looked_up.unfollowed})"
+        function, _, file = self._definition(_Frame(looked_up.owner, looked_up.name))
+        return f"self.{name} is looked up on the class first ({file}:{function.lineno})"
+
+    def _instance_stores(self, mro: list[str]) -> list[_AttributeValue]:
+        """What the methods Python runs on a speculator of ``mro`` (not one overridden) store into ``self.NAME``."""
+        return [
+            value
+            for qualname in mro
+            for method, value in self._class_stores(qualname)
+            if self._find(mro, method) == _Method(qualname, method)
+        ]
+
+    def _class_stores(self, qualname: str) -> list[tuple[str, _AttributeValue]]:
+        """(method, value) for each store into ``self.NAME`` in the methods of class ``qualname`` whose
+        first parameter is ``self`` (see ``_attribute_stores``); read once per class."""
+        if qualname not in self._stores_of_class:
+            cls = self.classes[qualname]
+            out: list[tuple[str, _AttributeValue]] = []
+            for name, method in cls.methods.items():
+                positional = [*method.args.posonlyargs, *method.args.args]
+                if not positional or positional[0].arg != "self" or _is_static(method):
+                    continue
+                out += [
+                    (name, _AttributeValue(attr, value, statement, method, cls.file))
+                    for statement in statements_within(method)
+                    for attr, value in _attribute_stores(statement)
+                ]
+            self._stores_of_class[qualname] = out
+        return self._stores_of_class[qualname]
+
+    def _property_values(self, mro: list[str]) -> list[_AttributeValue]:
+        """What the properties Python finds on a speculator of ``mro`` return, each ``return`` of them
+        (``only``: the property's one statement, a docstring aside)."""
+        out = []
+        for qualname in mro:
+            cls = self.classes[qualname]
+            for name, method in cls.methods.items():
+                if not _decorated_as(method, PROPERTIES) or self._find(mro, name) != _Method(qualname, name):
+                    continue
+                body = [s for s in method.body if not _is_docstring(s)]
+                out += [
+                    _AttributeValue(name, s.value, s, method, cls.file, returned=True, only=body == [s])
+                    for s in statements_within(method)
+                    if isinstance(s, ast.Return) and s.value is not None
+                ]
+        return out
 
     def _local_names(self, frame: _Frame) -> frozenset[str]:
         """Names a frame's function binds in its body (a parameter it rebinds too, the parameters of
@@ -1534,6 +1653,56 @@ class _InstanceBinding:
             f"{self.file}:{self.statement.lineno}: `{unparse(self.statement)}` (what self.{self.name} is, "
             "which the scan does not follow)"
         )
+
+
+@dataclass(frozen=True)
+class _AttributeValue:
+    """What reading ``self.NAME`` on a speculator may give: what a method stores there, or what a
+    property returns (``returned``; ``only``: its one statement); ``value`` None where a store does not
+    say what it stores (``self.NAME += 1``, ``for self.NAME in ...``)."""
+
+    name: str
+    value: ast.expr | None
+    statement: ast.stmt
+    function: ast.FunctionDef | ast.AsyncFunctionDef  # the function the value is read in
+    file: str
+    returned: bool = False
+    only: bool = False
+
+
+@dataclass(frozen=True)
+class _DrafterAttributes:
+    """The attributes of a speculator that hold its drafter (see ``CallerIndex._drafter_attributes``)."""
+
+    sure: frozenset[str]  # ``self.NAME`` is the drafter wherever it is read
+    maybe: dict[str, str]  # NAME -> why it may be another object: named where a drafting path uses it
+
+
+class _Holders:
+    """Whether the values methods of a speculator store or return hold its drafter, given the attributes
+    known to hold it; each function read once."""
+
+    def __init__(self, attrs: frozenset[str]):
+        self.attrs = attrs
+        self._read: dict[int, tuple[_DrafterNames, dict[str, ast.expr]]] = {}
+
+    def names(self, value: _AttributeValue) -> _DrafterNames:
+        return self._of(value.function)[0]
+
+    def surely(self, value: _AttributeValue) -> bool:
+        names, once = self._of(value.function)
+        return value.value is not None and _surely_held(value.value, names, once, frozenset())
+
+    def _of(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[_DrafterNames, dict[str, ast.expr]]:
+        if id(function) not in self._read:
+            nodes = list(ast.walk(function))
+            positional = [*function.args.posonlyargs, *function.args.args]
+            speculator = (positional[0].arg,) if positional else ()
+            self._read[id(function)] = (
+                _DrafterNames.of(nodes, (), speculator, self.attrs),
+                _bound_once(nodes, function),
+            )
+        return self._read[id(function)]
 
 
 @dataclass(frozen=True)
@@ -1790,27 +1959,43 @@ class _Walk:
 
 
 class _DrafterNames:
-    """What holds the drafter in one function: ``self.model`` / ``self.draft_model`` (also as
+    """What holds the drafter in one function: the speculator's attributes that hold it (``attrs``:
+    ``self.model`` / ``self.draft_model`` and those of ``CallerIndex._drafter_attributes``, also as
     ``getattr(self, "model")``, and on a parameter handed the speculator itself), either arm of
     ``a if c else b``, the parameters it is handed in, locals bound to it (plain, annotated,
     ``:=`` or unpacked from a tuple; aliases of aliases too), and locals bound to one of its
     methods (``top = self.model.get_top_tokens``)."""
 
-    def __init__(self, aliases: set[str], bound: dict[str, str], bound_values: set[int], speculators: set[str]):
+    def __init__(
+        self,
+        aliases: set[str],
+        bound: dict[str, str],
+        bound_values: set[int],
+        speculators: set[str],
+        attrs: frozenset[str] = frozenset(DRAFTER_ATTRS),
+    ):
         self.aliases = aliases
         self.bound = bound
-        self.bound_values = bound_values  # ids of the values bound to locals
+        self.bound_values = bound_values  # ids of the values bound to locals, or stored where the drafter is
         self.speculators = speculators  # names of the speculator: ``self`` and parameters handed it
+        self.attrs = attrs
 
     @classmethod
-    def of(cls, nodes: list[ast.AST], parameters: tuple[str, ...], speculators: tuple[str, ...] = ()) -> _DrafterNames:
+    def of(
+        cls,
+        nodes: list[ast.AST],
+        parameters: tuple[str, ...],
+        speculators: tuple[str, ...] = (),
+        attrs: frozenset[str] = frozenset(DRAFTER_ATTRS),
+    ) -> _DrafterNames:
         bindings = [
             (target, value)
             for node in nodes
             if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr))
             for target, value in _local_bindings(node)
         ]
-        names = cls({*parameters}, {}, {id(value) for _, value in bindings}, {"self", *speculators})
+        names = cls({*parameters}, {}, {id(value) for _, value in bindings}, {"self", *speculators}, attrs)
+        names.bound_values |= {id(node.value) for node in nodes if names.keeps(node)}
         grown = True
         while grown:
             before = (len(names.aliases), len(names.bound))
@@ -1821,6 +2006,15 @@ class _DrafterNames:
                     names.bound[target] = method
             grown = (len(names.aliases), len(names.bound)) != before
         return names
+
+    def keeps(self, node: ast.AST) -> bool:
+        """Whether ``node`` stores a value only where the drafter is (``self._drafter = self.model``, an
+        attribute that holds it; a local too): no reference is handed on there."""
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+            return False
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        attributes = [t for t in targets if not isinstance(t, ast.Name)]
+        return bool(attributes) and all(self.holds(t) for t in attributes)
 
     def hands_on(self, call: ast.Call) -> bool:
         """Whether ``call`` passes the drafter or the speculator as an argument."""
@@ -1833,10 +2027,10 @@ class _DrafterNames:
         """Whether ``node`` is the drafter (in one arm of ``a if c else b`` at least)."""
         if isinstance(node, ast.IfExp):
             return any(self.holds(arm) for arm in _branches(node))
-        read = _getattr_of(node) or ((node.value, node.attr) if isinstance(node, ast.Attribute) else None)
+        read = _attribute_read(node)
         if read is not None:
             owner, attr = read
-            return attr in DRAFTER_ATTRS and isinstance(owner, ast.Name) and owner.id in self.speculators
+            return attr in self.attrs and isinstance(owner, ast.Name) and owner.id in self.speculators
         return isinstance(node, ast.Name) and node.id in self.aliases
 
     def method_of(self, node: ast.expr) -> str | None:
@@ -2258,6 +2452,104 @@ def _self_bindings(statement: ast.AST) -> Iterator[tuple[str, ast.expr]]:
     for target in targets:
         if isinstance(target, ast.Attribute) and _is_self(target.value):
             yield target.attr, value
+
+
+def _attribute_stores(statement: ast.stmt) -> Iterator[tuple[str, ast.expr | None]]:
+    """(NAME, VALUE) for each store into ``self.NAME`` that ``statement`` makes: VALUE what a plain or
+    annotated binding stores there (chained too, or unpacked from a tuple of as many values, or
+    ``setattr(self, "NAME", VALUE)``), None for any other store (``self.NAME += 1``, ``for self.NAME in
+    ...``, ``with f() as self.NAME``); NAME is ``ANY_ATTRIBUTE`` for ``setattr`` with a computed name."""
+    if isinstance(statement, ast.Expr) and _dotted(getattr(statement.value, "func", None)) == "setattr":
+        call = statement.value
+        if len(call.args) == 3 and _is_self(call.args[0]):  # type: ignore[attr-defined]
+            name = call.args[1]  # type: ignore[attr-defined]
+            named = isinstance(name, ast.Constant) and isinstance(name.value, str)
+            yield (name.value if named else ANY_ATTRIBUTE), call.args[2]  # type: ignore[attr-defined, union-attr]
+        return
+    if isinstance(statement, ast.Assign):
+        pairs = [pair for target in statement.targets for pair in _stored_pairs(target, statement.value)]
+    elif isinstance(statement, ast.AnnAssign):
+        pairs = _stored_pairs(statement.target, statement.value) if statement.value is not None else []
+    else:
+        targets = [getattr(statement, "target", None), *(i.optional_vars for i in getattr(statement, "items", []))]
+        pairs = [(node, None) for target in targets if target is not None for node in ast.walk(target)]
+    for node, value in pairs:
+        if isinstance(node, ast.Attribute) and _is_self(node.value) and isinstance(node.ctx, ast.Store):
+            yield node.attr, value
+
+
+def _stored_pairs(target: ast.expr, value: ast.expr) -> list[tuple[ast.AST, ast.expr | None]]:
+    """(target, value) for what a binding puts in each of its targets: a tuple unpacked from a tuple of
+    as many values pairs them; from anything else, its targets get values not known (None)."""
+    if not isinstance(target, (ast.Tuple, ast.List)):
+        return [(target, value)]
+    if (
+        isinstance(value, (ast.Tuple, ast.List))
+        and len(target.elts) == len(value.elts)
+        and not any(isinstance(e, ast.Starred) for e in (*target.elts, *value.elts))
+    ):
+        return [pair for t, v in zip(target.elts, value.elts) for pair in _stored_pairs(t, v)]
+    return [(node, None) for node in ast.walk(target)]
+
+
+def _drafter_shaped(stored: _AttributeValue) -> bool:
+    """Whether what ``stored`` puts in the attribute may be the drafter by its form: a local (not a
+    parameter), an attribute of the speculator, read directly or by ``getattr``, or ``a if c else b``
+    with such an arm (anything else is another object, or makes one)."""
+    if stored.value is None:
+        return False
+    arguments = stored.function.args
+    positional = [a.arg for a in (*arguments.posonlyargs, *arguments.args)]
+    parameters = {*positional, *(a.arg for a in (*arguments.kwonlyargs, arguments.vararg, arguments.kwarg) if a)}
+    owner = positional[0] if positional else None
+    return any(
+        (isinstance(arm, ast.Name) and arm.id not in parameters)
+        or ((read := _attribute_read(arm)) is not None and isinstance(read[0], ast.Name) and read[0].id == owner)
+        for arm in _branches(stored.value)
+    )
+
+
+def _surely_held(value: ast.expr, names: _DrafterNames, once: dict[str, ast.expr], seen: frozenset[str]) -> bool:
+    """Whether ``value`` is the drafter however it evaluates: each arm of ``a if c else b``, a local bound
+    once to such a value, or what ``names`` holds directly (``self.model``, an attribute that holds it)."""
+    if isinstance(value, ast.IfExp):
+        return all(_surely_held(arm, names, once, seen) for arm in _branches(value))
+    if isinstance(value, ast.Name):
+        bound = once.get(value.id)
+        return bound is not None and value.id not in seen and _surely_held(bound, names, once, seen | {value.id})
+    return names.holds(value)
+
+
+def _uses_of_maybe(nodes: list[ast.AST], speculators: tuple[str, ...], maybe: dict[str, str], file: str) -> list[str]:
+    """``FILE:LINE: `code` (why)`` for each use, in a function of a drafting path, of an attribute that
+    may or may not hold the drafter (``maybe``, with why) that may reach the drafter unseen: one of its
+    logits methods read (called or not), or the attribute handed on, stored or returned."""
+    if not maybe:
+        return []
+    names = _DrafterNames.of(nodes, (), speculators, frozenset(maybe))
+    calls = {id(n.func): n for n in nodes if isinstance(n, ast.Call)}
+    shown = [
+        calls.get(id(n), n) for n in nodes if isinstance(n, (ast.Attribute, ast.Call)) and names.method_of(n) in WATCHED
+    ]
+    shown += [node for _, node in names.escapes(nodes) if node not in shown]
+    read = {
+        attr
+        for n in nodes
+        if (found := _attribute_read(n)) is not None
+        and (attr := found[1]) in maybe
+        and isinstance(found[0], ast.Name)
+        and found[0].id in names.speculators
+    }
+    return [f"{file}:{node.lineno}: `{unparse(node)}` ({'; '.join(maybe[a] for a in sorted(read))})" for node in shown]
+
+
+def _attribute_read(node: ast.AST) -> tuple[ast.expr, str] | None:
+    """(owner, NAME) of ``owner.NAME`` or ``getattr(owner, "NAME"[, default])``."""
+    return _getattr_of(node) or ((node.value, node.attr) if isinstance(node, ast.Attribute) else None)  # type: ignore[arg-type]
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
 
 
 def _bound_method_values(
