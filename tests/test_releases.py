@@ -12,6 +12,12 @@ from test_real_vllm import registered_archs
 pytestmark = pytest.mark.integration
 
 RELEASES = [
+    "0.17.0",  # the first release with LogitsProcessor.get_top_tokens
+    "0.17.1",
+    "0.18.0",
+    "0.18.1",
+    "0.19.0",
+    "0.19.1",
     "0.20.0",
     "0.20.1",
     "0.20.2",
