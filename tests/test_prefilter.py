@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mtp_audit.index import facts as facts_module
+from mtp_audit.index.classes import init_values
 from mtp_audit.index.facts import extract_facts
 from mtp_audit.index.prefilter import reduce_source, whole
 
@@ -200,8 +201,13 @@ def not_a_factory(size):
 
 
 def _callees(cls) -> dict[str, list[str]]:
-    """What ``__init__`` may leave in each attribute, by callee ("<other>": not a call the facts follow)."""
-    return {attr: [value.callee or "<other>" for value in values] for attr, values in cls.init_attrs.items()}
+    """What ``__init__`` may leave in each attribute on an instance of the class itself, by callee ("<other>": not a
+    call the facts follow)."""
+    steps = cls.init_steps
+    found = init_values(
+        (cls.name, steps.get("__init__", [])), lambda name: (cls.name, steps[name]) if name in steps else None
+    )
+    return {attr: [value.callee or "<other>" for _, value in values] for attr, values in found.items()}
 
 
 def _whole_facts(source: str, monkeypatch, module: str = "pkg.mod"):
@@ -216,7 +222,7 @@ def _same(cut, full) -> None:
         assert {k: (v.line, v.code) for k, v in a.methods.items()} == {
             k: (v.line, v.code) for k, v in b.methods.items()
         }
-        assert a.init_attrs == b.init_attrs, a.name
+        assert a.init_steps == b.init_steps, a.name
         assert a.class_attrs == b.class_attrs, a.name
         assert a.defined_methods == b.defined_methods, a.name
     assert cut.factories == full.factories
@@ -261,7 +267,8 @@ def test_init_cut_keeps_what_the_tree_walk_reads_and_no_more(monkeypatch):
     assert "config.hidden_size" not in reduced.source  # a call's arguments go
     assert "self.helper(config)" in reduced.source  # it may run a method of the class
     assert "def nested" not in reduced.source
-    assert "Unused" not in reduced.source and "Never" not in reduced.source and "return processor" not in reduced.source
+    assert "Unused" not in reduced.source and "return processor" not in reduced.source
+    assert "self.never = Never()" in reduced.source  # a subclass's __init__, in any module, may run it on self
     assert "some_decorator" not in reduced.source
     assert '"table"' in reduced.source  # register_buffer's first argument names the attribute
     cut = extract_facts(INIT_SHAPES, "pkg.mod", "pkg/mod.py", False)

@@ -411,9 +411,10 @@ class Analyzer:
             return (nxt.owner if nxt is not None else None), why
         attr = shape.delegate_attr
         annotated = next(
-            (item for item in mro.classes if isinstance(item, ClassKey) and self._binds_instance(item, attr)), None
+            (item for item in mro.classes if isinstance(item, ClassKey) and self._binds_instance(mro, item, attr)),
+            None,
         )
-        if annotated is not None and attr not in self.h.class_facts(annotated).init_attrs:  # ``model: "Inner"``
+        if annotated is not None and attr not in self.h.init_values(mro, annotated):  # ``model: "Inner"``
             annotation = self.h.class_facts(annotated).annotations[attr].strip("'\"")
             found = resolve_expression(self.h.index, annotated.module, annotation, self.h.platform)
             classes = [item for item in found if isinstance(item, ClassKey)]
@@ -436,18 +437,18 @@ class Analyzer:
 
     def assigned_classes(self, mro: Mro, attr: str) -> tuple[ClassKey | None, list[ClassKey | External], str | None]:
         """What ``self.<attr>`` holds on an instance of this MRO, read off ``__init__`` as Python runs it
-        (``ClassFacts.init_attrs``): the first class of the MRO whose ``__init__`` assigns it (None: none does),
-        the classes (in the tree or outside it) it may be, and, where one value's class cannot be told, that
-        value and its statement (``file:line``)."""
+        (``Hierarchy.init_values``: a method it runs on self is the one the MRO finds): the first class of the MRO
+        whose ``__init__`` assigns it (None: none does), the classes (in the tree or outside it) it may be, and,
+        where one value's class cannot be told, that value and its statement (``file:line``)."""
         classes = [item for item in mro.classes if isinstance(item, ClassKey)]
-        owner = next((item for item in classes if attr in self.h.class_facts(item).init_attrs), None)
+        owner = next((item for item in classes if attr in self.h.init_values(mro, item)), None)
         if owner is None:
             return None, [], None
         held: list[ClassKey | External] = []
-        for value in self.h.class_facts(owner).init_attrs[attr]:
-            made = self._made_by(mro, owner.module, value.callee) if value.callee else None
+        for writer, value in self.h.init_values(mro, owner)[attr]:
+            made = self._made_by(mro, writer.module, value.callee) if value.callee else None
             if made is None:
-                return owner, held, f"{value.code} at {self.h.file_of(owner)}:{value.line}"
+                return owner, held, f"{value.code} at {self.h.file_of(writer)}:{value.line}"
             held += [item for item in made if item not in held]
         return owner, held, None
 
@@ -460,7 +461,8 @@ class Analyzer:
         if callee.startswith("self."):
             attribute = callee.removeprefix("self.")
             binder = next(
-                (item for item in mro.classes if isinstance(item, ClassKey) and self._binds(item, attribute)), None
+                (item for item in mro.classes if isinstance(item, ClassKey) and self._binds(mro, item, attribute)),
+                None,
             )
             value = self.h.class_facts(binder).class_attrs.get(attribute, "") if binder is not None else ""
             return self._made_by(mro, binder.module, value, depth + 1) if binder is not None and value else None
@@ -478,14 +480,17 @@ class Analyzer:
             made += [item for item in classes if item not in made]
         return made
 
-    def _binds_instance(self, cls: ClassKey, attribute: str) -> bool:
-        """Whether ``cls``'s ``__init__`` assigns the attribute or its body annotates it."""
-        facts = self.h.class_facts(cls)
-        return attribute in facts.init_attrs or attribute in facts.annotations
+    def _binds_instance(self, mro: Mro, cls: ClassKey, attribute: str) -> bool:
+        """Whether ``cls``'s ``__init__`` assigns the attribute (for this MRO's instance) or its body annotates it."""
+        return attribute in self.h.init_values(mro, cls) or attribute in self.h.class_facts(cls).annotations
 
-    def _binds(self, cls: ClassKey, attribute: str) -> bool:
+    def _binds(self, mro: Mro, cls: ClassKey, attribute: str) -> bool:
         facts = self.h.class_facts(cls)
-        return attribute in facts.class_attrs or attribute in facts.defined_methods or attribute in facts.init_attrs
+        return (
+            attribute in facts.class_attrs
+            or attribute in facts.defined_methods
+            or attribute in self.h.init_values(mro, cls)
+        )
 
     def _factory(self, module: str, name: str, depth: int) -> tuple[str, list[str]] | None:
         """The module defining the factory ``name`` (followed through imports) and what it returns."""
@@ -1017,7 +1022,7 @@ class Analyzer:
 
     def _sets_d2t(self, mro: Mro) -> bool:
         return any(
-            isinstance(item, ClassKey) and "draft_id_to_target_id" in self.h.class_facts(item).init_attrs
+            isinstance(item, ClassKey) and "draft_id_to_target_id" in self.h.init_values(mro, item)
             for item in mro.classes
         )
 

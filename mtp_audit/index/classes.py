@@ -4,16 +4,21 @@ annotations, and what ``__init__`` sets."""
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from operator import attrgetter
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from ..model import PLATFORMS
 from .ast_tools import FUNCTIONS, _is_docstring, _strings, dotted, names_bound, statement_blocks, walk_statements
-from .fact_types import Assigned, ClassFacts, MethodFacts
+from .fact_types import Assigned, ClassFacts, InitStep, MethodFacts
 from .platforms import evaluate, literal_string
 from .prefilter import WATCHED_METHODS
 
 if TYPE_CHECKING:
     from .facts import _Source
+
+T = TypeVar("T")
+Writer = TypeVar("Writer")
+_line = attrgetter("line")
 
 
 def _collect_classes(tree: ast.Module, text: _Source) -> list[ClassFacts]:
@@ -27,7 +32,8 @@ def _collect_classes(tree: ast.Module, text: _Source) -> list[ClassFacts]:
             line=text.line(node),
             bases=[text.segment(b.value if isinstance(b, ast.Starred) else b) for b in node.bases],
         )
-        _collect_members(cls, node.body, text, None, methods=_own_methods(node))
+        cls.init_steps = _helper_steps(node, text)
+        _collect_members(cls, node.body, text, None, read_init=True)
         cls.default_rebinds = _default_rebinds(node, text)
         if _differs_by_platform(node.body):
             for platform in PLATFORMS:
@@ -38,10 +44,13 @@ def _collect_classes(tree: ast.Module, text: _Source) -> list[ClassFacts]:
     return classes
 
 
-def _own_methods(node: ast.ClassDef) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
-    """The functions the class body itself defines, the last ``def`` of a name winning: what ``self.m(...)`` in
-    ``__init__`` runs where no subclass overrides ``m``."""
-    return {statement.name: statement for statement in node.body if isinstance(statement, FUNCTIONS)}
+def _helper_steps(node: ast.ClassDef, text: _Source) -> dict[str, list[InitStep]]:
+    """The steps of the methods the class body itself defines, the last ``def`` of a name winning, where they set
+    or run something on self: what ``self.m(...)`` in an ``__init__`` runs where the instance's MRO finds ``m``
+    here, whichever class's ``__init__`` calls it (the pre-filter keeps those statements of every method)."""
+    own = {statement.name: statement for statement in node.body if isinstance(statement, FUNCTIONS)}
+    found = {name: _method_steps(function, text) for name, function in own.items() if name != "__init__"}
+    return {name: steps for name, steps in found.items() if steps}
 
 
 def _collect_members(
@@ -50,12 +59,12 @@ def _collect_members(
     text: _Source,
     under: str | None,
     platform: str | None = None,
-    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None,
+    read_init: bool = False,
 ) -> None:
     """The class body's statements in order, later bindings replacing earlier ones, as Python
     runs them; ``under``: the ``if``/``try`` a nested definition depends on; ``platform``: the one
     whose ``current_platform`` conditions are decided (None: only those alike on every platform);
-    ``methods``: the body's own functions, which ``__init__`` may run on self (None: ``__init__`` not read)."""
+    ``read_init``: whether ``__init__`` is read (once, not per platform)."""
     for statement in body:
         if isinstance(statement, FUNCTIONS):
             cls.defined_methods[statement.name] = text.line(statement)  # under a condition too: it may be defined
@@ -66,8 +75,8 @@ def _collect_members(
                 elif under is not None:
                     method.how, method.where = "conditional", f"defined only {under}"
                 cls.methods[statement.name] = method
-            elif statement.name == "__init__" and under is None and methods is not None:
-                cls.init_attrs = _init_attributes(statement, methods, text)
+            elif statement.name == "__init__" and under is None and read_init:
+                cls.init_steps["__init__"] = _method_steps(statement, text)
                 cls.init_raises = _only_raises(statement)
         elif (
             isinstance(statement, ast.Assign)
@@ -99,7 +108,7 @@ def _collect_members(
         elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
             cls.annotations[statement.target.id] = text.segment(statement.annotation)
         elif isinstance(statement, ast.If) and (truth := _decided(statement.test, platform)) is not None:
-            _collect_members(cls, statement.body if truth else statement.orelse, text, under, platform, methods)
+            _collect_members(cls, statement.body if truth else statement.orelse, text, under, platform, read_init)
         elif isinstance(statement, (ast.If, ast.Try)):
             test = f"if {text.segment(statement.test)}" if isinstance(statement, ast.If) else "in a try"
             condition = f"under `{test}:` in the class body (line {text.line(statement)})"
@@ -204,18 +213,16 @@ def _registered_name(node: ast.stmt) -> str | None:
     return literal_string(call.args[0])
 
 
-class _InitValues:
-    """What ``__init__`` leaves in each ``self.X``, read as Python runs it: a statement at the level of the
-    function's own body replaces what the attribute (or local) held; one under ``if``/``for``/``while``/``with``/
-    ``try`` adds to it (the block may not run, or run instead of another); ``self.m(...)`` runs ``m`` of the
-    class there; a local carries its values to ``self.X = local``; both arms of ``a if c else b`` are candidates.
-    Statements in a ``match`` case or a nested ``def``/``class`` are not read (the pre-filter drops them)."""
+class _InitSteps:
+    """What one method does to ``self`` (``InitStep``), read as Python runs it: a statement under
+    ``if``/``for``/``while``/``with``/``try`` is nested (the block may not run, or run instead of another); a local
+    carries its values to ``self.X = local``, a statement at the level of the body replacing what it held, a nested
+    one adding to it; both arms of ``a if c else b`` are candidates. Statements in a ``match`` case or a nested
+    ``def``/``class`` are not read (the pre-filter drops them)."""
 
-    def __init__(self, methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef], text: _Source):
-        self.methods = methods
+    def __init__(self, text: _Source):
         self.text = text
-        self.attributes: dict[str, list[Assigned]] = {}
-        self.running: set[str] = set()
+        self.steps: list[InitStep] = []
 
     def run(self, body: list[ast.stmt], nested: bool, local: dict[str, list[Assigned]]) -> None:
         for statement in body:
@@ -231,22 +238,19 @@ class _InitValues:
     def simple(self, statement: ast.stmt, nested: bool, local: dict[str, list[Assigned]]) -> None:
         registered = _registered_name(statement)
         if registered is not None:
-            _bind(self.attributes, registered, [Assigned("", self.text.line(statement), registered)], nested)
+            line = self.text.line(statement)
+            self.steps.append(InitStep(line, nested, registered, [Assigned("", line, registered)]))
         elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
             targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
             values = self.values(statement.value, statement, local) if statement.value is not None else []
             for target in targets:
                 match target:
                     case ast.Attribute(value=ast.Name(id="self"), attr=attr):
-                        self.attributes.setdefault(attr, [])
-                        if values:
-                            _bind(self.attributes, attr, values, nested)
+                        self.steps.append(InitStep(self.text.line(statement), nested, attr, values))
                     case ast.Name(id=name) if values:
                         _bind(local, name, values, nested)
-        elif (called := _self_method_called(statement)) in self.methods and called not in self.running:
-            self.running.add(called)
-            self.run(self.methods[called].body, nested, {})
-            self.running.discard(called)
+        elif (called := _self_method_called(statement)) is not None:
+            self.steps.append(InitStep(self.text.line(statement), nested, called=called))
 
     def values(self, value: ast.expr, statement: ast.stmt, local: dict[str, list[Assigned]]) -> list[Assigned]:
         match value:
@@ -273,23 +277,46 @@ def _self_method_called(statement: ast.stmt) -> str | None:
     return None
 
 
-def _bind(table: dict[str, list[Assigned]], name: str, values: list[Assigned], nested: bool) -> None:
-    table[name] = _merged(table.get(name, []), values) if nested else list(values)
+def _bind(
+    table: dict[str, list[T]], name: str, values: list[T], nested: bool, line: Callable[[T], int] = _line
+) -> None:
+    table[name] = _merged(table.get(name, []), values, line) if nested else list(values)
 
 
-def _merged(first: list[Assigned], second: list[Assigned]) -> list[Assigned]:
+def _merged(first: list[T], second: list[T], line: Callable[[T], int] = _line) -> list[T]:
     """Both, in the order of their lines (the pre-filter lifts a block's statements out of their blocks)."""
-    return sorted(first + [value for value in second if value not in first], key=lambda value: value.line)
+    return sorted(first + [value for value in second if value not in first], key=line)
 
 
-def _init_attributes(
-    init: ast.FunctionDef | ast.AsyncFunctionDef,
-    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
-    text: _Source,
-) -> dict[str, list[Assigned]]:
-    """What ``__init__`` may leave in each ``self.X`` (``_InitValues``; the pre-filter keeps of ``__init__`` and
-    the methods it calls on self what this reads: ``self.`` statements, locals they read, nesting)."""
-    values = _InitValues(methods, text)
-    values.running.add("__init__")
-    values.run(init.body, False, {})
-    return values.attributes
+def _method_steps(function: ast.FunctionDef | ast.AsyncFunctionDef, text: _Source) -> list[InitStep]:
+    """What a method does to ``self`` (``_InitSteps``; of ``__init__`` and every method that sets or runs something
+    on self, the pre-filter keeps what this reads: ``self.`` statements, locals they read, nesting)."""
+    reader = _InitSteps(text)
+    reader.run(function.body, False, {})
+    return sorted(reader.steps, key=_line)  # as the pre-filter lifts them: a block's in the order of their lines
+
+
+def init_values(
+    init: tuple[Writer, list[InitStep]], lookup: Callable[[str], tuple[Writer, list[InitStep]] | None]
+) -> dict[str, list[tuple[Writer, Assigned]]]:
+    """What an ``__init__`` (its writer, the class that defines it, and its steps) may leave in each ``self.X``, with
+    the writer of each value, as Python runs it: a step at the level of a body replaces what the attribute held, a
+    nested one adds to it; ``self.m(...)`` runs the method ``lookup`` gives for ``m`` (the one the instance's MRO
+    finds first; None: none the facts read), its steps nested where the call is."""
+    attributes: dict[str, list[tuple[Writer, Assigned]]] = {}
+    running = {"__init__"}
+
+    def run(writer: Writer, steps: list[InitStep], nested: bool) -> None:
+        for step in steps:
+            if step.attr:
+                attributes.setdefault(step.attr, [])
+                if step.values:
+                    values = [(writer, value) for value in step.values]
+                    _bind(attributes, step.attr, values, nested or step.nested, lambda pair: pair[1].line)
+            elif step.called not in running and (found := lookup(step.called)) is not None:
+                running.add(step.called)
+                run(*found, nested or step.nested)
+                running.discard(step.called)
+
+    run(*init, False)
+    return attributes

@@ -105,14 +105,30 @@ class Assigned:
 
 
 @dataclass
+class InitStep:
+    """One statement of ``__init__`` or of a method it may run on self, as what it does to ``self``: it sets
+    ``self.<attr>`` to one of ``values`` (none: an annotation without a value), or (``attr`` "") runs
+    ``self.<called>(...)``, which the instance's class looks up in its MRO; ``nested``: under a block, so it may
+    not run, or run instead of another; ``line``: the statement's."""
+
+    line: int
+    nested: bool
+    attr: str = ""
+    values: list[Assigned] = field(default_factory=list)
+    called: str = ""
+
+
+@dataclass
 class ClassFacts:
     name: str
     line: int
     bases: list[str]
     methods: dict[str, MethodFacts] = field(default_factory=dict)
-    # self.X -> what __init__ may leave in it, as Python runs it (the methods it calls on self, locals, both arms
-    # of a conditional expression; a later statement of the same level replaces an earlier one)
-    init_attrs: dict[str, list[Assigned]] = field(default_factory=dict)
+    # ``__init__`` (where the body defines it unconditionally) and each method of the body that sets an attribute
+    # of self or runs a method on self -> its statements that do, in order (locals read into values): what
+    # ``__init__`` leaves in each self.X is read off these per instance class (``init_values``), a method it runs
+    # on self being the one that class's MRO finds, an override in a subclass or one a base defines
+    init_steps: dict[str, list[InitStep]] = field(default_factory=dict)
     # NAME -> the dotted value of ``NAME = value`` in the class body ("" for any other value, or under a condition):
     # what ``self.NAME(...)`` calls where no instance attribute hides it
     class_attrs: dict[str, str] = field(default_factory=dict)

@@ -5,7 +5,9 @@ functions by their indentation. Method bodies other than ``compute_logits``
 and ``get_top_tokens``, and the bodies of module-level functions other than
 ``__getattr__`` or one ``return Cls(...)`` (a factory), are dropped, a
 one-line ``def`` keeping each name bound (the facts list a class's methods).
-Of ``__init__`` and the methods it calls on ``self``, only the statements
+Of ``__init__`` and of each method that sets an attribute of ``self`` or runs a
+method on it (an ``__init__`` may run it on self, here or in a subclass that
+another module defines), only the statements
 that start with ``self.`` and the assignments of the locals those name stay,
 each under ``if __nested__:`` where it stood in a block (the facts read such a
 statement as one that may not run). The scanner only skips text: what the
@@ -33,7 +35,11 @@ _RAISE = re.compile(r"raise\b")
 _OPENS_CALL = re.compile(r"[\w)\]]\s*\($")
 _SETS_SELF = re.compile(r"self\.(?:\w+\s*(?::|=(?!=))|register_(?:buffer|parameter)\b)")
 _CALLS_SELF = re.compile(r"self\.(\w+)\s*\(")
-_CALLED_ON_SELF = re.compile(r"^[ \t]*self\.(\w+)\s*\(", re.MULTILINE)
+_CHAINED = r"(?:\w+\s*=\s*)+self\.\w+\s*=(?!=)"  # ``x = self.a = A()``
+_SETS_SELF_CHAINED = re.compile(_CHAINED)
+_ACTS_ON_SELF = re.compile(
+    rf"^[ \t]*(?:self\.(?:\w+\s*(?::|=(?!=)|\()|register_(?:buffer|parameter)\b)|{_CHAINED})", re.MULTILINE
+)
 _SETS_LOCAL = re.compile(r"(?:^|=)\s*(\w+)\s*(?::[^=]*)?=(?!=)")  # ``x = ...``, ``a.b = x = ...``
 _WORD = re.compile(r"\w+")
 _RETURN = re.compile(r"return\s*(?:\(|[\w.]+\s*\()")  # a call, or a parenthesised value that may be one
@@ -196,8 +202,8 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
             nested_under = indent
         elif _COMPOUND.match(code) and not _code(lines[last]).endswith(":"):
             return  # ``if x: self.a = A()``: a body on the header's line
-        elif _SETS_SELF.match(code) or _CALLS_SELF.match(code):  # register_*'s first argument is the name
-            statements.append((row, last, hollow and not code.startswith("self.register_")))
+        elif _SETS_SELF.match(code) or _CALLS_SELF.match(code) or _SETS_SELF_CHAINED.match(code):
+            statements.append((row, last, hollow and not code.startswith("self.register_")))  # its first argument
         else:
             locals_set += [(name, (row, last, hollow)) for name in _SETS_LOCAL.findall(_code(code))]
         row = last + 1
@@ -288,9 +294,11 @@ def reduce_source(source: str) -> Reduced:
     return Reduced("".join(out), numbers)
 
 
-def _called_on_self(lines: list[str], members: list[tuple[int, int, int, str | None]]) -> set[str]:
-    """The names of the ``self.m(...)`` statements of these methods."""
-    return {name for _, define, stop, _ in members for name in _CALLED_ON_SELF.findall("".join(lines[define:stop]))}
+def _acts_on_self(lines: list[str], member: tuple[int, int, int, str | None]) -> bool:
+    """Whether a method's body has a statement that sets an attribute of self or runs a method on self: an
+    ``__init__`` that runs it on self, in this class or a subclass (in any module), reads those statements."""
+    _, define, stop, name = member
+    return name is not None and _ACTS_ON_SELF.search("".join(lines[define + 1 : stop])) is not None
 
 
 def _reduce_class(
@@ -323,18 +331,11 @@ def _reduce_class(
         stop = _block_end(lines, code, index, body_indent)
         members.append((first, index, stop, function.group(1) if function else None))
         index = max(stop, index + 1)
-    by_name = {member[3]: member for member in members if member[3]}
-    cut = {"__init__", *WATCHED_METHODS}
-    for first, define, stop, name in members:
-        if name == "__init__":
+    read = [member for member in members if member[3] == "__init__" or _acts_on_self(lines, member)]
+    for first, define, stop, name in read:  # an __init__ of this class or a subclass may run it: read as part of it
+        if name not in WATCHED_METHODS:
             _cut_init(lines, keep, inserted, first, define, stop)
-    called = _called_on_self(lines, [member for member in members if member[3] == "__init__"])
-    while called - cut:  # the methods __init__ runs on self, and those they run, are read as part of it
-        helpers = [by_name[name] for name in called - cut if name in by_name]
-        cut |= called
-        for first, define, stop, _ in helpers:
-            _cut_init(lines, keep, inserted, first, define, stop)
-        called = _called_on_self(lines, helpers)
+    cut = {*WATCHED_METHODS, *(member[3] for member in read)}
     dropped = [member for member in members if member[3] and member[3] not in cut]
     for first, define, stop, name in dropped:  # the name is bound all the same: the facts keep it
         for i in range(first, stop):

@@ -14,7 +14,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from itertools import product
 
-from ..index.fact_types import ClassFacts, MethodFacts
+from ..index.classes import init_values
+from ..index.fact_types import Assigned, ClassFacts, InitStep, MethodFacts
 from ..index.modules import ModuleIndex
 from ..model import ClassKey
 from .names import External, Missing, resolve_expression
@@ -51,6 +52,7 @@ class Hierarchy:
         self._mro: dict[ClassKey, Mro] = {}
         self._orders: dict[ClassKey, list[list[MroItem]]] = {}
         self._active: set[ClassKey] = set()  # classes whose MRO is being computed (cycle check)
+        self._init_values: dict[tuple[tuple[MroItem, ...], ClassKey], dict[str, list[tuple[ClassKey, Assigned]]]] = {}
 
     def memoised(self) -> dict[ClassKey, Mro]:
         return self._mro
@@ -66,6 +68,24 @@ class Hierarchy:
         cls = facts.class_at(key.line)
         assert cls is not None
         return cls
+
+    def init_values(self, mro: Mro, key: ClassKey) -> dict[str, list[tuple[ClassKey, Assigned]]]:
+        """What ``key.__init__`` may leave in each ``self.X`` on an instance whose class has this MRO, each value
+        with the class whose method assigns it (``classes.init_values``): a method it runs on self is the one the
+        MRO finds first, a subclass's override or a base's, in whatever module."""
+        memo = (tuple(mro.classes), key)
+        if memo not in self._init_values:
+            steps = self.class_facts(key).init_steps.get("__init__", [])
+            self._init_values[memo] = init_values((key, steps), lambda name: self._steps_of(mro, name))
+        return self._init_values[memo]
+
+    def _steps_of(self, mro: Mro, name: str) -> tuple[ClassKey, list[InitStep]] | None:
+        """The method ``self.<name>(...)`` runs on an instance of this MRO (the first class of the tree to define
+        it), with its steps: None where no class of the tree does, or its body does nothing to self."""
+        for item in mro.classes:
+            if isinstance(item, ClassKey) and name in (facts := self.class_facts(item)).defined_methods:
+                return (item, facts.init_steps[name]) if name in facts.init_steps else None
+        return None
 
     def file_of(self, key: ClassKey) -> str:
         facts = self.index.facts(key.module)
