@@ -174,9 +174,10 @@ class ModuleFacts:
     factories: dict[str, list[str]] = field(default_factory=dict)
     getattr_line: int | None = None  # where the module ``__getattr__`` is defined, for reasons naming it
     parse_error: str | None = None
-    # platform -> the names a module-level ``def`` may bind there (on some path Python may take): the bindings
-    # leave functions out (resolution looks for classes), yet ``from module import name`` finds them
-    functions: dict[str, list[str]] = field(default_factory=dict)
+    # platform -> the names the bindings leave out that the module may bind there: by a module-level ``def``
+    # (resolution looks for classes) or a walrus on some path Python may take, or in a ``try`` handler the tool
+    # does not run (the body may raise what it does not see); ``from module import name`` may find them
+    bound_otherwise: dict[str, list[str]] = field(default_factory=dict)
 
     def class_at(self, line: int) -> ClassFacts | None:
         """Classes are collected in source order: a binary search finds one among thousands

@@ -115,8 +115,8 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
     for platform in PLATFORMS if per_platform else PLATFORMS[:1]:
         interpreter = _Interpreter(facts, platform, text)
         interpreter.run(tree.body)
-        if interpreter.defined:
-            facts.functions[platform] = sorted(interpreter.defined)
+        if interpreter.maybe_bound:
+            facts.bound_otherwise[platform] = sorted(interpreter.maybe_bound)
         if interpreter.error:
             facts.import_errors[platform] = interpreter.error
             facts.bindings[platform] = {}
@@ -145,8 +145,8 @@ def extract_facts(source: str, module: str, path: str, is_package: bool, check_w
                 facts.served[platform] = facts.served[first]
             if first in facts.unbound:
                 facts.unbound[platform] = facts.unbound[first]
-            if first in facts.functions:
-                facts.functions[platform] = facts.functions[first]
+            if first in facts.bound_otherwise:
+                facts.bound_otherwise[platform] = facts.bound_otherwise[first]
             for cls in facts.classes:
                 if first in cls.bound_then:
                     cls.bound_then[platform] = cls.bound_then[first]

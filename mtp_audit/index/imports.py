@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -48,6 +49,7 @@ from .interpreter import (
     caught_names,
     failed_assert,
     raised_name,
+    statement_names,
     suppressed,
     swallowing_try,
 )
@@ -58,7 +60,8 @@ if TYPE_CHECKING:
     from .modules import ModuleIndex
 
 _STATEMENT = re.compile(r"\n[^ \t\r\n\f#)\]}]")  # a line that starts a top-level statement
-_SIMPLE_KEPT = re.compile(r"(?:import|from|raise|assert)\b")
+# kept by the cut: a statement that imports or raises, and an assignment that may be a platform flag
+_SIMPLE_KEPT = re.compile(r"(?:import|from|raise|assert)\b|\w+[ \t]*=(?!=)[^\n]*(?:platform|\.is_\w+\()")
 # a call that imports a module named by a string: ``importlib.import_module("m")``, ``__import__("m")``
 _DYNAMIC_IMPORT = re.compile(r"\b(?:import_module|__import__)[ \t]*\(")
 _BLOCK = re.compile(r"(?:if|try|for|while|with|async|match)\b")
@@ -155,17 +158,41 @@ def top_level_code(source: str) -> str:
 def extract_imports(source: str, module: str, is_package: bool, top: bool = True) -> ImportFacts | None:
     """The import facts of one module; None when it does not parse. ``top``: the module's first name is a
     top-level package (its root is on ``sys.path``), so a relative import that climbs above it raises."""
-    plain = _plain_imports(source, module, is_package)
-    facts = (
-        ImportFacts({platform: plain for platform in PLATFORMS}, {})
-        if plain is not None
-        else _interpreted_imports(source, module, is_package, top)
-    )
+    if _column_0_text_in_strings(source):  # the line scanner would read that text as statements
+        plain, facts = None, _interpreted_imports(source, module, is_package, top, cut=False)
+    else:
+        plain = _plain_imports(source, module, is_package)
+        facts = (
+            ImportFacts({platform: plain for platform in PLATFORMS}, {})
+            if plain is not None
+            else _interpreted_imports(source, module, is_package, top)
+        )
     if facts is not None:
         facts.lazy = "__getattr__" in source and _GETATTR.search(source) is not None  # the literal first: fast
         if plain is None:
             facts.top_names = _top_level_names(source)
     return facts
+
+
+_QUOTES = ('"' * 3, "'" * 3)  # the delimiters of a string that may span lines
+
+
+def _column_0_text_in_strings(source: str) -> bool:
+    """Does a triple-quoted string hold a line that reads as a top-level import or block (a docstring's
+    example ``from x import y`` at column 0)? Strings are found by their quotes alone (three quotes in a
+    comment or in a one-line string may mislead it, as the line scanner is misled without it)."""
+    position = 0
+    while True:
+        found = [(at, quote) for quote in _QUOTES if (at := source.find(quote, position)) >= 0]
+        if not found:
+            return False
+        start, quote = min(found)
+        end = source.find(quote, start + 3)
+        if end < 0:
+            end = len(source)
+        if _TOP_LEVEL.search(source, start, end):
+            return True
+        position = end + 3
 
 
 def _top_level_names(source: str) -> frozenset[str]:
@@ -247,18 +274,27 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _interpreted_imports(source: str, module: str, is_package: bool, top: bool = True) -> ImportFacts | None:
-    try:
-        tree = ast.parse(top_level_code(source))
-    except (SyntaxError, ValueError):
+def _interpreted_imports(
+    source: str, module: str, is_package: bool, top: bool = True, cut: bool = True
+) -> ImportFacts | None:
+    """The import facts read by running the top level per platform: of ``top_level_code(source)`` when it
+    parses (``cut``), else of the whole file."""
+    tree = None
+    if cut:
+        try:
+            tree = ast.parse(top_level_code(source))
+        except (SyntaxError, ValueError):
+            pass
+    if tree is None:
         try:
             tree = ast.parse(source)
         except (SyntaxError, ValueError):
             return None
     result = ImportFacts()
     per_platform = any(isinstance(s, (ast.If, ast.Match, ast.Assert)) for s in walk_statements(tree.body))
+    flags = _flag_statements(tree.body)
     for platform in PLATFORMS if per_platform else PLATFORMS[:1]:
-        imports, error = _TopLevel(module, is_package, platform, top).run(tree.body, guarded=False)
+        imports, error = _TopLevel(module, is_package, platform, top, flags).run(tree.body, guarded=False)
         result.imports[platform] = next((i for i in result.imports.values() if i == imports), imports)
         if error:
             result.errors[platform] = error
@@ -280,18 +316,37 @@ class _Lines:
         return node.lineno
 
 
+def _flag_statements(body: list[ast.stmt]) -> frozenset[int]:
+    """The ids of the top-level ``NAME = VALUE`` statements whose name no other statement of the module binds:
+    where VALUE is decided per platform (``_IS_CUDA = current_platform.is_cuda()``), NAME is that flag."""
+    once = Counter(name for statement in walk_statements(body) for name in statement_names(statement))
+    return frozenset(
+        id(statement)
+        for statement in body
+        if isinstance(statement, ast.Assign)
+        and len(statement.targets) == 1
+        and isinstance(statement.targets[0], ast.Name)
+        and once[statement.targets[0].id] == 1
+    )
+
+
 class _TopLevel:
     """Runs top-level statements on one platform for their imports and raises only."""
 
-    def __init__(self, module: str, is_package: bool, platform: str, top: bool = True):
+    def __init__(
+        self, module: str, is_package: bool, platform: str, top: bool = True, flags: frozenset[int] = frozenset()
+    ):
         self.module, self.is_package, self.platform, self.top = module, is_package, platform, top
         self.aliases: set[str] = set()  # ``from vllm.platforms import current_platform as cp``
         # the names that call ``importlib.import_module`` or ``__import__`` here
         self.importers: set[str] = {"importlib.import_module", "__import__"}
+        self.flag_statements = flags  # see _flag_statements
+        self.flags: dict[str, bool] = {}  # ``_IS_CUDA = current_platform.is_cuda()``: its value here
 
-    def lookup(self, name: str) -> str | None:
-        """For ``platforms.evaluate``: only aliases of current_platform (the cut keeps no other binding)."""
-        return PLATFORM if name in self.aliases else None
+    def lookup(self, name: str) -> bool | str | None:
+        """For ``platforms.evaluate``: aliases of current_platform and flags decided per platform (the cut
+        keeps no other binding)."""
+        return PLATFORM if name in self.aliases else self.flags.get(name)
 
     def run(
         self, statements: list[ast.stmt], guarded: bool, caught: tuple[tuple[str, ...], ...] = ()
@@ -339,6 +394,10 @@ class _TopLevel:
                 named = self.dynamic(node.value)
                 if named:
                     imports.append(ImportStatement("", (named,), node.lineno, caught=caught))
+                elif id(node) in self.flag_statements:
+                    value = evaluate(node.value, self.platform, lookup=self.lookup)  # type: ignore[arg-type]
+                    if value is not None:
+                        self.flags[node.targets[0].id] = value  # type: ignore[union-attr]
             elif isinstance(node, ast.Raise) and not guarded:
                 error = _raise_reason(node, _Lines())  # type: ignore[arg-type]
             elif (
@@ -407,7 +466,7 @@ class _TopLevel:
 def _surely_unbound(facts: ModuleFacts, name: str, platform: str) -> bool:
     """Does the module surely not bind ``name`` on ``platform``? A name it may get some other way (a ``def``,
     a star import, ``__getattr__``, a statement the tool does not follow) counts as bound."""
-    if facts.parse_error or facts.getattr_line is not None or name in facts.functions.get(platform, ()):
+    if facts.parse_error or facts.getattr_line is not None or name in facts.bound_otherwise.get(platform, ()):
         return False
     if platform in facts.import_errors or platform in facts.unlisted:
         return False
@@ -616,7 +675,9 @@ class ImportChains:
             facts = self.index.facts(statement.module)
             if facts is None or not _surely_unbound(facts, name, platform):
                 continue
-            others = [p for p in PLATFORMS if name in facts.bindings.get(p, {}) or name in facts.functions.get(p, ())]
+            others = [
+                p for p in PLATFORMS if name in facts.bindings.get(p, {}) or name in facts.bound_otherwise.get(p, ())
+            ]
             if others:
                 where = facts.unbound.get(platform, {}).get(name)
                 return (

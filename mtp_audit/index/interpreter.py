@@ -33,7 +33,10 @@ class _Interpreter:
         self.exports: Exports = _NO_ALL  # what ``import *`` of this module binds, as far as ``__all__`` tells
         self.error: str | None = None
         self.bases_then: dict[int, dict[str, list[Target]]] = {}  # class line -> its base names' targets then
-        self.defined: set[str] = set()  # the names a ``def`` run on some path binds (``ModuleFacts.functions``)
+        # the names bound where the bindings do not say (``ModuleFacts.bound_otherwise``): a ``def`` or a walrus
+        # run on some path, a ``try`` handler not run because the tool does not see what the body may raise
+        self.maybe_bound: set[str] = set()
+        self.walrus = ":=" in text.reduced.source  # only then are statements' expressions searched for one
         self.collections: dict[str, Collection] = _NO_COLLECTIONS  # name -> its literal, for ``__getattr__``
         self.unbound: dict[str, str] = {}  # name -> the decided ``if`` whose branch taken here leaves it unbound
         self.raises_undecided: list[UndecidedRaise] = []  # raises an undecided ``if`` may take, for a ``try`` to catch
@@ -45,7 +48,8 @@ class _Interpreter:
         other.exports = self.exports
         other.collections = self.collections
         other.bases_then = self.bases_then  # a class runs in one branch: every fork records into one dict
-        other.defined = self.defined  # so does a def
+        other.maybe_bound = self.maybe_bound  # so does a def
+        other.walrus = self.walrus
         other.unbound = self.unbound  # read only for a name no branch binds in the end
         other.raises_undecided = self.raises_undecided  # the enclosing ``try`` reads those its body added
         return other
@@ -65,6 +69,8 @@ class _Interpreter:
     def statement(self, node: ast.stmt) -> None:
         """By the statement's type (one dict lookup: most statements are imports and assignments)."""
         handler = _STATEMENTS.get(type(node))
+        if self.walrus:
+            self.maybe_bound.update(_walrus_targets(node))
         if handler is None:
             self.simple(node)
         else:
@@ -76,7 +82,7 @@ class _Interpreter:
 
     def define_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self.state.pop(node.name, None)
-        self.defined.add(node.name)
+        self.maybe_bound.add(node.name)
 
     def unfollowed(self, names: list[str], node: ast.stmt) -> None:
         """Mark names a statement binds in a way the tool does not follow (a loop, ``A, B = pair``): never left
@@ -217,6 +223,8 @@ class _Interpreter:
             self.state, self.all_names, self.exports = caught.state, caught.all_names, caught.exports
             self.error = self.error if caught.error else None
         elif not self.error:
+            for handler in node.handlers:  # the body may raise what the tool does not see (``except NameError:``)
+                self.maybe_bound.update(bound_names(handler.body))
             self.run(node.orelse)
             self.catch_undecided(node, pending)
         self.run(node.finalbody)
@@ -518,18 +526,34 @@ def stored_names(target: ast.expr) -> list[str]:
     return [n.id for n in ast.walk(target) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)]
 
 
+def _walrus_targets(statement: ast.stmt) -> list[str]:
+    """The names ``NAME := ...`` binds in the statement's own expressions (an ``if``'s test, an assignment's
+    value; not in the statements it holds, which run on their own)."""
+    return [
+        node.target.id
+        for child in ast.iter_child_nodes(statement)
+        if not isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case))
+        for node in ast.walk(child)
+        if isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name)
+    ]
+
+
 def bound_names(statements: list[ast.stmt]) -> list[str]:
     """Every name the statements bind, in nested blocks too (not inside a ``def`` or ``class``)."""
+    return list(dict.fromkeys(name for statement in walk_statements(statements) for name in statement_names(statement)))
+
+
+def statement_names(statement: ast.stmt) -> list[str]:
+    """The names one statement binds itself, not those of the statements it holds."""
     names: list[str] = []
-    for statement in walk_statements(statements):
-        if isinstance(statement, (ast.Import, ast.ImportFrom)):
-            names.extend(a.asname or a.name.split(".")[0] for a in statement.names if a.name != "*")
-        elif isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
-            names.append(statement.name)
-        for child in ast.iter_child_nodes(statement):
-            if not isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
-                names.extend(stored_names(child))  # type: ignore[arg-type]
-    return list(dict.fromkeys(names))
+    if isinstance(statement, (ast.Import, ast.ImportFrom)):
+        names.extend(a.asname or a.name.split(".")[0] for a in statement.names if a.name != "*")
+    elif isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
+        names.append(statement.name)
+    for child in ast.iter_child_nodes(statement):
+        if not isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
+            names.extend(stored_names(child))  # type: ignore[arg-type]
+    return names
 
 
 def _pairwise(target: ast.expr, value: ast.expr) -> bool:
