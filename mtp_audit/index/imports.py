@@ -113,8 +113,8 @@ class ImportFacts:
     # taken to bind the same names on each (``from module import name`` never fails on one platform alone for it;
     # a module whose ``if`` decides by the platform only what it assigns, not what it imports, is missed so)
     platform_names: bool = False
-    # for the others, the names bound at column 0 (a ``def``, ``class``, assignment or import there): bound
-    # on every platform, so ``from module import name`` needs no parse of the module to know it succeeds
+    # where ``platform_names``, the names bound at column 0 (a ``def``, ``class``, assignment or import there):
+    # bound on every platform, so ``from module import name`` needs no parse of the module to know it succeeds
     top_names: frozenset[str] = frozenset()
 
 
@@ -169,30 +169,35 @@ def extract_imports(source: str, module: str, is_package: bool, top: bool = True
         )
     if facts is not None:
         facts.lazy = "__getattr__" in source and _GETATTR.search(source) is not None  # the literal first: fast
-        if plain is None:
+        if facts.platform_names:
             facts.top_names = _top_level_names(source)
     return facts
 
 
 _QUOTES = ('"' * 3, "'" * 3)  # the delimiters of a string that may span lines
+_KEPT_WORD = re.compile(r"\b(?:import|raise|assert)\b")  # what the line scanners read
 
 
 def _column_0_text_in_strings(source: str) -> bool:
-    """Does a triple-quoted string hold a line that reads as a top-level import or block (a docstring's
-    example ``from x import y`` at column 0)? Strings are found by their quotes alone (three quotes in a
-    comment or in a one-line string may mislead it, as the line scanner is misled without it)."""
-    position = 0
+    """Does a triple-quoted string hold a line that reads as a top-level import or block, with an import,
+    raise or assert from there on (a docstring's example ``from x import y`` at column 0)? Strings are
+    found by their quotes alone (three quotes in a comment or in a one-line string may mislead it, as
+    the line scanner is misled without it)."""
+    upcoming = {quote: source.find(quote) for quote in _QUOTES}  # each quote's next place, found once
     while True:
-        found = [(at, quote) for quote in _QUOTES if (at := source.find(quote, position)) >= 0]
+        found = [(at, quote) for quote, at in upcoming.items() if at >= 0]
         if not found:
             return False
         start, quote = min(found)
         end = source.find(quote, start + 3)
         if end < 0:
             end = len(source)
-        if _TOP_LEVEL.search(source, start, end):
+        found = _TOP_LEVEL.search(source, start, end)
+        if found and _KEPT_WORD.search(source, found.start(), end):  # else the cut blanks it, as Python skips it
             return True
-        position = end + 3
+        for other, at in upcoming.items():
+            if 0 <= at < end + 3:
+                upcoming[other] = source.find(other, end + 3)
 
 
 def _top_level_names(source: str) -> frozenset[str]:
@@ -319,14 +324,25 @@ class _Lines:
 def _flag_statements(body: list[ast.stmt]) -> frozenset[int]:
     """The ids of the top-level ``NAME = VALUE`` statements whose name no other statement of the module binds:
     where VALUE is decided per platform (``_IS_CUDA = current_platform.is_cuda()``), NAME is that flag."""
-    once = Counter(name for statement in walk_statements(body) for name in statement_names(statement))
-    return frozenset(
-        id(statement)
+    candidates = [
+        statement
         for statement in body
         if isinstance(statement, ast.Assign)
         and len(statement.targets) == 1
         and isinstance(statement.targets[0], ast.Name)
-        and once[statement.targets[0].id] == 1
+        and _asks_the_platform(statement.value)
+    ]
+    if not candidates:
+        return frozenset()
+    once = Counter(name for statement in walk_statements(body) for name in statement_names(statement))
+    return frozenset(id(s) for s in candidates if once[s.targets[0].id] == 1)  # type: ignore[union-attr]
+
+
+def _asks_the_platform(value: ast.expr) -> bool:
+    """Does the expression read a platform predicate or ``device_type`` (``cp.is_cuda()``)?"""
+    return any(
+        isinstance(node, ast.Attribute) and (node.attr.startswith("is_") or node.attr == "device_type")
+        for node in ast.walk(value)
     )
 
 
