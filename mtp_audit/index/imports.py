@@ -77,7 +77,7 @@ _COMMENT = re.compile(r"#[^\n]*")
 _GETATTR = re.compile(r"^(?:async[ \t]+)?def[ \t]+__getattr__\b", re.MULTILINE)  # a module-level one, at column 0
 # a name a column-0 ``def`` or ``class`` binds, or one a column-0 assignment (``name =``, ``name: T``) binds
 _BINDS_AT_COLUMN_0 = re.compile(r"^(?:(?:async[ \t]+)?def|class)[ \t]+(\w+)|^(\w+)[ \t]*(?::|=(?!=))", re.MULTILINE)
-_DYNAMIC_BINDING = re.compile(r"\b(?:globals|vars)\(\)|\bsetattr\(|\bsys\.modules\b")
+_DYNAMIC_BINDERS = ("globals()", "vars()", "setattr(", "sys.modules")  # may bind any name
 _NOT_RUN = re.compile(r"if[ \t]+TYPE_CHECKING[ \t]*:[ \t]*(?:#.*)?$")  # a block whose imports never run
 
 
@@ -307,9 +307,9 @@ def _interpreted_imports(
         result.imports[platform] = result.imports[PLATFORMS[0]]
         if PLATFORMS[0] in result.errors:
             result.errors[platform] = result.errors[PLATFORMS[0]]
-    result.platform_names = not _DYNAMIC_BINDING.search(source) and (
+    result.platform_names = (
         len({id(i) for i in result.imports.values()}) > 1 or len({result.errors.get(p) for p in PLATFORMS}) > 1
-    )
+    ) and not any(binder in source for binder in _DYNAMIC_BINDERS)
     return result
 
 
