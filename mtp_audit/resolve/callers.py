@@ -228,6 +228,8 @@ class CallerIndex:
         self._helpers: dict[str, Path] = {}  # module -> file of the caller folders not read yet (see _load)
         self._bound_locals: dict[tuple[str | None, str], frozenset[str]] = {}  # see _local_names
         self._instance_values: dict[tuple[str, ...], dict] = {}  # see _instance_bindings
+        self._runs: dict[tuple[str, ...], frozenset] = {}  # see _methods_run
+        self._calls_to_bases: dict = {}  # see _base_calls
         self._bindings_of_class: dict[str, list] = {}  # see _class_bindings
         self._stores_of_class: dict[str, list] = {}  # see _class_stores
         self._holders: dict[tuple[str, ...], _DrafterAttributes] = {}  # see _drafter_attributes
@@ -1354,16 +1356,62 @@ class CallerIndex:
 
     def _instance_bindings(self, mro: list[str]) -> dict[str, list[_InstanceBinding]]:
         """``self.NAME = VALUE`` in the methods Python runs on a speculator of ``mro`` (``self`` their
-        first parameter; not one overridden), by NAME."""
+        first parameter; see ``_methods_run``), by NAME."""
         key = tuple(mro)
         if key not in self._instance_values:
             found: dict[str, list[_InstanceBinding]] = {}
+            run = self._methods_run(mro)
             for qualname in mro:
-                for method, binding in self._class_bindings(qualname):
-                    if self._find(mro, method) == _Method(qualname, method):  # else overridden: never runs here
-                        found.setdefault(binding.name, []).append(binding)
+                if any(method.owner == qualname for method in run):  # a base not read runs nothing the scan sees
+                    for method, binding in self._class_bindings(qualname):
+                        if _Method(qualname, method) in run:
+                            found.setdefault(binding.name, []).append(binding)
             self._instance_values[key] = found
         return self._instance_values[key]
+
+    def _methods_run(self, mro: list[str]) -> frozenset[_Method]:
+        """The methods Python may run on a speculator of ``mro``: for each name, the one its lookup finds,
+        and, transitively, a base's that such a method runs through ``super().NAME(...)``,
+        ``super(Cls, self).NAME(...)`` or ``Base.NAME(self, ...)`` (an override that calls its base's method
+        runs both; one that does not hides it)."""
+        key = tuple(mro)
+        if key not in self._runs:
+            names = {
+                name for qualname in mro for name in (*self.classes[qualname].methods, *self.classes[qualname].rebound)
+            }
+            todo = [
+                hit for name in sorted(names) if (hit := self._find(mro, name)) is not None and hit.owner is not None
+            ]
+            run = set(todo)
+            while todo:
+                method = todo.pop()
+                frame = _Frame(method.owner, method.name)
+                module = self.classes[method.owner].module
+                for call in self._base_calls(method):
+                    entered = self._callee(call, frame, mro, module, hands_on=False)
+                    hit = _Method(entered[0].owner, entered[0].name) if isinstance(entered, tuple) else None
+                    if hit is not None and hit.owner is not None and hit not in run:
+                        run.add(hit)
+                        todo.append(hit)
+            self._runs[key] = frozenset(run)
+        return self._runs[key]
+
+    def _base_calls(self, method: _Method) -> list[ast.Call]:
+        """The calls in ``method`` that may run a base's method on the speculator: ``super(...).NAME(...)``,
+        ``Base.NAME(self, ...)``."""
+        assert method.owner is not None
+        if method not in self._calls_to_bases:
+            self._calls_to_bases[method] = [
+                node
+                for node in ast.walk(self.classes[method.owner].methods[method.name])
+                if isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and (
+                    (isinstance(node.func.value, ast.Call) and _dotted(node.func.value.func) == "super")
+                    or (bool(node.args) and _is_self(node.args[0]) and not _is_self(node.func.value))
+                )
+            ]
+        return self._calls_to_bases[method]
 
     def _class_bindings(self, qualname: str) -> list[tuple[str, _InstanceBinding]]:
         """(method, binding) for each ``self.NAME = VALUE`` in the methods of class ``qualname`` whose
@@ -1469,12 +1517,13 @@ class CallerIndex:
         return f"self.{name} is looked up on the class first ({file}:{function.lineno})"
 
     def _instance_stores(self, mro: list[str]) -> list[_AttributeValue]:
-        """What the methods Python runs on a speculator of ``mro`` (not one overridden) store into ``self.NAME``."""
+        """What the methods Python runs on a speculator of ``mro`` (see ``_methods_run``) store into ``self.NAME``."""
+        run = self._methods_run(mro)
         return [
             value
             for qualname in mro
             for method, value in self._class_stores(qualname)
-            if self._find(mro, method) == _Method(qualname, method)
+            if _Method(qualname, method) in run
         ]
 
     def _class_stores(self, qualname: str) -> list[tuple[str, _AttributeValue]]:
