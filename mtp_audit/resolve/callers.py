@@ -3026,9 +3026,11 @@ def _read_class(node: ast.ClassDef, module: _Module, local_classes: set[str]) ->
 def _class_names(node: ast.AST) -> Iterator[str]:
     """The names a class-body statement binds in the class's namespace: a def or class statement's
     own name, an import's, the stored names of anything else (not inside a lambda or comprehension,
-    which have scopes of their own)."""
+    which have scopes of their own); an annotation without a value (``_drafter: nn.Module``) binds nothing."""
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         yield node.name
+    elif isinstance(node, ast.AnnAssign) and node.value is None:
+        return
     elif isinstance(node, (ast.Import, ast.ImportFrom)):
         yield from (alias.asname or alias.name.partition(".")[0] for alias in node.names)
     elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
