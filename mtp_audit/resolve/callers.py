@@ -84,6 +84,7 @@ DECLARED_CONFIG = re.compile(r"^(\s+)speculator_config_class\s*(?::[^=]*)?=\s*([
 MAX_FACTORY_DEPTH = 8  # factories calling factories: deeper is a cycle
 MAX_REEXPORTS = 8  # a base's name imported from module to module: longer is a cycle
 TRANSPARENT_WRAPPERS = ("torch.compile",)  # return a callable that calls what they wrap, arguments unchanged
+CASTS = ("typing.cast", "typing_extensions.cast")  # cast(T, x) returns x
 PROPERTIES = frozenset({"property", "cached_property", "functools.cached_property"})  # read, not handed on
 # decorators after which a def bound under another name in a class body is no plain method
 BINDERS = PROPERTIES | {"classmethod", "staticmethod"}
@@ -1466,7 +1467,7 @@ class CallerIndex:
         candidates = {
             name: found + anywhere
             for name, found in values.items()
-            if name not in DRAFTER_ATTRS and any(_drafter_shaped(v) for v in found)
+            if name not in DRAFTER_ATTRS and any(_drafter_shaped(v) or _handed_a_value(v) for v in found)
         }
         sure = set(DRAFTER_ATTRS)
         grown = bool(candidates)
@@ -1483,7 +1484,7 @@ class CallerIndex:
         maybe = {
             name: self._other_than_drafter(name, found, mro, holders)
             for name, found in candidates.items()
-            if name not in sure and any(v.value is not None and holders.names(v).holds(v.value) for v in found)
+            if name not in sure and any(holders.may_hold(v) for v in found)
         }
         self._holders[key] = _DrafterAttributes(frozenset(sure), maybe)
         return self._holders[key]
@@ -1500,12 +1501,12 @@ class CallerIndex:
         looked_up = self._find(mro, name)
         if looked_up is not None and not any(v.returned and v.only for v in found):
             return False
-        return all(v.value is not None and holders.surely(v) for v in found)
+        return all(v.value is not None and holders.surely(v) for v in found if not _none_default(v))
 
     def _other_than_drafter(self, name: str, found: list[_AttributeValue], mro: list[str], holders: _Holders) -> str:
         """Why ``self.NAME`` may hold another object than the drafter: the first place that may put
         another there (a store, a property's return), or the method the class binds to the name."""
-        other = next((v for v in found if v.value is None or not holders.surely(v)), None)
+        other = next((v for v in found if not _none_default(v) and not holders.surely(v)), None)
         if other is not None:
             where = f"{other.file}:{other.statement.lineno}: `{unparse(other.statement)}`"
             return f"self.{name} may hold another object than the drafter: {where}"
@@ -1536,8 +1537,14 @@ class CallerIndex:
                 positional = [*method.args.posonlyargs, *method.args.args]
                 if not positional or positional[0].arg != "self" or _is_static(method):
                     continue
+                module = self.modules[cls.module]
                 out += [
-                    (name, _AttributeValue(attr, value, statement, method, cls.file))
+                    (
+                        name,
+                        _AttributeValue(
+                            attr, _seen_through(_scope(module, method), module, value), statement, method, cls.file
+                        ),
+                    )
                     for statement in statements_within(method)
                     for attr, value in _attribute_stores(statement)
                 ]
@@ -1737,6 +1744,16 @@ class _Holders:
 
     def names(self, value: _AttributeValue) -> _DrafterNames:
         return self._of(value.function)[0]
+
+    def may_hold(self, value: _AttributeValue) -> bool:
+        """Whether ``value`` is the drafter in one case at least, or is made by a call handed it
+        (``capture(self.model)``: what that call returns is not known)."""
+        if value.value is None:
+            return False
+        names = self.names(value)
+        if isinstance(value.value, ast.Call):
+            return any(names.holds(a) for a in (*value.value.args, *(k.value for k in value.value.keywords)))
+        return names.holds(value.value)
 
     def surely(self, value: _AttributeValue) -> bool:
         names, once = self._of(value.function)
@@ -2558,6 +2575,18 @@ def _drafter_shaped(stored: _AttributeValue) -> bool:
     )
 
 
+def _none_default(stored: _AttributeValue) -> bool:
+    """Whether ``stored`` puts None in the attribute (``self._drafter: nn.Module | None = None`` in ``__init__``):
+    a method called on None raises, so every drafter method call that succeeds there is on what else it holds."""
+    return stored.value is not None and _is_none(stored.value)
+
+
+def _handed_a_value(stored: _AttributeValue) -> bool:
+    """Whether what ``stored`` puts in the attribute is made by a call with an argument (``capture(self.model)``),
+    which may be the drafter itself or hold it."""
+    return isinstance(stored.value, ast.Call) and bool(stored.value.args or stored.value.keywords)
+
+
 def _surely_held(value: ast.expr, names: _DrafterNames, once: dict[str, ast.expr], seen: frozenset[str]) -> bool:
     """Whether ``value`` is the drafter however it evaluates: each arm of ``a if c else b``, a local bound
     once to such a value, or what ``names`` holds directly (``self.model``, an attribute that holds it)."""
@@ -2650,6 +2679,19 @@ def _transparent_of(local: dict[str, str], module: _Module, node: ast.expr) -> a
         if name is not None and _qualified(local, module, name) in TRANSPARENT_WRAPPERS:
             return node.args[0]
     return None
+
+
+def _seen_through(local: dict[str, str], module: _Module, value: ast.expr | None) -> ast.expr | None:
+    """What a stored ``value`` is for the attributes read on it: ``typing.cast(T, x)`` returns ``x``, and
+    ``torch.compile(m)`` (``TRANSPARENT_WRAPPERS``) forwards attribute reads to ``m``."""
+    while isinstance(value, ast.Call):
+        name = _dotted(value.func)
+        cast = name is not None and len(value.args) == 2 and _qualified(local, module, name) in CASTS
+        inner = value.args[1] if cast else _transparent_of(local, module, value)
+        if inner is None or isinstance(inner, ast.Starred):
+            break
+        value = inner
+    return value
 
 
 def _partial_of(local: dict[str, str], module: _Module, node: ast.expr) -> ast.expr | None:
