@@ -868,6 +868,35 @@ def test_caller_files_that_cannot_be_read(tmp_path: Path) -> None:
     assert index.present and list(index.classes) == ["vllm.v1.worker.gpu.spec_decode.fine.FineSpeculator"]
 
 
+def test_a_speculator_whose_base_module_does_not_parse(tmp_path: Path) -> None:
+    """The base's module raises SyntaxError: the file is named among the read errors (the scan exits 2), and
+    the speculator's own drafting path, which looks a method up past that base, names the base it cannot
+    read (it crashed with KeyError where it asked what the base's methods bind on the instance)."""
+    index = caller_index(
+        tmp_path,
+        {
+            f"{SPEC}/speculator.py": "class BaseSpeculator:\n    def sample_draft(self, h) pass\n",
+            f"{SPEC}/own.py": """\
+                from vllm.v1.worker.gpu.spec_decode.speculator import BaseSpeculator
+
+
+                class OwnSpeculator(BaseSpeculator):
+                    def propose(self, hidden_states):
+                        return self.sample_draft(hidden_states)
+                """,
+        },
+    )
+    assert index.index.read_errors == {
+        "vllm/v1/worker/gpu/spec_decode/speculator.py": "syntax error, expected ':' (<unknown>, line 2)"
+    }
+    reach = index.reach("vllm.v1.worker.gpu.spec_decode.own.OwnSpeculator")
+    assert not reach.reaches
+    assert reach.unfollowed == [
+        "vllm/v1/worker/gpu/spec_decode/own.py:4: base `BaseSpeculator` of OwnSpeculator cannot be read "
+        "(vllm/v1/worker/gpu/spec_decode/speculator.py cannot be read or parsed); sample_draft may be defined there"
+    ]
+
+
 PATHS = {
     f"{SPEC}/__init__.py": """\
         class PackageSpeculator:

@@ -84,6 +84,7 @@ DECLARED_CONFIG = re.compile(r"^(\s+)speculator_config_class\s*(?::[^=]*)?=\s*([
 MAX_FACTORY_DEPTH = 8  # factories calling factories: deeper is a cycle
 MAX_REEXPORTS = 8  # a base's name imported from module to module: longer is a cycle
 TRANSPARENT_WRAPPERS = ("torch.compile",)  # return a callable that calls what they wrap, arguments unchanged
+CASTS = ("typing.cast", "typing_extensions.cast")  # cast(T, x) returns x
 PROPERTIES = frozenset({"property", "cached_property", "functools.cached_property"})  # read, not handed on
 # decorators after which a def bound under another name in a class body is no plain method
 BINDERS = PROPERTIES | {"classmethod", "staticmethod"}
@@ -228,6 +229,8 @@ class CallerIndex:
         self._helpers: dict[str, Path] = {}  # module -> file of the caller folders not read yet (see _load)
         self._bound_locals: dict[tuple[str | None, str], frozenset[str]] = {}  # see _local_names
         self._instance_values: dict[tuple[str, ...], dict] = {}  # see _instance_bindings
+        self._runs: dict[tuple[str, ...], frozenset] = {}  # see _methods_run
+        self._calls_to_bases: dict = {}  # see _base_calls
         self._bindings_of_class: dict[str, list] = {}  # see _class_bindings
         self._stores_of_class: dict[str, list] = {}  # see _class_stores
         self._holders: dict[tuple[str, ...], _DrafterAttributes] = {}  # see _drafter_attributes
@@ -1354,16 +1357,62 @@ class CallerIndex:
 
     def _instance_bindings(self, mro: list[str]) -> dict[str, list[_InstanceBinding]]:
         """``self.NAME = VALUE`` in the methods Python runs on a speculator of ``mro`` (``self`` their
-        first parameter; not one overridden), by NAME."""
+        first parameter; see ``_methods_run``), by NAME."""
         key = tuple(mro)
         if key not in self._instance_values:
             found: dict[str, list[_InstanceBinding]] = {}
+            run = self._methods_run(mro)
             for qualname in mro:
-                for method, binding in self._class_bindings(qualname):
-                    if self._find(mro, method) == _Method(qualname, method):  # else overridden: never runs here
-                        found.setdefault(binding.name, []).append(binding)
+                if any(method.owner == qualname for method in run):  # a base not read runs nothing the scan sees
+                    for method, binding in self._class_bindings(qualname):
+                        if _Method(qualname, method) in run:
+                            found.setdefault(binding.name, []).append(binding)
             self._instance_values[key] = found
         return self._instance_values[key]
+
+    def _methods_run(self, mro: list[str]) -> frozenset[_Method]:
+        """The methods Python may run on a speculator of ``mro``: for each name, the one its lookup finds,
+        and, transitively, a base's that such a method runs through ``super().NAME(...)``,
+        ``super(Cls, self).NAME(...)`` or ``Base.NAME(self, ...)`` (an override that calls its base's method
+        runs both; one that does not hides it)."""
+        key = tuple(mro)
+        if key not in self._runs:
+            names = {
+                name for qualname in mro for name in (*self.classes[qualname].methods, *self.classes[qualname].rebound)
+            }
+            todo = [
+                hit for name in sorted(names) if (hit := self._find(mro, name)) is not None and hit.owner is not None
+            ]
+            run = set(todo)
+            while todo:
+                method = todo.pop()
+                frame = _Frame(method.owner, method.name)
+                module = self.classes[method.owner].module
+                for call in self._base_calls(method):
+                    entered = self._callee(call, frame, mro, module, hands_on=False)
+                    hit = _Method(entered[0].owner, entered[0].name) if isinstance(entered, tuple) else None
+                    if hit is not None and hit.owner is not None and hit not in run:
+                        run.add(hit)
+                        todo.append(hit)
+            self._runs[key] = frozenset(run)
+        return self._runs[key]
+
+    def _base_calls(self, method: _Method) -> list[ast.Call]:
+        """The calls in ``method`` that may run a base's method on the speculator: ``super(...).NAME(...)``,
+        ``Base.NAME(self, ...)``."""
+        assert method.owner is not None
+        if method not in self._calls_to_bases:
+            self._calls_to_bases[method] = [
+                node
+                for node in ast.walk(self.classes[method.owner].methods[method.name])
+                if isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and (
+                    (isinstance(node.func.value, ast.Call) and _dotted(node.func.value.func) == "super")
+                    or (bool(node.args) and _is_self(node.args[0]) and not _is_self(node.func.value))
+                )
+            ]
+        return self._calls_to_bases[method]
 
     def _class_bindings(self, qualname: str) -> list[tuple[str, _InstanceBinding]]:
         """(method, binding) for each ``self.NAME = VALUE`` in the methods of class ``qualname`` whose
@@ -1418,7 +1467,7 @@ class CallerIndex:
         candidates = {
             name: found + anywhere
             for name, found in values.items()
-            if name not in DRAFTER_ATTRS and any(_drafter_shaped(v) for v in found)
+            if name not in DRAFTER_ATTRS and any(_drafter_shaped(v) or _handed_a_value(v) for v in found)
         }
         sure = set(DRAFTER_ATTRS)
         grown = bool(candidates)
@@ -1435,7 +1484,7 @@ class CallerIndex:
         maybe = {
             name: self._other_than_drafter(name, found, mro, holders)
             for name, found in candidates.items()
-            if name not in sure and any(v.value is not None and holders.names(v).holds(v.value) for v in found)
+            if name not in sure and any(holders.may_hold(v) for v in found)
         }
         self._holders[key] = _DrafterAttributes(frozenset(sure), maybe)
         return self._holders[key]
@@ -1452,12 +1501,12 @@ class CallerIndex:
         looked_up = self._find(mro, name)
         if looked_up is not None and not any(v.returned and v.only for v in found):
             return False
-        return all(v.value is not None and holders.surely(v) for v in found)
+        return all(v.value is not None and holders.surely(v) for v in found if not _none_default(v))
 
     def _other_than_drafter(self, name: str, found: list[_AttributeValue], mro: list[str], holders: _Holders) -> str:
         """Why ``self.NAME`` may hold another object than the drafter: the first place that may put
         another there (a store, a property's return), or the method the class binds to the name."""
-        other = next((v for v in found if v.value is None or not holders.surely(v)), None)
+        other = next((v for v in found if not _none_default(v) and not holders.surely(v)), None)
         if other is not None:
             where = f"{other.file}:{other.statement.lineno}: `{unparse(other.statement)}`"
             return f"self.{name} may hold another object than the drafter: {where}"
@@ -1469,12 +1518,13 @@ class CallerIndex:
         return f"self.{name} is looked up on the class first ({file}:{function.lineno})"
 
     def _instance_stores(self, mro: list[str]) -> list[_AttributeValue]:
-        """What the methods Python runs on a speculator of ``mro`` (not one overridden) store into ``self.NAME``."""
+        """What the methods Python runs on a speculator of ``mro`` (see ``_methods_run``) store into ``self.NAME``."""
+        run = self._methods_run(mro)
         return [
             value
             for qualname in mro
             for method, value in self._class_stores(qualname)
-            if self._find(mro, method) == _Method(qualname, method)
+            if _Method(qualname, method) in run
         ]
 
     def _class_stores(self, qualname: str) -> list[tuple[str, _AttributeValue]]:
@@ -1487,8 +1537,14 @@ class CallerIndex:
                 positional = [*method.args.posonlyargs, *method.args.args]
                 if not positional or positional[0].arg != "self" or _is_static(method):
                     continue
+                module = self.modules[cls.module]
                 out += [
-                    (name, _AttributeValue(attr, value, statement, method, cls.file))
+                    (
+                        name,
+                        _AttributeValue(
+                            attr, _seen_through(_scope(module, method), module, value), statement, method, cls.file
+                        ),
+                    )
                     for statement in statements_within(method)
                     for attr, value in _attribute_stores(statement)
                 ]
@@ -1688,6 +1744,16 @@ class _Holders:
 
     def names(self, value: _AttributeValue) -> _DrafterNames:
         return self._of(value.function)[0]
+
+    def may_hold(self, value: _AttributeValue) -> bool:
+        """Whether ``value`` is the drafter in one case at least, or is made by a call handed it
+        (``capture(self.model)``: what that call returns is not known)."""
+        if value.value is None:
+            return False
+        names = self.names(value)
+        if isinstance(value.value, ast.Call):
+            return any(names.holds(a) for a in (*value.value.args, *(k.value for k in value.value.keywords)))
+        return names.holds(value.value)
 
     def surely(self, value: _AttributeValue) -> bool:
         names, once = self._of(value.function)
@@ -2509,6 +2575,18 @@ def _drafter_shaped(stored: _AttributeValue) -> bool:
     )
 
 
+def _none_default(stored: _AttributeValue) -> bool:
+    """Whether ``stored`` puts None in the attribute (``self._drafter: nn.Module | None = None`` in ``__init__``):
+    a method called on None raises, so every drafter method call that succeeds there is on what else it holds."""
+    return stored.value is not None and _is_none(stored.value)
+
+
+def _handed_a_value(stored: _AttributeValue) -> bool:
+    """Whether what ``stored`` puts in the attribute is made by a call with an argument (``capture(self.model)``),
+    which may be the drafter itself or hold it."""
+    return isinstance(stored.value, ast.Call) and bool(stored.value.args or stored.value.keywords)
+
+
 def _surely_held(value: ast.expr, names: _DrafterNames, once: dict[str, ast.expr], seen: frozenset[str]) -> bool:
     """Whether ``value`` is the drafter however it evaluates: each arm of ``a if c else b``, a local bound
     once to such a value, or what ``names`` holds directly (``self.model``, an attribute that holds it)."""
@@ -2601,6 +2679,19 @@ def _transparent_of(local: dict[str, str], module: _Module, node: ast.expr) -> a
         if name is not None and _qualified(local, module, name) in TRANSPARENT_WRAPPERS:
             return node.args[0]
     return None
+
+
+def _seen_through(local: dict[str, str], module: _Module, value: ast.expr | None) -> ast.expr | None:
+    """What a stored ``value`` is for the attributes read on it: ``typing.cast(T, x)`` returns ``x``, and
+    ``torch.compile(m)`` (``TRANSPARENT_WRAPPERS``) forwards attribute reads to ``m``."""
+    while isinstance(value, ast.Call):
+        name = _dotted(value.func)
+        cast = name is not None and len(value.args) == 2 and _qualified(local, module, name) in CASTS
+        inner = value.args[1] if cast else _transparent_of(local, module, value)
+        if inner is None or isinstance(inner, ast.Starred):
+            break
+        value = inner
+    return value
 
 
 def _partial_of(local: dict[str, str], module: _Module, node: ast.expr) -> ast.expr | None:
@@ -2977,9 +3068,11 @@ def _read_class(node: ast.ClassDef, module: _Module, local_classes: set[str]) ->
 def _class_names(node: ast.AST) -> Iterator[str]:
     """The names a class-body statement binds in the class's namespace: a def or class statement's
     own name, an import's, the stored names of anything else (not inside a lambda or comprehension,
-    which have scopes of their own)."""
+    which have scopes of their own); an annotation without a value (``_drafter: nn.Module``) binds nothing."""
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         yield node.name
+    elif isinstance(node, ast.AnnAssign) and node.value is None:
+        return
     elif isinstance(node, (ast.Import, ast.ImportFrom)):
         yield from (alias.asname or alias.name.partition(".")[0] for alias in node.names)
     elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
