@@ -204,7 +204,7 @@ def _callees(cls) -> dict[str, list[str]]:
     """What ``__init__`` may leave in each attribute on an instance of the class itself, by callee ("<other>": not a
     call the facts follow)."""
     steps = cls.init_steps
-    found = init_values(
+    found, _ = init_values(
         (cls.name, steps.get("__init__", [])), lambda name: (cls.name, steps[name]) if name in steps else None
     )
     return {attr: [value.callee or "<other>" for _, value in values] for attr, values in found.items()}
@@ -260,6 +260,42 @@ def test_facts_equal_with_and_without_the_cut(source, monkeypatch):
         processor = next(c for c in cut.classes if c.name == "Processor")  # only their names and lines stay
         assert processor.defined_methods == {"forward": 53, "_get_logits": 58}
         assert next(c for c in cut.classes if c.name == "OnlyMethods").defined_methods == {"logits_processor": 62}
+
+
+ONE_LINE_AND_CHAINED = """\
+class Base:
+    def _build(self, config): self.logits_processor = Masking(config.vocab_size)
+
+    def _typed(self, config: Config) -> None: self._build(config)
+
+
+class Chained(Base):
+    def __init__(self, config):
+        super().__init__()
+        config.processor = self.logits_processor = Masking(config.vocab_size)
+        (processor,) = self.head = (Head(config),)
+        rows[0] = self.norm = Norm(
+            config.hidden_size,
+        )
+        height, width = self.size = (config.height, config.width)
+        self._typed(config)
+"""
+
+
+def test_cut_keeps_one_line_helpers_and_chained_targets_of_any_shape(monkeypatch):
+    """A helper whose body is on its ``def`` line, and a chained assignment whose first target is not a plain name
+    (an attribute, a subscript, a tuple), set self all the same: the cut must keep them (QA mirror3 #5)."""
+    cut = extract_facts(ONE_LINE_AND_CHAINED, "pkg.mod", "pkg/mod.py", False)
+    _same(cut, _whole_facts(ONE_LINE_AND_CHAINED, monkeypatch))
+    by_name = {c.name: c for c in cut.classes}
+    assert _callees(by_name["Base"]) == {}
+    assert set(by_name["Base"].init_steps) == {"_build", "_typed"}
+    assert _callees(by_name["Chained"]) == {
+        "logits_processor": ["Masking"],
+        "head": ["<other>"],
+        "norm": ["Norm"],
+        "size": ["<other>"],
+    }
 
 
 def test_init_cut_keeps_what_the_tree_walk_reads_and_no_more(monkeypatch):

@@ -425,32 +425,38 @@ class Analyzer:
         if owner is None:
             return None, f"cannot tell the class of self.{attr} (no assignment in __init__)"
         if unknown is not None:
-            return None, f"cannot tell the class of self.{attr} ({unknown} in {owner.name}.__init__)"
+            return None, f"cannot tell the class of self.{attr} ({unknown} in {owner})"
         classes = [item for item in held if isinstance(item, ClassKey)]
         if len(classes) != len(held):
             outside = next(item for item in held if not isinstance(item, ClassKey))
-            return None, f"cannot tell the class of self.{attr} ({outside.name} in {owner.name}.__init__)"
+            return None, f"cannot tell the class of self.{attr} ({outside.name} in {owner})"
         if len(classes) != 1:
             names = ", ".join(c.name for c in classes)
             return None, f"self.{attr} may be one of several classes ({names})"
         return classes[0], ""
 
-    def assigned_classes(self, mro: Mro, attr: str) -> tuple[ClassKey | None, list[ClassKey | External], str | None]:
+    def assigned_classes(self, mro: Mro, attr: str) -> tuple[str | None, list[ClassKey | External], str | None]:
         """What ``self.<attr>`` holds on an instance of this MRO, read off ``__init__`` as Python runs it
-        (``Hierarchy.init_values``: a method it runs on self is the one the MRO finds): the first class of the MRO
-        whose ``__init__`` assigns it (None: none does), the classes (in the tree or outside it) it may be, and,
-        where one value's class cannot be told, that value and its statement (``file:line``)."""
-        classes = [item for item in mro.classes if isinstance(item, ClassKey)]
-        owner = next((item for item in classes if attr in self.h.init_values(mro, item)), None)
-        if owner is None:
+        (``Hierarchy.init_values``: a method it runs on self is the one the MRO finds): the ``__init__`` methods
+        read (``A.__init__``, the first of the MRO to assign it; None: none does), the classes (in the tree or
+        outside it) it may be, and, where one value's class cannot be told, that value and its statement
+        (``file:line``). Where that ``__init__`` sets it only under a block, what the next such ``__init__`` of the
+        MRO (its ``super().__init__``) leaves may stay too (``A.__init__ and B.__init__``), and so on."""
+        writers = [item for item in mro.classes if isinstance(item, ClassKey) and attr in self.h.init_values(mro, item)]
+        if not writers:
             return None, [], None
         held: list[ClassKey | External] = []
-        for writer, value in self.h.init_values(mro, owner)[attr]:
-            made = self._made_by(mro, writer.module, value.callee) if value.callee else None
-            if made is None:
-                return owner, held, f"{value.code} at {self.h.file_of(writer)}:{value.line}"
-            held += [item for item in made if item not in held]
-        return owner, held, None
+        read = ""
+        for owner in writers:
+            read += f"{' and ' if read else ''}{owner.name}.__init__"
+            for writer, value in self.h.init_values(mro, owner)[attr]:
+                made = self._made_by(mro, writer.module, value.callee) if value.callee else None
+                if made is None:
+                    return read, held, f"{value.code} at {self.h.file_of(writer)}:{value.line}"
+                held += [item for item in made if item not in held]
+            if attr in self.h.init_replaced(mro, owner):
+                break
+        return read, held, None
 
     def _made_by(self, mro: Mro, module: str, callee: str, depth: int = 0) -> list[ClassKey | External] | None:
         """The classes a call of ``callee`` (as ``module`` reads it) may give: a class; a class attribute the MRO
@@ -834,10 +840,11 @@ class Analyzer:
         ``__init__`` assigns is of a class that overrides what vLLM's LogitsProcessor runs for one of them
         and not the other, or get_top_tokens itself, or the class has a method of that name. None where
         they are vLLM's pair (or a subclass overriding only what both run) for every class ``__init__`` may
-        assign (``assigned_classes``); a value whose class cannot be told is named."""
+        assign (``assigned_classes``); a value whose class cannot be told is named, and so is an assignment of it
+        the reading does not reach (a helper it does not follow must not pass for vLLM's processor)."""
         owner, held, unknown = self.assigned_classes(mro, "logits_processor")
         if owner is not None:  # an instance attribute hides a method of the class
-            where = f"assigned in {owner.name}.__init__"
+            where = f"assigned in {owner}"
             if unknown is not None:
                 return (
                     f"the class of self.logits_processor cannot be told ({unknown}, {where}), so whether its call "
@@ -860,7 +867,38 @@ class Analyzer:
                     f"logits_processor is a method of {item.name} ({self.h.file_of(item)}:{line}), so "
                     "self.logits_processor.get_top_tokens raises AttributeError"
                 )
+        unread = self._unread_writer(mro, "logits_processor")
+        if unread is None:
+            return None  # nothing in the MRO sets it: the call fails as the mirror would
+        return (
+            f"the class of self.logits_processor cannot be told: {unread} sets it, but reading {self._inits(mro)} "
+            "and the methods run on self from there reaches no assignment of it (a class-body binding, a helper "
+            "reached through super() or a base class, an alias of one, or one whose result is used, is not "
+            "followed), so it is not known to be vLLM's LogitsProcessor"
+        )
+
+    def _unread_writer(self, mro: Mro, attr: str) -> str | None:
+        """Where a class of this MRO binds ``attr`` (its class body, or a method that sets ``self.<attr>``) that
+        the reading of ``__init__`` did not reach: an assignment that may run all the same, of a class not read."""
+        for item in (item for item in mro.classes if isinstance(item, ClassKey)):
+            facts = self.h.class_facts(item)
+            if attr in facts.class_attrs:
+                return f"the class body of {item.name} ({self.h.file_of(item)})"
+            for method, steps in facts.init_steps.items():
+                line = next((step.line for step in steps if step.attr == attr), None)
+                if line is not None:
+                    return f"{item.name}.{method} ({self.h.file_of(item)}:{line})"
         return None
+
+    def _inits(self, mro: Mro) -> str:
+        """The ``__init__`` methods the classes of this MRO in the tree define, where the reading looked for an
+        assignment of an attribute."""
+        inits = [
+            f"{item.name}.__init__"
+            for item in mro.classes
+            if isinstance(item, ClassKey) and "__init__" in self.h.class_facts(item).defined_methods
+        ]
+        return ", ".join(inits) if inits else "__init__ (none in the tree)"
 
     def _processor_overrides(self, processor: ClassKey) -> str | None:
         """``PROCESSOR (file:line), whose ...``: why its call and its get_top_tokens may select different

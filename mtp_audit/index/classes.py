@@ -298,12 +298,14 @@ def _method_steps(function: ast.FunctionDef | ast.AsyncFunctionDef, text: _Sourc
 
 def init_values(
     init: tuple[Writer, list[InitStep]], lookup: Callable[[str], tuple[Writer, list[InitStep]] | None]
-) -> dict[str, list[tuple[Writer, Assigned]]]:
+) -> tuple[dict[str, list[tuple[Writer, Assigned]]], set[str]]:
     """What an ``__init__`` (its writer, the class that defines it, and its steps) may leave in each ``self.X``, with
     the writer of each value, as Python runs it: a step at the level of a body replaces what the attribute held, a
     nested one adds to it; ``self.m(...)`` runs the method ``lookup`` gives for ``m`` (the one the instance's MRO
-    finds first; None: none the facts read), its steps nested where the call is."""
+    finds first; None: none the facts read), its steps nested where the call is. Also the attributes a step at the
+    level of the body sets, whatever held them before (the others may keep what ``super().__init__`` left)."""
     attributes: dict[str, list[tuple[Writer, Assigned]]] = {}
+    replaced: set[str] = set()
     running = {"__init__"}
 
     def run(writer: Writer, steps: list[InitStep], nested: bool) -> None:
@@ -313,10 +315,12 @@ def init_values(
                 if step.values:
                     values = [(writer, value) for value in step.values]
                     _bind(attributes, step.attr, values, nested or step.nested, lambda pair: pair[1].line)
+                    if not (nested or step.nested):
+                        replaced.add(step.attr)
             elif step.called not in running and (found := lookup(step.called)) is not None:
                 running.add(step.called)
                 run(*found, nested or step.nested)
                 running.discard(step.called)
 
     run(*init, False)
-    return attributes
+    return attributes, replaced

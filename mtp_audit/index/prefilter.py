@@ -35,11 +35,10 @@ _RAISE = re.compile(r"raise\b")
 _OPENS_CALL = re.compile(r"[\w)\]]\s*\($")
 _SETS_SELF = re.compile(r"self\.(?:\w+\s*(?::|=(?!=))|register_(?:buffer|parameter)\b)")
 _CALLS_SELF = re.compile(r"self\.(\w+)\s*\(")
-_CHAINED = r"(?:\w+\s*=\s*)+self\.\w+\s*=(?!=)"  # ``x = self.a = A()``
-_SETS_SELF_CHAINED = re.compile(_CHAINED)
-_ACTS_ON_SELF = re.compile(
-    rf"^[ \t]*(?:self\.(?:\w+\s*(?::|=(?!=)|\()|register_(?:buffer|parameter)\b)|{_CHAINED})", re.MULTILINE
-)
+# ``x = self.a = A()``, ``cfg.p = self.a = A()``, ``(p,) = self.a = (A(),)``: a target after a lone ``=`` is one
+# of a chained assignment, whatever the first target is (``f(k=self.a=...)``, ``a == self.b = c`` do not parse)
+_SETS_SELF_CHAINED = re.compile(r"=\s*self\.\w+\s*=(?!=)")
+_ACTS_ON_SELF = re.compile(r"^[ \t]*self\.(?:\w+\s*(?::|=(?!=)|\()|register_(?:buffer|parameter)\b)", re.MULTILINE)
 _SETS_LOCAL = re.compile(r"(?:^|=)\s*(\w+)\s*(?::[^=]*)?=(?!=)")  # ``x = ...``, ``a.b = x = ...``
 _WORD = re.compile(r"\w+")
 _RETURN = re.compile(r"return\s*(?:\(|[\w.]+\s*\()")  # a call, or a parenthesised value that may be one
@@ -202,7 +201,7 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
             nested_under = indent
         elif _COMPOUND.match(code) and not _code(lines[last]).endswith(":"):
             return  # ``if x: self.a = A()``: a body on the header's line
-        elif _SETS_SELF.match(code) or _CALLS_SELF.match(code) or _SETS_SELF_CHAINED.match(code):
+        elif _SETS_SELF.match(code) or _CALLS_SELF.match(code) or _SETS_SELF_CHAINED.search(code):
             statements.append((row, last, hollow and not code.startswith("self.register_")))  # its first argument
         else:
             locals_set += [(name, (row, last, hollow)) for name in _SETS_LOCAL.findall(_code(code))]
@@ -298,7 +297,25 @@ def _acts_on_self(lines: list[str], member: tuple[int, int, int, str | None]) ->
     """Whether a method's body has a statement that sets an attribute of self or runs a method on self: an
     ``__init__`` that runs it on self, in this class or a subclass (in any module), reads those statements."""
     _, define, stop, name = member
-    return name is not None and _ACTS_ON_SELF.search("".join(lines[define + 1 : stop])) is not None
+    if name is None:
+        return False
+    body = "".join(lines[define + 1 : stop])
+    return (
+        _ACTS_ON_SELF.search(body) is not None
+        or _SETS_SELF_CHAINED.search(body) is not None
+        or _acts_on_self_inline(lines, define)
+    )
+
+
+def _acts_on_self_inline(lines: list[str], define: int) -> bool:
+    """Whether a ``def`` has its body on its header's last line (``def _build(self, c): self.p = P()``) and that
+    body sets an attribute of self or runs a method on it."""
+    code = _code(lines[_header_end(lines, define)])
+    return any(
+        _ACTS_ON_SELF.match(code[colon + 1 :]) or _SETS_SELF_CHAINED.search(code, colon + 1)
+        for colon, char in enumerate(code)
+        if char == ":"
+    )
 
 
 def _reduce_class(

@@ -52,7 +52,9 @@ class Hierarchy:
         self._mro: dict[ClassKey, Mro] = {}
         self._orders: dict[ClassKey, list[list[MroItem]]] = {}
         self._active: set[ClassKey] = set()  # classes whose MRO is being computed (cycle check)
-        self._init_values: dict[tuple[tuple[MroItem, ...], ClassKey], dict[str, list[tuple[ClassKey, Assigned]]]] = {}
+        self._init_values: dict[
+            tuple[tuple[MroItem, ...], ClassKey], tuple[dict[str, list[tuple[ClassKey, Assigned]]], set[str]]
+        ] = {}
 
     def memoised(self) -> dict[ClassKey, Mro]:
         return self._mro
@@ -73,6 +75,14 @@ class Hierarchy:
         """What ``key.__init__`` may leave in each ``self.X`` on an instance whose class has this MRO, each value
         with the class whose method assigns it (``classes.init_values``): a method it runs on self is the one the
         MRO finds first, a subclass's override or a base's, in whatever module."""
+        return self._init_read(mro, key)[0]
+
+    def init_replaced(self, mro: Mro, key: ClassKey) -> set[str]:
+        """The attributes ``key.__init__`` sets whatever they held (a step at the level of its body, or of a method
+        it runs there): the others it sets only under a block, so what ``super().__init__`` left may stay."""
+        return self._init_read(mro, key)[1]
+
+    def _init_read(self, mro: Mro, key: ClassKey) -> tuple[dict[str, list[tuple[ClassKey, Assigned]]], set[str]]:
         memo = (tuple(mro.classes), key)
         if memo not in self._init_values:
             steps = self.class_facts(key).init_steps.get("__init__", [])
