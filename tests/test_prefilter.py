@@ -317,6 +317,7 @@ def test_init_cut_keeps_what_the_tree_walk_reads_and_no_more(monkeypatch):
         "continued": ["Continued"],
         "table": ["<other>"],
         "tried": ["Tried", "<other>"],
+        "matched": ["Matched"],  # a match case is a block: it may run
     }
     assert _callees(by_name["OneLineBody"]) == {"head": ["Head"], "norm": ["Norm"]}
     assert _callees(by_name["Documented"]) == {"real": ["Real"]}

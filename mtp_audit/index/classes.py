@@ -217,8 +217,10 @@ class _InitSteps:
     """What one method does to ``self`` (``InitStep``), read as Python runs it: a statement under
     ``if``/``for``/``while``/``with``/``try`` is nested (the block may not run, or run instead of another); a local
     carries its values to ``self.X = local``, a statement at the level of the body replacing what it held, a nested
-    one adding to it; both arms of ``a if c else b`` are candidates. Statements in a ``match`` case or a nested
-    ``def``/``class`` are not read (the pre-filter drops them)."""
+    one adding to it; both arms of ``a if c else b`` are candidates; a ``match`` case is a block. ``setattr(self,
+    "x", v)`` stores as ``self.x = v`` does, and a target list pairs with a tuple of as many values (else each of
+    its attributes of self gets the value, unread). Statements in a nested ``def``/``class`` are not read (the
+    pre-filter drops them)."""
 
     def __init__(self, text: _Source):
         self.text = text
@@ -226,9 +228,9 @@ class _InitSteps:
 
     def run(self, body: list[ast.stmt], nested: bool, local: dict[str, list[Assigned]]) -> None:
         for statement in body:
-            if isinstance(statement, (*FUNCTIONS, ast.ClassDef, ast.Match)):
+            if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
                 continue
-            blocks = statement_blocks(statement, cases=False)
+            blocks = statement_blocks(statement)
             if blocks:
                 for block in blocks:
                     self.run(block, True, local)
@@ -249,8 +251,37 @@ class _InitSteps:
                         self.steps.append(InitStep(self.text.line(statement), nested, attr, values))
                     case ast.Name(id=name) if values:
                         _bind(local, name, values, nested)
+                    case ast.Tuple(elts=elements) | ast.List(elts=elements) if statement.value is not None:
+                        self.unpacked(elements, statement.value, statement, nested, local)
+        elif (stored := _setattr_on_self(statement)) is not None:
+            attr, value = stored
+            self.steps.append(InitStep(self.text.line(statement), nested, attr, self.values(value, statement, local)))
         elif (called := _self_method_called(statement)) is not None:
             self.steps.append(InitStep(self.text.line(statement), nested, called=called))
+
+    def unpacked(
+        self,
+        elements: list[ast.expr],
+        value: ast.expr,
+        statement: ast.stmt,
+        nested: bool,
+        local: dict[str, list[Assigned]],
+    ) -> None:
+        """``self.a, self.b = A(), B()`` pairwise; from any other value, each attribute of self gets it unread."""
+        paired = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(elements)
+        paired = paired and not any(isinstance(e, ast.Starred) for e in (*elements, *value.elts))  # type: ignore[union-attr]
+        for position, element in enumerate(elements):
+            if not (isinstance(element, ast.Attribute) and isinstance(element.value, ast.Name)):
+                continue
+            if element.value.id != "self":
+                continue
+            part = value.elts[position] if paired else None  # type: ignore[union-attr]
+            values = (
+                self.values(part, statement, local)
+                if part is not None
+                else [Assigned("", self.text.line(statement), _first_line(self.text.segment(value)))]
+            )
+            self.steps.append(InitStep(self.text.line(statement), nested, element.attr, values))
 
     def values(self, value: ast.expr, statement: ast.stmt, local: dict[str, list[Assigned]]) -> list[Assigned]:
         match value:
@@ -267,6 +298,18 @@ def _first_line(code: str) -> str:
     """A value's first line, to name it by (the pre-filter may drop a call's arguments below it)."""
     lines = code.splitlines()
     return lines[0].strip()[:80] + (" ..." if len(lines) > 1 else "")
+
+
+def _setattr_on_self(statement: ast.stmt) -> tuple[str, ast.expr] | None:
+    """(name, value) of ``setattr(self, "name", value)``, the name a literal."""
+    match statement:
+        case ast.Expr(
+            value=ast.Call(
+                func=ast.Name(id="setattr"), args=[ast.Name(id="self"), ast.Constant(value=str(name)), value]
+            )
+        ):
+            return name, value
+    return None
 
 
 def _self_method_called(statement: ast.stmt) -> str | None:

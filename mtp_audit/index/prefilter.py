@@ -42,7 +42,16 @@ _ACTS_ON_SELF = re.compile(r"^[ \t]*self\.(?:\w+\s*(?::|=(?!=)|\()|register_(?:b
 _SETS_LOCAL = re.compile(r"(?:^|=)\s*(\w+)\s*(?::[^=]*)?=(?!=)")  # ``x = ...``, ``a.b = x = ...``
 _WORD = re.compile(r"\w+")
 _RETURN = re.compile(r"return\s*(?:\(|[\w.]+\s*\()")  # a call, or a parenthesised value that may be one
-_NESTED_SCOPE = re.compile(r"(?:async\s+def|def|class)\b|@|match\s.*:\s*(?:#.*)?$")
+_NESTED_SCOPE = re.compile(r"(?:async\s+def|def|class)\b|@")
+# ``setattr(self, "x", ...)``; a target list that stores into self (``self.a, self.b = ...``)
+_SETATTR_SELF = re.compile(r"setattr\s*\(\s*self\s*,")
+_TARGET_LIST = re.compile(r"[^=]*,[^=]*=(?!=)")
+_SETATTR_SELF_LINE = re.compile(r"^[ \t]*setattr\s*\(\s*self\s*,", re.MULTILINE)
+# a target list storing into self: ``a, self.b = ...``, ``self.a, b = ...``, ``(self.a, ...`` over lines
+_SELF_IN_TARGETS = re.compile(
+    r"^[ \t]*(?:(?:[\w.]+[ \t]*,[^\n=]*\bself\.\w+[^\n=]*|self\.\w+[ \t]*,[^\n=]*)=(?!=)|[(\[]\s*self\.\w+\s*,)",
+    re.MULTILINE,
+)
 _COMPOUND = re.compile(r"(?:if|elif|else|for|while|with|try|except|finally|async\s+(?:for|with))\b")
 
 
@@ -170,7 +179,8 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
     """Cut ``__init__`` down to what its facts are read from (``classes.py`` reads them off the
     tree): the header, and each statement that starts with ``self.``, moved to the body's first
     level, where the tree walk finds it as it would in its ``if``/``for``/``with``/``try``.
-    Statements inside nested ``def``/``class``/``match`` blocks, which that walk never enters, go.
+    Statements inside nested ``def``/``class`` blocks, which that walk never enters, go; a ``match`` case's
+    stay, as a block's do (its header goes). ``setattr(self, ...)`` and target lists storing into self stay whole.
     The method stays whole where the line scan could misread it (a string spanning lines, a block
     with its body on the header's line) and where its body may be a lone ``raise``."""
     for index in range(first, define):
@@ -203,6 +213,8 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
             return  # ``if x: self.a = A()``: a body on the header's line
         elif _SETS_SELF.match(code) or _CALLS_SELF.match(code) or _SETS_SELF_CHAINED.search(code):
             statements.append((row, last, hollow and not code.startswith("self.register_")))  # its first argument
+        elif _SETATTR_SELF.match(code) or _stores_into_self_list(lines, row, last, code):
+            statements.append((row, last, False))
         else:
             locals_set += [(name, (row, last, hollow)) for name in _SETS_LOCAL.findall(_code(code))]
         row = last + 1
@@ -216,6 +228,17 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
             keep[index] = True  # a call's arguments go: its callee is what the facts read
     if not statements:
         inserted[body[0]] = margin + "pass" + (lines[body[0]][len(lines[body[0]].rstrip("\r\n")) :] or "\n")
+
+
+def _stores_into_self_list(lines: list[str], row: int, last: int, code: str) -> bool:
+    """Whether a statement (``code``, its first line) stores into self through a target list: its first ``=``
+    follows a list naming ``self.`` (``self.a, self.b = ...``; ``(self.a, self.b) = ...`` over lines)."""
+    if code[:1] in "([":
+        code = _kept_text(lines, (row, last, False))
+    elif "self." not in code or "," not in code:
+        return False
+    found = _TARGET_LIST.match(code)
+    return found is not None and "self." in found.group()
 
 
 def _locals_read(
@@ -303,6 +326,8 @@ def _acts_on_self(lines: list[str], member: tuple[int, int, int, str | None]) ->
     return (
         _ACTS_ON_SELF.search(body) is not None
         or _SETS_SELF_CHAINED.search(body) is not None
+        or ("setattr" in body and _SETATTR_SELF_LINE.search(body) is not None)
+        or _SELF_IN_TARGETS.search(body) is not None
         or _acts_on_self_inline(lines, define)
     )
 
