@@ -213,10 +213,15 @@ def _top_level_names(source: str) -> frozenset[str]:
 
 def _bound_names(text: str) -> list[str]:
     """The names an import's list binds (``a as b``: ``b``; ``a.b``: ``a``)."""
+    return [w[-1] if len(w) == 3 and w[1] == "as" else w[0].split(".")[0] for w in _import_parts(text) if w]
+
+
+def _import_parts(text: str) -> list[list[str]]:
+    """The words of each comma-separated part of an import's list as written (comments, brackets and
+    line continuations dropped): what ``_names`` and ``_bound_names`` read."""
     if "#" in text:
         text = _COMMENT.sub("", text)
-    words = (part.split() for part in text.strip(" \t()").replace("\\", " ").split(","))
-    return [w[-1] if len(w) == 3 and w[1] == "as" else w[0].split(".")[0] for w in words if w]
+    return [part.split() for part in text.strip(" \t()").replace("\\", " ").split(",")]
 
 
 def beyond_top(module: str, is_package: bool, level: int) -> bool:
@@ -269,14 +274,9 @@ def _dynamic_at_top(source: str) -> bool:
 def _names(text: str) -> tuple[str, ...]:
     """The names of ``import`` as written (a parenthesised list, or a line that may be continued):
     ``as`` aliases, comments and ``*`` dropped; dotted for ``import a.b``."""
-    if "#" in text:
-        text = _COMMENT.sub("", text)
-    names = []
-    for part in text.strip(" \t()").replace("\\", " ").split(","):
-        words = part.split()
-        if words and all(piece.isidentifier() for piece in words[0].split(".")):
-            names.append(words[0])
-    return tuple(names)
+    return tuple(
+        words[0] for words in _import_parts(text) if words and all(p.isidentifier() for p in words[0].split("."))
+    )
 
 
 def _interpreted_imports(
