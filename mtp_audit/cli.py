@@ -18,7 +18,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import __version__
-from .commands.trees import cache_off, cached_chain_answers, model_types, resolve_tree, run_scan
+from .commands.trees import cache_off, cached_answers, model_types, resolve_tree, run_scan
 from .errors import InternalError, UsageError
 from .locate import locate
 from .model import ScanResult, Status
@@ -410,7 +410,7 @@ def fix_command(
         model_types(tree),
         workers,
         factor_pre_head,
-        cached_chain_answers(tree, no_cache),
+        cached_answers(tree, no_cache),
     )
     if result.refusal and not quiet:
         print(f"mtp-audit: no fix written into this plugin: {result.refusal}", file=sys.stderr)

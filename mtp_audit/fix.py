@@ -30,7 +30,7 @@ from .errors import UsageError
 from .fanout import Ahead, WarmWorker, warm_worker
 from .index.encoding import NotDecodable, decode_source
 from .index.fact_types import ModuleFacts
-from .model import ChainAnswers, ClassKey, Consistency, DrafterRecord, SourceTree, Status, refusal_key
+from .model import ClassKey, Consistency, DrafterRecord, ScanAnswers, SourceTree, Status, refusal_key
 from .scan import Resolution, Scanner, scan
 from .select import select
 from .templating import PRE_HEAD, defined_name
@@ -44,18 +44,18 @@ def plan_fix(
     model_types: dict[str, list[str]] | None = None,
     jobs: int = 1,
     factor_pre_head: bool = False,
-    chain_answers: ChainAnswers | None = None,
+    earlier: ScanAnswers | None = None,
 ) -> FixResult:
     """``jobs`` workers rewrite the files; the scan stays in this process, whose analyses the
     blast-radius check reuses. ``factor_pre_head``: long pre-head blocks go into a shared helper.
-    ``chain_answers``: the import-chain answers of a scan of the same files (see ``scan``)."""
+    ``earlier``: the import-chain and call-contract answers of a scan of the same files (see ``scan``)."""
     memo.use_cache(cache)  # before forking: the workers read cached mirrors too
     with (
         warm_worker(jobs, _load_rules_and_rewriter) as worker,
         memo.delegated(_asking(worker)),
         _base_names_ahead(tree, jobs) as base_names,
     ):
-        result, scanner, resolutions = scan(tree, cache, chain_answers=chain_answers, caller_notes=False)
+        result, scanner, resolutions = scan(tree, cache, earlier=earlier, notes=False)
         if base_names is not None:
             expect_base_names(scanner, base_names)
         if result.parse_errors:  # as scan: an input error, exit 2, and nothing is written

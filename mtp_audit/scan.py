@@ -21,11 +21,12 @@ from .index.modules import ModuleIndex, read_failure
 from .locate import LOGITS_PROCESSOR, has_local_argmax, head_signature, outside_vocab_mask, processor_paths
 from .model import (
     PLATFORMS,
-    ChainAnswers,
     ClassKey,
+    ContractAnswers,
     DrafterRecord,
     Location,
     RegistryEntry,
+    ScanAnswers,
     ScanResult,
     SourceTree,
     Unavailable,
@@ -78,6 +79,7 @@ class Scanner:
         self.plugin_notes: list[str] = []  # plugin code that could not be read, entry points vLLM never calls
         self.registry_notes: list[str] = []  # parts of the speculative dict that could not be read
         self._callers: CallerIndex | None = None
+        self._earlier_contracts: ContractAnswers = {}  # a scan's of the same files (``seed``)
         self._caller_notes: list[str] | None = None
         self._config_text: dict[str, str | None] = {}  # file -> its text if it names a speculator config
 
@@ -115,8 +117,24 @@ class Scanner:
         callers.index = self.index
         self._callers = callers
 
+    def seed(self, earlier: ScanAnswers) -> None:
+        """Take the answers a scan of the same files gave (``ResultCache.answers``): what they answer
+        is not worked out again (the speculators are not read for a contract they hold)."""
+        self.index.chains.seed(earlier.chains)
+        self._earlier_contracts = earlier.contracts
+
+    def answers(self, resolutions: list[Resolution]) -> ScanAnswers:
+        """What this scan worked out that a scan of the same files may ``seed`` with."""
+        contracts = {_contract_key(r.entry, r.key): r.contract.reaches for r in resolutions}
+        return ScanAnswers(self.index.chains.answers(), contracts)
+
     def contract(self, entry: RegistryEntry, key: ClassKey, platform: str) -> Contract:
-        """The speculators that can hold this drafter, with what their drafting paths call."""
+        """The speculators that can hold this drafter, with what their drafting paths call. Asked once
+        per drafter and class, on the first platform where the class resolves: the same one for a
+        scan of the same files, which ``seed`` hands the answer of."""
+        earlier = self._earlier_contracts.get(_contract_key(entry, key))
+        if earlier is not None:
+            return Contract(earlier)
         if self.vllm is None or not self.callers.present:
             return Contract(())
         declared = None
@@ -369,20 +387,21 @@ def scan(
     tree: SourceTree,
     cache: FactsCache | None = None,
     resolve: Resolve | None = None,
-    chain_answers: ChainAnswers | None = None,
-    caller_notes: bool = True,
+    earlier: ScanAnswers | None = None,
+    notes: bool = True,
 ) -> tuple[ScanResult, Scanner, list[Resolution]]:
     """Run the pipeline; ``scanner.index.observed`` then says what the result depends on.
 
     ``resolve``, when given, does the resolving and classifying (see fanout.forked);
-    ``chain_answers``, the import-chain answers of an earlier scan of the same files;
-    ``caller_notes``: read what the speculators' selection does not follow (a tenth of a scan), which
-    only ``scan`` reports (``fix`` does not, and does not store its result).
+    ``earlier``, the import-chain and call-contract answers of an earlier scan of the same files;
+    ``notes``: read what the speculators' selection does not follow (a tenth of a scan) and whether
+    the model runner's choice can be read, which only ``scan`` reports (``fix`` does not, and does not
+    store its result).
     """
     memo.use_cache(cache)
     scanner = Scanner(tree, cache)
-    if chain_answers:
-        scanner.index.chains.seed(chain_answers)
+    if earlier is not None:
+        scanner.seed(earlier)
     entries = scanner.entries()
     if resolve is not None:
         resolutions, unresolved = resolve(scanner, entries)
@@ -395,10 +414,25 @@ def scan(
         parse_errors=sorted(scanner.index.read_errors.items()),
         notes=scanner.plugin_notes,
         registry_notes=scanner.registry_notes,
-        caller_notes=scanner.caller_notes() if caller_notes else [],
-        runner_notes=scanner.runner_notes(),
+        caller_notes=scanner.caller_notes() if notes else [],
+        runner_notes=scanner.runner_notes() if notes else [],
     )
     return result, scanner, resolutions
+
+
+def _contract_key(entry: RegistryEntry, key: ClassKey) -> tuple[str, ...]:
+    scope = ",".join(entry.scope) if entry.scope is not None else "*"
+    return (
+        entry.arch or "",
+        entry.module,
+        entry.cls,
+        entry.registry,
+        entry.source,
+        scope,
+        key.module,
+        key.name,
+        str(key.line),
+    )
 
 
 def _one_alternative(res: Resolution, platform: str, reason: str) -> str:

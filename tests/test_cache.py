@@ -14,6 +14,7 @@ import pytest
 
 import mtp_audit
 from conftest import FIXTURES, build_tree, run_cli
+from mtp_audit.model import Status
 
 
 def scan_json(tree, *extra, env=None) -> dict:
@@ -441,41 +442,89 @@ def test_an_object_held_twice_is_written_once_and_read_back_shared():
     assert back["keys"][0] is back["keys"][1] is back["cuda"]["x"][0]
 
 
-def test_fix_after_a_scan_reuses_its_import_chain_answers_while_nothing_changed(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("fixture", "edited"),
+    [
+        ("import_chain", "vllm/model_executor/models/chain_helpers.py"),
+        ("call_pairing", "vllm/v1/worker/gpu/spec_decode/__init__.py"),
+    ],
+)
+def test_fix_after_a_scan_reuses_its_answers_while_nothing_changed(tmp_path, monkeypatch, fixture, edited):
+    """fix takes a cached scan's import-chain and call-contract answers: it walks no import and reads
+    no speculator, and plans and writes what it would without them; an edit to a file the scan read
+    (a helper module, a speculator) withdraws them."""
     from mtp_audit.cache import FactsCache
-    from mtp_audit.commands.trees import cached_chain_answers, run_scan
+    from mtp_audit.commands.trees import cached_answers, run_scan
     from mtp_audit.fix import plan_fix
     from mtp_audit.index.imports import ImportChains
     from mtp_audit.locate import locate
+    from mtp_audit.resolve.callers import CallerIndex
 
     monkeypatch.setenv("MTP_AUDIT_CACHE_DIR", str(tmp_path / "cache"))
-    root = build_tree(FIXTURES / "scan" / "import_chain", tmp_path / "tree")
+    root = build_tree(FIXTURES / "scan" / fixture, tmp_path / "tree")
     tree = locate(root)
     run_scan(tree, no_cache=False, jobs=1)
-    answers = cached_chain_answers(tree, no_cache=False)
-    assert answers and any(answers.values()), "a failing chain is among the answers"
-    assert cached_chain_answers(tree, no_cache=True) is None
+    answers = cached_answers(tree, no_cache=False)
+    assert answers is not None and answers.contracts
+    if fixture == "import_chain":
+        assert any(answers.chains.values()), "a failing chain is among the answers"
+    else:
+        assert any(reach.pairs for reaches in answers.contracts.values() for reach in reaches)
+    assert cached_answers(tree, no_cache=True) is None
 
     walked: list[tuple[str, str]] = []
     walk = ImportChains._walk
+    read: list[object] = []
+    prepare = CallerIndex.__init__
 
     def counted_walk(self, start: str, platform: str):
         walked.append((start, platform))
         return walk(self, start, platform)
 
+    def counted_prepare(self, *args, **kwargs):
+        read.append(self)
+        prepare(self, *args, **kwargs)
+
     monkeypatch.setattr(ImportChains, "_walk", counted_walk)
+    monkeypatch.setattr(CallerIndex, "__init__", counted_prepare)
 
     def outcome(fix) -> list:
         return [(o.action, o.reason) for o in fix.plan.outcomes] + [(r.path, r.new) for r in fix.rewrites]
 
     seeded = plan_fix(tree, None, True, FactsCache(), {}, 1, False, answers)
-    assert walked == []
+    assert walked == [] and read == []
     plain = plan_fix(tree, None, True, FactsCache(), {}, 1, False, None)
-    assert walked and outcome(seeded) == outcome(plain)
+    assert walked and read and outcome(seeded) == outcome(plain)
+    assert any(r.new for r in plain.rewrites)
 
-    helpers = root / "vllm/model_executor/models/chain_helpers.py"
-    helpers.write_text(helpers.read_text() + "# edited since the scan\n")
-    assert cached_chain_answers(tree, no_cache=False) is None
+    path = root / edited
+    path.write_text(path.read_text() + "# edited since the scan\n")
+    assert cached_answers(tree, no_cache=False) is None
+
+
+def test_a_result_stored_by_a_scan_that_took_earlier_answers_depends_on_what_they_read(tmp_path, monkeypatch):
+    """The concise report re-scans a cached result to plan fix's refusals, seeded with its import-chain
+    answers: the result it stores must still depend on the modules only those chains read (it stored
+    only what it read itself, so an edit there was served the old answer)."""
+    from mtp_audit.commands.trees import run_scan
+    from mtp_audit.locate import locate
+
+    monkeypatch.setenv("MTP_AUDIT_CACHE_DIR", str(tmp_path / "cache"))
+    root = build_tree(FIXTURES / "scan" / "import_chain", tmp_path / "tree")
+    tree = locate(root)
+
+    def availability(result) -> list:
+        return sorted((r.cls, r.status, tuple(sorted(r.platforms))) for r in result.records)
+
+    run_scan(tree, no_cache=False, jobs=1)
+    seeded = run_scan(tree, no_cache=False, jobs=1, fix_refusals=True)
+    assert seeded.fix_refusals is not None
+    assert ("ChainMTP", Status.MISSING_FIXABLE, ("cpu", "cuda", "rocm", "tpu")) in availability(seeded)
+    package = root / "vllm/models/sparse_base/__init__.py"  # read only by the chain walks
+    package.write_text(package.read_text().replace("if current_platform.is_xpu():", "if False:"))
+    warm = run_scan(tree, no_cache=False, jobs=1)
+    assert availability(warm) == availability(run_scan(tree, no_cache=True, jobs=1))
+    assert ("ChainMTP", Status.MISSING_FIXABLE, ("cpu", "cuda", "rocm", "tpu", "xpu")) in availability(warm)
 
 
 def _plugin_tree(tmp_path: Path) -> tuple[Path, Path]:

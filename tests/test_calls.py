@@ -7,8 +7,7 @@ import pytest
 
 from mtp_audit.classify.calls import Contract, bind, first_read, form, passed_to_top_tokens, reads, where
 from mtp_audit.classify.shape_types import Param, ParamKind
-from mtp_audit.model import CallerRecord
-from mtp_audit.resolve.callers import CallPair, ModelCall, Reach
+from mtp_audit.model import CallerRecord, CallPair, ModelCall, Reach
 
 
 def call(method: str, *args: str, file: str = "spec.py", line: int = 10) -> ModelCall:

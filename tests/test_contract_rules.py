@@ -15,8 +15,7 @@ import pytest
 from conftest import BASE, build_tree
 from mtp_audit.classify.contract_rules import CONTRACT_RULES, CallExample, ContractRule, Uncalled, example_contract
 from mtp_audit.locate import locate
-from mtp_audit.model import ClassKey, Consistency, Status
-from mtp_audit.resolve.callers import ModelCall
+from mtp_audit.model import ClassKey, Consistency, ModelCall, Status
 from mtp_audit.resolve.names import resolve_name
 from mtp_audit.scan import Scanner
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..model import ChainAnswers, ScanResult, SourceTree
+from ..model import ScanAnswers, ScanResult, SourceTree
 from .store import MISSING, Store, atomic_write, default_cache_dir, usable
 
 __all__ = [
@@ -193,12 +193,12 @@ class ResultCache:
         entry.result.tree = tree  # the version file is read afresh every time
         return entry.result
 
-    def chain_answers(self, tree: SourceTree) -> ChainAnswers | None:
-        """The import-chain answers of the cached scan of ``tree``, by (module, platform), while
-        every file that scan looked at is unchanged: ``fix`` reuses them instead of walking
-        the same imports again."""
+    def answers(self, tree: SourceTree) -> ScanAnswers | None:
+        """The import-chain and call-contract answers of the cached scan of ``tree``, while every file
+        that scan looked at is unchanged: ``fix`` reuses them instead of walking the same imports and
+        reading the same speculators again."""
         entry = self._valid_entry(tree)
-        return None if entry is None else entry.chains
+        return None if entry is None else replace(entry.answers, observed=entry.observed.files)
 
     def _valid_entry(self, tree: SourceTree) -> _ResultEntry | None:
         path = self._path(tree)
@@ -209,8 +209,8 @@ class ResultCache:
             return None
         return entry
 
-    def store(self, tree: SourceTree, observed: Observed, result: ScanResult, chains: ChainAnswers) -> None:
-        self._store.save(self._path(tree), _ResultEntry(observed, result, chains))
+    def store(self, tree: SourceTree, observed: Observed, result: ScanResult, answers: ScanAnswers) -> None:
+        self._store.save(self._path(tree), _ResultEntry(observed, result, answers))
 
     def _path(self, tree: SourceTree) -> Path:
         """The key: the tree and all that locating it read afresh (each run reads them again, before
@@ -225,4 +225,4 @@ class ResultCache:
 class _ResultEntry:
     observed: Observed
     result: ScanResult
-    chains: ChainAnswers
+    answers: ScanAnswers

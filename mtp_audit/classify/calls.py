@@ -16,8 +16,8 @@ import textwrap
 from dataclasses import dataclass
 
 from ..index.ast_tools import unparse
-from ..model import CallerRecord
-from ..resolve.callers import HIDDEN_BY_STAR, CallPair, ModelCall, Reach
+from ..model import CallerRecord, CallPair, ModelCall, Reach
+from ..resolve.callers import HIDDEN_BY_STAR
 from .shape_types import Param, ParamKind
 
 

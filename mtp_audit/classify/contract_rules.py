@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..model import Consistency, Status
-from ..resolve.callers import HIDDEN_BY_STAR, CallPair, ModelCall, Reach
+from ..model import CallPair, Consistency, ModelCall, Reach, Status
+from ..resolve.callers import HIDDEN_BY_STAR
 from .calls import (
     NOT_PASSED,
     UNKNOWN_VALUE,

@@ -12,7 +12,7 @@ from pathlib import Path
 from ..cache import ResultCache, default_cache_dir, usable
 from ..errors import UsageError
 from ..locate import locate
-from ..model import ChainAnswers, ScanResult, SourceTree, Status
+from ..model import ScanAnswers, ScanResult, SourceTree, Status
 from ..sources import Progress, release_tree
 
 
@@ -91,16 +91,17 @@ def run_scan(tree: SourceTree, no_cache: bool, jobs: int = 0, fix_refusals: bool
     from ..fanout import forked, resolve_jobs
     from ..scan import scan
 
-    chains = results.chain_answers(tree) if results and cached else None
+    earlier = results.answers(tree) if results and cached else None
     result, scanner, resolutions = scan(
-        tree, None if no_cache else FactsCache(), forked(resolve_jobs(jobs)), chain_answers=chains
+        tree, None if no_cache else FactsCache(), forked(resolve_jobs(jobs)), earlier=earlier
     )
     if fix_refusals:
         from ..fix import refusals_alone
 
         result.fix_refusals = refusals_alone(tree, scanner, resolutions, result.records)
     if results and not result.parse_errors:
-        results.store(tree, Observed(dict(scanner.index.observed)), result, scanner.index.chains.answers())
+        observed = {**(earlier.observed if earlier else {}), **scanner.index.observed}  # what seeded it too
+        results.store(tree, Observed(observed), result, scanner.answers(resolutions))
     return result
 
 
@@ -108,11 +109,11 @@ def _fixable(result: ScanResult) -> bool:
     return any(r.status == Status.MISSING_FIXABLE for r in result.records)
 
 
-def cached_chain_answers(tree: SourceTree, no_cache: bool) -> ChainAnswers | None:
-    """The import-chain answers of the last scan of ``tree`` (``run_scan``) if nothing it read has
-    changed since; None without one."""
+def cached_answers(tree: SourceTree, no_cache: bool) -> ScanAnswers | None:
+    """The import-chain and call-contract answers of the last scan of ``tree`` (``run_scan``) if
+    nothing it read has changed since; None without one."""
     results = _result_cache(tree, no_cache)
-    return results.chain_answers(tree) if results else None
+    return results.answers(tree) if results else None
 
 
 def _result_cache(tree: SourceTree, no_cache: bool) -> ResultCache | None:

@@ -579,7 +579,7 @@ class ImportChains:
         return dict(self.described)
 
     def seed(self, answers: ChainAnswers) -> None:
-        """Take the answers a scan of the same files gave (``ResultCache.chain_answers``): asked
+        """Take the answers a scan of the same files gave (``ResultCache.answers``): asked
         again, they are not walked again."""
         self.described.update(answers)
 

@@ -35,7 +35,7 @@ from ..cache import EXISTS
 from ..index.ast_tools import TRIES, absolute_module, match_as_if, statement_blocks, statements_within, unparse
 from ..index.encoding import NotDecodable, decode_as_imported
 from ..index.modules import ModuleIndex, read_failure
-from ..model import SourceTree
+from ..model import CallPair, ModelCall, Reach, SourceTree
 from .bindings import Bindings, described
 from .model_types import model_types_in, tested_types
 from .runner import RunnerChoice
@@ -101,63 +101,6 @@ class Unknown:
 
 UNKNOWN = Unknown()
 Truth = bool | Unknown
-
-
-@dataclass(frozen=True)
-class ModelCall:
-    """A call on the drafter: ``self.model.<method>(<args>)``."""
-
-    method: str
-    args: tuple[str, ...]  # source text; keywords as name=value
-    keywords: tuple[str, ...]
-    positional: int
-    file: str
-    line: int
-    # the argument values (keywords without their name) as the function where a drafting path
-    # parts from the other call sees them, through the wrappers between; None: not expressible there
-    # (a local of a wrapper), HIDDEN_BY_STAR: hidden by a ``*``/``**`` argument of a wrapper call
-    values: tuple[str | None, ...] | None = None
-    through: str | None = None  # the outermost wrapper call they were passed through: `code` (FILE:LINE)
-    # (value, constant) for each `value == constant` that the path to the call tests true, as the
-    # function where the paths part sees the value
-    guards: tuple[tuple[str, str], ...] = ()
-    # (name, where it is bound) for each name both calls of a pair read that may hold another value
-    # at the get_top_tokens call than at this one (set on the compute_logits calls of a pair)
-    rebound: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def argument_values(self) -> tuple[str | None, ...]:
-        if self.values is not None:
-            return self.values
-        return tuple(
-            a if i < self.positional or a.startswith("**") else a.split("=", 1)[1] for i, a in enumerate(self.args)
-        )
-
-
-@dataclass(frozen=True)
-class CallPair:
-    """A ``get_top_tokens`` call and the ``compute_logits`` calls on the same path."""
-
-    top_tokens: ModelCall
-    logits: tuple[ModelCall, ...]
-
-
-@dataclass
-class Reach:
-    """What a speculator's drafting path calls on its drafter."""
-
-    speculator: str
-    file: str
-    line: int
-    pairs: list[CallPair] = field(default_factory=list)
-    logits: list[ModelCall] = field(default_factory=list)  # every compute_logits call reached
-    other: list[str] = field(default_factory=list)  # other drafter methods it drafts with
-    unfollowed: list[str] = field(default_factory=list)  # drafter references not followed: FILE:LINE: `code`
-    uncreatable: str = ""  # why its class statement (or a base's) raises TypeError: it is never made
-
-    @property
-    def reaches(self) -> bool:
-        return bool(self.pairs)
 
 
 @dataclass(frozen=True)
