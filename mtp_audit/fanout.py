@@ -51,7 +51,7 @@ from .resolve.names import resolve_name
 
 if TYPE_CHECKING:
     from .index.fact_types import ModuleFacts
-    from .index.imports import ImportChains
+    from .index.imports import ImportChains, ImportFacts
     from .resolve.callers import CallerIndex
     from .resolve.mro import Mro
     from .scan import Resolution, Resolve, Scanner
@@ -123,6 +123,7 @@ class Inherited:
     entries: list[RegistryEntry]
     known: frozenset[str]  # modules the parent had read when it forked
     known_located: frozenset[str]  # modules the parent had located when it forked
+    known_imports: frozenset[str]  # modules whose imports the parent had read when it forked
     chunks: list[list[int]] = field(default_factory=list)
     queue: ChunkQueue | None = None
 
@@ -163,11 +164,13 @@ def resolve_jobs(jobs: int) -> int:
 
 @dataclass
 class Harvest:
-    """What one worker read that the parent had not: facts, modules located, files observed,
-    read errors; and the index round's MROs, which classification would otherwise redo."""
+    """What one worker read that the parent had not: facts, modules located, imports read (the
+    import chains of the classes' own modules ask them again), files observed, read errors; and
+    the index round's MROs, which classification would otherwise redo."""
 
     facts: dict[str, ModuleFacts | None]
     located: dict[str, tuple[Path, bool] | None]
+    imports: dict[str, ImportFacts | None]
     observed: dict[str, str]
     read_errors: dict[str, str]
     mros: dict[str, dict[ClassKey, Mro]]
@@ -184,6 +187,7 @@ def _harvest(state: Inherited, with_mros: bool = False) -> Harvest:
     return Harvest(
         facts={m: f for m, f in index.loaded().items() if m not in state.known},
         located={m: found for m, found in index.located.items() if m not in state.known_located},
+        imports={m: found for m, found in index.imports_read().items() if m not in state.known_imports},
         observed=dict(index.observed),
         read_errors=dict(index.read_errors),
         mros={p: h.memoised() for p, h in scanner.hierarchies.items()} if with_mros else {},
@@ -311,8 +315,15 @@ def _fork_pool(
     queue: ChunkQueue | None = None,
 ):
     """A pool whose workers fork (at the first submit) from the parent as it is now."""
+    index = scanner.index
     state = Inherited(
-        scanner, entries, frozenset(scanner.index.loaded()), frozenset(scanner.index.located), chunks or [], queue
+        scanner,
+        entries,
+        frozenset(index.loaded()),
+        frozenset(index.located),
+        frozenset(index.imports_read()),
+        chunks or [],
+        queue,
     )
     return forked_pool(workers, state)
 

@@ -257,6 +257,10 @@ class ModuleIndex:
         """Every module looked up so far (None: not in the tree)."""
         return self._facts
 
+    def imports_read(self) -> dict[str, ImportFacts | None]:
+        """Every module whose imports were looked up so far (see ``import_facts``)."""
+        return self._imports
+
     def absorb(self, harvest) -> None:
         """Take in what a worker process read (a ``fanout.Harvest``): the same facts this index
         would compute from the same bytes."""
@@ -264,6 +268,8 @@ class ModuleIndex:
             self._facts.setdefault(module, facts)
         for module, found in harvest.located.items():
             self.located.setdefault(module, found)
+        for module, imports in harvest.imports.items():
+            self._imports.setdefault(module, imports)
         for path, seen in harvest.observed.items():
             if seen in KINDS:
                 self.observed.setdefault(path, seen)
