@@ -1,13 +1,14 @@
 """``index.ast_tools.statements_within`` yields exactly the statements ``ast.walk`` reaches, in its order
-(what reads bindings and imports from it must not see another order than before), on this project's
-own code and on every fixture tree, which between them hold each statement form with a body."""
+(what reads bindings and imports from it must not see another order than before), and ``ast_tools.walk``
+exactly the nodes ``ast.walk`` yields, the same objects in the same order, on this project's own code and
+on every fixture tree, which between them hold each statement form with a body."""
 
 import ast
 from pathlib import Path
 
 import pytest
 
-from mtp_audit.index.ast_tools import statements_within
+from mtp_audit.index.ast_tools import statements_within, walk
 
 ROOT = Path(__file__).parent.parent
 SOURCES = sorted([*(ROOT / "mtp_audit").rglob("*.py"), *(ROOT / "tests" / "fixtures").rglob("*.py")])
@@ -64,3 +65,25 @@ def test_statements_within_is_ast_walk_restricted_to_statements(path: Path) -> N
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             assert list(statements_within(node)) == _walked(node)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_walk_is_ast_walk(path: Path) -> None:
+    try:
+        tree = ast.parse(path.read_bytes())
+    except SyntaxError:
+        pytest.skip("a fixture that is not Python on purpose")
+    expected = list(ast.walk(tree))
+    found = list(walk(tree))
+    assert len(found) == len(expected) and all(a is b for a, b in zip(found, expected))
+
+
+def test_walk_queues_a_nodes_children_before_handing_it_out() -> None:
+    """As ``ast.walk`` does: a child replaced while its parent is handed out is still walked."""
+    module = ast.parse("x = f(a)")
+    seen = []
+    for node in walk(module):
+        seen.append(type(node).__name__)
+        if isinstance(node, ast.Assign):
+            node.value = ast.Constant(1)
+    assert "Call" in seen and "Constant" not in seen

@@ -21,6 +21,7 @@ from libcst.metadata import CodeRange, PositionProvider
 
 from ..classify.analysis import Insertion
 from ..cstnodes import kept_compute_logits, methods_after, nodes_of, parse_method
+from ..index.ast_tools import walk
 from ..index.prefilter import physical_lines
 from ..model import ClassKey
 from ..synthesize.answers import mirror_text
@@ -261,7 +262,7 @@ class _Scopes:
         except SyntaxError as error:
             raise UnsafeRewrite(f"{rewrite.path}: the rewrite's scopes cannot be read ({error.msg})") from None
         self.module_names = {s.get_name() for s in self.new.get_symbols() if s.is_assigned() or s.is_imported()}
-        self.star_import = any(isinstance(n, ast.ImportFrom) and n.names[0].name == "*" for n in ast.walk(new_tree))
+        self.star_import = any(isinstance(n, ast.ImportFrom) and n.names[0].name == "*" for n in walk(new_tree))
 
     def check_helper_reads(self, old: ast.ClassDef, new: ast.ClassDef) -> None:
         """Raise UnsafeRewrite when the new class's helper reads a name from outside itself that is a local

@@ -21,7 +21,7 @@ from pathlib import Path
 from weakref import WeakKeyDictionary
 
 from ..classify.analysis import Insertion, Overlay
-from ..index.ast_tools import names_bound, walk_statements
+from ..index.ast_tools import names_bound, walk, walk_statements
 from ..model import PLATFORMS, ClassKey, SourceTree
 from ..scan import Resolution, Scanner
 from ..synthesize.answers import planned_overlay
@@ -313,7 +313,7 @@ def _binding_line(cls: ast.ClassDef, name: str) -> int | None:
     """Where the class binds ``name``: a ``def``, an assignment or an import in its body (an ``if``,
     ``for``, ``with`` or ``try`` there included), or ``<anything>.name = ...`` in one of its methods;
     None when it does not."""
-    for node in ast.walk(cls):
+    for node in walk(cls):
         if isinstance(node, ast.Attribute) and node.attr == name and _stored(node):
             return node.lineno
     for statement in walk_statements(cls.body):

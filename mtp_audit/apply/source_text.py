@@ -14,6 +14,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
 
+from ..index.ast_tools import walk
 from ..index.prefilter import physical_lines
 from ..patterns import DOCSTRING
 
@@ -108,7 +109,7 @@ def uses_torch(method: cst.FunctionDef) -> bool:
     annotations`` one is not evaluated, yet a module that never binds torch leaves it an undefined name
     (ruff's F821, a type checker's error), so the import is added for it too (``late_torch`` decides
     whether an import below the class is bound in time)."""
-    return any(isinstance(n, ast.Name) and n.id == "torch" for n in ast.walk(_function(method)))
+    return any(isinstance(n, ast.Name) and n.id == "torch" for n in walk(_function(method)))
 
 
 def _function(method: cst.FunctionDef) -> ast.FunctionDef:
@@ -134,7 +135,7 @@ def uses_torch_when_defined(method: cst.FunctionDef, module: ast.Module) -> bool
     if not _postponed(module):
         evaluated += [a.annotation for a in arguments if a is not None and a.annotation is not None]
         evaluated += [tree.returns] if tree.returns is not None else []
-    return any(isinstance(n, ast.Name) and n.id == "torch" for node in evaluated for n in ast.walk(node))
+    return any(isinstance(n, ast.Name) and n.id == "torch" for node in evaluated for n in walk(node))
 
 
 def binds_torch_before(tree: ast.Module, line: int) -> bool:

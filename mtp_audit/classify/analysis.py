@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..index.ast_tools import unparse
+from ..index.ast_tools import unparse, walk
 from ..index.fact_types import MethodFacts
 from ..model import ClassKey, Consistency, Status
 from ..resolve.mro import Hierarchy, MethodHit, Mro
@@ -1081,13 +1081,13 @@ def _cut_by_own_processor(cl: MethodHit, gtt: MethodHit) -> bool:
     if len(bounds) != 1 or len(processors) != 1:
         return False
     called = f"{processors.pop()}.get_top_tokens"
-    return any(isinstance(node, ast.Call) and unparse(node.func) == called for node in ast.walk(parsed_gtt[0]))
+    return any(isinstance(node, ast.Call) and unparse(node.func) == called for node in walk(parsed_gtt[0]))
 
 
 def _vocabulary_cuts(tree: ast.AST) -> list[ast.expr]:
     """The upper bounds of ``x[..., :n]`` (a cut of the last dimension) in a method."""
     cuts = []
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and len(node.slice.elts) > 1:
             last = node.slice.elts[-1]
             if isinstance(last, ast.Slice) and last.lower is None and last.upper is not None and last.step is None:
@@ -1145,7 +1145,7 @@ def asserted_optional(cl: MethodHit, gtt: MethodHit) -> str | None:
     optional = _tested_attrs(parsed_cl)
     guarded = _tested_attrs(parsed_gtt)
     uses: list[tuple[int, str, str]] = []
-    for node in ast.walk(parsed_gtt[0]):
+    for node in walk(parsed_gtt[0]):
         if isinstance(node, ast.Assert):
             name = _tested_attr(node.test)
             if name in optional and name not in guarded:
@@ -1167,7 +1167,7 @@ def asserted_optional(cl: MethodHit, gtt: MethodHit) -> str | None:
 def _tested_attrs(parsed: tuple[ast.AST, int]) -> dict[str, int]:
     """``self.X`` tested by an ``if`` (or a conditional expression) -> the line of the first test."""
     out: dict[str, int] = {}
-    for node in ast.walk(parsed[0]):
+    for node in walk(parsed[0]):
         if isinstance(node, (ast.If, ast.IfExp)):
             for part in node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]:
                 name = _tested_attr(part)

@@ -15,7 +15,7 @@ import functools
 import textwrap
 from dataclasses import dataclass
 
-from ..index.ast_tools import unparse
+from ..index.ast_tools import unparse, walk
 from ..model import CallerRecord, CallPair, ModelCall, Reach
 from ..resolve.callers import HIDDEN_BY_STAR
 from .shape_types import Param, ParamKind
@@ -132,7 +132,7 @@ def reads(text: str, name: str) -> bool:
     return any(
         isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
         for statement in body
-        for n in ast.walk(statement)
+        for n in walk(statement)
     )
 
 
@@ -144,10 +144,10 @@ def only_unpacked(text: str, name: str) -> bool:
         func = ast.parse(textwrap.dedent(text)).body[0]
     except (SyntaxError, IndexError):
         return False
-    unpacked = {id(k.value) for k in ast.walk(func) if isinstance(k, ast.keyword) and k.arg is None}
+    unpacked = {id(k.value) for k in walk(func) if isinstance(k, ast.keyword) and k.arg is None}
     return all(
         id(n) in unpacked
-        for n in ast.walk(func)
+        for n in walk(func)
         if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
     )
 
@@ -201,11 +201,11 @@ def first_read(text: str, name: str, def_line: int) -> str | None:
         return None
     found = [
         s
-        for s in ast.walk(func)
+        for s in walk(func)
         if isinstance(s, ast.stmt)
         and s is not func
         and not isinstance(s, (ast.If, ast.For, ast.While, ast.With, ast.Try))  # the statement, not its block
-        and any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(s))
+        and any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in walk(s))
     ]
     if not found:
         return None
@@ -417,7 +417,7 @@ def _names(text: str) -> frozenset[str]:
         tree = ast.parse(text.lstrip("*"), mode="eval")
     except (SyntaxError, ValueError, RecursionError):
         return frozenset()
-    return frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name))
+    return frozenset(n.id for n in walk(tree) if isinstance(n, ast.Name))
 
 
 def passed_to_top_tokens(contract: Contract, params: list[Param]) -> set[str]:

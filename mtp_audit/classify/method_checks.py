@@ -15,6 +15,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..cstnodes import nodes_of, parse_method
+from ..index.ast_tools import walk
 from ..patterns import FOLLOWED_SUPER, SELF
 from .shape_types import FreeNames, Param, ParamKind, TargetMap, TopTokensKind, TopTokensShape
 from .shapes import _decompose, params_of
@@ -139,9 +140,9 @@ def normalize(code: str) -> str:
     ):
         body = body[1:]
     func.body = _returns_collapsed(body) or [ast.Pass()]
-    mentioned = collections.Counter(n.id for n in ast.walk(func) if isinstance(n, ast.Name))
-    mentioned.update(a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg))
-    mentioned.update(name for n in ast.walk(func) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names)
+    mentioned = collections.Counter(n.id for n in walk(func) if isinstance(n, ast.Name))
+    mentioned.update(a.arg for a in walk(func.args) if isinstance(a, ast.arg))
+    mentioned.update(name for n in walk(func) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names)
     func.body = _without_dead_inits(func.body, mentioned) or [ast.Pass()]
     func.name = "_"
     func.returns = None

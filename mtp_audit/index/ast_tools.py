@@ -19,6 +19,27 @@ def absolute_module(module: str, is_package: bool, relative: int, name: str | No
     return ".".join([*base, name] if name else base)
 
 
+def walk(node: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk``: the same nodes in the same order (breadth first, each node's children queued
+    before it is handed out), at half its cost: one generator, not three a node. A scan walks some
+    250,000 subtrees."""
+    todo = [node]
+    queue = todo.append
+    position = 0
+    while position < len(todo):
+        current = todo[position]
+        position += 1
+        for name in current._fields:
+            value = getattr(current, name, None)
+            if value.__class__ is list:
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        queue(item)
+            elif isinstance(value, ast.AST):
+                queue(value)
+        yield current
+
+
 if sys.version_info >= (3, 11):
     unparse = ast.unparse
 else:
@@ -137,7 +158,7 @@ def names_bound(statement: ast.stmt) -> list[str]:
     own = [getattr(statement, "target", None), *(i.optional_vars for i in getattr(statement, "items", []))]
     if not hasattr(statement, "body"):  # a simple statement: all of it is its own
         own.append(statement)
-    bound = [n.id for o in own if o for n in ast.walk(o) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)]
+    bound = [n.id for o in own if o for n in walk(o) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)]
     return bound + [h.name for h in getattr(statement, "handlers", []) if h.name]
 
 

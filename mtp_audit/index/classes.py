@@ -8,7 +8,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Callable, TypeVar
 
 from ..model import PLATFORMS
-from .ast_tools import FUNCTIONS, _is_docstring, _strings, dotted, names_bound, statement_blocks, walk_statements
+from .ast_tools import FUNCTIONS, _is_docstring, _strings, dotted, names_bound, statement_blocks, walk, walk_statements
 from .fact_types import Assigned, ClassFacts, InitStep, MethodFacts
 from .platforms import evaluate, literal_string
 from .prefilter import WATCHED_METHODS
@@ -120,7 +120,7 @@ def _default_rebinds(node: ast.ClassDef, text: _Source) -> dict[str, list[int]]:
     """Where the class body binds a name that a watched method's parameter defaults read (``ClassFacts``)."""
     watched = [f for f in walk_statements(node.body) if isinstance(f, FUNCTIONS) and f.name in WATCHED_METHODS]
     defaults = [d for f in watched for d in [*f.args.defaults, *f.args.kw_defaults] if d is not None]
-    read = {n.id for d in defaults for n in ast.walk(d) if isinstance(n, ast.Name)}
+    read = {n.id for d in defaults for n in walk(d) if isinstance(n, ast.Name)}
     found: dict[str, list[int]] = {}
     for statement in walk_statements(node.body) if read else ():
         for name in set(names_bound(statement)) & read:

@@ -22,7 +22,7 @@ import ast
 import functools
 
 from ..model import PLATFORMS
-from .ast_tools import FUNCTIONS, dotted, walk_statements
+from .ast_tools import FUNCTIONS, dotted, walk, walk_statements
 from .classes import _assigned_after, _collect_classes
 from .fact_types import ModuleFacts, Target
 from .interpreter import _NO_ALL, Collection, _Interpreter
@@ -230,7 +230,7 @@ def _literal_collections(tree: ast.Module) -> dict[str, Collection]:
     if not found:
         return found
     stores: dict[str, int] = {}
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)) and node.id in found:
             stores[node.id] = stores.get(node.id, 0) + 1
         elif (changed := _changed_in_place(node)) in found:
@@ -304,7 +304,7 @@ def _reads_platform(tree: ast.Module, getattr_def: ast.stmt | None) -> bool:
         value = statement.value if isinstance(statement, (ast.Assign, ast.AnnAssign)) else None
         if isinstance(statement, ast.Assert):
             value = statement.test
-        if value is not None and any(_platform_dependent(node) for node in ast.walk(value)):
+        if value is not None and any(_platform_dependent(node) for node in walk(value)):
             return True
     return False
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..model import PLATFORMS, ChainAnswers
-from .ast_tools import absolute_module, dotted, match_as_if, walk_statements
+from .ast_tools import absolute_module, dotted, match_as_if, walk, walk_statements
 from .interpreter import (
     _raise_reason,
     catches,
@@ -342,7 +342,7 @@ def _asks_the_platform(value: ast.expr) -> bool:
     """Does the expression read a platform predicate or ``device_type`` (``cp.is_cuda()``)?"""
     return any(
         isinstance(node, ast.Attribute) and (node.attr.startswith("is_") or node.attr == "device_type")
-        for node in ast.walk(value)
+        for node in walk(value)
     )
 
 

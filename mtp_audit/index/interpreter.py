@@ -9,7 +9,7 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING, Union
 
-from .ast_tools import FUNCTIONS, _strings, absolute_module, dotted, match_as_if, walk_statements
+from .ast_tools import FUNCTIONS, _strings, absolute_module, dotted, match_as_if, walk, walk_statements
 from .fact_types import ModuleFacts, Target, TryOutcome
 from .platforms import PLATFORM, evaluate, literal_string, string_values
 
@@ -122,7 +122,7 @@ class _Interpreter:
         """``match`` runs as its ``if``/``elif`` chain (``case "cuda":`` on ``current_platform.device_type`` is
         decided per platform, a pattern the tool cannot decide keeps its case as an alternative); the names a
         pattern captures are not followed."""
-        captured = [n.name for c in node.cases for n in ast.walk(c.pattern) if getattr(n, "name", None)]
+        captured = [n.name for c in node.cases for n in walk(c.pattern) if getattr(n, "name", None)]
         self.unfollowed(captured, node)
         self.run(match_as_if(node))
 
@@ -523,7 +523,7 @@ def swallowing_try(node: ast.With | ast.AsyncWith, caught: list[ast.expr]) -> as
 
 def stored_names(target: ast.expr) -> list[str]:
     """The names an assignment (or ``del``, or ``as``) target binds: ``A``, ``A, *B``; not ``a.b`` or ``a[i]``."""
-    return [n.id for n in ast.walk(target) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)]
+    return [n.id for n in walk(target) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)]
 
 
 def _walrus_targets(statement: ast.stmt) -> list[str]:
@@ -533,7 +533,7 @@ def _walrus_targets(statement: ast.stmt) -> list[str]:
         node.target.id
         for child in ast.iter_child_nodes(statement)
         if not isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case))
-        for node in ast.walk(child)
+        for node in walk(child)
         if isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name)
     ]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from .ast_tools import _strings, absolute_module
+from .ast_tools import _strings, absolute_module, walk
 from .fact_types import Target
 from .interpreter import _raise_reason, attribute_of, bound_names
 from .platforms import evaluate
@@ -33,7 +33,7 @@ def _lazy_candidates(
     """The names ``__getattr__`` may serve: those ``__all__`` lists, the strings it holds, and those of a
     module-level literal it looks a name up in (``if name in _LAZY:``, ``_LAZY.get(name)``, ``_LAZY[name]``)."""
     names = list(all_names or [])
-    looked_up = [collections.get(_looked_up_in(node) or "", ()) for node in ast.walk(getattr_def)]
+    looked_up = [collections.get(_looked_up_in(node) or "", ()) for node in walk(getattr_def)]
     for value in [*_strings(getattr_def), *(name for group in looked_up for name in group)]:
         if value.isidentifier() and value not in names:
             names.append(value)
@@ -84,7 +84,7 @@ def _run_function_body(statements: list[ast.stmt], local: _Interpreter, values: 
                 return result
             continue
         if isinstance(statement, ast.Try):
-            if any(isinstance(node, ast.Return) for node in ast.walk(statement)):
+            if any(isinstance(node, ast.Return) for node in walk(statement)):
                 return [Target("unknown", "a return inside a try in __getattr__")]
             _forget(values, [statement])
             local.attempt(statement)  # as at module level: bindings, each marked with its outcome
@@ -107,7 +107,7 @@ def _run_function_body(statements: list[ast.stmt], local: _Interpreter, values: 
         # any other statement (``with``, a loop, ``match``, a nested ``def``, ``global``): not run here
         header = local.text.lines[statement.lineno - 1].strip()[:80]
         nested = isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))  # its returns are its own
-        if not nested and any(isinstance(node, ast.Return) for node in ast.walk(statement)):
+        if not nested and any(isinstance(node, ast.Return) for node in walk(statement)):
             return [Target("unknown", f"a return inside `{header}` in __getattr__", str(local.text.line(statement)))]
         _forget(values, [statement])
         local.unfollowed(bound_names([statement]), statement)

@@ -14,7 +14,7 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..index.ast_tools import statement_blocks, unparse
+from ..index.ast_tools import statement_blocks, unparse, walk
 
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 INNER_SCOPES = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -44,7 +44,7 @@ class Bindings:
 
     def __init__(self, function: ast.FunctionDef | ast.AsyncFunctionDef):
         self.function = function
-        self.parents = {id(child): node for node in ast.walk(function) for child in ast.iter_child_nodes(node)}
+        self.parents = {id(child): node for node in walk(function) for child in ast.iter_child_nodes(node)}
         self._of: dict[str, list[ast.AST]] = {}  # name -> the statements (or the arguments) binding it
         arguments = function.args
         for arg in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg):
@@ -62,7 +62,7 @@ class Bindings:
             return
         for child in ast.iter_child_nodes(node):
             if isinstance(child, COMPREHENSIONS):  # only a ``:=`` inside binds in the function
-                for part in ast.walk(child):
+                for part in walk(child):
                     if isinstance(part, ast.NamedExpr) and isinstance(part.target, ast.Name):
                         self._add(part.target.id, _enclosing_statement(part, self.parents))
                 continue
@@ -92,7 +92,7 @@ class Bindings:
         below, child = node, node  # ``below``: the node under ``child`` on the way up
         while (parent := self.parents.get(id(child))) is not None:
             if isinstance(parent, COMPREHENSIONS) and not (child is parent.generators[0] and below is child.iter):
-                targets = {n.id for g in parent.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+                targets = {n.id for g in parent.generators for n in walk(g.target) if isinstance(n, ast.Name)}
                 if name in targets:
                     return parent
             below, child = child, parent

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..cache import EXISTS
-from ..index.ast_tools import TRIES, absolute_module, match_as_if, statement_blocks, statements_within, unparse
+from ..index.ast_tools import TRIES, absolute_module, match_as_if, statement_blocks, statements_within, unparse, walk
 from ..index.encoding import NotDecodable, decode_as_imported
 from ..index.modules import ModuleIndex, read_failure
 from ..model import CallPair, ModelCall, Reach, SourceTree
@@ -400,15 +400,15 @@ class CallerIndex:
         or in one that tests ``hf_config.model_type == "T"`` and leaves it where some block
         renames to T: a drafter of model type T is one of those architectures. Each block adds to
         T's (deepseek_mtp's come from blocks of both kinds)."""
-        renamed_to = {renamed for node in ast.walk(function) if (renamed := _renamed_type(node)) is not None}
-        for block in ast.walk(function):
+        renamed_to = {renamed for node in walk(function) if (renamed := _renamed_type(node)) is not None}
+        for block in walk(function):
             if not isinstance(block, ast.If):
                 continue
             types, archs = [], []
             for statement in block.body:
                 if (renamed := _renamed_type(statement)) is not None:
                     types.append(renamed)
-                for node in ast.walk(statement):
+                for node in walk(statement):
                     if isinstance(node, ast.Dict):
                         for key, value in zip(node.keys, node.values):
                             if (
@@ -473,7 +473,7 @@ class CallerIndex:
         """The speculators ``node`` constructs, or picks into one of ``class_variables`` (locals the
         function calls: ``speculator_cls = MTPSpeculator`` ... ``speculator_cls(vllm_config)``)."""
         out = []
-        for sub in ast.walk(node):
+        for sub in walk(node):
             if isinstance(sub, ast.Call):
                 made = self._made_by(local, module, sub.func, values or {})
             elif isinstance(sub, ast.Assign) and any(_dotted(t) in class_variables for t in sub.targets):
@@ -507,7 +507,7 @@ class CallerIndex:
         if factory is None:
             return []
         scope, home, function = factory
-        returned = [n.value for n in ast.walk(function) if isinstance(n, ast.Return) and n.value is not None]
+        returned = [n.value for n in walk(function) if isinstance(n, ast.Return) and n.value is not None]
         made = [
             self._made_by(scope, home, value, {}, depth + 1)  # ``return cls``
             + self._constructed_at(scope, home, value, depth + 1)
@@ -519,7 +519,7 @@ class CallerIndex:
 
     def _constructed_at(self, local: dict[str, str], module: _Module, node: ast.AST, depth: int) -> list[str]:
         """The speculators the calls in ``node`` construct, factories ``depth`` deep."""
-        calls = [sub for sub in ast.walk(node) if isinstance(sub, ast.Call)]
+        calls = [sub for sub in walk(node) if isinstance(sub, ast.Call)]
         return list(dict.fromkeys(q for call in calls for q in self._made_by(local, module, call.func, {}, depth)))
 
     def _factory(
@@ -552,9 +552,9 @@ class CallerIndex:
         too): only such a method can hand one on (``clamp(x)`` returning ``x`` is no factory)."""
         return any(
             (dotted := _dotted(node)) is not None and self._class_named(names, module, dotted) is not None
-            for returned in ast.walk(function)
+            for returned in walk(function)
             if isinstance(returned, ast.Return) and returned.value is not None
-            for node in ast.walk(returned.value)
+            for node in walk(returned.value)
             if isinstance(node, (ast.Name, ast.Attribute))
         )
 
@@ -599,7 +599,7 @@ class CallerIndex:
         """Where ``node`` names a speculator class (see ``_place``)."""
         return {
             _place(qualname, reference)
-            for reference in ast.walk(node)
+            for reference in walk(node)
             if isinstance(reference, (ast.Name, ast.Attribute))
             and (dotted := _dotted(reference)) is not None
             and (qualname := self._class_named(local, module, dotted)) is not None
@@ -633,7 +633,7 @@ class CallerIndex:
         judged without them, which a user should know."""
         out: list[str] = []
         for module, function, _, local, variables in self._selectors():
-            for node in ast.walk(function):
+            for node in walk(function):
                 name = _dotted(node.func) if isinstance(node, ast.Call) else None
                 if name and CALLER_NAME.search(name) and self._class_named(local, module, name) is None:
                     note = (
@@ -691,7 +691,7 @@ class CallerIndex:
         followed."""
         picks = [
             (node, target.id, value)
-            for node in ast.walk(function)
+            for node in walk(function)
             if isinstance(node, ast.Assign)
             for target in node.targets
             if isinstance(target, ast.Name) and target.id in variables
@@ -785,7 +785,7 @@ class CallerIndex:
         """The names ``test`` reads that a module binds once to a literal collection of strings
         (``XPRESS_ARCHITECTURES = frozenset({...})``, imported too): in the test, that literal."""
         out = {}
-        for node in ast.walk(test):
+        for node in walk(test):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 home, _, name = _qualified(local, module, node.id).rpartition(".")
                 value = self._module_value(home, name)
@@ -815,7 +815,7 @@ class CallerIndex:
         choice replaced by each arm."""
         if isinstance(statement, (ast.If, ast.With, ast.AsyncWith, ast.Match, *TRIES, *INNER_SCOPES)):
             return None
-        for node in ast.walk(statement):
+        for node in walk(statement):
             choice = self._choice(local, module, node, values) if isinstance(node, ast.expr) else None
             if choice is not None and any(
                 self._made_by(local, module, arm, values) or self._constructed(local, module, arm, values=values)
@@ -1026,7 +1026,7 @@ class CallerIndex:
                     continue
                 module = self.modules[cls.module]
                 local = _scope(module, method)
-                for sub in ast.walk(method):
+                for sub in walk(method):
                     if isinstance(sub, ast.Return) and sub.value is not None:
                         for value in _branches(sub.value):
                             name_ = _dotted(value)
@@ -1157,7 +1157,7 @@ class CallerIndex:
         look, with arguments it does not know); and the references that none of these follows
         (``FILE:LINE: code``)."""
         function, module, file = self._definition(frame)
-        nodes = list(ast.walk(function))
+        nodes = list(walk(function))
         holding = self._drafter_attributes(mro)
         names = _DrafterNames.of(nodes, frame.drafters, frame.speculators, holding.sure)
         shadowed = _inner_scope_names(function)
@@ -1347,7 +1347,7 @@ class CallerIndex:
         if method not in self._calls_to_bases:
             self._calls_to_bases[method] = [
                 node
-                for node in ast.walk(self.classes[method.owner].methods[method.name])
+                for node in walk(self.classes[method.owner].methods[method.name])
                 if isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
                 and (
@@ -1380,7 +1380,7 @@ class CallerIndex:
     def _may_draft(self, value: ast.expr, mro: list[str]) -> bool:
         """Whether ``value`` (code of a method of the speculator) holds the speculator, its drafter or
         one of their methods: calling what it makes may reach the drafter."""
-        inner = {id(n.value) for n in ast.walk(value) if isinstance(n, ast.Attribute)}
+        inner = {id(n.value) for n in walk(value) if isinstance(n, ast.Attribute)}
         return any(
             (_is_self(n) and id(n) not in inner)
             or (
@@ -1388,7 +1388,7 @@ class CallerIndex:
                 and _is_self(n.value)
                 and (n.attr in self._drafter_attributes(mro).sure or self._find(mro, n.attr) is not None)
             )
-            for n in ast.walk(value)
+            for n in walk(value)
         )
 
     def _drafter_attributes(self, mro: list[str]) -> _DrafterAttributes:
@@ -1519,7 +1519,7 @@ class CallerIndex:
         if key not in self._bound_locals:
             function = self._definition(frame)[0]
             self._bound_locals[key] = frozenset(
-                name for statement in function.body for node in ast.walk(statement) for name in _binds(node)
+                name for statement in function.body for node in walk(statement) for name in _binds(node)
             )
         return self._bound_locals[key]
 
@@ -1704,7 +1704,7 @@ class _Holders:
 
     def _of(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[_DrafterNames, dict[str, ast.expr]]:
         if id(function) not in self._read:
-            nodes = list(ast.walk(function))
+            nodes = list(walk(function))
             positional = [*function.args.posonlyargs, *function.args.args]
             speculator = (positional[0].arg,) if positional else ()
             self._read[id(function)] = (
@@ -1855,7 +1855,7 @@ class _DraftingPath:
         """The compute_logits calls that ``region`` of ``frame`` makes or reaches, each with the node
         of ``frame`` it is made or reached through; a callee that reaches ``top`` again (the next step
         of a recursion) is not what ``top`` stands in for, unless nothing else is there."""
-        inside = {id(n) for statement in region for n in ast.walk(statement)}
+        inside = {id(n) for statement in region for n in walk(statement)}
         by_site = [(site, self._logits_through(site)) for site in self.sites[frame] if id(site.node) in inside]
         own = [(site.node, call) for site, calls in by_site if not self._leads_to(site, top) for call in calls]
         return own or [(site.node, call) for site, calls in by_site for call in calls]
@@ -2158,7 +2158,7 @@ def _inner_scope_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict
             inner = names
             if isinstance(child, INNER_SCOPES):
                 inner = names | {
-                    name for n in ast.walk(child) if n is not child or isinstance(n, ast.arg) for name in _binds(n)
+                    name for n in walk(child) if n is not child or isinstance(n, ast.arg) for name in _binds(n)
                 }
             if inner:
                 out[id(child)] = inner
@@ -2229,7 +2229,7 @@ def _reads(value: str) -> frozenset[str]:
         tree = ast.parse(value.lstrip("*"), mode="eval")
     except (SyntaxError, ValueError, RecursionError):
         return frozenset({value})
-    return frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name))
+    return frozenset(n.id for n in walk(tree) if isinstance(n, ast.Name))
 
 
 def _lifted(call: ModelCall, site: _Site) -> ModelCall:
@@ -2328,7 +2328,7 @@ def _substituted(
     except (SyntaxError, ValueError, RecursionError):
         return None
     given = dict(receives)
-    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    read = {n.id for n in walk(tree) if isinstance(n, ast.Name)}
     if read & local_names or any(given[name] is None for name in read & given.keys()):
         return None
     if any(given[name] == HIDDEN_BY_STAR for name in read & given.keys()):
@@ -2339,7 +2339,7 @@ def _substituted(
 
 def _parents(function: ast.AST) -> dict[int, ast.AST]:
     """Each node of a function (by id) -> the node that holds it."""
-    return {id(child): node for node in ast.walk(function) for child in ast.iter_child_nodes(node)}
+    return {id(child): node for node in walk(function) for child in ast.iter_child_nodes(node)}
 
 
 EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
@@ -2373,10 +2373,8 @@ def _following(parents: dict[int, ast.AST], statement: ast.AST) -> list[ast.stmt
 
 def _called_locals(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
     """Names the function both assigns and calls: a class picked into a variable, constructed later."""
-    called = {n.func.id for n in ast.walk(function) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-    assigned = {
-        t.id for n in ast.walk(function) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
-    }
+    called = {n.func.id for n in walk(function) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    assigned = {t.id for n in walk(function) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
     return frozenset(called & assigned)
 
 
@@ -2384,11 +2382,11 @@ def _assigned_once(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str
     """Locals the function binds exactly once, by a plain ``name = value``: in a condition after
     it, the name is that value."""
     bound: dict[str, list[ast.expr | None]] = {}
-    for node in ast.walk(function):
+    for node in walk(function):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             bound.setdefault(node.targets[0].id, []).append(node.value)
         elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.With, ast.NamedExpr, ast.Assign)):
-            for target in ast.walk(node.target if hasattr(node, "target") else node):
+            for target in walk(node.target if hasattr(node, "target") else node):
                 if isinstance(target, ast.Name) and isinstance(target.ctx, ast.Store):
                     bound.setdefault(target.id, []).extend([None, None])  # bound otherwise: not a value
     arguments = function.args
@@ -2481,7 +2479,7 @@ def _attribute_stores(statement: ast.stmt) -> Iterator[tuple[str, ast.expr | Non
         pairs = _stored_pairs(statement.target, statement.value) if statement.value is not None else []
     else:
         targets = [getattr(statement, "target", None), *(i.optional_vars for i in getattr(statement, "items", []))]
-        pairs = [(node, None) for target in targets if target is not None for node in ast.walk(target)]
+        pairs = [(node, None) for target in targets if target is not None for node in walk(target)]
     for node, value in pairs:
         if isinstance(node, ast.Attribute) and _is_self(node.value) and isinstance(node.ctx, ast.Store):
             yield node.attr, value
@@ -2498,7 +2496,7 @@ def _stored_pairs(target: ast.expr, value: ast.expr) -> list[tuple[ast.AST, ast.
         and not any(isinstance(e, ast.Starred) for e in (*target.elts, *value.elts))
     ):
         return [pair for t, v in zip(target.elts, value.elts) for pair in _stored_pairs(t, v)]
-    return [(node, None) for node in ast.walk(target)]
+    return [(node, None) for node in walk(target)]
 
 
 def _drafter_shaped(stored: _AttributeValue) -> bool:
@@ -3053,9 +3051,9 @@ def _references(module: _Module) -> Iterator[tuple[dict[str, str], ast.expr]]:
         for part in parts:
             is_function = isinstance(part, (ast.FunctionDef, ast.AsyncFunctionDef))
             scope = _scope(module, part) if is_function else module.imports
-            inner = {id(n.value) for n in ast.walk(part) if isinstance(n, ast.Attribute)}
-            inner |= {id(n) for annotation in _annotations(part) for n in ast.walk(annotation)}
-            for node in ast.walk(part):
+            inner = {id(n.value) for n in walk(part) if isinstance(n, ast.Attribute)}
+            inner |= {id(n) for annotation in _annotations(part) for n in walk(annotation)}
+            for node in walk(part):
                 if (
                     isinstance(node, (ast.Name, ast.Attribute))
                     and isinstance(node.ctx, ast.Load)
@@ -3067,7 +3065,7 @@ def _references(module: _Module) -> Iterator[tuple[dict[str, str], ast.expr]]:
 
 def _annotations(node: ast.AST) -> Iterator[ast.expr]:
     """The annotations in ``node``: of parameters, of returns, of annotated assignments."""
-    for sub in ast.walk(node):
+    for sub in walk(node):
         if isinstance(sub, ast.arg) and sub.annotation is not None:
             yield sub.annotation
         elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)) and sub.returns is not None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..cache import DIRECTORY
-from ..index.ast_tools import FUNCTIONS, absolute_module, dotted
+from ..index.ast_tools import FUNCTIONS, absolute_module, dotted, walk
 from ..index.fact_types import Target
 from ..index.interpreter import platform_or_flag
 from ..index.modules import ModuleIndex
@@ -415,7 +415,7 @@ class _Reader:
         """The platform's device name: ``device_name`` of the class whose path the function returns."""
         parsed = self.parsed(module)
         definition = _top_level_function(parsed[0], function) if parsed else None
-        for node in ast.walk(definition) if definition else ():
+        for node in walk(definition) if definition else ():
             path = literal_string(node.value) if isinstance(node, ast.Return) and node.value else None
             if path and "." in path:
                 where, _, name = path.rpartition(".")
@@ -462,7 +462,7 @@ def _guards(statements: list[ast.stmt], around: tuple[Condition, ...] = (), foun
 
 def _mark(node: ast.AST, around: tuple[Condition, ...], found: Guards) -> None:
     """Every call inside ``node`` runs under ``around`` (until a block inside says more)."""
-    for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+    for call in (n for n in walk(node) if isinstance(n, ast.Call)):
         found[id(call)] = around
 
 
@@ -539,7 +539,7 @@ def _imports(statements, module: str, is_package: bool) -> dict[str, tuple[str, 
 
 def _local_bindings(function: ast.AST, module: str, is_package: bool) -> dict[str, tuple[str, str]]:
     """Imports inside a function (plugins import their models late, when the function runs)."""
-    return _imports((n for n in ast.walk(function) if isinstance(n, (ast.Import, ast.ImportFrom))), module, is_package)
+    return _imports((n for n in walk(function) if isinstance(n, (ast.Import, ast.ImportFrom))), module, is_package)
 
 
 def _module_binding(tree: ast.Module, module: str, is_package: bool, name: str) -> tuple[str, str] | None:

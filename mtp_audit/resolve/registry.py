@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
-from ..index.ast_tools import TRIES, unparse
+from ..index.ast_tools import TRIES, unparse, walk
 from ..index.modules import ModuleIndex
 from ..index.platforms import literal_string
 from ..locate import REGISTRY
@@ -200,7 +200,7 @@ class _Builder:
         elif isinstance(target, ast.Subscript) and self.known(target.value) is not None:
             self.known(target.value).add(target.slice, self.entry_value(value))
         elif isinstance(target, (ast.Tuple, ast.List, ast.Starred)):  # unpacking: bound to values not read
-            for name in ast.walk(target):
+            for name in walk(target):
                 if isinstance(name, ast.Name):
                     self.dicts[name.id] = None
 

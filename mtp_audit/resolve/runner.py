@@ -17,6 +17,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterator
 
+from ..index.ast_tools import walk
+
 V2_SWITCH = "use_v2_model_runner"  # the VllmConfig property that picks the runner
 CONSTRUCTORS = ("__post_init__", "__init__")  # run for every config: their V1 branch validates V1
 ENVIRONMENT = ("envs", "os.environ", "os.getenv")  # a user's explicit override
@@ -131,7 +133,7 @@ def _environment_override(statement: ast.stmt) -> bool:
     return (
         isinstance(statement, ast.If)
         and any(isinstance(s, ast.Return) for s in statement.body)
-        and any(_dotted(n).startswith(ENVIRONMENT) for n in ast.walk(statement.test) if _dotted(n))
+        and any(_dotted(n).startswith(ENVIRONMENT) for n in walk(statement.test) if _dotted(n))
     )
 
 
