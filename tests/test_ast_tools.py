@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mtp_audit.index.ast_tools import statements_within, walk
+from mtp_audit.index.ast_tools import parent_map, statements_within, walk
 
 ROOT = Path(__file__).parent.parent
 SOURCES = sorted([*(ROOT / "mtp_audit").rglob("*.py"), *(ROOT / "tests" / "fixtures").rglob("*.py")])
@@ -87,3 +87,14 @@ def test_walk_queues_a_nodes_children_before_handing_it_out() -> None:
         if isinstance(node, ast.Assign):
             node.value = ast.Constant(1)
     assert "Call" in seen and "Constant" not in seen
+
+
+@pytest.mark.parametrize("path", SOURCES[::7], ids=lambda p: str(p.relative_to(ROOT)))
+def test_parent_map_is_the_map_walk_and_iter_child_nodes_build(path: Path) -> None:
+    try:
+        tree = ast.parse(path.read_bytes())
+    except SyntaxError:
+        pytest.skip("a fixture that is not Python on purpose")
+    expected = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = parent_map(tree)
+    assert found.keys() == expected.keys() and all(found[k] is expected[k] for k in expected)

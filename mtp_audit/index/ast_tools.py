@@ -40,6 +40,30 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
         yield current
 
 
+def parent_map(root: ast.AST) -> dict[int, ast.AST]:
+    """Each node below ``root`` (by id) -> the node that holds it: for a node held in several places
+    (CPython shares ``Load()``), the last in ``walk``'s order, as a dict built over ``walk`` and
+    ``ast.iter_child_nodes`` keeps it; one pass, without their generators."""
+    held: dict[int, ast.AST] = {}
+    todo = [root]
+    queue = todo.append
+    position = 0
+    while position < len(todo):
+        current = todo[position]
+        position += 1
+        for name in current._fields:
+            value = getattr(current, name, None)
+            if value.__class__ is list:
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        held[id(item)] = current
+                        queue(item)
+            elif isinstance(value, ast.AST):
+                held[id(value)] = current
+                queue(value)
+    return held
+
+
 if sys.version_info >= (3, 11):
     unparse = ast.unparse
 else:

@@ -14,7 +14,7 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..index.ast_tools import statement_blocks, unparse, walk
+from ..index.ast_tools import parent_map, statement_blocks, unparse, walk
 
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 INNER_SCOPES = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -44,7 +44,7 @@ class Bindings:
 
     def __init__(self, function: ast.FunctionDef | ast.AsyncFunctionDef):
         self.function = function
-        self.parents = {id(child): node for node in walk(function) for child in ast.iter_child_nodes(node)}
+        self.parents = parent_map(function)
         self._of: dict[str, list[ast.AST]] = {}  # name -> the statements (or the arguments) binding it
         arguments = function.args
         for arg in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg):

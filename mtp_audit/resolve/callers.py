@@ -32,7 +32,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..cache import EXISTS
-from ..index.ast_tools import TRIES, absolute_module, match_as_if, statement_blocks, statements_within, unparse, walk
+from ..index.ast_tools import (
+    TRIES,
+    absolute_module,
+    match_as_if,
+    parent_map,
+    statement_blocks,
+    statements_within,
+    unparse,
+    walk,
+)
 from ..index.encoding import NotDecodable, decode_as_imported
 from ..index.modules import ModuleIndex, read_failure
 from ..model import CallPair, ModelCall, Reach, SourceTree
@@ -669,7 +678,7 @@ class CallerIndex:
                     qualname = factory[2].name
                 if qualname is None or _place(qualname, node) in self._placed:
                     continue
-                parents = parents if parents is not None else _parents(module.tree)
+                parents = parents if parents is not None else parent_map(module.tree)
                 if _inspected(parents, node):
                     continue
                 statement = _statement_of(parents, node)
@@ -1924,7 +1933,7 @@ class _DraftingPath:
 
     def _parents_of(self, frame: _Frame) -> dict[int, ast.AST]:
         if frame not in self._parents:
-            self._parents[frame] = _parents(self.index._definition(frame)[0])
+            self._parents[frame] = parent_map(self.index._definition(frame)[0])
         return self._parents[frame]
 
 
@@ -2337,11 +2346,6 @@ def _substituted(
     return "*" * stars + unparse(_Substituted(values).visit(tree))  # type: ignore[arg-type]
 
 
-def _parents(function: ast.AST) -> dict[int, ast.AST]:
-    """Each node of a function (by id) -> the node that holds it."""
-    return {id(child): node for node in walk(function) for child in ast.iter_child_nodes(node)}
-
-
 EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
 
@@ -2589,7 +2593,7 @@ def _bound_method_values(
         and id(n) not in called
         and id(n) not in objects
     ]
-    parents = _parents(function) if references else {}
+    parents = parent_map(function) if references else {}
     for node in references:
         holder = parents.get(id(node))
         if isinstance(holder, ast.keyword):
@@ -3051,9 +3055,10 @@ def _references(module: _Module) -> Iterator[tuple[dict[str, str], ast.expr]]:
         for part in parts:
             is_function = isinstance(part, (ast.FunctionDef, ast.AsyncFunctionDef))
             scope = _scope(module, part) if is_function else module.imports
-            inner = {id(n.value) for n in walk(part) if isinstance(n, ast.Attribute)}
-            inner |= {id(n) for annotation in _annotations(part) for n in walk(annotation)}
-            for node in walk(part):
+            nodes = list(walk(part))
+            inner = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}
+            inner |= {id(n) for annotation in _annotations(nodes) for n in walk(annotation)}
+            for node in nodes:
                 if (
                     isinstance(node, (ast.Name, ast.Attribute))
                     and isinstance(node.ctx, ast.Load)
@@ -3063,9 +3068,9 @@ def _references(module: _Module) -> Iterator[tuple[dict[str, str], ast.expr]]:
                     yield scope, node
 
 
-def _annotations(node: ast.AST) -> Iterator[ast.expr]:
-    """The annotations in ``node``: of parameters, of returns, of annotated assignments."""
-    for sub in walk(node):
+def _annotations(nodes: Iterable[ast.AST]) -> Iterator[ast.expr]:
+    """The annotations among ``nodes`` (a walk): of parameters, of returns, of annotated assignments."""
+    for sub in nodes:
         if isinstance(sub, ast.arg) and sub.annotation is not None:
             yield sub.annotation
         elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)) and sub.returns is not None:
