@@ -219,23 +219,30 @@ class _InitSteps:
     carries its values to ``self.X = local``, a statement at the level of the body replacing what it held, a nested
     one adding to it; both arms of ``a if c else b`` are candidates; a ``match`` case is a block. ``setattr(self,
     "x", v)`` stores as ``self.x = v`` does, and a target list pairs with a tuple of as many values (else each of
-    its attributes of self gets the value, unread). Statements in a nested ``def``/``class`` are not read (the
-    pre-filter drops them)."""
+    its attributes of self gets the value, unread). A ``return`` at the level of the body ends the method (what
+    follows never runs); one in a block may, so every statement after it is nested too. Statements in a nested
+    ``def``/``class`` are not read (the pre-filter drops them)."""
 
     def __init__(self, text: _Source):
         self.text = text
         self.steps: list[InitStep] = []
+        self.may_have_returned = False  # a ``return`` in a block came before: what follows may not run
 
     def run(self, body: list[ast.stmt], nested: bool, local: dict[str, list[Assigned]]) -> None:
         for statement in body:
             if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
+                continue
+            if isinstance(statement, ast.Return):
+                if not nested:  # the method's own body: it ends here
+                    return
+                self.may_have_returned = True
                 continue
             blocks = statement_blocks(statement)
             if blocks:
                 for block in blocks:
                     self.run(block, True, local)
             else:
-                self.simple(statement, nested, local)
+                self.simple(statement, nested or self.may_have_returned, local)
 
     def simple(self, statement: ast.stmt, nested: bool, local: dict[str, list[Assigned]]) -> None:
         registered = _registered_name(statement)

@@ -32,6 +32,7 @@ WATCHED_METHODS = ("compute_logits", "get_top_tokens")
 _CLASS = re.compile(r"class\s+(\w+)")
 _DEF = re.compile(r"(?:async\s+)?def\s+(\w+)")
 _RAISE = re.compile(r"raise\b")
+_EXIT = re.compile(r"return\b")
 _OPENS_CALL = re.compile(r"[\w)\]]\s*\($")
 _SETS_SELF = re.compile(r"self\.(?:\w+\s*(?::|=(?!=))|register_(?:buffer|parameter)\b)")
 _CALLS_SELF = re.compile(r"self\.(\w+)\s*\(")
@@ -181,6 +182,8 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
     level, where the tree walk finds it as it would in its ``if``/``for``/``with``/``try``.
     Statements inside nested ``def``/``class`` blocks, which that walk never enters, go; a ``match`` case's
     stay, as a block's do (its header goes). ``setattr(self, ...)`` and target lists storing into self stay whole.
+    A ``return`` stays, without its value, where it stood among them (under ``if __nested__:`` from a block):
+    what follows a ``return`` may not run, or never runs.
     The method stays whole where the line scan could misread it (a string spanning lines, a block
     with its body on the header's line) and where its body may be a lone ``raise``."""
     for index in range(first, define):
@@ -192,6 +195,7 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
     margin = lines[body[0]][: _indent(lines[body[0]])]
     statements: list[tuple[int, int, bool]] = []  # (first row, last row, middle rows droppable)
     locals_set: list[tuple[str, tuple[int, int, bool]]] = []  # local name -> its assignment statement
+    exits: list[int] = []  # the rows of ``return`` statements
     nested_under: int | None = None  # indentation of a def/class/match whose block is skipped
     row = body[0]
     while row < stop:
@@ -211,6 +215,8 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
             nested_under = indent
         elif _COMPOUND.match(code) and not _code(lines[last]).endswith(":"):
             return  # ``if x: self.a = A()``: a body on the header's line
+        elif _EXIT.match(code):
+            exits.append(row)
         elif _SETS_SELF.match(code) or _CALLS_SELF.match(code) or _SETS_SELF_CHAINED.search(code):
             statements.append((row, last, hollow and not code.startswith("self.register_")))  # its first argument
         elif _SETATTR_SELF.match(code) or _stores_into_self_list(lines, row, last, code):
@@ -226,7 +232,10 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
         inserted[row] = margin + nested + lines[row].lstrip(" \t")
         for index in range(last if hollow else row + 1, last + 1):
             keep[index] = True  # a call's arguments go: its callee is what the facts read
-    if not statements:
+    for row in exits:
+        nested = "if __nested__: " if _indent(lines[row]) > len(margin) else ""
+        inserted[row] = margin + nested + "return" + (lines[row][len(lines[row].rstrip("\r\n")) :] or "\n")
+    if not statements and not exits:
         inserted[body[0]] = margin + "pass" + (lines[body[0]][len(lines[body[0]].rstrip("\r\n")) :] or "\n")
 
 
