@@ -205,7 +205,7 @@ def _callees(cls) -> dict[str, list[str]]:
     call the facts follow)."""
     steps = cls.init_steps
     found, _ = init_values(
-        (cls.name, steps.get("__init__", [])), lambda name: (cls.name, steps[name]) if name in steps else None
+        (cls.name, steps.get("__init__", [])), lambda name, _caller: (cls.name, steps[name]) if name in steps else None
     )
     return {attr: [value.callee or "<other>" for _, value in values] for attr, values in found.items()}
 

@@ -347,12 +347,13 @@ def _method_steps(function: ast.FunctionDef | ast.AsyncFunctionDef, text: _Sourc
 
 
 def init_values(
-    init: tuple[Writer, list[InitStep]], lookup: Callable[[str], tuple[Writer, list[InitStep]] | None]
+    init: tuple[Writer, list[InitStep]], lookup: Callable[[str, Writer], tuple[Writer, list[InitStep]] | None]
 ) -> tuple[dict[str, list[tuple[Writer, Assigned]]], set[str]]:
     """What an ``__init__`` (its writer, the class that defines it, and its steps) may leave in each ``self.X``, with
     the writer of each value, as Python runs it: a step at the level of a body replaces what the attribute held, a
-    nested one adds to it; ``self.m(...)`` runs the method ``lookup`` gives for ``m`` (the one the instance's MRO
-    finds first; None: none the facts read), its steps nested where the call is. Also the attributes a step at the
+    nested one adds to it; ``self.m(...)`` runs the method ``lookup`` gives for ``m`` called from the writer's
+    method (the one the instance's MRO finds first, or for a private ``__m`` the writer's own; None: none the facts
+    read), its steps nested where the call is. Also the attributes a step at the
     level of the body sets, whatever held them before (the others may keep what ``super().__init__`` left)."""
     attributes: dict[str, list[tuple[Writer, Assigned]]] = {}
     replaced: set[str] = set()
@@ -367,7 +368,7 @@ def init_values(
                     _bind(attributes, step.attr, values, nested or step.nested, lambda pair: pair[1].line)
                     if not (nested or step.nested):
                         replaced.add(step.attr)
-            elif step.called not in running and (found := lookup(step.called)) is not None:
+            elif step.called not in running and (found := lookup(step.called, writer)) is not None:
                 running.add(step.called)
                 run(*found, nested or step.nested)
                 running.discard(step.called)

@@ -86,15 +86,28 @@ class Hierarchy:
         memo = (tuple(mro.classes), key)
         if memo not in self._init_values:
             steps = self.class_facts(key).init_steps.get("__init__", [])
-            self._init_values[memo] = init_values((key, steps), lambda name: self._steps_of(mro, name))
+            self._init_values[memo] = init_values((key, steps), lambda name, caller: self._steps_of(mro, name, caller))
         return self._init_values[memo]
 
-    def _steps_of(self, mro: Mro, name: str) -> tuple[ClassKey, list[InitStep]] | None:
-        """The method ``self.<name>(...)`` runs on an instance of this MRO (the first class of the tree to define
-        it), with its steps: None where no class of the tree does, or its body does nothing to self."""
-        for item in mro.classes:
-            if isinstance(item, ClassKey) and name in (facts := self.class_facts(item)).defined_methods:
+    def _steps_of(self, mro: Mro, name: str, caller: ClassKey) -> tuple[ClassKey, list[InitStep]] | None:
+        """The method ``self.<name>(...)`` written in a method of ``caller`` runs on an instance of this MRO, with its
+        steps: the first class of the tree to bind the name, by a ``def`` or by a class-body alias of one of its own
+        (``_build = _build_masked``); for a private name (``__build``, which Python mangles to ``_Caller__build``)
+        ``caller``'s own. None where no class of the tree binds it, a class binds it to something else (what runs
+        is not read), or its body does nothing to self."""
+        if name.startswith("__") and not name.endswith("__"):
+            owners = [caller] if name in self.class_facts(caller).defined_methods else []
+        else:
+            owners = [item for item in mro.classes if isinstance(item, ClassKey)]
+        for item in owners:
+            facts = self.class_facts(item)
+            if name in facts.defined_methods:
                 return (item, facts.init_steps[name]) if name in facts.init_steps else None
+            if name in facts.class_attrs:  # bound in the class body by an assignment
+                alias = facts.class_attrs[name]
+                if alias in facts.defined_methods and alias in facts.init_steps:
+                    return item, facts.init_steps[alias]
+                return None
         return None
 
     def file_of(self, key: ClassKey) -> str:
