@@ -8,7 +8,16 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Callable, TypeVar
 
 from ..model import PLATFORMS
-from .ast_tools import FUNCTIONS, _is_docstring, _strings, dotted, names_bound, statement_blocks, walk, walk_statements
+from .ast_tools import (
+    FUNCTIONS,
+    _is_docstring,
+    _strings,
+    dotted,
+    names_bound,
+    statement_blocks,
+    walk,
+    walk_statements,
+)
 from .fact_types import Assigned, ClassFacts, InitStep, MethodFacts
 from .platforms import evaluate, literal_string
 from .prefilter import WATCHED_METHODS
@@ -220,8 +229,10 @@ class _InitSteps:
     one adding to it; both arms of ``a if c else b`` are candidates; a ``match`` case is a block. ``setattr(self,
     "x", v)`` stores as ``self.x = v`` does, and a target list pairs with a tuple of as many values (else each of
     its attributes of self gets the value, unread). A ``return`` at the level of the body ends the method (what
-    follows never runs); one in a block may, so every statement after it is nested too. Statements in a nested
-    ``def``/``class`` are not read (the pre-filter drops them)."""
+    follows never runs); one in a block may, so every statement after it is nested too. In a ``def`` nested in the
+    method that has no ``self`` parameter of its own, the statements that start by storing on self are read, each
+    nested (it runs if that function is called), not those of defs or classes within it (the pre-filter keeps
+    those alone); nested classes are not read."""
 
     def __init__(self, text: _Source):
         self.text = text
@@ -230,6 +241,10 @@ class _InitSteps:
 
     def run(self, body: list[ast.stmt], nested: bool, local: dict[str, list[Assigned]]) -> None:
         for statement in body:
+            if isinstance(statement, FUNCTIONS) and not _has_self_parameter(statement):
+                for inner in walk_statements(statement.body):
+                    if _stores_on_self_first(inner):
+                        self.simple(inner, True, local)
             if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
                 continue
             if isinstance(statement, ast.Return):
@@ -299,6 +314,24 @@ class _InitSteps:
             case ast.Call(func=func) if (callee := dotted(func)) is not None:
                 return [Assigned(callee, self.text.line(statement), callee)]
         return [Assigned("", self.text.line(statement), _first_line(self.text.segment(value)))]
+
+
+def _has_self_parameter(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether a def takes a parameter named self (of any kind): ``self`` is then another object there."""
+    arguments = function.args
+    named = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]
+    return any(argument is not None and argument.arg == "self" for argument in named)
+
+
+def _stores_on_self_first(statement: ast.stmt) -> bool:
+    """Whether a statement starts by storing on self: ``self.x = v`` (its first target), ``self.x: T = v``,
+    ``self.register_buffer(...)``."""
+    match statement:
+        case ast.Assign(targets=[ast.Attribute(value=ast.Name(id="self")), *_]):
+            return True
+        case ast.AnnAssign(target=ast.Attribute(value=ast.Name(id="self"))):
+            return True
+    return _registered_name(statement) is not None
 
 
 def _first_line(code: str) -> str:

@@ -44,6 +44,7 @@ _SETS_LOCAL = re.compile(r"(?:^|=)\s*(\w+)\s*(?::[^=]*)?=(?!=)")  # ``x = ...``,
 _WORD = re.compile(r"\w+")
 _RETURN = re.compile(r"return\s*(?:\(|[\w.]+\s*\()")  # a call, or a parenthesised value that may be one
 _NESTED_SCOPE = re.compile(r"(?:async\s+def|def|class)\b|@")
+_SELF_PARAMETER = re.compile(r"[(,]\s*\**\s*self\s*[,:=)]")  # a def's own ``self``: another object there
 # ``setattr(self, "x", ...)``; a target list that stores into self (``self.a, self.b = ...``)
 _SETATTR_SELF = re.compile(r"setattr\s*\(\s*self\s*,")
 _TARGET_LIST = re.compile(r"[^=]*,[^=]*=(?!=)")
@@ -180,7 +181,9 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
     """Cut ``__init__`` down to what its facts are read from (``classes.py`` reads them off the
     tree): the header, and each statement that starts with ``self.``, moved to the body's first
     level, where the tree walk finds it as it would in its ``if``/``for``/``with``/``try``.
-    Statements inside nested ``def``/``class`` blocks, which that walk never enters, go; a ``match`` case's
+    In a ``def`` nested in the method (with no ``self`` parameter of its own), the statements that start by
+    storing on self stay, each under ``if __nested__:`` (they run if that function is called), those of defs
+    and classes within it not; the rest of nested ``def``/``class`` blocks goes; a ``match`` case's
     stay, as a block's do (its header goes). ``setattr(self, ...)`` and target lists storing into self stay whole.
     A ``return`` stays, without its value, where it stood among them (under ``if __nested__:`` from a block):
     what follows a ``return`` may not run, or never runs.
@@ -197,6 +200,8 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
     locals_set: list[tuple[str, tuple[int, int, bool]]] = []  # local name -> its assignment statement
     exits: list[int] = []  # the rows of ``return`` statements
     nested_under: int | None = None  # indentation of a def/class/match whose block is skipped
+    closure = False  # that block is a def's with no ``self`` parameter: its stores on self are the method's
+    deeper_under: int | None = None  # indentation of a def/class within it, whose block is skipped whole
     row = body[0]
     while row < stop:
         line = lines[row]
@@ -206,13 +211,24 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
         last, hollow = _statement_rows(lines, row, stop)
         indent, code = _indent(line), line.strip()
         if nested_under is not None and indent > nested_under:
+            if deeper_under is None or indent <= deeper_under:
+                deeper_under = indent if _NESTED_SCOPE.match(code) else None
+                if closure and deeper_under is None:
+                    if _COMPOUND.match(code) and not _code(lines[last]).endswith(":"):
+                        return  # a body on the header's line, which the tree walk reads
+                    if _SETS_SELF.match(code):  # runs if the def is called
+                        statements.append((row, last, hollow and not code.startswith("self.register_")))
             row = last + 1
             continue
         nested_under = None
         if indent == len(margin) and _RAISE.match(code):
             return  # maybe a placeholder that only raises: the tree says
         if _NESTED_SCOPE.match(code):
-            nested_under = indent
+            header = "".join(_code(lines[i]) for i in range(row, last + 1))
+            if not code.startswith("@") and not _code(lines[last]).endswith(":"):
+                return  # ``def f(): self.a = A()``: a body on the header's line
+            nested_under, deeper_under = indent, None
+            closure = _DEF.match(code) is not None and _SELF_PARAMETER.search(header) is None
         elif _COMPOUND.match(code) and not _code(lines[last]).endswith(":"):
             return  # ``if x: self.a = A()``: a body on the header's line
         elif _EXIT.match(code):
