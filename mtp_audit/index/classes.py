@@ -231,20 +231,23 @@ class _InitSteps:
     its attributes of self gets the value, unread). A ``return`` at the level of the body ends the method (what
     follows never runs); one in a block may, so every statement after it is nested too. In a ``def`` nested in the
     method that has no ``self`` parameter of its own, the statements that start by storing on self are read, each
-    nested (it runs if that function is called), not those of defs or classes within it (the pre-filter keeps
-    those alone); nested classes are not read."""
+    nested and after all of the method's own (it runs whenever that function is called, after what follows its
+    ``def`` too), not those of defs or classes within it; the pre-filter keeps those alone, under ``if
+    __closure__:``. Nested classes are not read."""
 
     def __init__(self, text: _Source):
         self.text = text
         self.steps: list[InitStep] = []
         self.may_have_returned = False  # a ``return`` in a block came before: what follows may not run
+        self.late: list[InitStep] = []  # the stores of defs nested in the method: they may run after all of it
 
     def run(self, body: list[ast.stmt], nested: bool, local: dict[str, list[Assigned]]) -> None:
         for statement in body:
             if isinstance(statement, FUNCTIONS) and not _has_self_parameter(statement):
-                for inner in walk_statements(statement.body):
-                    if _stores_on_self_first(inner):
-                        self.simple(inner, True, local)
+                self.closure([s for s in walk_statements(statement.body) if _stores_on_self_first(s)], local)
+            elif _is_closure_mark(statement):  # the pre-filter's ``if __closure__:`` (see ``closure``)
+                self.closure(statement.body, local)  # type: ignore[attr-defined]
+                continue
             if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
                 continue
             if isinstance(statement, ast.Return):
@@ -258,6 +261,14 @@ class _InitSteps:
                     self.run(block, True, local)
             else:
                 self.simple(statement, nested or self.may_have_returned, local)
+
+    def closure(self, stores: list[ast.stmt], local: dict[str, list[Assigned]]) -> None:
+        """The stores on self of a def nested in the method: each nested, and late."""
+        mine = len(self.steps)
+        for statement in stores:
+            self.simple(statement, True, local)
+        self.late += self.steps[mine:]
+        del self.steps[mine:]
 
     def simple(self, statement: ast.stmt, nested: bool, local: dict[str, list[Assigned]]) -> None:
         registered = _registered_name(statement)
@@ -314,6 +325,13 @@ class _InitSteps:
             case ast.Call(func=func) if (callee := dotted(func)) is not None:
                 return [Assigned(callee, self.text.line(statement), callee)]
         return [Assigned("", self.text.line(statement), _first_line(self.text.segment(value)))]
+
+
+def _is_closure_mark(statement: ast.stmt) -> bool:
+    match statement:
+        case ast.If(test=ast.Name(id="__closure__")):
+            return True
+    return False
 
 
 def _has_self_parameter(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -376,7 +394,8 @@ def _method_steps(function: ast.FunctionDef | ast.AsyncFunctionDef, text: _Sourc
     on self, the pre-filter keeps what this reads: ``self.`` statements, locals they read, nesting)."""
     reader = _InitSteps(text)
     reader.run(function.body, False, {})
-    return sorted(reader.steps, key=_line)  # as the pre-filter lifts them: a block's in the order of their lines
+    # as the pre-filter lifts them (a block's in the order of their lines), then the stores of nested defs
+    return sorted(reader.steps, key=_line) + sorted(reader.late, key=_line)
 
 
 def init_values(

@@ -182,8 +182,8 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
     tree): the header, and each statement that starts with ``self.``, moved to the body's first
     level, where the tree walk finds it as it would in its ``if``/``for``/``with``/``try``.
     In a ``def`` nested in the method (with no ``self`` parameter of its own), the statements that start by
-    storing on self stay, each under ``if __nested__:`` (they run if that function is called), those of defs
-    and classes within it not; the rest of nested ``def``/``class`` blocks goes; a ``match`` case's
+    storing on self stay, each under ``if __closure__:`` (they run if and whenever that function is called),
+    those of defs and classes within it not; the rest of nested ``def``/``class`` blocks goes; a ``match`` case's
     stay, as a block's do (its header goes). ``setattr(self, ...)`` and target lists storing into self stay whole.
     A ``return`` stays, without its value, where it stood among them (under ``if __nested__:`` from a block):
     what follows a ``return`` may not run, or never runs.
@@ -199,6 +199,7 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
     statements: list[tuple[int, int, bool]] = []  # (first row, last row, middle rows droppable)
     locals_set: list[tuple[str, tuple[int, int, bool]]] = []  # local name -> its assignment statement
     exits: list[int] = []  # the rows of ``return`` statements
+    closures: set[int] = set()  # the first rows of the stores on self of defs nested in the method
     nested_under: int | None = None  # indentation of a def/class/match whose block is skipped
     closure = False  # that block is a def's with no ``self`` parameter: its stores on self are the method's
     deeper_under: int | None = None  # indentation of a def/class within it, whose block is skipped whole
@@ -218,6 +219,7 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
                         return  # a body on the header's line, which the tree walk reads
                     if _SETS_SELF.match(code):  # runs if the def is called
                         statements.append((row, last, hollow and not code.startswith("self.register_")))
+                        closures.add(row)
             row = last + 1
             continue
         nested_under = None
@@ -245,6 +247,7 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
         keep[index] = False
     for row, last, hollow in sorted(statements):
         nested = "if __nested__: " if _indent(lines[row]) > len(margin) else ""  # under a block: it may not run
+        nested = "if __closure__: " if row in closures else nested
         inserted[row] = margin + nested + lines[row].lstrip(" \t")
         for index in range(last if hollow else row + 1, last + 1):
             keep[index] = True  # a call's arguments go: its callee is what the facts read
