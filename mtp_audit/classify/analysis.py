@@ -873,8 +873,8 @@ class Analyzer:
         return (
             f"the class of self.logits_processor cannot be told: {unread} sets it, but reading {self._inits(mro)} "
             "and the methods run on self from there reaches no assignment of it (a class-body binding, a helper "
-            "reached through super() or a base class, an alias of one, or one whose result is used, is not "
-            "followed), so it is not known to be vLLM's LogitsProcessor"
+            "reached through super() or a base class, an alias of one, or one whose result is used other than "
+            "stored on self, is not followed), so it is not known to be vLLM's LogitsProcessor"
         )
 
     def _unread_writer(self, mro: Mro, attr: str) -> str | None:

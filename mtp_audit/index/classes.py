@@ -271,6 +271,9 @@ class _InitSteps:
         del self.steps[mine:]
 
     def simple(self, statement: ast.stmt, nested: bool, local: dict[str, list[Assigned]]) -> None:
+        called = _self_method_stored(statement)
+        if called is not None:  # ``self.head = self._build(c)``: the method runs, then its result is stored
+            self.steps.append(InitStep(self.text.line(statement), nested, called=called))
         registered = _registered_name(statement)
         if registered is not None:
             line = self.text.line(statement)
@@ -367,6 +370,22 @@ def _setattr_on_self(statement: ast.stmt) -> tuple[str, ast.expr] | None:
             )
         ):
             return name, value
+    return None
+
+
+def _self_method_stored(statement: ast.stmt) -> str | None:
+    """M of ``self.X = self.M(...)`` (an annotated one too): a store on self of what a method of self returns."""
+    match statement:
+        case ast.Assign(
+            targets=[ast.Attribute(value=ast.Name(id="self")), *_],
+            value=ast.Call(func=ast.Attribute(value=ast.Name(id="self"), attr=name)),
+        ):
+            return name
+        case ast.AnnAssign(
+            target=ast.Attribute(value=ast.Name(id="self")),
+            value=ast.Call(func=ast.Attribute(value=ast.Name(id="self"), attr=name)),
+        ):
+            return name
     return None
 
 
