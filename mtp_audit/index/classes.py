@@ -244,9 +244,9 @@ class _InitSteps:
     def run(self, body: list[ast.stmt], nested: bool, local: dict[str, list[Assigned]]) -> None:
         for statement in body:
             if isinstance(statement, FUNCTIONS) and not _has_self_parameter(statement):
-                self.closure([s for s in walk_statements(statement.body) if _stores_on_self_first(s)], local)
+                self.closure([s for s in walk_statements(statement.body) if _stores_on_self_first(s)])
             elif _is_closure_mark(statement):  # the pre-filter's ``if __closure__:`` (see ``closure``)
-                self.closure(statement.body, local)  # type: ignore[attr-defined]
+                self.closure(statement.body)  # type: ignore[attr-defined]
                 continue
             if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
                 continue
@@ -262,11 +262,12 @@ class _InitSteps:
             else:
                 self.simple(statement, nested or self.may_have_returned, local)
 
-    def closure(self, stores: list[ast.stmt], local: dict[str, list[Assigned]]) -> None:
-        """The stores on self of a def nested in the method: each nested, and late."""
+    def closure(self, stores: list[ast.stmt]) -> None:
+        """The stores on self of a def nested in the method: each nested, and late; a name they read is not the
+        method's local as it stands at the ``def`` (the function reads it when called, or its own), so unread."""
         mine = len(self.steps)
         for statement in stores:
-            self.simple(statement, True, local)
+            self.simple(statement, True, {})
         self.late += self.steps[mine:]
         del self.steps[mine:]
 
@@ -346,13 +347,15 @@ def _has_self_parameter(function: ast.FunctionDef | ast.AsyncFunctionDef) -> boo
 
 def _stores_on_self_first(statement: ast.stmt) -> bool:
     """Whether a statement starts by storing on self: ``self.x = v`` (its first target), ``self.x: T = v``,
-    ``self.register_buffer(...)``."""
+    ``self.register_buffer(...)`` / ``self.register_parameter(...)`` (what the pre-filter keeps of a nested def)."""
     match statement:
         case ast.Assign(targets=[ast.Attribute(value=ast.Name(id="self")), *_]):
             return True
         case ast.AnnAssign(target=ast.Attribute(value=ast.Name(id="self"))):
             return True
-    return _registered_name(statement) is not None
+        case ast.Expr(value=ast.Call(func=ast.Attribute(value=ast.Name(id="self"), attr=registers))):
+            return registers in ("register_buffer", "register_parameter")
+    return False
 
 
 def _first_line(code: str) -> str:

@@ -44,7 +44,7 @@ _SETS_LOCAL = re.compile(r"(?:^|=)\s*(\w+)\s*(?::[^=]*)?=(?!=)")  # ``x = ...``,
 _WORD = re.compile(r"\w+")
 _RETURN = re.compile(r"return\s*(?:\(|[\w.]+\s*\()")  # a call, or a parenthesised value that may be one
 _NESTED_SCOPE = re.compile(r"(?:async\s+def|def|class)\b|@")
-_SELF_PARAMETER = re.compile(r"[(,]\s*\**\s*self\s*[,:=)]")  # a def's own ``self``: another object there
+_NAMES_SELF = re.compile(r"\bself\b")
 # ``setattr(self, "x", ...)``; a target list that stores into self (``self.a, self.b = ...``)
 _SETATTR_SELF = re.compile(r"setattr\s*\(\s*self\s*,")
 _TARGET_LIST = re.compile(r"[^=]*,[^=]*=(?!=)")
@@ -54,7 +54,7 @@ _SELF_IN_TARGETS = re.compile(
     r"^[ \t]*(?:(?:[\w.]+[ \t]*,[^\n=]*\bself\.\w+[^\n=]*|self\.\w+[ \t]*,[^\n=]*)=(?!=)|[(\[]\s*self\.\w+\s*,)",
     re.MULTILINE,
 )
-_COMPOUND = re.compile(r"(?:if|elif|else|for|while|with|try|except|finally|async\s+(?:for|with))\b")
+_COMPOUND = re.compile(r"(?:if|elif|else|for|while|with|try|except|finally|case|async\s+(?:for|with))\b")
 
 
 @dataclass
@@ -188,12 +188,13 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
     A ``return`` stays, without its value, where it stood among them (under ``if __nested__:`` from a block):
     what follows a ``return`` may not run, or never runs.
     The method stays whole where the line scan could misread it (a string spanning lines, a block
-    with its body on the header's line) and where its body may be a lone ``raise``."""
+    with its body on the header's line, statements after a ``;``, a nested def whose header names
+    ``self``) and where its body may be a lone ``raise``."""
     for index in range(first, define):
         keep[index] = False  # decorators
     header_end = _header_end(lines, define)
     body = [index for index in range(header_end + 1, stop) if _is_code(lines[index])]
-    if not body or any('"""' in lines[i] or "'''" in lines[i] for i in body):
+    if not body or any('"""' in lines[i] or "'''" in lines[i] or ";" in _code(lines[i]) for i in body):
         return
     margin = lines[body[0]][: _indent(lines[body[0]])]
     statements: list[tuple[int, int, bool]] = []  # (first row, last row, middle rows droppable)
@@ -229,8 +230,10 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
             header = "".join(_code(lines[i]) for i in range(row, last + 1))
             if not code.startswith("@") and not _code(lines[last]).endswith(":"):
                 return  # ``def f(): self.a = A()``: a body on the header's line
+            if _DEF.match(code) and _NAMES_SELF.search(header):
+                return  # its own ``self`` parameter, or ``self`` in a default: the tree tells which
             nested_under, deeper_under = indent, None
-            closure = _DEF.match(code) is not None and _SELF_PARAMETER.search(header) is None
+            closure = _DEF.match(code) is not None
         elif _COMPOUND.match(code) and not _code(lines[last]).endswith(":"):
             return  # ``if x: self.a = A()``: a body on the header's line
         elif _EXIT.match(code):

@@ -96,18 +96,21 @@ class Hierarchy:
         ``caller``'s own. None where no class of the tree binds it, a class binds it to something else (what runs
         is not read), or its body does nothing to self."""
         if name.startswith("__") and not name.endswith("__"):
-            owners = [caller] if name in self.class_facts(caller).defined_methods else []
+            facts = self.class_facts(caller)
+            owners = [caller] if name in facts.defined_methods or name in facts.class_attrs else []
         else:
             owners = [item for item in mro.classes if isinstance(item, ClassKey)]
         for item in owners:
             facts = self.class_facts(item)
-            if name in facts.defined_methods:
+            alias = facts.class_attrs.get(name)
+            # ``name = alias`` follows ``def alias``; where ``def name`` comes before both, the alias binds last
+            aliased = alias in facts.defined_methods and (
+                name not in facts.defined_methods or facts.defined_methods[name] < facts.defined_methods[alias]
+            )
+            if name in facts.defined_methods and not aliased:
                 return (item, facts.init_steps[name]) if name in facts.init_steps else None
-            if name in facts.class_attrs:  # bound in the class body by an assignment
-                alias = facts.class_attrs[name]
-                if alias in facts.defined_methods and alias in facts.init_steps:
-                    return item, facts.init_steps[alias]
-                return None
+            if alias is not None:  # bound in the class body by an assignment
+                return (item, facts.init_steps[alias]) if aliased and alias in facts.init_steps else None
         return None
 
     def file_of(self, key: ClassKey) -> str:
