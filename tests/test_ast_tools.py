@@ -46,6 +46,13 @@ def f(self):
 """
 
 
+def _parsed(path: Path) -> ast.Module:
+    try:
+        return ast.parse(path.read_bytes())
+    except SyntaxError:
+        pytest.skip("a fixture that is not Python on purpose")
+
+
 def _walked(node: ast.AST) -> list[ast.stmt]:
     return [n for n in ast.walk(node) if isinstance(n, ast.stmt) and n is not node]
 
@@ -58,10 +65,7 @@ def test_statements_within_follows_every_block_form() -> None:
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_statements_within_is_ast_walk_restricted_to_statements(path: Path) -> None:
-    try:
-        tree = ast.parse(path.read_bytes())
-    except SyntaxError:
-        pytest.skip("a fixture that is not Python on purpose")
+    tree = _parsed(path)
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             assert list(statements_within(node)) == _walked(node)
@@ -69,10 +73,7 @@ def test_statements_within_is_ast_walk_restricted_to_statements(path: Path) -> N
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_walk_is_ast_walk(path: Path) -> None:
-    try:
-        tree = ast.parse(path.read_bytes())
-    except SyntaxError:
-        pytest.skip("a fixture that is not Python on purpose")
+    tree = _parsed(path)
     expected = list(ast.walk(tree))
     found = list(walk(tree))
     assert len(found) == len(expected) and all(a is b for a, b in zip(found, expected))
@@ -91,10 +92,7 @@ def test_walk_queues_a_nodes_children_before_handing_it_out() -> None:
 
 @pytest.mark.parametrize("path", SOURCES[::7], ids=lambda p: str(p.relative_to(ROOT)))
 def test_parent_map_is_the_map_walk_and_iter_child_nodes_build(path: Path) -> None:
-    try:
-        tree = ast.parse(path.read_bytes())
-    except SyntaxError:
-        pytest.skip("a fixture that is not Python on purpose")
+    tree = _parsed(path)
     expected = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     found = parent_map(tree)
     assert found.keys() == expected.keys() and all(found[k] is expected[k] for k in expected)

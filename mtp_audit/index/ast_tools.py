@@ -23,21 +23,7 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
     """``ast.walk``: the same nodes in the same order (breadth first, each node's children queued
     before it is handed out), at half its cost: one generator, not three a node. A scan walks some
     250,000 subtrees."""
-    todo = [node]
-    queue = todo.append
-    position = 0
-    while position < len(todo):
-        current = todo[position]
-        position += 1
-        for name in current._fields:
-            value = getattr(current, name, None)
-            if value.__class__ is list:
-                for item in value:
-                    if isinstance(item, ast.AST):
-                        queue(item)
-            elif isinstance(value, ast.AST):
-                queue(value)
-        yield current
+    return _breadth_first(node, None)
 
 
 def parent_map(root: ast.AST) -> dict[int, ast.AST]:
@@ -45,23 +31,32 @@ def parent_map(root: ast.AST) -> dict[int, ast.AST]:
     (CPython shares ``Load()``), the last in ``walk``'s order, as a dict built over ``walk`` and
     ``ast.iter_child_nodes`` keeps it; one pass, without their generators."""
     held: dict[int, ast.AST] = {}
+    for _ in _breadth_first(root, held):
+        pass
+    return held
+
+
+def _breadth_first(root: ast.AST, held: dict[int, ast.AST] | None) -> Iterator[ast.AST]:
+    """The walk of ``walk`` and ``parent_map``; with ``held``, each child's holder noted in it."""
     todo = [root]
     queue = todo.append
     position = 0
     while position < len(todo):
         current = todo[position]
         position += 1
+        first_child = len(todo)
         for name in current._fields:
             value = getattr(current, name, None)
             if value.__class__ is list:
                 for item in value:
                     if isinstance(item, ast.AST):
-                        held[id(item)] = current
                         queue(item)
             elif isinstance(value, ast.AST):
-                held[id(value)] = current
                 queue(value)
-    return held
+        if held is not None:
+            for child in todo[first_child:]:
+                held[id(child)] = current
+        yield current
 
 
 if sys.version_info >= (3, 11):

@@ -378,24 +378,19 @@ def _setattr_on_self(statement: ast.stmt) -> tuple[str, ast.expr] | None:
 
 def _self_method_stored(statement: ast.stmt) -> str | None:
     """M of ``self.X = self.M(...)`` (an annotated one too): a store on self of what a method of self returns."""
-    match statement:
-        case ast.Assign(
-            targets=[ast.Attribute(value=ast.Name(id="self")), *_],
-            value=ast.Call(func=ast.Attribute(value=ast.Name(id="self"), attr=name)),
-        ):
-            return name
-        case ast.AnnAssign(
-            target=ast.Attribute(value=ast.Name(id="self")),
-            value=ast.Call(func=ast.Attribute(value=ast.Name(id="self"), attr=name)),
-        ):
-            return name
-    return None
+    stores = isinstance(statement, (ast.Assign, ast.AnnAssign)) and _stores_on_self_first(statement)
+    return _self_method_of(statement.value) if stores else None  # type: ignore[attr-defined]
 
 
 def _self_method_called(statement: ast.stmt) -> str | None:
     """M of an expression statement ``self.M(...)``."""
-    match statement:
-        case ast.Expr(value=ast.Call(func=ast.Attribute(value=ast.Name(id="self"), attr=name))):
+    return _self_method_of(statement.value) if isinstance(statement, ast.Expr) else None
+
+
+def _self_method_of(value: ast.expr | None) -> str | None:
+    """M of a call ``self.M(...)``."""
+    match value:
+        case ast.Call(func=ast.Attribute(value=ast.Name(id="self"), attr=name)):
             return name
     return None
 

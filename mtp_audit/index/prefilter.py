@@ -194,7 +194,7 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
         keep[index] = False  # decorators
     header_end = _header_end(lines, define)
     body = [index for index in range(header_end + 1, stop) if _is_code(lines[index])]
-    if not body or any('"""' in lines[i] or "'''" in lines[i] or ";" in _code(lines[i]) for i in body):
+    if not body or any(_misread(lines[i]) for i in body):
         return
     margin = lines[body[0]][: _indent(lines[body[0]])]
     statements: list[tuple[int, int, bool]] = []  # (first row, last row, middle rows droppable)
@@ -259,6 +259,11 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
         inserted[row] = margin + nested + "return" + (lines[row][len(lines[row].rstrip("\r\n")) :] or "\n")
     if not statements and not exits:
         inserted[body[0]] = margin + "pass" + (lines[body[0]][len(lines[body[0]].rstrip("\r\n")) :] or "\n")
+
+
+def _misread(line: str) -> bool:
+    """Whether the line scan could misread a method's line: a string that may span lines, statements after a ``;``."""
+    return '"""' in line or "'''" in line or (";" in line and ";" in _code(line))
 
 
 def _stores_into_self_list(lines: list[str], row: int, last: int, code: str) -> bool:
