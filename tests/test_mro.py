@@ -16,9 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mtp_audit.index.fact_types import ClassFacts
 from mtp_audit.index.modules import ModuleIndex
 from mtp_audit.model import ClassKey, SourceTree
-from mtp_audit.resolve.mro import CYCLE, Hierarchy, Mro
+from mtp_audit.resolve.mro import CYCLE, Hierarchy, Mro, _bound_as, _mangled
 from mtp_audit.resolve.names import External
 
 Bases = dict[str, list[str]]  # class name -> base names, in definition order
@@ -419,3 +420,28 @@ def test_every_order_a_class_may_have_through_an_undecided_base(tmp_path: Path) 
         finally:
             for name in environment:
                 del os.environ[name]
+
+
+@pytest.mark.parametrize(
+    ("cls", "name"),
+    [
+        ("Base", "__build"),
+        ("_Base", "__build"),
+        ("__Base", "___build"),
+        ("My__Base", "__x"),
+        ("Base", "__init__"),
+        ("Base", "_build"),
+        ("___", "__build"),
+        ("Base", "__build_"),
+    ],
+)
+def test_a_private_name_is_mangled_as_python_mangles_it(cls: str, name: str) -> None:
+    """``_mangled`` gives the attribute Python stores ``def <name>`` of ``class <cls>`` under, and ``_bound_as``
+    finds that def again from the attribute."""
+    namespace: dict[str, type] = {}
+    exec(f"class {cls}:\n    def {name}(self):\n        pass\n", namespace)  # the test's own source
+    stored = next(attr for attr in vars(namespace[cls]) if not attr.startswith("__") or attr == name)
+    assert _mangled(name, cls) == stored
+    facts = ClassFacts(name=cls, line=1, bases=[])
+    facts.defined_methods[name] = 2
+    assert _bound_as(facts, cls, stored) == name

@@ -204,10 +204,10 @@ def _callees(cls) -> dict[str, list[str]]:
     """What ``__init__`` may leave in each attribute on an instance of the class itself, by callee ("<other>": not a
     call the facts follow)."""
     steps = cls.init_steps
-    found, _ = init_values(
+    found = init_values(
         (cls.name, steps.get("__init__", [])), lambda name, _caller: (cls.name, steps[name]) if name in steps else None
     )
-    return {attr: [value.callee or "<other>" for _, value in values] for attr, values in found.items()}
+    return {attr: [value.callee or "<other>" for _, value in values] for attr, values in found.values.items()}
 
 
 def _whole_facts(source: str, monkeypatch, module: str = "pkg.mod"):

@@ -414,7 +414,7 @@ class Analyzer:
             (item for item in mro.classes if isinstance(item, ClassKey) and self._binds_instance(mro, item, attr)),
             None,
         )
-        if annotated is not None and attr not in self.h.init_values(mro, annotated):  # ``model: "Inner"``
+        if annotated is not None and not self.h.init_values(mro, annotated).sets(attr):  # ``model: "Inner"``
             annotation = self.h.class_facts(annotated).annotations[attr].strip("'\"")
             found = resolve_expression(self.h.index, annotated.module, annotation, self.h.platform)
             classes = [item for item in found if isinstance(item, ClassKey)]
@@ -442,19 +442,22 @@ class Analyzer:
         outside it) it may be, and, where one value's class cannot be told, that value and its statement
         (``file:line``). Where that ``__init__`` sets it only under a block, what the next such ``__init__`` of the
         MRO (its ``super().__init__``) leaves may stay too (``A.__init__ and B.__init__``), and so on."""
-        writers = [item for item in mro.classes if isinstance(item, ClassKey) and attr in self.h.init_values(mro, item)]
+        writers = [
+            item for item in mro.classes if isinstance(item, ClassKey) and self.h.init_values(mro, item).sets(attr)
+        ]
         if not writers:
             return None, [], None
         held: list[ClassKey | External] = []
         read = ""
         for owner in writers:
             read += f"{' and ' if read else ''}{owner.name}.__init__"
-            for writer, value in self.h.init_values(mro, owner)[attr]:
+            read_init = self.h.init_values(mro, owner)
+            for writer, value in read_init.of(attr):
                 made = self._made_by(mro, writer.module, value.callee) if value.callee else None
                 if made is None:
                     return read, held, f"{value.code} at {self.h.file_of(writer)}:{value.line}"
                 held += [item for item in made if item not in held]
-            if attr in self.h.init_replaced(mro, owner):
+            if attr in read_init.replaced:
                 break
         return read, held, None
 
@@ -488,14 +491,14 @@ class Analyzer:
 
     def _binds_instance(self, mro: Mro, cls: ClassKey, attribute: str) -> bool:
         """Whether ``cls``'s ``__init__`` assigns the attribute (for this MRO's instance) or its body annotates it."""
-        return attribute in self.h.init_values(mro, cls) or attribute in self.h.class_facts(cls).annotations
+        return self.h.init_values(mro, cls).sets(attribute) or attribute in self.h.class_facts(cls).annotations
 
     def _binds(self, mro: Mro, cls: ClassKey, attribute: str) -> bool:
         facts = self.h.class_facts(cls)
         return (
             attribute in facts.class_attrs
             or attribute in facts.defined_methods
-            or attribute in self.h.init_values(mro, cls)
+            or self.h.init_values(mro, cls).sets(attribute)
         )
 
     def _factory(self, module: str, name: str, depth: int) -> tuple[str, list[str]] | None:
@@ -1015,10 +1018,16 @@ class Analyzer:
         mixin = self.where(gtt)
         plain = cshape.head == "self.lm_head" and not cshape.pre_transform and not cshape.extra_args
         if cshape.kind == LogitsKind.HEAD and plain:
-            if self._sets_d2t(mro):
+            sets, unread = self._sets_d2t(mro)
+            if sets:
                 return Consistency.DIVERGENT, (
                     f"{mixin} remaps through draft_id_to_target_id, which {key.name} sets, but compute_logits of "
                     f"{self.where(cl)} does not scatter"
+                )
+            if unread is not None:
+                return Consistency.UNPROVEN, (
+                    f"{mixin} remaps through draft_id_to_target_id where it is set, and {unread}, may set it; "
+                    f"compute_logits of {self.where(cl)} does not scatter; run `mtp-audit verify`"
                 )
             return Consistency.EQUIVALENT, (
                 f"{mixin}: the same head call as compute_logits of {self.where(cl)}; no draft_id_to_target_id"
@@ -1058,11 +1067,18 @@ class Analyzer:
             f"{mixin} maps draft ids through draft_id_to_target_id as compute_logits of {self.where(cl)} scatters them"
         )
 
-    def _sets_d2t(self, mro: Mro) -> bool:
-        return any(
-            isinstance(item, ClassKey) and "draft_id_to_target_id" in self.h.init_values(mro, item)
-            for item in mro.classes
-        )
+    def _sets_d2t(self, mro: Mro) -> tuple[bool, str | None]:
+        """Whether an ``__init__`` of this MRO assigns ``self.draft_id_to_target_id``; where none does, a helper one
+        of them runs unread (which may), with its statement."""
+        unread = None
+        for item in (item for item in mro.classes if isinstance(item, ClassKey)):
+            read = self.h.init_values(mro, item)
+            if "draft_id_to_target_id" in read.values:
+                return True, None
+            if read.unread and unread is None:
+                writer, value = read.unread[0]
+                unread = f"{value.code} at {self.h.file_of(writer)}:{value.line}"
+        return False, unread
 
 
 # The target id each TargetMap gives draft id k.

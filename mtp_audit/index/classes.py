@@ -4,8 +4,9 @@ annotations, and what ``__init__`` sets."""
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from operator import attrgetter
-from typing import TYPE_CHECKING, Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, Generic, TypeVar
 
 from ..model import PLATFORMS
 from .ast_tools import (
@@ -415,32 +416,64 @@ def _method_steps(function: ast.FunctionDef | ast.AsyncFunctionDef, text: _Sourc
     return sorted(reader.steps, key=_line) + sorted(reader.late, key=_line)
 
 
+@dataclass
+class InitRead(Generic[Writer]):
+    """What an ``__init__`` may leave in each ``self.X`` (``init_values``): ``values`` with the writer of each value;
+    ``replaced``, the attributes a step at the level of its body sets whatever held them before (the others may keep
+    what ``super().__init__`` left); ``unread``, one value per helper it runs whose code the reading cannot follow
+    (a class body binds its name to something other than one of its own methods): that helper may set any attribute,
+    so each attribute not assigned after it may hold what it sets, whose class cannot be told."""
+
+    values: dict[str, list[tuple[Writer, Assigned]]]
+    replaced: set[str]
+    unread: list[tuple[Writer, Assigned]]
+
+    def sets(self, attr: str) -> bool:
+        """Whether this ``__init__`` may assign ``self.<attr>`` (a helper not read may)."""
+        return attr in self.values or bool(self.unread)
+
+    def of(self, attr: str) -> list[tuple[Writer, Assigned]]:
+        """The values it may leave in ``self.<attr>``."""
+        return self.values.get(attr, self.unread)
+
+
 def init_values(
-    init: tuple[Writer, list[InitStep]], lookup: Callable[[str, Writer], tuple[Writer, list[InitStep]] | None]
-) -> tuple[dict[str, list[tuple[Writer, Assigned]]], set[str]]:
+    init: tuple[Writer, list[InitStep]],
+    lookup: Callable[[str, Writer], tuple[Writer, list[InitStep]] | str | None],
+) -> InitRead[Writer]:
     """What an ``__init__`` (its writer, the class that defines it, and its steps) may leave in each ``self.X``, with
     the writer of each value, as Python runs it: a step at the level of a body replaces what the attribute held, a
     nested one adds to it; ``self.m(...)`` runs the method ``lookup`` gives for ``m`` called from the writer's
-    method (the one the instance's MRO finds first, or for a private ``__m`` the writer's own; None: none the facts
-    read), its steps nested where the call is. Also the attributes a step at the
-    level of the body sets, whatever held them before (the others may keep what ``super().__init__`` left)."""
+    method (the one the instance's MRO finds first; None: none the facts read, or one that does nothing to self;
+    a string: what a class body binds the name to instead of one of its methods, which runs unread), its steps
+    nested where the call is."""
     attributes: dict[str, list[tuple[Writer, Assigned]]] = {}
     replaced: set[str] = set()
+    unread: list[tuple[Writer, Assigned]] = []
     running = {"__init__"}
+
+    def by_line(pair: tuple[Writer, Assigned]) -> int:
+        return pair[1].line
 
     def run(writer: Writer, steps: list[InitStep], nested: bool) -> None:
         for step in steps:
             if step.attr:
-                attributes.setdefault(step.attr, [])
+                attributes.setdefault(step.attr, list(unread))  # a helper not read that ran before may set it
                 if step.values:
                     values = [(writer, value) for value in step.values]
-                    _bind(attributes, step.attr, values, nested or step.nested, lambda pair: pair[1].line)
+                    _bind(attributes, step.attr, values, nested or step.nested, by_line)
                     if not (nested or step.nested):
                         replaced.add(step.attr)
             elif step.called not in running and (found := lookup(step.called, writer)) is not None:
+                if isinstance(found, str):
+                    runs = Assigned("", step.line, f"self.{step.called}(...), which runs {found} unread,")
+                    unread.append((writer, runs))
+                    for attr in attributes:  # it may set each of them, or not
+                        _bind(attributes, attr, [(writer, runs)], True, by_line)
+                    continue
                 running.add(step.called)
                 run(*found, nested or step.nested)
                 running.discard(step.called)
 
     run(*init, False)
-    return attributes, replaced
+    return InitRead(attributes, replaced, unread)

@@ -14,8 +14,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from itertools import product
 
-from ..index.classes import init_values
-from ..index.fact_types import Assigned, ClassFacts, InitStep, MethodFacts
+from ..index.classes import InitRead, init_values
+from ..index.fact_types import ClassFacts, InitStep, MethodFacts
 from ..index.modules import ModuleIndex
 from ..model import ClassKey
 from .names import External, Missing, resolve_expression
@@ -52,9 +52,7 @@ class Hierarchy:
         self._mro: dict[ClassKey, Mro] = {}
         self._orders: dict[ClassKey, list[list[MroItem]]] = {}
         self._active: set[ClassKey] = set()  # classes whose MRO is being computed (cycle check)
-        self._init_values: dict[
-            tuple[tuple[MroItem, ...], ClassKey], tuple[dict[str, list[tuple[ClassKey, Assigned]]], set[str]]
-        ] = {}
+        self._init_values: dict[tuple[tuple[MroItem, ...], ClassKey], InitRead[ClassKey]] = {}
 
     def memoised(self) -> dict[ClassKey, Mro]:
         return self._mro
@@ -71,46 +69,40 @@ class Hierarchy:
         assert cls is not None
         return cls
 
-    def init_values(self, mro: Mro, key: ClassKey) -> dict[str, list[tuple[ClassKey, Assigned]]]:
+    def init_values(self, mro: Mro, key: ClassKey) -> InitRead[ClassKey]:
         """What ``key.__init__`` may leave in each ``self.X`` on an instance whose class has this MRO, each value
-        with the class whose method assigns it (``classes.init_values``): a method it runs on self is the one the
-        MRO finds first, a subclass's override or a base's, in whatever module."""
-        return self._init_read(mro, key)[0]
-
-    def init_replaced(self, mro: Mro, key: ClassKey) -> set[str]:
-        """The attributes ``key.__init__`` sets whatever they held (a step at the level of its body, or of a method
-        it runs there): the others it sets only under a block, so what ``super().__init__`` left may stay."""
-        return self._init_read(mro, key)[1]
-
-    def _init_read(self, mro: Mro, key: ClassKey) -> tuple[dict[str, list[tuple[ClassKey, Assigned]]], set[str]]:
+        with the class whose method assigns it, and the attributes it sets whatever they held
+        (``classes.init_values``): a method it runs on self is the one the MRO finds first, a subclass's override
+        or a base's, in whatever module."""
         memo = (tuple(mro.classes), key)
         if memo not in self._init_values:
             steps = self.class_facts(key).init_steps.get("__init__", [])
             self._init_values[memo] = init_values((key, steps), lambda name, caller: self._steps_of(mro, name, caller))
         return self._init_values[memo]
 
-    def _steps_of(self, mro: Mro, name: str, caller: ClassKey) -> tuple[ClassKey, list[InitStep]] | None:
+    def _steps_of(self, mro: Mro, name: str, caller: ClassKey) -> tuple[ClassKey, list[InitStep]] | str | None:
         """The method ``self.<name>(...)`` written in a method of ``caller`` runs on an instance of this MRO, with its
-        steps: the first class of the tree to bind the name, by a ``def`` or by a class-body alias of one of its own
-        (``_build = _build_masked``); for a private name (``__build``, which Python mangles to ``_Caller__build``)
-        ``caller``'s own. None where no class of the tree binds it, a class binds it to something else (what runs
-        is not read), or its body does nothing to self."""
-        if name.startswith("__") and not name.endswith("__"):
-            facts = self.class_facts(caller)
-            owners = [caller] if name in facts.defined_methods or name in facts.class_attrs else []
-        else:
-            owners = [item for item in mro.classes if isinstance(item, ClassKey)]
-        for item in owners:
+        steps: the first class of the tree to bind the attribute (``__build`` written in ``Caller`` is
+        ``_Caller__build``, as Python mangles it; a class binds ``_Base__build`` by a ``def __build`` when it is
+        named ``Base``) by a ``def`` or by a class-body alias of one of its own (``_build = _build_masked``). What
+        that class binds it to instead, where that is something else (it runs unread); None where no class of the
+        tree binds it or its body does nothing to self."""
+        attribute = _mangled(name, caller.name)
+        for item in (item for item in mro.classes if isinstance(item, ClassKey)):
             facts = self.class_facts(item)
-            alias = facts.class_attrs.get(name)
+            local = _bound_as(facts, item.name, attribute)
+            if local is None:
+                continue
+            alias = facts.class_attrs.get(local)
             # ``name = alias`` follows ``def alias``; where ``def name`` comes before both, the alias binds last
             aliased = alias in facts.defined_methods and (
-                name not in facts.defined_methods or facts.defined_methods[name] < facts.defined_methods[alias]
+                local not in facts.defined_methods or facts.defined_methods[local] < facts.defined_methods[alias]
             )
-            if name in facts.defined_methods and not aliased:
-                return (item, facts.init_steps[name]) if name in facts.init_steps else None
-            if alias is not None:  # bound in the class body by an assignment
-                return (item, facts.init_steps[alias]) if aliased and alias in facts.init_steps else None
+            if local in facts.defined_methods and not aliased:
+                return (item, facts.init_steps[local]) if local in facts.init_steps else None
+            if aliased:
+                return (item, facts.init_steps[alias]) if alias in facts.init_steps else None
+            return alias or local
         return None
 
     def file_of(self, key: ClassKey) -> str:
@@ -355,3 +347,22 @@ def _c3(sequences: list[list[MroItem]]) -> list[MroItem] | None:
                 cursors[i] += 1
                 if cursors[i] < len(seqs[i]):
                     in_tails[seqs[i][cursors[i]]] -= 1
+
+
+def _mangled(name: str, cls: str) -> str:
+    """The attribute ``name`` written in class ``cls`` names: ``__x`` is ``_Cls__x`` (Python mangles a private name
+    with the class's name stripped of leading underscores; a class named only by underscores mangles nothing)."""
+    stripped = cls.lstrip("_")
+    return f"_{stripped}{name}" if name.startswith("__") and not name.endswith("__") and stripped else name
+
+
+def _bound_as(facts: ClassFacts, cls: str, attribute: str) -> str | None:
+    """The name under which the body of class ``cls`` binds ``attribute`` (by a ``def`` or an assignment): the
+    attribute itself, or ``__x`` where the attribute is ``_Cls__x``; None where it binds it under neither."""
+    prefix = f"_{cls.lstrip('_')}"
+    private = attribute.removeprefix(prefix) if attribute.startswith(f"{prefix}__") else ""
+    for name in (attribute, private):
+        bound = name in facts.defined_methods or name in facts.class_attrs
+        if name and bound and _mangled(name, cls) == attribute:
+            return name
+    return None
