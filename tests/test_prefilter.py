@@ -223,7 +223,7 @@ def _same(cut, full) -> None:
             k: (v.line, v.code) for k, v in b.methods.items()
         }
         assert a.init_steps == b.init_steps, a.name
-        assert a.class_attrs == b.class_attrs, a.name
+        assert (a.class_attrs, a.class_attr_lines) == (b.class_attrs, b.class_attr_lines), a.name
         assert a.defined_methods == b.defined_methods, a.name
     assert cut.factories == full.factories
     for platform in cut.bindings:

@@ -108,6 +108,7 @@ def _collect_members(
             for target in statement.targets:
                 if isinstance(target, ast.Name):
                     cls.class_attrs[target.id] = (dotted(statement.value) or "") if under is None else ""
+                    cls.class_attr_lines[target.id] = text.line(statement)
         elif isinstance(statement, ast.Delete):
             for target in statement.targets:
                 if isinstance(target, ast.Name) and target.id in WATCHED_METHODS:

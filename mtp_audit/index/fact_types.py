@@ -132,6 +132,7 @@ class ClassFacts:
     # NAME -> the dotted value of ``NAME = value`` in the class body ("" for any other value, or under a condition):
     # what ``self.NAME(...)`` calls where no instance attribute hides it
     class_attrs: dict[str, str] = field(default_factory=dict)
+    class_attr_lines: dict[str, int] = field(default_factory=dict)  # NAME -> the line of its last such binding
     # every method the body defines (under a condition too): line; a processor subclass's overrides are read
     # off these against the methods the tree's LogitsProcessor runs, known only once the tree is
     defined_methods: dict[str, int] = field(default_factory=dict)

@@ -84,9 +84,9 @@ class Hierarchy:
         """The method ``self.<name>(...)`` written in a method of ``caller`` runs on an instance of this MRO, with its
         steps: the first class of the tree to bind the attribute (``__build`` written in ``Caller`` is
         ``_Caller__build``, as Python mangles it; a class binds ``_Base__build`` by a ``def __build`` when it is
-        named ``Base``) by a ``def`` or by a class-body alias of one of its own (``_build = _build_masked``). What
-        that class binds it to instead, where that is something else (it runs unread); None where no class of the
-        tree binds it or its body does nothing to self."""
+        named ``Base``) by a ``def`` or by a class-body alias of one of its own (``_build = _build_masked``), the
+        later of the two where it has both. What that class binds it to instead, where that is something else (it
+        runs unread); None where no class of the tree binds it or its body does nothing to self."""
         attribute = _mangled(name, caller.name)
         for item in (item for item in mro.classes if isinstance(item, ClassKey)):
             facts = self.class_facts(item)
@@ -94,13 +94,9 @@ class Hierarchy:
             if local is None:
                 continue
             alias = facts.class_attrs.get(local)
-            # ``name = alias`` follows ``def alias``; where ``def name`` comes before both, the alias binds last
-            aliased = alias in facts.defined_methods and (
-                local not in facts.defined_methods or facts.defined_methods[local] < facts.defined_methods[alias]
-            )
-            if local in facts.defined_methods and not aliased:
-                return (item, facts.init_steps[local]) if local in facts.init_steps else None
-            if aliased:
+            if local in facts.defined_methods and facts.defined_methods[local] > facts.class_attr_lines.get(local, 0):
+                return (item, facts.init_steps[local]) if local in facts.init_steps else None  # its def binds last
+            if alias in facts.defined_methods:  # ``_build = _build_masked``
                 return (item, facts.init_steps[alias]) if alias in facts.init_steps else None
             return alias or local
         return None
