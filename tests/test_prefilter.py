@@ -298,6 +298,57 @@ def test_cut_keeps_one_line_helpers_and_chained_targets_of_any_shape(monkeypatch
     }
 
 
+BRACKETED_AND_NESTED = """\
+class Bracketed:
+    def __init__(self, config):
+        self.logits_processor = Plain(config)
+        (self.logits_processor) = Masking(config)
+        [self.lm_head] = [Head(config)]
+        (self.norm): Norm = Norm(config)
+        (self.f(config))
+        self.a, self.b = self._build(config)
+
+    def _build(self, config):
+        (self.model) = Inner(config)
+        return A(), B()
+
+
+class NestedStores:
+    def __init__(self, config):
+        def later():
+            setattr(self, "logits_processor", Masking(config))
+            self.head, other = Head(config), None
+            [self.norm] = [Norm(config)]
+            self.f(config)
+            x = self.skip = Skip()
+
+        self.logits_processor = Plain(config)
+        later()
+"""
+
+
+def test_cut_keeps_bracketed_targets_and_a_nested_defs_setattr_and_target_lists(monkeypatch):
+    """``(self.a) = A()`` and ``[self.a] = [A()]`` store on self as ``self.a = A()`` does (the cut dropped them); a
+    def nested in ``__init__`` stores through ``setattr`` and target lists too, and ``self.a, self.b = self.m()`` runs
+    the method first."""
+    cut = extract_facts(BRACKETED_AND_NESTED, "pkg.mod", "pkg/mod.py", False)
+    _same(cut, _whole_facts(BRACKETED_AND_NESTED, monkeypatch))
+    by_name = {c.name: c for c in cut.classes}
+    assert _callees(by_name["Bracketed"]) == {
+        "logits_processor": ["Masking"],
+        "lm_head": ["Head"],
+        "norm": ["Norm"],
+        "model": ["Inner"],
+        "a": ["<other>"],
+        "b": ["<other>"],
+    }
+    assert _callees(by_name["NestedStores"]) == {
+        "logits_processor": ["Masking", "Plain"],  # in the order of their lines
+        "head": ["Head"],
+        "norm": ["Norm"],
+    }
+
+
 def test_init_cut_keeps_what_the_tree_walk_reads_and_no_more(monkeypatch):
     reduced = reduce_source(INIT_SHAPES)
     assert "config.hidden_size" not in reduced.source  # a call's arguments go

@@ -248,7 +248,7 @@ class _InitSteps:
             if isinstance(statement, FUNCTIONS) and not _has_self_parameter(statement):
                 self.closure([s for s in walk_statements(statement.body) if _stores_on_self_first(s)])
             elif _is_closure_mark(statement):  # the pre-filter's ``if __closure__:`` (see ``closure``)
-                self.closure(statement.body)  # type: ignore[attr-defined]
+                self.closure([s for s in statement.body if _stores_on_self_first(s)])  # type: ignore[attr-defined]
                 continue
             if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
                 continue
@@ -348,15 +348,27 @@ def _has_self_parameter(function: ast.FunctionDef | ast.AsyncFunctionDef) -> boo
 
 
 def _stores_on_self_first(statement: ast.stmt) -> bool:
-    """Whether a statement starts by storing on self: ``self.x = v`` (its first target), ``self.x: T = v``,
+    """Whether a statement starts by storing on self: ``self.x = v`` (its first target), ``self.x: T = v``, a first
+    target list naming an attribute of self (``self.a, b = v``), ``setattr(self, ...)``,
     ``self.register_buffer(...)`` / ``self.register_parameter(...)`` (what the pre-filter keeps of a nested def)."""
     match statement:
         case ast.Assign(targets=[ast.Attribute(value=ast.Name(id="self")), *_]):
             return True
+        case ast.Assign(targets=[ast.Tuple() | ast.List() as targets, *_]):
+            return any(_is_self_attribute(node) for node in walk(targets))
         case ast.AnnAssign(target=ast.Attribute(value=ast.Name(id="self"))):
+            return True
+        case ast.Expr(value=ast.Call(func=ast.Name(id="setattr"), args=[ast.Name(id="self"), *_])):
             return True
         case ast.Expr(value=ast.Call(func=ast.Attribute(value=ast.Name(id="self"), attr=registers))):
             return registers in ("register_buffer", "register_parameter")
+    return False
+
+
+def _is_self_attribute(node: ast.AST) -> bool:
+    match node:
+        case ast.Attribute(value=ast.Name(id="self")):
+            return True
     return False
 
 

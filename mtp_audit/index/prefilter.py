@@ -49,9 +49,10 @@ _NAMES_SELF = re.compile(r"\bself\b")
 _SETATTR_SELF = re.compile(r"setattr\s*\(\s*self\s*,")
 _TARGET_LIST = re.compile(r"[^=]*,[^=]*=(?!=)")
 _SETATTR_SELF_LINE = re.compile(r"^[ \t]*setattr\s*\(\s*self\s*,", re.MULTILINE)
-# a target list storing into self: ``a, self.b = ...``, ``self.a, b = ...``, ``(self.a, ...`` over lines
+# a target list storing into self: ``a, self.b = ...``, ``self.a, b = ...``, ``(self.a, ...`` over lines; a
+# bracketed target, ``(self.a) = A()``, ``[self.a] = [A()]``
 _SELF_IN_TARGETS = re.compile(
-    r"^[ \t]*(?:(?:[\w.]+[ \t]*,[^\n=]*\bself\.\w+[^\n=]*|self\.\w+[ \t]*,[^\n=]*)=(?!=)|[(\[]\s*self\.\w+\s*,)",
+    r"^[ \t]*(?:(?:[\w.]+[ \t]*,[^\n=]*\bself\.\w+[^\n=]*|self\.\w+[ \t]*,[^\n=]*)=(?!=)|[(\[][(\[\s]*self\.\w+)",
     re.MULTILINE,
 )
 _COMPOUND = re.compile(r"(?:if|elif|else|for|while|with|try|except|finally|case|async\s+(?:for|with))\b")
@@ -221,6 +222,9 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
                     if _SETS_SELF.match(code):  # runs if the def is called
                         statements.append((row, last, hollow and not code.startswith("self.register_")))
                         closures.add(row)
+                    elif _SETATTR_SELF.match(code) or _stores_into_self_list(lines, row, last, code):
+                        statements.append((row, last, False))
+                        closures.add(row)
             row = last + 1
             continue
         nested_under = None
@@ -267,11 +271,13 @@ def _misread(line: str) -> bool:
 
 
 def _stores_into_self_list(lines: list[str], row: int, last: int, code: str) -> bool:
-    """Whether a statement (``code``, its first line) stores into self through a target list: its first ``=``
-    follows a list naming ``self.`` (``self.a, self.b = ...``; ``(self.a, self.b) = ...`` over lines)."""
+    """Whether a statement (``code``, its first line) may store into self through a target list or a bracketed
+    target: its first ``=`` follows a list naming ``self.`` (``self.a, self.b = ...``), or it starts with a
+    bracket and names ``self.`` (``(self.a, self.b) = ...`` over lines, ``(self.a) = A()``, ``[self.a] = [A()]``,
+    ``(self.a): T``; kept whole, as the tree reads whatever it is)."""
     if code[:1] in "([":
-        code = _kept_text(lines, (row, last, False))
-    elif "self." not in code or "," not in code:
+        return "self." in _kept_text(lines, (row, last, False))
+    if "self." not in code or "," not in code:
         return False
     found = _TARGET_LIST.match(code)
     return found is not None and "self." in found.group()
