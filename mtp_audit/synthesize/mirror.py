@@ -56,7 +56,8 @@ def _method(compute_logits: cst.FunctionDef, body: cst.IndentedBlock) -> cst.Fun
 PRE_INIT = m.SimpleStatementLine(
     body=[
         m.Assign(targets=[m.AssignTarget(target=m.Name())], value=m.Name("None"))
-        | m.AnnAssign(target=m.Name(), value=m.Name("None") | None)
+        | m.AnnAssign(target=m.Name(), value=m.Name("None"))
+        | m.AnnAssign(target=m.Name(), value=None)  # a matcher's ``| None`` fails on a missing value
     ]
 )
 
