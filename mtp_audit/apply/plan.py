@@ -166,6 +166,15 @@ def _deduplicate(insertions: list[Insertion]) -> list[Insertion]:
     return [i for i in by_target.values() if i.source.owner == i.target or i.source.owner not in owners]
 
 
+def _same_answer(before: Analysis, after: Analysis) -> bool:
+    """Whether the planned methods leave a drafter's answer as it was: the same consistency, reached through the same
+    get_top_tokens for the same reason. One that takes over the get_top_tokens the drafter used (written into a base
+    that comes first in its MRO) changes what it selects, whatever it is called."""
+    found = before.get_top_tokens, after.get_top_tokens
+    owners = tuple(hit.owner if hit is not None else None for hit in found)
+    return before.consistency == after.consistency and owners[0] == owners[1] and before.reason == after.reason
+
+
 def _blast_radius(
     scanner: Scanner, resolutions: list[Resolution], insertions: list[Insertion], reads: Reads | None = None
 ) -> dict[ClassKey, str]:
@@ -181,8 +190,8 @@ def _blast_radius(
             after = scanner.analyzers[platform].analyze(res.key, overlay, contract=res.contract)
             if after.status != Status.SUPPORTED or after.consistency in SAFE:
                 continue
-            if before.status == Status.SUPPORTED and before.consistency == after.consistency:
-                continue  # already so before the fix: not ours to block on
+            if before.status == Status.SUPPORTED and _same_answer(before, after):
+                continue  # already so before the fix, with the same methods: not ours to block on
             reach = {c for order in scanner.hierarchies[platform].orders(res.key) for c in order}
             for target in (k for k in overlay if k in reach or k in after.delegates):
                 victim = (res.entry.arch or res.key.name, res.key, after.consistency, after.reason)
