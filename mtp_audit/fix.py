@@ -296,9 +296,10 @@ def _rewrite_chunk(jobs: list[FileJob]) -> list[Rewrite | UnsafeRewrite]:
 
 
 def _binds_torch(facts: ModuleFacts) -> bool:
-    """``torch`` bound at run time on every platform (an import under TYPE_CHECKING is not)."""
+    """``torch`` bound at run time to the torch module on every platform, whatever path the module took (an import
+    under TYPE_CHECKING is not; nor one beside another binding, ``torch = None`` under an ``if`` or an ``except``)."""
     return all(
-        any(t.kind == "module" and t.a == "torch" for t in names.get("torch", []))
+        bool(targets := names.get("torch", [])) and all(t.kind == "module" and t.a == "torch" for t in targets)
         for platform, names in facts.bindings.items()
         if platform not in facts.import_errors
     )

@@ -6,6 +6,7 @@ and ``rewrite_file`` must refuse to produce one.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 
@@ -14,7 +15,7 @@ import pytest
 
 from mtp_audit.apply.changes import FileJob, Rewrite, UnsafeRewrite
 from mtp_audit.apply.rewrite import check_rewrite, rewrite_file, rewrite_files
-from mtp_audit.apply.source_text import uses_torch, with_final_newline
+from mtp_audit.apply.source_text import _other_torch_binding, uses_torch, with_final_newline
 from mtp_audit.classify.analysis import Insertion
 from mtp_audit.cstnodes import parse_method
 from mtp_audit.index.facts import extract_facts
@@ -538,3 +539,25 @@ def test_a_last_line_is_ended_with_the_newline_libcst_writes_the_method_in(sourc
     assert with_final_newline(source) == ended
     if not source.endswith(("\n", "\r")) and source:
         assert ended == source + cst.parse_module(source).default_newline
+
+
+@pytest.mark.parametrize(
+    ("header", "line"),
+    [
+        ("import torch\n", None),
+        ("import torch.nn\nimport torch.nn as nn\n", None),
+        ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import torch\n", None),
+        ("import torch\n\ndef torch_like():\n    import torch as t\n", None),
+        ("if flag:\n    import torch\n", 2),
+        ("try:\n    import torch\nexcept ImportError:\n    torch = None\n", 2),
+        ("import torch\ntorch = None\n", 2),
+        ("import numpy as torch\n", 1),
+        ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    pass\nelse:\n    import torch\n", 5),
+    ],
+)
+def test_torch_bound_otherwise_above_the_class_is_named(header: str, line: int | None) -> None:
+    """The new method's annotations read ``torch`` as the class body runs: any binding of it above the class but a
+    top-level ``import torch`` (or ``import torch.X``) may leave it something else then."""
+    source = header + "\n\nclass Drafter:\n    pass\n\n\ntorch = None\n"
+    tree = ast.parse(source)
+    assert _other_torch_binding(tree, tree.body[-2].lineno) == line

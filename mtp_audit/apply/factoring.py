@@ -36,8 +36,8 @@ from .source_text import (
     ended_for,
     inserted_lines,
     kept_lines,
-    late_torch,
     module_classes,
+    torch_unready,
     with_torch_import,
 )
 
@@ -156,7 +156,7 @@ def rewrite_factored(
             plans[id(node)] = (None, [mirror])
             methods.append(mirror)
             placed.append((insertion.target.name, insertion.target.line, mirror))
-    late = late_torch(old_tree, placed) if binds_torch else None
+    late = torch_unready(old_tree, placed, binds_torch)
     if late is not None:
         raise UnsafeRewrite(f"{path}: {late}")
     transformer = _Replace(plans)

@@ -29,8 +29,8 @@ from .source_text import (
     ended_for,
     inserted_lines,
     kept_lines,
-    late_torch,
     module_classes,
+    torch_unready,
     with_torch_import,
 )
 
@@ -118,7 +118,7 @@ def rewrite_file(
     if methods is None:
         methods = format_methods(mirror_requests(source, insertions))
     placed = [(i.target.name, i.target.line, method) for i, method in zip(insertions, methods)]
-    late = late_torch(old_tree, placed) if binds_torch else None
+    late = torch_unready(old_tree, placed, binds_torch)
     if late is not None:
         raise UnsafeRewrite(f"{path}: {late}")
     mirrors = {insertion.target: method for insertion, method in zip(insertions, methods)}

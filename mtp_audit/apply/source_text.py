@@ -14,7 +14,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
 
-from ..index.ast_tools import walk
+from ..index.ast_tools import names_bound, statement_blocks, walk
 from ..index.prefilter import physical_lines
 from ..patterns import DOCSTRING
 
@@ -107,7 +107,7 @@ def kept_lines(old: str, new: str) -> list[str]:
 def uses_torch(method: cst.FunctionDef) -> bool:
     """Whether the method names ``torch`` anywhere, annotations included: under ``from __future__ import
     annotations`` one is not evaluated, yet a module that never binds torch leaves it an undefined name
-    (ruff's F821, a type checker's error), so the import is added for it too (``late_torch`` decides
+    (ruff's F821, a type checker's error), so the import is added for it too (``torch_unready`` decides
     whether an import below the class is bound in time)."""
     return any(isinstance(n, ast.Name) and n.id == "torch" for n in walk(_function(method)))
 
@@ -160,17 +160,65 @@ def binds_torch_before(tree: ast.Module, line: int) -> bool:
     return False
 
 
-def late_torch(tree: ast.Module, placed: list[tuple[str, int, cst.FunctionDef]]) -> str | None:
-    """Why a method cannot go into its class as the file stands: defining it reads ``torch``, which
-    the file imports only below the class (``placed``: class name, line, method). The codemod adds no
-    second import of a name the module imports, and moving the file's own is not a fix's to do."""
+def torch_unready(tree: ast.Module, placed: list[tuple[str, int, cst.FunctionDef]], binds_torch: bool) -> str | None:
+    """Why a method cannot go into its class as the file stands: defining it reads ``torch`` (``placed``: class
+    name, line, method), which the file binds above the class otherwise than by an import at the top level of the
+    module (``torch = None``, an import under an ``if`` or in a ``try``: it may not be the torch module then), or,
+    where it binds it at run time (``binds_torch``), imports only below the class. The codemod adds no second
+    import of a name the module imports, and moving or changing the file's own is not a fix's to do."""
     for name, line, method in placed:
-        if not binds_torch_before(tree, line) and uses_torch_when_defined(method, tree):
+        if not uses_torch_when_defined(method, tree):
+            continue
+        other = _other_torch_binding(tree, line)
+        if other is not None:
+            return (
+                f"torch is bound at line {other} otherwise than by an `import torch` at the top of the module, so "
+                f"it may not be the torch module when class {name} (line {line}) is defined, and the new method's "
+                "annotations read it then; bind torch only by `import torch` first"
+            )
+        if binds_torch and not binds_torch_before(tree, line):
             return (
                 f"torch is imported only below class {name} (line {line}), and the new method's annotations "
                 "read it when the class body runs (NameError at import); import torch above the class first"
             )
     return None
+
+
+def _imports_torch_itself(node: ast.stmt) -> bool:
+    """An ``import`` whose every name bound ``torch`` is the torch package: ``import torch``, ``import torch.nn``."""
+    return isinstance(node, ast.Import) and all(
+        a.name == "torch" or (a.asname is None and a.name.startswith("torch."))
+        for a in node.names
+        if (a.asname or a.name.split(".")[0]) == "torch"
+    )
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    """``TYPE_CHECKING`` or ``typing.TYPE_CHECKING``: false at run time."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _other_torch_binding(tree: ast.Module, line: int) -> int | None:
+    """The line of the first module-level statement (in a module-level block too) above ``line`` that binds
+    ``torch`` other than an ``import torch`` (``import torch.nn``) at the top level of the module; one under ``if
+    TYPE_CHECKING:`` never runs."""
+    found = []
+    stack = [(statement, True) for statement in tree.body]
+    while stack:
+        node, top = stack.pop()
+        if node.lineno >= line:
+            continue
+        if "torch" in names_bound(node) and not (top and _imports_torch_itself(node)):
+            found.append(node.lineno)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue  # their bodies bind their own names
+        blocks = statement_blocks(node)
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            blocks = [node.orelse]
+        stack += [(statement, False) for block in blocks for statement in block]
+    return min(found, default=None)
 
 
 def with_torch_import(source: str, methods: list[cst.FunctionDef], binds_torch: bool) -> tuple[str, bool]:
