@@ -76,7 +76,14 @@ def exhaustive(statement: cst.If | cst.Match) -> bool:
     return isinstance(node, cst.Else)
 
 
-DOCSTRING = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString() | m.ConcatenatedString())])
+def _plain_concatenation(node: cst.CSTNode) -> bool:
+    """``"a" "b"``: a string Python makes a docstring (with an f-string part it is an expression that runs)."""
+    return isinstance(node, cst.ConcatenatedString) and all(
+        isinstance(part, cst.SimpleString) or _plain_concatenation(part) for part in (node.left, node.right)
+    )
+
+
+DOCSTRING = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString() | m.MatchIfTrue(_plain_concatenation))])
 
 
 def has_logits_call(node: cst.CSTNode) -> bool:
