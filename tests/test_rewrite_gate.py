@@ -189,6 +189,21 @@ def test_rewrite_file_writes_the_mirror_and_keeps_every_old_line() -> None:
     check_rewrite(result)
 
 
+@pytest.mark.parametrize("blank_lines", [1, 2, 3, 5])
+def test_a_class_ending_in_compute_logits_before_any_run_of_blank_lines_is_written(blank_lines: int) -> None:
+    """The line match may take any blank line of the run after the class for the one inserted before the new
+    method: the gate lets each of them be that one (a file not ruff-formatted, three blank lines after a class)."""
+    source = (
+        "import torch\n\n\nclass Drafter:\n    def compute_logits(self, hidden_states):\n"
+        "        return self.logits_processor(self.lm_head, hidden_states)\n"
+        + "\n" * blank_lines
+        + "class Other:\n    pass\n"
+    )
+    result = rewrite_file("pkg/drafter.py", source, [_insertion(source)], binds_torch=True)
+    check_rewrite(result)
+    assert result.new.endswith("\n" * blank_lines + "class Other:\n    pass\n")
+
+
 def test_rewrite_file_refuses_a_second_get_top_tokens() -> None:
     """Planned from stale facts: the class got its method since."""
     with pytest.raises(UnsafeRewrite, match="already defines get_top_tokens"):

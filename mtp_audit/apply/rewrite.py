@@ -194,6 +194,19 @@ def _through_module(
     return wrapper.module.visit(transformer).code + dropped_tail(source, module), transformer.inserted
 
 
+def _blank_runs_around(lines: list[str], first: int, last: int) -> set[int]:
+    """The numbers of the blank lines next to lines ``first``-``last`` (1-based), on both sides, up to the first line
+    that is not blank: the line match may take any of a run's blank lines for the inserted one (three blank lines
+    after a class, one more before the new method)."""
+    found: set[int] = set()
+    for start, step in ((first - 1, -1), (last + 1, 1)):
+        number = start
+        while 1 <= number <= len(lines) and not lines[number - 1].strip():
+            found.add(number)
+            number += step
+    return found
+
+
 def check_rewrite(rewrite: Rewrite, old_tree: ast.Module | None = None) -> None:
     """Raise UnsafeRewrite unless ``new`` is ``old`` plus exactly the added methods.
 
@@ -235,7 +248,7 @@ def check_rewrite(rewrite: Rewrite, old_tree: ast.Module | None = None) -> None:
             raise UnsafeRewrite(f"{rewrite.path}: class {old.name} already defines get_top_tokens")
         for method in methods:
             allowed |= set(range(method.lineno, (method.end_lineno or method.lineno) + 1))
-            blank_ok |= set(range(method.lineno - 2, (method.end_lineno or method.lineno) + 3))
+            blank_ok |= _blank_runs_around(new_lines, method.lineno, method.end_lineno or method.lineno)
         added += len(methods)
         new.body = [s for s in new.body if s not in methods]
         if ast.dump(new) != ast.dump(old):
