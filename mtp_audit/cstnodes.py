@@ -27,7 +27,17 @@ def parse_method(code: str) -> tuple[cst.Module, cst.FunctionDef]:
         raise ValueError("not a function definition")
     if isinstance(func.body, cst.SimpleStatementSuite):  # ``def f(self, h): return ...``: read as a block
         func = func.with_changes(body=_as_block(func.body))
-    return module, func
+    return module, func.visit(_OneLineBodiesAsBlocks())  # type: ignore[return-value]
+
+
+class _OneLineBodiesAsBlocks(cst.CSTTransformer):
+    """``if c: return x`` (the body of any compound statement on its header's line) as a block, as ruff writes
+    it: the rules read (and the mirror writes) arms one statement per line."""
+
+    def leave_SimpleStatementSuite(
+        self, original_node: cst.SimpleStatementSuite, updated_node: cst.SimpleStatementSuite
+    ) -> cst.IndentedBlock:
+        return _as_block(updated_node)
 
 
 def _as_block(suite: cst.SimpleStatementSuite) -> cst.IndentedBlock:
