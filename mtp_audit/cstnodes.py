@@ -12,6 +12,7 @@ magnitude cheaper, and the analysis walks many small method bodies.
 from __future__ import annotations
 
 import functools
+import re
 import textwrap
 from collections.abc import Iterator, Sequence
 
@@ -27,7 +28,17 @@ def parse_method(code: str) -> tuple[cst.Module, cst.FunctionDef]:
         raise ValueError("not a function definition")
     if isinstance(func.body, cst.SimpleStatementSuite):  # ``def f(self, h): return ...``: read as a block
         func = func.with_changes(body=_as_block(func.body))
-    return module, func.visit(_OneLineBodiesAsBlocks())  # type: ignore[return-value]
+    if _ONE_LINE_BODY.search(code):  # a visit costs as much as the parse: only where one may be
+        func = func.visit(_OneLineBodiesAsBlocks())  # type: ignore[assignment]
+    return module, func
+
+
+# A compound statement's header with code after its colon (``if c: return x``; ``): return x`` ending a header
+# over lines): where a body may be on its header's line. A header that ends otherwise over lines is read as before.
+_ONE_LINE_BODY = re.compile(
+    r"^[ \t]*(?:(?:el)?if|else|for|while|with|try|except|finally|case|async)\b[^\n]*:[ \t]*[^\s#]|\):[ \t]*[^\s#]",
+    re.MULTILINE,
+)
 
 
 class _OneLineBodiesAsBlocks(cst.CSTTransformer):
