@@ -244,7 +244,14 @@ def with_plugins(tree: SourceTree, plugin_paths: list[Path]) -> SourceTree:
     installed = [editable_installs(site) for site in sites]
     extra = [site for site in sites if site != tree.root] + [path for paths, _ in installed for path in paths]
     mapped = tuple(dict.fromkeys(pair for _, mapping in installed for pair in mapping))
-    return replace(tree, extra_roots=tuple(dict.fromkeys(extra)), plugins=plugins, mapped_packages=mapped)
+    allowed = os.environ.get("VLLM_PLUGINS")  # vLLM's envs.VLLM_PLUGINS: only these entry points load
+    return replace(
+        tree,
+        extra_roots=tuple(dict.fromkeys(extra)),
+        plugins=plugins,
+        mapped_packages=mapped,
+        allowed_plugins=None if allowed is None else tuple(allowed.split(",")),
+    )
 
 
 EDITABLE_FINDER = re.compile(r"__editable___.*_finder\.py")
@@ -327,16 +334,21 @@ def discover(search_paths: list[Path] | None = None) -> list[PluginDist]:
     the order ``importlib.metadata`` and so vLLM find them: by search path, then in the order a
     directory lists its entries (not sorted); their entry points in the order of ``entry_points.txt``.
 
-    A name found twice is the first one, as ``importlib.metadata`` sees it."""
+    A name found twice is the first one, as ``importlib.metadata`` sees it (``entry_points`` keeps one
+    distribution per name, the first found, whether or not it has entry points)."""
     if search_paths is not None and not any(map(_holds_metadata, search_paths)):
         return []  # a source tree on its own (most scans): no need to import importlib.metadata
     import importlib.metadata
 
     paths = None if search_paths is None else [str(p) for p in search_paths]
     found: dict[str, PluginDist] = {}
+    seen: set[str] = set()
     for dist in importlib.metadata.distributions(**({} if paths is None else {"path": paths})):
         name = dist.metadata["Name"]
-        if not name or _normal(name) in found or _normal(name) == "vllm":  # vLLM's own entry points are in-tree
+        if not name or _normal(name) in seen:
+            continue
+        seen.add(_normal(name))
+        if _normal(name) == "vllm":  # vLLM's own entry points are in-tree
             continue
         points = tuple((ep.group, ep.name, ep.value) for ep in dist.entry_points if ep.group in GROUPS)
         if points:

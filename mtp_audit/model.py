@@ -144,6 +144,8 @@ class SourceTree:
     # Top-level packages an editable install maps to their folder (or file): setuptools' finder, which
     # Python asks after every path entry (it is appended to sys.meta_path)
     mapped_packages: tuple[tuple[str, Path], ...] = ()
+    # The entry-point names vLLM loads, from ``VLLM_PLUGINS`` (split at commas; empty: none); None: every one
+    allowed_plugins: tuple[str, ...] | None = None
     runs_with: SourceTree | None = None  # for a plugin directory: the vLLM it runs with
     follow_symlinks: bool = False  # read model files that symlinks lead to outside root
 

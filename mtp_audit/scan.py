@@ -196,7 +196,7 @@ class Scanner:
             self._note_processor(path, source)
             entries, self.registry_notes = registry_reading(self.index)
             if self.tree.plugins:
-                readings = read_plugins(self.index, self.tree.plugins)
+                readings = read_plugins(self.index, self.tree.plugins, self.tree.allowed_plugins)
                 self.plugin_notes = plugin_warnings(readings)
                 entries = effective_registry(entries, readings)
             return entries

@@ -66,6 +66,7 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> sub
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """Every test gets its own facts cache: no test sees another's entries."""
     monkeypatch.setenv("MTP_AUDIT_CACHE_DIR", str(tmp_path_factory.mktemp("facts-cache")))
+    monkeypatch.delenv("VLLM_PLUGINS", raising=False)  # which plugins vLLM loads: a test sets it where it asks
 
 
 @pytest.fixture(autouse=True)

@@ -624,3 +624,39 @@ def test_plugins_installed_editable_are_found_without_running_their_finder(tmp_p
         ("OtherMTPModel", "FlatOtherMTP", "missing_manual", "acme-flat 0.1.0"),
         ("ToyMTPModel", "SrcToyMTP", "missing_manual", "acme-src 0.1.0"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("allowed", "toy"),
+    [
+        ("register", ("SecondToyMTP", "acme-second 0.1.0")),  # both entry points are named register
+        ("other,register", ("SecondToyMTP", "acme-second 0.1.0")),
+        ("other", ("ToyMTP", "vllm")),
+        ("", ("ToyMTP", "vllm")),
+    ],
+)
+def test_vllm_plugins_names_the_entry_points_vllm_loads(tmp_path, allowed, toy):
+    """vLLM loads an entry point only where ``VLLM_PLUGINS`` (split at commas) names it, none where it is set and
+    empty; a warning names those it leaves out. A cached result of a scan without it is not served."""
+    tree = vllm_tree(tmp_path / "v")
+    sites = PLUGINS / "collide_first", PLUGINS / "collide_second"
+    unfiltered = scan_with(tree, *sites)
+    assert [(r[1], r[5]) for r in rows(unfiltered.stdout) if r[0] == "ToyMTPModel"] == [
+        ("SecondToyMTP", "acme-second 0.1.0")
+    ]
+    paths = [option for site in sites for option in ("--plugin-path", str(site))]
+    result = run_cli("scan", str(tree), *paths, "--format", "json", "--fail-on", "never", env={"VLLM_PLUGINS": allowed})
+    assert [(r[1], r[5]) for r in rows(result.stdout) if r[0] == "ToyMTPModel"] == [toy]
+    left_out = "register (acme-first 0.1.0), register (acme-second 0.1.0)"
+    assert ("left out: " + left_out in result.stderr) == ("register" not in allowed.split(","))
+
+
+def test_a_distribution_hides_a_later_one_of_its_name_even_without_entry_points(tmp_path):
+    """``importlib.metadata.entry_points`` keeps the first distribution of each name on the path: a copy without
+    vLLM entry points found first hides the plugin's entry points from vLLM."""
+    shadow = tmp_path / "shadow"
+    (shadow / "acme_first-0.0.1.dist-info").mkdir(parents=True)
+    (shadow / "acme_first-0.0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-first\n")
+    (shadow / "acme_first-0.0.1.dist-info" / "entry_points.txt").write_text("[console_scripts]\nacme = acme:main\n")
+    result = scan_with(vllm_tree(tmp_path / "v"), shadow, PLUGINS / "collide_first")
+    assert [(r[1], r[5]) for r in rows(result.stdout) if r[0] == "ToyMTPModel"] == [("ToyMTP", "vllm")]

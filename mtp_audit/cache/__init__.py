@@ -215,10 +215,11 @@ class ResultCache:
     def _path(self, tree: SourceTree) -> Path:
         """The key: the tree and all that locating it read afresh (each run reads them again, before
         the cache): the plugins' metadata as discovered (entry points, top-level packages), the
-        folders their ``.pth`` files and editable finders add."""
+        folders their ``.pth`` files and editable finders add, the plugins ``VLLM_PLUGINS`` lets load."""
         plugins = [(p.name, p.version, str(p.location), p.entry_points, p.packages) for p in tree.plugins]
         mapped = [(package, str(path)) for package, path in tree.mapped_packages]
-        return self._store.path(str(tree.root), [str(r) for r in tree.extra_roots], mapped, plugins)
+        allowed = list(tree.allowed_plugins) if tree.allowed_plugins is not None else None
+        return self._store.path(str(tree.root), [str(r) for r in tree.extra_roots], mapped, plugins, allowed)
 
 
 @dataclass

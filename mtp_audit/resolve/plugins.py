@@ -128,15 +128,34 @@ def read_plugin(index: ModuleIndex, plugin: PluginDist) -> PluginReading:
     return PluginReading(reader.registrations, sorted(set(platforms)), reader.skipped, reader.notes, failed)
 
 
-def read_plugins(index: ModuleIndex, plugins: tuple[PluginDist, ...]) -> list[PluginReading]:
+def read_plugins(
+    index: ModuleIndex, plugins: tuple[PluginDist, ...], allowed: tuple[str, ...] | None = None
+) -> list[PluginReading]:
     """One reading per entry point vLLM calls, in the order it calls them. vLLM keeps the functions it
     loads in a dict by entry-point name (one per group), filled in discovery order: an entry point of
     a later distribution with the name of an earlier one's replaces it, in its place; one whose module
-    fails to import is left out, and the earlier one stays."""
+    fails to import is left out, and the earlier one stays. ``allowed``: the entry-point names
+    ``VLLM_PLUGINS`` lets load (None: every one), as vLLM reads it; a note names those it leaves out."""
     called: dict[tuple[str, str], tuple[PluginDist, str, PluginReading]] = {}
     unloaded = []
+    left_out = [
+        f"{name} ({plugin.label})"
+        for plugin in plugins
+        for _, name, _ in plugin.entry_points
+        if allowed is not None and name not in allowed
+    ]
+    if left_out:
+        loads = (
+            f"VLLM_PLUGINS={','.join(allowed)}: vLLM loads only these plugins"
+            if any(allowed or ())
+            else ("VLLM_PLUGINS is set and empty: vLLM loads no plugin")
+        )
+        note = f"{loads}; left out: {', '.join(left_out)}"
+        unloaded.append(PluginReading([], [], [], [note]))
     for plugin in plugins:
         for group, name, value in plugin.entry_points:
+            if allowed is not None and name not in allowed:
+                continue
             reading = read_plugin(index, _one_entry_point(plugin, group, name, value))
             earlier = called.get((group, name))
             if reading.failed:
