@@ -680,3 +680,55 @@ def test_an_architecture_in_two_in_tree_dicts_keeps_both_where_no_plugin_replace
         ("vllm.b", "FooMTP2"),
         ("npuplug.m", "NpuMTP"),
     }
+
+
+def test_registrations_run_by_importing_the_plugins_modules_count(tmp_path: Path) -> None:
+    """``plugin.load()`` imports the entry point's module (its packages first) before vLLM calls any function: a
+    ``register_model`` at the top level of a module of the plugin runs then, and so does one in a module a function
+    imports (``import``, ``importlib.import_module``) where the import stands; each module once."""
+    from mtp_audit.resolve.plugins import read_plugins
+
+    write_files(
+        tmp_path,
+        {
+            "acme/__init__.py": """
+                from vllm import ModelRegistry
+                ModelRegistry.register_model("PackageMTPModel", "acme.models:PackageMTP")
+                """,
+            "acme/entry.py": """
+                import importlib
+                from vllm import ModelRegistry
+                from acme import shared
+                ModelRegistry.register_model("TopLevelMTPModel", "acme.models:TopLevelMTP")
+                def register():
+                    import acme.late
+                    importlib.import_module("acme.later")
+                    from acme import shared
+                    ModelRegistry.register_model("CalledMTPModel", "acme.models:CalledMTP")
+                """,
+            "acme/shared.py": """
+                from vllm import ModelRegistry
+                ModelRegistry.register_model("SharedMTPModel", "acme.models:SharedMTP")
+                """,
+            "acme/late.py": """
+                from vllm import ModelRegistry
+                ModelRegistry.register_model("LateMTPModel", "acme.models:LateMTP")
+                """,
+            "acme/later.py": """
+                from vllm import ModelRegistry
+                def _register():
+                    ModelRegistry.register_model("LaterMTPModel", "acme.models:LaterMTP")
+                _register()
+                """,
+        },
+    )
+    plugin = PluginDist("acme", "1", tmp_path, ((GENERAL, "acme", "acme.entry:register"),))
+    readings = read_plugins(index_of(tmp_path), (plugin,))
+    assert [r.arch for reading in readings for r in reading.registrations] == [
+        "PackageMTPModel",  # importing acme.entry imports acme first
+        "SharedMTPModel",  # then acme.entry's top level: its import of acme.shared, once
+        "TopLevelMTPModel",
+        "LateMTPModel",  # register() runs: what its imports run, where they stand
+        "LaterMTPModel",
+        "CalledMTPModel",
+    ]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..cache import DIRECTORY
-from ..index.ast_tools import FUNCTIONS, absolute_module, dotted, walk
+from ..index.ast_tools import FUNCTIONS, absolute_module, dotted, walk, walk_statements
 from ..index.fact_types import Target
 from ..index.interpreter import platform_or_flag
 from ..index.modules import ModuleIndex
@@ -106,9 +106,10 @@ class PluginReading:
     failed: bool = False  # an entry point whose module fails to import: vLLM never calls its function
 
 
-def read_plugin(index: ModuleIndex, plugin: PluginDist) -> PluginReading:
-    """Follow each entry point's function, and the plugin's own functions it calls."""
-    reader = _Reader(index, plugin)
+def read_plugin(index: ModuleIndex, plugin: PluginDist, loaded: set[str] | None = None) -> PluginReading:
+    """Follow each entry point's function, and the plugin's own functions it calls (``loaded``: the modules imported
+    before, whose top level does not run again)."""
+    reader = _Reader(index, plugin, loaded)
     platforms = []
     failed = False
     for group, name, value in plugin.entry_points:
@@ -128,10 +129,26 @@ def read_plugin(index: ModuleIndex, plugin: PluginDist) -> PluginReading:
     return PluginReading(reader.registrations, sorted(set(platforms)), reader.skipped, reader.notes, failed)
 
 
+def load_plugin(
+    index: ModuleIndex, plugin: PluginDist, allowed: tuple[str, ...] | None, loaded: set[str]
+) -> PluginReading:
+    """The registrations that importing the modules of a plugin's entry points makes (a ``register_model`` call at
+    the top level of one of its modules, or in a function called there), as vLLM's ``plugin.load()`` imports them:
+    they apply wherever that runs, every platform."""
+    reader = _Reader(index, plugin, loaded)
+    for _, name, value in plugin.entry_points:
+        module = value.partition(":")[0].strip()
+        if (allowed is None or name in allowed) and reader.load_failure(module, set()) is None:
+            reader.load(module, GENERAL)
+    return PluginReading(reader.registrations, [], reader.skipped)
+
+
 def read_plugins(
     index: ModuleIndex, plugins: tuple[PluginDist, ...], allowed: tuple[str, ...] | None = None
 ) -> list[PluginReading]:
-    """One reading per entry point vLLM calls, in the order it calls them. vLLM keeps the functions it
+    """What importing each plugin's entry-point modules registers (``load_plugin``: vLLM loads every entry point
+    before it calls any), then one reading per entry point vLLM calls, in the order it calls them. vLLM keeps the
+    functions it
     loads in a dict by entry-point name (one per group), filled in discovery order: an entry point of
     a later distribution with the name of an earlier one's replaces it, in its place; one whose module
     fails to import is left out, and the earlier one stays. ``allowed``: the entry-point names
@@ -152,11 +169,13 @@ def read_plugins(
         )
         note = f"{loads}; left out: {', '.join(left_out)}"
         unloaded.append(PluginReading([], [], [], [note]))
+    loaded: set[str] = set()
+    loads = [r for plugin in plugins if (r := load_plugin(index, plugin, allowed, loaded)).registrations or r.skipped]
     for plugin in plugins:
         for group, name, value in plugin.entry_points:
             if allowed is not None and name not in allowed:
                 continue
-            reading = read_plugin(index, _one_entry_point(plugin, group, name, value))
+            reading = read_plugin(index, _one_entry_point(plugin, group, name, value), loaded)
             earlier = called.get((group, name))
             if reading.failed:
                 unloaded.append(reading)
@@ -167,7 +186,7 @@ def read_plugins(
                     f"of the same name ({value}): vLLM calls only the one found last"
                 )
             called[(group, name)] = (plugin, value, reading)
-    return [reading for _, _, reading in called.values()] + unloaded
+    return [*loads, *(reading for _, _, reading in called.values()), *unloaded]
 
 
 def plugin_warnings(readings: list[PluginReading]) -> list[str]:
@@ -198,7 +217,7 @@ def _one_entry_point(plugin: PluginDist, group: str, name: str, value: str) -> P
 
 
 class _Reader:
-    def __init__(self, index: ModuleIndex, plugin: PluginDist):
+    def __init__(self, index: ModuleIndex, plugin: PluginDist, loaded: set[str] | None = None):
         self.index = index
         self.plugin = plugin
         # Its own code: the packages its entry points name, and the others it ships (top_level.txt).
@@ -210,6 +229,8 @@ class _Reader:
         self.active: set[tuple[str, str]] = set()  # the functions being followed: a cycle ends
         self.trees: dict[str, tuple[ast.Module, str, bool] | None] = {}
         self.unparsed: dict[str, str] = {}  # module -> why it cannot be parsed
+        # the plugins' modules imported so far in the process vLLM runs (Python runs each once)
+        self.loaded: set[str] = set() if loaded is None else loaded
 
     def parsed(self, module: str) -> tuple[ast.Module, str, bool] | None:
         """(tree, file, is_package) of one of the plugin's modules; None if not found or not Python."""
@@ -298,6 +319,43 @@ class _Reader:
             self.run(definition, scope, group, depth, conditions)
         self.active.discard((module, function))
 
+    def load(self, module: str, group: str) -> None:
+        """What importing ``module`` runs of the plugin's own code (``plugin.load()`` imports the entry point's
+        module before vLLM calls any function): each package on its path, then the module, each once, the
+        statements at their top level in order: the plugin's modules they import (loaded where the import
+        stands), ``register_model`` calls and the plugin's functions they call."""
+        parts = module.split(".")
+        for end in range(1, len(parts) + 1):
+            name = ".".join(parts[:end])
+            if name in self.loaded or name.split(".")[0] not in self.packages:
+                continue
+            self.loaded.add(name)
+            parsed = self.parsed(name)
+            if parsed is None:
+                continue
+            tree, file, is_package = parsed
+            facts = self.index.facts(name)
+            nested = _nested_functions(tree.body)
+            scope = _Scope(tree, name, is_package, file, {}, nested, Names(facts.bindings if facts else {}, {}))
+            for statement in tree.body:
+                for imported in _imported_modules(statement, name, is_package, self.index.is_module):
+                    self.load(imported, group)
+                if isinstance(statement, (*FUNCTIONS, ast.ClassDef)) and not _calls_in_order([statement]):
+                    continue
+                top = ast.FunctionDef(name="<module>", args=_NO_ARGUMENTS, body=[statement], decorator_list=[])
+                self.run(top, scope, group, 1, ())
+
+    def imports_before(self, definition: ast.AST, call: ast.Call, scope: _Scope) -> list[str]:
+        """The modules the ``import`` statements of a function body (not of functions it defines) import before
+        ``call``, each once: what they run of the plugin's code runs there (``def register(): import pkg.models``)."""
+        if definition.name == "<module>":  # type: ignore[attr-defined]
+            return []  # ``load`` imports a module's top-level imports itself
+        found = []
+        for statement in walk_statements(definition.body):  # type: ignore[attr-defined]
+            if isinstance(statement, (ast.Import, ast.ImportFrom)) and statement.lineno <= call.lineno:
+                found += _imported_modules(statement, scope.module, scope.is_package, self.index.is_module)
+        return [module for module in found if module not in self.loaded]
+
     def outside(self, module: str, function: str) -> None:
         """A call into a package that is not the plugin's is not followed; say so when that module
         registers models (another package of the distribution that no top_level.txt names)."""
@@ -323,6 +381,11 @@ class _Reader:
         guards = _guards(definition.body)
         for call in _calls_in_order(definition.body):
             where = conditions + tuple((test, holds, scope.names) for test, holds in guards.get(id(call), ()))
+            for imported in self.imports_before(definition, call, scope):
+                self.load(imported, group)
+            if (imported := _imported_by_name(call)) is not None:
+                self.load(imported, group)
+                continue
             kind = self.registry_call(call, scope)
             if kind is True:
                 self.register(call, scope.tree, scope.module, scope.is_package, scope.local, group, scope.file, where)
@@ -488,6 +551,18 @@ def _mark(node: ast.AST, around: tuple[Condition, ...], found: Guards) -> None:
 def _leaves(block: list[ast.stmt]) -> bool:
     """A block that ends by leaving the block around it: what follows runs only when it was not taken."""
     return bool(block) and isinstance(block[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
+
+
+def _imported_by_name(call: ast.Call) -> str | None:
+    """M of ``importlib.import_module("M")`` (or ``import_module("M")``), M a literal absolute name."""
+    name = dotted(call.func)
+    if name not in ("importlib.import_module", "import_module") or len(call.args) != 1:
+        return None
+    module = literal_string(call.args[0])
+    return module if module and not module.startswith(".") else None
+
+
+_NO_ARGUMENTS = ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
 
 
 def _calls_in_order(statements: list[ast.stmt]) -> list[ast.Call]:
