@@ -608,6 +608,13 @@ def _run_app() -> None:
     Click's classes are taken from ``typer.BadParameter``'s bases: typer 0.28 vendors click
     (``typer._click``), older releases use click itself.
     """
+    try:
+        _run_typer_app()
+    finally:  # output still buffered fails here, named (exit 2), not in the interpreter's last flush (exit 120)
+        sys.stdout.flush()
+
+
+def _run_typer_app() -> None:
     bases = {cls.__name__: cls for cls in typer.BadParameter.__mro__}
     try:
         code = app(standalone_mode=False)

@@ -4,6 +4,7 @@ anything is written, written whole or reported in one line."""
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import sys
@@ -61,16 +62,21 @@ def leave_as_a_closed_pipe_ends_a_command() -> NoReturn:
 
 
 class _GuardedStdout:
-    """``sys.stdout`` whose write errors are ``OutputFailed``; everything else is the stream's."""
+    """``sys.stdout`` whose write errors are ``OutputFailed``; everything else is the stream's. ``flushed``: each
+    write is flushed at once (the stream stands for an unbuffered one, see ``guard_stdout``)."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, flushed: bool = False):
         self._stream = stream
+        self._flushed = flushed
 
     def write(self, text: str) -> int:
         if self._stream is None:
             raise OutputFailed("standard output is closed")
         try:
-            return self._stream.write(text)
+            written = self._stream.write(text)
+            if self._flushed:
+                self._stream.flush()
+            return written
         except OSError as error:
             raise _failed(error) from None
 
@@ -90,7 +96,7 @@ class _GuardedStdout:
         """The binary stream (``fix --diff`` writes the files' own bytes), guarded the same way."""
         if self._stream is None:
             raise OutputFailed("standard output is closed")
-        return _GuardedStdout(self._stream.buffer)
+        return _GuardedStdout(self._stream.buffer, self._flushed)
 
     def __getattr__(self, name: str):
         if self._stream is None:
@@ -100,7 +106,18 @@ class _GuardedStdout:
 
 def guard_stdout() -> None:
     """From now on, output that cannot be written ends the command with one line (see cli.main)."""
-    sys.stdout = _GuardedStdout(sys.stdout)  # type: ignore[assignment]
+    stream = sys.stdout
+    raw = getattr(stream, "buffer", None)
+    if isinstance(raw, io.RawIOBase) and stream is not None:
+        # unbuffered (``python -u``, PYTHONUNBUFFERED): text goes to the file in one raw write, and the part a
+        # short write leaves (a full disk) is dropped without an error. A buffered writer writes all or raises;
+        # each write is flushed at once, as unbuffered output is.
+        stream = open(  # standard output from now on, never closed
+            raw.fileno(), "w", encoding=stream.encoding, errors=stream.errors, closefd=False
+        )
+        sys.stdout = _GuardedStdout(stream, flushed=True)  # type: ignore[assignment]
+        return
+    sys.stdout = _GuardedStdout(stream)  # type: ignore[assignment]
 
 
 def silence_stdout() -> None:

@@ -474,6 +474,29 @@ def test_full_disk_on_stdout_is_one_line_exit_2(tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("unbuffered", ["1", ""])
+@pytest.mark.parametrize("format", ["json", "markdown", "table"])
+def test_a_short_write_of_the_output_is_exit_2_buffered_or_not(format, unbuffered, tmp_path):
+    """A file-size limit cuts a write short (a full disk does too): unbuffered (PYTHONUNBUFFERED, CI images), the
+    text layer dropped the rest of one big write without an error, and the command exited 0 with half a document."""
+    resource = pytest.importorskip("resource")
+    tree = tree_of("direct_head", tmp_path)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONUNBUFFERED"}
+    env.update({"PYTHONUNBUFFERED": unbuffered} if unbuffered else {})
+    with open(tmp_path / "out", "w") as out:
+        result = subprocess.run(
+            [sys.executable, "-m", "mtp_audit", "scan", str(tree), "--format", format, "--fail-on", "never"],
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200)),
+            check=False,
+        )
+    assert_clean_failure(result, 2, "writing to standard output failed")
+    assert (tmp_path / "out").stat().st_size <= 200
+
+
 @pytest.mark.parametrize("format", ["json", "concise"])
 def test_a_reader_that_goes_away_ends_the_command_quietly_as_git_and_ruff_do(format, tmp_path):
     """``scan | head``: no error line; the process ends by SIGPIPE (141 in a shell), as git's and ruff's do."""
