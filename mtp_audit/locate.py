@@ -37,6 +37,11 @@ def locate(path: Path | None) -> SourceTree:
         return _vllm_tree(path)
     if (path / REGISTRY).is_file() and path.name == "vllm":
         return _vllm_tree(path.parent)
+    if (path / REGISTRY).is_file():
+        raise UsageError(
+            f"{path}: holds vLLM's package ({REGISTRY}) under another name than vllm, and its modules are "
+            "vllm.*: give a directory where it is named vllm (a copy, or a symlink named vllm in an empty folder)"
+        )
     if (path / "vllm").is_dir() or path.name == "vllm":
         raise UsageError(f"{path}: looks like vLLM but has no {REGISTRY}; is the tree complete?")
     if not any(path.rglob("*.py")):
@@ -45,13 +50,25 @@ def locate(path: Path | None) -> SourceTree:
 
 
 def _installed_vllm() -> SourceTree:
-    spec = importlib.util.find_spec("vllm")  # locates the package, runs none of it
+    """The installed vllm package, as the ``mtp-audit`` script finds it: the current directory is left out of the
+    search (``python -m`` puts it first on ``sys.path``), having been looked at as a checkout already."""
+    import sys
+
+    here = {"", ".", str(Path.cwd())}
+    searched = sys.path[:]
+    sys.path[:] = [entry for entry in searched if entry not in here]
+    try:  # the import system's finders (an editable install's too) locate the package and run none of it
+        spec = importlib.util.find_spec("vllm")
+    finally:
+        sys.path[:] = searched
     if spec is None or not spec.submodule_search_locations:
         raise UsageError(
             "no PATH given, the current directory is not a vLLM checkout and no "
             "vllm package is installed; pass the path of a vLLM tree"
         )
     package_dir = Path(next(iter(spec.submodule_search_locations))).resolve()
+    if not (package_dir / REGISTRY).is_file():
+        raise UsageError(f"no PATH given, and the installed vllm package ({package_dir}) has no {REGISTRY}")
     return _vllm_tree(package_dir.parent)
 
 
@@ -69,13 +86,16 @@ def read_version(root: Path) -> str | None:
     if version_file.is_file():
         try:
             tree = ast.parse(version_file.read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError):
+        except (SyntaxError, ValueError, OSError):  # unreadable, not UTF-8, a null byte: no version, not an error
             tree = None
+        found = None
         for node in tree.body if tree else ():
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
                 names = {t.id for t in node.targets if isinstance(t, ast.Name)}
                 if names & {"__version__", "version"} and isinstance(node.value.value, str):
-                    return node.value.value
+                    found = node.value.value  # the last assignment is the one Python keeps
+        if found is not None:
+            return found
     for meta in sorted(root.glob("vllm-*.dist-info/METADATA")):
         match = _VERSION_RE.search(meta.read_text(encoding="utf-8", errors="replace"))
         if match:

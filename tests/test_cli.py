@@ -343,3 +343,43 @@ def test_a_model_type_standing_for_an_unresolved_architecture_reports_it(tmp_pat
     result = run_cli("scan", str(tree), "--model", "toy_v3")
     assert result.returncode == 1, result.stderr
     assert "ToyMTPModel" in result.stderr and "does not resolve" in result.stderr
+
+
+def test_vllms_package_under_another_name_is_a_usage_error_not_a_plugin_scan(tmp_path: Path) -> None:
+    """A copy of the package in ``vllm-0.33.0``: its modules are ``vllm.*``, so it was scanned as a plugin
+    directory (every record without an arch, the installed vLLM's version); now exit 2 saying what to give."""
+    tree = build_tree(FIXTURES / "scan" / "direct_head", tmp_path / "tree")
+    (tree / "vllm").rename(tmp_path / "vllm-copy")
+    result = run_cli("scan", str(tmp_path / "vllm-copy"), "--format", "json")
+    assert result.returncode == 2 and result.stdout == ""
+    assert "holds vLLM's package (model_executor/models/registry.py) under another name than vllm" in result.stderr
+
+
+def test_without_path_the_current_directorys_partial_vllm_is_not_taken_for_the_installed_one(tmp_path: Path) -> None:
+    """``python -m`` puts the current directory first on ``sys.path``: a ``vllm/`` there without a registry (no
+    checkout) was found as the installed package and stopped the scan with a false reason."""
+    (tmp_path / "vllm").mkdir()
+    (tmp_path / "vllm" / "__init__.py").write_text("")
+    result = run_cli("scan", "--format", "json", cwd=tmp_path)
+    if "no vllm package is installed" in result.stderr:  # an environment without vLLM: nothing else to tell
+        assert result.returncode == 2
+        return
+    assert result.returncode in (0, 1), result.stderr
+    assert json.loads(result.stdout)["root"] != str(tmp_path)
+
+
+def test_an_unreadable_or_twice_assigned_version_file(tmp_path: Path, monkeypatch) -> None:
+    """``vllm_version`` is null where ``_version.py`` cannot be read (the scan needs nothing else from it), and the
+    last of two assignments where it is, as Python keeps it."""
+    from mtp_audit.locate import read_version
+
+    (tmp_path / "vllm").mkdir()
+    version = tmp_path / "vllm" / "_version.py"
+    version.write_text('__version__ = "0.1.0"\n__version__ = "0.2.0"\n')
+    assert read_version(tmp_path) == "0.2.0"
+
+    def denied(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_text", denied)  # as root, chmod 000 would not stop a read
+    assert read_version(tmp_path) is None
