@@ -19,7 +19,7 @@ import typer
 
 from . import __version__
 from .commands.trees import cache_off, cached_answers, model_types, resolve_tree, run_scan
-from .errors import InternalError, UsageError
+from .errors import InternalError, UsageError, no_drafter_found
 from .locate import locate
 from .model import ScanResult, Status
 from .report import exit_codes
@@ -267,12 +267,8 @@ def scan_command(
     if not tree.is_vllm:
         from .resolve.registry import PLUGIN_HEURISTIC
 
-        if not result.records and not result.parse_errors:
-            raise UsageError(
-                f"{tree.root}: no drafter found: no vllm/model_executor/models/registry.py, no "
-                f"register_model call and no {PLUGIN_HEURISTIC}; give a vLLM checkout, a vllm package "
-                "or a plugin's model directory"
-            )
+        if not result.records and not result.unresolved and not result.parse_errors:
+            raise UsageError(no_drafter_found(tree.root, PLUGIN_HEURISTIC))
         with_vllm = (
             f"running with vLLM {tree.vllm_version or '(version unknown)'} at {tree.runs_with.root}"
             if tree.runs_with

@@ -17,3 +17,11 @@ class InternalError(Exception):
 
     def __reduce__(self):  # raised in a worker process, re-raised in the parent
         return type(self), (self.file, self.cause)
+
+
+def no_drafter_found(root: object, heuristic: str) -> str:
+    """Why a directory that is no vLLM tree gave nothing to audit (``heuristic``: what drafter-shaped means)."""
+    return (
+        f"{root}: no drafter found: no vllm/model_executor/models/registry.py, no register_model call and no "
+        f"{heuristic}; give a vLLM checkout, a vllm package or a plugin's model directory"
+    )

@@ -26,11 +26,12 @@ from .apply.write import write_all
 from .cache import FactsCache, digest
 from .classify import memo
 from .classify.analysis import Insertion
-from .errors import UsageError
+from .errors import UsageError, no_drafter_found
 from .fanout import Ahead, WarmWorker, warm_worker
 from .index.encoding import NotDecodable, decode_source
 from .index.fact_types import ModuleFacts
 from .model import ClassKey, Consistency, DrafterRecord, ScanAnswers, SourceTree, Status, refusal_key
+from .resolve.registry import PLUGIN_HEURISTIC
 from .scan import Resolution, Scanner, scan
 from .select import select
 from .templating import PRE_HEAD, defined_name
@@ -60,6 +61,8 @@ def plan_fix(
             expect_base_names(scanner, base_names)
         if result.parse_errors:  # as scan: an input error, exit 2, and nothing is written
             raise UsageError(f"{_unreadable(result.parse_errors)}; nothing written, fix the file(s) and run fix again")
+        if not tree.is_vllm and not result.records and not result.unresolved:  # as scan: the wrong folder
+            raise UsageError(no_drafter_found(tree.root, PLUGIN_HEURISTIC))
         if sweep_all:
             records = [r for r in result.records if r.status == Status.MISSING_FIXABLE]
         else:

@@ -383,3 +383,11 @@ def test_an_unreadable_or_twice_assigned_version_file(tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(Path, "read_text", denied)  # as root, chmod 000 would not stop a read
     assert read_version(tmp_path) is None
+
+
+def test_fix_on_a_directory_with_no_drafter_is_a_usage_error_as_scan(tmp_path: Path) -> None:
+    """A CI gate pointed at the wrong folder: scan stopped with exit 2, fix --check passed (0 methods, exit 0)."""
+    (tmp_path / "util.py").write_text("def helper():\n    return 1\n")
+    for args in (("scan",), ("fix", "--all", "--check"), ("fix", "--model", "foo")):
+        result = run_cli(*args[:1], str(tmp_path), *args[1:])
+        assert result.returncode == 2 and "no drafter found" in result.stderr, (args, result.stderr)
