@@ -311,8 +311,9 @@ class ScanResult:
 
 
 def refusal_key(record: DrafterRecord) -> str:
-    """A record's key in ``ScanResult.fix_refusals``."""
-    return f"{record.file}:{record.line}:{record.arch or record.cls}"
+    """A record's key in ``ScanResult.fix_refusals``: one class may be a record per group of platforms (a plugin's
+    subclass of a class that vLLM dispatches per platform), each refused for its own reason."""
+    return f"{record.file}:{record.line}:{record.arch or record.cls}:{','.join(record.platforms)}"
 
 
 class ParamKind(StrEnum):

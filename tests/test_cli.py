@@ -391,3 +391,20 @@ def test_fix_on_a_directory_with_no_drafter_is_a_usage_error_as_scan(tmp_path: P
     for args in (("scan",), ("fix", "--all", "--check"), ("fix", "--model", "foo")):
         result = run_cli(*args[:1], str(tmp_path), *args[1:])
         assert result.returncode == 2 and "no drafter found" in result.stderr, (args, result.stderr)
+
+
+def test_records_of_one_class_on_other_platforms_keep_their_own_fix_refusals(tmp_path: Path) -> None:
+    """A plugin's subclass of a class vLLM dispatches per platform is a record per group of platforms, each refused
+    for its own reason: the concise report gave every one the reason of the last."""
+    import dataclasses
+
+    from mtp_audit.locate import locate
+    from mtp_audit.model import refusal_key
+    from mtp_audit.scan import scan
+
+    result, _, _ = scan(locate(build_tree(FIXTURES / "scan" / "direct_head", tmp_path / "tree")))
+    record = result.records[0]
+    other = dataclasses.replace(record, platforms=["rocm"])
+    assert refusal_key(record) != refusal_key(other)
+    result.fix_refusals = {refusal_key(record): "the first reason", refusal_key(other): "the second reason"}
+    assert (result.refused_by_fix(record), result.refused_by_fix(other)) == ("the first reason", "the second reason")
