@@ -606,8 +606,10 @@ def _run_app() -> None:
     """
     try:
         _run_typer_app()
-    finally:  # output still buffered fails here, named (exit 2), not in the interpreter's last flush (exit 120)
-        sys.stdout.flush()
+    except SystemExit:  # the command's exit code: output still buffered fails here, named (exit 2), not in the
+        sys.stdout.flush()  # interpreter's last flush (exit 120); another exception in flight is not replaced
+        raise
+    sys.stdout.flush()
 
 
 def _run_typer_app() -> None:

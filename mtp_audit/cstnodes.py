@@ -33,10 +33,11 @@ def parse_method(code: str) -> tuple[cst.Module, cst.FunctionDef]:
     return module, func
 
 
-# A compound statement's header with code after its colon (``if c: return x``; ``): return x`` ending a header
-# over lines): where a body may be on its header's line. A header that ends otherwise over lines is read as before.
+# A compound statement's header with code after its colon (``if c: return x``; ``): return x``, ``]: ...`` or a
+# line after a ``\`` ending a header over lines): where a body may be on its header's line.
 _ONE_LINE_BODY = re.compile(
-    r"^[ \t]*(?:(?:el)?if|else|for|while|with|try|except|finally|case|async)\b[^\n]*:[ \t]*[^\s#]|\):[ \t]*[^\s#]",
+    r"^[ \t]*(?:(?:el)?if|else|for|while|with|try|except|finally|case|async)\b[^\n]*:[ \t]*[^\s#]"
+    r"|[)\]}]:[ \t]*[^\s#]|\\\n[^\n]*:[ \t]*[^\s#]",
     re.MULTILINE,
 )
 

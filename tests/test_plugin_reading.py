@@ -694,17 +694,37 @@ def test_registrations_run_by_importing_the_plugins_modules_count(tmp_path: Path
             "acme/__init__.py": """
                 from vllm import ModelRegistry
                 ModelRegistry.register_model("PackageMTPModel", "acme.models:PackageMTP")
+                try:
+                    import acme.tried
+                except ImportError:
+                    pass
+                """,
+            "acme/tried.py": """
+                from vllm import ModelRegistry
+                ModelRegistry.register_model("TriedMTPModel", "acme.models:TriedMTP")
+                """,
+            "acme/after.py": """
+                from vllm import ModelRegistry
+                ModelRegistry.register_model("AfterMTPModel", "acme.models:AfterMTP")
+                """,
+            "acme/typed.py": """
+                from vllm import ModelRegistry
+                ModelRegistry.register_model("TypedMTPModel", "acme.models:TypedMTP")
                 """,
             "acme/entry.py": """
                 import importlib
                 from vllm import ModelRegistry
                 from acme import shared
                 ModelRegistry.register_model("TopLevelMTPModel", "acme.models:TopLevelMTP")
+                from typing import TYPE_CHECKING
                 def register():
                     import acme.late
                     importlib.import_module("acme.later")
                     from acme import shared
                     ModelRegistry.register_model("CalledMTPModel", "acme.models:CalledMTP")
+                    if TYPE_CHECKING:
+                        import acme.typed
+                    import acme.after
                 """,
             "acme/shared.py": """
                 from vllm import ModelRegistry
@@ -724,11 +744,18 @@ def test_registrations_run_by_importing_the_plugins_modules_count(tmp_path: Path
     )
     plugin = PluginDist("acme", "1", tmp_path, ((GENERAL, "acme", "acme.entry:register"),))
     readings = read_plugins(index_of(tmp_path), (plugin,))
-    assert [r.arch for reading in readings for r in reading.registrations] == [
-        "PackageMTPModel",  # importing acme.entry imports acme first
+    registrations = [r for reading in readings for r in reading.registrations]
+    assert [r.arch for r in registrations] == [
+        "PackageMTPModel",  # importing acme.entry imports acme first, its try body too
+        "TriedMTPModel",
         "SharedMTPModel",  # then acme.entry's top level: its import of acme.shared, once
         "TopLevelMTPModel",
         "LateMTPModel",  # register() runs: what its imports run, where they stand
         "LaterMTPModel",
         "CalledMTPModel",
+        "TypedMTPModel",  # under TYPE_CHECKING, false at run time: it applies nowhere
+        "AfterMTPModel",  # an import after the last call
     ]
+    typed = next(r for r in registrations if r.arch == "TypedMTPModel")
+    assert [typed.applies_on(platform) for platform in PLATFORMS] == [False] * len(PLATFORMS)
+    assert all(r.applies_on(platform) for r in registrations if r is not typed for platform in PLATFORMS)

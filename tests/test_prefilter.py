@@ -310,6 +310,10 @@ class Bracketed:
 
     def _build(self, config):
         (self.model) = Inner(config)
+        (count, self.norm_out) = 1, NormOut(config)
+        setattr(
+            self, "head_out", HeadOut(config)
+        )
         return A(), B()
 
 
@@ -339,6 +343,8 @@ def test_cut_keeps_bracketed_targets_and_a_nested_defs_setattr_and_target_lists(
         "lm_head": ["Head"],
         "norm": ["Norm"],
         "model": ["Inner"],
+        "norm_out": ["NormOut"],
+        "head_out": ["HeadOut"],
         "a": ["<other>"],
         "b": ["<other>"],
     }

@@ -118,6 +118,10 @@ def _collect_members(
                     )
         elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
             cls.annotations[statement.target.id] = text.segment(statement.annotation)
+            if statement.value is not None:  # ``_build: Callable = make_processor`` binds as an assignment does
+                name = statement.target.id
+                cls.class_attrs[name] = (dotted(statement.value) or "") if under is None else ""
+                cls.class_attr_lines[name] = text.line(statement)
         elif isinstance(statement, ast.If) and (truth := _decided(statement.test, platform)) is not None:
             _collect_members(cls, statement.body if truth else statement.orelse, text, under, platform, read_init)
         elif isinstance(statement, (ast.If, ast.Try)):
@@ -463,7 +467,8 @@ def init_values(
     attributes: dict[str, list[tuple[Writer, Assigned]]] = {}
     replaced: set[str] = set()
     unread: list[tuple[Writer, Assigned]] = []
-    running = {"__init__"}
+    running: set[tuple[Writer | None, str]] = {(None, "__init__")}  # by the class that defines each (a private name
+    # is each class's own: ``Sub.__build`` may run ``Base.__build``)
 
     def by_line(pair: tuple[Writer, Assigned]) -> int:
         return pair[1].line
@@ -477,16 +482,19 @@ def init_values(
                     _bind(attributes, step.attr, values, nested or step.nested, by_line)
                     if not (nested or step.nested):
                         replaced.add(step.attr)
-            elif step.called not in running and (found := lookup(step.called, writer)) is not None:
+            elif step.called != "__init__" and (found := lookup(step.called, writer)) is not None:
                 if isinstance(found, str):
                     runs = Assigned("", step.line, f"self.{step.called}(...), which runs {found} unread,")
                     unread.append((writer, runs))
                     for attr in attributes:  # it may set each of them, or not
                         _bind(attributes, attr, [(writer, runs)], True, by_line)
                     continue
-                running.add(step.called)
+                key = (found[0], step.called)
+                if key in running:
+                    continue
+                running.add(key)
                 run(*found, nested or step.nested)
-                running.discard(step.called)
+                running.discard(key)
 
     run(*init, False)
     return InitRead(attributes, replaced, unread)

@@ -52,7 +52,7 @@ _SETATTR_SELF_LINE = re.compile(r"^[ \t]*setattr\s*\(\s*self\s*,", re.MULTILINE)
 # a target list storing into self: ``a, self.b = ...``, ``self.a, b = ...``, ``(self.a, ...`` over lines; a
 # bracketed target, ``(self.a) = A()``, ``[self.a] = [A()]``
 _SELF_IN_TARGETS = re.compile(
-    r"^[ \t]*(?:(?:[\w.]+[ \t]*,[^\n=]*\bself\.\w+[^\n=]*|self\.\w+[ \t]*,[^\n=]*)=(?!=)|[(\[][(\[\s]*self\.\w+)",
+    r"^[ \t]*(?:(?:[\w.]+[ \t]*,[^\n=]*\bself\.\w+[^\n=]*|self\.\w+[ \t]*,[^\n=]*)=(?!=)|[(\[][^=]*?\bself\.\w+)",
     re.MULTILINE,
 )
 _COMPOUND = re.compile(r"(?:if|elif|else|for|while|with|try|except|finally|case|async\s+(?:for|with))\b")
@@ -222,7 +222,7 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
                     if _SETS_SELF.match(code):  # runs if the def is called
                         statements.append((row, last, hollow and not code.startswith("self.register_")))
                         closures.add(row)
-                    elif _SETATTR_SELF.match(code) or _stores_into_self_list(lines, row, last, code):
+                    elif _sets_attr_of_self(lines, row, last, code) or _stores_into_self_list(lines, row, last, code):
                         statements.append((row, last, False))
                         closures.add(row)
             row = last + 1
@@ -244,7 +244,7 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
             exits.append(row)
         elif _SETS_SELF.match(code) or _CALLS_SELF.match(code) or _SETS_SELF_CHAINED.search(code):
             statements.append((row, last, hollow and not code.startswith("self.register_")))  # its first argument
-        elif _SETATTR_SELF.match(code) or _stores_into_self_list(lines, row, last, code):
+        elif _sets_attr_of_self(lines, row, last, code) or _stores_into_self_list(lines, row, last, code):
             statements.append((row, last, False))
         else:
             locals_set += [(name, (row, last, hollow)) for name in _SETS_LOCAL.findall(_code(code))]
@@ -268,6 +268,15 @@ def _cut_init(lines: list[str], keep: list[bool], inserted: dict[int, str], firs
 def _misread(line: str) -> bool:
     """Whether the line scan could misread a method's line: a string that may span lines, statements after a ``;``."""
     return '"""' in line or "'''" in line or (";" in line and ";" in _code(line))
+
+
+def _sets_attr_of_self(lines: list[str], row: int, last: int, code: str) -> bool:
+    """Whether a statement (``code``, its first line) is ``setattr(self, ...)``, over lines too (``setattr(`` then
+    ``self, "x", v`` below, as ruff writes a long call)."""
+    return (
+        code.startswith("setattr")
+        and _SETATTR_SELF.match(code if row == last else _kept_text(lines, (row, last, False)).lstrip()) is not None
+    )
 
 
 def _stores_into_self_list(lines: list[str], row: int, last: int, code: str) -> bool:

@@ -96,7 +96,8 @@ class Hierarchy:
             alias = facts.class_attrs.get(local)
             if local in facts.defined_methods and facts.defined_methods[local] > facts.class_attr_lines.get(local, 0):
                 return (item, facts.init_steps[local]) if local in facts.init_steps else None  # its def binds last
-            if alias in facts.defined_methods:  # ``_build = _build_masked``
+            if alias in facts.defined_methods and facts.defined_methods[alias] < facts.class_attr_lines.get(local, 0):
+                # ``_build = _build_masked`` below ``def _build_masked`` (above it, the name is the module's)
                 return (item, facts.init_steps[alias]) if alias in facts.init_steps else None
             return alias or local
         return None

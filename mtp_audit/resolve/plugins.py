@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..cache import DIRECTORY
-from ..index.ast_tools import FUNCTIONS, absolute_module, dotted, walk, walk_statements
+from ..index.ast_tools import FUNCTIONS, absolute_module, dotted, walk
 from ..index.fact_types import Target
 from ..index.interpreter import platform_or_flag
 from ..index.modules import ModuleIndex
@@ -319,11 +319,11 @@ class _Reader:
             self.run(definition, scope, group, depth, conditions)
         self.active.discard((module, function))
 
-    def load(self, module: str, group: str) -> None:
+    def load(self, module: str, group: str, conditions: tuple[Guard, ...] = ()) -> None:
         """What importing ``module`` runs of the plugin's own code (``plugin.load()`` imports the entry point's
-        module before vLLM calls any function): each package on its path, then the module, each once, the
-        statements at their top level in order: the plugin's modules they import (loaded where the import
-        stands), ``register_model`` calls and the plugin's functions they call."""
+        module before vLLM calls any function): each package on its path, then the module, each once, its top
+        level in order (``run``): the plugin's modules it imports, ``register_model`` calls and the plugin's
+        functions they call, under the conditions of the import and of the statements around them."""
         parts = module.split(".")
         for end in range(1, len(parts) + 1):
             name = ".".join(parts[:end])
@@ -335,26 +335,10 @@ class _Reader:
                 continue
             tree, file, is_package = parsed
             facts = self.index.facts(name)
-            nested = _nested_functions(tree.body)
-            scope = _Scope(tree, name, is_package, file, {}, nested, Names(facts.bindings if facts else {}, {}))
-            for statement in tree.body:
-                for imported in _imported_modules(statement, name, is_package, self.index.is_module):
-                    self.load(imported, group)
-                if isinstance(statement, (*FUNCTIONS, ast.ClassDef)) and not _calls_in_order([statement]):
-                    continue
-                top = ast.FunctionDef(name="<module>", args=_NO_ARGUMENTS, body=[statement], decorator_list=[])
-                self.run(top, scope, group, 1, ())
-
-    def imports_before(self, definition: ast.AST, call: ast.Call, scope: _Scope) -> list[str]:
-        """The modules the ``import`` statements of a function body (not of functions it defines) import before
-        ``call``, each once: what they run of the plugin's code runs there (``def register(): import pkg.models``)."""
-        if definition.name == "<module>":  # type: ignore[attr-defined]
-            return []  # ``load`` imports a module's top-level imports itself
-        found = []
-        for statement in walk_statements(definition.body):  # type: ignore[attr-defined]
-            if isinstance(statement, (ast.Import, ast.ImportFrom)) and statement.lineno <= call.lineno:
-                found += _imported_modules(statement, scope.module, scope.is_package, self.index.is_module)
-        return [module for module in found if module not in self.loaded]
+            names = Names(facts.bindings if facts else {}, {})
+            scope = _Scope(tree, name, is_package, file, {}, _nested_functions(tree.body), names)
+            top = ast.FunctionDef(name="<module>", args=_NO_ARGUMENTS, body=tree.body, decorator_list=[])
+            self.run(top, scope, group, 1, conditions)
 
     def outside(self, module: str, function: str) -> None:
         """A call into a package that is not the plugin's is not followed; say so when that module
@@ -379,12 +363,14 @@ class _Reader:
         """The calls of a function's body, in the order they run: registrations, and the plugin's
         functions it calls (its own nested ones included), followed under the conditions of the call."""
         guards = _guards(definition.body)
-        for call in _calls_in_order(definition.body):
+        for call in _steps_in_order(definition.body):
             where = conditions + tuple((test, holds, scope.names) for test, holds in guards.get(id(call), ()))
-            for imported in self.imports_before(definition, call, scope):
-                self.load(imported, group)
+            if isinstance(call, (ast.Import, ast.ImportFrom)):  # what it runs of the plugin's modules runs here
+                for imported in _imported_modules(call, scope.module, scope.is_package, self.index.is_module):
+                    self.load(imported, group, where)
+                continue
             if (imported := _imported_by_name(call)) is not None:
-                self.load(imported, group)
+                self.load(imported, group, where)
                 continue
             kind = self.registry_call(call, scope)
             if kind is True:
@@ -543,8 +529,8 @@ def _guards(statements: list[ast.stmt], around: tuple[Condition, ...] = (), foun
 
 
 def _mark(node: ast.AST, around: tuple[Condition, ...], found: Guards) -> None:
-    """Every call inside ``node`` runs under ``around`` (until a block inside says more)."""
-    for call in (n for n in walk(node) if isinstance(n, ast.Call)):
+    """Every call (and import) inside ``node`` runs under ``around`` (until a block inside says more)."""
+    for call in (n for n in walk(node) if isinstance(n, (ast.Call, ast.Import, ast.ImportFrom))):
         found[id(call)] = around
 
 
@@ -563,6 +549,27 @@ def _imported_by_name(call: ast.Call) -> str | None:
 
 
 _NO_ARGUMENTS = ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
+
+
+def _steps_in_order(statements: list[ast.stmt]) -> list[ast.Call | ast.Import | ast.ImportFrom]:
+    """``_calls_in_order``, with the ``import`` statements among them: what an import runs runs where it stands."""
+    imports = [s for s in _block_statements(statements) if isinstance(s, (ast.Import, ast.ImportFrom))]
+    return sorted([*_calls_in_order(statements), *imports], key=lambda node: (node.lineno, node.col_offset))
+
+
+def _block_statements(statements: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of a block and of the blocks within it (``except`` and ``case`` bodies too), not of the
+    functions and classes it defines."""
+    for statement in statements:
+        yield statement
+        if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
+            continue
+        for field_name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            for inner in getattr(statement, field_name, None) or []:
+                if isinstance(inner, (ast.ExceptHandler, ast.match_case)):
+                    yield from _block_statements(inner.body)
+                elif isinstance(inner, ast.stmt):
+                    yield from _block_statements([inner])
 
 
 def _calls_in_order(statements: list[ast.stmt]) -> list[ast.Call]:
