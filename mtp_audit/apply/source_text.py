@@ -15,6 +15,7 @@ import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
 
 from ..index.ast_tools import names_bound, statement_blocks, walk
+from ..index.platforms import is_type_checking
 from ..index.prefilter import physical_lines
 from ..patterns import DOCSTRING
 
@@ -193,13 +194,6 @@ def _imports_torch_itself(node: ast.stmt) -> bool:
     )
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    """``TYPE_CHECKING`` or ``typing.TYPE_CHECKING``: false at run time."""
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _other_torch_binding(tree: ast.Module, line: int) -> int | None:
     """The line of the first module-level statement (in a module-level block too) above ``line`` that binds
     ``torch`` other than an ``import torch`` (``import torch.nn``) at the top level of the module; one under ``if
@@ -215,7 +209,7 @@ def _other_torch_binding(tree: ast.Module, line: int) -> int | None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue  # their bodies bind their own names
         blocks = statement_blocks(node)
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
+        if isinstance(node, ast.If) and is_type_checking(node.test):
             blocks = [node.orelse]
         stack += [(statement, False) for block in blocks for statement in block]
     return min(found, default=None)

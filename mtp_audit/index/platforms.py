@@ -38,6 +38,11 @@ def _named(node: ast.expr, name: str) -> bool:
     return (isinstance(node, ast.Name) and node.id == name) or (isinstance(node, ast.Attribute) and node.attr == name)
 
 
+def is_type_checking(node: ast.expr) -> bool:
+    """``TYPE_CHECKING`` or ``typing.TYPE_CHECKING``: false at run time."""
+    return _named(node, "TYPE_CHECKING")
+
+
 def _platform_attribute(node: ast.expr, lookup: Lookup | None = None) -> str | None:
     """X of ``current_platform.X`` (or of ``cp.X`` where ``cp`` is bound to it)."""
     if not isinstance(node, ast.Attribute):
@@ -81,7 +86,7 @@ def evaluate(
     ``local_values``, what ``__getattr__``'s locals hold; ``lookup``, what a module-level name holds
     (see the module's docstring).
     """
-    if _named(node, "TYPE_CHECKING"):
+    if is_type_checking(node):
         return False
     if isinstance(node, ast.Name) and local_values and node.id in local_values:
         return bool(local_values[node.id])

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..cache import DIRECTORY
-from ..index.ast_tools import FUNCTIONS, absolute_module, dotted, walk
+from ..index.ast_tools import FUNCTIONS, absolute_module, dotted, walk, walk_statements
 from ..index.fact_types import Target
 from ..index.interpreter import platform_or_flag
 from ..index.modules import ModuleIndex
@@ -316,7 +316,7 @@ class _Reader:
             local = _local_bindings(definition, module, is_package)
             names = Names(facts.bindings if facts else {}, local)
             scope = _Scope(tree, module, is_package, file, local, _nested_functions(definition.body), names)
-            self.run(definition, scope, group, depth, conditions)
+            self.run(definition.name, definition.body, scope, group, depth, conditions)
         self.active.discard((module, function))
 
     def load(self, module: str, group: str, conditions: tuple[Guard, ...] = ()) -> None:
@@ -337,8 +337,7 @@ class _Reader:
             facts = self.index.facts(name)
             names = Names(facts.bindings if facts else {}, {})
             scope = _Scope(tree, name, is_package, file, {}, _nested_functions(tree.body), names)
-            top = ast.FunctionDef(name="<module>", args=_NO_ARGUMENTS, body=tree.body, decorator_list=[])
-            self.run(top, scope, group, 1, conditions)
+            self.run("<module>", tree.body, scope, group, 1, conditions)
 
     def outside(self, module: str, function: str) -> None:
         """A call into a package that is not the plugin's is not followed; say so when that module
@@ -354,16 +353,18 @@ class _Reader:
 
     def run(
         self,
-        definition: ast.FunctionDef | ast.AsyncFunctionDef,
+        name: str,
+        body: list[ast.stmt],
         scope: _Scope,
         group: str,
         depth: int,
         conditions: tuple[Guard, ...],
     ) -> None:
-        """The calls of a function's body, in the order they run: registrations, and the plugin's
-        functions it calls (its own nested ones included), followed under the conditions of the call."""
-        guards = _guards(definition.body)
-        for call in _steps_in_order(definition.body):
+        """The calls of a function's body (``name``'s; a module's top level, ``<module>``), in the order they run:
+        registrations, and the plugin's functions it calls (its own nested ones included), followed under the
+        conditions of the call."""
+        guards = _guards(body)
+        for call in _steps_in_order(body):
             where = conditions + tuple((test, holds, scope.names) for test, holds in guards.get(id(call), ()))
             if isinstance(call, (ast.Import, ast.ImportFrom)):  # what it runs of the plugin's modules runs here
                 for imported in _imported_modules(call, scope.module, scope.is_package, self.index.is_module):
@@ -381,7 +382,7 @@ class _Reader:
                 continue
             elif isinstance(call.func, ast.Name) and call.func.id in scope.nested:
                 nested = scope.nested[call.func.id]
-                key = (scope.module, f"{definition.name}.{nested.name}:{nested.lineno}")
+                key = (scope.module, f"{name}.{nested.name}:{nested.lineno}")
                 if key not in self.active:
                     self.active.add(key)
                     inner = _Scope(
@@ -393,7 +394,7 @@ class _Reader:
                         {**scope.nested, **_nested_functions(nested.body)},
                         scope.names,
                     )
-                    self.run(nested, inner, group, depth + 1, where)
+                    self.run(nested.name, nested.body, inner, group, depth + 1, where)
                     self.active.discard(key)
             else:
                 callee = self.callee(call.func, scope.tree, scope.module, scope.is_package, scope.local)
@@ -548,28 +549,10 @@ def _imported_by_name(call: ast.Call) -> str | None:
     return module if module and not module.startswith(".") else None
 
 
-_NO_ARGUMENTS = ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
-
-
 def _steps_in_order(statements: list[ast.stmt]) -> list[ast.Call | ast.Import | ast.ImportFrom]:
     """``_calls_in_order``, with the ``import`` statements among them: what an import runs runs where it stands."""
-    imports = [s for s in _block_statements(statements) if isinstance(s, (ast.Import, ast.ImportFrom))]
+    imports = [s for s in walk_statements(statements) if isinstance(s, (ast.Import, ast.ImportFrom))]
     return sorted([*_calls_in_order(statements), *imports], key=lambda node: (node.lineno, node.col_offset))
-
-
-def _block_statements(statements: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """The statements of a block and of the blocks within it (``except`` and ``case`` bodies too), not of the
-    functions and classes it defines."""
-    for statement in statements:
-        yield statement
-        if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
-            continue
-        for field_name in ("body", "orelse", "finalbody", "handlers", "cases"):
-            for inner in getattr(statement, field_name, None) or []:
-                if isinstance(inner, (ast.ExceptHandler, ast.match_case)):
-                    yield from _block_statements(inner.body)
-                elif isinstance(inner, ast.stmt):
-                    yield from _block_statements([inner])
 
 
 def _calls_in_order(statements: list[ast.stmt]) -> list[ast.Call]:
