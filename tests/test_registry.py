@@ -143,11 +143,47 @@ _LATER = {{}}
         [("XMTP", "X")],
         [],
     ),
+    (  # names bound to a key string or a (module, class) pair, as Python reads them
+        f'TOY = "ToyMTP"\n_TOY = ("m", "Toy")\n_PAIR = ["m", "P"]\n{SPEC} = {{TOY: _TOY}}\n'
+        f"{SPEC}[TOY + 'X'] = _TOY\n{SPEC}['PMTP'] = _PAIR\nTOY = 'Later'\ndel {SPEC}[TOY]\n",
+        [("ToyMTP", "Toy"), ("PMTP", "P")],
+        [f"5: `{SPEC}[TOY + 'X'] = _TOY`: a key that is not a string"],
+    ),
+    (  # dict(...) and .copy() make new dicts; a later change of the source is not in the copy
+        f'_BASE = {{"AMTP": ("m", "A")}}\n{SPEC} = dict(_BASE, KwMTP=("m", "K"), **{{"StarMTP": ("m", "S")}})\n'
+        f'_OTHER = _BASE.copy()\n_BASE["Late"] = ("m", "L")\n{SPEC}.update(_OTHER)\n',
+        [("AMTP", "A"), ("KwMTP", "K"), ("StarMTP", "S")],
+        [],
+    ),
+    (  # a dict of dicts, and tuple unpacking
+        f'_ALL = {{"spec": {{"AMTP": ("m", "A")}}}}\n_X, {SPEC} = {{}}, _ALL["spec"]\n'
+        '_ALL["spec"]["BMTP"] = ("m", "B")\n',
+        [("AMTP", "A"), ("BMTP", "B")],
+        [],
+    ),
+    (  # a module function that changes the dict, called at top level: said, with both lines
+        f"def _register(arch, module, cls):\n    {SPEC}[arch] = (module, cls)\n\n\n"
+        f'{SPEC} = {{"AMTP": ("m", "A")}}\n_register("OMTP", "m", "O")\n',
+        [("AMTP", "A")],
+        ["6: `_register('OMTP', 'm', 'O')`: a call of `_register` (line 1), which changes it at line 2"],
+    ),
+    (  # an entry a later dict replaces while merging is not one (vLLM's ModelRegistry is _VLLM_MODELS)
+        f'_A = {{"AMTP": ("m", "A"), "BMTP": ("m", "B1"), "CMTP": ("m", "C1")}}\n'
+        f'_B = {{"BMTP": ("m", "B2")}}\n{SPEC} = {{**_A, **_B}}\n'
+        f'_LATE = {{"CMTP": ("m", "C2")}}\n_VLLM_MODELS = {{**{SPEC}, **_LATE}}\n',
+        [("AMTP", "A"), ("BMTP", "B2"), ("CMTP", "C2")],
+        [],
+    ),
 ]
 
 
 @pytest.mark.parametrize(
-    "text, found, notes", DICT_FORMS, ids=["spread-duplicates", "statements", "unions", "alias", "unreadable", "others"]
+    "text, found, notes",
+    DICT_FORMS,
+    ids=[
+        *("spread-duplicates", "statements", "unions", "alias", "unreadable", "others"),
+        *("constants", "dict-call-and-copy", "nested-and-unpacking", "function-call", "merge-replaces"),
+    ],
 )
 def test_the_speculative_dict_is_read_as_python_builds_it(
     tmp_path: Path, text: str, found: list[tuple[str, str]], notes: list[str]
@@ -172,8 +208,17 @@ def test_the_speculative_dict_is_read_as_python_builds_it(
         (b"_SPECULATIVE_DECODING_MODELS = {}\x00\n", f"{REGISTRY}: source code string cannot contain null bytes"),
         ("_MODELS = {}\n", f"{REGISTRY}: no _SPECULATIVE_DECODING_MODELS dict; is this a vLLM tree?"),
         (
-            "_SPECULATIVE_DECODING_MODELS = dict(a=1)\n",
+            "_SPECULATIVE_DECODING_MODELS = {k: v for k, v in PAIRS}\n",
             f"{REGISTRY}: _SPECULATIVE_DECODING_MODELS is not a dict literal; mtp-audit reads it statically",
+        ),
+        (
+            "_SPECULATIVE_DECODING_MODELS = dict(a=1)\n",
+            f"{REGISTRY}: an entry of _SPECULATIVE_DECODING_MODELS is not a (module, class) string pair (line 1)",
+        ),
+        (
+            "from ._speculative import _SPECULATIVE_DECODING_MODELS\n",
+            f"{REGISTRY}: _SPECULATIVE_DECODING_MODELS is imported from vllm.model_executor.models._speculative, "
+            "which is not in the tree; cannot read the registry",
         ),
         (
             '_SPECULATIVE_DECODING_MODELS = {"A": ("a", CLASS)}\n',
@@ -599,4 +644,34 @@ def test_a_plugins_entry_points_are_followed_into_its_own_packages_only(tmp_path
     assert reading.notes == [
         "plugin beta 0.1: entry point missing (beta.absent:register) fails to import, so vLLM never calls it "
         "and its registrations do not apply: no module beta.absent in the plugin"
+    ]
+
+
+def test_dicts_imported_from_sibling_modules_are_read_as_they_build_them(tmp_path: Path) -> None:
+    from mtp_audit.resolve.registry import registry_reading
+
+    models = tmp_path / "vllm/model_executor/models"
+    models.mkdir(parents=True)
+    (models / "_names.py").write_text('TOY = "ToyMTP"\n')
+    (models / "_spec.py").write_text(
+        "from ._names import TOY\n"
+        "from .registry import _LOOP\n"  # a cycle: nothing from it
+        f'{SPEC} = {{TOY: ("m", "Toy")}}\n'
+        f'{SPEC}.pop("GoneMTP")\n'
+    )
+    (models / "registry.py").write_text(
+        f"from vllm.model_executor.models._spec import {SPEC}\n"
+        f'{SPEC}["BMTP"] = ("m", "B")\n'
+        '_LATE = {"ToyMTP": ("other", "Replacing")}\n'
+        f"_VLLM_MODELS = {{**{SPEC}, **_LATE}}\n"
+        "_LOOP = {}\n"
+    )
+    entries, warnings = registry_reading(ModuleIndex(SourceTree(tmp_path, tmp_path / "vllm", None)))
+    assert [(e.arch, e.module, e.cls, e.registry) for e in entries] == [
+        ("ToyMTP", "vllm.model_executor.models.other", "Replacing", "_LATE"),  # what ModelRegistry holds
+        ("BMTP", "vllm.model_executor.models.m", "B", SPEC),
+    ]
+    assert warnings == [
+        f"vllm/model_executor/models/_spec.py:4: `{SPEC}.pop('GoneMTP')`: a change mtp-audit does not follow; "
+        f"{SPEC} may hold drafters mtp-audit does not see"
     ]

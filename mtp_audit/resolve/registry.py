@@ -5,11 +5,12 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..errors import UsageError
 from ..index.ast_tools import TRIES, unparse, walk
 from ..index.modules import ModuleIndex
-from ..index.platforms import literal_string
+from ..index.platforms import literal_string, string_values
 from ..locate import REGISTRY
 from ..model import RegistryEntry
 
@@ -35,43 +36,108 @@ def read_registry(index: ModuleIndex) -> list[RegistryEntry]:
 
 def registry_reading(index: ModuleIndex) -> tuple[list[RegistryEntry], list[str]]:
     """The registry's drafter entries, and one warning per part of ``_SPECULATIVE_DECODING_MODELS``
-    that cannot be read statically (its line and text), so that no drafter is dropped unsaid."""
+    that cannot be read statically (its file, line and text), so that no drafter is dropped unsaid.
+
+    An architecture is reported with the class vLLM's ``ModelRegistry`` holds for it: that is built
+    from ``_VLLM_MODELS``, so where a later dict merged into it replaces an entry, the replacement
+    counts (and the replaced entry is no drafter of that architecture)."""
     assert index.tree.package_dir is not None
     path = index.tree.package_dir / REGISTRY
     rel = index.relative(path)
+    builder = _Builder(_ModuleReader(index), REGISTRY_MODULE, rel)
+    builder.run(_parse_registry_module(index, path, rel))
+    dicts = builder.dicts
+    if SPECULATIVE not in dicts:
+        raise UsageError(f"{rel}: no {SPECULATIVE} dict; is this a vLLM tree?")
+    speculative = dicts[SPECULATIVE]
+    if speculative is None:
+        where = builder.unread_imports.get(SPECULATIVE)
+        raise UsageError(
+            f"{rel}: {SPECULATIVE} is imported from {where}; cannot read the registry"
+            if where
+            else f"{rel}: {SPECULATIVE} is not a dict literal; mtp-audit reads it statically"
+        )
+    merged = dicts.get(ALL_MODELS)
+
+    def held(arch: str, item: _Item) -> _Item:
+        """The item vLLM's ModelRegistry holds for ``arch``."""
+        for final in (merged, speculative):
+            if final is not None and arch in final.items:
+                return final.items[arch]
+        return item
+
+    entries: list[RegistryEntry] = []
+    reported: set[int] = set()
+    for arch, item in _checked_items(speculative, rel, SPECULATIVE):
+        final = held(arch, item)
+        pair = _pair(final, rel, final.origin or SPECULATIVE, strict=final is item)
+        if pair is not None and id(final) not in reported:
+            reported.add(id(final))
+            entries.append(RegistryEntry(arch, *pair, SPECULATIVE if final is item else final.origin or ALL_MODELS))
+    for name, value in dicts.items():
+        if name == SPECULATIVE or value is None:
+            continue
+        for arch, item in value.items.items():
+            if id(item) in reported or held(arch, item) is not item:
+                continue
+            pair = _pair(item, rel, name, strict=False)
+            if pair is not None and (OTHER_DICT_DRAFTER.search(arch) or OTHER_DICT_DRAFTER.search(pair[1])):
+                reported.add(id(item))  # a dict spread into a later one is reported once, under its own name
+                entries.append(RegistryEntry(arch, *pair, item.origin or name))
+    notes = [
+        f"{file}:{line}: `{text}`: {why}; {SPECULATIVE} may hold drafters mtp-audit does not see"
+        for file, line, text, why in speculative.gaps
+    ]
+    return entries, notes
+
+
+REGISTRY_MODULE = "vllm.model_executor.models.registry"
+ALL_MODELS = "_VLLM_MODELS"  # the dict vLLM builds its ModelRegistry from
+
+
+def _parse_registry_module(index: ModuleIndex, path: Path, rel: str) -> ast.Module:
+    """The registry module's tree; a usage error saying why when it cannot be read."""
     try:
-        module = ast.parse(index.read_bytes(path))
+        return ast.parse(index.read_bytes(path))
     except OSError as error:
         raise UsageError(f"{rel}: cannot be read ({error.strerror or error}); cannot read the registry") from None
     except (SyntaxError, ValueError) as error:
         # a null byte: a SyntaxError without a line, or a ValueError on older Pythons
         where = f"syntax error at line {error.lineno}" if getattr(error, "lineno", None) else str(error)
         raise UsageError(f"{rel}: {where}; cannot read the registry") from None
-    builder = _Builder()
-    for statement in module.body:
-        builder.statement(statement)
-    dicts = builder.dicts
-    if SPECULATIVE not in dicts:
-        raise UsageError(f"{rel}: no {SPECULATIVE} dict; is this a vLLM tree?")
-    speculative = dicts[SPECULATIVE]
-    if speculative is None:
-        raise UsageError(f"{rel}: {SPECULATIVE} is not a dict literal; mtp-audit reads it statically")
-    reported = {id(item) for item in speculative.items.values()}
-    entries = [
-        RegistryEntry(arch, mod, cls, SPECULATIVE) for _, arch, mod, cls in _entries(speculative, rel, SPECULATIVE)
-    ]
-    for name, value in dicts.items():
-        if name == SPECULATIVE or value is None:
-            continue
-        for item, arch, mod, cls in _entries(value, rel, name, strict=False):
-            if id(item) not in reported and (OTHER_DICT_DRAFTER.search(arch) or OTHER_DICT_DRAFTER.search(cls)):
-                reported.add(id(item))  # a dict spread into a later one is reported once, under its own name
-                entries.append(RegistryEntry(arch, mod, cls, name))
-    notes = [
-        f"{rel}:{line}: `{text}`: {why}; {SPECULATIVE} may hold drafters mtp-audit does not see"
-        for line, text, why in speculative.gaps
-    ]
-    return entries, notes
+
+
+class _ModuleReader:
+    """The dicts and constants of modules the registry imports them from (``from .x import D``),
+    each run once by a builder of its own; a module being run (an import cycle) or that cannot be
+    read gives nothing, and says why."""
+
+    def __init__(self, index: ModuleIndex):
+        self.index = index
+        self.done: dict[str, _Builder | str] = {}
+
+    def builder(self, module: str) -> _Builder | str:
+        """The module's builder after its run, or why there is none."""
+        if module not in self.done:
+            self.done[module] = "part of an import cycle"
+            self.done[module] = self._run(module)
+        return self.done[module]
+
+    def _run(self, module: str) -> _Builder | str:
+        found = self.index.locate(module)
+        if found is None:
+            return f"{module}, which is not in the tree"
+        path, _ = found
+        rel = self.index.relative(path)
+        try:
+            tree = ast.parse(self.index.read_source(path))
+        except OSError as error:
+            return f"{rel}, which cannot be read ({error.strerror or error})"
+        except (SyntaxError, ValueError) as error:
+            return f"{rel}, which does not parse ({error})"
+        builder = _Builder(self, module, rel)
+        builder.run(tree)
+        return builder
 
 
 @dataclass
@@ -81,16 +147,18 @@ class _Item:
     arch: str | None
     value: ast.expr
     line: int
+    nested: _Dict | None = None  # the dict the value is, for a dict of dicts (``_ALL["spec"]``)
+    origin: str | None = None  # the name of the first dict it was bound in
 
 
 @dataclass
 class _Dict:
     """A module-level dict as Python builds it: entries by key in insertion order (a later value
-    replaces an earlier one in place), and the parts that could not be read (line, text, why)."""
+    replaces an earlier one in place), and the parts that could not be read (file, line, text, why)."""
 
     items: dict[str, _Item] = field(default_factory=dict)
-    odd_keys: list[_Item] = field(default_factory=list)  # keys that are not string literals
-    gaps: list[tuple[int, str, str]] = field(default_factory=list)
+    odd_keys: list[_Item] = field(default_factory=list)  # keys that are not strings
+    gaps: list[tuple[str, int, str, str]] = field(default_factory=list)
 
     def merge(self, other: _Dict) -> None:
         """``self.update(other)``: the other's entries, and what could not be read of it."""
@@ -98,17 +166,17 @@ class _Dict:
         self.odd_keys.extend(other.odd_keys)
         self.gaps.extend(g for g in other.gaps if g not in self.gaps)
 
-    def add(self, key: ast.expr, value: ast.expr) -> None:
-        arch = literal_string(key)
-        item = _Item(arch, value, key.lineno)
-        if arch is None:
+    def add(self, item: _Item) -> None:
+        if item.arch is None:
             self.odd_keys.append(item)
         else:
-            self.items[arch] = item
+            self.items[item.arch] = item
 
-    def gap(self, node: ast.AST, why: str, text: str | None = None) -> None:
-        """Something the builder cannot follow: it is reported, never dropped unsaid."""
-        self.gaps.append((node.lineno, _short(text or unparse(node)), why))
+    def named(self, name: str) -> None:
+        """Bound to ``name``: entries first bound here come from it."""
+        for item in self.items.values():
+            if item.origin is None:
+                item.origin = name
 
 
 def _short(text: str) -> str:
@@ -122,22 +190,60 @@ NOT_FOLLOWED = "a change mtp-audit does not follow"
 # Methods that change a dict in ways the builder does not follow.
 MUTATORS = frozenset({"pop", "popitem", "clear", "setdefault", "__setitem__", "__delitem__", "__ior__"})
 BLOCKS = (ast.If, *TRIES, ast.With, ast.For, ast.While, ast.Match)
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 class _Builder:
     """Runs a registry module's top-level statements as Python would, on its dicts only.
 
-    A dict literal (with ``**`` of dicts it knows), ``A | B``, ``A |= B``, ``A[key] = value``,
-    ``A.update(...)`` and ``del A[key]`` are followed in order; a name bound to anything else maps
-    to None. What cannot be followed is recorded on the dict it touches (``_Dict.gaps``).
+    A dict literal (with ``**`` of dicts it knows), ``dict(...)``, ``A.copy()``, ``A | B``,
+    ``A |= B``, ``A[key] = value``, ``A.update(...)``, ``del A[key]``, a dict of dicts'
+    ``A["key"]``, names bound to string constants or (module, class) pairs, tuple unpacking and
+    ``from .x import A`` are followed in order; a name bound to anything else maps to None. What
+    cannot be followed is recorded on the dict it touches (``_Dict.gaps``), a call of a module
+    function that changes a dict included.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, reader: _ModuleReader, module: str, rel: str) -> None:
+        self.reader = reader
+        self.module = module
+        self.rel = rel
         self.dicts: dict[str, _Dict | None] = {}  # in order of first binding, as the old reader kept them
+        self.constants: dict[str, ast.expr] = {}  # names bound to a string or a tuple of strings
+        self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.unread_imports: dict[str, str] = {}  # name -> the module it is imported from, and why unread
+
+    def run(self, module: ast.Module) -> None:
+        for statement in module.body:
+            self.changes_by_calls(statement)
+            self.statement(statement)
+
+    def gap(self, into: _Dict, node: ast.AST, why: str, text: str | None = None) -> None:
+        """Something the builder cannot follow: it is reported, never dropped unsaid."""
+        into.gaps.append((self.rel, node.lineno, _short(text or unparse(node)), why))
 
     def known(self, node: ast.expr) -> _Dict | None:
-        """The dict a name refers to (the same object: ``B = A`` makes an alias, as in Python)."""
+        """The dict a name, or a dict of dicts' ``A["key"]``, refers to (the same object: ``B = A``
+        makes an alias, as in Python)."""
+        if isinstance(node, ast.Subscript):
+            outer = self.known(node.value)
+            key = self.key(node.slice) if outer is not None else None
+            found = outer.items.get(key) if outer is not None and key is not None else None
+            return found.nested if found is not None else None
         return self.dicts.get(node.id) if isinstance(node, ast.Name) else None
+
+    def key(self, node: ast.expr) -> str | None:
+        """A string key: a literal, or a name bound to one."""
+        if isinstance(node, ast.Name) and node.id in self.constants:
+            node = self.constants[node.id]
+        return literal_string(node)
+
+    def item(self, key: str | None, value: ast.expr, line: int) -> _Item:
+        """An entry; a value named by a constant is read as the pair it is bound to."""
+        if isinstance(value, ast.Name) and value.id in self.constants:
+            value = self.constants[value.id]
+        nested = self.value(value) if isinstance(value, (ast.Dict, ast.Name, ast.Call, ast.BinOp)) else None
+        return _Item(key, value, line, nested)
 
     def value(self, node: ast.expr) -> _Dict | None:
         """The dict an expression builds, None when it is not one the builder can read."""
@@ -145,7 +251,7 @@ class _Builder:
             built = _Dict()
             for key, item in zip(node.keys, node.values):
                 if key is not None:
-                    built.add(key, item)
+                    built.add(self.item(self.key(key), item, key.lineno))
                 else:
                     self.spread(built, item)
             return built
@@ -156,11 +262,41 @@ class _Builder:
             built = _Dict()
             for side, part in ((left, node.left), (right, node.right)):
                 if side is None:
-                    built.gap(part, NOT_A_DICT)
+                    self.gap(built, part, NOT_A_DICT)
                 else:
                     built.merge(side)
             return built
+        if isinstance(node, ast.Call):
+            return self.call_value(node)
         return self.known(node)
+
+    def call_value(self, call: ast.Call) -> _Dict | None:
+        """``dict(...)`` and ``A.copy()``: a new dict, as Python makes it."""
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "copy" and not call.args and not call.keywords:
+            source = self.known(func.value)
+            if source is None:
+                return None
+            copied = _Dict()
+            copied.merge(source)
+            return copied
+        if not (isinstance(func, ast.Name) and func.id == "dict" and "dict" not in self.functions):
+            return None
+        if len(call.args) > 1 or any(isinstance(a, ast.Starred) for a in call.args):
+            return None
+        built = _Dict()
+        for argument in call.args:
+            self.spread(built, argument, call)
+        self.keywords(built, call)
+        return built
+
+    def keywords(self, into: _Dict, call: ast.Call) -> None:
+        """``into.update(**x, KEY=value)`` of a call's keywords."""
+        for keyword in call.keywords:
+            if keyword.arg is None:
+                self.spread(into, keyword.value, call)
+            else:
+                into.add(self.item(keyword.arg, keyword.value, keyword.value.lineno))
 
     def spread(self, into: _Dict, node: ast.expr, statement: ast.AST | None = None) -> None:
         """``into.update(node)`` (``**node`` inside a literal when no statement is given), or a gap."""
@@ -168,9 +304,9 @@ class _Builder:
         if other is not None:
             into.merge(other)
         elif statement is None:
-            into.gap(node, NOT_A_DICT, f"**{unparse(node)}")
+            self.gap(into, node, NOT_A_DICT, f"**{unparse(node)}")
         else:
-            into.gap(statement, f"`{_short(unparse(node))}` is {NOT_A_DICT}")
+            self.gap(into, statement, f"`{_short(unparse(node))}` is {NOT_A_DICT}")
 
     def statement(self, node: ast.stmt) -> None:
         if isinstance(node, ast.Assign):  # ``A = B = {...}``: one dict, bound to each target in turn
@@ -184,32 +320,80 @@ class _Builder:
             if isinstance(node.op, ast.BitOr):
                 self.spread(target, node.value, node)
             else:
-                target.gap(node, NOT_FOLLOWED)
+                self.gap(target, node, NOT_FOLLOWED)
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             self.method_call(node.value)
         elif isinstance(node, ast.Delete):
             for target in node.targets:
                 self.delete(target, node)
+        elif isinstance(node, ast.ImportFrom):
+            self.import_from(node)
+        elif isinstance(node, FUNCTIONS):
+            self.functions[node.name] = node
+            self.rebound(node.name)
         elif isinstance(node, BLOCKS):
             self.in_block(node)
+
+    def rebound(self, name: str, built: _Dict | None = None) -> None:
+        """``name`` now names ``built`` (None: something that is not a dict the builder reads)."""
+        self.dicts[name] = built
+        self.constants.pop(name, None)
+        if built is not None:
+            built.named(name)
 
     def assign(self, target: ast.expr, value: ast.expr, built: _Dict | None) -> None:
         """``target = value``, where ``value`` builds ``built`` (evaluated once, as Python does)."""
         if isinstance(target, ast.Name):
-            self.dicts[target.id] = built
+            self.rebound(target.id, built)
+            if string_values(value) is not None:
+                self.constants[target.id] = value
         elif isinstance(target, ast.Subscript) and self.known(target.value) is not None:
-            self.known(target.value).add(target.slice, self.entry_value(value))
+            owner, key = self.known(target.value), self.key(target.slice)
+            if key is None:
+                self.gap(owner, target, "a key that is not a string", f"{unparse(target)} = {unparse(value)}")
+            else:
+                owner.add(self.item(key, self.entry_value(value), target.lineno))
+        elif isinstance(target, (ast.Tuple, ast.List)) and self.unpacks(target, value):
+            for name, part in zip(target.elts, value.elts):  # type: ignore[attr-defined]
+                self.assign(name, part, self.value(part))
         elif isinstance(target, (ast.Tuple, ast.List, ast.Starred)):  # unpacking: bound to values not read
             for name in walk(target):
                 if isinstance(name, ast.Name):
-                    self.dicts[name.id] = None
+                    self.rebound(name.id)
+
+    @staticmethod
+    def unpacks(target: ast.Tuple | ast.List, value: ast.expr) -> bool:
+        """``A, B = x, y``: element by element (no starred element on either side)."""
+        return (
+            isinstance(value, (ast.Tuple, ast.List))
+            and len(value.elts) == len(target.elts)
+            and not any(isinstance(e, ast.Starred) for e in (*target.elts, *value.elts))
+        )
 
     def entry_value(self, value: ast.expr) -> ast.expr:
         """``A["NEW"] = A["OLD"]``: the value ``A["OLD"]`` holds now; any other value as written."""
         source = self.known(value.value) if isinstance(value, ast.Subscript) else None
-        key = literal_string(value.slice) if source is not None else None  # type: ignore[attr-defined]
+        key = self.key(value.slice) if source is not None else None  # type: ignore[attr-defined]
         found = source.items.get(key) if source is not None and key is not None else None
         return found.value if found is not None else value
+
+    def import_from(self, node: ast.ImportFrom) -> None:
+        """``from .x import A [as B]``: x's dict or constant A, as x's own statements build it."""
+        module = _absolute(self.module, node)
+        for alias in node.names:
+            name = alias.asname or alias.name
+            if alias.name == "*" or module is None:
+                continue
+            source = self.reader.builder(module)
+            if isinstance(source, str):
+                self.rebound(name)
+                self.unread_imports[name] = source
+                continue
+            self.rebound(name, source.dicts.get(alias.name))
+            if alias.name in source.constants:
+                self.constants[name] = source.constants[alias.name]
+            if alias.name in source.unread_imports:
+                self.unread_imports[name] = source.unread_imports[alias.name]
 
     def method_call(self, call: ast.Call) -> None:
         func = call.func
@@ -217,23 +401,22 @@ class _Builder:
         if owner is None:
             return
         if func.attr == "update":
-            for argument in call.args:
-                self.spread(owner, argument, call)
-            for keyword in call.keywords:
-                if keyword.arg is None:
-                    self.spread(owner, keyword.value, call)
-                else:
-                    owner.items[keyword.arg] = _Item(keyword.arg, keyword.value, keyword.value.lineno)
+            if len(call.args) == 1 and isinstance(call.args[0], (ast.List, ast.Tuple)):
+                self.gap(owner, call, NOT_FOLLOWED)
+            else:
+                for argument in call.args:
+                    self.spread(owner, argument, call)
+            self.keywords(owner, call)
         elif func.attr in MUTATORS:
-            owner.gap(call, NOT_FOLLOWED)
+            self.gap(owner, call, NOT_FOLLOWED)
 
     def delete(self, target: ast.expr, statement: ast.Delete) -> None:
         owner = self.known(target.value) if isinstance(target, ast.Subscript) else None
         if owner is None:
             return
-        arch = literal_string(target.slice)
+        arch = self.key(target.slice)
         if arch is None:
-            owner.gap(statement, "a key that is not a string")
+            self.gap(owner, statement, "a key that is not a string")
         else:
             owner.items.pop(arch, None)
 
@@ -242,7 +425,28 @@ class _Builder:
         kind = type(block).__name__.lower().replace("star", "")
         for node in _simple_statements(block):
             for touched in self.touched(node):
-                touched.gap(node, f"inside a module-level `{kind}` block, which mtp-audit does not follow")
+                self.gap(touched, node, f"inside a module-level `{kind}` block, which mtp-audit does not follow")
+
+    def changes_by_calls(self, statement: ast.stmt) -> None:
+        """A module function called at top level (directly, not from a def) that changes a known
+        dict: that change is not followed, and is said to be."""
+        if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
+            return
+        for node in walk(statement):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+                continue
+            function = self.functions.get(node.func.id)
+            if function is None:
+                continue
+            for inner in walk(function):
+                if isinstance(inner, ast.stmt):
+                    for touched in self.touched(inner):
+                        self.gap(
+                            touched,
+                            node,
+                            f"a call of `{function.name}` (line {function.lineno}), which changes "
+                            f"it at line {inner.lineno}: {NOT_FOLLOWED}",
+                        )
 
     def touched(self, node: ast.stmt) -> list[_Dict]:
         """The known dicts a statement binds or changes."""
@@ -265,6 +469,17 @@ class _Builder:
         return found
 
 
+def _absolute(module: str, node: ast.ImportFrom) -> str | None:
+    """The module a ``from ... import`` in ``module`` (a module file, not a package) names."""
+    if node.level == 0:
+        return node.module
+    parts = module.split(".")
+    if node.level > len(parts) - 1:
+        return None
+    base = parts[: len(parts) - node.level]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
 def _simple_statements(block: ast.stmt):
     """The statements run inside a block, through nested blocks, not into functions or classes."""
     for field_name in ("body", "orelse", "finalbody", "handlers", "cases"):
@@ -275,29 +490,33 @@ def _simple_statements(block: ast.stmt):
                 yield child
 
 
-def _entries(value: _Dict, rel: str, name: str, strict: bool = True):
-    """(item, arch, module, class) of each readable entry; in the speculative dict (``strict``) an
-    entry that is not a string key and a (module, class) string pair stops the scan."""
-    if strict and value.odd_keys:
+def _checked_items(value: _Dict, rel: str, name: str):
+    """(arch, item) of the speculative dict, whose keys must all be strings."""
+    if value.odd_keys:
         raise UsageError(
             f"{rel}: an entry of {name} is not a (module, class) string pair (line {value.odd_keys[0].line})"
         )
-    for arch, item in value.items.items():
-        pair = [literal_string(e) for e in item.value.elts] if isinstance(item.value, (ast.Tuple, ast.List)) else []
-        if len(pair) != 2 or None in pair:
-            if strict:
-                raise UsageError(f"{rel}: an entry of {name} is not a (module, class) string pair (line {item.line})")
-            continue
-        module_name, cls = pair
-        if not all(part.isidentifier() for part in module_name.split(".")):
-            # "..x", "." or "/etc/x" would name files outside the package (or nothing at all)
-            raise UsageError(
-                f"{rel}: {name}[{arch!r}] names module {module_name!r}, which is not a dotted "
-                "module name; mtp-audit reads only modules inside the tree"
-            )
-        # as vLLM's _resolve_module_name: a full path starts with "vllm.", anything else is under models/
-        full = module_name if module_name.startswith("vllm.") else f"{MODELS_PACKAGE}.{module_name}"
-        yield item, arch, full, cls
+    return value.items.items()
+
+
+def _pair(item: _Item, rel: str, name: str, strict: bool) -> tuple[str, str] | None:
+    """The (full module name, class) an entry names; one that is not a (module, class) string pair
+    stops the scan in the speculative dict (``strict``) and is skipped elsewhere."""
+    value = item.value
+    pair = [literal_string(e) for e in value.elts] if isinstance(value, (ast.Tuple, ast.List)) else []
+    if len(pair) != 2 or None in pair:
+        if strict:
+            raise UsageError(f"{rel}: an entry of {name} is not a (module, class) string pair (line {item.line})")
+        return None
+    module_name, cls = pair
+    if not all(part.isidentifier() for part in module_name.split(".")):
+        # "..x", "." or "/etc/x" would name files outside the package (or nothing at all)
+        raise UsageError(
+            f"{rel}: {name}[{item.arch!r}] names module {module_name!r}, which is not a dotted "
+            "module name; mtp-audit reads only modules inside the tree"
+        )
+    # as vLLM's _resolve_module_name: a full path starts with "vllm.", anything else is under models/
+    return (module_name if module_name.startswith("vllm.") else f"{MODELS_PACKAGE}.{module_name}"), cls
 
 
 def heuristic_entries(index: ModuleIndex) -> list[RegistryEntry]:
