@@ -451,6 +451,19 @@ def test_an_entry_point_name_taken_twice_keeps_the_one_found_last(tmp_path):
         assert "is shadowed by" in warning
 
 
+def test_an_entry_point_whose_function_is_missing_does_not_shadow_an_earlier_one(tmp_path):
+    """acme-missing's ``register`` names a function its module lacks: ``plugin.load()`` raises AttributeError,
+    vLLM logs "Failed to load plugin" and keeps acme-first's ``register`` of the same name."""
+    result = scan_with(vllm_tree(tmp_path / "v"), PLUGINS / "collide_first", PLUGINS / "collide_missing")
+    toy = [(r[1], r[5]) for r in rows(result.stdout) if r[0] == "ToyMTPModel"]
+    assert toy == [("FirstToyMTP", "acme-first 0.1.0")]
+    [warning] = result.stderr.splitlines()
+    assert warning.startswith(
+        "warning: plugin acme-missing 0.1.0: entry point register (acme_missing:register_models) names no function"
+    )
+    assert warning.endswith("raises AttributeError: vLLM never calls it and its registrations do not apply")
+
+
 def test_in_tree_drafters_are_used_on_a_plugin_platform_too(tmp_path):
     """acme-bare adds the platform "bare" and registers nothing: vLLM's drafters run there."""
     tree = vllm_tree(tmp_path / "v")

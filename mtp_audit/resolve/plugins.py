@@ -123,6 +123,15 @@ def read_plugin(index: ModuleIndex, plugin: PluginDist, loaded: set[str] | None 
             )
             failed = True
             continue
+        parsed = reader.parsed(module) if module.split(".")[0] in reader.packages else None
+        if parsed is not None and function and not _may_bind(parsed[0], function):
+            # vLLM: plugin.load() raises AttributeError, "Failed to load plugin": an earlier same-named one stays
+            reader.notes.append(
+                f"plugin {plugin.label}: entry point {name} ({value}) names no function of {parsed[1]}, so loading "
+                "it raises AttributeError: vLLM never calls it and its registrations do not apply"
+            )
+            failed = True
+            continue
         reader.follow(module, function, group, 0)
         if group == PLATFORM:
             platforms.append(reader.platform_name(module, function, name))
@@ -594,6 +603,30 @@ def _imported_modules(statement: ast.stmt, module: str, is_package: bool, is_mod
         return []
     source = absolute_module(module, is_package, statement.level, statement.module)
     return [source] + [f"{source}.{a.name}" for a in statement.names if is_module(f"{source}.{a.name}")]
+
+
+def _may_bind(tree: ast.Module, name: str) -> bool:
+    """Whether running the module's top level may bind ``name`` (False only where nothing could: no
+    def, class, assignment, import or loop binds it, and no star import, ``globals()``, ``exec`` or
+    module ``__getattr__`` may, and no function declares it ``global``)."""
+    if any(isinstance(node, ast.Global) and name in node.names for node in ast.walk(tree)):
+        return True
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name in (name, "__getattr__"):
+                return True
+            pending.extend([*node.decorator_list, *getattr(node, "bases", [])])
+            continue
+        if isinstance(node, ast.alias) and (node.name == "*" or (node.asname or node.name.split(".")[0]) == name):
+            return True
+        if isinstance(node, ast.Name) and (
+            (node.id == name and isinstance(node.ctx, ast.Store)) or node.id in ("globals", "exec", "vars")
+        ):
+            return True
+        pending.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def _top_level_function(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
