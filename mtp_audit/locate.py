@@ -258,11 +258,19 @@ def with_plugins(tree: SourceTree, plugin_paths: list[Path]) -> SourceTree:
     for path in plugin_paths:
         if not path.expanduser().is_dir():
             raise UsageError(f"--plugin-path {path}: no such directory")
-    search += [p.expanduser().resolve() for p in plugin_paths]
+    given = [p.expanduser().resolve() for p in plugin_paths]
+    search += given
     plugins = tuple(discover(list(dict.fromkeys(search))))
     sites = list(dict.fromkeys(p.location for p in plugins))
     installed = [editable_installs(site) for site in sites]
-    extra = [site for site in sites if site != tree.root] + [path for paths, _ in installed for path in paths]
+    # sys.path's own order (the tree first only where it is not on it), then the given folders
+    import_order = [*(on_path if tree.root in on_path else [tree.root]), *given]
+    homes = plugin_homes(plugins, list(dict.fromkeys(import_order)))
+    extra = [
+        *(home for _, home in homes if home != tree.root),
+        *(site for site in sites if site != tree.root),
+        *(path for paths, _ in installed for path in paths),
+    ]
     mapped = tuple(dict.fromkeys(pair for _, mapping in installed for pair in mapping))
     allowed = os.environ.get("VLLM_PLUGINS")  # vLLM's envs.VLLM_PLUGINS: only these entry points load
     return replace(
@@ -270,8 +278,27 @@ def with_plugins(tree: SourceTree, plugin_paths: list[Path]) -> SourceTree:
         extra_roots=tuple(dict.fromkeys(extra)),
         plugins=plugins,
         mapped_packages=mapped,
+        plugin_homes=homes,
         allowed_plugins=None if allowed is None else tuple(allowed.split(",")),
     )
+
+
+def plugin_homes(plugins: tuple[PluginDist, ...], import_order: list[Path]) -> tuple[tuple[str, Path], ...]:
+    """Each plugin top-level package (its ``top_level.txt`` names and its entry points' first parts) and
+    the first folder in ``import_order`` holding it as ``P/__init__.py`` or ``P.py``, where Python's path
+    finder takes it from (a folder without ``__init__.py`` is only a namespace portion: a later regular
+    package wins); packages found nowhere so, and ``vllm`` (the tree's), are left to the usual search."""
+    named = (value.partition(":")[0].strip().split(".")[0] for p in plugins for _, _, value in p.entry_points)
+    packages = sorted({*(top for plugin in plugins for top in plugin.packages), *named})
+    homes = []
+    for package in packages:
+        if not package.isidentifier() or package == "vllm":  # the audited vLLM is the tree's, wherever
+            continue
+        for folder in import_order:
+            if (folder / package / "__init__.py").is_file() or (folder / f"{package}.py").is_file():
+                homes.append((package, folder))
+                break
+    return tuple(homes)
 
 
 EDITABLE_FINDER = re.compile(r"__editable___.*_finder\.py")

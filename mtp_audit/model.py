@@ -144,6 +144,9 @@ class SourceTree:
     # Top-level packages an editable install maps to their folder (or file): setuptools' finder, which
     # Python asks after every path entry (it is appended to sys.meta_path)
     mapped_packages: tuple[tuple[str, Path], ...] = ()
+    # A plugin's top-level package -> the folder Python imports it from: the first on the search path
+    # holding it as a module or regular package (a developer's checkout ahead of the installed copy)
+    plugin_homes: tuple[tuple[str, Path], ...] = ()
     # The entry-point names vLLM loads, from ``VLLM_PLUGINS`` (split at commas; empty: none); None: every one
     allowed_plugins: tuple[str, ...] | None = None
     runs_with: SourceTree | None = None  # for a plugin directory: the vLLM it runs with

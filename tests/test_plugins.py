@@ -464,6 +464,31 @@ def test_an_entry_point_whose_function_is_missing_does_not_shadow_an_earlier_one
     assert warning.endswith("raises AttributeError: vLLM never calls it and its registrations do not apply")
 
 
+def test_a_plugin_package_is_read_from_the_first_folder_python_imports_it_from(tmp_path):
+    """A developer's checkout of acme_first (no dist-info) ahead of the installed copy on the search path:
+    ``plugin.load()`` imports the checkout's package, whose register names another class."""
+    checkout = tmp_path / "checkout" / "acme_first"
+    checkout.mkdir(parents=True)
+    (checkout / "__init__.py").write_text(
+        "from vllm import ModelRegistry\n\n\ndef register():\n"
+        '    ModelRegistry.register_model("ToyMTPModel", "acme_first.models_v2:CheckoutToyMTP")\n'
+    )
+    (checkout / "models_v2.py").write_text(
+        "from torch import nn\n\n\nclass CheckoutToyMTP(nn.Module):\n    def compute_logits(self, hidden_states):\n"
+        "        return self.logits_processor(self.lm_head, hidden_states)\n"
+    )
+    tree, site = vllm_tree(tmp_path / "v"), PLUGINS / "collide_first"
+    for order, cls, folder in (
+        ((checkout.parent, site), "CheckoutToyMTP", checkout),
+        ((site, checkout.parent), "FirstToyMTP", site),
+    ):
+        result = scan_with(tree, *order)
+        toy = [(r[1], r[5]) for r in rows(result.stdout) if r[0] == "ToyMTPModel"]
+        assert toy == [(cls, "acme-first 0.1.0")], result.stderr
+        [record] = [r for r in json.loads(result.stdout)["drafters"] if r["arch"] == "ToyMTPModel"]
+        assert Path(record["file"]).resolve().is_relative_to(folder.resolve())
+
+
 def test_in_tree_drafters_are_used_on_a_plugin_platform_too(tmp_path):
     """acme-bare adds the platform "bare" and registers nothing: vLLM's drafters run there."""
     tree = vllm_tree(tmp_path / "v")

@@ -639,11 +639,12 @@ def test_a_plugins_entry_points_are_followed_into_its_own_packages_only(tmp_path
         # other_pkg registers models, and is not the plugin's: said, not followed
         "other_pkg/__init__.py: other_pkg.register_all() is called, but other_pkg is not a package of beta 0.1 "
         "(its entry points' or its top_level.txt's): not followed",
-        "beta/impl.py: no function nope, which entry point beta.impl:nope names",
     ]
     assert reading.notes == [
         "plugin beta 0.1: entry point missing (beta.absent:register) fails to import, so vLLM never calls it "
-        "and its registrations do not apply: no module beta.absent in the plugin"
+        "and its registrations do not apply: no module beta.absent in the plugin",
+        "plugin beta 0.1: entry point nofunc (beta.impl:nope [extra]) names no function of beta/impl.py, so "
+        "loading it raises AttributeError: vLLM never calls it and its registrations do not apply",
     ]
 
 

@@ -219,7 +219,8 @@ class ResultCache:
         plugins = [(p.name, p.version, str(p.location), p.entry_points, p.packages) for p in tree.plugins]
         mapped = [(package, str(path)) for package, path in tree.mapped_packages]
         allowed = list(tree.allowed_plugins) if tree.allowed_plugins is not None else None
-        return self._store.path(str(tree.root), [str(r) for r in tree.extra_roots], mapped, plugins, allowed)
+        homes = [(package, str(path)) for package, path in tree.plugin_homes]
+        return self._store.path(str(tree.root), [str(r) for r in tree.extra_roots], mapped, plugins, allowed, homes)
 
 
 @dataclass

@@ -52,6 +52,7 @@ class ModuleIndex:
         self.located: dict[str, tuple[Path, bool] | None] = {}  # module -> locate's answer
         self.read_errors: dict[str, str] = {}
         self.observed: dict[str, str] = {}  # what the result depends on (see cache.Observed)
+        self.homes = dict(tree.plugin_homes)
         self.readable = ReadableFiles(tree)  # what a scan reads: not through a symlink out of the tree
         self._imports: dict[str, ImportFacts | None] = {}
         self.chains = ImportChains(self)
@@ -74,6 +75,11 @@ class ModuleIndex:
         if not module or not all(part.isidentifier() for part in parts):
             return None  # not a module name: nothing in the tree (and no path outside it)
         base = "/".join(parts)  # strings, not pathlib: import chains locate thousands of modules
+        home = self.homes.get(parts[0])
+        if home is not None:  # a plugin's package, where Python imports it from
+            for name, is_package in ((f"{base}/__init__.py", True), (f"{base}.py", False)):
+                if self._probe(home, name, extra=home != self.tree.root):
+                    return home / name, is_package
         for position, root in enumerate((self.tree.root, *self.tree.extra_roots)):  # in order, as on sys.path
             for name, is_package in ((f"{base}/__init__.py", True), (f"{base}.py", False)):
                 if self._probe(root, name, extra=position > 0):
