@@ -18,11 +18,16 @@ from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
+from .depth import check_depth
+
 
 @functools.lru_cache(maxsize=4096)
 def parse_method(code: str) -> tuple[cst.Module, cst.FunctionDef]:
-    """Parse one method's source (as stored in the facts) on its own; nodes are immutable, so shared."""
-    module = cst.parse_module(textwrap.dedent(code))
+    """Parse one method's source (as stored in the facts) on its own; nodes are immutable, so shared.
+    ``TooDeep`` where an expression is nested too deep to parse in reasonable time."""
+    code = textwrap.dedent(code)
+    check_depth(code)
+    module = cst.parse_module(code)
     func = module.body[0]
     if not isinstance(func, cst.FunctionDef):
         raise ValueError("not a function definition")

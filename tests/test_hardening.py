@@ -268,6 +268,26 @@ def test_deep_expressions_that_cpython_compiles_are_scanned_and_fixed(tmp_path, 
     assert "def get_top_tokens" in path.read_text()
 
 
+@pytest.mark.parametrize(
+    "expression",
+    [" + ".join(["hidden_states"] * 20_000), "hidden_states" + "[0]" * 5_000, " if c else ".join(["h"] * 3_000)],
+    ids=["20000-term-sum", "5000-subscripts", "3000-conditionals"],
+)
+def test_an_expression_too_deep_for_libcst_is_named_not_parsed(tmp_path, expression):
+    """libcst's parse grows with the square of the nesting (hours for 20,000 terms): such a method is
+    missing_manual, saying why, and fix refuses it, in seconds."""
+    tree = tree_of("direct_head", tmp_path)
+    path = _edit_toy(tree, lambda s: s.replace(HEAD_CALL, f"x = {expression}\n        {HEAD_CALL}"))
+    before = path.read_bytes()
+    scan = run_cli("scan", str(tree), "--format", "json")
+    assert scan.returncode == 1, scan.stderr
+    [record] = json.loads(scan.stdout)["drafters"]
+    assert record["status"] == "missing_manual"
+    assert "`compute_logits` holds an expression nested more than 1000 deep (line 7 of the method)" in record["reason"]
+    assert_clean_failure(run_cli("fix", str(tree), "--all"), 0)
+    assert path.read_bytes() == before
+
+
 def test_a_1200_deep_inheritance_chain_resolves_in_linear_time(tmp_path):
     from mtp_audit.index.facts import extract_facts
     from mtp_audit.lifecycle import on_big_stack

@@ -16,7 +16,7 @@ import mtp_audit
 PACKAGE = Path(mtp_audit.__file__).parent
 # Lowest first. The ground floor imports nothing of the tool's but itself; `cli` is the top.
 LAYERS = (
-    ("__init__", "model", "errors", "patterns", "cstnodes", "templating", "lifecycle", "outputs"),
+    ("__init__", "model", "errors", "depth", "patterns", "cstnodes", "templating", "lifecycle", "outputs"),
     ("cache",),
     ("locate", "sources", "select"),
     ("index",),

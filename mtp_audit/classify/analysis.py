@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..depth import TooDeep
 from ..index.ast_tools import unparse, walk
 from ..index.fact_types import MethodFacts
 from ..model import ClassKey, Consistency, Status
@@ -125,6 +126,16 @@ class Analyzer:
         self, key: ClassKey, overlay: Overlay | None = None, _depth: int = 0, contract: Contract | None = None
     ) -> Analysis:
         """``contract``: how the speculators that can hold the drafter call it (top level only)."""
+        if _depth == 0:
+            try:
+                return self._judged(key, overlay, 0, contract)
+            except TooDeep as error:
+                return Analysis(Status.MISSING_MANUAL, f"{self.h.file_of(key)}: {key.name}: {error}")
+        return self._judged(key, overlay, _depth, contract)
+
+    def _judged(
+        self, key: ClassKey, overlay: Overlay | None = None, _depth: int = 0, contract: Contract | None = None
+    ) -> Analysis:
         analysis = self._analyze(key, overlay, _depth, contract)
         if contract is None or not contract.known:
             return analysis

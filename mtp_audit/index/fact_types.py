@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import bisect
 import functools
+import textwrap
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ..depth import check_depth
 from .prefilter import physical_lines
 
 # A Literal, not an Enum: facts are cached, and a plain string keeps their entries small and fast to load.
@@ -83,6 +85,7 @@ def libcst_code(text: str) -> str:
     """Parse one method's text with libcst (imported here: scans that classify nothing never pay for it)."""
     import libcst as cst
 
+    check_depth(textwrap.dedent(text))
     if text[:1] in (" ", "\t"):  # an indented method: give it back a class, ending its line as the file does
         first = physical_lines(text)[0]
         module = cst.parse_module("class _:" + (first[len(first.rstrip("\r\n")) :] or "\n") + text)
