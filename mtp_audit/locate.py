@@ -44,7 +44,7 @@ def locate(path: Path | None) -> SourceTree:
         )
     if (path / "vllm").is_dir() or path.name == "vllm":
         raise UsageError(f"{path}: looks like vLLM but has no {REGISTRY}; is the tree complete?")
-    if not any(path.rglob("*.py")):
+    if not tree_python_files(path):
         raise UsageError(f"{path}: no Python files here; give a vLLM checkout or a directory of model files")
     return SourceTree(root=path, package_dir=None, vllm_version=None)
 
@@ -243,6 +243,25 @@ def has_local_argmax(logits_processor_source: str) -> bool:
         return False
     processor = _processor_class(logits_processor_source)
     return processor is not None and isinstance(_methods(processor).get("get_top_tokens"), ast.FunctionDef)
+
+
+# Folders of a plugin tree that hold no model code: never read.
+SKIPPED_FOLDERS = frozenset({"__pycache__", "tests", "test"})
+
+
+def tree_python_files(root: Path) -> list[Path]:
+    """The ``*.py`` files of a plugin tree, sorted, as ``sorted(root.rglob("*.py"))`` finds them (symlinked folders
+    not entered), hidden, ``__pycache__`` and test folders and hidden files left out. A folder that cannot be listed
+    is a usage error naming it and why: its drafters would otherwise be missed unsaid."""
+
+    def refuse(error: OSError) -> None:
+        raise UsageError(f"{error.filename or root}: cannot be read ({error.strerror or error})")
+
+    found = []
+    for folder, folders, names in os.walk(root, onerror=refuse):
+        folders[:] = [f for f in folders if not f.startswith(".") and f not in SKIPPED_FOLDERS]
+        found += [Path(folder, name) for name in names if name.endswith(".py") and not name.startswith(".")]
+    return sorted(found)
 
 
 def with_plugins(tree: SourceTree, plugin_paths: list[Path]) -> SourceTree:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -363,6 +364,51 @@ def test_unreadable_model_file_is_named_and_the_rest_reported(tmp_path, monkeypa
         "cannot be read (Permission denied)",
     ) in result.parse_errors
     assert result.records or result.unresolved  # the rest is reported
+
+
+def _without_root_read_override() -> list[str]:
+    """A command prefix under which permissions bind (root reads any folder; setpriv drops that)."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: permissions cannot be made to bind")
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"]
+
+
+@pytest.fixture
+def unsearchable(tmp_path):
+    """chmod 000 folders, given back their mode at the end so that tmp_path can be removed."""
+    folders: list[Path] = []
+    yield folders.append
+    for folder in folders:
+        folder.chmod(0o755)
+
+
+def test_an_unreadable_folder_is_named_as_unreadable_not_missing(tmp_path, unsearchable):
+    prefix = _without_root_read_override()
+    run = [*prefix, sys.executable, "-m", "mtp_audit", "scan", "--no-cache", "--format", "json"]
+    environment = {**os.environ, "NO_COLOR": "1"}
+    plugin = tmp_path / "plug" / "my_plugin"
+    plugin.mkdir(parents=True)
+    (plugin / "acme_mtp.py").write_text("class AcmeMTP:\n    pass\n")
+    unsearchable(plugin)
+    plugin.chmod(0)
+    result = subprocess.run([*run, str(plugin.parent)], capture_output=True, text=True, env=environment)
+    assert (result.returncode, result.stderr) == (2, f"mtp-audit: {plugin}: cannot be read (Permission denied)\n")
+    # in a vLLM tree: a dispatch package whose folder cannot be searched is unreadable (exit 2), not "no module"
+    tree = tree_of("direct_head", tmp_path)
+    gamma = tree / "vllm/models/gamma"
+    gamma.mkdir(parents=True)
+    (gamma / "__init__.py").write_text((tree / MODELS / "toy_mtp.py").read_text())
+    registry = tree / MODELS / "registry.py"
+    registry.write_text(registry.read_text().replace("{", '{"GammaMTPModel": ("vllm.models.gamma", "ToyMTP"), ', 1))
+    unsearchable(gamma)
+    gamma.chmod(0)
+    result = subprocess.run([*run, str(tree)], capture_output=True, text=True, env=environment)
+    assert result.returncode == 2, result.stderr
+    assert json.loads(result.stdout)["errors"] == [
+        {"file": "vllm/models/gamma/__init__.py", "message": "cannot be read (Permission denied)"}
+    ]
 
 
 def test_unreadable_registry_is_one_line_exit_2(tmp_path, monkeypatch):

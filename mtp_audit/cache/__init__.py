@@ -31,6 +31,7 @@ __all__ = [
     "Observed",
     "ReadableFiles",
     "ResultCache",
+    "UNREADABLE",
     "atomic_write",
     "default_cache_dir",
     "digest",
@@ -43,7 +44,8 @@ EXISTS = "exists"  # a regular file (symlinks followed)
 DIRECTORY = "directory"
 OTHER = "other"  # a FIFO, a device, a socket
 ABSENT = "absent"
-KINDS = (EXISTS, DIRECTORY, OTHER, ABSENT)  # what ``kind_of`` tells
+UNREADABLE = "unreadable"  # a folder on the way may not be searched (permission denied): what is there is unknown
+KINDS = (EXISTS, DIRECTORY, OTHER, ABSENT, UNREADABLE)  # what ``kind_of`` tells
 CHANGED = "changed"  # read twice with different bytes: no one content was analysed, and no file matches
 
 
@@ -55,6 +57,8 @@ def kind_of(path: Path | str) -> str:
     """What is at ``path``, symlinks followed: one of ``KINDS`` (one ``stat``)."""
     try:
         mode = os.stat(path).st_mode
+    except PermissionError:
+        return UNREADABLE
     except (OSError, ValueError):
         return ABSENT
     return EXISTS if stat.S_ISREG(mode) else DIRECTORY if stat.S_ISDIR(mode) else OTHER

@@ -17,6 +17,7 @@ from ..cache import (
     EXISTS,
     KINDS,
     MISSING,
+    UNREADABLE,
     FactsCache,
     ReadableFiles,
     digest,
@@ -105,7 +106,7 @@ class ModuleIndex:
         path = os.path.join(root, name)
         kind = kind_of(path)
         self.observed.setdefault(Path(path).as_posix() if extra else name, kind)
-        return kind == EXISTS
+        return kind in (EXISTS, UNREADABLE)  # where a folder cannot be searched, reading says so (not: no module)
 
     def kind(self, path: Path) -> str:
         """What is at ``path`` (``cache.kind_of``), remembered: the result depends on it."""

@@ -27,7 +27,7 @@ from ..index.interpreter import platform_or_flag
 from ..index.modules import ModuleIndex
 from ..index.platforms import PLATFORM as CURRENT_PLATFORM
 from ..index.platforms import Lookup, evaluate, literal_string
-from ..locate import GENERAL, PLATFORM, discover
+from ..locate import GENERAL, PLATFORM, discover, tree_python_files
 from ..model import PLATFORMS, PluginDist, RegistryEntry
 from .registry import OTHER_DICT_DRAFTER, SPECULATIVE
 
@@ -851,10 +851,8 @@ def tree_modules(index: ModuleIndex, containing: str) -> list[str]:
     """Modules of a plugin tree whose text contains ``containing`` (tests and hidden dirs left out)."""
     root = index.tree.root
     modules = []
-    for path in sorted(root.rglob("*.py")):
+    for path in tree_python_files(root):
         rel = path.relative_to(root)
-        if any(part.startswith(".") or part in {"__pycache__", "tests", "test"} for part in rel.parts):
-            continue
         try:  # the index's reader: not a FIFO (it would hang), not a symlink out of the tree
             if containing.encode() not in index.read_source(path):
                 continue

@@ -11,7 +11,7 @@ from ..errors import UsageError
 from ..index.ast_tools import TRIES, unparse, walk
 from ..index.modules import ModuleIndex
 from ..index.platforms import literal_string, string_values
-from ..locate import REGISTRY
+from ..locate import REGISTRY, tree_python_files
 from ..model import RegistryEntry
 
 MODELS_PACKAGE = "vllm.model_executor.models"
@@ -285,8 +285,11 @@ class _Builder:
         if len(call.args) > 1 or any(isinstance(a, ast.Starred) for a in call.args):
             return None
         built = _Dict()
-        for argument in call.args:
-            self.spread(built, argument, call)
+        for argument in call.args:  # ``dict(f())``: not a dict the builder reads, as ``f()`` is not
+            source = self.value(argument)
+            if source is None:
+                return None
+            built.merge(source)
         self.keywords(built, call)
         return built
 
@@ -529,14 +532,8 @@ def heuristic_entries(index: ModuleIndex) -> list[RegistryEntry]:
     """
     root = index.tree.root
     entries = []
-    try:
-        paths = sorted(root.rglob("*.py"))
-    except OSError as error:
-        raise UsageError(f"{error.filename or root}: cannot be read ({error.strerror or error})") from None
-    for path in paths:
+    for path in tree_python_files(root):
         rel = path.relative_to(root)
-        if any(part.startswith(".") or part in {"__pycache__", "tests", "test"} for part in rel.parts):
-            continue
         if not DRAFTER_FILE.search(path.stem):
             continue
         parts = list(rel.with_suffix("").parts)
