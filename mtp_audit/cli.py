@@ -10,7 +10,7 @@ import gc
 import os
 import sys
 import traceback
-from contextlib import nullcontext
+from contextlib import nullcontext, redirect_stdout
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -34,7 +34,6 @@ from .verify.constants import WORKER_TIMEOUT_S
 app = typer.Typer(
     name="mtp-audit",
     help="Audit vLLM speculative-decoding drafters for get_top_tokens() and write the missing method.",
-    no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
 )
@@ -243,6 +242,7 @@ def scan_command(
         bool(model),
         verbose,
         show_all,
+        fail_on != DEFAULT_FAIL_ON,
     )
     no_cache = cache_off(no_cache, quiet)
     if compare:
@@ -687,6 +687,9 @@ def _root(
     if version:
         typer.echo(f"mtp-audit {__version__}")
         raise typer.Exit(0)
-    if ctx.invoked_subcommand is None:
-        typer.echo(ctx.get_help())
+    if ctx.invoked_subcommand is None:  # no command: a usage error, so the help goes to stderr (stdout stays empty)
+        with redirect_stdout(sys.stderr):  # typer's rich help prints itself (to stdout) and returns ""
+            text = ctx.get_help()
+        if text:
+            typer.echo(text, err=True)
         raise typer.Exit(2)

@@ -88,6 +88,7 @@ def plan_fix(
                     [n for n in notes if all(k in kept for k in n.into)],
                     _left_for_a_human(result.records) if sweep_all else [],
                     _untouched(result.records) if sweep_all else [],
+                    result.unresolved if sweep_all else [],
                 )
             for outcome in plan.outcomes:  # a drafter is fixed whole or not at all
                 # a method not in the plan's own (a copy dropped for the owner's) is the owner's to write

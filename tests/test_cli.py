@@ -223,6 +223,11 @@ def test_options_that_would_be_ignored_are_usage_errors(tmp_path):
         ([str(tree), "--format", "json", "--verbose"], "--verbose goes with the concise report"),
         ([str(tree), "--format", "table", "--show-all"], "--show-all goes with the concise report"),
         ([str(tree), "--by-model-type", "--model", "toy"], "--model does not apply"),
+        # the format was the default: the option does not go with --compare, whatever the format
+        (["--compare", "0.33.0", "0.34.0", "--show-all"], "--show-all does not apply to --compare"),
+        ([str(tree), "--by-model-type", "--verbose"], "--verbose does not apply to --by-model-type"),
+        (["--compare", "0.33.0", "0.34.0", "--fail-on", "unproven"], "--fail-on does not apply to --compare"),
+        ([str(tree), "--by-model-type", "--fail-on", "never"], "--fail-on does not apply to --by-model-type"),
     ]:
         result = run_cli("scan", *args)
         assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
@@ -408,3 +413,19 @@ def test_records_of_one_class_on_other_platforms_keep_their_own_fix_refusals(tmp
     assert refusal_key(record) != refusal_key(other)
     result.fix_refusals = {refusal_key(record): "the first reason", refusal_key(other): "the second reason"}
     assert (result.refused_by_fix(record), result.refused_by_fix(other)) == ("the first reason", "the second reason")
+
+
+def test_no_command_is_a_usage_error_with_the_help_on_stderr():
+    result = run_cli()
+    assert (result.returncode, result.stdout) == (2, "")
+    assert "Usage:" in result.stderr and "scan" in result.stderr
+
+
+def test_one_record_is_one_record_and_a_sweep_names_what_does_not_resolve(tmp_path):
+    table = run_cli("scan", str(tree_of("direct_head", tmp_path / "one")), "--format", "table").stdout
+    assert "\n1 record: " in table
+    # GhostMTPModel and NulledMTPModel are registered and do not resolve: the sweep says so, not passing over them
+    swept = run_cli("fix", str(tree_of("same_failure_every_platform", tmp_path / "ghost")), "--all", "--check")
+    assert swept.stderr.splitlines()[-1].endswith(
+        "not resolved to a class, so not judged: GhostMTPModel, NulledMTPModel (`mtp-audit scan` says why)."
+    ), swept.stderr

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..model import DrafterRecord, SourceTree
+from ..model import DrafterRecord, SourceTree, Unresolved
 from .changes import Rewrite
 from .inheritors import Inheritor
 from .placement import Moved
@@ -26,3 +26,5 @@ class FixResult:
     left: list[DrafterRecord] = field(default_factory=list)
     # what a --all sweep had no reason to touch: supported (unproven ones included) and not_applicable
     untouched: list[DrafterRecord] = field(default_factory=list)
+    # registered architectures a --all sweep could not resolve to a class: nothing of them was judged
+    unresolved: list[Unresolved] = field(default_factory=list)

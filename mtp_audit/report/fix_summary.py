@@ -72,6 +72,9 @@ def fix_total(result: FixResult, written: bool) -> str:
         parts.append(f"left for a human: {', '.join(kinds)} (`mtp-audit scan` says why)")
     if result.untouched:
         parts.append(f"not touched: {untouched_counts(result.untouched)}")
+    if result.unresolved:
+        archs = ", ".join(sorted({u.arch or u.cls for u in result.unresolved}))
+        parts.append(f"not resolved to a class, so not judged: {archs} (`mtp-audit scan` says why)")
     return "fix: " + "; ".join(parts) + "."
 
 

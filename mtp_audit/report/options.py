@@ -17,6 +17,7 @@ def check_scan_options(
     model: bool,
     verbose: bool = False,
     show_all: bool = False,
+    fail_on_given: bool = False,
 ) -> None:
     if compare:
         if tree_given:
@@ -32,10 +33,21 @@ def check_scan_options(
             raise UsageError("--by-model-type prints every model_type; --model does not apply to it")
         if fmt not in MODEL_TYPE_FORMATS:
             raise UsageError(f"--by-model-type prints {', '.join(MODEL_TYPE_FORMATS)}; not {fmt}")
-    if (verbose or show_all) and (fmt != "concise" or compare or by_model_type):
+    if verbose or show_all:
         flag = "--verbose" if verbose else "--show-all"
+        if compare or by_model_type:
+            option, lists = (
+                ("--compare", "the drafters that changed") if compare else ("--by-model-type", "every model_type")
+            )
+            raise UsageError(f"{flag} does not apply to {option}, which lists {lists}")
+        if fmt != "concise":
+            raise UsageError(
+                f"{flag} goes with the concise report (the default format); the other formats show every record "
+                "and reason"
+            )
+    if fail_on_given and (compare or by_model_type):
         raise UsageError(
-            f"{flag} goes with the concise report (the default format); the other formats show every record and reason"
+            f"--fail-on does not apply to {'--compare' if compare else '--by-model-type'}: it reports, and exits 0"
         )
 
 
