@@ -89,6 +89,21 @@ def test_non_utf8_bytes_only_in_comments_are_read_as_python_imports_them(head, t
     assert "no safe mirror: `fix` refuses it (unsafe rewrite refused" in run_cli("scan", str(tree)).stdout
 
 
+def test_a_coding_cookie_on_an_old_mac_files_second_line_is_read_as_python_reads_it(tmp_path):
+    """CR-only line ends: CPython's tokenizer ends the cookie's line at the lone CR (tokenize.detect_encoding, over
+    BytesIO.readline, does not): the cp1252 docstring is text, and fix writes the method in the file's codec and
+    line ends."""
+    tree = tree_of("direct_head", tmp_path)
+    model = tree / MODELS / "toy_mtp.py"
+    text = model.read_text().replace(HEAD_CALL, f'"""The head\u2019s logits."""\n        {HEAD_CALL}')
+    model.write_bytes(("# coding: cp1252\n" + text).replace("\n", "\r").encode("cp1252"))
+    fixed = run_cli("fix", str(tree), "--model", "ToyMTPModel")
+    assert fixed.returncode == 0, fixed.stderr
+    written = model.read_bytes()
+    assert b"\n" not in written and b"\x92" in written and b"def get_top_tokens" in written
+    compile(written, str(model), "exec")  # CPython takes it, cookie and all
+
+
 def test_read_only_file_is_refused_and_nothing_is_written(tmp_path):
     tree = tree_of("delegation_cross_file", tmp_path)
     target = tree / MODELS / "split_predictor.py"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import io
 import tokenize
 
 
@@ -14,7 +13,7 @@ class NotDecodable(ValueError):
 def decode_source(data: bytes) -> tuple[str, str]:
     """The text of ``data`` and the codec that writes it back byte for byte ("utf-8-sig" keeps a BOM)."""
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        encoding, _ = tokenize.detect_encoding(_first_lines(data))
     except SyntaxError as error:  # no codec by that name, a BOM with another cookie, or bytes not UTF-8
         try:
             data.decode("utf-8")
@@ -48,4 +47,10 @@ def _declared_codec(data: bytes) -> str:
     ``tokenize.detect_encoding``'s rules: given those lines with what does not decode as UTF-8
     replaced, as only a comment's bytes may be (a cookie is ASCII)."""
     head = b"".join(line.decode("utf-8", "replace").encode("utf-8") for line in data.splitlines(True)[:2])
-    return tokenize.detect_encoding(io.BytesIO(head).readline)[0]
+    return tokenize.detect_encoding(_first_lines(head))[0]
+
+
+def _first_lines(data: bytes):
+    """A ``readline`` over ``data``'s lines as CPython's tokenizer ends them (``\\r\\n``, ``\\n`` or a lone
+    ``\\r``, which ``BytesIO.readline`` does not end a line at: a cookie on an old-Mac file's second line)."""
+    return iter([*data.splitlines(True)[:2], b""]).__next__
