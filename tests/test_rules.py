@@ -365,6 +365,30 @@ def test_a_mask_inside_the_block_is_named_at_its_own_line():
 
 
 @pytest.mark.parametrize(
+    ("store", "line"),
+    [("wide[:, targets] = logits.flip(-1)", 6), ("wide[:, targets + 1] = logits", 6)],
+    ids=["flipped", "shifted"],
+)
+def test_a_scatter_that_is_not_the_d2t_one_is_named_not_the_allocation_before_it(store, line):
+    """``wide = logits.new_full(...)`` takes only the logits' shape: the reason names the statement that moves
+    their values (QA: it named the allocation)."""
+    code = (
+        "def compute_logits(self, hidden_states):\n"
+        "    logits = self.logits_processor(self.lm_head, hidden_states)\n"
+        "    targets = torch.arange(self.draft_vocab) + self.draft_id_to_target_id\n"
+        '    wide = logits.new_full((logits.shape[0], self.vocab), float("-inf"))\n'
+        "    zeros = torch.zeros_like(logits)\n"
+        f"    {store}\n"
+        "    return wide\n"
+    )
+    shape = analyze_compute_logits(code, 1)
+    assert (shape.rule, shape.reason) == (
+        "post-other",
+        f"logits post-processed after the head call (line {line}: `{store}`)",
+    )
+
+
+@pytest.mark.parametrize(
     ("first_arm", "after", "rule", "reason"),
     [
         (

@@ -430,6 +430,19 @@ COPY_ALIAS = m.Assign(
         func=m.Attribute(value=m.Name(), attr=m.Name("contiguous") | m.Name("clone") | m.Name("detach")), args=[]
     ),
 )
+# ``wide = logits.new_full(...)``, ``torch.zeros_like(logits)``: a new tensor that takes only the logits' shape
+# and dtype, none of their values: a change, yet not the one a reason should name
+ALLOCATION = m.Assign(
+    value=m.Call(
+        func=m.Attribute(
+            attr=m.Name(m.MatchIfTrue(lambda name: name in ("new_full", "new_zeros", "new_ones", "new_empty")))
+        )
+        | m.Attribute(
+            value=m.Name("torch"),
+            attr=m.Name(m.MatchIfTrue(lambda name: name.removesuffix("_like") in ("full", "zeros", "ones", "empty"))),
+        )
+    )
+)
 # ``torch.where(cond, logits, float("-inf"))``: the logits where ``cond`` holds, another value elsewhere
 WHERE_CALL = m.Call(func=m.Attribute(value=m.Name("torch"), attr=m.Name("where")), args=[m.Arg(), m.Arg(), m.Arg()])
 
@@ -765,7 +778,8 @@ class _Flow:
             found = [n for s in self.changes for n in nodes_in_scope(s, cst.Call) if m.matches(n, TANH)]
         if found:
             return body.line(found[0]), body.code(found[0])
-        for statement in [*self.changes, *self.others][:1]:
+        changes = [s for s in self.changes if not m.matches(s, ALLOCATION)] or self.changes  # one that moves values
+        for statement in [*changes, *self.others][:1]:
             named = statement.value if m.matches(statement, m.Expr(value=m.Call())) else statement
             if not isinstance(named, cst.Expr):
                 return body.line(named), body.code(named).splitlines()[0]
