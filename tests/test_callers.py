@@ -1040,8 +1040,10 @@ def test_what_a_drafting_path_calls_on_the_drafter(tmp_path: Path) -> None:
     assert [c.line for c in first.logits] == [59, 74]
     assert [c.line for c in second.logits] == [59]
     # reached from two methods, each with its own compute_logits: both are on its paths
-    (pair,) = index.reach(f"{PATH}TwoWays").pairs
-    assert (pair.top_tokens.line, sorted(c.line for c in pair.logits)) == (94, [86, 90])
+    # (through the wrapper of each, which is a call site of its own: each pair names its own)
+    via_a, via_b = index.reach(f"{PATH}TwoWays").pairs
+    assert sorted((p.top_tokens.line, [c.line for c in p.logits]) for p in (via_a, via_b)) == [(94, [86]), (94, [90])]
+    assert via_a.top_tokens.through != via_b.top_tokens.through
     assert (first.top_tokens.keywords, first.top_tokens.positional) == ((), 1)
     # super().propose goes on to the base's, from a class that overrides it
     assert drafted_with(index.reach(f"{PATH}Wrapping")) == [

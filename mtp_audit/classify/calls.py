@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ..index.ast_tools import unparse, walk
 from ..model import CallerRecord, CallPair, ModelCall, Reach
+from ..resolve.bindings import names_read
 from ..resolve.callers import HIDDEN_BY_STAR
 from .shape_types import Param, ParamKind
 
@@ -417,7 +418,7 @@ def _names(text: str) -> frozenset[str]:
         tree = ast.parse(text.lstrip("*"), mode="eval")
     except (SyntaxError, ValueError, RecursionError):
         return frozenset()
-    return frozenset(n.id for n in walk(tree) if isinstance(n, ast.Name))
+    return names_read(tree)
 
 
 def passed_to_top_tokens(contract: Contract, params: list[Param]) -> set[str]:

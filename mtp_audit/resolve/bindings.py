@@ -6,6 +6,11 @@ path (``spec_step_idx = 0`` before one call), or the variables of two comprehens
 name, may hold other values. ``Bindings`` answers, for a point of a function and a name, the one
 binding every path to that point last ran (a parameter, an assignment or loop that dominates the
 point with no other binding of the name between), or, when it cannot tell, the bindings that may.
+
+A value changes without its name being bound too: a store into it (``h[:, :] = x``), an in-place
+method (``h.mul_(2)``, ``steps.append(i)``), an attribute stored (``self.step += 1``) or set by a
+method of its owner (``self._advance()``), a nested function's ``nonlocal`` store (where it is
+called). Each counts as a binding of the names (and attribute chains, ``self.step``) it may change.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ class Bindings:
         for arg in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg):
             if arg is not None:
                 self._of.setdefault(arg.arg, []).append(arguments)
+        self._nonlocal = _nonlocal_stores(function)
         for statement in function.body:
             self._collect(statement)
 
@@ -58,6 +64,9 @@ class Bindings:
         functions and classes, nor comprehension variables: each has its own scope)."""
         for name, binder in _bound_here(node, self.parents):
             self._add(name, binder)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            for name in self._nonlocal.get(node.func.id, ()):
+                self._add(name, _enclosing_statement(node, self.parents))
         if isinstance(node, INNER_SCOPES):
             return
         for child in ast.iter_child_nodes(node):
@@ -78,13 +87,48 @@ class Bindings:
         comprehension = self._comprehension_binding(node, name)
         if comprehension is not None:
             return Reaching((comprehension,), True)
-        bindings = self._of.get(name, [])
+        bindings = self._changing(name)
         dominating = [b for b in bindings if self._dominates(b, node, bindings)]
         if not bindings:
             return Reaching((), True)
         if len(dominating) == 1:
             return Reaching((dominating[0],), True)
         return Reaching(tuple(bindings), False)
+
+    def _changing(self, name: str) -> list[ast.AST]:
+        """The bindings that may change what ``name`` (a name or an attribute chain) holds: its own, for a
+        chain each shorter chain's and the methods called on it (``self._advance()`` for ``self.step``),
+        and the stores into longer chains (``self.step.x = 1``)."""
+        parts = name.split(".")
+        keys = [name, *(key for key in self._of if key.startswith(f"{name}."))]
+        for end in range(1, len(parts)):
+            prefix = ".".join(parts[:end])
+            keys += [prefix, f"{prefix}{CALLED}"]
+        if len(parts) > 1:
+            keys.append(f"{name}{CALLED}")
+        out: list[ast.AST] = []
+        for key in dict.fromkeys(keys):
+            out += [b for b in self._of.get(key, []) if not any(b is o for o in out)]
+        return out
+
+    def unchanged_across(self, first: ast.AST, second: ast.AST, name: str) -> bool:
+        """No binding that may change ``name`` lies inside the innermost statement holding both points
+        (the ``if`` whose arms hold them): each reads the value it had when that statement began, in any
+        one run of it (a counter raised after the ``if``, in the loop around it, changes neither). A
+        comprehension's variable is its own at each point: not this."""
+        if any(self._comprehension_binding(point, name) is not None for point in (first, second)):
+            return False
+        above = set()
+        node: ast.AST | None = first
+        while node is not None:
+            above.add(id(node))
+            node = self.parents.get(id(node))
+        common: ast.AST | None = second
+        while common is not None and (id(common) not in above or not isinstance(common, ast.stmt)):
+            common = self.parents.get(id(common))
+        if common is None:
+            return False
+        return not any(b is common or self._inside(b, [common]) for b in self._changing(name))
 
     def _comprehension_binding(self, node: ast.AST, name: str) -> ast.AST | None:
         """The innermost comprehension around ``node`` whose variables include ``name`` (its first
@@ -140,6 +184,61 @@ def _bound_here(node: ast.AST, parents: dict[int, ast.AST]) -> Iterator[tuple[st
         yield node.rest, _enclosing_statement(node, parents)
     elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
         yield node.id, _enclosing_statement(node, parents)
+    elif isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, (ast.Store, ast.Del)):
+        changed = chain(node) if isinstance(node, ast.Attribute) else chain(_stored_into(node))  # h[...] = x changes h
+        if changed is not None:
+            yield changed, _enclosing_statement(node, parents)
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        owner = chain(node.func.value)
+        if owner is not None:
+            method = node.func.attr
+            if method.endswith("_") and not method.endswith("__") or method in MUTATORS:
+                yield owner, _enclosing_statement(node, parents)  # h.mul_(2), steps.append(i)
+            yield f"{owner}{CALLED}", _enclosing_statement(node, parents)  # may set any attribute of it
+
+
+# The key under which a method called on a value is recorded: it may change that value's attributes.
+CALLED = ".()"
+# Methods of Python's containers that change them in place (tensors' in-place methods end in ``_``).
+MUTATORS = frozenset(
+    ("append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem", "add", "discard")
+)
+
+
+def chain(node: ast.AST) -> str | None:
+    """``self.step`` for an attribute chain from a name (a name alone: itself); None for anything else."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
+
+
+def names_read(tree: ast.AST, longest: bool = False) -> frozenset[str]:
+    """The names code reads, and the attribute chains from them (``self.step`` and ``self``); ``longest``: only
+    each chain in full (``self.step``, not ``self``, unless ``self`` is read on its own too)."""
+    nodes = [n for n in walk(tree) if isinstance(n, (ast.Name, ast.Attribute))]
+    inner = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)} if longest else set()
+    return frozenset(read for n in nodes if id(n) not in inner and (read := chain(n)) is not None)
+
+
+def _stored_into(node: ast.Subscript) -> ast.AST:
+    """The value a subscript store changes: ``h`` of ``h[0][1] = x``, ``self.buf`` of ``self.buf[i] = x``."""
+    value: ast.AST = node.value
+    while isinstance(value, ast.Subscript):
+        value = value.value
+    return value
+
+
+def _nonlocal_stores(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, tuple[str, ...]]:
+    """The functions defined in ``function`` (by name) that rebind a name of it through ``nonlocal``."""
+    out = {}
+    for node in walk(function):
+        if node is not function and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names = [n for inner in walk(node) if isinstance(inner, ast.Nonlocal) for n in inner.names]
+            if names:
+                out[node.name] = tuple(names)
+    return out
 
 
 def _enclosing_statement(node: ast.AST, parents: dict[int, ast.AST]) -> ast.AST:

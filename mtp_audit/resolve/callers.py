@@ -45,7 +45,7 @@ from ..index.ast_tools import (
 from ..index.encoding import NotDecodable, decode_as_imported
 from ..index.modules import ModuleIndex, read_failure
 from ..model import CallPair, ModelCall, Reach, SourceTree
-from .bindings import Bindings, described
+from .bindings import Bindings, described, names_read
 from .model_types import model_types_in, tested_types
 from .runner import RunnerChoice
 
@@ -1894,9 +1894,9 @@ class _DraftingPath:
         bindings = self._bindings_of(frame)
         file = self.index._definition(frame)[2]
         out = []
-        for name in sorted(_names_read(top) & _names_read(logits)):
+        for name in sorted(_names_read(top, longest=True) & _names_read(logits, longest=True)):
             at_top, at_logits = bindings.at(top_node, name), bindings.at(site, name)
-            if at_top.same_as(at_logits):
+            if at_top.same_as(at_logits) or bindings.unchanged_across(top_node, site, name):
                 continue
             statements = {id(b): b for b in (*at_top.bindings, *at_logits.bindings) if not isinstance(b, ast.arguments)}
             out.append((name, "; ".join(described(b, file) for b in sorted(statements.values(), key=_line))))
@@ -2187,9 +2187,10 @@ def _unshadowed(call: ModelCall, shadowed: frozenset[str]) -> ModelCall:
     return replace(call, values=values) if values != call.argument_values else call
 
 
-def _names_read(call: ModelCall) -> frozenset[str]:
-    """The names a call's argument values read."""
-    return frozenset().union(*(_reads(v) for v in call.argument_values if v is not None and v != HIDDEN_BY_STAR))
+def _names_read(call: ModelCall, longest: bool = False) -> frozenset[str]:
+    """The names (and attribute chains) a call's argument values read; ``longest``: see ``names_read``."""
+    values = [v for v in call.argument_values if v is not None and v != HIDDEN_BY_STAR]
+    return frozenset().union(*(_reads(v, longest) for v in values))
 
 
 def _constants_bound(call: ModelCall, bindings: Bindings, node: ast.AST) -> ModelCall:
@@ -2232,13 +2233,13 @@ def _line(node: ast.AST) -> int:
 
 
 @functools.lru_cache(maxsize=4096)
-def _reads(value: str) -> frozenset[str]:
-    """The names code reads (all of them, when it cannot be parsed)."""
+def _reads(value: str, longest: bool = False) -> frozenset[str]:
+    """The names and attribute chains code reads (all of it, when it cannot be parsed)."""
     try:
         tree = ast.parse(value.lstrip("*"), mode="eval")
     except (SyntaxError, ValueError, RecursionError):
         return frozenset({value})
-    return frozenset(n.id for n in walk(tree) if isinstance(n, ast.Name))
+    return names_read(tree, longest)
 
 
 def _lifted(call: ModelCall, site: _Site) -> ModelCall:
@@ -2287,10 +2288,23 @@ def _same(first: ModelCall, second: ModelCall) -> bool:
 
 def _merged(pairs: Iterable[CallPair]) -> list[CallPair]:
     """``pairs`` in order, one per get_top_tokens call with the same values, its compute_logits
-    calls joined (the paths of a chain of wrappers are many; their distinct values are few)."""
-    out: dict[ModelCall, CallPair] = {}
+    calls joined (the paths of a chain of wrappers are many; their distinct values are few). Where
+    the same values come through another wrapper call with compute_logits calls of other values,
+    that pair stays apart: its reason names its own call site (a helper serving the first token and
+    the loop)."""
+    out: dict[tuple[ModelCall, object], CallPair] = {}
     for pair in pairs:
-        key = replace(pair.top_tokens, through=None)
+        base = replace(pair.top_tokens, through=None)
+        first = out.get((base, None))
+        if first is None:
+            out[(base, None)] = pair
+            continue
+        new = [c for c in pair.logits if not any(_same(c, k) for k in first.logits)]
+        key = (
+            (base, None)
+            if not new or pair.top_tokens.through == first.top_tokens.through
+            else (base, pair.top_tokens.through)
+        )
         known = out.get(key)
         out[key] = (
             pair if known is None else CallPair(known.top_tokens, tuple(_distinct([*known.logits, *pair.logits])))
