@@ -89,15 +89,14 @@ class FactsCache:
         self.directory = directory or default_cache_dir()
         self._store = Store(self.directory, "facts")
 
-    def _path(self, data: bytes, module: str, is_package: bool) -> Path:
-        return self._store.path(module, is_package, digest(data))
-
     def load(self, data: bytes, module: str, is_package: bool, kind: type) -> object:
         """The ``kind`` facts stored for these bytes, or MISSING."""
-        return self._store.load(self._path(data, module, is_package), kind)
+        return self._store.load(self._store.path(module, is_package, digest(data)), kind)
 
-    def store(self, data: bytes, module: str, is_package: bool, facts: object) -> None:
-        self._store.save(self._path(data, module, is_package), facts)
+    def store(self, content: str, module: str, is_package: bool, facts: object) -> None:
+        """Keep ``facts`` for the bytes whose ``digest`` is ``content``: those they were read from, never
+        bytes read again later (an edit saved meanwhile would file old facts under the new bytes)."""
+        self._store.save(self._store.path(module, is_package, content), facts)
 
     def answers(self) -> AnswerStore:
         return AnswerStore(self.directory)

@@ -45,13 +45,21 @@ _MADE: set[Path] = set()  # folders this process made or found (a scan writes hu
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """``path`` holds ``data`` whole, or is unchanged; a read-only cache folder only costs speed."""
+    """``path`` holds ``data`` whole, or is unchanged; a read-only cache folder only costs speed. A folder
+    where the entry goes (no entry of ours; made by hand or another tool) is removed, so the entry is rebuilt
+    instead of warned about on every run."""
     try:
         fd, tmp = _temporary_in(path.parent)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
-            os.replace(tmp, path)
+            try:
+                os.replace(tmp, path)
+            except OSError:  # EISDIR, ENOTEMPTY: a folder in its place
+                if not (os.path.isdir(path) and not os.path.islink(path)):
+                    raise
+                shutil.rmtree(path)
+                os.replace(tmp, path)
         except BaseException:
             os.unlink(tmp)
             raise

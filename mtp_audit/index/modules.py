@@ -226,7 +226,7 @@ class ModuleIndex:
         elif self.cache is not None and (deferred or self.store_later):
             self.unstored.append(module)
         elif self.cache is not None:
-            self.cache.store(data, module, is_package, facts)
+            self.cache.store(digest(data), module, is_package, facts)
         if deferred and not facts.parse_error:
             self.unchecked.append(module)
         return facts
@@ -248,17 +248,18 @@ class ModuleIndex:
         return errors
 
     def store_facts(self, modules: list[str]) -> None:
-        """Cache the facts of ``modules`` (listed in ``unstored``; any check they waited for passed)."""
+        """Cache the facts of ``modules`` (listed in ``unstored``; any check they waited for passed), under
+        the content hash of the read they came from (``observed``; a read of other bytes since, in any
+        process, made it CHANGED: then they are not stored)."""
         if self.cache is None:
             return
         for module in modules:
             found, facts = self.locate(module), self._facts.get(module)
             if found is None or facts is None:
                 continue
-            try:
-                self.cache.store(self.read_bytes(found[0]), module, found[1], facts)
-            except OSError:
-                continue
+            content = self.observed.get(self.relative(found[0]))
+            if content is not None and content not in KINDS and content != CHANGED:
+                self.cache.store(content, module, found[1], facts)
 
     def loaded(self) -> dict[str, ModuleFacts | None]:
         """Every module looked up so far (None: not in the tree)."""
