@@ -145,9 +145,10 @@ _LATER = {{}}
     ),
     (  # names bound to a key string or a (module, class) pair, as Python reads them
         f'TOY = "ToyMTP"\n_TOY = ("m", "Toy")\n_PAIR = ["m", "P"]\n{SPEC} = {{TOY: _TOY}}\n'
-        f"{SPEC}[TOY + 'X'] = _TOY\n{SPEC}['PMTP'] = _PAIR\nTOY = 'Later'\ndel {SPEC}[TOY]\n",
-        [("ToyMTP", "Toy"), ("PMTP", "P")],
-        [f"5: `{SPEC}[TOY + 'X'] = _TOY`: a key that is not a string"],
+        f"{SPEC}[TOY + 'X'] = _TOY\n{SPEC}['PMTP'] = _PAIR\nTOY = 'ToyMTPX'\ndel {SPEC}[TOY]\n"
+        f'_MOD, _CLS = "m", "Q"\n{SPEC}["QMTP"] = (_MOD, _CLS)\n{SPEC}[make()] = _TOY\n',
+        [("ToyMTP", "Toy"), ("PMTP", "P"), ("QMTP", "Q")],
+        [f"11: `{SPEC}[make()] = _TOY`: a key that is not a string"],
     ),
     (  # dict(...) and .copy() make new dicts; a later change of the source is not in the copy
         f'_BASE = {{"AMTP": ("m", "A")}}\n{SPEC} = dict(_BASE, KwMTP=("m", "K"), **{{"StarMTP": ("m", "S")}})\n'
@@ -174,6 +175,30 @@ _LATER = {{}}
         [("AMTP", "A"), ("BMTP", "B2"), ("CMTP", "C2")],
         [],
     ),
+    (  # what may change a dict and is not followed: each named with its line; a dict rebound in a block is unknown
+        f"def _add(models):\n    models['XMTP'] = ('m', 'X')\n\n\n"
+        f'_EXTRA = {{"OldMTP": ("m", "Old")}}\n{SPEC} = {{"AMTP": ("m", "A")}}\n_add({SPEC})\n'
+        f"class _Late:\n    {SPEC}['LateMTP'] = ('m', 'L')\n"
+        f"for _EXTRA in ({{}},):\n    pass\n{SPEC}.update(_EXTRA)\n",
+        [("AMTP", "A")],
+        [
+            f"7: `_add({SPEC})`: passed to `_add`, which may change it",
+            f"9: `{SPEC}['LateMTP'] = ('m', 'L')`: inside a module-level `class` block",
+            f"12: `{SPEC}.update(_EXTRA)`: `_EXTRA` is not a dict literal",
+        ],
+    ),
+    (  # ``A.pop("K")`` assigned: the entry leaves A and goes where it is assigned; constants inside a pair
+        f'_MOD = "m"\n{SPEC} = {{"OldMTP": (_MOD, "A")}}\n{SPEC}["NewMTP"] = {SPEC}.pop("OldMTP")\n',
+        [("NewMTP", "A")],
+        [],
+    ),
+    (  # _VLLM_MODELS read whole is what ModelRegistry holds: an entry outside it is said, not reported; a
+        # dict merged after the speculative one that cannot be read may replace its classes: said too
+        f'{SPEC} = {{"AMTP": ("m", "A")}}\n_VLLM_MODELS = {{**make(), **{SPEC}}}\n{SPEC}["LateMTP"] = ("m", "L")\n'
+        f'_OTHER = {{"BMTP": ("m", "B")}}\n_ALL = {{**{SPEC}, **make()}}\n',
+        [("AMTP", "A"), ("LateMTP", "L"), ("BMTP", "B")],
+        [],
+    ),
 ]
 
 
@@ -183,6 +208,7 @@ _LATER = {{}}
     ids=[
         *("spread-duplicates", "statements", "unions", "alias", "unreadable", "others"),
         *("constants", "dict-call-and-copy", "nested-and-unpacking", "function-call", "merge-replaces"),
+        *("changes-not-followed", "pop-moves-an-entry", "model-registry-membership"),
     ],
 )
 def test_the_speculative_dict_is_read_as_python_builds_it(
@@ -676,3 +702,48 @@ def test_dicts_imported_from_sibling_modules_are_read_as_they_build_them(tmp_pat
         f"vllm/model_executor/models/_spec.py:4: `{SPEC}.pop('GoneMTP')`: a change mtp-audit does not follow; "
         f"{SPEC} may hold drafters mtp-audit does not see"
     ]
+
+
+def test_model_registry_membership_decides_what_is_a_drafter(tmp_path: Path) -> None:
+    """vLLM's ModelRegistry is built from _VLLM_MODELS: read whole, an entry outside it is never loaded (said, not
+    reported); a drafter whose winning value is no readable pair is said, not dropped unsaid; a dict merged after
+    the speculative one that cannot be read may replace its classes (said)."""
+    from mtp_audit.resolve.registry import registry_reading
+
+    path = tmp_path / REGISTRY
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        f'{SPEC} = {{"AMTP": ("m", "A"), "FnMTP": ("m", "F")}}\n'
+        f'_BACKEND = {{"FnMTP": make_pair("F2"), "TransformersMTP": make_pair("T")}}\n'
+        f"_VLLM_MODELS = {{**{SPEC}, **_BACKEND}}\n"
+        f'{SPEC}["LateMTP"] = ("m", "L")\n'
+        f"_MAYBE = {{**{SPEC}, **make()}}\n"
+    )
+    entries, warnings = registry_reading(ModuleIndex(SourceTree(tmp_path, tmp_path / "vllm", None)))
+    assert [(e.arch, e.cls, e.registry) for e in entries] == [("AMTP", "A", SPEC)]
+    assert warnings == [
+        "_BACKEND['FnMTP'] (line 2): `make_pair('F2')` is not a (module, class) string pair mtp-audit can read; "
+        "this drafter is not audited",
+        f"{SPEC}['LateMTP'] is not in _VLLM_MODELS, which vLLM's ModelRegistry is built from: not a drafter vLLM loads",
+        "_BACKEND['TransformersMTP'] (line 2): `make_pair('T')` is not a (module, class) string pair mtp-audit can "
+        "read; this drafter is not audited",
+    ]
+    path.write_text(path.read_text().replace("**_BACKEND}", "**_BACKEND, **make()}"))
+    entries, warnings = registry_reading(ModuleIndex(SourceTree(tmp_path, tmp_path / "vllm", None)))
+    assert [e.arch for e in entries] == ["AMTP", "LateMTP"]  # _VLLM_MODELS not read whole: kept
+    assert f"{REGISTRY}:3: `**make()`: not a dict literal" in warnings[0]
+    assert warnings[0].endswith("_VLLM_MODELS may give a drafter another class than mtp-audit sees")
+
+
+def test_a_package_registry_sibling_imports_relative_to_itself(tmp_path: Path) -> None:
+    """``from .mtp import X`` in ``spec/__init__.py`` is ``spec.mtp``, not a module beside the package."""
+    from mtp_audit.resolve.registry import registry_reading
+
+    models = tmp_path / "vllm/model_executor/models"
+    (models / "spec").mkdir(parents=True)
+    (models / "mtp.py").write_text(f'{SPEC} = {{"WrongMTP": ("m", "Wrong")}}\n')
+    (models / "spec/mtp.py").write_text(f'{SPEC} = {{"RightMTP": ("m", "Right")}}\n')
+    (models / "spec/__init__.py").write_text(f"from .mtp import {SPEC}\n")
+    (models / "registry.py").write_text(f"from .spec import {SPEC}\n")
+    entries, _ = registry_reading(ModuleIndex(SourceTree(tmp_path, tmp_path / "vllm", None)))
+    assert [e.arch for e in entries] == ["RightMTP"]

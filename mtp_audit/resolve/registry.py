@@ -44,7 +44,8 @@ def registry_reading(index: ModuleIndex) -> tuple[list[RegistryEntry], list[str]
     assert index.tree.package_dir is not None
     path = index.tree.package_dir / REGISTRY
     rel = index.relative(path)
-    builder = _Builder(_ModuleReader(index), REGISTRY_MODULE, rel)
+    reader = _ModuleReader(index)
+    builder = reader.done[REGISTRY_MODULE] = _Builder(reader, REGISTRY_MODULE, rel)
     builder.run(_parse_registry_module(index, path, rel))
     dicts = builder.dicts
     if SPECULATIVE not in dicts:
@@ -58,20 +59,33 @@ def registry_reading(index: ModuleIndex) -> tuple[list[RegistryEntry], list[str]
             else f"{rel}: {SPECULATIVE} is not a dict literal; mtp-audit reads it statically"
         )
     merged = dicts.get(ALL_MODELS)
+    # where _VLLM_MODELS is read whole, it is what ModelRegistry holds: an entry outside it is never loaded
+    complete = merged is not None and not merged.gaps and not merged.odd_keys
 
-    def held(arch: str, item: _Item) -> _Item:
-        """The item vLLM's ModelRegistry holds for ``arch``."""
-        for final in (merged, speculative):
-            if final is not None and arch in final.items:
-                return final.items[arch]
-        return item
+    def held(arch: str, item: _Item) -> _Item | None:
+        """The item vLLM's ModelRegistry holds for ``arch`` (None: none, as far as can be read)."""
+        if merged is not None and arch in merged.items:
+            return merged.items[arch]
+        if complete:
+            return None
+        return speculative.items.get(arch, item)
 
     entries: list[RegistryEntry] = []
+    notes: list[str] = []
     reported: set[int] = set()
     for arch, item in _checked_items(speculative, rel, SPECULATIVE):
         final = held(arch, item)
+        if final is None:
+            notes.append(
+                f"{SPECULATIVE}[{arch!r}] is not in {ALL_MODELS}, which vLLM's ModelRegistry is built from: "
+                "not a drafter vLLM loads"
+            )
+            continue
         pair = _pair(final, rel, final.origin or SPECULATIVE, strict=final is item)
-        if pair is not None and id(final) not in reported:
+        if pair is None and id(final) not in reported:
+            reported.add(id(final))
+            notes.append(_unread_entry(arch, final, final.origin or ALL_MODELS))
+        elif pair is not None and id(final) not in reported:
             reported.add(id(final))
             entries.append(RegistryEntry(arch, *pair, SPECULATIVE if final is item else final.origin or ALL_MODELS))
     for name, value in dicts.items():
@@ -81,14 +95,32 @@ def registry_reading(index: ModuleIndex) -> tuple[list[RegistryEntry], list[str]
             if id(item) in reported or held(arch, item) is not item:
                 continue
             pair = _pair(item, rel, name, strict=False)
-            if pair is not None and (OTHER_DICT_DRAFTER.search(arch) or OTHER_DICT_DRAFTER.search(pair[1])):
+            drafter = OTHER_DICT_DRAFTER.search(arch) or (pair is not None and OTHER_DICT_DRAFTER.search(pair[1]))
+            if drafter:
+                reported.add(id(item))
+            if drafter and pair is None:
+                notes.append(_unread_entry(arch, item, item.origin or name))
+            elif drafter:
                 reported.add(id(item))  # a dict spread into a later one is reported once, under its own name
                 entries.append(RegistryEntry(arch, *pair, item.origin or name))
-    notes = [
+    gaps = [
         f"{file}:{line}: `{text}`: {why}; {SPECULATIVE} may hold drafters mtp-audit does not see"
         for file, line, text, why in speculative.gaps
     ]
-    return entries, notes
+    replaced = [
+        f"{file}:{line}: `{text}`: {why}; {ALL_MODELS} may give a drafter another class than mtp-audit sees"
+        for file, line, text, why in (merged.gaps_after(speculative) if merged is not None else [])
+        if (file, line, text, why) not in speculative.gaps
+    ]
+    return entries, [*gaps, *replaced, *notes]
+
+
+def _unread_entry(arch: str, item: _Item, name: str) -> str:
+    """The warning for a drafter whose value is not a pair the tool can read."""
+    return (
+        f"{name}[{arch!r}] (line {item.line}): `{_short(unparse(item.value))}` is not a (module, class) string pair "
+        "mtp-audit can read; this drafter is not audited"
+    )
 
 
 REGISTRY_MODULE = "vllm.model_executor.models.registry"
@@ -127,7 +159,7 @@ class _ModuleReader:
         found = self.index.locate(module)
         if found is None:
             return f"{module}, which is not in the tree"
-        path, _ = found
+        path, is_package = found
         rel = self.index.relative(path)
         try:
             tree = ast.parse(self.index.read_source(path))
@@ -135,7 +167,8 @@ class _ModuleReader:
             return f"{rel}, which cannot be read ({error.strerror or error})"
         except (SyntaxError, ValueError) as error:
             return f"{rel}, which does not parse ({error})"
-        builder = _Builder(self, module, rel)
+        builder = _Builder(self, module, rel, is_package)
+        self.done[module] = builder  # a module importing it back meanwhile sees it as it is so far, as in Python
         builder.run(tree)
         return builder
 
@@ -159,12 +192,19 @@ class _Dict:
     items: dict[str, _Item] = field(default_factory=dict)
     odd_keys: list[_Item] = field(default_factory=list)  # keys that are not strings
     gaps: list[tuple[str, int, str, str]] = field(default_factory=list)
+    merged_at: dict[int, int] = field(default_factory=dict)  # id of a dict merged in -> len(gaps) just after
 
     def merge(self, other: _Dict) -> None:
         """``self.update(other)``: the other's entries, and what could not be read of it."""
         self.items.update(other.items)
         self.odd_keys.extend(other.odd_keys)
         self.gaps.extend(g for g in other.gaps if g not in self.gaps)
+        self.merged_at[id(other)] = len(self.gaps)
+
+    def gaps_after(self, other: _Dict) -> list[tuple[str, int, str, str]]:
+        """The gaps that came after ``other`` was last merged in (all, if it never was): only those may
+        replace its entries (a later key wins)."""
+        return self.gaps[self.merged_at.get(id(other), 0) :]
 
     def add(self, item: _Item) -> None:
         if item.arch is None:
@@ -190,6 +230,10 @@ NOT_FOLLOWED = "a change mtp-audit does not follow"
 # Methods that change a dict in ways the builder does not follow.
 MUTATORS = frozenset({"pop", "popitem", "clear", "setdefault", "__setitem__", "__delitem__", "__ior__"})
 BLOCKS = (ast.If, *TRIES, ast.With, ast.For, ast.While, ast.Match)
+# Builtins that read a dict given to them and change nothing (``dict(A)`` copies it).
+READ_ONLY_CALLS = frozenset(
+    {"dict", "len", "list", "tuple", "set", "sorted", "iter", "print", "repr", "str", "isinstance"}
+)
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
@@ -204,10 +248,13 @@ class _Builder:
     function that changes a dict included.
     """
 
-    def __init__(self, reader: _ModuleReader, module: str, rel: str) -> None:
+    def __init__(self, reader: _ModuleReader, module: str, rel: str, is_package: bool = False) -> None:
         self.reader = reader
         self.module = module
         self.rel = rel
+        self.is_package = is_package
+        self.modules: dict[str, _Builder] = {}  # names bound to a module of the tree (``import x as y``)
+        self.all_names: list[str] | None = None  # ``__all__``, where it is a literal
         self.dicts: dict[str, _Dict | None] = {}  # in order of first binding, as the old reader kept them
         self.constants: dict[str, ast.expr] = {}  # names bound to a string or a tuple of strings
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
@@ -216,6 +263,7 @@ class _Builder:
     def run(self, module: ast.Module) -> None:
         for statement in module.body:
             self.changes_by_calls(statement)
+            self.mutations_in_expressions(statement)
             self.statement(statement)
 
     def gap(self, into: _Dict, node: ast.AST, why: str, text: str | None = None) -> None:
@@ -230,19 +278,32 @@ class _Builder:
             key = self.key(node.slice) if outer is not None else None
             found = outer.items.get(key) if outer is not None and key is not None else None
             return found.nested if found is not None else None
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in self.modules:
+            return self.modules[node.value.id].dicts.get(node.attr)  # ``_spec._SPEC_BASE``
         return self.dicts.get(node.id) if isinstance(node, ast.Name) else None
 
     def key(self, node: ast.expr) -> str | None:
-        """A string key: a literal, or a name bound to one."""
+        """A string key: a literal, a name bound to one, or ``+`` of those."""
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = self.key(node.left), self.key(node.right)
+            return left + right if left is not None and right is not None else None
         if isinstance(node, ast.Name) and node.id in self.constants:
             node = self.constants[node.id]
         return literal_string(node)
 
     def item(self, key: str | None, value: ast.expr, line: int) -> _Item:
-        """An entry; a value named by a constant is read as the pair it is bound to."""
+        """An entry; a value named by a constant is read as the pair it is bound to, a pair of names bound to
+        strings as those strings, ``A["K"]`` as the value ``A["K"]`` holds now."""
+        value = self.entry_value(value)
         if isinstance(value, ast.Name) and value.id in self.constants:
             value = self.constants[value.id]
-        nested = self.value(value) if isinstance(value, (ast.Dict, ast.Name, ast.Call, ast.BinOp)) else None
+        if isinstance(value, (ast.Tuple, ast.List)):
+            parts = [self.key(e) for e in value.elts]
+            if None not in parts:
+                value = ast.copy_location(ast.Tuple([ast.Constant(part) for part in parts], ast.Load()), value)
+        nested = (
+            self.value(value) if isinstance(value, (ast.Dict, ast.Name, ast.Call, ast.BinOp, ast.Subscript)) else None
+        )
         return _Item(key, value, line, nested)
 
     def value(self, node: ast.expr) -> _Dict | None:
@@ -271,8 +332,11 @@ class _Builder:
         return self.known(node)
 
     def call_value(self, call: ast.Call) -> _Dict | None:
-        """``dict(...)`` and ``A.copy()``: a new dict, as Python makes it."""
+        """``dict(...)`` and ``A.copy()``: a new dict, as Python makes it; ``A.get("K")``: the dict ``A["K"]``."""
         func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "get" and call.args and self.known(func.value) is not None:
+            found = self.known(func.value).items.get(self.key(call.args[0]) or "")  # type: ignore[union-attr]
+            return found.nested if found is not None else None
         if isinstance(func, ast.Attribute) and func.attr == "copy" and not call.args and not call.keywords:
             source = self.known(func.value)
             if source is None:
@@ -286,6 +350,12 @@ class _Builder:
             return None
         built = _Dict()
         for argument in call.args:  # ``dict(f())``: not a dict the builder reads, as ``f()`` is not
+            if isinstance(argument, (ast.List, ast.Tuple)) and all(
+                isinstance(e, ast.Tuple) and len(e.elts) == 2 for e in argument.elts
+            ):
+                for pair in argument.elts:  # ``dict([("K", (...)), ...])``
+                    built.add(self.item(self.key(pair.elts[0]), pair.elts[1], pair.lineno))  # type: ignore[attr-defined]
+                continue
             source = self.value(argument)
             if source is None:
                 return None
@@ -313,9 +383,10 @@ class _Builder:
 
     def statement(self, node: ast.stmt) -> None:
         if isinstance(node, ast.Assign):  # ``A = B = {...}``: one dict, bound to each target in turn
-            built = self.value(node.value)
+            value = self.popped(node.value) or node.value
+            built = self.value(value)
             for target in node.targets:
-                self.assign(target, node.value, built)
+                self.assign(target, value, built)
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
             self.assign(node.target, node.value, self.value(node.value))
         elif isinstance(node, ast.AugAssign) and self.known(node.target) is not None:
@@ -331,8 +402,13 @@ class _Builder:
                 self.delete(target, node)
         elif isinstance(node, ast.ImportFrom):
             self.import_from(node)
+        elif isinstance(node, ast.Import):
+            self.import_modules(node)
         elif isinstance(node, FUNCTIONS):
             self.functions[node.name] = node
+            self.rebound(node.name)
+        elif isinstance(node, ast.ClassDef):
+            self.in_block(node)  # its body runs now; what it changes is not followed
             self.rebound(node.name)
         elif isinstance(node, BLOCKS):
             self.in_block(node)
@@ -350,6 +426,8 @@ class _Builder:
             self.rebound(target.id, built)
             if string_values(value) is not None:
                 self.constants[target.id] = value
+                if target.id == "__all__":
+                    self.all_names = string_values(value)
         elif isinstance(target, ast.Subscript) and self.known(target.value) is not None:
             owner, key = self.known(target.value), self.key(target.slice)
             if key is None:
@@ -357,8 +435,10 @@ class _Builder:
             else:
                 owner.add(self.item(key, self.entry_value(value), target.lineno))
         elif isinstance(target, (ast.Tuple, ast.List)) and self.unpacks(target, value):
-            for name, part in zip(target.elts, value.elts):  # type: ignore[attr-defined]
-                self.assign(name, part, self.value(part))
+            built_parts = [self.value(part) for part in value.elts]  # type: ignore[attr-defined]  # all, then bind
+            constants = [self.constants.get(part.id) if isinstance(part, ast.Name) else None for part in value.elts]  # type: ignore[attr-defined]
+            for name, part, built_part, constant in zip(target.elts, value.elts, built_parts, constants):  # type: ignore[attr-defined]
+                self.assign(name, constant if constant is not None else part, built_part)
         elif isinstance(target, (ast.Tuple, ast.List, ast.Starred)):  # unpacking: bound to values not read
             for name in walk(target):
                 if isinstance(name, ast.Name):
@@ -373,6 +453,16 @@ class _Builder:
             and not any(isinstance(e, ast.Starred) for e in (*target.elts, *value.elts))
         )
 
+    def popped(self, value: ast.expr) -> ast.expr | None:
+        """``A.pop("K")`` as an assignment's value: the entry leaves ``A`` now, and its value is what is
+        assigned; None for any other value."""
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "pop"):
+            return None
+        owner = self.known(value.func.value)
+        key = self.key(value.args[0]) if owner is not None and len(value.args) == 1 and not value.keywords else None
+        found = owner.items.pop(key, None) if owner is not None and key is not None else None
+        return found.value if found is not None else None
+
     def entry_value(self, value: ast.expr) -> ast.expr:
         """``A["NEW"] = A["OLD"]``: the value ``A["OLD"]`` holds now; any other value as written."""
         source = self.known(value.value) if isinstance(value, ast.Subscript) else None
@@ -381,13 +471,30 @@ class _Builder:
         return found.value if found is not None else value
 
     def import_from(self, node: ast.ImportFrom) -> None:
-        """``from .x import A [as B]``: x's dict or constant A, as x's own statements build it."""
-        module = _absolute(self.module, node)
+        """``from .x import A [as B]``: x's dict or constant A, as x's own statements build it; ``from . import
+        m`` of a submodule runs it (what it changes in dicts others hold is seen) and binds it; ``*`` binds
+        what x's ``__all__`` names, else its public names."""
+        module = _absolute(self.module, node, self.is_package)
         for alias in node.names:
             name = alias.asname or alias.name
-            if alias.name == "*" or module is None:
+            if module is None:
                 continue
+            submodule = f"{module}.{alias.name}"
+            if alias.name != "*" and self.reader.index.locate(submodule) is not None:
+                source = self.reader.builder(submodule)
+                if isinstance(source, _Builder):
+                    self.rebound(name)
+                    self.modules[name] = source
+                    continue
             source = self.reader.builder(module)
+            if alias.name == "*":
+                if isinstance(source, _Builder):
+                    names = source.all_names or [n for n in (*source.dicts, *source.constants) if not n.startswith("_")]
+                    for star in names:
+                        self.rebound(star, source.dicts.get(star))
+                        if star in source.constants:
+                            self.constants[star] = source.constants[star]
+                continue
             if isinstance(source, str):
                 self.rebound(name)
                 self.unread_imports[name] = source
@@ -397,6 +504,46 @@ class _Builder:
                 self.constants[name] = source.constants[alias.name]
             if alias.name in source.unread_imports:
                 self.unread_imports[name] = source.unread_imports[alias.name]
+
+    def import_modules(self, node: ast.Import) -> None:
+        """``import a.b as m``: ``m`` is that module (``m.D`` its dict); ``import a.b`` binds ``a``."""
+        for alias in node.names:
+            if alias.asname is None:
+                self.rebound(alias.name.split(".")[0])
+                continue
+            self.rebound(alias.asname)
+            if self.reader.index.locate(alias.name) is not None:
+                source = self.reader.builder(alias.name)
+                if isinstance(source, _Builder):
+                    self.modules[alias.asname] = source
+
+    def mutations_in_expressions(self, statement: ast.stmt) -> None:
+        """A change of a known dict inside an expression (``f(SPEC.pop("X"))``): not followed, said so (an
+        assignment of ``A.pop("K")`` itself is: ``popped``)."""
+        if isinstance(statement, (*FUNCTIONS, ast.ClassDef, *BLOCKS)) or (
+            isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
+        ):
+            return
+        handled = statement.value if isinstance(statement, ast.Assign) and self.pops_readably(statement.value) else None
+        for node in walk(statement):
+            if node is handled:
+                continue
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                owner = self.known(node.func.value)
+                if owner is not None and (node.func.attr in MUTATORS or node.func.attr == "update"):
+                    self.gap(owner, statement, NOT_FOLLOWED)
+
+    def pops_readably(self, value: ast.expr) -> bool:
+        """``A.pop("K")`` of a known dict with a key the builder reads (``popped`` follows it)."""
+        return (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr == "pop"
+            and self.known(value.func.value) is not None
+            and len(value.args) == 1
+            and not value.keywords
+            and self.key(value.args[0]) is not None
+        )
 
     def method_call(self, call: ast.Call) -> None:
         func = call.func
@@ -424,31 +571,82 @@ class _Builder:
             owner.items.pop(arch, None)
 
     def in_block(self, block: ast.stmt) -> None:
-        """A dict changed under ``if``/``try``/``for``/...: whether it runs is not decided, so not read."""
-        kind = type(block).__name__.lower().replace("star", "")
+        """A dict changed or a name rebound under ``if``/``try``/``for``/``class``...: whether it runs is not
+        decided, so not read. Only an import from the tree at the top of a ``try`` body is run: it succeeds."""
+        kind = type(block).__name__.lower().replace("star", "").replace("classdef", "class")
+        imports = []
+        if isinstance(block, TRIES):
+            for node in block.body:
+                if not isinstance(node, ast.ImportFrom):
+                    break
+                imports.append(node)
+        for node in imports:
+            self.import_from(node)
+        why = f"inside a module-level `{kind}` block, which mtp-audit does not follow"
+        rebinding = [(node, name) for node in _simple_statements(block) for name in _names_bound(node)]
+        rebinding += _block_targets(block)
         for node in _simple_statements(block):
+            if any(node is i for i in imports):
+                continue
             for touched in self.touched(node):
-                self.gap(touched, node, f"inside a module-level `{kind}` block, which mtp-audit does not follow")
+                self.gap(touched, node, why)
+        for node, name in rebinding:
+            if any(node is i for i in imports):
+                continue
+            if self.dicts.get(name) is not None:  # which dict it names from here on is not known
+                self.gap(self.dicts[name], node, f"{name} rebound {why}")
+                self.dicts[name] = None
+            self.constants.pop(name, None)
 
     def changes_by_calls(self, statement: ast.stmt) -> None:
-        """A module function called at top level (directly, not from a def) that changes a known
-        dict: that change is not followed, and is said to be."""
+        """A function called at top level (directly, as a decorator, or in a class body) that may change a
+        known dict: the dicts its body changes by name (through the module functions it calls too), and a
+        known dict passed to it, whatever it is (it may change its argument). Not followed, said so."""
+        calls = [node for node in walk(statement) if isinstance(node, ast.Call)]
         if isinstance(statement, (*FUNCTIONS, ast.ClassDef)):
-            return
-        for node in walk(statement):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+            calls = [n for d in statement.decorator_list for n in walk(d) if isinstance(n, ast.Call)]
+            decorators = [d for d in statement.decorator_list if isinstance(d, ast.Name)]
+            for decorator in decorators:
+                self.called(decorator.id, decorator, statement)
+            if isinstance(statement, ast.ClassDef):
+                calls += [
+                    n
+                    for s in statement.body
+                    if not isinstance(s, FUNCTIONS)
+                    for n in walk(s)
+                    if isinstance(n, ast.Call)
+                ]
+        for call in calls:
+            name = call.func.id if isinstance(call.func, ast.Name) else None
+            on_known = isinstance(call.func, ast.Attribute) and self.known(call.func.value) is not None
+            if name not in READ_ONLY_CALLS and not on_known:  # ``A.update(B)`` does not change B
+                for argument in (*call.args, *(k.value for k in call.keywords)):
+                    passed = self.known(argument.value if isinstance(argument, ast.Starred) else argument)
+                    if passed is not None:
+                        callee = _short(unparse(call.func))
+                        self.gap(passed, call, f"passed to `{callee}`, which may change it: {NOT_FOLLOWED}")
+            if name is not None:
+                self.called(name, call, statement)
+
+    def called(self, name: str, call: ast.AST, statement: ast.stmt) -> None:
+        """The changes a call of module function ``name`` makes to known dicts, through the module functions it
+        calls in turn."""
+        pending, seen = [name], set()
+        while pending:
+            function = self.functions.get(pending.pop())
+            if function is None or function.name in seen:
                 continue
-            function = self.functions.get(node.func.id)
-            if function is None:
-                continue
+            seen.add(function.name)
             for inner in walk(function):
+                if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name):
+                    pending.append(inner.func.id)
                 if isinstance(inner, ast.stmt):
                     for touched in self.touched(inner):
                         self.gap(
                             touched,
-                            node,
-                            f"a call of `{function.name}` (line {function.lineno}), which changes "
-                            f"it at line {inner.lineno}: {NOT_FOLLOWED}",
+                            call,
+                            f"a call of `{name}` (line {self.functions[name].lineno}), which changes it at line "
+                            f"{inner.lineno}: {NOT_FOLLOWED}",
                         )
 
     def touched(self, node: ast.stmt) -> list[_Dict]:
@@ -472,15 +670,48 @@ class _Builder:
         return found
 
 
-def _absolute(module: str, node: ast.ImportFrom) -> str | None:
-    """The module a ``from ... import`` in ``module`` (a module file, not a package) names."""
+def _absolute(module: str, node: ast.ImportFrom, is_package: bool = False) -> str | None:
+    """The module a ``from ... import`` in ``module`` (a package's ``__init__`` when ``is_package``) names."""
     if node.level == 0:
         return node.module
-    parts = module.split(".")
+    parts = module.split(".") + ([""] if is_package else [])  # a package is its own first level
     if node.level > len(parts) - 1:
         return None
     base = parts[: len(parts) - node.level]
     return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def _names_bound(node: ast.stmt) -> list[str]:
+    """The names a simple statement binds (assignment targets, imports, ``for``/``with`` targets of its own)."""
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [a.asname or a.name.split(".")[0] for a in node.names if a.name != "*"]
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        targets = [node.target]
+    return [n.id for t in targets for n in walk(t) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+
+
+def _block_targets(block: ast.stmt) -> list[tuple[ast.AST, str]]:
+    """(node, name) for the names a block binds of its own, outside its simple statements: ``for`` and ``with``
+    targets, ``except ... as``, ``:=`` (not in functions or classes it defines)."""
+    found: list[tuple[ast.AST, str]] = []
+    pending: list[ast.AST] = [block]
+    while pending:
+        node = pending.pop()
+        targets: list[ast.AST] = []
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            targets = [node.target]
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            targets = [item.optional_vars for item in node.items if item.optional_vars is not None]
+        elif isinstance(node, ast.NamedExpr):
+            targets = [node.target]
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            found.append((node, node.name))
+        found += [(node, n.id) for t in targets for n in walk(t) if isinstance(n, ast.Name)]
+        pending += [c for c in ast.iter_child_nodes(node) if not isinstance(c, (*FUNCTIONS, ast.ClassDef, ast.Lambda))]
+    return found
 
 
 def _simple_statements(block: ast.stmt):
