@@ -847,6 +847,27 @@ def test_no_compute_logits_says_what_else_it_found(tmp_path: Path) -> None:
     assert (disabled.status, disabled.reason) == (Status.NOT_APPLICABLE, "no compute_logits in the MRO of ExampleMTP")
 
 
+def test_a_base_from_a_namespace_package_is_named_as_one(tmp_path: Path) -> None:
+    """A folder without __init__.py imports (a namespace package) and defines nothing: ImportError, not
+    ModuleNotFoundError (QA cache #3)."""
+    source = (
+        "from vllm.model_executor.models.renamed_mtp import RenamedMTP\n\n\nclass ExampleMTP(RenamedMTP):\n    pass\n"
+    )
+    root = build_tree(BASE, tmp_path / "tree")
+    models = root / "vllm" / "model_executor" / "models"
+    (models / "renamed_mtp").mkdir()
+    (models / "renamed_mtp" / "other.py").write_text("class RenamedMTP:\n    pass\n")
+    (models / "example_mtp.py").write_text(source)
+    (models / "registry.py").write_text('_SPECULATIVE_DECODING_MODELS = {"M": ("example_mtp", "ExampleMTP")}\n')
+    scanner = Scanner(locate(root))
+    key = next(k for k in resolve_name(scanner.index, MODULE, "ExampleMTP", "cuda") if isinstance(k, ClassKey))
+    assert scanner.analyzers["cuda"].analyze(key).reason == (
+        "no compute_logits found in the MRO of ExampleMTP, but bases not followed: RenamedMTP "
+        "(vllm.model_executor.models.renamed_mtp is a folder without __init__.py (a namespace package), which "
+        "defines nothing: importing RenamedMTP from it raises ImportError), where it may be defined"
+    )
+
+
 def test_the_methods_a_fix_would_write_reach_through_delegations_and_supers(tmp_path: Path) -> None:
     """The blast-radius check analyses a drafter again with the mirrors a fix would write overlaid:
     they must be seen through every delegation and super() on the way."""

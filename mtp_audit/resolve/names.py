@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 from dataclasses import dataclass
 
+from ..cache import DIRECTORY
 from ..index.fact_types import Target
 from ..index.modules import ModuleIndex
 from ..model import ClassKey
@@ -60,6 +61,13 @@ def resolve_name(
     if facts is None:
         head = module.split(".", 1)[0]
         if head != module and index.is_module(head) and not index.is_module(module):
+            if index.kind(index.tree.root.joinpath(*module.split("."))) == DIRECTORY:  # a namespace package
+                return [
+                    Missing(
+                        f"{module} is a folder without __init__.py (a namespace package), which defines nothing: "
+                        f"importing {name} from it raises ImportError"
+                    )
+                ]
             return [Missing(f"{module} is no module of the tree: importing {name} from it raises ModuleNotFoundError")]
         return [External(f"{module}.{name}")]
     error = index.import_error(module, platform)
