@@ -44,7 +44,7 @@ def locate(path: Path | None) -> SourceTree:
         )
     if (path / "vllm").is_dir() or path.name == "vllm":
         raise UsageError(f"{path}: looks like vLLM but has no {REGISTRY}; is the tree complete?")
-    if not tree_python_files(path):
+    if not _holds_python(path):
         raise UsageError(f"{path}: no Python files here; give a vLLM checkout or a directory of model files")
     return SourceTree(root=path, package_dir=None, vllm_version=None)
 
@@ -245,6 +245,19 @@ def has_local_argmax(logits_processor_source: str) -> bool:
     return processor is not None and isinstance(_methods(processor).get("get_top_tokens"), ast.FunctionDef)
 
 
+def _holds_python(root: Path) -> bool:
+    """Whether any ``*.py`` file is under ``root`` (stopping at the first), a folder that cannot be listed on
+    the way a usage error naming it."""
+    for _, _, names in os.walk(root, onerror=_refuse_folder):
+        if any(name.endswith(".py") for name in names):
+            return True
+    return False
+
+
+def _refuse_folder(error: OSError) -> None:
+    raise UsageError(f"{error.filename}: cannot be read ({error.strerror or error})")
+
+
 # Folders of a plugin tree that hold no model code: never read.
 SKIPPED_FOLDERS = frozenset({"__pycache__", "tests", "test"})
 
@@ -254,11 +267,8 @@ def tree_python_files(root: Path) -> list[Path]:
     not entered), hidden, ``__pycache__`` and test folders and hidden files left out. A folder that cannot be listed
     is a usage error naming it and why: its drafters would otherwise be missed unsaid."""
 
-    def refuse(error: OSError) -> None:
-        raise UsageError(f"{error.filename or root}: cannot be read ({error.strerror or error})")
-
     found = []
-    for folder, folders, names in os.walk(root, onerror=refuse):
+    for folder, folders, names in os.walk(root, onerror=_refuse_folder):
         folders[:] = [f for f in folders if not f.startswith(".") and f not in SKIPPED_FOLDERS]
         found += [Path(folder, name) for name in names if name.endswith(".py") and not name.startswith(".")]
     return sorted(found)

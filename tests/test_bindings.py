@@ -93,6 +93,7 @@ def test_a_change_before_the_branch_or_after_both_calls_leaves_them_the_same() -
         "        else:\n            self.model.compute_logits(h, step, self.step)\n"
         "        step += 1\n        self.step += 1\n        h.mul_(2)\n"
     )
+    function.body[-1].body[0].orelse.insert(0, ast.parse("n = h.size(0)").body[0])  # a read on one path: no change
     bindings, calls = Bindings(function), _calls(function)
     for read in ("step", "self.step", "h"):
         assert bindings.unchanged_across(calls["get_top_tokens"], calls["compute_logits"], read), read

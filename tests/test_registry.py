@@ -722,11 +722,11 @@ def test_model_registry_membership_decides_what_is_a_drafter(tmp_path: Path) -> 
     entries, warnings = registry_reading(ModuleIndex(SourceTree(tmp_path, tmp_path / "vllm", None)))
     assert [(e.arch, e.cls, e.registry) for e in entries] == [("AMTP", "A", SPEC)]
     assert warnings == [
-        "_BACKEND['FnMTP'] (line 2): `make_pair('F2')` is not a (module, class) string pair mtp-audit can read; "
-        "this drafter is not audited",
-        f"{SPEC}['LateMTP'] is not in _VLLM_MODELS, which vLLM's ModelRegistry is built from: not a drafter vLLM loads",
-        "_BACKEND['TransformersMTP'] (line 2): `make_pair('T')` is not a (module, class) string pair mtp-audit can "
+        f"{REGISTRY}:2: _BACKEND['FnMTP']: `make_pair('F2')` is not a (module, class) string pair mtp-audit can "
         "read; this drafter is not audited",
+        f"{SPEC}['LateMTP'] is not in _VLLM_MODELS, which vLLM's ModelRegistry is built from: not a drafter vLLM loads",
+        f"{REGISTRY}:2: _BACKEND['TransformersMTP']: `make_pair('T')` is not a (module, class) string pair "
+        "mtp-audit can read; this drafter is not audited",
     ]
     path.write_text(path.read_text().replace("**_BACKEND}", "**_BACKEND, **make()}"))
     entries, warnings = registry_reading(ModuleIndex(SourceTree(tmp_path, tmp_path / "vllm", None)))
@@ -747,3 +747,14 @@ def test_a_package_registry_sibling_imports_relative_to_itself(tmp_path: Path) -
     (models / "registry.py").write_text(f"from .spec import {SPEC}\n")
     entries, _ = registry_reading(ModuleIndex(SourceTree(tmp_path, tmp_path / "vllm", None)))
     assert [e.arch for e in entries] == ["RightMTP"]
+
+
+def test_names_bound_in_a_class_body_are_the_classs(tmp_path: Path) -> None:
+    """A class attribute named like a registry dict neither rebinds nor changes the module's (review)."""
+    from mtp_audit.resolve.registry import registry_reading
+
+    path = tmp_path / REGISTRY
+    path.parent.mkdir(parents=True)
+    path.write_text(f'{SPEC} = {{"AMTP": ("m", "A")}}\n\n\nclass _Holder:\n    {SPEC}: dict = {{}}\n')
+    entries, warnings = registry_reading(ModuleIndex(SourceTree(tmp_path, tmp_path / "vllm", None)))
+    assert ([e.arch for e in entries], warnings) == (["AMTP"], [])

@@ -77,10 +77,11 @@ class ModuleIndex:
             return None  # not a module name: nothing in the tree (and no path outside it)
         base = "/".join(parts)  # strings, not pathlib: import chains locate thousands of modules
         home = self.homes.get(parts[0])
-        if home is not None:  # a plugin's package, where Python imports it from
+        if home is not None:  # a plugin's package, where Python imports it from: its submodules too, only there
             for name, is_package in ((f"{base}/__init__.py", True), (f"{base}.py", False)):
                 if self._probe(home, name, extra=home != self.tree.root):
                     return home / name, is_package
+            return None
         for position, root in enumerate((self.tree.root, *self.tree.extra_roots)):  # in order, as on sys.path
             for name, is_package in ((f"{base}/__init__.py", True), (f"{base}.py", False)):
                 if self._probe(root, name, extra=position > 0):

@@ -96,11 +96,11 @@ class Bindings:
         return Reaching(tuple(bindings), False)
 
     def _changing(self, name: str) -> list[ast.AST]:
-        """The bindings that may change what ``name`` (a name or an attribute chain) holds: its own, for a
-        chain each shorter chain's and the methods called on it (``self._advance()`` for ``self.step``),
-        and the stores into longer chains (``self.step.x = 1``)."""
+        """The bindings that may change what ``name`` (a name or an attribute chain) holds: its own, the
+        stores into longer chains (``self.step.x = 1``), and for a chain each shorter chain's and the methods
+        called on it (``self._advance()`` may set ``self.step``; ``h.size(0)`` changes no ``h``)."""
         parts = name.split(".")
-        keys = [name, *(key for key in self._of if key.startswith(f"{name}."))]
+        keys = [name, *(key for key in self._of if key.startswith(f"{name}.") and not key.endswith(CALLED))]
         for end in range(1, len(parts)):
             prefix = ".".join(parts[:end])
             keys += [prefix, f"{prefix}{CALLED}"]
@@ -189,10 +189,12 @@ def _bound_here(node: ast.AST, parents: dict[int, ast.AST]) -> Iterator[tuple[st
         if changed is not None:
             yield changed, _enclosing_statement(node, parents)
     elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-        owner = chain(node.func.value)
+        owner, method = chain(node.func.value), node.func.attr
+        in_place = method.endswith("_") and not method.endswith("__")
+        if owner in TENSOR_MODULES and in_place and node.args:  # torch.relu_(h): h changes
+            owner = chain(node.args[0])
         if owner is not None:
-            method = node.func.attr
-            if method.endswith("_") and not method.endswith("__") or method in MUTATORS:
+            if in_place or method in MUTATORS:
                 yield owner, _enclosing_statement(node, parents)  # h.mul_(2), steps.append(i)
             yield f"{owner}{CALLED}", _enclosing_statement(node, parents)  # may set any attribute of it
 
@@ -200,9 +202,12 @@ def _bound_here(node: ast.AST, parents: dict[int, ast.AST]) -> Iterator[tuple[st
 # The key under which a method called on a value is recorded: it may change that value's attributes.
 CALLED = ".()"
 # Methods of Python's containers that change them in place (tensors' in-place methods end in ``_``).
+# (Not ``add``: a tensor's is out of place.)
 MUTATORS = frozenset(
-    ("append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem", "add", "discard")
+    ("append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem", "discard")
 )
+# Modules whose in-place functions change their first argument (``torch.relu_(h)``).
+TENSOR_MODULES = frozenset({"torch", "F", "torch.nn.functional"})
 
 
 def chain(node: ast.AST) -> str | None:

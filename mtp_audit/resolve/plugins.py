@@ -124,7 +124,7 @@ def read_plugin(index: ModuleIndex, plugin: PluginDist, loaded: set[str] | None 
             failed = True
             continue
         parsed = reader.parsed(module) if module.split(".")[0] in reader.packages else None
-        if parsed is not None and function and not _may_bind(parsed[0], function):
+        if parsed is not None and function and not _may_bind(parsed[0], function.split(".")[0]):  # Plugin.register
             # vLLM: plugin.load() raises AttributeError, "Failed to load plugin": an earlier same-named one stays
             reader.notes.append(
                 f"plugin {plugin.label}: entry point {name} ({value}) names no function of {parsed[1]}, so loading "

@@ -47,6 +47,8 @@ def registry_reading(index: ModuleIndex) -> tuple[list[RegistryEntry], list[str]
     reader = _ModuleReader(index)
     builder = reader.done[REGISTRY_MODULE] = _Builder(reader, REGISTRY_MODULE, rel)
     builder.run(_parse_registry_module(index, path, rel))
+    builder.resolved(SPECULATIVE)
+    builder.resolved(ALL_MODELS)
     dicts = builder.dicts
     if SPECULATIVE not in dicts:
         raise UsageError(f"{rel}: no {SPECULATIVE} dict; is this a vLLM tree?")
@@ -96,12 +98,12 @@ def registry_reading(index: ModuleIndex) -> tuple[list[RegistryEntry], list[str]
                 continue
             pair = _pair(item, rel, name, strict=False)
             drafter = OTHER_DICT_DRAFTER.search(arch) or (pair is not None and OTHER_DICT_DRAFTER.search(pair[1]))
-            if drafter:
-                reported.add(id(item))
-            if drafter and pair is None:
+            if not drafter:
+                continue
+            reported.add(id(item))  # a dict spread into a later one is reported once, under its own name
+            if pair is None:
                 notes.append(_unread_entry(arch, item, item.origin or name))
-            elif drafter:
-                reported.add(id(item))  # a dict spread into a later one is reported once, under its own name
+            else:
                 entries.append(RegistryEntry(arch, *pair, item.origin or name))
     gaps = [
         f"{file}:{line}: `{text}`: {why}; {SPECULATIVE} may hold drafters mtp-audit does not see"
@@ -118,8 +120,8 @@ def registry_reading(index: ModuleIndex) -> tuple[list[RegistryEntry], list[str]
 def _unread_entry(arch: str, item: _Item, name: str) -> str:
     """The warning for a drafter whose value is not a pair the tool can read."""
     return (
-        f"{name}[{arch!r}] (line {item.line}): `{_short(unparse(item.value))}` is not a (module, class) string pair "
-        "mtp-audit can read; this drafter is not audited"
+        f"{item.file}:{item.line}: {name}[{arch!r}]: `{_short(unparse(item.value))}` is not a (module, class) "
+        "string pair mtp-audit can read; this drafter is not audited"
     )
 
 
@@ -137,6 +139,8 @@ def _parse_registry_module(index: ModuleIndex, path: Path, rel: str) -> ast.Modu
         # a null byte: a SyntaxError without a line, or a ValueError on older Pythons
         where = f"syntax error at line {error.lineno}" if getattr(error, "lineno", None) else str(error)
         raise UsageError(f"{rel}: {where}; cannot read the registry") from None
+    except (RecursionError, MemoryError):
+        raise UsageError(f"{rel}: nests too deep to parse; cannot read the registry") from None
 
 
 class _ModuleReader:
@@ -167,6 +171,8 @@ class _ModuleReader:
             return f"{rel}, which cannot be read ({error.strerror or error})"
         except (SyntaxError, ValueError) as error:
             return f"{rel}, which does not parse ({error})"
+        except (RecursionError, MemoryError):
+            return f"{rel}, which nests too deep to parse"
         builder = _Builder(self, module, rel, is_package)
         self.done[module] = builder  # a module importing it back meanwhile sees it as it is so far, as in Python
         builder.run(tree)
@@ -181,6 +187,7 @@ class _Item:
     value: ast.expr
     line: int
     nested: _Dict | None = None  # the dict the value is, for a dict of dicts (``_ALL["spec"]``)
+    file: str = ""  # the file it is written in (the registry's or a sibling's)
     origin: str | None = None  # the name of the first dict it was bound in
 
 
@@ -192,19 +199,20 @@ class _Dict:
     items: dict[str, _Item] = field(default_factory=dict)
     odd_keys: list[_Item] = field(default_factory=list)  # keys that are not strings
     gaps: list[tuple[str, int, str, str]] = field(default_factory=list)
-    merged_at: dict[int, int] = field(default_factory=dict)  # id of a dict merged in -> len(gaps) just after
+    # each dict merged in (held, so no other dict takes its id) with len(gaps) just after its last merge
+    merged_at: list[tuple[_Dict, int]] = field(default_factory=list)
 
     def merge(self, other: _Dict) -> None:
         """``self.update(other)``: the other's entries, and what could not be read of it."""
         self.items.update(other.items)
         self.odd_keys.extend(other.odd_keys)
         self.gaps.extend(g for g in other.gaps if g not in self.gaps)
-        self.merged_at[id(other)] = len(self.gaps)
+        self.merged_at = [(d, at) for d, at in self.merged_at if d is not other] + [(other, len(self.gaps))]
 
     def gaps_after(self, other: _Dict) -> list[tuple[str, int, str, str]]:
         """The gaps that came after ``other`` was last merged in (all, if it never was): only those may
         replace its entries (a later key wins)."""
-        return self.gaps[self.merged_at.get(id(other), 0) :]
+        return self.gaps[next((at for d, at in self.merged_at if d is other), 0) :]
 
     def add(self, item: _Item) -> None:
         if item.arch is None:
@@ -229,6 +237,7 @@ NOT_A_DICT = "not a dict literal, nor a dict bound earlier in this module"
 NOT_FOLLOWED = "a change mtp-audit does not follow"
 # Methods that change a dict in ways the builder does not follow.
 MUTATORS = frozenset({"pop", "popitem", "clear", "setdefault", "__setitem__", "__delitem__", "__ior__"})
+CHANGES = MUTATORS | {"update"}  # every method that changes a dict
 BLOCKS = (ast.If, *TRIES, ast.With, ast.For, ast.While, ast.Match)
 # Builtins that read a dict given to them and change nothing (``dict(A)`` copies it).
 READ_ONLY_CALLS = frozenset(
@@ -259,6 +268,7 @@ class _Builder:
         self.constants: dict[str, ast.expr] = {}  # names bound to a string or a tuple of strings
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.unread_imports: dict[str, str] = {}  # name -> the module it is imported from, and why unread
+        self.lazy: dict[str, tuple[str, str | None]] = {}  # name -> (module, attribute) an import bound, unread yet
 
     def run(self, module: ast.Module) -> None:
         for statement in module.body:
@@ -270,7 +280,7 @@ class _Builder:
         """Something the builder cannot follow: it is reported, never dropped unsaid."""
         into.gaps.append((self.rel, node.lineno, _short(text or unparse(node)), why))
 
-    def known(self, node: ast.expr) -> _Dict | None:
+    def known(self, node: ast.expr, read_imports: bool = True) -> _Dict | None:
         """The dict a name, or a dict of dicts' ``A["key"]``, refers to (the same object: ``B = A``
         makes an alias, as in Python)."""
         if isinstance(node, ast.Subscript):
@@ -278,25 +288,39 @@ class _Builder:
             key = self.key(node.slice) if outer is not None else None
             found = outer.items.get(key) if outer is not None and key is not None else None
             return found.nested if found is not None else None
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in self.modules:
-            return self.modules[node.value.id].dicts.get(node.attr)  # ``_spec._SPEC_BASE``
-        return self.dicts.get(node.id) if isinstance(node, ast.Name) else None
+        if not read_imports and isinstance(node, (ast.Name, ast.Attribute)):
+            root = node.value if isinstance(node, ast.Attribute) else node
+            if isinstance(root, ast.Name) and root.id in self.lazy:
+                return None  # an imported name not read as a dict so far: not read for this
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            self.resolved(node.value.id)
+            owner = self.modules.get(node.value.id)
+            if owner is not None:  # ``_spec._SPEC_BASE``
+                owner.resolved(node.attr)
+                return owner.dicts.get(node.attr)
+            return None
+        if not isinstance(node, ast.Name):
+            return None
+        self.resolved(node.id)
+        return self.dicts.get(node.id)
 
     def key(self, node: ast.expr) -> str | None:
         """A string key: a literal, a name bound to one, or ``+`` of those."""
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left, right = self.key(node.left), self.key(node.right)
             return left + right if left is not None and right is not None else None
-        if isinstance(node, ast.Name) and node.id in self.constants:
-            node = self.constants[node.id]
+        if isinstance(node, ast.Name):
+            self.resolved(node.id)
+            node = self.constants.get(node.id, node)
         return literal_string(node)
 
     def item(self, key: str | None, value: ast.expr, line: int) -> _Item:
         """An entry; a value named by a constant is read as the pair it is bound to, a pair of names bound to
         strings as those strings, ``A["K"]`` as the value ``A["K"]`` holds now."""
         value = self.entry_value(value)
-        if isinstance(value, ast.Name) and value.id in self.constants:
-            value = self.constants[value.id]
+        if isinstance(value, ast.Name):
+            self.resolved(value.id)
+            value = self.constants.get(value.id, value)
         if isinstance(value, (ast.Tuple, ast.List)):
             parts = [self.key(e) for e in value.elts]
             if None not in parts:
@@ -304,7 +328,7 @@ class _Builder:
         nested = (
             self.value(value) if isinstance(value, (ast.Dict, ast.Name, ast.Call, ast.BinOp, ast.Subscript)) else None
         )
-        return _Item(key, value, line, nested)
+        return _Item(key, value, line, nested, file=self.rel)
 
     def value(self, node: ast.expr) -> _Dict | None:
         """The dict an expression builds, None when it is not one the builder can read."""
@@ -417,6 +441,8 @@ class _Builder:
         """``name`` now names ``built`` (None: something that is not a dict the builder reads)."""
         self.dicts[name] = built
         self.constants.pop(name, None)
+        self.lazy.pop(name, None)
+        self.modules.pop(name, None)
         if built is not None:
             built.named(name)
 
@@ -471,66 +497,81 @@ class _Builder:
         return found.value if found is not None else value
 
     def import_from(self, node: ast.ImportFrom) -> None:
-        """``from .x import A [as B]``: x's dict or constant A, as x's own statements build it; ``from . import
-        m`` of a submodule runs it (what it changes in dicts others hold is seen) and binds it; ``*`` binds
-        what x's ``__all__`` names, else its public names."""
+        """``from .x import A [as B]``: bound to x's dict or constant A, as x's own statements build it, read
+        when first used as one (a registry imports many names that are neither: their modules stay unread);
+        ``from . import m`` binds submodule m the same way; ``*`` runs x now and binds what its ``__all__``
+        names (all public names where it has none)."""
         module = _absolute(self.module, node, self.is_package)
+        if module is None:
+            return
         for alias in node.names:
-            name = alias.asname or alias.name
-            if module is None:
-                continue
-            submodule = f"{module}.{alias.name}"
-            if alias.name != "*" and self.reader.index.locate(submodule) is not None:
-                source = self.reader.builder(submodule)
-                if isinstance(source, _Builder):
-                    self.rebound(name)
-                    self.modules[name] = source
-                    continue
-            source = self.reader.builder(module)
-            if alias.name == "*":
-                if isinstance(source, _Builder):
-                    names = source.all_names or [n for n in (*source.dicts, *source.constants) if not n.startswith("_")]
-                    for star in names:
-                        self.rebound(star, source.dicts.get(star))
-                        if star in source.constants:
-                            self.constants[star] = source.constants[star]
-                continue
-            if isinstance(source, str):
+            if alias.name != "*":
+                name = alias.asname or alias.name
                 self.rebound(name)
-                self.unread_imports[name] = source
+                self.lazy[name] = (module, alias.name)
                 continue
-            self.rebound(name, source.dicts.get(alias.name))
-            if alias.name in source.constants:
-                self.constants[name] = source.constants[alias.name]
-            if alias.name in source.unread_imports:
-                self.unread_imports[name] = source.unread_imports[alias.name]
+            source = self.reader.builder(module)
+            if isinstance(source, _Builder):
+                names = (
+                    source.all_names
+                    if source.all_names is not None
+                    else [n for n in (*source.dicts, *source.constants, *source.lazy) if not n.startswith("_")]
+                )
+                for star in names:
+                    self.rebound(star)
+                    self.lazy[star] = (module, star)
 
     def import_modules(self, node: ast.Import) -> None:
-        """``import a.b as m``: ``m`` is that module (``m.D`` its dict); ``import a.b`` binds ``a``."""
+        """``import a.b as m``: ``m`` is that module (``m.D`` its dict, read when used); ``import a.b`` binds ``a``."""
         for alias in node.names:
-            if alias.asname is None:
-                self.rebound(alias.name.split(".")[0])
-                continue
-            self.rebound(alias.asname)
-            if self.reader.index.locate(alias.name) is not None:
-                source = self.reader.builder(alias.name)
-                if isinstance(source, _Builder):
-                    self.modules[alias.asname] = source
+            name = alias.asname or alias.name.split(".")[0]
+            self.rebound(name)
+            if alias.asname is not None:
+                self.lazy[name] = (alias.name, None)
+
+    def resolved(self, name: str) -> None:
+        """Read what an import bound ``name`` to, the first time it is used as a dict, constant or module."""
+        module, attribute = self.lazy.pop(name, (None, None))
+        if module is None:
+            return
+        submodule = module if attribute is None else f"{module}.{attribute}"
+        if self.reader.index.locate(submodule) is not None:  # a module of the tree
+            source = self.reader.builder(submodule)
+            if isinstance(source, _Builder):
+                self.modules[name] = source
+            else:
+                self.unread_imports[name] = source
+            return
+        source = self.reader.builder(module)
+        if isinstance(source, str):
+            self.unread_imports[name] = source
+            return
+        if attribute in source.lazy:
+            source.resolved(attribute)  # re-exported: read where it comes from
+        self.dicts[name] = source.dicts.get(attribute)  # type: ignore[arg-type]
+        if self.dicts[name] is not None:
+            self.dicts[name].named(name)  # type: ignore[union-attr]
+        if attribute in source.constants:
+            self.constants[name] = source.constants[attribute]  # type: ignore[index]
+        if attribute in source.unread_imports:
+            self.unread_imports[name] = source.unread_imports[attribute]  # type: ignore[index]
 
     def mutations_in_expressions(self, statement: ast.stmt) -> None:
         """A change of a known dict inside an expression (``f(SPEC.pop("X"))``): not followed, said so (an
         assignment of ``A.pop("K")`` itself is: ``popped``)."""
-        if isinstance(statement, (*FUNCTIONS, ast.ClassDef, *BLOCKS)) or (
-            isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
-        ):
+        if isinstance(statement, (*FUNCTIONS, ast.ClassDef, *BLOCKS)):
             return
-        handled = statement.value if isinstance(statement, ast.Assign) and self.pops_readably(statement.value) else None
+        handled = None  # what ``method_call`` or ``popped`` follows
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+            handled = statement.value
+        elif isinstance(statement, ast.Assign) and self.pops_readably(statement.value):
+            handled = statement.value
         for node in walk(statement):
             if node is handled:
                 continue
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in CHANGES:
                 owner = self.known(node.func.value)
-                if owner is not None and (node.func.attr in MUTATORS or node.func.attr == "update"):
+                if owner is not None:
                     self.gap(owner, statement, NOT_FOLLOWED)
 
     def pops_readably(self, value: ast.expr) -> bool:
@@ -572,7 +613,8 @@ class _Builder:
 
     def in_block(self, block: ast.stmt) -> None:
         """A dict changed or a name rebound under ``if``/``try``/``for``/``class``...: whether it runs is not
-        decided, so not read. Only an import from the tree at the top of a ``try`` body is run: it succeeds."""
+        decided, so not read. Only the imports at the top of a ``try`` body are taken as run (the names they
+        bind are read from the tree when used)."""
         kind = type(block).__name__.lower().replace("star", "").replace("classdef", "class")
         imports = []
         if isinstance(block, TRIES):
@@ -585,10 +627,12 @@ class _Builder:
         why = f"inside a module-level `{kind}` block, which mtp-audit does not follow"
         rebinding = [(node, name) for node in _simple_statements(block) for name in _names_bound(node)]
         rebinding += _block_targets(block)
+        if isinstance(block, ast.ClassDef):
+            rebinding = []  # names bound in a class body are the class's, not the module's
         for node in _simple_statements(block):
             if any(node is i for i in imports):
                 continue
-            for touched in self.touched(node):
+            for touched in self.touched(node, rebinding=not isinstance(block, ast.ClassDef)):
                 self.gap(touched, node, why)
         for node, name in rebinding:
             if any(node is i for i in imports):
@@ -618,10 +662,10 @@ class _Builder:
                 ]
         for call in calls:
             name = call.func.id if isinstance(call.func, ast.Name) else None
-            on_known = isinstance(call.func, ast.Attribute) and self.known(call.func.value) is not None
+            on_known = isinstance(call.func, ast.Attribute) and self.known(call.func.value, False) is not None
             if name not in READ_ONLY_CALLS and not on_known:  # ``A.update(B)`` does not change B
                 for argument in (*call.args, *(k.value for k in call.keywords)):
-                    passed = self.known(argument.value if isinstance(argument, ast.Starred) else argument)
+                    passed = self.known(argument.value if isinstance(argument, ast.Starred) else argument, False)
                     if passed is not None:
                         callee = _short(unparse(call.func))
                         self.gap(passed, call, f"passed to `{callee}`, which may change it: {NOT_FOLLOWED}")
@@ -649,8 +693,9 @@ class _Builder:
                             f"{inner.lineno}: {NOT_FOLLOWED}",
                         )
 
-    def touched(self, node: ast.stmt) -> list[_Dict]:
-        """The known dicts a statement binds or changes."""
+    def touched(self, node: ast.stmt, rebinding: bool = True) -> list[_Dict]:
+        """The known dicts a statement changes, or binds (``rebinding``; not in a class body, whose names are
+        the class's)."""
         targets: list[ast.expr] = []
         if isinstance(node, ast.Assign):
             targets = node.targets
@@ -658,13 +703,17 @@ class _Builder:
             targets = [node.target]
         elif isinstance(node, ast.Delete):
             targets = node.targets
-        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-            func = node.value.func
-            if isinstance(func, ast.Attribute) and (func.attr == "update" or func.attr in MUTATORS):
-                targets = [func]
+        targets += [
+            call.func
+            for call in walk(node)
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in CHANGES
+        ]  # ``SPEC.update(...)``, ``old = SPEC.pop("K")``
         found = []
         for target in targets:
-            owner = self.known(target.value if isinstance(target, (ast.Subscript, ast.Attribute)) else target)
+            if isinstance(target, (ast.Subscript, ast.Attribute)):  # a change of the dict it names
+                owner = self.known(target.value)
+            else:  # a rebinding: an imported dict is not changed by it
+                owner = self.known(target, read_imports=False) if rebinding else None
             if owner is not None and owner not in found:
                 found.append(owner)
         return found
@@ -728,7 +777,8 @@ def _checked_items(value: _Dict, rel: str, name: str):
     """(arch, item) of the speculative dict, whose keys must all be strings."""
     if value.odd_keys:
         raise UsageError(
-            f"{rel}: an entry of {name} is not a (module, class) string pair (line {value.odd_keys[0].line})"
+            f"{value.odd_keys[0].file or rel}: an entry of {name} is not a (module, class) string pair "
+            f"(line {value.odd_keys[0].line})"
         )
     return value.items.items()
 
@@ -740,13 +790,15 @@ def _pair(item: _Item, rel: str, name: str, strict: bool) -> tuple[str, str] | N
     pair = [literal_string(e) for e in value.elts] if isinstance(value, (ast.Tuple, ast.List)) else []
     if len(pair) != 2 or None in pair:
         if strict:
-            raise UsageError(f"{rel}: an entry of {name} is not a (module, class) string pair (line {item.line})")
+            raise UsageError(
+                f"{item.file or rel}: an entry of {name} is not a (module, class) string pair (line {item.line})"
+            )
         return None
     module_name, cls = pair
     if not all(part.isidentifier() for part in module_name.split(".")):
         # "..x", "." or "/etc/x" would name files outside the package (or nothing at all)
         raise UsageError(
-            f"{rel}: {name}[{item.arch!r}] names module {module_name!r}, which is not a dotted "
+            f"{item.file or rel}: {name}[{item.arch!r}] names module {module_name!r}, which is not a dotted "
             "module name; mtp-audit reads only modules inside the tree"
         )
     # as vLLM's _resolve_module_name: a full path starts with "vllm.", anything else is under models/
