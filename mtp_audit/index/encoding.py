@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import tokenize
 
 
@@ -53,4 +54,9 @@ def _declared_codec(data: bytes) -> str:
 def _first_lines(data: bytes):
     """A ``readline`` over ``data``'s lines as CPython's tokenizer ends them (``\\r\\n``, ``\\n`` or a lone
     ``\\r``, which ``BytesIO.readline`` does not end a line at: a cookie on an old-Mac file's second line)."""
-    return iter([*data.splitlines(True)[:2], b""]).__next__
+    head = _TWO_LINES.match(data)
+    return iter([*head.group().splitlines(True), b""]).__next__  # type: ignore[union-attr]
+
+
+# The first two lines, whatever ends them, read no further (a module is read in full only once).
+_TWO_LINES = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)?[^\r\n]*(?:\r\n|\r|\n)?")
