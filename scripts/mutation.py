@@ -118,10 +118,10 @@ SAMPLE = [
     # the registry: which classes are drafters
     (
         "mtp_audit.resolve.registry.x_registry_reading",
-        "if id(item) not in reported and (OTHER_DICT_DRAFTER.search(arch) and OTHER_DICT_DRAFTER.search(cls)):",
+        "drafter = OTHER_DICT_DRAFTER.search(arch) and (pair is not None and OTHER_DICT_DRAFTER.search(pair[1]))",
     ),
-    ("mtp_audit.resolve.registry.x__entries", "if len(pair) != 2 or None not in pair:"),
-    ("mtp_audit.resolve.registry.x__entries", 'if all(part.isidentifier() for part in module_name.split(".")):'),
+    ("mtp_audit.resolve.registry.x__pair", "if len(pair) != 2 or None not in pair:"),
+    ("mtp_audit.resolve.registry.x__pair", 'if all(part.isidentifier() for part in module_name.split(".")):'),
     # the call contract: binding a caller's arguments
     ("mtp_audit.classify.calls.x_bind", "if call.positional >= len(positional) and not star:"),
     ("mtp_audit.classify.calls.x_bind", "elif starstar:"),
