@@ -147,7 +147,7 @@ class ReadableFiles:
 class Observed:
     """Everything of the file system a scan's answer depends on, relative to the tree root (absolute
     outside it): a path -> the sha256 of the bytes read, CHANGED, or what ``kind_of`` told of it (an
-    existence check: EXISTS, DIRECTORY, OTHER, ABSENT); a folder's path with a trailing slash -> what
+    existence check: EXISTS, DIRECTORY, OTHER, ABSENT, UNREADABLE); a folder's path with a trailing slash -> what
     listing it told (``listing_of``). A scan looks at the file system only through the module index,
     which records each such look, so a warm result is used only while every one of them still tells
     the same.
