@@ -266,7 +266,6 @@ def tree_python_files(root: Path) -> list[Path]:
     """The ``*.py`` files of a plugin tree, sorted, as ``sorted(root.rglob("*.py"))`` finds them (symlinked folders
     not entered), hidden, ``__pycache__`` and test folders and hidden files left out. A folder that cannot be listed
     is a usage error naming it and why: its drafters would otherwise be missed unsaid."""
-
     found = []
     for folder, folders, names in os.walk(root, onerror=_refuse_folder):
         folders[:] = [f for f in folders if not f.startswith(".") and f not in SKIPPED_FOLDERS]

@@ -482,11 +482,10 @@ class _Builder:
     def popped(self, value: ast.expr) -> ast.expr | None:
         """``A.pop("K")`` as an assignment's value: the entry leaves ``A`` now, and its value is what is
         assigned; None for any other value."""
-        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "pop"):
+        if not self.pops_readably(value):
             return None
-        owner = self.known(value.func.value)
-        key = self.key(value.args[0]) if owner is not None and len(value.args) == 1 and not value.keywords else None
-        found = owner.items.pop(key, None) if owner is not None and key is not None else None
+        owner, key = self.known(value.func.value), self.key(value.args[0])  # type: ignore[attr-defined]
+        found = owner.items.pop(key, None)  # type: ignore[union-attr,arg-type]
         return found.value if found is not None else None
 
     def entry_value(self, value: ast.expr) -> ast.expr:
