@@ -758,3 +758,20 @@ def test_names_bound_in_a_class_body_are_the_classs(tmp_path: Path) -> None:
     path.write_text(f'{SPEC} = {{"AMTP": ("m", "A")}}\n\n\nclass _Holder:\n    {SPEC}: dict = {{}}\n')
     entries, warnings = registry_reading(ModuleIndex(SourceTree(tmp_path, tmp_path / "vllm", None)))
     assert ([e.arch for e in entries], warnings) == (["AMTP"], [])
+
+
+def test_a_sibling_whose_top_level_changes_a_dict_runs_when_imported(tmp_path: Path) -> None:
+    """Imported names are read when used; a module of the registry's package that changes a dict at its top level
+    runs at its import, as in Python, even when nothing it binds is used (review: lazy reading missed it)."""
+    from mtp_audit.resolve.registry import registry_reading
+
+    models = tmp_path / "vllm/model_executor/models"
+    models.mkdir(parents=True)
+    (models / "_spec.py").write_text('_SPEC_BASE = {"AMTP": ("m", "A")}\n')
+    (models / "_extra.py").write_text('from ._spec import _SPEC_BASE\n_SPEC_BASE["BMTP"] = ("m", "B")\n')
+    (models / "_back.py").write_text(f'from .registry import {SPEC}\n{SPEC}["CMTP"] = ("m", "C")\nDONE = 1\n')
+    (models / "registry.py").write_text(
+        f"from ._spec import _SPEC_BASE\nfrom . import _extra\n{SPEC} = {{**_SPEC_BASE}}\nfrom ._back import DONE\n"
+    )
+    entries, warnings = registry_reading(ModuleIndex(SourceTree(tmp_path, tmp_path / "vllm", None)))
+    assert ([e.arch for e in entries], warnings) == (["AMTP", "BMTP", "CMTP"], [])

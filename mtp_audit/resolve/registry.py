@@ -159,6 +159,27 @@ class _ModuleReader:
             self.done[module] = self._run(module)
         return self.done[module]
 
+    def imported_module(self, module: str, name: str) -> str:
+        """The module ``from module import name`` runs: ``module.name`` where that is a submodule of a package."""
+        found = self.index.locate(module)
+        submodule = f"{module}.{name}"
+        return submodule if (found is None or found[1]) and self.index.is_module(submodule) else module
+
+    def run_if_it_changes_dicts(self, module: str) -> None:
+        """Run a module of the registry's package now, as its import does, where its top level changes a dict
+        (``D["K"] = ...``, ``D.update(...)``, ``D |= ...`` at column 0): such a change reaches dicts another
+        module holds (the registry's, a sibling's) even when none of its names is used after the import. Others
+        are read only when a name they bind is used."""
+        if module in self.done:
+            return
+        found = self.index.locate(module)
+        try:
+            data = self.index.read_source(found[0]) if found is not None else b""
+        except OSError:
+            return  # named where a name of it is used
+        if _TOP_LEVEL_DICT_CHANGE.search(data):
+            self.builder(module)
+
     def _run(self, module: str) -> _Builder | str:
         found = self.index.locate(module)
         if found is None:
@@ -177,6 +198,12 @@ class _ModuleReader:
         self.done[module] = builder  # a module importing it back meanwhile sees it as it is so far, as in Python
         builder.run(tree)
         return builder
+
+
+# A statement at column 0 that may change a dict: a store through a subscript, a changing method, ``|=``.
+_TOP_LEVEL_DICT_CHANGE = re.compile(
+    rb"^[A-Za-z_][\w.]*(?:\[[^\n]*\]\s*=[^=]|\.(?:update|pop|setdefault|popitem|clear)\(|\s*\|=)", re.MULTILINE
+)
 
 
 @dataclass
@@ -508,6 +535,8 @@ class _Builder:
                 name = alias.asname or alias.name
                 self.rebound(name)
                 self.lazy[name] = (module, alias.name)
+                if f"{module}.".startswith(f"{MODELS_PACKAGE}."):  # the registry's package only: no probes elsewhere
+                    self.reader.run_if_it_changes_dicts(self.reader.imported_module(module, alias.name))
                 continue
             source = self.reader.builder(module)
             if isinstance(source, _Builder):
