@@ -133,6 +133,7 @@ def top_level_code(source: str) -> str:
     if not starts:
         return source
     segments = [source[b:e] for b, e in zip(starts, [*starts[1:], len(source)])]
+    dynamic = "import_module" in source or "__import__" in source  # else no segment need be searched for it
     out = [source[: starts[0]]]
     group: list[str] = []  # a block and its continuations
 
@@ -149,7 +150,7 @@ def top_level_code(source: str) -> str:
         if _BLOCK.match(segment):
             group.append(segment)
         else:
-            kept = _SIMPLE_KEPT.match(segment) or _DYNAMIC_IMPORT.search(segment)
+            kept = _SIMPLE_KEPT.match(segment) or dynamic and _DYNAMIC_IMPORT.search(segment)
             out.append(segment if kept else "\n" * segment.count("\n"))
     flush()
     return "".join(out)
@@ -531,6 +532,7 @@ class ImportChains:
         self._missing_names: dict[tuple[str, str], str | None] = {}  # see _missing_name
         self._per_platform_names: dict[int, tuple[list[ImportStatement], list[tuple[ImportStatement, str]]]] = {}
         self._walking: set[tuple[str, str]] = set()  # (module, platform) walks under way
+        self._tree_names: dict[str, bool] = {}  # see _in_tree
         self._cuts = 0  # handled imports of a module whose walk was under way, taken not to raise (see _escaping)
 
     def error(self, module: str, platform: str) -> str | None:
@@ -552,6 +554,7 @@ class ImportChains:
             walker._edges_of = self._edges_of  # the edges are the same whoever walks them
             walker._missing_names = self._missing_names  # and so are the names modules lack
             walker._per_platform_names = self._per_platform_names
+            walker._tree_names = self._tree_names
             chain = walker._walk(module, platform) if walker._in_tree(module) else None
             if chain is None:
                 self._first_raise[key] = None
@@ -593,7 +596,16 @@ class ImportChains:
             self.described.setdefault(key, reason)
 
     def __getstate__(self) -> dict:
-        local = ("index", "_edges_of", "_first_raise", "_missing_names", "_per_platform_names", "_walking", "_cuts")
+        local = (
+            "index",
+            "_edges_of",
+            "_first_raise",
+            "_missing_names",
+            "_per_platform_names",
+            "_walking",
+            "_cuts",
+            "_tree_names",
+        )
         return {k: v for k, v in self.__dict__.items() if k not in local}  # handed between processes
 
     def _edges(self, module: str, platform: str) -> list[Step]:
@@ -657,9 +669,14 @@ class ImportChains:
 
     def _in_tree(self, module: str) -> bool:
         """Is ``module`` in the scanned tree? (``torch.nn`` is not: ``torch`` is not, and is not probed
-        further.)"""
-        head = module.split(".", 1)[0]
-        return self.index.is_module(head) and (head == module or self.index.is_module(module))
+        further.) Asked some 35,000 times in a scan of vLLM 0.34.0, for 2,000 names: remembered."""
+        known = self._tree_names.get(module)
+        if known is None:
+            head = module.split(".", 1)[0]
+            known = self._tree_names[module] = self.index.is_module(head) and (
+                head == module or self.index.is_module(module)
+            )
+        return known
 
     def _raises(self, module: str, platform: str) -> bool:
         return self._own_error(module, platform) is not None
