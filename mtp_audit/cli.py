@@ -181,6 +181,7 @@ SCAN_EXAMPLES = """Examples:
 
 @app.command("scan", epilog=SCAN_EXAMPLES)
 def scan_command(
+    ctx: typer.Context,
     path: PathArg = None,
     format: Annotated[
         Format,
@@ -242,7 +243,7 @@ def scan_command(
         bool(model),
         verbose,
         show_all,
-        fail_on != DEFAULT_FAIL_ON,
+        _given(ctx, "fail_on"),
     )
     no_cache = cache_off(no_cache, quiet)
     if compare:
@@ -314,6 +315,12 @@ def scan_command(
             fail_on.value == NEVER,
         )
     )
+
+
+def _given(ctx: typer.Context, parameter: str) -> bool:
+    """Was the option given (on the command line or by an environment variable), even at its default?"""
+    source = ctx.get_parameter_source(parameter)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
 @app.command("fix")

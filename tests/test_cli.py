@@ -228,6 +228,9 @@ def test_options_that_would_be_ignored_are_usage_errors(tmp_path):
         ([str(tree), "--by-model-type", "--verbose"], "--verbose does not apply to --by-model-type"),
         (["--compare", "0.33.0", "0.34.0", "--fail-on", "unproven"], "--fail-on does not apply to --compare"),
         ([str(tree), "--by-model-type", "--fail-on", "never"], "--fail-on does not apply to --by-model-type"),
+        # given at its default value, it is still given: it would still be ignored
+        (["--compare", "0.33.0", "0.34.0", "--fail-on", "missing_fixable"], "--fail-on does not apply to --compare"),
+        ([str(tree), "--by-model-type", "--fail-on", "missing_fixable"], "--fail-on does not apply to --by-model-type"),
     ]:
         result = run_cli("scan", *args)
         assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
