@@ -266,7 +266,10 @@ def test_plugin_drafters_are_found_by_file_and_class_name(tmp_path: Path) -> Non
     files = {
         "my_mtp.py": "class MyMTP:\n    pass\n\n\nclass _PrivateMTP:\n    pass\n\n\nclass Helper:\n    pass\n",
         "models/eagle_head.py": "class EagleHead:\n    pass\n",
-        "models/__init__.py": "class TopMTP:\n    pass\n",  # not a drafter-named file
+        "models/__init__.py": "class TopMTP:\n    pass\n",  # not a drafter-named module
+        "acme_mtp/__init__.py": "class AcmeMTP:\n    pass\n",  # a drafter-named package
+        "plugins/inner_mtp/__init__.py": "class InnerMTP:\n    pass\n",  # one inside another package
+        "__init__.py": "class RootMTP:\n    pass\n",  # the tree's own: no module
         "helpers.py": "class HelperMTP:\n    pass\n",  # not a drafter-named file
         "tests/test_mtp.py": "class FakeMTP:\n    pass\n",
         "test/x_mtp.py": "class FakeMTP:\n    pass\n",
@@ -280,8 +283,10 @@ def test_plugin_drafters_are_found_by_file_and_class_name(tmp_path: Path) -> Non
         (tmp_path / name).write_text(text)
     entries = heuristic_entries(ModuleIndex(SourceTree(tmp_path, None, None)))
     assert entries == [
+        RegistryEntry(None, "acme_mtp", "AcmeMTP", "heuristic"),
         RegistryEntry(None, "models.eagle_head", "EagleHead", "heuristic"),
         RegistryEntry(None, "my_mtp", "MyMTP", "heuristic"),
+        RegistryEntry(None, "plugins.inner_mtp", "InnerMTP", "heuristic"),
         RegistryEntry(None, "zz_medusa", "LastMedusa", "heuristic"),
     ]
 

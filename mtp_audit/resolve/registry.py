@@ -836,20 +836,19 @@ def _pair(item: _Item, rel: str, name: str, strict: bool) -> tuple[str, str] | N
 def heuristic_entries(index: ModuleIndex) -> list[RegistryEntry]:
     """Drafters in a plugin tree: classes named like drafters in drafter-named files.
 
-    Heuristic: a file whose name contains _mtp, eagle, dflash, dspark, draft or
-    medusa, and a top-level class whose name contains MTP, Eagle, DFlash,
-    DSpark, Draft, Medusa or MLPSpeculator. Whether it has ``compute_logits``
-    is decided later, through its MRO.
+    Heuristic: a module whose name contains _mtp, eagle, dflash, dspark, draft
+    or medusa (a package's: its folder's name), and a top-level class whose
+    name contains MTP, Eagle, DFlash, DSpark, Draft, Medusa or MLPSpeculator.
+    Whether it has ``compute_logits`` is decided later, through its MRO.
     """
     root = index.tree.root
     entries = []
     for path in tree_python_files(root):
-        rel = path.relative_to(root)
-        if not DRAFTER_FILE.search(path.stem):
-            continue
-        parts = list(rel.with_suffix("").parts)
+        parts = list(path.relative_to(root).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
+        if not parts or not DRAFTER_FILE.search(parts[-1]):
+            continue
         module = ".".join(parts)
         facts = index.facts(module)
         if facts is None or facts.parse_error:
