@@ -13,6 +13,7 @@ from .errors import UsageError
 from .model import HeadSignature, ParamKind, PluginDist, SignatureParam, SourceTree
 
 REGISTRY = Path("model_executor/models/registry.py")
+REGISTRY_PACKAGE = Path("model_executor/models/registry/__init__.py")  # the registry split into a package
 LOGITS_PROCESSOR = Path("model_executor/layers/logits_processor.py")
 # The entry-point groups vLLM loads plugins from (see resolve/plugins.py).
 GENERAL = "vllm.general_plugins"
@@ -20,11 +21,21 @@ PLATFORM = "vllm.platform_plugins"
 GROUPS = (GENERAL, PLATFORM)
 
 
+def registry_file(package_dir: Path) -> Path | None:
+    """The file of ``vllm.model_executor.models.registry`` under a ``vllm`` package folder: its package's
+    ``__init__.py`` where it is one (Python imports the package before a same-named module), else
+    ``registry.py``; None when neither is there."""
+    for relative in (REGISTRY_PACKAGE, REGISTRY):
+        if (package_dir / relative).is_file():
+            return package_dir / relative
+    return None
+
+
 def locate(path: Path | None) -> SourceTree:
     """Resolve PATH (a checkout, a ``vllm`` package dir, or a plugin dir)."""
     if path is None:
         cwd = Path.cwd()
-        if (cwd / "vllm" / REGISTRY).is_file():
+        if registry_file(cwd / "vllm"):
             return _vllm_tree(cwd)
         return _installed_vllm()
     path = path.expanduser()
@@ -33,11 +44,11 @@ def locate(path: Path | None) -> SourceTree:
     if not path.is_dir():
         raise UsageError(f"{path}: not a directory; give a vLLM checkout, a vllm package or a directory of model files")
     path = path.resolve()
-    if (path / "vllm" / REGISTRY).is_file():
+    if registry_file(path / "vllm"):
         return _vllm_tree(path)
-    if (path / REGISTRY).is_file() and path.name == "vllm":
+    if registry_file(path) and path.name == "vllm":
         return _vllm_tree(path.parent)
-    if (path / REGISTRY).is_file():
+    if registry_file(path):
         raise UsageError(
             f"{path}: holds vLLM's package ({REGISTRY}) under another name than vllm, and its modules are "
             "vllm.*: give a directory where it is named vllm (a copy, or a symlink named vllm in an empty folder)"
@@ -67,7 +78,7 @@ def _installed_vllm() -> SourceTree:
             "vllm package is installed; pass the path of a vLLM tree"
         )
     package_dir = Path(next(iter(spec.submodule_search_locations))).resolve()
-    if not (package_dir / REGISTRY).is_file():
+    if not registry_file(package_dir):
         raise UsageError(f"no PATH given, and the installed vllm package ({package_dir}) has no {REGISTRY}")
     return _vllm_tree(package_dir.parent)
 

@@ -432,3 +432,26 @@ def test_one_record_is_one_record_and_a_sweep_names_what_does_not_resolve(tmp_pa
     assert swept.stderr.splitlines()[-1].endswith(
         "not resolved to a class, so not judged: GhostMTPModel, NulledMTPModel (`mtp-audit scan` says why)."
     ), swept.stderr
+
+
+def test_a_registry_split_into_a_package_is_read_as_python_imports_it(tmp_path):
+    """``vllm/model_executor/models/registry/__init__.py`` (its speculative dict in a submodule, imported
+    relatively) is the registry as much as ``registry.py``: the same records, and the fix writes the same."""
+    plain = tree_of("alias_mro", tmp_path / "plain")
+    split = tree_of("alias_mro", tmp_path / "split")
+    models = split / "vllm/model_executor/models"
+    entries = (models / "registry.py").read_text()
+    (models / "registry.py").unlink()
+    (models / "registry").mkdir()
+    (models / "registry/speculative.py").write_text(entries)
+    (models / "registry/__init__.py").write_text(
+        "from .speculative import _SPECULATIVE_DECODING_MODELS\n\n_VLLM_MODELS = {**_SPECULATIVE_DECODING_MODELS}\n"
+    )
+    before, after = (run_cli("scan", str(tree), "--format", "json", "--jobs", "1") for tree in (plain, split))
+    assert after.returncode == before.returncode and after.stderr == before.stderr
+    records = [json.loads(result.stdout)["drafters"] for result in (before, after)]
+    assert records[0] and records[1] == records[0]
+    # a stray registry.py beside the package is not what Python imports: the package wins
+    (models / "registry.py").write_text("_SPECULATIVE_DECODING_MODELS = {}\n")
+    again = run_cli("scan", str(split), "--format", "json", "--jobs", "1")
+    assert json.loads(again.stdout)["drafters"] == records[0]

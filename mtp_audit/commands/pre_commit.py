@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
-from ..locate import REGISTRY, locate
+from ..locate import locate, registry_file
 from ..model import DrafterRecord, SourceTree, Status
 from .trees import run_scan, settled
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 def checkout(cwd: Path, writes: bool) -> SourceTree:
     """The vLLM checkout in ``cwd`` (never the installed vllm), settled as ``trees.settled`` says."""
-    tree = locate(cwd) if (cwd / "vllm" / REGISTRY).is_file() else None
+    tree = locate(cwd) if registry_file(cwd / "vllm") else None
     if tree is None or not tree.is_vllm:
         raise UsageError("the pre-commit hook runs in a vLLM checkout (no vllm/ registry in the current directory)")
     return settled(tree, writes)

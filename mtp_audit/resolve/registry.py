@@ -11,7 +11,7 @@ from ..errors import UsageError
 from ..index.ast_tools import TRIES, unparse, walk
 from ..index.modules import ModuleIndex
 from ..index.platforms import literal_string, string_values
-from ..locate import REGISTRY, tree_python_files
+from ..locate import REGISTRY, registry_file, tree_python_files
 from ..model import RegistryEntry
 
 MODELS_PACKAGE = "vllm.model_executor.models"
@@ -42,10 +42,11 @@ def registry_reading(index: ModuleIndex) -> tuple[list[RegistryEntry], list[str]
     from ``_VLLM_MODELS``, so where a later dict merged into it replaces an entry, the replacement
     counts (and the replaced entry is no drafter of that architecture)."""
     assert index.tree.package_dir is not None
-    path = index.tree.package_dir / REGISTRY
+    path = registry_file(index.tree.package_dir) or index.tree.package_dir / REGISTRY
     rel = index.relative(path)
     reader = _ModuleReader(index)
-    builder = reader.done[REGISTRY_MODULE] = _Builder(reader, REGISTRY_MODULE, rel)
+    is_package = path.name == "__init__.py"
+    builder = reader.done[REGISTRY_MODULE] = _Builder(reader, REGISTRY_MODULE, rel, is_package)
     builder.run(_parse_registry_module(index, path, rel))
     builder.resolved(SPECULATIVE)
     builder.resolved(ALL_MODELS)
