@@ -38,7 +38,7 @@ import ast
 import re
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ..model import PLATFORMS, ChainAnswers
@@ -94,6 +94,9 @@ class ImportStatement:
     # what the handlers of the ``try`` statements around it catch (each ``except``'s names; ``()`` for a
     # bare one), those that surely re-raise left out: what it raises through its chain may stop there
     caught: tuple[tuple[str, ...], ...] = ()
+    # the lines of the imports that run before it in the body of a ``try`` around it (or, for an ``else``
+    # block, in that ``try``'s body): where one of them raises, a handler takes over and it never runs
+    after: tuple[int, ...] = ()
 
     def imported(self) -> tuple[str, ...]:
         """The names after ``import`` (``as`` aliases dropped)."""
@@ -386,13 +389,15 @@ class _TopLevel:
             elif isinstance(node, ast.Try):
                 handlers = tuple(caught_names(h.type) for h in node.handlers if not _reraises(h))
                 sub, error = self.run(node.body, guarded, (*caught, *handlers))
+                sub = _in_sequence(sub, (*caught, *handlers))
                 imports.extend(sub)
                 if error and any(catches(names, raised_name(error)) is not False for names in handlers):
                     error = None  # a handler may catch it
                 elif not error:
-                    for block in (node.orelse, node.finalbody):
+                    body = tuple(i.line for i in sub if i.caught == (*caught, *handlers))
+                    for block, skipped_by in ((node.orelse, body), (node.finalbody, ())):
                         sub, error = self.run(block, guarded, caught)
-                        imports.extend(sub)
+                        imports.extend(replace(i, after=(*i.after, *skipped_by)) for i in sub)
                         if error:
                             break
             elif isinstance(node, (ast.With, ast.AsyncWith)):
@@ -498,6 +503,20 @@ def _reraises(handler: ast.ExceptHandler) -> bool:
     return any(isinstance(statement, ast.Raise) for statement in handler.body)
 
 
+def _in_sequence(body: list[ImportStatement], caught: tuple[tuple[str, ...], ...]) -> list[ImportStatement]:
+    """The imports of a ``try`` body (``caught``: what its handlers and those around catch), each told which
+    imports of the body run before it: one of those that raises goes to a handler, and the rest of the body
+    does not run. Only the body's own imports count, not those of a ``try`` nested in it (its handlers may
+    stop what they raise)."""
+    earlier: list[int] = []
+    ordered = []
+    for statement in body:
+        ordered.append(replace(statement, after=(*statement.after, *earlier)) if earlier else statement)
+        if statement.caught == caught:
+            earlier.append(statement.line)
+    return ordered
+
+
 @dataclass(frozen=True)
 class Step:
     """One edge of an import chain: ``module`` imports ``target`` at ``line`` (None: ``target`` is
@@ -511,6 +530,8 @@ class Step:
     via: str = ""
     lazy: bool = False
     caught: tuple[tuple[str, ...], ...] = ()  # the handlers around the import (``ImportStatement.caught``)
+    # the modules imported before it in a ``try`` body (``ImportStatement.after``): if one raises, it never runs
+    unless: tuple[str, ...] = ()
 
 
 class ImportChains:
@@ -638,6 +659,7 @@ class ImportChains:
                 step.line,
                 f"{name} from {origin}, whose __getattr__ ({where}) imports {target.a}",
                 caught=step.caught,
+                unless=step.unless,
             )
             for target in facts.bindings.get(platform, {}).get(name, [])
             if target.kind in ("import", "module") and not target.when and self._in_tree(target.a)
@@ -647,21 +669,41 @@ class ImportChains:
         steps = []
         if "." in module:
             steps.append(Step(module, module.rsplit(".", 1)[0], None))
+        imported_at: dict[int, list[str]] = {}  # line -> the modules its imports import (see ``Step.unless``)
         for statement in statements:
             line, caught = statement.line, statement.caught
+            unless = tuple(dict.fromkeys(m for earlier in statement.after for m in imported_at.get(earlier, ())))
+            first = len(steps)
             if not statement.module:  # import a, b.c
-                steps.extend(Step(module, name, line, caught=caught) for name in statement.names)
-                continue
-            steps.append(Step(module, statement.module, line, caught=caught))
-            found = self.index.locate(statement.module)
-            lazy = found is not None and self._has_getattr(statement.module)
-            if found is not None and (found[1] or lazy):  # ``from pkg import sub`` imports pkg.sub
-                for name in statement.imported():
-                    if self.index.is_module(f"{statement.module}.{name}"):
-                        steps.append(Step(module, f"{statement.module}.{name}", line, caught=caught))
-                    elif lazy:  # which module ``__getattr__`` imports for it may differ by platform
-                        steps.append(Step(module, f"{statement.module}.{name}", line, lazy=True, caught=caught))
+                steps.extend(Step(module, name, line, caught=caught, unless=unless) for name in statement.names)
+            else:
+                steps.append(Step(module, statement.module, line, caught=caught, unless=unless))
+                found = self.index.locate(statement.module)
+                lazy = found is not None and self._has_getattr(statement.module)
+                if found is not None and (found[1] or lazy):  # ``from pkg import sub`` imports pkg.sub
+                    for name in statement.imported():
+                        target = f"{statement.module}.{name}"
+                        if self.index.is_module(target):
+                            steps.append(Step(module, target, line, caught=caught, unless=unless))
+                        elif lazy:  # which module ``__getattr__`` imports for it may differ by platform
+                            steps.append(Step(module, target, line, lazy=True, caught=caught, unless=unless))
+            imported_at.setdefault(line, []).extend(step.target for step in steps[first:])
         return steps
+
+    def _never_runs(self, module: str, statement: ImportStatement, platform: str) -> bool:
+        """Does an import before ``statement`` in its ``try`` body raise on ``platform`` (``_skipped``)?"""
+        step = next((s for s in self._edges(module, platform) if s.line == statement.line), None)
+        return step is not None and self._skipped(step, platform)
+
+    def _skipped(self, step: Step, platform: str) -> bool:
+        """Does an import before ``step`` in its ``try`` body raise on ``platform`` (through its chain), so that
+        a handler takes over and ``step`` never runs? A module whose import is under way raises nothing yet."""
+        return any(
+            self._in_tree(module)
+            and (module, platform) not in self._walking
+            and self._walk(module, platform) is not None
+            for module in step.unless
+        )
 
     def _has_getattr(self, module: str) -> bool:
         facts = self.index.import_facts(module)
@@ -691,10 +733,10 @@ class ImportChains:
             return facts.errors[platform]
         key = (module, platform)
         if key not in self._missing_names:
-            self._missing_names[key] = self._missing_name(facts.imports.get(platform, []), platform)
+            self._missing_names[key] = self._missing_name(module, facts.imports.get(platform, []), platform)
         return self._missing_names[key]
 
-    def _missing_name(self, statements: list[ImportStatement], platform: str) -> str | None:
+    def _missing_name(self, module: str, statements: list[ImportStatement], platform: str) -> str | None:
         """Why the first ``from m import name`` of ``statements`` that raises ImportError on ``platform`` does:
         ``m`` binds ``name`` on other platforms, not this one (a per-platform ``if`` with no branch for it);
         None when none does."""
@@ -702,6 +744,8 @@ class ImportChains:
         if key not in self._per_platform_names:
             self._per_platform_names[key] = (statements, self._names_per_platform(statements))
         for statement, name in self._per_platform_names[key][1]:
+            if statement.after and self._never_runs(module, statement, platform):
+                continue
             origin = self.index.import_facts(statement.module)
             if origin is None or platform in origin.errors:
                 continue
@@ -759,6 +803,8 @@ class ImportChains:
                 continue
             target = step.target
             if target in visited or target in skipped or not self._in_tree(target):
+                continue
+            if step.unless and self._skipped(step, platform):
                 continue
             if step.caught:
                 yield tuple(path), step
