@@ -126,6 +126,14 @@ def test_interpreter_runs_imports_and_raises_per_platform() -> None:
     assert [s.module for s in facts.imports["xpu"]] == ["vllm.platforms"]
 
 
+@pytest.mark.parametrize("flag", ["_IS_XPU", "_IS_XPU: bool"])
+def test_a_platform_flag_annotated_or_not_decides_what_raises(flag: str) -> None:
+    source = "from vllm.platforms import current_platform\n\n"
+    source += f"{flag} = current_platform.is_xpu()\n\nif _IS_XPU:\n    raise RuntimeError('no')\n"
+    facts = extract_imports(source, "vllm.kernels", True)
+    assert facts is not None and facts.errors == {"xpu": "import raises RuntimeError (line 6): no"}
+
+
 BEYOND = "ImportError (line 3): attempted relative import beyond top-level package"
 
 

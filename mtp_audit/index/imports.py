@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
 _STATEMENT = re.compile(r"\n[^ \t\r\n\f#)\]}]")  # a line that starts a top-level statement
 # kept by the cut: a statement that imports or raises, and an assignment that may be a platform flag
-_SIMPLE_KEPT = re.compile(r"(?:import|from|raise|assert)\b|\w+[ \t]*=(?!=)[^\n]*(?:platform|\.is_\w+\()")
+_SIMPLE_KEPT = re.compile(r"(?:import|from|raise|assert)\b|\w+[ \t]*(?::[^=\n]*)?=(?!=)[^\n]*(?:platform|\.is_\w+\()")
 # a call that imports a module named by a string: ``importlib.import_module("m")``, ``__import__("m")``
 _DYNAMIC_IMPORT = re.compile(r"\b(?:import_module|__import__)[ \t]*\(")
 _BLOCK = re.compile(r"(?:if|try|for|while|with|async|match)\b")
@@ -326,20 +326,27 @@ class _Lines:
 
 
 def _flag_statements(body: list[ast.stmt]) -> frozenset[int]:
-    """The ids of the top-level ``NAME = VALUE`` statements whose name no other statement of the module binds:
-    where VALUE is decided per platform (``_IS_CUDA = current_platform.is_cuda()``), NAME is that flag."""
+    """The ids of the top-level ``NAME = VALUE`` (or ``NAME: T = VALUE``) statements whose name no other statement
+    of the module binds: where VALUE is decided per platform (``_IS_CUDA = current_platform.is_cuda()``), NAME is
+    that flag."""
     candidates = [
         statement
         for statement in body
-        if isinstance(statement, ast.Assign)
-        and len(statement.targets) == 1
-        and isinstance(statement.targets[0], ast.Name)
-        and _asks_the_platform(statement.value)
+        if _flag_name(statement) and _asks_the_platform(statement.value)  # type: ignore[attr-defined,arg-type]
     ]
     if not candidates:
         return frozenset()
     once = Counter(name for statement in walk_statements(body) for name in statement_names(statement))
-    return frozenset(id(s) for s in candidates if once[s.targets[0].id] == 1)  # type: ignore[union-attr]
+    return frozenset(id(s) for s in candidates if once[_flag_name(s)] == 1)
+
+
+def _flag_name(statement: ast.stmt) -> str | None:
+    """NAME, where ``statement`` is ``NAME = VALUE`` or ``NAME: T = VALUE``."""
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+        return statement.targets[0].id
+    if isinstance(statement, ast.AnnAssign) and statement.value is not None and isinstance(statement.target, ast.Name):
+        return statement.target.id
+    return None
 
 
 def _asks_the_platform(value: ast.expr) -> bool:
@@ -419,7 +426,7 @@ class _TopLevel:
                 elif id(node) in self.flag_statements:
                     value = evaluate(node.value, self.platform, lookup=self.lookup)  # type: ignore[arg-type]
                     if value is not None:
-                        self.flags[node.targets[0].id] = value  # type: ignore[union-attr]
+                        self.flags[_flag_name(node)] = value  # type: ignore[index]
             elif isinstance(node, ast.Raise) and not guarded:
                 error = _raise_reason(node, _Lines())  # type: ignore[arg-type]
             elif (
