@@ -97,6 +97,10 @@ class ImportStatement:
     # the lines of the imports that run before it in the body of a ``try`` around it (or, for an ``else``
     # block, in that ``try``'s body): where one of them raises, a handler takes over and it never runs
     after: tuple[int, ...] = ()
+    # in an ``except`` handler: the lines of the ``try`` body's imports, of which the first that raises must
+    # raise what this handler catches (``handlers``: what each handler up to this one catches, in order)
+    when: tuple[int, ...] = ()
+    handlers: tuple[tuple[str, ...], ...] = ()
 
     def imported(self) -> tuple[str, ...]:
         """The names after ``import`` (``as`` aliases dropped)."""
@@ -398,10 +402,12 @@ class _TopLevel:
                 sub, error = self.run(node.body, guarded, (*caught, *handlers))
                 sub = _in_sequence(sub, (*caught, *handlers))
                 imports.extend(sub)
+                body = tuple(i.line for i in sub if i.caught == (*caught, *handlers))
                 if error and any(catches(names, raised_name(error)) is not False for names in handlers):
+                    imports.extend(self.handled(node, guarded, caught, (), raised_name(error)))
                     error = None  # a handler may catch it
                 elif not error:
-                    body = tuple(i.line for i in sub if i.caught == (*caught, *handlers))
+                    imports.extend(self.handled(node, guarded, caught, body))
                     for block, skipped_by in ((node.orelse, body), (node.finalbody, ())):
                         sub, error = self.run(block, guarded, caught)
                         imports.extend(replace(i, after=(*i.after, *skipped_by)) for i in sub)
@@ -438,6 +444,30 @@ class _TopLevel:
             if error:
                 return imports, error
         return imports, None
+
+    def handled(
+        self,
+        node: ast.Try,
+        guarded: bool,
+        caught: tuple[tuple[str, ...], ...],
+        body: tuple[int, ...],
+        raised: str | None = None,
+    ) -> list[ImportStatement]:
+        """The imports of the ``try``'s handlers (those that do not surely re-raise). Where the body raises
+        ``raised`` itself, those of the first handler that may catch it, which runs; else each handler's, run
+        when the first of the body's imports (``body``, lines) that raises raises what it catches and no
+        handler before it surely does (``ImportStatement.when``). What a handler itself raises is not followed."""
+        kept = [h for h in node.handlers if not _reraises(h)]
+        names = tuple(caught_names(h.type) for h in kept)
+        found = []
+        for position, handler in enumerate(kept):
+            if raised is not None and catches(names[position], raised) is False:
+                continue
+            sub, _ = self.run(handler.body, guarded, caught)
+            if raised is not None:
+                return sub
+            found += [replace(i, when=body, handlers=names[: position + 1]) for i in sub if body]
+        return found
 
     def note_importers(self, node: ast.Import | ast.ImportFrom) -> None:
         """``from importlib import import_module``: then ``import_module(...)`` calls it (an alias is not followed)."""
@@ -539,6 +569,9 @@ class Step:
     caught: tuple[tuple[str, ...], ...] = ()  # the handlers around the import (``ImportStatement.caught``)
     # the modules imported before it in a ``try`` body (``ImportStatement.after``): if one raises, it never runs
     unless: tuple[str, ...] = ()
+    # in a handler: the ``try`` body's modules and the handlers up to this one (``ImportStatement.when``)
+    when: tuple[str, ...] = ()
+    handlers: tuple[tuple[str, ...], ...] = ()
 
 
 class ImportChains:
@@ -667,6 +700,8 @@ class ImportChains:
                 f"{name} from {origin}, whose __getattr__ ({where}) imports {target.a}",
                 caught=step.caught,
                 unless=step.unless,
+                when=step.when,
+                handlers=step.handlers,
             )
             for target in facts.bindings.get(platform, {}).get(name, [])
             if target.kind in ("import", "module") and not target.when and self._in_tree(target.a)
@@ -679,38 +714,59 @@ class ImportChains:
         imported_at: dict[int, list[str]] = {}  # line -> the modules its imports import (see ``Step.unless``)
         for statement in statements:
             line, caught = statement.line, statement.caught
-            unless = tuple(dict.fromkeys(m for earlier in statement.after for m in imported_at.get(earlier, ())))
+            unless, when = (
+                tuple(dict.fromkeys(m for earlier in lines for m in imported_at.get(earlier, ())))
+                for lines in (statement.after, statement.when)
+            )
+            known = {"caught": caught, "unless": unless, "when": when, "handlers": statement.handlers}
             first = len(steps)
             if not statement.module:  # import a, b.c
-                steps.extend(Step(module, name, line, caught=caught, unless=unless) for name in statement.names)
+                steps.extend(Step(module, name, line, **known) for name in statement.names)
             else:
-                steps.append(Step(module, statement.module, line, caught=caught, unless=unless))
+                steps.append(Step(module, statement.module, line, **known))
                 found = self.index.locate(statement.module)
                 lazy = found is not None and self._has_getattr(statement.module)
                 if found is not None and (found[1] or lazy):  # ``from pkg import sub`` imports pkg.sub
                     for name in statement.imported():
                         target = f"{statement.module}.{name}"
                         if self.index.is_module(target):
-                            steps.append(Step(module, target, line, caught=caught, unless=unless))
+                            steps.append(Step(module, target, line, **known))
                         elif lazy:  # which module ``__getattr__`` imports for it may differ by platform
-                            steps.append(Step(module, target, line, lazy=True, caught=caught, unless=unless))
+                            steps.append(Step(module, target, line, lazy=True, **known))
             imported_at.setdefault(line, []).extend(step.target for step in steps[first:])
         return steps
 
     def _never_runs(self, module: str, statement: ImportStatement, platform: str) -> bool:
-        """Does an import before ``statement`` in its ``try`` body raise on ``platform`` (``_skipped``)?"""
+        """Does ``statement`` not run on ``platform``, by what the imports of the ``try`` around it raise
+        (``_skipped``)?"""
         step = next((s for s in self._edges(module, platform) if s.line == statement.line), None)
         return step is not None and self._skipped(step, platform)
 
     def _skipped(self, step: Step, platform: str) -> bool:
-        """Does an import before ``step`` in its ``try`` body raise on ``platform`` (through its chain), so that
-        a handler takes over and ``step`` never runs? A module whose import is under way raises nothing yet."""
-        return any(
-            self._in_tree(module)
-            and (module, platform) not in self._walking
-            and self._walk(module, platform) is not None
-            for module in step.unless
-        )
+        """Does ``step`` not run on ``platform``: an import before it in its ``try`` body raises (through its
+        chain), so that a handler takes over; or, in a handler, the first of the body's imports that raises
+        does not raise what it catches, or an earlier handler surely catches that, or none raises. A module
+        whose import is under way raises nothing yet."""
+        if any(self._raised(module, platform) for module in step.unless):
+            return True
+        if not step.when:
+            return False
+        first = next((r for r in (self._raised(m, platform) for m in step.when) if r), None)
+        if first is None:
+            return True
+        raised = first[0]
+        *earlier, own = step.handlers
+        return any(catches(names, raised) is True for names in earlier) or catches(own, raised) is False
+
+    def _raised(self, module: str, platform: str) -> tuple[str | None] | None:
+        """What importing ``module`` on ``platform`` raises, by name (``raised_name``: None where it cannot
+        tell), in a tuple; None when it does not raise."""
+        if not self._in_tree(module) or (module, platform) in self._walking:
+            return None
+        chain = self._walk(module, platform)
+        if chain is None:
+            return None
+        return (raised_name(self._own_error(chain[-1].target if chain else module, platform) or ""),)
 
     def _has_getattr(self, module: str) -> bool:
         facts = self.index.import_facts(module)
@@ -751,7 +807,7 @@ class ImportChains:
         if key not in self._per_platform_names:
             self._per_platform_names[key] = (statements, self._names_per_platform(statements))
         for statement, name in self._per_platform_names[key][1]:
-            if statement.after and self._never_runs(module, statement, platform):
+            if (statement.after or statement.when) and self._never_runs(module, statement, platform):
                 continue
             origin = self.index.import_facts(statement.module)
             if origin is None or platform in origin.errors:
@@ -811,7 +867,7 @@ class ImportChains:
             target = step.target
             if target in visited or target in skipped or not self._in_tree(target):
                 continue
-            if step.unless and self._skipped(step, platform):
+            if (step.unless or step.when) and self._skipped(step, platform):
                 continue
             if step.caught:
                 yield tuple(path), step
