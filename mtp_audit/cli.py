@@ -393,6 +393,15 @@ def fix_command(
 
     if pr_body is not None:
         check_output(pr_body, "--pr-body")
+    if patches is not None:
+        from .report.patches import check_patch_folder
+
+        check_patch_folder(patches)
+    report = None
+    if verify_report is not None:
+        from .report.pr_body import read_verify_report
+
+        report = read_verify_report(verify_report)
     workers = resolve_jobs(jobs)
     no_cache = cache_off(no_cache, quiet)
     tree = resolve_tree(
@@ -405,6 +414,10 @@ def fix_command(
         follow_symlinks=follow_symlinks,
         writes=not (diff or check or patches is not None),
     )
+    if report is not None:
+        from .report.pr_body import check_report_version
+
+        check_report_version(report, tree.vllm_version)
     result = plan_fix(
         tree,
         model,
@@ -423,7 +436,7 @@ def fix_command(
     if pr_body is not None:  # rendered (and --verify-report read) before anything is written
         from .report.pr_body import render_pr_body
 
-        body = render_pr_body(result, f"mtp-audit fix{mode} {targets}", verify_report)
+        body = render_pr_body(result, f"mtp-audit fix{mode} {targets}", report)
     if diff or patches is not None:
         refuse_paths_outside(result, "--diff" if diff else "--patches")
     if diff:
@@ -434,8 +447,8 @@ def fix_command(
     elif patches is not None:
         from .report.patches import write_patches
 
-        series = write_patches(result, patches, f"mtp-audit fix{mode}", verify_report)
-        print(f"wrote {len(series)} patches and {patches / 'README.md'}", file=sys.stderr)
+        series = write_patches(result, patches, f"mtp-audit fix{mode}", report)
+        _say(quiet, f"wrote {len(series)} patch{'es' if len(series) != 1 else ''} and {patches / 'README.md'}")
     elif not check:
         write_fix(result)
     if not quiet:

@@ -22,6 +22,7 @@ from mtp_audit.index.fact_types import MethodFacts
 from mtp_audit.locate import locate
 from mtp_audit.model import ClassKey, DrafterRecord, Status
 from mtp_audit.report.patches import AUTHOR, build_patches, render_index, write_patches
+from mtp_audit.report.pr_body import read_verify_report
 from mtp_audit.resolve.mro import MethodHit
 
 SERIES = FIXTURES / "fix" / "series"
@@ -441,21 +442,27 @@ def test_each_patch_has_its_own_verify_rows_test_command_and_signature(tmp_path:
         json.dumps(
             {
                 "vllm_version": "0.99.0",
-                "results": [{**row, "arch": a, "class": c} for a, c in [("PlatMTPModel", "PlatMTP"), ("W", "WrapMTP")]],
+                "results": [
+                    {**row, "arch": a, "class": c}
+                    for a, c in [("PlatMTPModel", "PlatMTP"), ("WrapMTPModel", "WrapMTP"), ("Other", "WrapMTP")]
+                ],
             }
         )
     )
     out = tmp_path / "new" / "series"
-    plat, wrap = (p.read_text() for p in write_patches(result, out, "mtp-audit fix", report))
-    assert "| `PlatMTPModel` | `PlatMTP` | cuda | 1 | pass | 390 | exact |" in plat and "`W`" not in plat
-    assert "| `W` | `WrapMTP` | cuda | 1 | pass | 390 | exact |" in wrap and "PlatMTP" not in wrap
+    plat, wrap = (p.read_text() for p in write_patches(result, out, "mtp-audit fix", read_verify_report(report)))
+    assert "| `PlatMTPModel` | `PlatMTP` | cuda | 1 | pass | 390 | exact |" in plat and "WrapMTP" not in plat
+    assert "| `WrapMTPModel` | `WrapMTP` | cuda | 1 | pass | 390 | exact |" in wrap and "PlatMTP" not in wrap
+    assert "`Other`" not in wrap  # another architecture's row of the same class is not this drafter's
+    # a drafter of the patch that the report has no row for is named, not passed over
+    assert "Not in the verify report: `WrapLiteMTPModel` (WrapLiteMTP). Paste their" in wrap
     assert "pytest -q tests/v1/spec_decode/test_plat_mtp_get_top_tokens.py\n" in plat
     assert "pytest -q tests/v1/spec_decode/test_wrap_lite_mtp_get_top_tokens.py\n" in wrap
     summary = '+"""get_top_tokens selects the tokens of compute_logits(...).argmax(-1).\n'
     assert summary + "+\n+For WrapLiteMTP, WrapMTP.\n" in wrap
     for text in (plat, wrap):
         assert re.search(r"\n\+.*\n-- \nmtp-audit \S+\n\n\Z", text)  # as git writes "-- \n<version>\n\n"
-        assert "| exact |\n---\n vllm/" in text  # the description ends where the diffstat starts
+        assert re.search(r"(\| exact \||tables here\.)\n---\n vllm/", text)  # the description ends at the diffstat
 
 
 def test_the_index_lists_every_placement_moved_and_a_tree_without_a_version(tmp_path: Path) -> None:
@@ -515,3 +522,45 @@ def test_test_modules_get_free_names_when_slugs_clash_or_exist_upstream(tmp_path
         "tests/v1/spec_decode/test_models_plat_mtp_get_top_tokens.py",
         "tests/v1/spec_decode/test_plat_mtp_get_top_tokens.py",
     ], tests
+
+
+def test_patches_refuse_a_folder_that_is_not_empty_before_anything_is_written(tmp_path: Path) -> None:
+    """The index is DIR/README.md: a folder holding anything (a checkout's own README, notes) is refused, so
+    nothing there is replaced; ``--patches .`` in a checkout writes nothing into it."""
+    case = FIXTURES / "fix" / "series"
+    tree = build_tree(case, tmp_path / "tree", "input")
+    (tree / "README.md").write_text("the project's own\n")
+    for folder in (tree, tmp_path / "notes"):
+        folder.mkdir(exist_ok=True)
+        (folder / "README.md").write_text("the project's own\n")
+        result = run_cli("fix", str(tree), "--all", "--patches", str(folder))
+        assert result.returncode == 2 and "give a new or empty folder; nothing written" in result.stderr
+        assert (folder / "README.md").read_text() == "the project's own\n" and not list(folder.glob("*.patch"))
+
+
+def test_a_verify_report_is_read_before_the_series_and_matched_to_the_tree(tmp_path: Path) -> None:
+    """A malformed report fails before the folder is made (even with nothing to fix); one of another vLLM
+    is refused; a detail's newlines stay inside its table row; --quiet prints no summary; "1 patch"."""
+    case = FIXTURES / "fix" / "series"
+    tree = build_tree(case, tmp_path / "tree", "input")
+    out = tmp_path / "out"
+    report = tmp_path / "verify.json"
+    for content in ("[]", "[" * 100_000 + "]" * 100_000):
+        report.write_text(content)
+        result = run_cli(
+            "fix", str(tree), "--model", "PlatMTPModel", "--patches", str(out), "--verify-report", str(report)
+        )
+        assert result.returncode == 2 and "not a `mtp-audit verify --json` file" in result.stderr, result.stderr
+        assert "internal error" not in result.stderr and not out.exists()
+    row = {"arch": "PlatMTPModel", "class": "PlatMTP", "platforms": ["cuda"], "tp": 1, "verdict": "fail", "rows": 2}
+    report.write_text(json.dumps({"vllm_version": "0.1.0", "results": [{**row, "detail": "x"}]}))
+    result = run_cli("fix", str(tree), "--model", "PlatMTPModel", "--patches", str(out), "--verify-report", str(report))
+    assert result.returncode == 2 and "verifies vLLM 0.1.0, not this tree's 0.99.0" in result.stderr
+    assert not out.exists()
+    report.write_text(json.dumps({"vllm_version": "0.99.0", "results": [{**row, "detail": "line one\nline two"}]}))
+    args = ("--model", "PlatMTPModel", "--patches", str(out), "--verify-report", str(report))
+    result = run_cli("fix", str(tree), *args, "--quiet")
+    assert result.returncode == 0 and result.stderr == ""
+    [patch] = out.glob("*.patch")
+    assert "| `PlatMTPModel` | `PlatMTP` | cuda | 1 | fail | 2 | line one line two |" in patch.read_text()
+    assert "drafters: 1 patch\n" in (out / "README.md").read_text()

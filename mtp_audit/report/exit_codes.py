@@ -82,8 +82,9 @@ POLICY: tuple[Rule, ...] = (
         "for `fix`/`verify`, a missing PATH or `--plugin-path`, a vLLM whose `LogitsProcessor` has no "
         "`get_top_tokens` (0.16 and earlier), a tree an interrupted `fix` left its journal in (for a "
         "command that only reads) or whose journal names a file no fix writes, a `fix --diff`/`--patches` that "
-        "would name a file outside the tree (a plugin installed elsewhere); one line on stderr, "
-        "nothing written",
+        "would name a file outside the tree (a plugin installed elsewhere), a `--patches` folder that is not new "
+        "or empty, a `--verify-report` that is not a `verify --json` file or verified another vLLM version than "
+        "the tree's; one line on stderr, nothing written",
     ),
 )
 

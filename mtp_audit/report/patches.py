@@ -29,7 +29,7 @@ from ..classify.shape_types import ASSUMED_SIGNATURE
 from ..errors import UsageError
 from ..templating import template
 from ..verify.emit import render_family_test
-from .pr_body import render_pr_body
+from .pr_body import VerifyReport, render_pr_body
 
 TEST_DIR = "tests/v1/spec_decode"
 AUTHOR = "mtp-audit <mtp-audit@users.noreply.github.com>"
@@ -180,16 +180,31 @@ def _free_test_path(family: Family, taken: set[str], root: Path) -> str:
     return next(p for p in paths if p not in taken and not (root / p).exists())
 
 
-def write_patches(result: FixResult, folder: Path, command: str, verify_report: Path | None) -> list[Path]:
-    """Write the series and its index into ``folder`` (created if needed; one holding a series is refused).
+def check_patch_folder(folder: Path) -> None:
+    """Refuse, before anything is written, a ``--patches`` folder that is not new or empty: the series and
+    its ``README.md`` would replace what is there (a checkout's own README, an earlier series)."""
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--patches {folder}: not a folder; give a new or empty folder; nothing written")
+    try:
+        held = sorted(entry.name for entry in folder.iterdir()) if folder.is_dir() else []
+    except OSError as error:
+        raise UsageError(f"--patches {folder}: cannot be listed ({error.strerror or error}); nothing written") from None
+    if held:
+        series = [name for name in held if re.fullmatch(r"[0-9]{4}-.*\.patch", name)]
+        listed = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
+        entries = f"{len(held)} entr{'y' if len(held) == 1 else 'ies'} ({listed})"
+        what = f"a patch series ({series[0]}, ...)" if series else entries
+        raise UsageError(f"--patches {folder}: already holds {what}; give a new or empty folder; nothing written")
+
+
+def write_patches(result: FixResult, folder: Path, command: str, verify_report: VerifyReport | None) -> list[Path]:
+    """Write the series and its index into ``folder`` (created if needed; one that is not empty is refused).
 
     ``command``: the fix command without its drafter selection; each patch names its own drafters.
     """
     patches = build_patches(result)
+    check_patch_folder(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    stale = sorted(folder.glob("[0-9][0-9][0-9][0-9]-*.patch"))
-    if stale:
-        raise UsageError(f"{folder} already holds a patch series ({stale[0].name}, ...); give an empty folder")
     written = []
     for patch in patches:
         sub = _family_result(result, patch.family)
@@ -199,7 +214,6 @@ def write_patches(result: FixResult, folder: Path, command: str, verify_report: 
             f"{command} {' '.join(f'--model {n}' for n in names)}",
             verify_report,
             tests=[patch.test_path],
-            own_rows_only=True,
         )
         path = folder / patch.file_name
         path.write_bytes(patch.render(len(patches), body))
@@ -241,7 +255,7 @@ def render_index(result: FixResult, patches: list[Patch]) -> str:
     crlf = any("\r\n" in (c.old or "") for p in patches for c in p.changes)
     return Template(template("patch_index.md.tmpl")).substitute(
         am_flags="--keep-non-patch --keep-cr" if crlf else "--keep-non-patch",
-        count=len(patches),
+        count=f"{len(patches)} patch{'es' if len(patches) != 1 else ''}",
         rows="\n".join(rows) or "| - | - | - | - | - |",
         inheritors=reach,
         placement=placement,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
@@ -17,38 +18,94 @@ from ..templating import template
 from ..verify.constants import NUM_STEPS, STEPS_TRIED
 
 
-def _verify_results(report: Path | None, classes: set[str] | None = None) -> str | None:
-    """The Test Result table from a ``verify --json`` file, if one is given (rows of ``classes`` only,
-    when given)."""
-    if report is None:
-        return None
+@dataclass(frozen=True)
+class VerifyReport:
+    """A ``verify --json`` file, read and checked: the vLLM version it verified, and one Test Result row
+    per result (``drafter``: its architecture, class and module, to match the change's drafters)."""
+
+    path: Path
+    version: str | None
+    rows: tuple[tuple[tuple[str | None, str, str | None], str], ...]
+
+
+def read_verify_report(path: Path) -> VerifyReport:
+    """Read ``--verify-report`` before anything is written; a file that is not one is a usage error."""
     try:
-        data = json.loads(report.read_text(encoding="utf-8"))
-        rows = data["results"]
-        version = data.get("vllm_version") or "(unknown version)"
-        lines = [
-            (
-                f"`mtp-audit verify` on vLLM {version}: get_top_tokens "
-                "against compute_logits(...).argmax(-1); float32 and bfloat16; batch 1, 7, 65; "
-                f"spec_step_idx 0 to {STEPS_TRIED - 1} over {NUM_STEPS} MTP layers (steps past the last "
-                "layer as the drafter wraps them); ties, vocabulary padding, large magnitudes."
-            ),
-            "",
-            "| architecture | class | platforms | TP | result | rows | detail |",
-            "| --- | --- | --- | --- | --- | --- | --- |",
-        ]
-        for row in rows:
-            if classes is not None and row["class"] not in classes:
-                continue
-            lines.append(
-                f"| `{row['arch']}` | `{row['class']}` | {', '.join(row['platforms'])} | "
-                f"{row['tp'] or '-'} | {row['verdict']} | {row['rows']} | "
-                f"{str(row['detail']).replace('|', '/')} |"
-            )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        version = data.get("vllm_version")
+        if version is not None and not isinstance(version, str):
+            raise TypeError(f"vllm_version is {type(version).__name__}")
+        rows = tuple(((row["arch"], row["class"], row.get("module")), _table_row(row)) for row in data["results"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
         detail = error.strerror if isinstance(error, OSError) else f"{type(error).__name__}: {error}"
-        raise UsageError(f"--verify-report {report}: not a `mtp-audit verify --json` file ({detail})") from None
+        raise UsageError(f"--verify-report {path}: not a `mtp-audit verify --json` file ({detail})") from None
+    return VerifyReport(path, version, rows)
+
+
+def _table_row(row: dict) -> str:
+    detail = " ".join(str(row["detail"]).split()).replace("|", "/")  # one line: a newline ends a table row
+    return (
+        f"| `{row['arch']}` | `{row['class']}` | {', '.join(row['platforms'])} | "
+        f"{row['tp'] or '-'} | {row['verdict']} | {row['rows']} | {detail} |"
+    )
+
+
+def check_report_version(report: VerifyReport, tree_version: str | None) -> None:
+    """A report verified on another vLLM than the tree's says nothing of this change: refused."""
+    if report.version and tree_version and report.version != tree_version:
+        raise UsageError(
+            f"--verify-report {report.path}: verifies vLLM {report.version}, not this tree's {tree_version}; "
+            "nothing written"
+        )
+
+
+_PASTE_HERE = (
+    "`mtp-audit scan` after the change reports every drafter above `supported`, consistency "
+    "`mirror`. Paste the `mtp-audit verify` tables here (get_top_tokens against "
+    "compute_logits(...).argmax(-1), float32 and bfloat16, TP 1 and 2, ties and vocabulary padding)."
+)
+
+
+def _verify_results(report: VerifyReport | None, drafters: list[tuple[str | None, str, str]]) -> str:
+    """The Test Result: the report's rows of the change's ``drafters`` (architecture, class, module), and
+    those it has no row for named, with the paste-here line; without a report, that line alone."""
+    if report is None or not drafters:
+        return _PASTE_HERE
+    found = [(drafter, text) for drafter, text in report.rows if _same_drafter(drafter, drafters)]
+    missing = sorted(
+        {
+            f"`{arch or cls}` ({cls})"
+            for arch, cls, module in drafters
+            if not any(_same(d, arch, cls, module) for d, _ in found)
+        }
+    )
+    version = report.version or "(unknown version)"
+    if not found:
+        return f"{_PASTE_HERE}\n\nThe verify report given ({report.path.name}, vLLM {version}) has no results for them."
+    lines = [
+        (
+            f"`mtp-audit verify` on vLLM {version}: get_top_tokens "
+            "against compute_logits(...).argmax(-1); float32 and bfloat16; batch 1, 7, 65; "
+            f"spec_step_idx 0 to {STEPS_TRIED - 1} over {NUM_STEPS} MTP layers (steps past the last "
+            "layer as the drafter wraps them); ties, vocabulary padding, large magnitudes."
+        ),
+        "",
+        "| architecture | class | platforms | TP | result | rows | detail |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+        *(text for _, text in found),
+    ]
+    if missing:
+        lines += ["", f"Not in the verify report: {', '.join(missing)}. Paste their `mtp-audit verify` tables here."]
     return "\n".join(lines)
+
+
+def _same_drafter(row: tuple[str | None, str, str | None], drafters: list[tuple[str | None, str, str]]) -> bool:
+    return any(_same(row, *drafter) for drafter in drafters)
+
+
+def _same(row: tuple[str | None, str, str | None], arch: str | None, cls: str, module: str) -> bool:
+    """The row is of this drafter: same architecture and class, and module where the row names one."""
+    return row[0] == arch and row[1] == cls and row[2] in (None, module)
 
 
 def reviewer_notes(inheritors: list[Inheritor], notes: list[Moved], factored: list[str]) -> str:
@@ -79,12 +136,11 @@ def reviewer_notes(inheritors: list[Inheritor], notes: list[Moved], factored: li
 def render_pr_body(
     result: FixResult,
     command: str,
-    verify_report: Path | None = None,
+    verify_report: VerifyReport | None = None,
     tests: list[str] | None = None,
-    own_rows_only: bool = False,
 ) -> str:
-    """``tests``: test files the change adds, run in the Test Plan; ``own_rows_only``: the verify
-    report's rows of this change's drafters only (one patch of a series)."""
+    """``tests``: test files the change adds, run in the Test Plan; the verify report's rows are those of
+    the change's drafters."""
     fixed = [o for o in result.plan.outcomes if o.action == Action.FIX]
     refused = [o for o in result.plan.outcomes if o.action == Action.REFUSED]
     drafters = "\n".join(
@@ -104,14 +160,10 @@ def render_pr_body(
     commands = [command, "mtp-audit scan --fail-on never --format markdown"]
     commands += [f"mtp-audit verify --model {name} --tp 1,2" for name in models]
     commands += [f"pytest -q {test}" for test in tests or []]
-    classes = {o.record.cls for o in fixed} if own_rows_only else None
-    results = _verify_results(verify_report, classes) or (
-        "`mtp-audit scan` after the change reports every drafter above `supported`, consistency "
-        "`mirror`. Paste the `mtp-audit verify` tables here (get_top_tokens against "
-        "compute_logits(...).argmax(-1), float32 and bfloat16, TP 1 and 2, ties and vocabulary padding)."
-    )
+    results = _verify_results(verify_report, [(o.record.arch, o.record.cls, o.record.module) for o in fixed])
     return Template(template("pr_body.md.tmpl")).substitute(
         count=len(fixed),
+        noun="drafter" if len(fixed) == 1 else "drafters",
         drafters=drafters or "| - | - | - | - |",
         files=", ".join(f"`{r.path}`" for r in result.rewrites) or "none",
         refused=refused_text,
