@@ -546,3 +546,42 @@ def test_a_drafter_that_inherits_a_refused_method_is_refused_with_it(tmp_path: P
         ("LongVariantMTP", "refused"),
     ]
     assert result.plan.outcomes[0].reason == result.plan.outcomes[1].reason and result.rewrites == []
+
+
+CLOSURE = "        current = lambda: hidden_states  # noqa: E731\n"
+
+
+def _with_line_before_the_chain(source: str, line: str) -> str:
+    anchor = "        # Forward returns the residual stream; fold it before the head.\n"
+    assert anchor in source
+    return source.replace(anchor, line + anchor, 1)
+
+
+@pytest.mark.parametrize(
+    "line, factored",
+    [
+        (CLOSURE, False),  # a closure reads compute_logits's hidden_states: the chain stays where it is
+        ("        later = (hidden_states * k for k in range(2))\n", False),  # a generator runs later too
+        ("        def current():\n            return hidden_states\n\n", False),
+        ("        widths = [hidden_states.shape[i] for i in range(2)]\n", True),  # runs where it stands
+    ],
+)
+def test_a_closure_over_the_hidden_states_keeps_the_plain_mirror(long_head, line: str, factored: bool):
+    """Moved into the helper, the chain would rebind the helper's own ``hidden_states``; a closure made before
+    it (and called in it) reads compute_logits's, so compute_logits would compute something else."""
+    tree, path, source, _ = long_head
+    (tree / path).write_text(_with_line_before_the_chain(source, line))
+    result = plan_fix(locate(tree), ["LongHeadMTPModel"], False, None, factor_pre_head=True)
+    (rewrite,) = result.rewrites
+    assert ("def _pre_head(" in rewrite.new) is factored
+    assert rewrite.factored == (["LongHeadPredictor"] if factored else [])
+
+
+def test_gate_refuses_a_helper_that_rebinds_what_a_closure_reads(long_head):
+    """The gate, on its own: a helper made despite the closure (the AST inlines to the old one) is refused."""
+    _, path, source, insertions = long_head
+    rewrite = rewrite_factored(path, source, insertions, binds_torch=True)
+    rewrite.old = _with_line_before_the_chain(source, CLOSURE)
+    rewrite.new = _with_line_before_the_chain(rewrite.new, CLOSURE)
+    with pytest.raises(UnsafeRewrite, match="_pre_head in LongHeadPredictor rebinds hidden_states, which a closure"):
+        check_factored(rewrite, {"LongHeadPredictor"})

@@ -276,6 +276,13 @@ class _Scopes:
             for s in f.get_symbols()
             if s.is_local()
         }
+        old_functions = _functions(self._class(self.old, old), "compute_logits")
+        captured = old_locals & {name for f in old_functions for name in _captured(f)}
+        rebound = {s.get_name() for s in helpers[0].get_symbols() if s.is_assigned()}
+        for name in sorted(captured & rebound):
+            raise UnsafeRewrite(
+                f"{self.path}: {HELPER} in {new.name} rebinds {name}, which a closure in compute_logits reads"
+            )
         for name in sorted(_outer_reads(helpers[0])):
             if name in old_locals:
                 raise UnsafeRewrite(
@@ -310,6 +317,21 @@ def _outer_reads(function: symtable.SymbolTable) -> set[str]:
     own = {s.get_name() for s in symbols if s.is_local()}
     for child in function.get_children():
         found |= _outer_reads(child) - own
+    return found
+
+
+_EAGER = ("listcomp", "setcomp", "dictcomp")  # comprehension scopes (before 3.12) that run where they stand
+
+
+def _captured(table: symtable.SymbolTable) -> set[str]:
+    """Names that scopes nested in ``table`` and able to run later (a lambda, ``def``, class or generator,
+    also under a comprehension) take from outside it."""
+    found: set[str] = set()
+    for child in table.get_children():
+        if child.get_name() in _EAGER:
+            found |= _captured(child) - {s.get_name() for s in child.get_symbols() if s.is_local()}
+        else:
+            found |= _outer_reads(child)
     return found
 
 

@@ -64,12 +64,25 @@ def _function_locals_read(
     """Names the chain reads from ``compute_logits``'s own scope (a parameter of any kind, or a local
     bound by any statement: assignment, walrus, ``for``/``with``/``except`` target, import, ``def``),
     which the helper must be passed; None when the chain binds a local other than ``hidden`` (a walrus),
-    which the rest of compute_logits could read and would lose."""
+    which the rest of compute_logits could read and would lose, or when a closure reads ``hidden`` from
+    compute_logits (``current = lambda: hidden_states`` called in the chain): moved into the helper, the
+    chain rebinds the helper's own ``hidden``, which the closure does not see."""
     wrapper = cst.MetadataWrapper(cst.Module(body=[compute_logits]), unsafe_skip_copy=True)
     scopes = wrapper.resolve(ScopeProvider)
     function_scope = scopes[chain[0]]
     in_chain = {id(node) for statement in chain for node in nodes_of(statement, cst.CSTNode)}
     if any(id(a.node) in in_chain and a.name != hidden for a in function_scope.assignments):
+        return None
+    if any(
+        _runs_later(scope, function_scope)
+        and any(
+            isinstance(access.node, cst.Name)
+            and access.node.value == hidden
+            and any(r.scope is function_scope for r in access.referents)
+            for access in scope.accesses
+        )
+        for scope in {s for s in scopes.values() if s is not None and s is not function_scope}
+    ):
         return None
     return {
         access.node.value
@@ -79,6 +92,19 @@ def _function_locals_read(
         and isinstance(access.node, cst.Name)
         and any(r.scope is function_scope for r in access.referents)
     }
+
+
+_EAGER = (cst.ListComp, cst.SetComp, cst.DictComp)  # comprehensions that run where they stand
+
+
+def _runs_later(scope, function_scope) -> bool:
+    """Is ``scope`` (nested in ``function_scope``) a lambda, ``def``, class or generator, or inside one: code
+    that may run after the statement that made it, reading the function's variables as they are then?"""
+    while scope is not function_scope and scope is not None:
+        if not isinstance(getattr(scope, "node", None), _EAGER):
+            return True
+        scope = scope.parent
+    return False
 
 
 def factor_pre_head(compute_logits: cst.FunctionDef, taken: set[str]) -> Factored | None:
