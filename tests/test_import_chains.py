@@ -134,6 +134,32 @@ def test_a_platform_flag_annotated_or_not_decides_what_raises(flag: str) -> None
     assert facts is not None and facts.errors == {"xpu": "import raises RuntimeError (line 6): no"}
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import os; from vllm.kx.fused import fused_norm\n",  # after a semicolon
+        "X = 1; import vllm.kx.fused\n",
+        "from vllm.kx.fused \\\n    import fused_norm\n",  # a line continued before ``import``
+        "from \\\n    vllm.kx.fused import fused_norm\n",
+        'import importlib\n\nfused = importlib.import_module(".fused", "vllm.kx")\n',  # a literal package
+        'import importlib\n\nfused = importlib.import_module(".fused", package="vllm.kx")\n',
+    ],
+)
+def test_imports_the_line_scanner_cannot_see_at_a_line_start_are_read(source: str) -> None:
+    facts = extract_imports(source, "vllm.model_executor.models.helpers", False)
+    assert facts is not None
+    statements = facts.imports["cuda"]
+    imported = {s.module for s in statements if s.module} | {n for s in statements if not s.module for n in s.names}
+    assert "vllm.kx.fused" in imported, statements
+
+
+def test_an_alias_assigned_to_current_platform_decides_what_raises() -> None:
+    source = "from vllm.platforms import current_platform\n\ncp = current_platform\n\n"
+    source += "if cp.is_xpu():\n    raise RuntimeError('no')\n"
+    facts = extract_imports(source, "vllm.kernels", True)
+    assert facts is not None and facts.errors == {"xpu": "import raises RuntimeError (line 6): no"}
+
+
 BEYOND = "ImportError (line 3): attempted relative import beyond top-level package"
 
 

@@ -69,11 +69,13 @@ _CONTINUATION = re.compile(r"(?:elif|else|except|finally|case)\b")
 _TOP_LEVEL = re.compile(  # a column-0 import with its names, or a column-0 block, raise or assert
     # The lookahead (the first letters of the keywords below) turns away most lines (indented ones)
     # at one character, instead of trying each keyword in turn: 40% of reading an import chain.
-    r"\n(?=[fiewtamr])(?:(?:from[ \t]+(?P<origin>\.*[\w.]*)[ \t]+)?import\b[ \t]*"
+    r"\n(?=[fiewtamr])(?:(?:from(?:[ \t]|\\\r?\n)+(?P<origin>\.*[\w.]*)(?:[ \t]|\\\r?\n)+)?import\b[ \t]*"
     r"(?P<names>\((?:[^)#]|#[^\n]*)*\)|(?:[^\n\\]|\\[\s\S])*)"
     r"|(?P<block>(?:if|elif|else|try|except|finally|for|while|with|async|match|raise|assert)\b[^\n]*))"
 )
 _COMMENT = re.compile(r"#[^\n]*")
+# a statement after a semicolon that the line scanners would not see at the start of a line
+_AFTER_SEMICOLON = re.compile(r";[ \t]*(?:import|from|raise|assert)\b")
 _GETATTR = re.compile(r"^(?:async[ \t]+)?def[ \t]+__getattr__\b", re.MULTILINE)  # a module-level one, at column 0
 # a name a column-0 ``def`` or ``class`` binds, or one a column-0 assignment (``name =``, ``name: T``) binds
 _BINDS_AT_COLUMN_0 = re.compile(r"^(?:(?:async[ \t]+)?def|class)[ \t]+(\w+)|^(\w+)[ \t]*(?::|=(?!=))", re.MULTILINE)
@@ -157,7 +159,13 @@ def top_level_code(source: str) -> str:
         if _BLOCK.match(segment):
             group.append(segment)
         else:
-            kept = _SIMPLE_KEPT.match(segment) or dynamic and _DYNAMIC_IMPORT.search(segment)
+            kept = (
+                _SIMPLE_KEPT.match(segment)
+                or dynamic
+                and _DYNAMIC_IMPORT.search(segment)
+                or ";" in segment
+                and _AFTER_SEMICOLON.search(segment)
+            )
             out.append(segment if kept else "\n" * segment.count("\n"))
     flush()
     return "".join(out)
@@ -248,6 +256,8 @@ def _plain_imports(source: str, module: str, is_package: bool) -> list[ImportSta
     """
     if ("import_module" in source or "__import__" in source) and _dynamic_at_top(source):
         return None  # the interpreter reads which module the call imports
+    if ";" in source and _AFTER_SEMICOLON.search(source):
+        return None  # ``import os; from m import x``: the interpreter reads both
     statements = []
     shift = source[:1] != "\n"  # the scan starts at a newline
     line_number, counted = 1, 0
@@ -336,7 +346,7 @@ def _flag_statements(body: list[ast.stmt]) -> frozenset[int]:
     candidates = [
         statement
         for statement in body
-        if _flag_name(statement) and _asks_the_platform(statement.value)  # type: ignore[attr-defined,arg-type]
+        if _flag_name(statement) and (_asks_the_platform(statement.value) or _names_the_platform(statement.value))  # type: ignore[attr-defined,arg-type]
     ]
     if not candidates:
         return frozenset()
@@ -351,6 +361,11 @@ def _flag_name(statement: ast.stmt) -> str | None:
     if isinstance(statement, ast.AnnAssign) and statement.value is not None and isinstance(statement.target, ast.Name):
         return statement.target.id
     return None
+
+
+def _names_the_platform(value: ast.expr) -> bool:
+    """``cp = current_platform``: an alias of it."""
+    return isinstance(value, ast.Name) and value.id == PLATFORM
 
 
 def _asks_the_platform(value: ast.expr) -> bool:
@@ -429,6 +444,8 @@ class _TopLevel:
                 named = self.dynamic(node.value)
                 if named:
                     imports.append(ImportStatement("", (named,), node.lineno, caught=caught))
+                elif id(node) in self.flag_statements and _names_the_platform(node.value):  # type: ignore[arg-type]
+                    self.aliases.add(_flag_name(node))  # type: ignore[arg-type]
                 elif id(node) in self.flag_statements:
                     value = evaluate(node.value, self.platform, lookup=self.lookup)  # type: ignore[arg-type]
                     if value is not None:
@@ -486,10 +503,12 @@ class _TopLevel:
         if not level:
             return name
         anchor = [*value.args[1:2], *(k.value for k in value.keywords if k.arg == "package")]
-        package = {
-            "__name__": self.module,
-            "__package__": self.module if self.is_package else self.module.rpartition(".")[0],
-        }.get(dotted(anchor[0]) if anchor else "")
+        package = literal_string(anchor[0]) if anchor else None
+        if package is None:
+            package = {
+                "__name__": self.module,
+                "__package__": self.module if self.is_package else self.module.rpartition(".")[0],
+            }.get(dotted(anchor[0]) if anchor else "")
         if package is None or package.count(".") < level - 1:
             return None
         return f"{package.rsplit('.', level - 1)[0]}.{name[level:]}".rstrip(".")
