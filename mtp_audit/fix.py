@@ -46,10 +46,13 @@ def plan_fix(
     jobs: int = 1,
     factor_pre_head: bool = False,
     earlier: ScanAnswers | None = None,
+    only: set[tuple[str | None, str, str]] | None = None,
 ) -> FixResult:
     """``jobs`` workers rewrite the files; the scan stays in this process, whose analyses the
     blast-radius check reuses. ``factor_pre_head``: long pre-head blocks go into a shared helper.
-    ``earlier``: the import-chain and call-contract answers of a scan of the same files (see ``scan``)."""
+    ``earlier``: the import-chain and call-contract answers of a scan of the same files (see ``scan``).
+    ``only``: of the records ``models`` selects, those with these (architecture, class, file) alone
+    (``pre-commit``: the definitions a commit touches, not the architecture's others)."""
     memo.use_cache(cache)  # before forking: the workers read cached mirrors too
     with (
         warm_worker(jobs, _load_rules_and_rewriter) as worker,
@@ -69,6 +72,8 @@ def plan_fix(
             records = select(
                 result.records, models or [], single_module=True, model_types=model_types, unresolved=result.unresolved
             )
+        if only is not None:
+            records = [r for r in records if (r.arch, r.cls, r.file) in only]
         plan, refusal = _plan(tree, scanner, resolutions, records)
         inheritors = find_inheritors(scanner, resolutions, plan.insertions)
         notes = prefer_drafter_only(scanner, resolutions, plan, inheritors)

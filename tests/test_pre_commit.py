@@ -55,3 +55,17 @@ def test_hook_fails_on_a_missing_fixable_drafter_and_fix_hook_writes_it(vllm_rep
 
     clean = try_repo("mtp-audit", vllm_repo, tmp_path)
     assert clean.returncode == 0, clean.stdout + clean.stderr
+
+
+def test_fix_writes_only_the_definitions_the_commit_touches(tmp_path: Path) -> None:
+    """One architecture, one class per platform folder: with only the AMD file changed, the hook writes the
+    AMD class and leaves the NVIDIA file (not in the commit) as it was, though ``fix --model`` writes both."""
+    from conftest import run_cli
+
+    tree = build_tree(FIXTURES / "fix" / "series", tmp_path / "checkout", "input")
+    amd, nvidia = (tree / f"vllm/models/plat/{folder}/mtp.py" for folder in ("amd", "nvidia"))
+    before = nvidia.read_bytes()
+    result = run_cli("pre-commit", "--fix", str(amd.relative_to(tree)), cwd=tree)
+    assert result.returncode == 1, result.stderr  # it wrote a file: pre-commit's convention
+    assert "def get_top_tokens" in amd.read_text() and nvidia.read_bytes() == before
+    assert "wrote get_top_tokens into vllm/models/plat/amd/mtp.py" in result.stderr

@@ -56,10 +56,17 @@ def touched_drafters(
 
 
 def fix_drafters(tree: SourceTree, records: list[DrafterRecord], no_cache: bool) -> FixResult:
-    """Write the mirrors of ``records`` (what ``fix --model`` of each would write)."""
+    """Write the mirrors of ``records`` (what ``fix --model`` of each would write), and of no other record
+    of their architectures: a definition the commit does not touch (another platform's) is left alone."""
     from ..cache import FactsCache
     from ..fix import plan_fix, write_fix
 
-    result = plan_fix(tree, [r.arch or r.cls for r in records], False, None if no_cache else FactsCache())
+    result = plan_fix(
+        tree,
+        [r.arch or r.cls for r in records],
+        False,
+        None if no_cache else FactsCache(),
+        only={(r.arch, r.cls, r.file) for r in records},
+    )
     write_fix(result)
     return result
