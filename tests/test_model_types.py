@@ -23,7 +23,9 @@ def hf_config_override(hf_config, other):
     if hf_config.model_type != "glm":
         hf_config.update({"architectures": ["NotEqualIsNoTest"]})
     if hf_config.model_type == "glm" or other:
-        hf_config.update({"architectures": ["NotACompare"]})
+        hf_config.update({"architectures": ["GlmOrOther"]})
+    if "exaone" in hf_config.model_type and other:
+        hf_config.update({"architectures": ["ExaoneMTP"]})
     if hf_config.model_type == "qwen" == other:
         hf_config.update({"architectures": ["TwoOperators"]})
     if other.model_type == "ernie":
@@ -51,6 +53,8 @@ def test_model_types_follow_renames_and_both_forms_of_architectures(tmp_path: Pa
         "deepseek_v3": ["DeepSeekMTPModel"],
         "deepseek_v32": ["DeepSeekMTPModel"],
         "ernie": ["ErnieMTPModel"],
+        "exaone": ["ExaoneMTP"],  # a part of the model type, and a test of the checkpoint taken to hold
+        "glm": ["GlmOrOther"],  # each side of an ``or``
         "mimo": ["MiMoMTPModel"],
         "mimo_mtp": ["MiMoMTPModel"],
         "pangu": ["PanguMTP"],
@@ -88,3 +92,15 @@ def test_only_an_assignment_to_model_type_is_a_rename(tmp_path: Path) -> None:
         '    if c.model_type == "b":\n        c.update({"architectures": ["BModel"]})\n'
     )
     assert model_types_of(tmp_path, text) == {"a": ["AModel"], "b": ["BModel"]}
+
+
+def test_an_architecture_named_by_a_local_counts_its_literal_values(tmp_path: Path) -> None:
+    """``architecture = "A" if moe else "B"``, then ``"architectures": [architecture]``: both; the strings
+    a comparison in the block tests (``moe = c.model_type in ("m_moe",)``) are no architectures."""
+    text = (
+        'def f(c):\n    if c.model_type in ("m", "m_moe") and c.layers > 0:\n'
+        '        moe = c.model_type in ("m_moe", "m_moe_text")\n'
+        '        architecture = "MoeMTP" if moe else "DenseMTP"\n'
+        '        c.update({"architectures": [architecture]})\n'
+    )
+    assert model_types_of(tmp_path, text) == {"m": ["DenseMTP", "MoeMTP"], "m_moe": ["DenseMTP", "MoeMTP"]}
