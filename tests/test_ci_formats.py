@@ -157,3 +157,10 @@ def test_an_architecture_that_fails_alike_on_every_platform_is_said_once_in_ever
         "unresolved NulledMTPModel",
     ]
     assert run_cli("scan", str(tree)).stdout.rstrip().endswith("; 2 unresolved (see the warnings).")
+
+
+def test_sarif_file_uris_are_percent_encoded_as_the_root_is() -> None:
+    from mtp_audit.report.ci_formats import _uri
+
+    assert _uri("vllm/models/toy ü_mtp.py") == "vllm/models/toy%20%C3%BC_mtp.py"
+    assert _uri("/opt/plugins/a b/x_mtp.py") == "file:///opt/plugins/a%20b/x_mtp.py"  # outside the tree

@@ -11,6 +11,8 @@ successful, as SARIF 2.1.0 reports a tool's failure on one of its inputs).
 from __future__ import annotations
 
 import json
+from pathlib import PurePosixPath
+from urllib.parse import quote
 
 from .. import __version__
 from ..classify.contract_rules import CONTRACT_RULES
@@ -26,6 +28,13 @@ RULES = {
     "unresolved": ("MTPA005", "a registered architecture does not resolve to a class on some platforms", "warning"),
 }
 GITHUB_LEVEL = {"error": "error", "warning": "warning", "note": "notice"}
+
+
+def _uri(file: str) -> str:
+    """A record's file as a SARIF URI: percent-encoded, relative to SRCROOT (which is encoded too), or a
+    ``file:`` URI for one outside the tree (an installed plugin's)."""
+    path = PurePosixPath(file)
+    return path.as_uri() if path.is_absolute() else quote(file)
 
 
 def _message(record: DrafterRecord) -> str:
@@ -106,7 +115,7 @@ def _invocation(result: ScanResult) -> dict:
             {
                 "level": "error",
                 "message": {"text": _parse_error_message(file, message)},
-                "locations": [{"physicalLocation": {"artifactLocation": {"uri": file, "uriBaseId": "SRCROOT"}}}],
+                "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(file), "uriBaseId": "SRCROOT"}}}],
             }
             for file, message in result.parse_errors
         ],
@@ -122,7 +131,7 @@ def render_sarif(result: ScanResult) -> str:
             "locations": [
                 {
                     "physicalLocation": {
-                        "artifactLocation": {"uri": record.file, "uriBaseId": "SRCROOT"},
+                        "artifactLocation": {"uri": _uri(record.file), "uriBaseId": "SRCROOT"},
                         "region": {"startLine": record.line},
                     }
                 }

@@ -102,4 +102,6 @@ def render_table(result: ScanResult, console: Console) -> None:
         console.print("[red]unresolved[/] " + escape(f"{u.arch} -> {u.module}.{u.cls} on {where}: {u.reason}"))
     counts = Counter(r.status.value for r in result.records)
     summary = ", ".join(f"{counts[s.value]} {s.value}" for s in STATUS_ORDER if counts[s.value])
-    console.print(f"{len(result.records)} record{'' if len(result.records) == 1 else 's'}: {summary}")
+    console.print(
+        f"{len(result.records)} record{'' if len(result.records) == 1 else 's'}" + (f": {summary}" if summary else "")
+    )
