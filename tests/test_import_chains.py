@@ -279,3 +279,32 @@ def test_handled_imports_that_import_each_other_end(tmp_path: Path) -> None:
     assert "xpu" not in handler.platforms
     assert [u.platform for u in handler.unavailable_on] == ["xpu"]
     assert "vllm/kernels/__init__.py: import raises NotImplementedError (line 6)" in handler.unavailable_on[0].reason
+
+
+def test_modules_importing_each_other_in_a_try_with_an_else_block_end(tmp_path: Path) -> None:
+    """Two modules whose ``try`` imports the other and whose ``else`` asks a name a module binds on CUDA only:
+    the walk of one comes back to the other; it ends (reading the names the else asks recursed without end)."""
+    tree = build_tree(BASE, tmp_path / "tree")
+    models = tree / "vllm" / "model_executor" / "models"
+    (tree / "vllm" / "extra.py").write_text("EXTRA = 1\n")
+    (tree / "vllm" / "perplat.py").write_text(
+        "from vllm.platforms import current_platform\n\nif current_platform.is_cuda():\n"
+        "    from vllm.extra import EXTRA as NAME\n"
+    )
+    drafter = (
+        "from torch import nn\n\nfrom .{me}_helpers import *  # noqa: F403\n\n\nclass {cls}(nn.Module):\n"
+        "    def compute_logits(self, hidden_states):\n"
+        "        return self.logits_processor(self.lm_head, hidden_states)\n"
+    )
+    for me, other in (("a", "b"), ("b", "a")):
+        (models / f"{me}_helpers.py").write_text(
+            f"try:\n    import vllm.model_executor.models.{other}_helpers\nexcept ImportError:\n    pass\n"
+            "else:\n    from vllm.perplat import NAME\n"
+        )
+        (models / f"{me}_mtp.py").write_text(drafter.format(me=me, cls=f"{me.upper()}MTP"))
+    (models / "registry.py").write_text(
+        '_SPECULATIVE_DECODING_MODELS = {"AMTPModel": ("a_mtp", "AMTP"), "BMTPModel": ("b_mtp", "BMTP")}\n'
+    )
+    result, _, _ = scan(locate(tree))
+    assert sorted(r.cls for r in result.records) == ["AMTP", "BMTP"]
+    assert all("cuda" in r.platforms for r in result.records)

@@ -415,9 +415,11 @@ class _TopLevel:
             elif isinstance(node, ast.Try):
                 handlers = tuple(caught_names(h.type) for h in node.handlers if not _reraises(h))
                 sub, error = self.run(node.body, guarded, (*caught, *handlers))
-                sub = _in_sequence(sub, (*caught, *handlers))
+                # the body's own imports, which run unless one before them raises (not those of a ``try``
+                # nested in it, nor its ``else`` or handlers', which run only as it goes)
+                body = tuple(i.line for i in sub if i.caught == (*caught, *handlers) and not (i.after or i.when))
+                sub = _in_sequence(sub, body)
                 imports.extend(sub)
-                body = tuple(i.line for i in sub if i.caught == (*caught, *handlers))
                 if error and any(catches(names, raised_name(error)) is not False for names in handlers):
                     imports.extend(self.handled(node, guarded, caught, (), raised_name(error)))
                     error = None  # a handler may catch it
@@ -483,7 +485,8 @@ class _TopLevel:
             sub, _ = self.run(handler.body, guarded, caught)
             if raised is not None:
                 return sub
-            found += [replace(i, when=body, handlers=names[: position + 1]) for i in sub if body]
+            # an import under a condition of its own in the handler (a ``try`` nested there) is not followed
+            found += [replace(i, when=body, handlers=names[: position + 1]) for i in sub if body and not i.when]
         return found
 
     def note_importers(self, node: ast.Import | ast.ImportFrom) -> None:
@@ -559,16 +562,15 @@ def _reraises(handler: ast.ExceptHandler) -> bool:
     return any(isinstance(statement, ast.Raise) for statement in handler.body)
 
 
-def _in_sequence(body: list[ImportStatement], caught: tuple[tuple[str, ...], ...]) -> list[ImportStatement]:
-    """The imports of a ``try`` body (``caught``: what its handlers and those around catch), each told which
-    imports of the body run before it: one of those that raises goes to a handler, and the rest of the body
-    does not run. Only the body's own imports count, not those of a ``try`` nested in it (its handlers may
-    stop what they raise)."""
+def _in_sequence(body: list[ImportStatement], own: tuple[int, ...]) -> list[ImportStatement]:
+    """The imports of a ``try`` body, each told which of the body's own imports (``own``, lines: those that
+    surely run) come before it: one of those that raises goes to a handler, and the rest of the body does
+    not run."""
     earlier: list[int] = []
     ordered = []
     for statement in body:
         ordered.append(replace(statement, after=(*statement.after, *earlier)) if earlier else statement)
-        if statement.caught == caught:
+        if statement.line in own and not (statement.after or statement.when):
             earlier.append(statement.line)
     return ordered
 
@@ -755,12 +757,6 @@ class ImportChains:
             imported_at.setdefault(line, []).extend(step.target for step in steps[first:])
         return steps
 
-    def _never_runs(self, module: str, statement: ImportStatement, platform: str) -> bool:
-        """Does ``statement`` not run on ``platform``, by what the imports of the ``try`` around it raise
-        (``_skipped``)?"""
-        step = next((s for s in self._edges(module, platform) if s.line == statement.line), None)
-        return step is not None and self._skipped(step, platform)
-
     def _skipped(self, step: Step, platform: str) -> bool:
         """Does ``step`` not run on ``platform``: an import before it in its ``try`` body raises (through its
         chain), so that a handler takes over; or, in a handler, the first of the body's imports that raises
@@ -780,7 +776,10 @@ class ImportChains:
     def _raised(self, module: str, platform: str) -> tuple[str | None] | None:
         """What importing ``module`` on ``platform`` raises, by name (``raised_name``: None where it cannot
         tell), in a tuple; None when it does not raise."""
-        if not self._in_tree(module) or (module, platform) in self._walking:
+        if not self._in_tree(module):
+            return None
+        if (module, platform) in self._walking:  # found partly run, as by ``_escaping``: a walk cut short
+            self._cuts += 1
             return None
         chain = self._walk(module, platform)
         if chain is None:
@@ -815,10 +814,10 @@ class ImportChains:
             return facts.errors[platform]
         key = (module, platform)
         if key not in self._missing_names:
-            self._missing_names[key] = self._missing_name(module, facts.imports.get(platform, []), platform)
+            self._missing_names[key] = self._missing_name(facts.imports.get(platform, []), platform)
         return self._missing_names[key]
 
-    def _missing_name(self, module: str, statements: list[ImportStatement], platform: str) -> str | None:
+    def _missing_name(self, statements: list[ImportStatement], platform: str) -> str | None:
         """Why the first ``from m import name`` of ``statements`` that raises ImportError on ``platform`` does:
         ``m`` binds ``name`` on other platforms, not this one (a per-platform ``if`` with no branch for it);
         None when none does."""
@@ -826,8 +825,6 @@ class ImportChains:
         if key not in self._per_platform_names:
             self._per_platform_names[key] = (statements, self._names_per_platform(statements))
         for statement, name in self._per_platform_names[key][1]:
-            if (statement.after or statement.when) and self._never_runs(module, statement, platform):
-                continue
             origin = self.index.import_facts(statement.module)
             if origin is None or platform in origin.errors:
                 continue
@@ -850,10 +847,13 @@ class ImportChains:
         """The ``from m import name`` of ``statements`` whose ``m`` may bind ``name`` on some platforms only:
         ``m`` may bind names per platform (``ImportFacts.platform_names``), has no ``__getattr__``, and binds
         ``name`` at no column-0 statement (one Python runs everywhere); not caught by a handler that may catch
-        ImportError. Only for these are ``m``'s facts (a parse) read."""
+        ImportError, nor in a handler (which runs only where the ``try`` body raises: the walk decides that).
+        Only for these are ``m``'s facts (a parse) read."""
         found = []
         for statement in statements:
-            if not statement.module or any(catches(names, "ImportError") is not False for names in statement.caught):
+            if statement.when or not statement.module:
+                continue
+            if any(catches(names, "ImportError") is not False for names in statement.caught):
                 continue
             origin = self.index.import_facts(statement.module) if self._in_tree(statement.module) else None
             if origin is None or not origin.platform_names or origin.lazy:
