@@ -281,7 +281,7 @@ def test_gemma4_upstream_divergence_is_found_with_its_configuration(vllm_release
 def test_unfixed_drafter_is_not_verified(vllm_release):
     result = run_cli("verify", str(vllm_release("0.34.0")), "--model", "nemotron_h", "--tp", "1")
     assert result.returncode == 2
-    assert "not verified" in result.stderr and "run `mtp-audit fix` first" in result.stderr
+    assert "not verified" in result.stderr and "run `mtp-audit fix --model NemotronHMTPModel` first" in result.stderr
 
 
 def test_all_and_model_together_is_a_usage_error(vllm_release):

@@ -708,7 +708,10 @@ def head_weight(vocab: int, hidden: int, seed: int, dtype: torch.dtype, override
 
 
 class StepLayers(nn.Module):
-    """A per-step layer container reached by ``[str(start + step)]`` or ``[step]``."""
+    """A per-step layer container reached by ``[str(start + step)]`` or ``[step]``: in the one form its first
+    reader (compute_logits, which runs first) uses. A real container keys its layers one way (a ModuleDict
+    by ``str(start + i)``, a list by position), so a method reading another form (``[str(step)]``, an int
+    key into string keys) raises there: here it raises KeyError too, and a mirror doing so mismatches."""
 
     def __init__(self, fabricator: Fabricator, path: str, element: type | None):
         super().__init__()
@@ -717,17 +720,26 @@ class StepLayers(nn.Module):
         self._element = element
         self._made: dict[int, nn.Module] = {}
         self._offset = 0  # a view's element i is element i + offset of the container it views
+        self._form: tuple[bool, bool] | None = None  # (keys are strings, keys start at START_LAYER), once read
 
     def view(self, path: str, offset: int) -> StepLayers:
         """Another name for these layers (``list(self.layers.values())[offset:]``): the same instances."""
         alias = StepLayers(self._fabricator, path, self._element)
         alias._made = self._made
         alias._offset = self._offset + offset
+        alias._form = (False, False)  # a list of the values: by position
         return alias
 
     def _index(self, key) -> int:
         index = int(key)
-        return index - START_LAYER if index >= START_LAYER else index
+        form = (isinstance(key, str), index >= START_LAYER)
+        if self._form is None:
+            self._form = form
+        elif form != self._form:
+            first = ("start + " if self._form[1] else "") + "step"
+            first = f"str({first})" if self._form[0] else first
+            raise KeyError(f"{self._path}[{key!r}]: its layers are reached as [{first}] (the first read's form)")
+        return index - START_LAYER if form[1] else index
 
     def __getitem__(self, key) -> nn.Module:
         index = self._index(key) + self._offset

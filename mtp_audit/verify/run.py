@@ -348,6 +348,15 @@ class Progress:
     advance: Callable[[int], None]
 
 
+def _next_step(record: DrafterRecord) -> str:
+    """What to do for a drafter without a method: fix writes only a missing_fixable one's."""
+    if record.status == Status.MISSING_FIXABLE:
+        return f"run `mtp-audit fix --model {record.arch or record.cls}` first"
+    if record.status == Status.NOT_APPLICABLE:
+        return "none is needed: no speculator calls one"
+    return "fix writes none here: write it by hand, then verify it"
+
+
 def verify(
     tree: SourceTree,
     records: list[DrafterRecord],
@@ -363,8 +372,8 @@ def verify(
             outcomes.append(
                 TargetOutcome(
                     record,
-                    detail=f"no get_top_tokens to verify ({record.status.value}: "
-                    f"{record.reason}); run `mtp-audit fix` first",
+                    detail=f"no get_top_tokens to verify ({record.status.value}: {record.reason}); "
+                    + _next_step(record),
                 )
             )
         else:
