@@ -160,7 +160,9 @@ def test_an_architecture_that_fails_alike_on_every_platform_is_said_once_in_ever
 
 
 def test_sarif_file_uris_are_percent_encoded_as_the_root_is() -> None:
-    from mtp_audit.report.ci_formats import _uri
+    from mtp_audit.report.ci_formats import _location
 
-    assert _uri("vllm/models/toy ü_mtp.py") == "vllm/models/toy%20%C3%BC_mtp.py"
-    assert _uri("/opt/plugins/a b/x_mtp.py") == "file:///opt/plugins/a%20b/x_mtp.py"  # outside the tree
+    relative = {"uri": "vllm/models/toy%20%C3%BC_mtp.py", "uriBaseId": "SRCROOT"}
+    assert _location("vllm/models/toy ü_mtp.py") == relative
+    # outside the tree: an absolute URI, which takes no base
+    assert _location("/opt/plugins/a b/x_mtp.py") == {"uri": "file:///opt/plugins/a%20b/x_mtp.py"}

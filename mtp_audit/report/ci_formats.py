@@ -30,11 +30,13 @@ RULES = {
 GITHUB_LEVEL = {"error": "error", "warning": "warning", "note": "notice"}
 
 
-def _uri(file: str) -> str:
-    """A record's file as a SARIF URI: percent-encoded, relative to SRCROOT (which is encoded too), or a
-    ``file:`` URI for one outside the tree (an installed plugin's)."""
+def _location(file: str) -> dict:
+    """A record's file as a SARIF artifact location: a percent-encoded URI relative to SRCROOT (which is
+    encoded too), or for one outside the tree (an installed plugin's) a ``file:`` URI and no base."""
     path = PurePosixPath(file)
-    return path.as_uri() if path.is_absolute() else quote(file)
+    if path.is_absolute():
+        return {"uri": path.as_uri()}
+    return {"uri": quote(file), "uriBaseId": "SRCROOT"}
 
 
 def _message(record: DrafterRecord) -> str:
@@ -115,7 +117,7 @@ def _invocation(result: ScanResult) -> dict:
             {
                 "level": "error",
                 "message": {"text": _parse_error_message(file, message)},
-                "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(file), "uriBaseId": "SRCROOT"}}}],
+                "locations": [{"physicalLocation": {"artifactLocation": _location(file)}}],
             }
             for file, message in result.parse_errors
         ],
@@ -131,7 +133,7 @@ def render_sarif(result: ScanResult) -> str:
             "locations": [
                 {
                     "physicalLocation": {
-                        "artifactLocation": {"uri": _uri(record.file), "uriBaseId": "SRCROOT"},
+                        "artifactLocation": _location(record.file),
                         "region": {"startLine": record.line},
                     }
                 }

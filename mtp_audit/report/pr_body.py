@@ -69,8 +69,10 @@ _PASTE_HERE = (
 def _verify_results(report: VerifyReport | None, drafters: list[tuple[str | None, str, str]]) -> str:
     """The Test Result: the report's rows of the change's ``drafters`` (architecture, class, module), and
     those it has no row for named, with the paste-here line; without a report, that line alone."""
-    if report is None or not drafters:
+    if report is None:
         return _PASTE_HERE
+    if not drafters:
+        return f"{_PASTE_HERE}\n\nThe verify report given ({report.path.name}) is not used: this change adds no method."
     found = [(drafter, text) for drafter, text in report.rows if _same_drafter(drafter, drafters)]
     missing = sorted(
         {
