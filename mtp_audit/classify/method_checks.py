@@ -15,7 +15,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..cstnodes import nodes_of, parse_method
-from ..index.ast_tools import walk
+from ..index.ast_tools import assigned_name, walk
 from ..patterns import FOLLOWED_SUPER, SELF
 from .shape_types import FreeNames, Param, ParamKind, TargetMap, TopTokensKind, TopTokensShape
 from .shapes import _decompose, params_of
@@ -157,7 +157,7 @@ def _pre_init(statement: ast.stmt) -> str | None:
             statement.target.id if value is None or (isinstance(value, ast.Constant) and value.value is None) else None
         )
     none = isinstance(getattr(statement, "value", None), ast.Constant) and statement.value.value is None  # type: ignore[attr-defined]
-    return _assigned_name(statement) if none else None
+    return assigned_name(statement) if none else None
 
 
 def _without_dead_inits(body: list[ast.stmt], mentioned: collections.Counter[str]) -> list[ast.stmt]:
@@ -178,15 +178,6 @@ def _without_dead_inits(body: list[ast.stmt], mentioned: collections.Counter[str
     return kept
 
 
-def _assigned_name(statement: ast.stmt) -> str | None:
-    """NAME of ``NAME = ...`` or ``NAME: T = ...`` (a local's annotation is never evaluated: the same binding)."""
-    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
-        return statement.targets[0].id
-    if isinstance(statement, ast.AnnAssign) and statement.value is not None and isinstance(statement.target, ast.Name):
-        return statement.target.id
-    return None
-
-
 def _irrefutable(case: ast.match_case) -> bool:
     """``case _:`` or ``case name:``: no path falls through the ``match``."""
     return isinstance(case.pattern, ast.MatchAs) and case.pattern.pattern is None and case.guard is None
@@ -196,17 +187,17 @@ def _arms_assign(statement: ast.If | ast.Match, name: str) -> bool:
     """Every arm of an if/elif/else chain (every case of a ``match`` with an irrefutable last case)
     ends in ``name = ...``."""
     if isinstance(statement, ast.Match):
-        return _irrefutable(statement.cases[-1]) and all(_assigned_name(c.body[-1]) == name for c in statement.cases)
+        return _irrefutable(statement.cases[-1]) and all(assigned_name(c.body[-1]) == name for c in statement.cases)
     node: ast.stmt = statement
     while isinstance(node, ast.If):
-        if not node.body or _assigned_name(node.body[-1]) != name:
+        if not node.body or assigned_name(node.body[-1]) != name:
             return False
         if not node.orelse:
             return False
         if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
             node = node.orelse[0]
             continue
-        return _assigned_name(node.orelse[-1]) == name
+        return assigned_name(node.orelse[-1]) == name
     return False
 
 
@@ -233,7 +224,7 @@ def _returns_collapsed(body: list[ast.stmt]) -> list[ast.stmt]:
         if body and isinstance(body[-1], ast.Return) and isinstance(body[-1].value, ast.Name)
         else None
     )
-    if returned and len(body) >= 2 and _assigned_name(body[-2]) == returned:
+    if returned and len(body) >= 2 and assigned_name(body[-2]) == returned:
         body = [*body[:-2], ast.Return(value=body[-2].value)]  # type: ignore[attr-defined]
     elif returned and len(body) >= 2 and isinstance(body[-2], (ast.If, ast.Match)) and _arms_assign(body[-2], returned):
         body = [*body[:-2], _returning_arms(body[-2])]

@@ -227,3 +227,12 @@ def _pattern_test(subject: ast.expr, pattern: ast.pattern) -> ast.expr | None:
             return None
         return ast.BoolOp(op=ast.Or(), values=tests)
     return ast.Constant(...)
+
+
+def assigned_name(statement: ast.stmt) -> str | None:
+    """NAME of ``NAME = ...`` or ``NAME: T = ...`` (an annotation changes nothing of the binding)."""
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+        return statement.targets[0].id
+    if isinstance(statement, ast.AnnAssign) and statement.value is not None and isinstance(statement.target, ast.Name):
+        return statement.target.id
+    return None

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ..model import PLATFORMS, ChainAnswers
-from .ast_tools import absolute_module, dotted, match_as_if, walk, walk_statements
+from .ast_tools import absolute_module, assigned_name, dotted, match_as_if, walk, walk_statements
 from .interpreter import (
     _raise_reason,
     catches,
@@ -346,21 +346,12 @@ def _flag_statements(body: list[ast.stmt]) -> frozenset[int]:
     candidates = [
         statement
         for statement in body
-        if _flag_name(statement) and (_asks_the_platform(statement.value) or _names_the_platform(statement.value))  # type: ignore[attr-defined,arg-type]
+        if assigned_name(statement) and (_asks_the_platform(statement.value) or _names_the_platform(statement.value))  # type: ignore[attr-defined,arg-type]
     ]
     if not candidates:
         return frozenset()
     once = Counter(name for statement in walk_statements(body) for name in statement_names(statement))
-    return frozenset(id(s) for s in candidates if once[_flag_name(s)] == 1)
-
-
-def _flag_name(statement: ast.stmt) -> str | None:
-    """NAME, where ``statement`` is ``NAME = VALUE`` or ``NAME: T = VALUE``."""
-    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
-        return statement.targets[0].id
-    if isinstance(statement, ast.AnnAssign) and statement.value is not None and isinstance(statement.target, ast.Name):
-        return statement.target.id
-    return None
+    return frozenset(id(s) for s in candidates if once[assigned_name(s)] == 1)
 
 
 def _names_the_platform(value: ast.expr) -> bool:
@@ -447,11 +438,11 @@ class _TopLevel:
                 if named:
                     imports.append(ImportStatement("", (named,), node.lineno, caught=caught))
                 elif id(node) in self.flag_statements and _names_the_platform(node.value):  # type: ignore[arg-type]
-                    self.aliases.add(_flag_name(node))  # type: ignore[arg-type]
+                    self.aliases.add(assigned_name(node))  # type: ignore[arg-type]
                 elif id(node) in self.flag_statements:
                     value = evaluate(node.value, self.platform, lookup=self.lookup)  # type: ignore[arg-type]
                     if value is not None:
-                        self.flags[_flag_name(node)] = value  # type: ignore[index]
+                        self.flags[assigned_name(node)] = value  # type: ignore[index]
             elif isinstance(node, ast.Raise) and not guarded:
                 error = _raise_reason(node, _Lines())  # type: ignore[arg-type]
             elif (
