@@ -29,6 +29,7 @@ from .report.severity import DEFAULT_FAIL_ON, LEVELS, NEVER, findings
 from .report.terminal import console, output_width
 from .select import select, unresolved_named
 from .sources import release_tree
+from .templating import counted
 from .verify.constants import WORKER_TIMEOUT_S
 
 app = typer.Typer(
@@ -448,7 +449,7 @@ def fix_command(
         from .report.patches import write_patches
 
         series = write_patches(result, patches, f"mtp-audit fix{mode}", report)
-        _say(quiet, f"wrote {len(series)} patch{'es' if len(series) != 1 else ''} and {patches / 'README.md'}")
+        _say(quiet, f"wrote {counted(len(series), 'patch', 'patches')} and {patches / 'README.md'}")
     elif not check:
         write_fix(result)
     if not quiet:

@@ -30,3 +30,8 @@ def defined_name(name: str) -> str:
     """The name that template ``name``'s ``def`` binds (``pre_head.py.tmpl``: the factored helper's):
     code that must know it without building the method (or importing libcst) reads it here."""
     return template(name).split("(", 1)[0].removeprefix("def ").strip()
+
+
+def counted(number: int, noun: str, plural: str | None = None) -> str:
+    """``1 patch``, ``2 patches``: a count and its noun, singular for one (``plural`` where not noun + s)."""
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"

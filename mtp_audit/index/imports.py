@@ -553,6 +553,13 @@ def _reraises(handler: ast.ExceptHandler) -> bool:
     return any(isinstance(statement, ast.Raise) for statement in handler.body)
 
 
+def _imported_by(lines: tuple[int, ...], imported_at: dict[int, list[str]]) -> tuple[str, ...]:
+    """The modules the imports at ``lines`` import, in order, once each (most statements name no line)."""
+    if not lines:
+        return ()
+    return tuple(dict.fromkeys(module for line in lines for module in imported_at.get(line, ())))
+
+
 def _in_sequence(body: list[ImportStatement], own: tuple[int, ...]) -> list[ImportStatement]:
     """The imports of a ``try`` body, each told which of the body's own imports (``own``, lines: those that
     surely run) come before it: one of those that raises goes to a handler, and the rest of the body does
@@ -726,10 +733,7 @@ class ImportChains:
         imported_at: dict[int, list[str]] = {}  # line -> the modules its imports import (see ``Step.unless``)
         for statement in statements:
             line, caught = statement.line, statement.caught
-            unless, when = (
-                tuple(dict.fromkeys(m for earlier in lines for m in imported_at.get(earlier, ())))
-                for lines in (statement.after, statement.when)
-            )
+            unless, when = (_imported_by(lines, imported_at) for lines in (statement.after, statement.when))
             known = {"caught": caught, "unless": unless, "when": when, "handlers": statement.handlers}
             first = len(steps)
             if not statement.module:  # import a, b.c

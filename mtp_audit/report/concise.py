@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..model import PLATFORMS, DrafterRecord, ScanResult, Status
+from ..templating import counted
 from .callers import describe_caller
 
 # Most severe first; the order groups are printed in.
@@ -175,7 +176,7 @@ def _summary(
     parts = [f"{counts[label]} {label}" for label in ORDER if counts[label]]
     version = f"vLLM {result.tree.vllm_version}" if result.tree.vllm_version else str(result.tree.root)
     count = len(result.records)
-    text = f"{version}: {count} record{'s' * (count != 1)}" + (f": {', '.join(parts)}" if parts else "")
+    text = f"{version}: {counted(count, 'record')}" + (f": {', '.join(parts)}" if parts else "")
     if result.unresolved:
         text += f"; {len(result.unresolved)} unresolved (see the warnings)"
     unlisted = [label for label in ORDER if counts[label] and label not in shown]

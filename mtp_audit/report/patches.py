@@ -27,7 +27,7 @@ from ..apply.write import diff_lines, encoded_diff
 from ..classify.memo import logits_shape
 from ..classify.shape_types import ASSUMED_SIGNATURE
 from ..errors import UsageError
-from ..templating import template
+from ..templating import counted, template
 from ..verify.emit import render_family_test
 from .pr_body import VerifyReport, render_pr_body
 
@@ -136,9 +136,9 @@ class Patch:
         ]
         added = sum(c.added for c in self.changes)
         removed = sum(c.removed for c in self.changes)
-        summary = f" {len(self.changes)} file{'s' if len(self.changes) > 1 else ''} changed"
-        summary += f", {added} insertion{'s' if added != 1 else ''}(+)" if added else ""
-        summary += f", {removed} deletion{'s' if removed != 1 else ''}(-)" if removed else ""
+        summary = f" {counted(len(self.changes), 'file')} changed"
+        summary += f", {counted(added, 'insertion')}(+)" if added else ""
+        summary += f", {counted(removed, 'deletion')}(-)" if removed else ""
         number = f"{self.number}/{total}" if total > 1 else ""
         head = "".join(
             [
@@ -192,7 +192,7 @@ def check_patch_folder(folder: Path) -> None:
     if held:
         series = [name for name in held if re.fullmatch(r"[0-9]{4}-.*\.patch", name)]
         listed = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
-        entries = f"{len(held)} entr{'y' if len(held) == 1 else 'ies'} ({listed})"
+        entries = f"{counted(len(held), 'entry', 'entries')} ({listed})"
         what = f"a patch series ({series[0]}, ...)" if series else entries
         raise UsageError(f"--patches {folder}: already holds {what}; give a new or empty folder; nothing written")
 
@@ -255,7 +255,7 @@ def render_index(result: FixResult, patches: list[Patch]) -> str:
     crlf = any("\r\n" in (c.old or "") for p in patches for c in p.changes)
     return Template(template("patch_index.md.tmpl")).substitute(
         am_flags="--keep-non-patch --keep-cr" if crlf else "--keep-non-patch",
-        count=f"{len(patches)} patch{'es' if len(patches) != 1 else ''}",
+        count=counted(len(patches), "patch", "patches"),
         rows="\n".join(rows) or "| - | - | - | - | - |",
         inheritors=reach,
         placement=placement,

@@ -14,7 +14,7 @@ from ..apply.result import FixResult
 from ..errors import UsageError
 from ..outputs import write_output
 from ..synthesize.factor import HELPER
-from ..templating import template
+from ..templating import counted, template
 from ..verify.constants import NUM_STEPS, STEPS_TRIED
 
 
@@ -164,8 +164,7 @@ def render_pr_body(
     commands += [f"pytest -q {test}" for test in tests or []]
     results = _verify_results(verify_report, [(o.record.arch, o.record.cls, o.record.module) for o in fixed])
     return Template(template("pr_body.md.tmpl")).substitute(
-        count=len(fixed),
-        noun="drafter" if len(fixed) == 1 else "drafters",
+        drafters_added=counted(len(fixed), "speculative-decoding drafter"),
         drafters=drafters or "| - | - | - | - |",
         files=", ".join(f"`{r.path}`" for r in result.rewrites) or "none",
         refused=refused_text,

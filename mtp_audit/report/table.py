@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..model import Consistency, DrafterRecord, ScanResult, Status
+from ..templating import counted
 from .callers import describe_caller
 from .origin import origin
 
@@ -102,6 +103,4 @@ def render_table(result: ScanResult, console: Console) -> None:
         console.print("[red]unresolved[/] " + escape(f"{u.arch} -> {u.module}.{u.cls} on {where}: {u.reason}"))
     counts = Counter(r.status.value for r in result.records)
     summary = ", ".join(f"{counts[s.value]} {s.value}" for s in STATUS_ORDER if counts[s.value])
-    console.print(
-        f"{len(result.records)} record{'' if len(result.records) == 1 else 's'}" + (f": {summary}" if summary else "")
-    )
+    console.print(counted(len(result.records), "record") + (f": {summary}" if summary else ""))
