@@ -1,4 +1,4 @@
-"""Faults at random moments: kill -9, Ctrl-C and a user's edit during ``fix`` and ``scan``.
+"""Faults at random moments: kill -9, Ctrl-C, SIGTERM and a user's edit during ``fix`` and ``scan``.
 
 Each trial runs the real command on a copy of a vLLM release and strikes at a
 random moment of its run (the run's length is measured first):
@@ -12,6 +12,8 @@ random moment of its run (the run's length is measured first):
   exit 130 within a second, one line on stderr, no traceback, no survivor; the
   written tree is the old one (put back) or the fixed one, never a mix, with no
   journal or temporary file;
+- SIGTERM to the process alone (``kill PID``, a CI job's timeout) of a writing
+  ``fix --all``: the same, with exit 143;
 - an edit saved to a target file while ``fix --all`` runs: never lost.
 
     python benchmarks/fault_checks.py [--trials 20] [--vllm-version 0.34.0] [--seed N]
@@ -81,7 +83,7 @@ class Checks:
         self.failures: list[str] = []
         self.count = 0
         self.kills = {"old": 0, "fixed": 0, "mixed": 0}  # the tree after each kill -9 and the next command
-        self.ctrl_c_writes = {"old": 0, "fixed": 0, "mixed": 0}  # the tree after each Ctrl-C of a writing fix
+        self.ctrl_c_writes = {"old": 0, "fixed": 0, "mixed": 0}  # the tree after each Ctrl-C or SIGTERM of a fix
         self.whole_runs: dict[tuple[str, ...], tuple[int | None, list[str], float]] = {}
         self.old = snapshot(release)
         fixed = self.copy("reference")
@@ -139,25 +141,33 @@ class Checks:
         return self.whole_runs[tuple(args)]
 
     def interrupt(
-        self, trial: int, args: list[str], whole: list[str] | None = None, delay: float | None = None
+        self,
+        trial: int,
+        args: list[str],
+        whole: list[str] | None = None,
+        delay: float | None = None,
+        signum: signal.Signals = signal.SIGINT,
     ) -> bool:
-        """Ctrl-C of ``args`` at ``delay`` (random by default); ``whole``: the same command on another
-        copy, for a command that writes. Whether the run ended on its own first."""
+        """Ctrl-C of ``args`` at ``delay`` (random by default), or SIGTERM to the process alone;
+        ``whole``: the same command on another copy, for a command that writes. Whether the run
+        ended on its own first."""
         whole_exit, whole_lines, length = self.whole_run(whole or args)
         env = self.env(f"int{trial}")
         delay = self.rng.uniform(0.1, length) if delay is None else delay
         process = start(args, env)
         time.sleep(delay)
         ended_first = process.poll() is not None
-        if not ended_first:
-            os.killpg(process.pid, signal.SIGINT)
+        if not ended_first and signum == signal.SIGINT:
+            os.killpg(process.pid, signal.SIGINT)  # Ctrl-C reaches the terminal's whole process group
+        elif not ended_first:
+            process.send_signal(signum)
         struck = time.monotonic()
         try:
             _, err = process.communicate(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
             _, err = process.communicate()
-            self.fail(f"SIGINT at {delay:.2f}s of {' '.join(args[:2])}: hung")
+            self.fail(f"{signum.name} at {delay:.2f}s of {' '.join(args[:2])}: hung")
             return False
         took = time.monotonic() - struck
         lines = err.decode(errors="replace").strip().splitlines()
@@ -166,38 +176,38 @@ class Checks:
         finished = (process.returncode, lines) == (whole_exit, whole_lines)
         if ended_first and not finished:
             self.fail(f"{' '.join(args[:2])} ended on its own with exit {process.returncode}, not {whole_exit}")
-        elif not finished and (process.returncode != 130 or len(lines) != 1 or took > SIGINT_GRACE_S):
+        elif not finished and (process.returncode != 128 + signum or len(lines) != 1 or took > SIGINT_GRACE_S):
             self.fail(
-                f"SIGINT at {delay:.2f}s of {' '.join(args[:2])}: exit {process.returncode} after "
+                f"{signum.name} at {delay:.2f}s of {' '.join(args[:2])}: exit {process.returncode} after "
                 f"{took:.2f}s, stderr {lines[:3]}{' ...' if len(lines) > 3 else ''}"
             )
         left = wait_gone(process.pid, ORPHAN_GRACE_S)
         if left:
-            self.fail(f"SIGINT at {delay:.2f}s of {' '.join(args[:2])}: {len(left)} process(es) left")
+            self.fail(f"{signum.name} at {delay:.2f}s of {' '.join(args[:2])}: {len(left)} process(es) left")
         self.count += 1
         return finished
 
-    def interrupt_write(self, trial: int) -> None:
-        """Ctrl-C of a writing ``fix --all``, aimed at the end of its run, where it writes: the tree is
+    def interrupt_write(self, trial: int, signum: signal.Signals = signal.SIGINT) -> None:
+        """Ctrl-C (or SIGTERM) of a writing ``fix --all``, aimed at the end of its run, where it writes: the tree is
         then the old one (every file put back) or, when the run ended first or the Ctrl-C came once
         every file was in place, the fixed one; never a mix, and no journal or temporary file."""
-        tree = self.copy(f"intw{trial}")
+        tree = self.copy(f"intw{trial}{signum.name}")
         whole = ["fix", str(self.work / "intw-whole"), "--all", "--quiet"]
         if tuple(whole) not in self.whole_runs:
             self.copy("intw-whole")
         delay = self.rng.uniform(0.5, 1.05) * self.fix_s
-        finished = self.interrupt(trial, ["fix", str(tree), "--all", "--quiet"], whole, delay)
+        finished = self.interrupt(trial, ["fix", str(tree), "--all", "--quiet"], whole, delay, signum)
         state = snapshot(tree)
         self.ctrl_c_writes["fixed" if state == self.fixed else "old" if state == self.old else "mixed"] += 1
         if finished and state != self.fixed:
             self.fail(f"fix --all ended on its own at {delay:.2f}s but the tree is not the fixed one")
         elif state not in (self.old, self.fixed):
             self.fail(
-                f"SIGINT at {delay:.2f}s of fix --all: the tree is neither the old nor the fixed one "
+                f"{signum.name} at {delay:.2f}s of fix --all: the tree is neither the old nor the fixed one "
                 f"({sum(state.get(k) != v for k, v in self.old.items())} files differ from old)"
             )
         if leftovers(tree):
-            self.fail(f"SIGINT at {delay:.2f}s of fix --all: left {leftovers(tree)}")
+            self.fail(f"{signum.name} at {delay:.2f}s of fix --all: left {leftovers(tree)}")
 
     def edit_during_fix(self, trial: int) -> None:
         tree, env = self.copy(f"edit{trial}"), self.env(f"edit{trial}")
@@ -239,10 +249,11 @@ def main() -> None:
             checks.interrupt(trial, fix_diff)
             checks.interrupt(trial, cold_scan)
             checks.interrupt_write(trial)
+            checks.interrupt_write(trial, signal.SIGTERM)
             checks.edit_during_fix(trial)
         print(
             f"{checks.count} trials, {len(checks.failures)} failure(s); after kill -9: {checks.kills}; "
-            f"after Ctrl-C of a writing fix: {checks.ctrl_c_writes}"
+            f"after Ctrl-C or SIGTERM of a writing fix: {checks.ctrl_c_writes}"
         )
     sys.exit(1 if checks.failures else 0)
 

@@ -1,4 +1,4 @@
-"""Processes we start die with the process that started them, and leave Ctrl-C to it.
+"""Processes we start die with the process that started them, and leave Ctrl-C (and SIGTERM) to it.
 
 A forked worker of a ``scan`` or ``fix`` holds the caller's stdout: one that
 outlived a killed parent (kill -9, a closed terminal) kept a pipeline open
@@ -26,6 +26,7 @@ WATCHDOG_PERIOD_S = 0.25
 def die_with_parent(parent: int) -> None:
     """In a child of ``parent``, right after the fork (a pool initializer, a process target)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent answers it
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a forked worker must not run the parent's handler
     if not _kernel_kills_orphans():
         threading.Thread(target=_watch, args=(parent,), name="mtp-audit-watchdog", daemon=True).start()
     if os.getppid() != parent:  # the parent died before the request took effect
@@ -52,13 +53,14 @@ def _watch(parent: int) -> None:
 
 
 class Interrupted(BaseException):
-    """Ctrl-C, raised by our handler: not a KeyboardInterrupt, which click turns into "Aborted!"
+    """Ctrl-C or SIGTERM, raised by our handler: not a KeyboardInterrupt, which click turns into "Aborted!"
     and exit 1; a BaseException, so that only ``finally`` and rollbacks see it on the way up."""
 
 
 class _CtrlC:
-    """Where Ctrl-C stands: ``pressed`` once it came; ``deferred`` while a write runs that answers it
-    at its own safe points (``stop_if_interrupted``) instead of at any bytecode.
+    """Where Ctrl-C stands: ``pressed`` once it (or SIGTERM; ``which`` came first) came; ``deferred``
+    while a write runs that answers it at its own safe points (``stop_if_interrupted``) instead of at
+    any bytecode.
 
     No lock: the handler runs in the main thread, maybe while that thread is entering a deferral.
     Each side sets its own flag first and then reads the other's, so under the GIL either the
@@ -67,9 +69,12 @@ class _CtrlC:
 
     pressed = False
     deferred = False
+    which = signal.SIGINT
 
 
 def _raise_interrupted(signum, frame) -> None:
+    if not _CtrlC.pressed:
+        _CtrlC.which = signal.Signals(signum)
     _CtrlC.pressed = True
     if not _CtrlC.deferred:
         raise Interrupted
@@ -107,9 +112,14 @@ def usable_stderr() -> None:
 
 
 def handle_ctrl_c() -> None:
-    """From now on Ctrl-C raises Interrupted (unless SIGINT was ignored when we started)."""
+    """From now on Ctrl-C raises Interrupted (unless SIGINT was ignored when we started), and so does
+    SIGTERM (``kill``, a CI job's timeout), which would otherwise end the process where it stands: a
+    fix's write not rolled back until the next run, verify's scratch directory left in the temp folder."""
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _raise_interrupted)
+        sys.unraisablehook = _quiet_when_interrupted
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _raise_interrupted)
         sys.unraisablehook = _quiet_when_interrupted
 
 
@@ -122,13 +132,14 @@ def _quiet_when_interrupted(unraisable) -> None:
 
 
 def ignore_ctrl_c() -> None:
-    """The command has ended and said what it had to: a Ctrl-C now ends nothing.
+    """The command has ended and said what it had to: a Ctrl-C (or SIGTERM) now ends nothing.
 
     Left to Python, a late one would raise in an exit handler ("Exception ignored"), or, once
     the interpreter has put its default handlers back while it finalizes, kill the process
     by signal instead of the command's exit code.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 _SCRATCH: list[str] = []  # the scratch directories in use, for ``interrupted`` to remove
@@ -161,7 +172,8 @@ def _remove_scratch() -> None:
 
 
 def interrupted() -> None:
-    """Ctrl-C: one line, exit 130 now; workers die with us, nothing waits for them.
+    """Ctrl-C: one line, exit 130 now (SIGTERM: "terminated", 143); workers die with us, nothing
+    waits for them.
 
     Exit handlers are skipped on purpose: they join worker pools that may be mid-task.
     Writes in progress have already been undone (``apply.write`` defers Ctrl-C to its safe
@@ -174,11 +186,12 @@ def interrupted() -> None:
             stream.flush()
         except (OSError, ValueError):
             pass
+    terminated = _CtrlC.pressed and _CtrlC.which == signal.SIGTERM
     try:
-        os.write(2, b"mtp-audit: interrupted\n")
+        os.write(2, b"mtp-audit: terminated\n" if terminated else b"mtp-audit: interrupted\n")
     except OSError:
         pass
-    os._exit(130)
+    os._exit(128 + (signal.SIGTERM if terminated else signal.SIGINT))
 
 
 # Deep code that CPython compiles (300 chained calls, a 900-term sum, a 1200-deep class

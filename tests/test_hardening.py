@@ -642,9 +642,10 @@ from pathlib import Path
 from mtp_audit import sources
 from mtp_audit.lifecycle import handle_ctrl_c
 handle_ctrl_c()
+signum = int(sys.argv[1])  # SIGINT: the user presses Ctrl-C; SIGTERM: kill, a CI job's timeout
 def stalled(spec, into, pattern="*.whl"):
     (Path(into) / "vllm-9.9.9-py3-none-any.whl.part").write_bytes(b"x")  # what pip has fetched so far
-    os.kill(os.getpid(), signal.SIGINT)
+    os.kill(os.getpid(), signum)
     time.sleep(5)
 sources._download = stalled
 from mtp_audit.cli import main
@@ -653,12 +654,18 @@ main()
 """
 
 
-def test_a_ctrl_c_during_a_download_leaves_nothing_in_the_sources_cache(tmp_path):
+@pytest.mark.parametrize(
+    ("signum", "code", "said"),
+    [(signal.SIGINT, 130, "mtp-audit: interrupted\n"), (signal.SIGTERM, 143, "mtp-audit: terminated\n")],
+)
+def test_a_ctrl_c_during_a_download_leaves_nothing_in_the_sources_cache(tmp_path, signum, code, said):
     """The download's scratch directory (where pip puts the partial wheel) went with ``os._exit``'s skipped
-    context exits; it is a lifecycle scratch directory now, removed by the Ctrl-C handler."""
+    context exits; it is a lifecycle scratch directory now, removed by the Ctrl-C handler. SIGTERM
+    left it (and verify's) in place: it is answered as Ctrl-C is."""
     env = {**os.environ, "MTP_AUDIT_SOURCES_DIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-c", CTRL_C_WHILE_DOWNLOADING], capture_output=True, text=True, env=env)
-    assert done.returncode == 130 and done.stderr.endswith("mtp-audit: interrupted\n"), done.stderr
+    command = [sys.executable, "-c", CTRL_C_WHILE_DOWNLOADING, str(int(signum))]
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert done.returncode == code and done.stderr.endswith(said), done.stderr
     assert list(tmp_path.iterdir()) == []
 
 

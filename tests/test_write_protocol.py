@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -153,14 +154,14 @@ _CTRL_C_DURING_WRITE = textwrap.dedent("""
     import os, signal, sys, time
     from mtp_audit.apply import write
 
-    tree, ctrl_c_after = sys.argv[1], int(sys.argv[2])
+    tree, ctrl_c_after, signum = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     replace, count = write._replace, [0]
 
     def replace_then_ctrl_c(path, data, expected):
         replace(path, data, expected)
         count[0] += 1
         if count[0] == ctrl_c_after:
-            os.kill(os.getpid(), signal.SIGINT)  # the user presses Ctrl-C
+            os.kill(os.getpid(), signum)  # the user presses Ctrl-C, or a CI job's timeout sends SIGTERM
             time.sleep(0.2)  # time for the main thread to take it
 
     write._replace = replace_then_ctrl_c
@@ -171,21 +172,26 @@ _CTRL_C_DURING_WRITE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.parametrize(
+    ("signum", "code", "said"),
+    [(signal.SIGINT, 130, "mtp-audit: interrupted\n"), (signal.SIGTERM, 143, "mtp-audit: terminated\n")],
+)
 @pytest.mark.parametrize("ctrl_c_after", [1, 2])
-def test_ctrl_c_during_the_write_puts_every_file_back(tmp_path, ctrl_c_after):
+def test_ctrl_c_during_the_write_puts_every_file_back(tmp_path, ctrl_c_after, signum, code, said):
     """As the CLI runs it (the command on its own thread, Ctrl-C taken by the main thread), on every
     supported Python: on CPython <= 3.12 a join interrupted by Ctrl-C took the writing thread for
-    ended, and the process exited half written, journal and temporary file left behind."""
+    ended, and the process exited half written, journal and temporary file left behind. SIGTERM
+    killed the process where it stood: the tree stayed half written until the next fix."""
     tree = tree_of("delegation_cross_file", tmp_path)
     before = snapshot(tree)
     done = subprocess.run(
-        [sys.executable, "-c", _CTRL_C_DURING_WRITE, str(tree), str(ctrl_c_after)],
+        [sys.executable, "-c", _CTRL_C_DURING_WRITE, str(tree), str(ctrl_c_after), str(int(signum))],
         capture_output=True,
         text=True,
         check=False,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
     )
-    assert (done.returncode, done.stderr) == (130, "mtp-audit: interrupted\n")
+    assert (done.returncode, done.stderr) == (code, said)
     assert snapshot(tree) == before
     assert no_temp_files(tree)
 
