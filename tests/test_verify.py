@@ -87,7 +87,32 @@ def test_emitted_deepseek_test_passes_with_plain_pytest(vllm_release, tmp_path):
         check=False,
     )
     assert run.returncode == 0, run.stdout[-3000:]
-    assert "6 passed" in run.stdout
+    assert "24 passed" in run.stdout  # random, ties, padding and large inputs; two dtypes; three batches
+    # A get_top_tokens that breaks ties the other way (the last of equal logits): random inputs alone
+    # passed it; the ties case catches it.
+    with emitted.open("a") as test:
+        test.write(LAST_OF_TIES)
+    for selected, code in (("ties", 1), ("random and dtype0", 0)):  # dtype0: float32
+        again = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", emitted.name, "-k", selected],
+            capture_output=True,
+            text=True,
+            cwd=tree,
+            env=env,
+            check=False,
+        )
+        assert again.returncode == code, (selected, again.stdout[-3000:])
+
+
+LAST_OF_TIES = """
+
+def _last_of_ties(self, hidden_states, **kwargs):
+    logits = self.compute_logits(hidden_states, **kwargs)
+    return logits.shape[-1] - 1 - logits.flip(-1).argmax(dim=-1)
+
+
+DeepSeekMTP.get_top_tokens = _last_of_ties
+"""
 
 
 def test_the_worker_imports_the_vllm_at_path_not_the_one_in_the_working_directory(vllm_release, tmp_path):

@@ -14,6 +14,8 @@ from ..templating import template
 from .constants import HIDDEN, NUM_STEPS, START_LAYER, TARGET_VOCAB, VOCAB
 from .run import TargetOutcome, Verdict
 
+EMITTED_CASES = ["random", "ties", "padding", "large"]
+
 
 def _line_formats() -> dict[str, Template]:
     formats = {}
@@ -78,6 +80,8 @@ def emit_test(target: Path, outcome: TargetOutcome) -> None:
     )
     passing = [v["variant"] for v in outcome.variants if v["verdict"] == Verdict.PASS]
     dtypes = sorted({c["dtype"] for c in outcome.cases}, key=["float32", "bfloat16"].index)
+    # the run's cases the test can rebuild from its seeds (the winners case needs the run's head inputs)
+    cases = sorted({c["case"] for c in outcome.cases} & set(EMITTED_CASES), key=EMITTED_CASES.index)
     ops = sorted({step["args"]["cls"].rpartition(".")[2] for step in outcome.recipe if step["kind"] == "custom_op"})
     custom = (
         f", and vLLM's own custom op(s) {', '.join(ops)} (where the implementation vLLM dispatches to "
@@ -104,6 +108,7 @@ def emit_test(target: Path, outcome: TargetOutcome) -> None:
         target_vocab=TARGET_VOCAB,
         width=max((c.get("width", HIDDEN) for c in outcome.cases), default=HIDDEN),
         dtypes="[" + ", ".join(f"torch.{name}" for name in dtypes) + "]",
+        cases=repr(cases),
         built_from=built_from,
     )
     target.write_text(ruff_format(text))
