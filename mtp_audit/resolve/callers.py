@@ -652,6 +652,7 @@ class CallerIndex:
                     out.append(note)
             out += self._unfollowed_picks(module, function, local, variables)
         out += self._unplaced()
+        out += self._unread_configs()
         return list(dict.fromkeys(out))
 
     def _unplaced(self) -> list[str]:
@@ -991,9 +992,123 @@ class CallerIndex:
 
     def _config_attr(self, qualname: str, attr: str) -> str | None:
         for name in self._mro(qualname):
-            value = self.classes[name].assigns.get(attr)
+            cls = self.classes[name]
+            value = cls.assigns.get(attr)
             if value is not None:
-                return value.value if isinstance(value, ast.Constant) and isinstance(value.value, str) else None
+                return self._string(value, self.modules[cls.module], {}, 0)
+        return None
+
+    def _unread_configs(self) -> list[str]:
+        """Config classes whose ``speculator_class`` is no string the scan can work out: the
+        speculator they name is not followed, which a user should know."""
+        out = []
+        for cls in self.classes.values():
+            value = cls.assigns.get("speculator_class")
+            literal = isinstance(value, ast.Constant)  # ``None``: no speculator class
+            if value is not None and not literal and self._string(value, self.modules[cls.module], {}, 0) is None:
+                out.append(
+                    f"{cls.file}:{_line(value)}: `{cls.name}.speculator_class = {unparse(value)}` is no string the "
+                    "scan can work out; the drafters its speculator may hold are judged without it"
+                )
+        return out
+
+    def _string(self, node: ast.expr, module: _Module, bound: dict[str, str], depth: int) -> str | None:
+        """The string ``node`` evaluates to, worked out as Python would: a literal, an f-string or a
+        sum of such, a module-level constant (imported ones too) or a parameter, or the call of a
+        module-level function that only returns such an expression (``_builtin("mtp.speculator",
+        "MTPSpeculator")``); None for anything else."""
+        if depth > MAX_FACTORY_DEPTH:
+            return None
+        if isinstance(node, ast.Constant):
+            return node.value if isinstance(node.value, str) else None
+        if isinstance(node, ast.JoinedStr):
+            parts = []
+            for value in node.values:
+                formatted = isinstance(value, ast.FormattedValue)
+                plain = formatted and value.conversion in (-1, ord("s")) and not value.format_spec  # str() of a str
+                parts.append(self._string(value.value if plain else value, module, bound, depth + 1))
+            return None if None in parts else "".join(parts)  # type: ignore[arg-type]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left = self._string(node.left, module, bound, depth + 1)
+            right = self._string(node.right, module, bound, depth + 1)
+            return None if left is None or right is None else left + right
+        if isinstance(node, ast.Name):
+            if node.id in bound:
+                return bound[node.id]
+            found = self._top_level_binding(module, node.id, depth)
+            if isinstance(found, tuple) and isinstance(found[1], (ast.Assign, ast.AnnAssign)):
+                return self._string(found[1].value, found[0], {}, depth + 1) if found[1].value else None
+            return None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id not in bound:
+            found = self._top_level_binding(module, node.func.id, depth)
+            if isinstance(found, tuple) and isinstance(found[1], ast.FunctionDef):
+                return self._returned_string(found[0], found[1], node, module, bound, depth)
+        return None
+
+    def _returned_string(
+        self,
+        home: _Module,
+        function: ast.FunctionDef,
+        call: ast.Call,
+        module: _Module,
+        bound: dict[str, str],
+        depth: int,
+    ) -> str | None:
+        """What ``function`` of ``home`` (a docstring and one ``return``) returns for ``call``'s arguments,
+        read in ``module`` with ``bound`` parameters."""
+        body = [s for s in function.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        arguments = function.args
+        if (
+            len(body) != 1
+            or not isinstance(body[0], ast.Return)
+            or body[0].value is None
+            or function.decorator_list
+            or arguments.vararg
+            or arguments.kwarg
+            or any(isinstance(a, ast.Starred) for a in call.args)
+            or any(k.arg is None for k in call.keywords)
+        ):
+            return None
+        names = [a.arg for a in [*arguments.posonlyargs, *arguments.args]]
+        if len(call.args) > len(names):
+            return None
+        given: dict[str, ast.expr] = dict(zip(names, call.args))
+        for keyword in call.keywords:
+            if keyword.arg in given or keyword.arg not in [*names, *(a.arg for a in arguments.kwonlyargs)]:
+                return None
+            given[keyword.arg] = keyword.value
+        defaults = dict(zip(names[len(names) - len(arguments.defaults) :], arguments.defaults))
+        defaults.update((a.arg, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None)
+        values: dict[str, str] = {}
+        for name in [*names, *(a.arg for a in arguments.kwonlyargs)]:
+            if name in given:
+                value = self._string(given[name], module, bound, depth + 1)
+            elif name in defaults:
+                value = self._string(defaults[name], home, {}, depth + 1)
+            else:
+                return None
+            if value is None:
+                return None
+            values[name] = value
+        return self._string(body[0].value, home, values, depth + 1)
+
+    def _top_level_binding(self, module: _Module, name: str, depth: int) -> tuple[_Module, ast.stmt] | None:
+        """The one statement binding ``name`` at ``module``'s top level (an assignment or a ``def``,
+        followed through ``from X import name``), with the module it is in; None where there are
+        several, or another kind."""
+        for _ in range(MAX_REEXPORTS):
+            bindings = [node for node in module.tree.body if name in _bound_at_top(node)]
+            if len(bindings) != 1:
+                return None
+            binding = bindings[0]
+            if not isinstance(binding, ast.ImportFrom):
+                return module, binding
+            qualname = module.imports.get(name)
+            home, _, name = (qualname or "").rpartition(".")
+            found = self._function_module(home) if home else None
+            if found is None:
+                return None
+            module = found
         return None
 
     def _by_config(self, drafter: Drafter) -> list[tuple[str, str]]:
@@ -2211,6 +2326,20 @@ def _constants_bound(call: ModelCall, bindings: Bindings, node: ast.AST) -> Mode
         for value in call.argument_values
     )
     return replace(call, values=values)
+
+
+def _bound_at_top(node: ast.stmt) -> set[str]:
+    """The names a top-level statement binds, of the kinds ``_string`` follows (anything else that
+    binds, a ``for`` or a ``with``, is counted too, so that such a name is not taken for a constant)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, ast.Assign):
+        return {n.id for target in node.targets for n in ast.walk(target) if isinstance(n, ast.Name)}
+    if isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        return {node.target.id} if isinstance(node.target, ast.Name) else set()
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(alias.asname or alias.name).partition(".")[0] for alias in node.names}
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def _assigned_constant(binding: ast.AST) -> ast.expr | None:
