@@ -353,7 +353,7 @@ class Scanner:
             registry=res.entry.registry,
             entry_module=res.entry.module,
             key=res.key,
-            callers=res.contract.records(),
+            callers=analysis.callers if analysis.callers is not None else res.contract.records(),
             uncalled=analysis.uncalled,
             source=res.entry.source,
             replaces=res.entry.replaces,

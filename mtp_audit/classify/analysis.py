@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from ..depth import TooDeep
 from ..index.ast_tools import unparse, walk
 from ..index.fact_types import MethodFacts
-from ..model import ClassKey, Consistency, Status
+from ..model import CallerRecord, ClassKey, Consistency, Status
 from ..resolve.mro import Hierarchy, MethodHit, Mro
 from ..resolve.names import External, Missing, resolve_expression, resolve_name
 from .calls import Contract, first_read, forwards_every_call, only_unpacked, passed_to_top_tokens, reads
@@ -85,6 +85,9 @@ class Analysis:
     consistency: Consistency | None = None
     insertions: list[Insertion] = field(default_factory=list)
     uncalled: bool = False  # no speculator that can hold the drafter calls get_top_tokens
+    # how the speculators that can hold it call it, where that is fewer than its selection reaches
+    # (``Contract.held``: some call compute_logits with arguments it does not take); None: all of them
+    callers: list[CallerRecord] | None = None
     rule: str | None = None  # id of the shape rule that decided the status (shapes.RULES), if one did
 
 
@@ -137,6 +140,20 @@ class Analyzer:
         self, key: ClassKey, overlay: Overlay | None = None, _depth: int = 0, contract: Contract | None = None
     ) -> Analysis:
         analysis = self._analyze(key, overlay, _depth, contract)
+        if contract is None or not contract.known or analysis.compute_logits is None:
+            return self._by_contract(key, analysis, overlay, contract)
+        held = contract.held(self.shape(analysis.compute_logits).params)
+        if held == contract:
+            return self._by_contract(key, analysis, overlay, contract)
+        # judged by the speculators that can hold it, and shown with them alone
+        analysis = self._by_contract(key, self._analyze(key, overlay, _depth, held), overlay, held)
+        analysis.callers = held.records()
+        return analysis
+
+    def _by_contract(
+        self, key: ClassKey, analysis: Analysis, overlay: Overlay | None, contract: Contract | None
+    ) -> Analysis:
+        """``analysis`` of the drafter alone, judged by how the speculators that can hold it call it."""
         if contract is None or not contract.known:
             return analysis
         if analysis.status == Status.SUPPORTED:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import functools
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..index.ast_tools import unparse, walk
 from ..model import CallerRecord, CallPair, ModelCall, Reach
@@ -46,6 +46,25 @@ class Contract:
 
     def pairs(self) -> list[tuple[Reach, CallPair]]:
         return [(r, p) for r in self.reaches for p in r.pairs]
+
+    def held(self, logits_params: list[Param]) -> Contract:
+        """The speculators that can hold a drafter whose compute_logits takes ``logits_params``, with
+        the paths of theirs that can run it. A path that calls compute_logits with arguments it does
+        not take fails there (TypeError) before any token is chosen; where its get_top_tokens call
+        would fail on a mirror too (the same parameters), no method written can make it run. A
+        speculator whose every compute_logits call fails, and no path of which can run, cannot hold
+        the drafter at all (the multi-module MTP speculator passes ``spec_step_idx=`` to both)."""
+
+        def fits(calls: list[ModelCall]) -> bool:
+            return not any(bind(logits_params, c)[1] for c in calls)
+
+        held = []
+        for reach in self.reaches:
+            pairs = [p for p in reach.pairs if fits(p.logits) or fits([p.top_tokens])]
+            if reach.logits and not any(fits([c]) for c in reach.logits) and not pairs:
+                continue
+            held.append(reach if len(pairs) == len(reach.pairs) else replace(reach, pairs=pairs))
+        return Contract(tuple(held))
 
     def viable_pairs(self, logits_params: list[Param]) -> list[tuple[Reach, CallPair]]:
         """The pairs whose compute_logits calls bind to ``logits_params``: a speculator that calls
