@@ -36,7 +36,12 @@ def test_describe_caller():
         "get_top_tokens(hidden_states), compute_logits(hidden_states, "
         "spec_step_idx=0)"
     )
-    assert describe_caller(NOT_REACHED).startswith("not reached by DFlashSpeculator (speculator.py)")
+    # vLLM 0.34 has a speculator.py in each speculator's folder: the folder is named
+    assert describe_caller(NOT_REACHED).startswith("not reached by DFlashSpeculator (dflash/speculator.py)")
+    proposer = CallerRecord("Step3p5MTPProposer", "vllm/v1/spec_decode/step3p5.py", 266, ("h",), ("h",))
+    assert describe_caller(proposer) == "called by Step3p5MTPProposer (step3p5.py:266) as get_top_tokens(h)"
+    plugin = CallerRecord("AcmeSpeculator", "acme/speculators.py", 9, ("h",), ("h",))
+    assert describe_caller(plugin) == "called by AcmeSpeculator (speculators.py:9) as get_top_tokens(h)"
 
 
 def test_callers_in_verbose_table_and_markdown():
