@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -241,6 +242,33 @@ def test_a_command_that_only_reads_refuses_a_tree_with_an_interrupted_fix_and_wr
         "then delete it\n"
     )
     assert snapshot(tree) == before
+
+
+def test_a_command_that_only_reads_waits_for_a_fix_writing_now(tmp_path):
+    """A journal whose fix is alive (it holds the tree's lock) is no interrupted fix: a scan started
+    during the write waited for nothing and said "a fix was interrupted ... then delete it" (deleting
+    a live writer's journal takes its crash recovery away). It waits for the write and reads the result."""
+    tree = tree_of("delegation_cross_file", tmp_path)
+    result = plan_fix(locate(tree), None, True, None)
+    entries = [{"path": r.path, "old": r.old, "new": r.new, "encoding": "utf-8"} for r in result.rewrites]
+    with write.tree_lock(tree):  # the writer, mid-write: journal on disk, first file replaced
+        (tree / write.JOURNAL).write_text(json.dumps({"tool": "mtp-audit", "files": entries}))
+        (tree / result.rewrites[0].path).write_text(result.rewrites[0].new)
+        reader = subprocess.Popen(
+            [sys.executable, "-m", "mtp_audit", "scan", str(tree), "--format", "json", "--no-cache"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+        )
+        time.sleep(1.0)
+        assert reader.poll() is None  # waiting for the write
+        for rewrite in result.rewrites[1:]:
+            (tree / rewrite.path).write_text(rewrite.new)
+        (tree / write.JOURNAL).unlink()  # the write is done
+    out, err = reader.communicate(timeout=60)
+    assert (reader.returncode, err) == (0, "")
+    assert {d["status"] for d in json.loads(out)["drafters"]} == {"supported"}
 
 
 def _planted(tmp_path: Path, tree: Path, case: str) -> tuple[str, str]:

@@ -214,14 +214,15 @@ def _encoded(rewrite: Rewrite, text: str) -> bytes:
 
 
 @contextlib.contextmanager
-def tree_lock(root: Path) -> Iterator[None]:
-    """An exclusive lock on the tree's root directory: one writer, or one recovery, at a time.
+def tree_lock(root: Path, shared: bool = False) -> Iterator[None]:
+    """An exclusive lock on the tree's root directory: one writer, or one recovery, at a time
+    (``shared``: a reader waiting for the writer to be done).
 
     A lock on the directory itself leaves no file behind, and dies with its process.
     """
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)
@@ -324,9 +325,15 @@ def refuse_interrupted(root: Path) -> None:
 
     Settling the journal writes files; a read-only command (``scan``, ``fix --diff``, ``verify``...)
     never writes, so it says how to settle it instead, and does not report on a half-written tree.
-    A journal never committed (its temporary file) means nothing was written: no obstacle.
+    A journal never committed (its temporary file) means nothing was written: no obstacle. A journal
+    of a fix writing now (it holds the tree's lock) is no obstacle either: the command waits for that
+    write to be done (a fraction of a second), as a writing command does, and reads what it wrote.
     """
     journal = root / JOURNAL
+    if not journal.exists():
+        return
+    with contextlib.suppress(OSError), tree_lock(root, shared=True):
+        pass
     if journal.exists():
         raise UsageError(
             f"{journal}: a fix was interrupted in this tree and left this journal; this command only reads, "
