@@ -106,9 +106,37 @@ def stop_if_interrupted() -> None:
 
 def usable_stderr() -> None:
     """With file descriptor 2 closed (``2>&-``) Python sets ``sys.stderr`` to None, and a ``print(...,
-    file=sys.stderr)`` then writes to stdout, into the report: errors and warnings go nowhere instead."""
+    file=sys.stderr)`` then writes to stdout, into the report: errors and warnings go nowhere instead.
+    Where writing to it fails (``2>/dev/full``, ``2>&1 | head -1`` once the reader is gone), what
+    was said there is lost, but the exit code still says what the command did: the failed write
+    raised OSError, which ended the command as an unreadable input does, and that message failing
+    too ended it with exit 1 (findings, a refusal) even after a fix that wrote every file."""
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115  (for the life of the process)
+    if not isinstance(sys.stderr, _Unfailing):
+        sys.stderr = _Unfailing(sys.stderr)
+
+
+class _Unfailing:
+    """A text stream whose writes and flushes never raise (what cannot be written is dropped)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except (OSError, ValueError):
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 def handle_ctrl_c() -> None:

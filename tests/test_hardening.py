@@ -555,6 +555,31 @@ def test_full_disk_on_stdout_is_one_line_exit_2(tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["scan", "{missing}"], 2),  # an input error
+        (["scan", "--bogus"], 2),  # a usage error
+        (["fix", "{tree}", "--all", "--diff"], 0),  # nothing refused: its summary goes to stderr
+        (["fix", "{tree}", "--all"], 0),  # every file written
+    ],
+)
+def test_an_unwritable_stderr_leaves_the_exit_code_alone(tmp_path, args, code):
+    """What the command says on stderr is lost, but its exit code still says what it did: the failed
+    write ended a fix that wrote every file as an input error, and that message failing in turn gave
+    exit 1, which says "refused"."""
+    tree = tree_of("direct_head", tmp_path)
+    args = [a.format(tree=tree, missing=tmp_path / "missing") for a in args]
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "mtp_audit", *args], stdout=subprocess.PIPE, stderr=full, text=True, check=False
+        )
+    assert result.returncode == code
+    if args[:1] == ["fix"] and "--diff" not in args:
+        assert "def get_top_tokens" in (tree / "vllm/model_executor/models/toy_mtp.py").read_text()
+
+
 @pytest.mark.parametrize("unbuffered", ["1", ""])
 @pytest.mark.parametrize("format", ["json", "markdown", "table"])
 def test_a_short_write_of_the_output_is_exit_2_buffered_or_not(format, unbuffered, tmp_path):
