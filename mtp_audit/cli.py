@@ -682,6 +682,13 @@ def main() -> None:
         print(f"mtp-audit: {where}{error.strerror or error}", file=sys.stderr)
         sys.exit(2)
     except Exception as error:  # a bug of ours: one line, exit 2; MTP_AUDIT_DEBUG=1 shows the traceback
+        if _a_worker_died(error):  # killed from outside (the OOM killer, kill -9): no bug of ours
+            print(
+                "mtp-audit: a worker process died before it answered (killed from outside, or out of memory); "
+                "run the command again, or with --jobs 1 for one process",
+                file=sys.stderr,
+            )
+            sys.exit(2)
         print(
             f"mtp-audit: internal error: {type(error).__name__}: {error} (set MTP_AUDIT_DEBUG=1 for the "
             "traceback, and please report it)",
@@ -698,6 +705,12 @@ def main() -> None:
         # files are still flushed.
         gc.freeze()
         ignore_ctrl_c()
+
+
+def _a_worker_died(error: Exception) -> bool:
+    """A worker pool broken under the command (its module is imported only where a pool ran)."""
+    pools = sys.modules.get("concurrent.futures.process")
+    return pools is not None and isinstance(error, pools.BrokenProcessPool)
 
 
 @app.callback(invoke_without_command=True)

@@ -694,6 +694,30 @@ def test_a_ctrl_c_during_a_download_leaves_nothing_in_the_sources_cache(tmp_path
     assert list(tmp_path.iterdir()) == []
 
 
+WORKER_KILLED = """
+import sys
+from concurrent.futures.process import BrokenProcessPool
+import mtp_audit.cli as cli
+def killed(*args, **kwargs):
+    raise BrokenProcessPool("A process in the process pool was terminated abruptly")
+cli.run_scan = killed
+sys.argv = ["mtp-audit", "scan", sys.argv[1]]
+cli.main()
+"""
+
+
+def test_a_worker_killed_from_outside_is_no_internal_error(tmp_path):
+    """The OOM killer or a kill -9 of a worker: one line saying what happened and what to do, not
+    "internal error ... please report it"."""
+    tree = tree_of("direct_head", tmp_path)
+    done = subprocess.run([sys.executable, "-c", WORKER_KILLED, str(tree)], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        "mtp-audit: a worker process died before it answered (killed from outside, or out of memory); "
+        "run the command again, or with --jobs 1 for one process\n"
+    )
+
+
 CTRL_C_IN_A_CALLBACK = """
 import sys
 from mtp_audit.lifecycle import Interrupted, handle_ctrl_c
