@@ -366,9 +366,24 @@ def test_write_all_refuses_a_file_whose_folder_it_cannot_write(tmp_path: Path, m
     first = _rewrite(tmp_path, "sub/a.py", "x = 1\n", "x = 1\ny = 2\n")
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != tmp_path / "sub" and real_access(path, mode))
-    _refused(
-        tmp_path, [first], "sub/a.py is read-only (mode 0644); nothing written, make it writable and run fix again"
+    mode = stat.S_IMODE((tmp_path / "sub").stat().st_mode)
+    _refused(  # the folder is named, not the writable file (it was called read-only)
+        tmp_path,
+        [first],
+        f"sub/a.py: its folder is not writable (mode {mode:04o}), and the file is replaced by a new one written "
+        "there; nothing written, make the folder writable and run fix again",
     )
+
+
+def test_write_all_refuses_a_file_it_cannot_write(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "sub").mkdir()
+    first = _rewrite(tmp_path, "sub/a.py", "x = 1\n", "x = 1\ny = 2\n")
+    real_access = os.access
+    target = tmp_path / "sub" / "a.py"
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != target and real_access(path, mode))
+    mode = stat.S_IMODE(target.stat().st_mode)
+    said = f"sub/a.py is read-only (mode {mode:04o}); nothing written, make it writable and run fix again"
+    _refused(tmp_path, [first], said)
 
 
 def test_write_all_refuses_a_tree_where_its_journal_cannot_go(tmp_path: Path, monkeypatch) -> None:

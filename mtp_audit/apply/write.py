@@ -159,10 +159,16 @@ def check_targets(root: Path, rewrites: list[Rewrite], also: tuple[Path, ...] = 
             raise UsageError(f"{rewrite.path} changed since it was analysed; nothing written, run fix again")
         _encoded(rewrite, rewrite.new)
         mode = info.st_mode
-        if not mode & stat.S_IWUSR or not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+        if not mode & stat.S_IWUSR or not os.access(path, os.W_OK):
             raise UsageError(
                 f"{rewrite.path} is read-only (mode {stat.S_IMODE(mode):04o}); nothing written, "
                 "make it writable and run fix again"
+            )
+        if not os.access(path.parent, os.W_OK):  # the new text is written beside it, then renamed over it
+            raise UsageError(
+                f"{rewrite.path}: its folder is not writable (mode {stat.S_IMODE(path.parent.stat().st_mode):04o}), "
+                "and the file is replaced by a new one written there; nothing written, make the folder "
+                "writable and run fix again"
             )
         paths.append(path)
     if not os.access(root, os.W_OK):
