@@ -48,6 +48,33 @@ def test_table_of_034_at_80_columns(vllm_release):
     assert reason_widths and min(reason_widths) >= 30  # the reason column keeps room to be read
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize("columns", [40, 60])
+def test_table_of_034_on_narrow_terminals_keeps_every_file_name_whole(vllm_release, columns):
+    """At 40 columns the stacked column (16 wide) broke ``bailing_moe_v3_mtp.py:231`` inside the name,
+    at 60 ``nemotron3_5_transcribe.py:634`` before its line; the reason goes below the fields then."""
+    vllm_release("0.34.0")
+    env = {"COLUMNS": str(columns)}
+    doc = json.loads(run_cli("scan", "--vllm-version", "0.34.0", "--format", "json").stdout)
+    table = run_cli("scan", "--vllm-version", "0.34.0", "--format", "table", env=env).stdout
+    assert max(map(len, table.splitlines())) <= columns
+    cells = {cell.strip() for line in table.splitlines() for cell in line.split("│")}
+    for record in doc["drafters"]:
+        name = f"{record['file']}:{record['line']}".rpartition("/")[2]
+        assert any(cell.endswith(name) for cell in cells), name
+
+
+def test_a_dumb_terminal_gets_its_own_width(monkeypatch):
+    """rich takes a TERM=dumb terminal for 80 x 25 when given a width alone: a table 80 wide on a
+    60-column Emacs shell, every row wrapped."""
+    from mtp_audit.report.terminal import console
+
+    monkeypatch.setenv("TERM", "dumb")
+    monkeypatch.setenv("FORCE_COLOR", "1")  # a terminal, as rich sees it (pytest captures stdout)
+    monkeypatch.setenv("COLUMNS", "60")
+    assert console().is_dumb_terminal and console().size.width == 60
+
+
 def test_no_color_is_respected(tmp_path):
     tree = build_tree(FIXTURES / "scan" / "consistency", tmp_path / "tree")
     coloured = run_cli("scan", str(tree), env={"NO_COLOR": "", "FORCE_COLOR": "1"}).stdout

@@ -51,7 +51,9 @@ def _reason(record: DrafterRecord) -> str:
 def render_table(result: ScanResult, console: Console) -> None:
     """One table per status. Wide terminals get a column per field; narrower ones put the
     drafter's fields on lines of one column, so that the reason keeps at least a third of
-    the width and paths break only after a ``/``."""
+    the width and paths break only after a ``/``; where that column cannot hold a file's name
+    (``bailing_moe_v3_mtp.py:231`` at 60 columns), the reason goes below the fields, in the one
+    column."""
     version = result.tree.vllm_version or "unknown version"
     console.print(f"[bold]mtp-audit[/] vLLM {version} at {escape(str(result.tree.root))}")
     records = result.records
@@ -63,6 +65,10 @@ def render_table(result: ScanResult, console: Console) -> None:
     }
     # borders and padding: 3 per column and 1; consistency: 10 characters
     wide = sum(longest.values()) + 10 + 3 * 6 + 1 + MIN_REASON <= console.width
+    column = min(max(longest["arch"], longest["class"], 24), console.width // 2 - 4)
+    name_lengths = [len(location(r).rpartition("/")[2]) for r in records]
+    single = not wide and max(name_lengths, default=0) > column  # one column, 4 for its border and padding
+    column = console.width - 4 if single else column
     for status in STATUS_ORDER:
         rows = [r for r in records if r.status == status]
         if not rows:
@@ -77,25 +83,30 @@ def render_table(result: ScanResult, console: Console) -> None:
         if wide:
             for name, size in longest.items():
                 table.add_column(name, no_wrap=True, min_width=size)
+        elif single:
+            table.add_column("drafter (class) / platforms / file:line / reason", overflow="fold", ratio=1)
         else:
-            column = min(max(longest["arch"], longest["class"], 24), console.width // 2 - 4)
             table.add_column(
                 "drafter (class) / platforms / file:line", min_width=column, max_width=column, overflow="fold"
             )
-        if status == Status.SUPPORTED:
+        if status == Status.SUPPORTED and not single:
             table.add_column("consistency", no_wrap=True)
-        table.add_column("reason", overflow="fold", ratio=1, min_width=MIN_REASON if wide else 20)
+        if not single:
+            table.add_column("reason", overflow="fold", ratio=1, min_width=MIN_REASON if wide else 20)
         for r in rows:
             name = r.arch or "(unregistered)"
+            c = r.consistency
+            consistency = f"[{CONSISTENCY_STYLE[c]}]{c.value}[/]" if status == Status.SUPPORTED and c else ""
             if wide:
                 cells = [name, r.cls + origin(r), ",".join(r.platforms), location(r)]
             else:
                 text = name + (f"\n({r.cls})" if r.cls != r.arch else "") + origin(r)
                 cells = [f"{escape(text)}\n{','.join(r.platforms)}\n{escape(split_path(location(r), column))}"]
-            if status == Status.SUPPORTED:
-                c = r.consistency
-                cells.append(f"[{CONSISTENCY_STYLE[c]}]{c.value}[/]" if c else "")
-            cells.append(escape(_reason(r)))
+            if single:
+                cells[0] += "".join(f"\n{part}" for part in (consistency, escape(_reason(r))) if part)
+            else:
+                cells += [consistency] if status == Status.SUPPORTED else []
+                cells.append(escape(_reason(r)))
             table.add_row(*cells)
         console.print(table)
     for u in result.unresolved:

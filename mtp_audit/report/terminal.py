@@ -26,4 +26,7 @@ def console(stderr: bool = False):
     from rich.console import Console
 
     width = output_width(stderr) or PIPED_TABLE_WIDTH
-    return Console(stderr=stderr, no_color=bool(os.environ.get("NO_COLOR")) or None, width=width)
+    # with a width alone, rich takes a dumb terminal (TERM=dumb: Emacs' shell, some CI consoles) for
+    # 80 x 25 whatever its size; the height is not used
+    height = shutil.get_terminal_size().lines
+    return Console(stderr=stderr, no_color=bool(os.environ.get("NO_COLOR")) or None, width=width, height=height)
