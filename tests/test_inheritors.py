@@ -63,16 +63,16 @@ def test_every_subclass_of_a_written_base_is_named_with_its_platforms_and_result
     )
     result = plan_fix(locate(tree), ["WrapMTPModel"], False, None)
     everywhere = ("cpu", "cuda", "rocm", "tpu", "xpu")
-    found = [(i.base.name, i.cls.name, i.cls.line, i.file, i.platforms, i.drafter, i.result) for i in result.inheritors]
+    found = [(i.base.name, i.cls.name, i.cls.line, i.file, i.platforms, i.role, i.result) for i in result.inheritors]
     assert found == [
-        ("WrapPredictor", "CudaScorer", 9, f"{MODELS}/cuda_scorer.py", ("cuda",), None, "supported/mirror"),
+        ("WrapPredictor", "CudaScorer", 9, f"{MODELS}/cuda_scorer.py", ("cuda",), "not a drafter", "supported/mirror"),
         (
             "WrapPredictor",
             "GrandScorer",
             6,
             f"{MODELS}/scorer_grand.py",
             everywhere,
-            None,
+            "not a drafter",
             "supported/divergent: get_top_tokens inherited from WrapPredictor; compute_logits of GrandScorer "
             f"({MODELS}/scorer_grand.py:7): logits masked after the head call (line 9: "
             "`logits[..., self.limit :] = -torch.inf`); get_top_tokens of WrapPredictor "
@@ -84,10 +84,18 @@ def test_every_subclass_of_a_written_base_is_named_with_its_platforms_and_result
             7,
             f"{MODELS}/wrap_lite_mtp.py",
             everywhere,
-            "WrapLiteMTPModel (its delegate)",
+            "delegate of drafter WrapLiteMTPModel",  # its own result, not the drafter's
             "supported/mirror",
         ),
-        ("WrapPredictor", "ScorerPredictor", 15, f"{MODELS}/wrap_predictor.py", everywhere, None, "supported/mirror"),
+        (
+            "WrapPredictor",
+            "ScorerPredictor",
+            15,
+            f"{MODELS}/wrap_predictor.py",
+            everywhere,
+            "not a drafter",
+            "supported/mirror",
+        ),
     ]
     assert [i.target.name for i in result.plan.insertions] == ["WrapMTP", "WrapPredictor"]
 

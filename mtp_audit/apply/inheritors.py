@@ -39,6 +39,14 @@ class Inheritor:
     platforms: tuple[str, ...]
     drafter: str | None  # its architecture (class name when unregistered) if it is a drafter or a delegate
     result: str  # what it ends up with: "supported/mirror", "supported/divergent: why", ...
+    delegate: bool = False  # a delegate of ``drafter`` (its own result, not the drafter's)
+
+    @property
+    def role(self) -> str:
+        """``drafter X``, ``delegate of drafter X``, or ``not a drafter``."""
+        if self.drafter is None:
+            return "not a drafter"
+        return f"{'delegate of ' if self.delegate else ''}drafter {self.drafter}"
 
 
 _CLASS_HEAD = re.compile(rb"class[ \t]+[A-Za-z_]\w*[ \t]*\(")  # a literal start: found fast
@@ -154,11 +162,11 @@ def find_inheritors(scanner: Scanner, resolutions: list[Resolution], insertions:
         return []
     texts = _base_names(scanner)
     overlay = planned_overlay(insertions, scanner.hierarchies[PLATFORMS[0]])
-    drafters = {res.key: res.entry.arch or res.key.name for res in resolutions}
+    drafters = {res.key: (res.entry.arch or res.key.name, False) for res in resolutions}
     for res in resolutions:  # a drafter's delegates serve it: they are part of the drafter
         for analysis in res.analyses.values():
             for delegate in analysis.delegates:
-                drafters.setdefault(delegate, f"{res.entry.arch or res.key.name} (its delegate)")
+                drafters.setdefault(delegate, (res.entry.arch or res.key.name, True))
     found: list[Inheritor] = []
     for key, reached in _subclasses(scanner, texts, set(overlay)).items():
         for base, platforms in reached.items():
@@ -168,8 +176,9 @@ def find_inheritors(scanner: Scanner, resolutions: list[Resolution], insertions:
                     key,
                     scanner.hierarchies[platforms[0]].file_of(key),
                     tuple(platforms),
-                    drafters.get(key),
+                    drafters[key][0] if key in drafters else None,
                     _result(scanner, key, platforms, overlay),
+                    key in drafters and drafters[key][1],
                 )
             )
     return sorted(found, key=lambda i: (i.base.module, i.base.name, i.file, i.cls.line))

@@ -37,11 +37,11 @@ def fix_summary_lines(result: FixResult, written: bool, width: int | None) -> li
     for note in result.placement_notes:
         lines += [Line(t) for t in _wrap(f"placement: {note}", width)]
     for inheritor in result.inheritors:
-        role = f"drafter {inheritor.drafter}" if inheritor.drafter else "not a drafter"
+        where = f"{inheritor.file}:{inheritor.cls.line}"
         lines += [
             Line(t)
             for t in _wrap(
-                f"blast radius: {inheritor.cls.name} ({inheritor.file}:{inheritor.cls.line}, {role}) inherits "
+                f"blast radius: {inheritor.cls.name} ({where}, {inheritor.role}) inherits "
                 f"get_top_tokens from {inheritor.base.name} on {','.join(inheritor.platforms)}: {inheritor.result}",
                 width,
             )

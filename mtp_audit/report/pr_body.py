@@ -127,7 +127,9 @@ def reviewer_notes(inheritors: list[Inheritor], notes: list[Moved], factored: li
         return "\n".join(lines) + "\n" if lines else ""
     lines += ["", "Classes that inherit a written `get_top_tokens` (blast radius over the whole tree):", ""]
     for i in inheritors:
-        role = f"drafter `{i.drafter}`" if i.drafter else "**not a drafter**"
+        role = (
+            "**not a drafter**" if i.drafter is None else f"{'delegate of ' if i.delegate else ''}drafter `{i.drafter}`"
+        )
         lines.append(
             f"- `{i.cls.name}` ({i.file}:{i.cls.line}) from `{i.base.name}`, {role}, "
             f"on {', '.join(i.platforms)}: {i.result}"
