@@ -37,6 +37,32 @@ def test_pr_body_and_quiet(tmp_path):
     assert run_cli("scan", str(tree), "--quiet").stdout == ""
 
 
+def test_pr_body_counts_drafters_not_platform_rows(tmp_path):
+    """One architecture whose classes of two platform files both get a method is one drafter (two rows)."""
+    tree = build_tree(FIXTURES / "scan" / "dispatch_if_elif", tmp_path / "tree")
+    body = tmp_path / "pr.md"
+    assert run_cli("fix", str(tree), "--all", "--diff", "--pr-body", str(body)).returncode == 0
+    text = body.read_text()
+    assert "Add `get_top_tokens()` to 1 speculative-decoding drafter," in text
+    assert text.count("| `ForkMTPModel` |") == 2  # its CUDA/TPU and CPU/XPU classes
+
+
+def test_a_series_with_nothing_to_write_claims_nothing(tmp_path):
+    """On a tree already fixed, the PR body said "Add get_top_tokens() to 0 drafters" and that the scan
+    reports every drafter above mirror, and the series' README said to `git am *.patch` (none)."""
+    tree = build_tree(FIXTURES / "scan" / "delegation", tmp_path / "tree")
+    assert run_cli("fix", str(tree), "--all", "--quiet").returncode == 0
+    body, series = tmp_path / "pr.md", tmp_path / "series"
+    done = run_cli("fix", str(tree), "--all", "--patches", str(series), "--pr-body", str(body), "--quiet")
+    assert done.returncode == 0, done.stderr
+    text = body.read_text()
+    assert text.startswith("## Purpose\n\nNo change: no drafter of this tree needs a `get_top_tokens()`")
+    assert "Add `get_top_tokens()`" not in text and "every drafter above" not in text
+    index = (series / "README.md").read_text()
+    assert "git am" not in index and "None here: no drafter of this tree needs a method" in index
+    assert sorted(p.name for p in series.iterdir()) == ["README.md"]
+
+
 @pytest.mark.integration
 def test_compare_two_releases(vllm_release):
     vllm_release("0.33.0"), vllm_release("0.34.0")

@@ -208,6 +208,16 @@ def test_fix_all_034(vllm_release, tmp_path):
     )
 
 
+def test_a_drafter_refused_on_two_records_is_one_refusal(vllm_release):
+    """0.34.0's DFlash2BeamDraftModel has two records (two platform files), each refused (no speculator
+    calls get_top_tokens): the summary said "2 refused (DFlash2BeamDraftModel: not_applicable,
+    DFlash2BeamDraftModel: not_applicable)"."""
+    tree = vllm_release("0.34.0")
+    result = run_cli("fix", str(tree), "--model", "DFlash2BeamDraftModel", "--check")
+    assert result.returncode == 1
+    assert "0 files; 1 refused (DFlash2BeamDraftModel: not_applicable)." in " ".join(result.stderr.split())
+
+
 def test_step3p5_031_refused_naming_the_call_site(vllm_release, tmp_path):
     """0.31.0's Step3p5MTPProposer calls get_top_tokens(hidden_states) but compute_logits(...,
     spec_step_idx=...): a drafter-only mirror would draft every step with layer 0's head."""

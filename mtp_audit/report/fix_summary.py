@@ -55,9 +55,15 @@ def fix_total(result: FixResult, written: bool) -> str:
     files = len(result.rewrites)
     verb = "wrote" if written else "would write"
     parts = [f"{verb} {methods} method{'s' * (methods != 1)} into {files} file{'s' * (files != 1)}"]
-    refused = [o for o in result.plan.outcomes if o.action == Action.REFUSED]
-    why = ", ".join(f"{o.record.arch or o.record.cls}: {o.reason.split(':', 1)[0]}" for o in refused)
-    parts.append(f"{len(refused)} refused" + (f" ({why})" if refused else ""))
+    # a drafter refused on several platforms' records (one per file) is one refusal
+    refused = list(
+        dict.fromkeys(
+            f"{o.record.arch or o.record.cls}: {o.reason.split(':', 1)[0]}"
+            for o in result.plan.outcomes
+            if o.action == Action.REFUSED
+        )
+    )
+    parts.append(f"{len(refused)} refused" + (f" ({', '.join(refused)})" if refused else ""))
     for action, label in ((Action.SKIPPED, "skipped (not_applicable)"), (Action.SUPPORTED, "already supported")):
         count = sum(o.action == action for o in result.plan.outcomes)
         if count:

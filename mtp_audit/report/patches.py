@@ -253,8 +253,15 @@ def render_index(result: FixResult, patches: list[Patch]) -> str:
         or "- none"
     )
     crlf = any("\r\n" in (c.old or "") for p in patches for c in p.changes)
+    flags = "--keep-non-patch --keep-cr" if crlf else "--keep-non-patch"
+    apply = (
+        "Apply in order on a git checkout of the scanned tree:\n\n```bash\n"
+        f'git am {flags} *.patch   # --keep-non-patch keeps "[Spec Decode]" in the subjects\n```'
+        if patches
+        else "None here: no drafter of this tree needs a method that `mtp-audit fix` can write."
+    )
     return Template(template("patch_index.md.tmpl")).substitute(
-        am_flags="--keep-non-patch --keep-cr" if crlf else "--keep-non-patch",
+        apply=apply,
         count=counted(len(patches), "patch", "patches"),
         rows="\n".join(rows) or "| - | - | - | - | - |",
         inheritors=reach,

@@ -162,11 +162,15 @@ def render_pr_body(
         else ""
     )
     commands = [command, "mtp-audit scan --fail-on never --format markdown"]
+    if not fixed:  # nothing written: no table, methods or results to claim
+        return Template(template("pr_body_empty.md.tmpl")).substitute(
+            refused=refused_text, commands="\n".join(commands)
+        )
     commands += [f"mtp-audit verify --model {name} --tp 1,2" for name in models]
     commands += [f"pytest -q {test}" for test in tests or []]
     results = _verify_results(verify_report, [(o.record.arch, o.record.cls, o.record.module) for o in fixed])
     return Template(template("pr_body.md.tmpl")).substitute(
-        drafters_added=counted(len(fixed), "speculative-decoding drafter"),
+        drafters_added=counted(len(models), "speculative-decoding drafter"),  # a row per platform's class
         drafters=drafters or "| - | - | - | - |",
         files=", ".join(f"`{r.path}`" for r in result.rewrites) or "none",
         refused=refused_text,
