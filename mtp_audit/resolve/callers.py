@@ -1994,12 +1994,42 @@ class _DraftingPath:
         compute_logits calls reached through other nodes there: each value with the names it reads
         that a constant is assigned to there replaced by that constant, and each compute_logits call
         with the names both read that may hold other values at the two (``rebound``)."""
-        bindings = self._bindings_of(frame)
         calls = [
-            replace(_constants_bound(call, bindings, site), rebound=self._rebound(frame, node, top, site, call))
+            replace(self._bound_values(frame, call, site), rebound=self._rebound(frame, node, top, site, call))
             for site, call in logits
         ]
-        return CallPair(_constants_bound(top, bindings, node), tuple(_distinct(calls)))
+        return CallPair(self._bound_values(frame, top, node), tuple(_distinct(calls)))
+
+    def _bound_values(self, frame: _Frame, call: ModelCall, node: ast.AST) -> ModelCall:
+        """``call``'s values with the names that hold one constant at ``node`` of ``frame`` replaced
+        by it: a local every path there assigns that constant last (``_constants_bound``), or a
+        parameter ``frame`` still holds there that every call of it on the drafting path gives the
+        same constant, as an argument or by leaving its default (``sample_draft(..., spec_step_idx=0)``
+        never passed it). Not for an entry point of the path, which vLLM calls with what it likes."""
+        bindings = self._bindings_of(frame)
+        call = _constants_bound(call, bindings, node)
+        sites = self.callers.get(frame, [])
+        if frame in self.entries or not sites:
+            return call
+        constants: dict[str, ast.expr] = {}
+        for name in _names_read(call):
+            reaching = bindings.at(node, name)
+            if not (reaching.decided and reaching.bindings and isinstance(reaching.bindings[0], ast.arguments)):
+                continue  # not the parameter as the call passed it
+            given = {site.receives.get(name) for _, site in sites}
+            value = given.pop() if len(given) == 1 else None
+            constant = _literal(value) if value is not None and value != HIDDEN_BY_STAR else None
+            if constant is not None:
+                constants[name] = constant
+        if not constants:
+            return call
+        values = tuple(
+            value
+            if value is None or value.startswith("*") or value == HIDDEN_BY_STAR or not _reads(value) & constants.keys()
+            else unparse(_Substituted(constants).visit(ast.parse(value, mode="eval")))
+            for value in call.argument_values
+        )
+        return replace(call, values=values)
 
     def _rebound(
         self, frame: _Frame, top_node: ast.AST, top: ModelCall, site: ast.AST, logits: ModelCall
@@ -2340,6 +2370,16 @@ def _bound_at_top(node: ast.stmt) -> set[str]:
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return {(alias.asname or alias.name).partition(".")[0] for alias in node.names}
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _literal(code: str) -> ast.expr | None:
+    """``code`` as an expression, where it is a literal (``0``, ``None``, ``(1, 2)``)."""
+    try:
+        expression = ast.parse(code, mode="eval").body
+        ast.literal_eval(expression)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return expression
 
 
 def _assigned_constant(binding: ast.AST) -> ast.expr | None:
