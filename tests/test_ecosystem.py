@@ -47,6 +47,19 @@ def test_pr_body_counts_drafters_not_platform_rows(tmp_path):
     assert text.count("| `ForkMTPModel` |") == 2  # its CUDA/TPU and CPU/XPU classes
 
 
+def test_the_pr_body_and_the_series_name_what_the_sweep_leaves_for_a_human(tmp_path):
+    """The PR body listed refusals only: a reviewer was not told of the drafters the sweep leaves
+    (missing_manual: a caller passes the step to compute_logits only; a divergent method)."""
+    tree = build_tree(FIXTURES / "scan" / "call_contract", tmp_path / "tree")
+    body, series = tmp_path / "pr.md", tmp_path / "series"
+    run_cli("fix", str(tree), "--all", "--patches", str(series), "--pr-body", str(body), "--quiet")
+    for text in (body.read_text(), (series / "README.md").read_text()):
+        left = text.split("Left for a human", 1)[1]
+        assert "- `ToyStepMTP` (ToyStepMTP, vllm/model_executor/models/toy_step_mtp.py" in left
+        assert ": missing_manual: StepProposer" in left
+        assert "- `ToyLayeredMTPModel` (ToyLayeredMTP, " in left and ": divergent: " in left
+
+
 def test_a_series_with_nothing_to_write_claims_nothing(tmp_path):
     """On a tree already fixed, the PR body said "Add get_top_tokens() to 0 drafters" and that the scan
     reports every drafter above mirror, and the series' README said to `git am *.patch` (none)."""

@@ -29,7 +29,7 @@ from ..classify.shape_types import ASSUMED_SIGNATURE
 from ..errors import UsageError
 from ..templating import counted, template
 from ..verify.emit import render_family_test
-from .pr_body import VerifyReport, render_pr_body
+from .pr_body import VerifyReport, left_for_a_human, render_pr_body
 
 TEST_DIR = "tests/v1/spec_decode"
 AUTHOR = "mtp-audit <mtp-audit@users.noreply.github.com>"
@@ -260,8 +260,10 @@ def render_index(result: FixResult, patches: list[Patch]) -> str:
         if patches
         else "None here: no drafter of this tree needs a method that `mtp-audit fix` can write."
     )
+    left = left_for_a_human(result.left) or "- none"
     return Template(template("patch_index.md.tmpl")).substitute(
         apply=apply,
+        left=left,
         count=counted(len(patches), "patch", "patches"),
         rows="\n".join(rows) or "| - | - | - | - | - |",
         inheritors=reach,

@@ -12,6 +12,7 @@ from ..apply.placement import Moved
 from ..apply.plan import Action
 from ..apply.result import FixResult
 from ..errors import UsageError
+from ..model import DrafterRecord
 from ..outputs import write_output
 from ..synthesize.factor import HELPER
 from ..templating import counted, template
@@ -137,6 +138,15 @@ def reviewer_notes(inheritors: list[Inheritor], notes: list[Moved], factored: li
     return "\n".join(lines) + "\n"
 
 
+def left_for_a_human(records: list[DrafterRecord]) -> str:
+    """A Markdown list of the findings a sweep leaves (``missing_manual``, ``divergent``), with why."""
+    return "\n".join(
+        f"- `{r.arch or '(unregistered)'}` ({r.cls}, {r.file}, {', '.join(r.platforms)}): "
+        f"{r.consistency.value if r.consistency else r.status.value}: {r.reason}"
+        for r in records
+    )
+
+
 def render_pr_body(
     result: FixResult,
     command: str,
@@ -161,6 +171,11 @@ def render_pr_body(
         if refused
         else ""
     )
+    if result.left:  # a sweep's findings that no mirror settles: named, so that the change claims no more
+        refused_text += (
+            "\nLeft for a human (no mechanical mirror selects the same tokens, or the method there "
+            f"diverges):\n\n{left_for_a_human(result.left)}\n"
+        )
     commands = [command, "mtp-audit scan --fail-on never --format markdown"]
     if not fixed:  # nothing written: no table, methods or results to claim
         return Template(template("pr_body_empty.md.tmpl")).substitute(
