@@ -286,10 +286,7 @@ def scan_command(
         _say(quiet, f"warning: registry entry not read: {note}")
     for note in result.notes:
         _say(quiet, f"warning: {note}")
-    for note in result.caller_notes:
-        _say(quiet, f"warning: speculator not followed: {note}")
-    for note in result.runner_notes:
-        _say(quiet, f"warning: model runner not read: {note}")
+    _warn_of_callers(result.caller_notes, result.runner_notes, quiet)
     if by_model_type:
         from .report.model_types import model_type_rows, render_model_types
 
@@ -431,6 +428,7 @@ def fix_command(
     )
     if result.refusal and not quiet:
         print(f"mtp-audit: no fix written into this plugin: {result.refusal}", file=sys.stderr)
+    _warn_of_callers(result.caller_notes, result.runner_notes, quiet)  # drafters judged without some caller
     targets = "--all" if sweep_all else " ".join(f"--model {name}" for name in model or [])
     mode = " --factor-pre-head" if factor_pre_head else ""
     body = None
@@ -705,6 +703,13 @@ def main() -> None:
         # files are still flushed.
         gc.freeze()
         ignore_ctrl_c()
+
+
+def _warn_of_callers(caller_notes: list[str], runner_notes: list[str], quiet: bool) -> None:
+    for note in caller_notes:
+        _say(quiet, f"warning: speculator not followed: {note}")
+    for note in runner_notes:
+        _say(quiet, f"warning: model runner not read: {note}")
 
 
 def _a_worker_died(error: Exception) -> bool:

@@ -98,6 +98,10 @@ class ScanAnswers:
     # what that scan looked at (``cache.Observed``), which the answers depend on: a scan that takes
     # them depends on it too, though it reads none of it (filled as the cache hands them out)
     observed: dict[str, str] = field(default_factory=dict)
+    # what the speculators' selection does not follow and why the model runner's choice is unread
+    # (``ScanResult.caller_notes``, ``runner_notes``): fix warns of them as scan does
+    caller_notes: list[str] = field(default_factory=list)
+    runner_notes: list[str] = field(default_factory=list)
 
 
 class Status(str, Enum):

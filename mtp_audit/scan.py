@@ -81,6 +81,7 @@ class Scanner:
         self._callers: CallerIndex | None = None
         self._earlier_contracts: ContractAnswers = {}  # a scan's of the same files (``seed``)
         self._caller_notes: list[str] | None = None
+        self._runner_notes: list[str] | None = None
         self._config_text: dict[str, str | None] = {}  # file -> its text if it names a speculator config
 
     @property
@@ -110,7 +111,9 @@ class Scanner:
 
     def runner_notes(self) -> list[str]:
         """Why the V1 proposers count for every drafter: the code that picks the model runner is unread."""
-        return self.callers.runner_notes() if self.vllm is not None else []
+        if self._runner_notes is None:
+            self._runner_notes = self.callers.runner_notes() if self.vllm is not None else []
+        return self._runner_notes
 
     def adopt_callers(self, callers: CallerIndex) -> None:
         """Take the callers another process read and prepared from the same files (``fanout``)."""
@@ -122,11 +125,14 @@ class Scanner:
         is not worked out again (the speculators are not read for a contract they hold)."""
         self.index.chains.seed(earlier.chains)
         self._earlier_contracts = earlier.contracts
+        self._caller_notes, self._runner_notes = earlier.caller_notes, earlier.runner_notes
 
     def answers(self, resolutions: list[Resolution]) -> ScanAnswers:
         """What this scan worked out that a scan of the same files may ``seed`` with."""
         contracts = {_contract_key(r.entry, r.key): r.contract.reaches for r in resolutions}
-        return ScanAnswers(self.index.chains.answers(), contracts)
+        return ScanAnswers(
+            self.index.chains.answers(), contracts, caller_notes=self.caller_notes(), runner_notes=self.runner_notes()
+        )
 
     def contract(self, entry: RegistryEntry, key: ClassKey, platform: str) -> Contract:
         """The speculators that can hold this drafter, with what their drafting paths call. Asked once

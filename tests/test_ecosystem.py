@@ -60,6 +60,24 @@ def test_the_pr_body_and_the_series_name_what_the_sweep_leaves_for_a_human(tmp_p
         assert "- `ToyLayeredMTPModel` (ToyLayeredMTP, " in left and ": divergent: " in left
 
 
+def test_fix_warns_of_the_speculators_it_judged_without_as_scan_does(tmp_path):
+    """fix wrote mirrors for drafters judged without a speculator the scan could not follow, and said
+    nothing: the warnings came from scan alone. Cold and from a cached scan alike."""
+    case = FIXTURES / "scan" / "selection_unread_constructions"
+    tree = build_tree(case, tmp_path / "tree")
+    expected = [
+        f"warning: speculator not followed: {note}"
+        for note in (case / "expected_caller_notes.txt").read_text().splitlines()
+    ]
+    cache = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
+    cold = run_cli("fix", str(tree), "--all", "--diff", env=cache)
+    run_cli("scan", str(tree), env=cache)  # leaves its result in the cache
+    warm = run_cli("fix", str(tree), "--all", "--diff", env=cache)
+    for done in (cold, warm):
+        assert [line for line in done.stderr.splitlines() if line.startswith("warning:")] == expected
+    assert run_cli("fix", str(tree), "--all", "--diff", "--quiet").stderr == ""
+
+
 def test_a_series_with_nothing_to_write_claims_nothing(tmp_path):
     """On a tree already fixed, the PR body said "Add get_top_tokens() to 0 drafters" and that the scan
     reports every drafter above mirror, and the series' README said to `git am *.patch` (none)."""

@@ -28,3 +28,7 @@ class FixResult:
     untouched: list[DrafterRecord] = field(default_factory=list)
     # registered architectures a --all sweep could not resolve to a class: nothing of them was judged
     unresolved: list[Unresolved] = field(default_factory=list)
+    # what the speculators' selection does not follow, and why the model runner's choice is unread
+    # (``ScanResult.caller_notes``, ``runner_notes``): drafters judged without some caller
+    caller_notes: list[str] = field(default_factory=list)
+    runner_notes: list[str] = field(default_factory=list)

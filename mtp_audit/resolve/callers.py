@@ -632,8 +632,17 @@ class CallerIndex:
         """The speculator ``name`` stands for: an imported or local class, or one reached through an
         imported module (``speculators.MTPSpeculator`` after ``from . import speculator as speculators``)."""
         qualname = _qualified(local, module, name)
-        if qualname in self.classes and self._is_caller(qualname):
-            return qualname
+        for _ in range(MAX_REEXPORTS):  # a package's ``__init__`` re-exporting it binds the same class
+            if qualname in self.classes:
+                return qualname if self._is_caller(qualname) else None
+            home, _, name = qualname.rpartition(".")
+            imported = self.modules[home].imports if home in self.modules else None
+            if imported is None and home.partition(".")[0] == getattr(self.package, "name", None):
+                found = self._function_module(home)
+                imported = found.imports if found is not None else None
+            if imported is None or name not in imported:
+                return None
+            qualname = imported[name]
         return None
 
     def unfollowed(self) -> list[str]:
@@ -733,7 +742,7 @@ class CallerIndex:
         compacted body, the names in its scope and its class variables (``_called_locals``)."""
         if self._selector_functions is None:
             self._selector_functions = []
-            for module in self.modules.values():
+            for module in list(self.modules.values()):  # naming a class may read a re-exporting package
                 if not _may_construct(module.source):
                     continue
                 for function in _functions(module.tree):
@@ -3010,9 +3019,11 @@ def _imports(tree: ast.Module, module: str, is_package: bool) -> dict[str, str]:
 
 
 def _constructing_parts(source: str) -> str:
-    """The top-level imports of ``source`` and every function whose text constructs a speculator:
-    all that selection reads, at a fraction of the parse. Every other line is left blank (line
-    numbers stay those of the file); a kept method is put under a ``class`` line of its own."""
+    """The top-level statements of ``source`` but its classes and functions (imports, under ``try``
+    and ``if`` too, and module-level names: a dict of proposers), and every function whose text
+    constructs a speculator: all that selection reads, at a fraction of the parse. Every other line
+    is left blank (line numbers stay those of the file); a kept method is put under a ``class``
+    line of its own."""
     lines = source.splitlines()
     continued = _continued_lines(source)
     keep = [""] * len(lines)
@@ -3022,6 +3033,15 @@ def _constructing_parts(source: str) -> str:
         match = DEF_LINE.match(line)
         if line.startswith(("import ", "from ")):
             end = _statement_end(lines, index)
+            keep[index:end] = lines[index:end]
+            index = end
+        elif (
+            line[:1].strip()
+            and index not in continued  # not a line of a string (or brackets) some statement started above
+            and not line.startswith(("#", "@", "class ", "def ", "async def "))
+            and not match
+        ):
+            end = _block_end(lines, index, 0, continued)  # the statement with its block, a string's lines
             keep[index:end] = lines[index:end]
             index = end
         elif match:
