@@ -72,6 +72,7 @@ METHODS_BY_NAME = (  # name fragment -> speculative methods a drafter of that na
 )
 # Files worth parsing: they define or construct speculators, or name their classes.
 CALLER_FILE = re.compile(rb"Speculator|Proposer|speculator_class|def propose")
+RUNNER_CLASS = re.compile(r"^class\s+\w+\s*\(([^)]*)\)\s*:", re.M)  # the model runner's bases (no keywords)
 CALLER_NAME = re.compile(r"(?:Speculator|Proposer)$")
 # A line that may construct a speculator or pick its class, outside a ``class`` statement: a
 # construction (``XSpeculator(...)``, a factory ``XSpeculator.from_config(...)``), a value that
@@ -192,6 +193,7 @@ class CallerIndex:
         self._runner: RunnerChoice | None = None  # how the config picks the V1 or V2 model runner
         self._runner_unread = ""  # why the config that picks it cannot be read
         self._v1_runs: dict[Drafter, bool] = {}
+        self._runner_modules: set[str] = set()  # the V1 model runner's module and its bases' (see _load_runner_bases)
         self._config_checks: dict[tuple[str, Drafter], Truth] = {}
         if package is None:
             return
@@ -200,10 +202,27 @@ class CallerIndex:
                 self._load(path)
         runner = package.joinpath(*V1_RUNNER)
         if index.kind(runner) == EXISTS:
-            self._load(runner, only_constructing=True)
+            self._load(runner, only_constructing=True, base=True)  # its bases are read even if it names no proposer
+            self._load_runner_bases(runner)
         self._read_bases()
         self._read_spec_config()
         self._read_runner_choice()
+
+    def _load_runner_bases(self, runner: Path) -> None:
+        """The modules of the tree that define the model runner's bases (a mixin that picks the
+        proposer), read as caller files: the runner is read for its constructing functions alone."""
+        module = self.modules.get(self._module_name(runner))
+        if module is None:
+            return
+        self._runner_modules.add(module.name)
+        for header in RUNNER_CLASS.finditer(module.source):
+            for base in header.group(1).split(","):
+                qualname = _qualified(module.imports, module, base.strip().partition("[")[0])
+                home = qualname.rpartition(".")[0]
+                path = self._tree_file(home) if home and home not in self.modules else None
+                if path is not None:
+                    self._load(path)
+                    self._runner_modules.add(home)
 
     def __getstate__(self) -> dict:
         """Pickled (by a scan worker, for its parent) without the module index: the receiver
@@ -662,6 +681,7 @@ class CallerIndex:
             out += self._unfollowed_picks(module, function, local, variables)
         out += self._unplaced()
         out += self._unread_configs()
+        out += self._proposers_never_chosen()
         return list(dict.fromkeys(out))
 
     def _unplaced(self) -> list[str]:
@@ -1006,6 +1026,24 @@ class CallerIndex:
             if value is not None:
                 return self._string(value, self.modules[cls.module], {}, 0)
         return None
+
+    def _proposers_never_chosen(self) -> list[str]:
+        """V1 proposers where neither the model runner nor its bases construct any: the choice is made
+        where the scan does not read (another module), and every drafter is judged without them."""
+        if self.package is None:
+            return []
+        v1 = ".".join((self.package.name, *V1_DIR))
+        proposers = sorted(
+            {self.classes[q].name for q in self.classes if q.startswith(f"{v1}.") and self._is_caller(q)}
+        )
+        runner = self.package.joinpath(*V1_RUNNER)
+        if not proposers or any(module.name in self._runner_modules for module, *_ in self._selectors()):
+            return []
+        return [
+            f"{self.index.relative(runner)} constructs none of the V1 proposers ({', '.join(proposers)}), nor do "
+            "its bases: the choice is made where the scan does not read (another module the runner calls "
+            "into), and the drafters they may hold are judged without them"
+        ]
 
     def _unread_configs(self) -> list[str]:
         """Config classes whose ``speculator_class`` is no string the scan can work out: the
