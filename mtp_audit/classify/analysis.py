@@ -278,10 +278,46 @@ class Analyzer:
             )
         cl = self.h.find(mro, "compute_logits", overlay=overlay)
         gtt = self.h.find(mro, "get_top_tokens", overlay=overlay)
-        unresolved = f"; bases not followed: {', '.join(mro.unresolved)}" if mro.unresolved else ""
         shadowed = self._behind_unfollowed(key, mro, cl, gtt)
         if shadowed is not None:
             return shadowed
+        decorated = self._class_decorator(mro, cl, gtt)
+        if decorated and gtt is not None and gtt.method.how != "none":
+            analysis = self._analyze_found(key, mro, cl, gtt, overlay, _depth, contract)
+            if analysis.consistency in (Consistency.MIRROR, Consistency.EQUIVALENT):
+                analysis.consistency = Consistency.UNPROVEN
+                analysis.reason += f"; yet {decorated} may set or wrap either method; run `mtp-audit verify`"
+            return analysis
+        if decorated and cl is not None:
+            return Analysis(
+                Status.MISSING_MANUAL,
+                f"compute_logits of {cl.owner.name}: {decorated} may set or wrap it, and a mirror written into "
+                "the class body would not follow it",
+                cl,
+            )
+        return self._analyze_found(key, mro, cl, gtt, overlay, _depth, contract)
+
+    def _class_decorator(self, mro: Mro, cl: MethodHit | None, gtt: MethodHit | None) -> str:
+        """``the class decorator @NAME (line N) of C (FILE)``: the first class, from the drafter to the
+        one whose compute_logits or get_top_tokens Python finds, decorated by what may set or wrap
+        them (``ClassFacts.decorated_by``); "" where none is."""
+        found = [hit.index for hit in (cl, gtt) if hit is not None]
+        for item in mro.classes[: max(found) + 1] if found else []:
+            if isinstance(item, ClassKey) and (by := self.h.class_facts(item).decorated_by):
+                return f"the class decorator {by} of {item.name} ({self.h.file_of(item)})"
+        return ""
+
+    def _analyze_found(
+        self,
+        key: ClassKey,
+        mro: Mro,
+        cl: MethodHit | None,
+        gtt: MethodHit | None,
+        overlay: Overlay | None,
+        _depth: int,
+        contract: Contract | None,
+    ) -> Analysis:
+        unresolved = f"; bases not followed: {', '.join(mro.unresolved)}" if mro.unresolved else ""
         if gtt is not None and gtt.method.how == "none" and cl is not None:
             return Analysis(
                 Status.MISSING_MANUAL,

@@ -44,6 +44,7 @@ def _collect_classes(tree: ast.Module, text: _Source) -> list[ClassFacts]:
         )
         cls.init_steps = _helper_steps(node, text)
         _collect_members(cls, node.body, text, None, read_init=True)
+        cls.decorated_by = _unknown_decorator(node, text)
         cls.default_rebinds = _default_rebinds(node, text)
         if _differs_by_platform(node.body):
             for platform in PLATFORMS:
@@ -52,6 +53,37 @@ def _collect_classes(tree: ast.Module, text: _Source) -> list[ClassFacts]:
                 cls.methods_by_platform[platform] = on.methods
         classes.append(cls)
     return classes
+
+
+# Class decorators known to leave compute_logits and get_top_tokens alone (vLLM's torch.compile
+# wrappers set __init__, __call__ and a base; the others register or annotate the class).
+KNOWN_CLASS_DECORATORS = frozenset(
+    {
+        "support_torch_compile",
+        "ignore_torch_compile",
+        "default_pooling_type",
+        "CustomOp.register",
+        "PluggableLayer.register",
+        "dataclass",
+        "dataclasses.dataclass",
+        "runtime_checkable",
+        "typing.runtime_checkable",
+        "final",
+        "typing.final",
+        "total_ordering",
+        "functools.total_ordering",
+    }
+)
+
+
+def _unknown_decorator(node: ast.ClassDef, text: _Source) -> str:
+    """``@NAME (line N)`` for the first class decorator not known to leave the watched methods alone: it
+    returns what the class name is bound to, and may set or wrap any method (as ``cls.compute_logits =
+    ...`` after the class does); "" where there is none."""
+    for decorator in node.decorator_list:
+        if dotted(decorator.func if isinstance(decorator, ast.Call) else decorator) not in KNOWN_CLASS_DECORATORS:
+            return f"@{text.segment(decorator)} (line {text.line(decorator)})"
+    return ""
 
 
 def _helper_steps(node: ast.ClassDef, text: _Source) -> dict[str, list[InitStep]]:

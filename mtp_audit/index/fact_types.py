@@ -151,6 +151,9 @@ class ClassFacts:
     # platform -> the watched methods there, kept only where a class-body ``if`` decided per platform
     # (``if current_platform.is_rocm():``) makes them differ; ``methods`` marks such a method "conditional"
     methods_by_platform: dict[str, dict[str, MethodFacts]] = field(default_factory=dict)
+    # the first class decorator not known to leave compute_logits and get_top_tokens alone, as
+    # ``@NAME (line N)``: it may set or wrap them; "" where there is none
+    decorated_by: str = ""
 
     def methods_on(self, platform: str) -> dict[str, MethodFacts]:
         """The watched methods as the class body binds them on ``platform``."""
