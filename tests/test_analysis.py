@@ -236,6 +236,26 @@ def test_a_get_top_tokens_without_the_parameter_compute_logits_reads(tmp_path: P
     )
 
 
+def test_a_mirror_with_a_parameter_renamed_in_place_is_unproven_not_divergent(tmp_path: Path) -> None:
+    """A call passing the step by position reaches the renamed parameter (the same tokens); one passing
+    it by keyword raises TypeError: without the callers' forms, neither is proven (it was divergent)."""
+    source = (
+        "class ExampleMTP:\n    def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+        "        return self.logits_processor(self.heads[spec_step_idx], hidden_states)\n\n"
+        "    def get_top_tokens(self, hidden_states, step_idx=0):\n"
+        "        return self.logits_processor.get_top_tokens(self.heads[step_idx], hidden_states)\n"
+    )
+    analysis = analyse(tmp_path, source)
+    assert (analysis.status, analysis.consistency) == (Status.SUPPORTED, Consistency.UNPROVEN)
+    assert analysis.reason == (
+        f"get_top_tokens defined; get_top_tokens of ExampleMTP {AT.format(5)} takes step_idx for spec_step_idx of "
+        f"compute_logits of ExampleMTP {AT.format(2)}, in the same place: a call passing it by position reaches "
+        "it, one passing it by keyword raises TypeError; run `mtp-audit verify`"
+    )
+    other_head = source.replace("self.heads[step_idx]", "self.heads[0]")  # not the mirror once renamed back
+    assert analyse(tmp_path / "other", other_head).consistency == Consistency.DIVERGENT
+
+
 def delegation_chain(delegations: int, *, top_tokens: bool) -> str:
     """Classes D0 ... D<delegations>: each hands compute_logits (and get_top_tokens) to the next
     through ``self.model``; the last calls the head."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -22,7 +23,15 @@ from ..index.fact_types import MethodFacts
 from ..model import CallerRecord, ClassKey, Consistency, Status
 from ..resolve.mro import Hierarchy, MethodHit, Mro
 from ..resolve.names import External, Missing, resolve_expression, resolve_name
-from .calls import Contract, first_read, forwards_every_call, only_unpacked, passed_to_top_tokens, reads
+from .calls import (
+    Contract,
+    counterpart,
+    first_read,
+    forwards_every_call,
+    only_unpacked,
+    passed_to_top_tokens,
+    reads,
+)
 from .contract_rules import CallSiteArguments, CallSiteUnproven, CallTypeError, Uncalled, UnfollowedDrafter
 from .memo import (
     fingerprint,
@@ -771,6 +780,16 @@ class Analyzer:
             missing: list[str] = []
         else:
             missing = [] if entry else _unaccepted(cshape, gshape)
+            renamed = {name: other for name in missing if (other := counterpart(name, cshape.params, gshape.params))}
+            mirrored = self.mirror.fingerprint(cl.method.text) if renamed and len(renamed) == len(missing) else None
+            if mirrored is not None and fingerprint(_renamed_back(gtt.method.text, renamed)) == mirrored:
+                # the mirror but for parameters renamed in place: how it is called decides
+                pairs = ", ".join(f"{other} for {name}" for name, other in renamed.items())
+                return Consistency.UNPROVEN, (
+                    f"get_top_tokens of {self.where(gtt)} takes {pairs} of compute_logits of {self.where(cl)}, in "
+                    "the same place: a call passing it by position reaches it, one passing it by keyword raises "
+                    "TypeError; run `mtp-audit verify`"
+                )
         if missing:
             read = first_read(cl.method.text, missing[0], cl.method.line)
             why = (
@@ -1254,6 +1273,18 @@ def _tested_attrs(parsed: tuple[ast.AST, int]) -> dict[str, int]:
                 if name is not None:
                     out.setdefault(name, node.lineno + parsed[1])
     return out
+
+
+def _renamed_back(text: str, renamed: dict[str, str]) -> str:
+    """``text`` of a method with each parameter ``renamed`` maps a name to called by that name again."""
+    function = ast.parse(textwrap.dedent(text)).body[0]
+    back = {other: name for name, other in renamed.items()}
+    for node in walk(function):
+        if isinstance(node, ast.arg) and node.arg in back:
+            node.arg = back[node.arg]
+        elif isinstance(node, ast.Name) and node.id in back:
+            node.id = back[node.id]
+    return ast.unparse(function)
 
 
 def _unaccepted(cshape: LogitsShape, gshape: TopTokensShape) -> list[str]:
