@@ -34,9 +34,10 @@ def registry_file(package_dir: Path) -> Path | None:
 def locate(path: Path | None) -> SourceTree:
     """Resolve PATH (a checkout, a ``vllm`` package dir, or a plugin dir)."""
     if path is None:
-        cwd = Path.cwd()
-        if registry_file(cwd / "vllm"):
-            return _vllm_tree(cwd)
+        cwd = Path.cwd().resolve()
+        for folder in (cwd, *cwd.parents):  # the checkout the current directory is in, as git finds a repository
+            if registry_file(folder / "vllm"):
+                return _vllm_tree(folder)
         return _installed_vllm()
     path = path.expanduser()
     if not path.exists():
@@ -55,6 +56,12 @@ def locate(path: Path | None) -> SourceTree:
         )
     if (path / "vllm").is_dir() or path.name == "vllm":
         raise UsageError(f"{path}: looks like vLLM but has no {REGISTRY}; is the tree complete?")
+    enclosing = next((folder for folder in path.parents if folder.name == "vllm" and registry_file(folder)), None)
+    if enclosing is not None:  # read alone, it would be a plugin directory judged against another vLLM
+        raise UsageError(
+            f"{path}: is part of the vLLM package at {enclosing}, whose drafters are judged with the rest of "
+            f"that tree (its registry, speculators and bases); give {enclosing.parent}, with --model to narrow it"
+        )
     if not _holds_python(path):
         raise UsageError(f"{path}: no Python files here; give a vLLM checkout or a directory of model files")
     return SourceTree(root=path, package_dir=None, vllm_version=None)

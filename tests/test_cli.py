@@ -363,6 +363,32 @@ def test_vllms_package_under_another_name_is_a_usage_error_not_a_plugin_scan(tmp
     assert "holds vLLM's package (model_executor/models/registry.py) under another name than vllm" in result.stderr
 
 
+def test_a_folder_of_vllms_package_is_no_plugin_directory(tmp_path: Path) -> None:
+    """``scan vllm/model_executor/models`` was read as a plugin directory, judged against the installed
+    vLLM and without the tree's speculators: fix wrote a method the whole tree refuses. Exit 2, naming
+    the tree to give."""
+    tree = tree_of("direct_head", tmp_path)
+    for command in ("scan", "fix"):
+        args = ["--all", "--diff"] if command == "fix" else []
+        result = run_cli(command, str(tree / "vllm" / "model_executor" / "models"), *args)
+        assert result.returncode == 2 and result.stdout == ""
+        assert result.stderr == (
+            f"mtp-audit: {tree / 'vllm/model_executor/models'}: is part of the vLLM package at {tree / 'vllm'}, "
+            "whose drafters are judged with the rest of that tree (its registry, speculators and bases); "
+            f"give {tree}, with --model to narrow it\n"
+        )
+
+
+def test_without_path_a_subfolder_of_a_checkout_scans_the_checkout(tmp_path: Path) -> None:
+    """From ``vllm/`` of a checkout the installed vLLM was scanned, silently, under paths that look like
+    the checkout's: the checkout the current directory is in is scanned, as git finds a repository."""
+    tree = tree_of("direct_head", tmp_path)
+    for cwd in (tree / "vllm", tree / "vllm" / "model_executor" / "models"):
+        result = run_cli("scan", "--format", "json", cwd=cwd)
+        assert result.returncode == 1, result.stderr
+        assert json.loads(result.stdout)["root"] == str(tree)
+
+
 def test_without_path_the_current_directorys_partial_vllm_is_not_taken_for_the_installed_one(tmp_path: Path) -> None:
     """``python -m`` puts the current directory first on ``sys.path``: a ``vllm/`` there without a registry (no
     checkout) was found as the installed package and stopped the scan with a false reason."""
