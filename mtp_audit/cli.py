@@ -590,7 +590,11 @@ def pre_commit_command(
     changed, outside = changed_files(tree, Path.cwd(), files or [])
     for file in outside:
         print(f"note: skipped {file}: it resolves outside the checkout {tree.root}", file=sys.stderr)
-    records, refused = touched_drafters(tree, changed, no_cache)
+    records, refused, unreadable = touched_drafters(tree, changed, no_cache)
+    for file, message in unreadable:  # what it defines is not known: as scan, an input error
+        print(f"error: {file}: {message}; fix it and commit again", file=sys.stderr)
+    if unreadable:
+        raise typer.Exit(exit_codes.ERROR)
     for record, reason in refused:
         print(
             f"note: {record.file}:{record.line}: {record.arch or record.cls} ({record.cls}) has no get_top_tokens "

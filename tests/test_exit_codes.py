@@ -91,6 +91,18 @@ def test_pre_commit(files, code, tmp_path):
     assert run_cli("pre-commit", *files, cwd=tree).returncode == code
 
 
+@pytest.mark.parametrize("fix", [False, True])
+def test_pre_commit_of_a_file_that_does_not_parse_is_an_input_error(fix, tmp_path):
+    """It exited 0 saying nothing: the drafter the file defines was not judged at all."""
+    tree = tree_of("scan", "direct_head", tmp_path)
+    (tree / TOY).write_text((tree / TOY).read_text() + "x = (\n")
+    assert any(r.command == "pre-commit" and r.code == ERROR for r in POLICY)
+    result = run_cli("pre-commit", *(["--fix"] if fix else []), TOY, cwd=tree)
+    assert result.returncode == ERROR
+    assert result.stderr.startswith(f"error: {TOY}: syntax error, line ") and "fix it and commit again" in result.stderr
+    assert run_cli("pre-commit", "vllm/model_executor/models/registry.py", cwd=tree).returncode == OK  # not changed
+
+
 def test_pre_commit_names_a_drafter_fix_refuses_and_does_not_fail_on_it(tmp_path):
     """PrivateHeadBase has no safe mirror alone (blast radius): the hook says why, as fix does, and does
     not count it; PrivateHeadSub, which fix writes, is a finding. Each advice given then works."""

@@ -39,12 +39,14 @@ def changed_files(tree: SourceTree, cwd: Path, files: list[Path]) -> tuple[set[s
 
 def touched_drafters(
     tree: SourceTree, changed: set[str], no_cache: bool
-) -> tuple[list[DrafterRecord], list[tuple[DrafterRecord, str]]]:
+) -> tuple[list[DrafterRecord], list[tuple[DrafterRecord, str]], list[tuple[str, str]]]:
     """missing_fixable drafters defined, or getting their compute_logits, in one of the ``changed``
     files (relative to the root): those ``fix --model`` writes, and those it refuses with why (the
     plan's own decision: blast radius, a mirror that would go into vLLM from a plugin...). A refused
-    one is no finding of the hook, as a missing_manual one is not: no commit could make the advice work."""
+    one is no finding of the hook, as a missing_manual one is not: no commit could make the advice work.
+    Third, the changed files that cannot be read or parsed, with why: what they define is not known."""
     result = run_scan(tree, no_cache, fix_refusals=True)
+    unreadable = [(file, message) for file, message in result.parse_errors if file in changed]
     touched = [
         r
         for r in result.records
@@ -52,7 +54,7 @@ def touched_drafters(
         and ({r.file, r.compute_logits.file if r.compute_logits else ""} | {d.file for d in r.delegates}) & changed
     ]
     refused = [(r, result.refused_by_fix(r)) for r in touched]
-    return [r for r, why in refused if why is None], [(r, why) for r, why in refused if why is not None]
+    return [r for r, why in refused if why is None], [(r, why) for r, why in refused if why is not None], unreadable
 
 
 def fix_drafters(tree: SourceTree, records: list[DrafterRecord], no_cache: bool) -> FixResult:

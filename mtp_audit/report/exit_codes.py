@@ -76,6 +76,11 @@ POLICY: tuple[Rule, ...] = (
         "the mirror was written, re-stage; or it was refused as it was written, an unsafe rewrite)",
     ),
     Rule(
+        "pre-commit",
+        ERROR,
+        "a changed file that cannot be read or parsed (named on stderr): what it defines is not known",
+    ),
+    Rule(
         "every command",
         ERROR,
         "usage or input error: an unknown option or `--model`, an ambiguous `--model` "
