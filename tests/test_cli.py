@@ -197,6 +197,19 @@ def test_quiet_keeps_only_the_exit_code_and_errors_for_a_plugin_directory():
     assert quiet.stdout == quiet.stderr == ""
 
 
+def test_by_model_type_names_an_unresolved_architecture_and_a_file_that_does_not_parse(tmp_path):
+    """Both were labelled "unregistered", the parse error went unsaid and the exit code was 0."""
+    tree = tree_of("model_types", tmp_path)
+    registry = tree / "vllm/model_executor/models/registry.py"
+    registry.write_text(registry.read_text().replace('("toy_mtp", "ToyMTP")', '("toy_mtp", "NoSuchClass")'))
+    doc = json.loads(run_cli("scan", str(tree), "--by-model-type", "--format", "json").stdout)
+    assert {"arch": "ToyMTPModel", "status": ["unresolved"]} in doc["model_types"]["toy_v3"]
+    (tree / "vllm/model_executor/models/toy_mtp.py").write_text("x = (\n")
+    broken = run_cli("scan", str(tree), "--by-model-type")
+    assert broken.returncode == 2
+    assert broken.stderr.startswith("error: vllm/model_executor/models/toy_mtp.py: syntax error, line 1")
+
+
 def test_by_model_type_in_every_format(tmp_path):
     tree = tree_of("model_types", tmp_path)
     doc = json.loads(run_cli("scan", str(tree), "--by-model-type", "--format", "json").stdout)

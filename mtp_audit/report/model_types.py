@@ -8,13 +8,17 @@ from ..model import ScanResult
 
 
 def model_type_rows(model_types: dict[str, list[str]], result: ScanResult) -> list[tuple[str, str, list[str]]]:
-    """(model_type, arch, sorted "status[/consistency]" labels; ["unregistered"] when no record has it)."""
+    """(model_type, arch, sorted "status[/consistency]" labels; ["unresolved"] for a registered architecture
+    that resolves to no class on some platform, ["unregistered"] when the registry does not have it)."""
     labels: dict[str, set[str]] = {}
     for record in result.records:
         if record.arch:
             labels.setdefault(record.arch, set()).add(
                 record.status.value + (f"/{record.consistency.value}" if record.consistency else "")
             )
+    for unresolved in result.unresolved:
+        if unresolved.arch:
+            labels.setdefault(unresolved.arch, set()).add("unresolved")
     return [
         (model_type, arch, sorted(labels.get(arch, {"unregistered"})))
         for model_type, archs in model_types.items()
