@@ -33,7 +33,7 @@ from .index.fact_types import ModuleFacts
 from .model import ClassKey, Consistency, DrafterRecord, ScanAnswers, SourceTree, Status, refusal_key
 from .resolve.registry import PLUGIN_HEURISTIC
 from .scan import Resolution, Scanner, scan
-from .select import select
+from .select import names_of, select
 from .templating import PRE_HEAD, defined_name
 
 
@@ -74,7 +74,8 @@ def plan_fix(
             )
         if only is not None:
             records = [r for r in records if (r.arch, r.cls, r.file) in only]
-        plan, refusal = _plan(tree, scanner, resolutions, records)
+        loosely = _loosely_named(records, models or [], model_types or {})
+        plan, refusal = _plan(tree, scanner, resolutions, records, loosely=loosely)
         inheritors = find_inheritors(scanner, resolutions, plan.insertions)
         notes = prefer_drafter_only(scanner, resolutions, plan, inheritors)
         if notes:  # methods moved: they reach other classes now
@@ -122,12 +123,13 @@ def _plan(
     resolutions: list[Resolution],
     records: list[DrafterRecord],
     reads: Reads | None = None,
+    loosely: frozenset[str] = frozenset(),
 ) -> tuple[Plan, str | None]:
     """What fix decides before writing anything: the plan (blast radius included), with the plugin's
     fixes kept in the plugin, files whose comments hold bytes their codec cannot read refused (a
     rewrite could not keep them), and the refusal of everything when no vLLM was found to run with.
-    ``reads``: see ``make_plan``."""
-    plan = make_plan(scanner, resolutions, records, reads)
+    ``reads``, ``loosely``: see ``make_plan``."""
+    plan = make_plan(scanner, resolutions, records, reads, loosely)
     refusal = _without_a_vllm(tree)
     if refusal and not _refuse_all(plan, refusal):
         refusal = None  # nothing to write anyway
@@ -150,6 +152,28 @@ def refusals_alone(
         if reasons:
             refused[refusal_key(record)] = reasons[0]
     return refused
+
+
+def _loosely_named(
+    records: list[DrafterRecord], models: list[str], model_types: dict[str, list[str]]
+) -> frozenset[str]:
+    """The records (``refusal_key``) that no ``--model`` name asks for alone: each name that selects one is
+    neither its architecture nor its class and selects other architectures too (a module or folder
+    several drafters share, ``deepseek_v4``; a model type)."""
+
+    def archs(name: str) -> set[str]:
+        by_name = {r.arch or r.cls for r in records if name in names_of(r)}
+        return by_name or set(model_types.get(name, []))
+
+    loose = set()
+    for record in records:
+        own = {(record.arch or "").lower(), record.cls.lower()}  # its architecture or class: asked for by name
+        names = [m.lower() for m in models if m.lower() in names_of(record)] or [
+            m.lower() for m in models if (record.arch or "") in model_types.get(m.lower(), [])
+        ]
+        if names and all(name not in own and len(archs(name)) > 1 for name in names):
+            loose.add(refusal_key(record))
+    return frozenset(loose)
 
 
 def _left_for_a_human(records: list[DrafterRecord]) -> list[DrafterRecord]:

@@ -218,6 +218,20 @@ def test_a_drafter_refused_on_two_records_is_one_refusal(vllm_release):
     assert "0 files; 1 refused (DFlash2BeamDraftModel: not_applicable)." in " ".join(result.stderr.split())
 
 
+def test_a_name_several_drafters_share_skips_the_uncalled_and_a_divergent_one_is_refused(vllm_release):
+    """``--model deepseek_v4`` (the folder DeepSeekV4MTP and the DSpark drafters share) refused the DSpark
+    drafters no speculator calls, so it could never pass --check; ``--model Gemma4MTPModel`` said
+    "already supported", exit 0, of a get_top_tokens that diverges."""
+    tree = vllm_release("0.34.0")
+    shared = run_cli("fix", str(tree), "--model", "deepseek_v4", "--diff")
+    assert shared.returncode == 0, shared.stderr
+    assert "0 refused" in shared.stderr and "skipped (not_applicable)" in shared.stderr
+    alone = run_cli("fix", str(tree), "--model", "DSparkDraftModel", "--diff")
+    assert alone.returncode == 1 and "1 refused (DSparkDraftModel: not_applicable)" in " ".join(alone.stderr.split())
+    divergent = run_cli("fix", str(tree), "--model", "Gemma4MTPModel", "--check")
+    assert divergent.returncode == 1 and "1 refused (Gemma4MTPModel: divergent)" in " ".join(divergent.stderr.split())
+
+
 def test_step3p5_031_refused_naming_the_call_site(vllm_release, tmp_path):
     """0.31.0's Step3p5MTPProposer calls get_top_tokens(hidden_states) but compute_logits(...,
     spec_step_idx=...): a drafter-only mirror would draft every step with layer 0's head."""

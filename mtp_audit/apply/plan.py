@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..classify.analysis import Analysis, Insertion
-from ..model import PLATFORMS, ClassKey, Consistency, DrafterRecord, Status, StrEnum
+from ..model import PLATFORMS, ClassKey, Consistency, DrafterRecord, Status, StrEnum, refusal_key
 from ..scan import Resolution, Scanner
 from ..synthesize.answers import planned_overlay
 
@@ -80,12 +80,23 @@ def classes_read(scanner: Scanner, resolutions: list[Resolution]) -> Reads:
 
 
 def make_plan(
-    scanner: Scanner, resolutions: list[Resolution], records: list[DrafterRecord], reads: Reads | None = None
+    scanner: Scanner,
+    resolutions: list[Resolution],
+    records: list[DrafterRecord],
+    reads: Reads | None = None,
+    loosely: frozenset[str] = frozenset(),
 ) -> Plan:
-    """``reads``: ``classes_read`` of the same scan, to skip the analyses a plan cannot change."""
+    """``reads``: ``classes_read`` of the same scan, to skip the analyses a plan cannot change.
+    ``loosely``: the records (``refusal_key``) that ``--model`` selected by another name than their own
+    architecture or class (a module or folder, a model type): one no speculator calls is skipped, not
+    refused, as ``--all`` skips it (``--model deepseek_v4`` takes in the DSpark drafters of its folder)."""
     outcomes: list[Outcome] = []
     for record in records:
-        if record.status == Status.SUPPORTED:
+        if record.status == Status.SUPPORTED and record.consistency == Consistency.DIVERGENT:
+            outcomes.append(  # fix writes no method over one there: it would have to decide which is right
+                Outcome(record, Action.REFUSED, f"divergent: {record.reason}; fix does not replace a method")
+            )
+        elif record.status == Status.SUPPORTED:
             outcomes.append(
                 Outcome(
                     record,
@@ -93,8 +104,10 @@ def make_plan(
                     f"already supported ({record.consistency.value if record.consistency else 'unknown'})",
                 )
             )
-        elif record.status == Status.NOT_APPLICABLE and record.uncalled:  # asked for, but no speculator calls it
-            outcomes.append(Outcome(record, Action.REFUSED, f"not_applicable: {record.reason}"))
+        elif record.status == Status.NOT_APPLICABLE and record.uncalled and refusal_key(record) not in loosely:
+            outcomes.append(
+                Outcome(record, Action.REFUSED, f"not_applicable: {record.reason}")
+            )  # asked for, never called
         elif record.status == Status.NOT_APPLICABLE:  # a placeholder or no compute_logits: nothing to refuse
             outcomes.append(Outcome(record, Action.SKIPPED, f"not_applicable: {record.reason}"))
         elif record.status != Status.MISSING_FIXABLE:

@@ -46,8 +46,8 @@ POLICY: tuple[Rule, ...] = (
     Rule(
         "fix",
         ACTION,
-        "a requested drafter refused (`missing_manual`, blast radius, unsafe rewrite, or "
-        "`--model` naming a drafter no speculator calls); the others are still written",
+        "a requested drafter refused (`missing_manual`, a `divergent` method there, blast radius, unsafe "
+        "rewrite, or `--model` naming a drafter no speculator calls by its own name); the others are still written",
     ),
     Rule("fix --diff", OK, "the diff printed (or nothing to change), nothing refused"),
     Rule("fix --diff", ACTION, "a requested drafter refused; the diff of the others is printed"),
