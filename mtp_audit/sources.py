@@ -21,6 +21,18 @@ from .lifecycle import scratch_directory
 VERSION = re.compile(r"^\d+\.\d+(\.\d+)*([.-]?(post|rc|dev)\d+)?$")
 
 
+def canonical_version(version: str) -> str:
+    """The release number as vLLM writes it, three parts (``0.34`` and ``0.34.0.0`` are pip's ``0.34.0``,
+    one release: one cache folder, one download); a pre- or post-release suffix kept as given."""
+    number = re.match(r"\d+(?:\.\d+)*", version)
+    assert number is not None
+    parts = [int(part) for part in number.group().split(".")]
+    while len(parts) > 3 and parts[-1] == 0:
+        parts.pop()
+    parts += [0] * (3 - len(parts))
+    return ".".join(map(str, parts)) + version[number.end() :]
+
+
 def sources_dir() -> Path:
     override = os.environ.get("MTP_AUDIT_SOURCES_DIR")
     if override:
@@ -38,6 +50,7 @@ def release_tree(version: str, *, offline: bool = False, progress: Progress | No
     says so while it runs."""
     if not VERSION.match(version):
         raise UsageError(f"{version!r} is not a vLLM version number (e.g. 0.34.0)")
+    version = canonical_version(version)
     target = sources_dir() / version
     if _complete_tree(target):
         return target

@@ -819,3 +819,19 @@ def test_an_undecodable_file_beside_the_speculators_that_no_path_reads_is_no_err
     after = run_cli("scan", str(tree), "--format", "json", "--no-cache")
     assert after.returncode == before.returncode != 2, after.stderr
     assert "notes.py" not in after.stderr and after.stdout == before.stdout
+
+
+@pytest.mark.parametrize(("given", "folder"), [("0.34", "0.34.0"), ("0.34.0.0", "0.34.0"), ("0.34rc1", "0.34.0rc1")])
+def test_a_release_number_pip_reads_as_another_is_that_release(given, folder, tmp_path, monkeypatch):
+    """``--vllm-version 0.34`` downloaded the wheel again into a folder of its own: pip's 0.34 is 0.34.0."""
+    from mtp_audit import sources
+
+    monkeypatch.setenv("MTP_AUDIT_SOURCES_DIR", str(tmp_path))
+    (tmp_path / folder / "vllm").mkdir(parents=True)
+    (tmp_path / folder / "vllm" / "__init__.py").write_text("")
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("downloaded again")
+
+    monkeypatch.setattr(sources, "_download", no_download)
+    assert sources.release_tree(given) == tmp_path / folder
