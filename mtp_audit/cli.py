@@ -24,7 +24,13 @@ from .locate import locate
 from .model import ScanResult, Status
 from .report import exit_codes
 from .report.json_report import render_json
-from .report.options import check_fix_options, check_scan_options, check_verify_options, tp_sizes
+from .report.options import (
+    check_fix_options,
+    check_plugin_options,
+    check_scan_options,
+    check_verify_options,
+    tp_sizes,
+)
 from .report.severity import DEFAULT_FAIL_ON, LEVELS, NEVER, findings
 from .report.terminal import console, output_width
 from .select import select, unresolved_named
@@ -245,7 +251,18 @@ def scan_command(
         verbose,
         show_all,
         _given(ctx, "fail_on"),
+        tuple(
+            option
+            for option, given in (
+                ("--vllm", runs_with is not None),
+                ("--plugin-path", bool(plugin_path)),
+                ("--no-plugins", no_plugins),
+                ("--follow-symlinks", follow_symlinks),
+            )
+            if given
+        ),
     )
+    check_plugin_options(no_plugins, bool(plugin_path))
     no_cache = cache_off(no_cache, quiet)
     if compare:
         from .report.compare import compare_releases, render_compare
@@ -403,6 +420,7 @@ def fix_command(
 
         report = read_verify_report(verify_report)
     workers = resolve_jobs(jobs)
+    check_plugin_options(no_plugins, bool(plugin_path))
     no_cache = cache_off(no_cache, quiet)
     tree = resolve_tree(
         path,

@@ -417,6 +417,8 @@ def runs_with(plugin_tree: SourceTree, vllm: str | None, release=None) -> Source
         base = locate(Path(vllm))
         if not base.is_vllm:
             raise UsageError(f"--vllm {vllm}: not a vLLM tree (no vllm/{REGISTRY})")
+    elif "/" in vllm or not re.match(r"\d", vllm):  # a path that is not there, not a release number
+        raise UsageError(f"--vllm {vllm}: no such directory, and not a vLLM version number (e.g. 0.34.0)")
     else:
         base = locate(release(vllm))
     return replace(plugin_tree, vllm_version=base.vllm_version, extra_roots=(base.root,), runs_with=base)

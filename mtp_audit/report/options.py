@@ -18,10 +18,17 @@ def check_scan_options(
     verbose: bool = False,
     show_all: bool = False,
     fail_on_given: bool = False,
+    tree_options: tuple[str, ...] = (),
 ) -> None:
+    """``tree_options``: the options given that say how to read the tree (``--vllm``, ``--plugin-path``...)."""
     if compare:
         if tree_given:
             raise UsageError("--compare scans the two releases it names; give no PATH or --vllm-version with it")
+        if tree_options:
+            raise UsageError(
+                f"--compare scans the two releases it names as released, with vLLM's own registry; "
+                f"{', '.join(tree_options)} do{'es' * (len(tree_options) == 1)} not apply to it"
+            )
         if by_model_type or model:
             raise UsageError(
                 "--compare lists every drafter that changed; --model and --by-model-type do not apply to it"
@@ -49,6 +56,11 @@ def check_scan_options(
         raise UsageError(
             f"--fail-on does not apply to {'--compare' if compare else '--by-model-type'}: it reports, and exits 0"
         )
+
+
+def check_plugin_options(no_plugins: bool, plugin_paths: bool) -> None:
+    if no_plugins and plugin_paths:
+        raise UsageError("--no-plugins reads no plugin; --plugin-path names plugins to read: give one of them")
 
 
 def check_fix_options(
