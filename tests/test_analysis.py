@@ -256,6 +256,22 @@ def test_a_mirror_with_a_parameter_renamed_in_place_is_unproven_not_divergent(tm
     assert analyse(tmp_path / "other", other_head).consistency == Consistency.DIVERGENT
 
 
+def test_a_get_top_tokens_bound_in_the_class_body_to_a_function_names_it_not_a_wrapper(tmp_path: Path) -> None:
+    """``get_top_tokens = _tokens`` was "wrapped (@rebound_in_class_body(_tokens)); the wrapper may change
+    the tokens": the facts' own marker, and a wrapper there is none of."""
+    source = (
+        "def _tokens(self, hidden_states):\n"
+        "    return self.logits_processor.get_top_tokens(self.lm_head, hidden_states)\n\n\n"
+        "class ExampleMTP:\n    def compute_logits(self, hidden_states):\n" + HEAD + "\n    get_top_tokens = _tokens\n"
+    )
+    analysis = analyse(tmp_path, source)
+    assert (analysis.status, analysis.consistency) == (Status.SUPPORTED, Consistency.UNPROVEN)
+    assert analysis.reason == (
+        f"get_top_tokens defined; get_top_tokens of ExampleMTP {AT.format(9)} is bound in the class body to "
+        "_tokens, whose code the scan does not compare; run `mtp-audit verify`"
+    )
+
+
 def delegation_chain(delegations: int, *, top_tokens: bool) -> str:
     """Classes D0 ... D<delegations>: each hands compute_logits (and get_top_tokens) to the next
     through ``self.model``; the last calls the head."""

@@ -1040,6 +1040,12 @@ class Analyzer:
     def _decorated(self, gtt: MethodHit, gshape: TopTokensShape) -> tuple[Consistency, str]:
         """A call runs the decorators' wrapper, which may change the tokens (or the arguments): nothing
         the body says is claimed; divergent only where no call on the drafter can run the body."""
+        rebound = [d.removeprefix(REBOUND)[:-1] for d in gshape.decorators if d.startswith(REBOUND)]
+        if rebound and len(gshape.decorators) == 1 and gshape.unbound is None:  # no wrapper: another name bound
+            return Consistency.UNPROVEN, (
+                f"get_top_tokens of {self.where(gtt)} is bound in the class body to {rebound[0]}, whose code the "
+                "scan does not compare; run `mtp-audit verify`"
+            )
         wrapped = f"get_top_tokens of {self.where(gtt)} is wrapped ({', '.join(f'@{d}' for d in gshape.decorators)})"
         if gshape.unbound is not None:
             return Consistency.DIVERGENT, f"{wrapped}: {gshape.unbound}"
@@ -1273,6 +1279,9 @@ def _tested_attrs(parsed: tuple[ast.AST, int]) -> dict[str, int]:
                 if name is not None:
                     out.setdefault(name, node.lineno + parsed[1])
     return out
+
+
+REBOUND = "rebound_in_class_body("  # the facts' decorator for ``NAME = value`` in a class body (index/classes.py)
 
 
 def _renamed_back(text: str, renamed: dict[str, str]) -> str:
