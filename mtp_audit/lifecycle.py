@@ -143,12 +143,11 @@ def handle_ctrl_c() -> None:
     """From now on Ctrl-C raises Interrupted (unless SIGINT was ignored when we started), and so does
     SIGTERM (``kill``, a CI job's timeout), which would otherwise end the process where it stands: a
     fix's write not rolled back until the next run, verify's scratch directory left in the temp folder."""
+    sys.unraisablehook = _quiet_when_interrupted
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _raise_interrupted)
-        sys.unraisablehook = _quiet_when_interrupted
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _raise_interrupted)
-        sys.unraisablehook = _quiet_when_interrupted
 
 
 def _quiet_when_interrupted(unraisable) -> None:

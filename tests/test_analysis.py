@@ -254,6 +254,15 @@ def test_a_mirror_with_a_parameter_renamed_in_place_is_unproven_not_divergent(tm
     )
     other_head = source.replace("self.heads[step_idx]", "self.heads[0]")  # not the mirror once renamed back
     assert analyse(tmp_path / "other", other_head).consistency == Consistency.DIVERGENT
+    # a docstring line at column 0 (the method's text stays indented as in the file) is no crash
+    documented = source.replace(
+        "get_top_tokens(self, hidden_states, step_idx=0):\n",
+        'get_top_tokens(self, hidden_states, step_idx=0):\n        """Greedy.\n\nTokens."""\n',
+    )
+    assert analyse(tmp_path / "documented", documented).consistency == Consistency.UNPROVEN
+    # a body that reads a global of the compute_logits parameter's name (not its own) is not renamed into it
+    captured = source.replace("self.heads[step_idx]", "self.heads[spec_step_idx]")
+    assert analyse(tmp_path / "captured", captured).consistency == Consistency.DIVERGENT
 
 
 def test_a_get_top_tokens_bound_in_the_class_body_to_a_function_names_it_not_a_wrapper(tmp_path: Path) -> None:

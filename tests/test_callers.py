@@ -1479,3 +1479,31 @@ def test_attributes_that_hold_the_drafter(tmp_path: Path) -> None:
         f"{file}:74: `self._drafter.get_top_tokens(hidden_states)` (self._drafter may hold another object than the "
         f"drafter: {file}:80: `setattr(self, key, value)`)"
     ]
+
+
+def test_a_module_name_bound_again_under_a_try_or_by_a_star_import_is_no_constant() -> None:
+    """``X = "a"`` then ``try: from m import X``: at run time X may be the import's, so no string is worked out
+    for it (it was taken for the constant, and the config's speculator for another)."""
+    import ast
+
+    from mtp_audit.resolve.callers import _bound_at_top
+
+    tree = ast.parse("try:\n    from m import X\nexcept ImportError:\n    def Y(): ...\n    class Z: ...\n")
+    assert _bound_at_top(tree.body[0]) >= {"X", "Y", "Z"}
+    assert "*" in _bound_at_top(ast.parse("from m import *").body[0])
+
+
+def test_the_runner_cut_keeps_line_numbers_with_a_form_feed_in_a_string() -> None:
+    """A form feed ends a line for ``str.splitlines`` but not for the tokenizer: the cut shifted, kept a string's
+    closing quotes as a statement, and the runner no longer parsed (exit 2)."""
+    import ast
+
+    from mtp_audit.resolve.callers import _constructing_parts
+
+    source = (
+        'NOTE = """one\fpage"""\n\n\nclass GPUModelRunner:\n    def __init__(self, config):\n'
+        "        self.drafter = StepProposer(config)\n"
+    )
+    cut = _constructing_parts(source)
+    ast.parse(cut)
+    assert cut.split("\n")[5] == "        self.drafter = StepProposer(config)"

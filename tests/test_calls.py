@@ -192,3 +192,35 @@ def test_the_config_class_a_drafter_declares_in_its_own_body() -> None:
     assert declared_config(one_line, "Nested", 2) is None
     after = "if x:\n    class Nested:\n        a = 1\n    speculator_config_class = Outer\n"
     assert declared_config(after, "Nested", 2) is None
+
+
+def test_the_speculators_that_can_hold_a_drafter() -> None:
+    """One that passes ``spec_step_idx=`` to both methods cannot hold a drafter whose compute_logits
+    takes the hidden states alone; one whose get_top_tokens call a mirror takes stays (the argmax flag
+    runs the drafter through it); one that hands the drafter on stays (what it does there is not known);
+    where none can, all stay (the selection may have missed the one that does)."""
+    both = Reach(
+        "Multi",
+        "multi.py",
+        1,
+        pairs=[
+            CallPair(call("get_top_tokens", "h", "spec_step_idx=i"), (call("compute_logits", "h", "spec_step_idx=i"),))
+        ],
+        logits=[call("compute_logits", "h", "spec_step_idx=i")],
+    )
+    other_branch = Reach(
+        "Layered",
+        "layered.py",
+        2,
+        pairs=[CallPair(call("get_top_tokens", "h"), (call("compute_logits", "h", "spec_step_idx=i"),))],
+        logits=[call("compute_logits", "h", "spec_step_idx=i")],
+    )
+    handing_on = Reach(
+        "Handing", "hand.py", 3, logits=[call("compute_logits", "h", "spec_step_idx=i")], unfollowed=["x"]
+    )
+    plain = Reach("Plain", "plain.py", 4, pairs=[CallPair(call("get_top_tokens", "h"), (call("compute_logits", "h"),))])
+    hidden_only = params("hidden_states")
+    held = Contract((both, other_branch, handing_on, plain)).held(hidden_only)
+    assert [r.speculator for r in held.reaches] == ["Layered", "Handing", "Plain"]
+    assert Contract((both,)).held(hidden_only) == Contract((both,))
+    assert Contract((both, plain)).held(params("hidden_states", "spec_step_idx")) == Contract((both, plain))

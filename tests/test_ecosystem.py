@@ -87,10 +87,10 @@ def test_a_series_with_nothing_to_write_claims_nothing(tmp_path):
     done = run_cli("fix", str(tree), "--all", "--patches", str(series), "--pr-body", str(body), "--quiet")
     assert done.returncode == 0, done.stderr
     text = body.read_text()
-    assert text.startswith("## Purpose\n\nNo change: no drafter of this tree needs a `get_top_tokens()`")
+    assert text.startswith("## Purpose\n\nNo change: `mtp-audit fix` writes no `get_top_tokens()` in this tree.")
     assert "Add `get_top_tokens()`" not in text and "every drafter above" not in text
     index = (series / "README.md").read_text()
-    assert "git am" not in index and "None here: no drafter of this tree needs a method" in index
+    assert "git am" not in index and "None here: `mtp-audit fix` writes no method in this tree" in index
     assert sorted(p.name for p in series.iterdir()) == ["README.md"]
 
 

@@ -261,7 +261,7 @@ def test_a_command_that_only_reads_waits_for_a_fix_writing_now(tmp_path):
             text=True,
             env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
         )
-        time.sleep(1.0)
+        _until_blocked_on_the_lock(reader)
         assert reader.poll() is None  # waiting for the write
         for rewrite in result.rewrites[1:]:
             (tree / rewrite.path).write_text(rewrite.new)
@@ -269,6 +269,24 @@ def test_a_command_that_only_reads_waits_for_a_fix_writing_now(tmp_path):
     out, err = reader.communicate(timeout=60)
     assert (reader.returncode, err) == (0, "")
     assert {d["status"] for d in json.loads(out)["drafters"]} == {"supported"}
+
+
+def _until_blocked_on_the_lock(process: subprocess.Popen, timeout: float = 30.0) -> None:
+    """Until ``process`` waits for a flock (Linux lists a waiter in /proc/locks as ``-> FLOCK ... PID``):
+    a reader that looked after the write was done would pass the test without waiting."""
+    locks = Path("/proc/locks")
+    deadline = time.monotonic() + timeout
+    while locks.exists() and time.monotonic() < deadline:
+        if any(
+            "->" in line and "FLOCK" in line and str(process.pid) in line.split()
+            for line in locks.read_text().splitlines()
+        ):
+            return
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.05)
+    if locks.exists():
+        raise AssertionError("the reader never waited for the tree's lock")
+    time.sleep(1.0)  # no /proc/locks to ask: give it time to reach the lock
 
 
 def _planted(tmp_path: Path, tree: Path, case: str) -> tuple[str, str]:

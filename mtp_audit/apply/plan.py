@@ -89,10 +89,15 @@ def make_plan(
     """``reads``: ``classes_read`` of the same scan, to skip the analyses a plan cannot change.
     ``loosely``: the records (``refusal_key``) that ``--model`` selected by another name than their own
     architecture or class (a module or folder, a model type): one no speculator calls is skipped, not
-    refused, as ``--all`` skips it (``--model deepseek_v4`` takes in the DSpark drafters of its folder)."""
+    refused, as ``--all`` skips it (``--model deepseek_v4`` takes in the DSpark drafters of its folder),
+    and a divergent one is left as supported, not refused."""
     outcomes: list[Outcome] = []
     for record in records:
-        if record.status == Status.SUPPORTED and record.consistency == Consistency.DIVERGENT:
+        if (
+            record.status == Status.SUPPORTED
+            and record.consistency == Consistency.DIVERGENT
+            and refusal_key(record) not in loosely
+        ):
             outcomes.append(  # fix writes no method over one there: it would have to decide which is right
                 Outcome(record, Action.REFUSED, f"divergent: {record.reason}; fix does not replace a method")
             )

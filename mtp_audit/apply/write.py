@@ -332,8 +332,10 @@ def refuse_interrupted(root: Path) -> None:
     Settling the journal writes files; a read-only command (``scan``, ``fix --diff``, ``verify``...)
     never writes, so it says how to settle it instead, and does not report on a half-written tree.
     A journal never committed (its temporary file) means nothing was written: no obstacle. A journal
-    of a fix writing now (it holds the tree's lock) is no obstacle either: the command waits for that
-    write to be done (a fraction of a second), as a writing command does, and reads what it wrote.
+    seen here of a fix writing now (it holds the tree's lock) is no obstacle either: the command waits
+    for that write to be done (a fraction of a second), as a writing command does. (A write that starts
+    after this check is not waited for: the command reads what is there, as any reader of a tree in
+    edit does.)
     """
     journal = root / JOURNAL
     if not journal.exists():

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 
 from ..depth import TooDeep
 from ..index.ast_tools import unparse, walk
-from ..index.fact_types import MethodFacts
+from ..index.classes import REBOUND
+from ..index.fact_types import MethodFacts, libcst_code
 from ..model import CallerRecord, ClassKey, Consistency, Status
 from ..resolve.mro import Hierarchy, MethodHit, Mro
 from ..resolve.names import External, Missing, resolve_expression, resolve_name
@@ -782,7 +783,8 @@ class Analyzer:
             missing = [] if entry else _unaccepted(cshape, gshape)
             renamed = {name: other for name in missing if (other := counterpart(name, cshape.params, gshape.params))}
             mirrored = self.mirror.fingerprint(cl.method.text) if renamed and len(renamed) == len(missing) else None
-            if mirrored is not None and fingerprint(_renamed_back(gtt.method.text, renamed)) == mirrored:
+            back = _renamed_back(gtt.method.text, renamed) if mirrored is not None else None
+            if back is not None and fingerprint(back) == mirrored:
                 # the mirror but for parameters renamed in place: how it is called decides
                 pairs = ", ".join(f"{other} for {name}" for name, other in renamed.items())
                 return Consistency.UNPROVEN, (
@@ -1281,13 +1283,13 @@ def _tested_attrs(parsed: tuple[ast.AST, int]) -> dict[str, int]:
     return out
 
 
-REBOUND = "rebound_in_class_body("  # the facts' decorator for ``NAME = value`` in a class body (index/classes.py)
-
-
-def _renamed_back(text: str, renamed: dict[str, str]) -> str:
-    """``text`` of a method with each parameter ``renamed`` maps a name to called by that name again."""
-    function = ast.parse(textwrap.dedent(text)).body[0]
+def _renamed_back(text: str, renamed: dict[str, str]) -> str | None:
+    """``text`` of a method with each parameter ``renamed`` maps a name to called by that name again;
+    None where the method reads that name already (a global, say): renaming would capture it."""
+    function = ast.parse(textwrap.dedent(libcst_code(text))).body[0]
     back = {other: name for name, other in renamed.items()}
+    if any(isinstance(node, ast.Name) and node.id in renamed for node in walk(function)):
+        return None
     for node in walk(function):
         if isinstance(node, ast.arg) and node.arg in back:
             node.arg = back[node.arg]

@@ -55,22 +55,23 @@ class Contract:
         speculator whose every compute_logits call fails, and no path of which can run, cannot hold
         the drafter at all (the multi-module MTP speculator passes ``spec_step_idx=`` to both)."""
 
-        def fits(calls: list[ModelCall]) -> bool:
-            return not any(bind(logits_params, c)[1] for c in calls)
-
         held = []
         for reach in self.reaches:
-            pairs = [p for p in reach.pairs if fits(p.logits) or fits([p.top_tokens])]
-            if reach.logits and not any(fits([c]) for c in reach.logits) and not pairs:
+            pairs = [p for p in reach.pairs if _fits(logits_params, p.logits) or _fits(logits_params, [p.top_tokens])]
+            # calling no get_top_tokens the scan sees, but handing the drafter on (or never made): what it
+            # does there is not known, and it stays (MTP205 asks for a human)
+            hands_on = not reach.pairs and (reach.unfollowed or reach.uncreatable)
+            if reach.logits and not any(_fits(logits_params, [c]) for c in reach.logits) and not pairs and not hands_on:
                 continue
             held.append(reach if len(pairs) == len(reach.pairs) else replace(reach, pairs=pairs))
-        return Contract(tuple(held))
+        # where none can, the selection may have missed the one that does: judged by them all, as before
+        return Contract(tuple(held)) if held else self
 
     def viable_pairs(self, logits_params: list[Param]) -> list[tuple[Reach, CallPair]]:
         """The pairs whose compute_logits calls bind to ``logits_params``: a speculator that calls
         compute_logits with arguments it does not take cannot hold the drafter (it fails before
         any token is chosen), so its get_top_tokens call decides nothing."""
-        return [(r, p) for r, p in self.pairs() if not any(bind(logits_params, c)[1] for c in p.logits)]
+        return [(r, p) for r, p in self.pairs() if _fits(logits_params, p.logits)]
 
     def records(self) -> list[CallerRecord]:
         out = []
@@ -108,6 +109,11 @@ class Contract:
             drafts = f"drafts with {', '.join(uses)}" if uses else "calls no logits method of the drafter"
             parts.append(f"{reach.speculator} ({reach.file}:{reach.line}) {drafts}")
         return "no speculator that can hold it calls get_top_tokens: " + "; ".join(parts)
+
+
+def _fits(params: list[Param], calls: list[ModelCall]) -> bool:
+    """Every call binds to a method with ``params`` (none would raise TypeError)."""
+    return not any(bind(params, call)[1] for call in calls)
 
 
 def where(call: ModelCall) -> str:

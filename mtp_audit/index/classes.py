@@ -55,6 +55,8 @@ def _collect_classes(tree: ast.Module, text: _Source) -> list[ClassFacts]:
     return classes
 
 
+REBOUND = "rebound_in_class_body("  # the decorator the facts give ``NAME = value`` in a class body
+
 # Class decorators known to leave compute_logits and get_top_tokens alone (vLLM's torch.compile
 # wrappers set __init__, __call__ and a base; the others register or annotate the class).
 KNOWN_CLASS_DECORATORS = frozenset(
@@ -130,7 +132,7 @@ def _collect_members(
             value = text.segment(statement.value)
             line = text.line(statement)
             cls.methods[name] = MethodFacts(
-                name, line, (f"@rebound_in_class_body({value})\ndef {name}(self, *args, **kwargs):\n    ...\n")
+                name, line, (f"@{REBOUND}{value})\ndef {name}(self, *args, **kwargs):\n    ...\n")
             )
             if isinstance(statement.value, ast.Constant) and statement.value.value is None:
                 cls.methods[name].how, cls.methods[name].where = "none", f"{name} = None (line {line})"

@@ -59,6 +59,7 @@ def check_scan_options(
 
 
 def check_plugin_options(no_plugins: bool, plugin_paths: bool) -> None:
+    """``--no-plugins`` with ``--plugin-path``: one of the two would be ignored."""
     if no_plugins and plugin_paths:
         raise UsageError("--no-plugins reads no plugin; --plugin-path names plugins to read: give one of them")
 

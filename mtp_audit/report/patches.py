@@ -258,7 +258,7 @@ def render_index(result: FixResult, patches: list[Patch]) -> str:
         "Apply in order on a git checkout of the scanned tree:\n\n```bash\n"
         f'git am {flags} *.patch   # --keep-non-patch keeps "[Spec Decode]" in the subjects\n```'
         if patches
-        else "None here: no drafter of this tree needs a method that `mtp-audit fix` can write."
+        else "None here: `mtp-audit fix` writes no method in this tree (what it refuses or leaves is below)."
     )
     left = left_for_a_human(result.left) or "- none"
     return Template(template("patch_index.md.tmpl")).substitute(

@@ -92,7 +92,7 @@ DECLARED_CONFIG = re.compile(r"^(\s+)speculator_config_class\s*(?::[^=]*)?=\s*([
 
 
 MAX_FACTORY_DEPTH = 8  # factories calling factories: deeper is a cycle
-MAX_REEXPORTS = 8  # a base's name imported from module to module: longer is a cycle
+MAX_REEXPORTS = 8  # a class's or function's name imported from module to module: longer is a cycle
 TRANSPARENT_WRAPPERS = ("torch.compile",)  # return a callable that calls what they wrap, arguments unchanged
 CASTS = ("typing.cast", "typing_extensions.cast")  # cast(T, x) returns x
 PROPERTIES = frozenset({"property", "cached_property", "functools.cached_property"})  # read, not handed on
@@ -222,6 +222,7 @@ class CallerIndex:
                 path = self._tree_file(home) if home and home not in self.modules else None
                 if path is not None:
                     self._load(path)
+                if home in self.modules:  # read now, or already as a caller file
                     self._runner_modules.add(home)
 
     def __getstate__(self) -> dict:
@@ -1039,11 +1040,14 @@ class CallerIndex:
         runner = self.package.joinpath(*V1_RUNNER)
         if not proposers or any(module.name in self._runner_modules for module, *_ in self._selectors()):
             return []
-        return [
-            f"{self.index.relative(runner)} constructs none of the V1 proposers ({', '.join(proposers)}), nor do "
-            "its bases: the choice is made where the scan does not read (another module the runner calls "
-            "into), and the drafters they may hold are judged without them"
-        ]
+        named = f"the V1 proposers ({', '.join(proposers)})"
+        where = (
+            f"constructs none of {named}, nor do its bases: the choice is made where the scan does not read "
+            "(another module the runner calls into)"
+            if self._runner_modules
+            else f"is missing or cannot be read, so where {named} are chosen is not known"
+        )
+        return [f"{self.index.relative(runner)} {where}; the drafters they may hold are judged without them"]
 
     def _unread_configs(self) -> list[str]:
         """Config classes whose ``speculator_class`` is no string the scan can work out: the
@@ -1144,7 +1148,8 @@ class CallerIndex:
         followed through ``from X import name``), with the module it is in; None where there are
         several, or another kind."""
         for _ in range(MAX_REEXPORTS):
-            bindings = [node for node in module.tree.body if name in _bound_at_top(node)]
+            bound = [(node, _bound_at_top(node)) for node in module.tree.body]
+            bindings = [node for node, names in bound if name in names or "*" in names]  # ``import *`` may bind it
             if len(bindings) != 1:
                 return None
             binding = bindings[0]
@@ -2416,7 +2421,17 @@ def _bound_at_top(node: ast.stmt) -> set[str]:
         return {node.target.id} if isinstance(node.target, ast.Name) else set()
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return {(alias.asname or alias.name).partition(".")[0] for alias in node.names}
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    names: set[str] = set()  # under an ``if``/``try``/``with``: every name anything there may bind
+    for child in ast.walk(node):
+        if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
+            names.add(child.id)
+        elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(child.name)
+        elif isinstance(child, (ast.Import, ast.ImportFrom)):
+            names |= {(alias.asname or alias.name).partition(".")[0] for alias in child.names}
+        elif isinstance(child, ast.ExceptHandler) and child.name:
+            names.add(child.name)
+    return names
 
 
 def _literal(code: str) -> ast.expr | None:
@@ -3062,7 +3077,7 @@ def _constructing_parts(source: str) -> str:
     constructs a speculator: all that selection reads, at a fraction of the parse. Every other line
     is left blank (line numbers stay those of the file); a kept method is put under a ``class``
     line of its own."""
-    lines = source.splitlines()
+    lines = source.split("\n")  # as _continued_lines numbers them (a form feed ends no line here)
     continued = _continued_lines(source)
     keep = [""] * len(lines)
     index = 0
