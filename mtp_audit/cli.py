@@ -26,7 +26,6 @@ from .report import exit_codes
 from .report.json_report import render_json
 from .report.options import (
     check_fix_options,
-    check_plugin_options,
     check_scan_options,
     check_verify_options,
     tp_sizes,
@@ -262,7 +261,6 @@ def scan_command(
             if given
         ),
     )
-    check_plugin_options(no_plugins, bool(plugin_path))
     no_cache = cache_off(no_cache, quiet)
     if compare:
         from .report.compare import compare_releases, render_compare
@@ -420,7 +418,6 @@ def fix_command(
 
         report = read_verify_report(verify_report)
     workers = resolve_jobs(jobs)
-    check_plugin_options(no_plugins, bool(plugin_path))
     no_cache = cache_off(no_cache, quiet)
     tree = resolve_tree(
         path,

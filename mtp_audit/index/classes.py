@@ -34,6 +34,7 @@ _line = attrgetter("line")
 def _collect_classes(tree: ast.Module, text: _Source) -> list[ClassFacts]:
     """Module-level classes, including those defined inside module-level ``if``/``try``."""
     classes = []
+    bindings = module_bindings(tree)
     for node in walk_statements(tree.body):
         if not isinstance(node, ast.ClassDef):
             continue
@@ -44,7 +45,7 @@ def _collect_classes(tree: ast.Module, text: _Source) -> list[ClassFacts]:
         )
         cls.init_steps = _helper_steps(node, text)
         _collect_members(cls, node.body, text, None, read_init=True)
-        cls.decorated_by = _unknown_decorator(node, text)
+        cls.decorated_by = _unknown_decorator(node, text, bindings)
         cls.default_rebinds = _default_rebinds(node, text)
         if _differs_by_platform(node.body):
             for platform in PLATFORMS:
@@ -58,32 +59,54 @@ def _collect_classes(tree: ast.Module, text: _Source) -> list[ClassFacts]:
 REBOUND = "rebound_in_class_body("  # the decorator the facts give ``NAME = value`` in a class body
 
 # Class decorators known to leave compute_logits and get_top_tokens alone (vLLM's torch.compile
-# wrappers set __init__, __call__ and a base; the others register or annotate the class).
-KNOWN_CLASS_DECORATORS = frozenset(
-    {
-        "support_torch_compile",
-        "ignore_torch_compile",
-        "default_pooling_type",
-        "CustomOp.register",
-        "PluggableLayer.register",
-        "dataclass",
-        "dataclasses.dataclass",
-        "runtime_checkable",
-        "typing.runtime_checkable",
-        "final",
-        "typing.final",
-        "total_ordering",
-        "functools.total_ordering",
-    }
-)
+# wrappers set __init__, __call__ and a base; the others register or annotate the class), by the
+# name the decorator is spelled with, its first part imported from the module named (the end of
+# its dotted name: a relative import of it too).
+KNOWN_CLASS_DECORATORS = {
+    "support_torch_compile": "compilation.decorators",
+    "ignore_torch_compile": "compilation.decorators",
+    "default_pooling_type": "interfaces_base",
+    "CustomOp.register": "custom_op",
+    "PluggableLayer.register": "custom_op",
+    "dataclass": "dataclasses",
+    "dataclasses.dataclass": "dataclasses",
+    "runtime_checkable": "typing",
+    "typing.runtime_checkable": "typing",
+    "final": "typing",
+    "typing.final": "typing",
+    "total_ordering": "functools",
+    "functools.total_ordering": "functools",
+}
 
 
-def _unknown_decorator(node: ast.ClassDef, text: _Source) -> str:
+def module_bindings(tree: ast.Module) -> dict[str, list[str]]:
+    """Each name the module's statements bind (under ``if``/``try`` too) -> where each binding gets it:
+    the module an import takes it from (relative ones with their dots), "" for any other binding."""
+    out: dict[str, list[str]] = {}
+    for node in walk_statements(tree.body):
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                out.setdefault(alias.asname or alias.name, []).append("." * node.level + (node.module or ""))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                out.setdefault(alias.asname or alias.name.partition(".")[0], []).append(alias.name)
+        else:
+            for name in names_bound(node):
+                out.setdefault(name, []).append("")
+    return out
+
+
+def _unknown_decorator(node: ast.ClassDef, text: _Source, bindings: dict[str, list[str]]) -> str:
     """``@NAME (line N)`` for the first class decorator not known to leave the watched methods alone: it
     returns what the class name is bound to, and may set or wrap any method (as ``cls.compute_logits =
-    ...`` after the class does); "" where there is none."""
+    ...`` after the class does); "" where there is none. A known name counts only where the module
+    imports it (or its module) from where it belongs, once: a local ``def dataclass(cls)`` is no
+    dataclass."""
     for decorator in node.decorator_list:
-        if dotted(decorator.func if isinstance(decorator, ast.Call) else decorator) not in KNOWN_CLASS_DECORATORS:
+        name = dotted(decorator.func if isinstance(decorator, ast.Call) else decorator) or ""
+        home = KNOWN_CLASS_DECORATORS.get(name)
+        sources = bindings.get(name.partition(".")[0], [])
+        if home is None or len(sources) != 1 or not sources[0].removeprefix(".").endswith(home):
             return f"@{text.segment(decorator)} (line {text.line(decorator)})"
     return ""
 

@@ -58,12 +58,6 @@ def check_scan_options(
         )
 
 
-def check_plugin_options(no_plugins: bool, plugin_paths: bool) -> None:
-    """``--no-plugins`` with ``--plugin-path``: one of the two would be ignored."""
-    if no_plugins and plugin_paths:
-        raise UsageError("--no-plugins reads no plugin; --plugin-path names plugins to read: give one of them")
-
-
 def check_fix_options(
     model: bool,
     sweep_all: bool,
