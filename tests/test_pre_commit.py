@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, build_tree
+from conftest import FIXTURES, build_tree, run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "vllm/model_executor/models/toy_mtp.py"
@@ -69,3 +69,13 @@ def test_fix_writes_only_the_definitions_the_commit_touches(tmp_path: Path) -> N
     assert result.returncode == 1, result.stderr  # it wrote a file: pre-commit's convention
     assert "def get_top_tokens" in amd.read_text() and nvidia.read_bytes() == before
     assert "wrote get_top_tokens into vllm/models/plat/amd/mtp.py" in result.stderr
+
+
+def test_the_hook_run_from_a_subfolder_finds_its_checkout(tmp_path):
+    """scan and fix find the checkout the current directory is in; the hook said it runs in a checkout,
+    exit 2. The files it is given stay relative to where it runs."""
+    tree = build_tree(FIXTURES / "scan" / "direct_head", tmp_path / "tree")
+    models = tree / "vllm" / "model_executor" / "models"
+    result = run_cli("pre-commit", "toy_mtp.py", cwd=models)
+    assert result.returncode == 1, result.stderr
+    assert "vllm/model_executor/models/toy_mtp.py:" in result.stderr and "has no get_top_tokens" in result.stderr

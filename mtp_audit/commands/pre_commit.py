@@ -15,10 +15,14 @@ if TYPE_CHECKING:
 
 
 def checkout(cwd: Path, writes: bool) -> SourceTree:
-    """The vLLM checkout in ``cwd`` (never the installed vllm), settled as ``trees.settled`` says."""
-    tree = locate(cwd) if registry_file(cwd / "vllm") else None
+    """The vLLM checkout ``cwd`` is in, as git finds a repository (never the installed vllm), settled
+    as ``trees.settled`` says; the files given stay relative to ``cwd``."""
+    root = next((folder for folder in (cwd, *cwd.resolve().parents) if registry_file(folder / "vllm")), None)
+    tree = locate(root) if root is not None else None
     if tree is None or not tree.is_vllm:
-        raise UsageError("the pre-commit hook runs in a vLLM checkout (no vllm/ registry in the current directory)")
+        raise UsageError(
+            "the pre-commit hook runs in a vLLM checkout (no vllm/ registry in the current directory or above)"
+        )
     return settled(tree, writes)
 
 
