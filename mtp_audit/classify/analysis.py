@@ -32,6 +32,7 @@ from .calls import (
     only_unpacked,
     passed_to_top_tokens,
     reads,
+    signature_params,
 )
 from .contract_rules import CallSiteArguments, CallSiteUnproven, CallTypeError, Uncalled, UnfollowedDrafter
 from .memo import (
@@ -152,7 +153,7 @@ class Analyzer:
         analysis = self._analyze(key, overlay, _depth, contract)
         if contract is None or not contract.known or analysis.compute_logits is None:
             return self._by_contract(key, analysis, overlay, contract)
-        held = contract.held(self.shape(analysis.compute_logits).params)
+        held = contract.held(signature_params(analysis.compute_logits.method.text))
         if held == contract:
             return self._by_contract(key, analysis, overlay, contract)
         # judged by the speculators that can hold it, and shown with them alone

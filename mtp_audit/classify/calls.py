@@ -111,6 +111,33 @@ class Contract:
         return "no speculator that can hold it calls get_top_tokens: " + "; ".join(parts)
 
 
+def signature_params(text: str) -> list[Param]:
+    """The parameters (``self`` left out) of a method's text as the file holds it, read with ast: what
+    binding a call needs, without a libcst parse of the method (most drafters need none)."""
+    module = ast.parse("class _:\n" + text if text[:1] in (" ", "\t") else text)
+    function = next(n for n in ast.walk(module) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    arguments = function.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    defaults = [None] * (len(positional) - len(arguments.defaults)) + list(arguments.defaults)
+    out = [
+        Param(
+            a.arg,
+            ast.unparse(d) if d is not None else None,
+            ParamKind.POSONLY if a in arguments.posonlyargs else ParamKind.POS,
+        )
+        for a, d in zip(positional, defaults)
+    ]
+    if arguments.vararg:
+        out.append(Param(arguments.vararg.arg, None, ParamKind.STAR))
+    out += [
+        Param(a.arg, ast.unparse(d) if d is not None else None, ParamKind.KWONLY)
+        for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults)
+    ]
+    if arguments.kwarg:
+        out.append(Param(arguments.kwarg.arg, None, ParamKind.STARSTAR))
+    return [p for p in out if p.name != "self"]
+
+
 def _fits(params: list[Param], calls: list[ModelCall]) -> bool:
     """Every call binds to a method with ``params`` (none would raise TypeError)."""
     return not any(bind(params, call)[1] for call in calls)

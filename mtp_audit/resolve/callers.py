@@ -657,7 +657,7 @@ class CallerIndex:
                 return qualname if self._is_caller(qualname) else None
             home, _, name = qualname.rpartition(".")
             imported = self.modules[home].imports if home in self.modules else None
-            if imported is None and home.partition(".")[0] == getattr(self.package, "name", None):
+            if imported is None and home in self._helpers:  # a file of the caller folders kept aside
                 found = self._function_module(home)
                 imported = found.imports if found is not None else None
             if imported is None or name not in imported:
