@@ -2073,15 +2073,7 @@ class _DraftingPath:
             constant = _literal(value) if value is not None and value != HIDDEN_BY_STAR else None
             if constant is not None:
                 constants[name] = constant
-        if not constants:
-            return call
-        values = tuple(
-            value
-            if value is None or value.startswith("*") or value == HIDDEN_BY_STAR or not _reads(value) & constants.keys()
-            else unparse(_Substituted(constants).visit(ast.parse(value, mode="eval")))
-            for value in call.argument_values
-        )
-        return replace(call, values=values)
+        return _with_constants(call, constants)
 
     def _rebound(
         self, frame: _Frame, top_node: ast.AST, top: ModelCall, site: ast.AST, logits: ModelCall
@@ -2399,6 +2391,11 @@ def _constants_bound(call: ModelCall, bindings: Bindings, node: ast.AST) -> Mode
         constant = _assigned_constant(reaching.bindings[0]) if reaching.decided and reaching.bindings else None
         if constant is not None:
             constants[name] = constant
+    return _with_constants(call, constants)
+
+
+def _with_constants(call: ModelCall, constants: dict[str, ast.expr]) -> ModelCall:
+    """``call`` with each name its values read that ``constants`` binds replaced by that constant."""
     if not constants:
         return call
     values = tuple(
