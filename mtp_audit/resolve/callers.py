@@ -36,11 +36,13 @@ from ..index.ast_tools import (
     TRIES,
     absolute_module,
     match_as_if,
+    names_bound,
     parent_map,
     statement_blocks,
     statements_within,
     unparse,
     walk,
+    walk_statements,
 )
 from ..index.encoding import NotDecodable, decode_as_imported
 from ..index.modules import ModuleIndex, read_failure
@@ -2408,27 +2410,9 @@ def _with_constants(call: ModelCall, constants: dict[str, ast.expr]) -> ModelCal
 
 
 def _bound_at_top(node: ast.stmt) -> set[str]:
-    """The names a top-level statement binds, of the kinds ``_string`` follows (anything else that
-    binds, a ``for`` or a ``with``, is counted too, so that such a name is not taken for a constant)."""
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return {node.name}
-    if isinstance(node, ast.Assign):
-        return {n.id for target in node.targets for n in ast.walk(target) if isinstance(n, ast.Name)}
-    if isinstance(node, (ast.AnnAssign, ast.AugAssign)):
-        return {node.target.id} if isinstance(node.target, ast.Name) else set()
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return {(alias.asname or alias.name).partition(".")[0] for alias in node.names}
-    names: set[str] = set()  # under an ``if``/``try``/``with``: every name anything there may bind
-    for child in ast.walk(node):
-        if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
-            names.add(child.id)
-        elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(child.name)
-        elif isinstance(child, (ast.Import, ast.ImportFrom)):
-            names |= {(alias.asname or alias.name).partition(".")[0] for alias in child.names}
-        elif isinstance(child, ast.ExceptHandler) and child.name:
-            names.add(child.name)
-    return names
+    """The names a top-level statement binds, in the blocks it holds too (``if``/``try``/``with``): any of
+    them may be bound there at run time, so such a name is not taken for a constant."""
+    return {name for statement in walk_statements([node]) for name in names_bound(statement)}
 
 
 def _literal(code: str) -> ast.expr | None:
