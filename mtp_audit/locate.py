@@ -126,23 +126,94 @@ CALL_ENTRIES = ("__call__", "forward")
 
 
 @dataclass(frozen=True)
+class ProcessorFlag:
+    """A parameter of ``LogitsProcessor.__init__`` stored as ``self.<attr>`` that a condition of one of the two
+    paths tests and the other never reads (``logits_as_input``: the call returns its input unchanged, while
+    get_top_tokens applies the head all the same): built with another value than its default, the processor's
+    call and its get_top_tokens may select different tokens. ``path``: "call" or "get_top_tokens", the one whose
+    condition tests it; ``test``: the method and ``file:line`` of that condition."""
+
+    param: str
+    position: int  # among the parameters after ``self``
+    default: str | None  # the default's code; None: none
+    attr: str
+    path: str
+    test: str
+
+
+@dataclass(frozen=True)
 class ProcessorPaths:
     """The methods of the tree's ``LogitsProcessor`` that its call and its ``get_top_tokens`` run through
     ``self.<method>``, transitively, the entries included: method -> the chain that first reaches it. A
-    subclass overriding a method one path runs and the other does not may make them select different tokens."""
+    subclass overriding a method one path runs and the other does not may make them select different tokens;
+    so may a constructor argument that picks a branch of one path alone (``flags``)."""
 
     call: dict[str, tuple[str, ...]]
     top_tokens: dict[str, tuple[str, ...]]
+    flags: tuple[ProcessorFlag, ...] = ()
 
 
-def processor_paths(logits_processor_source: str) -> ProcessorPaths | None:
-    """What ``LogitsProcessor``'s call and its ``get_top_tokens`` run, read off its source (nothing
+def processor_paths(logits_processor_source: str, file: str) -> ProcessorPaths | None:
+    """What ``LogitsProcessor``'s call and its ``get_top_tokens`` run, read off its source in ``file`` (nothing
     imported); None where the class is not found."""
     processor = _processor_class(logits_processor_source)
     if processor is None:
         return None
     methods = _methods(processor)
-    return ProcessorPaths(_reached(methods, CALL_ENTRIES), _reached(methods, ("get_top_tokens",)))
+    call, top_tokens = _reached(methods, CALL_ENTRIES), _reached(methods, ("get_top_tokens",))
+    return ProcessorPaths(call, top_tokens, _one_sided_flags(methods, call, top_tokens, file))
+
+
+def _one_sided_flags(
+    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
+    call: dict[str, tuple[str, ...]],
+    top_tokens: dict[str, tuple[str, ...]],
+    file: str,
+) -> tuple[ProcessorFlag, ...]:
+    """The ``ProcessorFlag`` parameters of the processor's ``__init__``."""
+    init = methods.get("__init__")
+    if init is None:
+        return ()
+    params = _signature(init)
+    positional = [*init.args.posonlyargs, *init.args.args]
+    first_default = len(positional) - len(init.args.defaults)
+    defaults = {a.arg: d for a, d in zip(positional[first_default:], init.args.defaults)}
+    defaults.update({a.arg: d for a, d in zip(init.args.kwonlyargs, init.args.kw_defaults) if d is not None})
+    stored = {
+        node.targets[0].attr: node.value.id
+        for node in init.body
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Attribute)
+        and isinstance(node.targets[0].value, ast.Name)
+        and node.targets[0].value.id == "self"
+        and isinstance(node.value, ast.Name)
+        and node.value.id in {p.name for p in params}
+    }
+    flags = []
+    for attr, param in stored.items():
+        for path, one, other in (("call", call, top_tokens), ("get_top_tokens", top_tokens, call)):
+            tested = next((t for name in one if name in methods for t in _tests_of(methods[name], attr)), None)
+            read = any(attr in _self_references(methods[name]) for name in other if name in methods)
+            if tested is not None and not read:
+                position = next(i for i, p in enumerate(params) if p.name == param)
+                default = ast.unparse(defaults[param]) if param in defaults else None
+                flags.append(ProcessorFlag(param, position, default, attr, path, f"{tested[0]}, {file}:{tested[1]}"))
+    return tuple(flags)
+
+
+def _tests_of(function: ast.FunctionDef | ast.AsyncFunctionDef, attr: str) -> list[tuple[str, int]]:
+    """Where a condition of ``function`` (``if``, ``while``, a conditional expression) reads ``self.<attr>``:
+    (its name, the line)."""
+    tests = [node.test for node in ast.walk(function) if isinstance(node, (ast.If, ast.While, ast.IfExp))]
+    return [
+        (function.name, test.lineno)
+        for test in tests
+        if any(
+            isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.value, ast.Name) and n.value.id == "self"
+            for n in ast.walk(test)
+        )
+    ]
 
 
 def head_signature(logits_processor_source: str, file: str) -> HeadSignature | None:

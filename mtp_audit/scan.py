@@ -182,7 +182,7 @@ class Scanner:
         methods its call and its get_top_tokens run (a subclass overriding one may make them differ), and
         what its get_top_tokens and its call take (a head call's arguments must bind to both alike)."""
         mask = outside_vocab_mask(source)
-        paths = processor_paths(source)
+        paths = processor_paths(source, str(self.index.relative(path)))
         self.head_signature = head_signature(source, str(self.index.relative(path))) or ASSUMED_SIGNATURE
         for analyzer in self.analyzers.values():
             analyzer.processor_mask = f"{self.index.relative(path)}:{mask}" if mask is not None else None

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from ..depth import TooDeep
 from ..index.ast_tools import unparse, walk
 from ..index.classes import REBOUND
-from ..index.fact_types import MethodFacts, libcst_code
+from ..index.fact_types import Assigned, MethodFacts, libcst_code
 from ..model import CallerRecord, ClassKey, Consistency, Status
 from ..resolve.mro import Hierarchy, MethodHit, Mro
 from ..resolve.names import External, Missing, resolve_expression, resolve_name
@@ -56,7 +56,7 @@ from .shape_types import (
 )
 
 if TYPE_CHECKING:
-    from ..locate import ProcessorPaths
+    from ..locate import ProcessorFlag, ProcessorPaths
     from .shape_types import Param, TopTokensShape
 
 Overlay = dict[ClassKey, dict[str, MethodFacts]]
@@ -517,24 +517,37 @@ class Analyzer:
         outside it) it may be, and, where one value's class cannot be told, that value and its statement
         (``file:line``). Where that ``__init__`` sets it only under a block, what the next such ``__init__`` of the
         MRO (its ``super().__init__``) leaves may stay too (``A.__init__ and B.__init__``), and so on."""
+        read, values = self.assigned_values(mro, attr)
+        held: list[ClassKey | External] = []
+        for writer, value, made in values:
+            if made is None:
+                return read, held, f"{value.code} at {self.h.file_of(writer)}:{value.line}"
+            held += [item for item in made if item not in held]
+        return read, held, None
+
+    def assigned_values(
+        self, mro: Mro, attr: str
+    ) -> tuple[str | None, list[tuple[ClassKey, Assigned, list[ClassKey | External] | None]]]:
+        """The ``__init__`` methods ``assigned_classes`` reads, and each value they may leave in ``self.<attr>``,
+        with its writer and the classes it may be (None: cannot be told)."""
         writers = [
             item for item in mro.classes if isinstance(item, ClassKey) and self.h.init_values(mro, item).sets(attr)
         ]
         if not writers:
-            return None, [], None
-        held: list[ClassKey | External] = []
+            return None, []
+        values = []
         read = ""
         for owner in writers:
             read += f"{' and ' if read else ''}{owner.name}.__init__"
             read_init = self.h.init_values(mro, owner)
             for writer, value in read_init.of(attr):
                 made = self._made_by(mro, writer.module, value.callee) if value.callee else None
+                values.append((writer, value, made))
                 if made is None:
-                    return read, held, f"{value.code} at {self.h.file_of(writer)}:{value.line}"
-                held += [item for item in made if item not in held]
+                    return read, values
             if attr in read_init.replaced:
                 break
-        return read, held, None
+        return read, values
 
     def _made_by(self, mro: Mro, module: str, callee: str, depth: int = 0) -> list[ClassKey | External] | None:
         """The classes a call of ``callee`` (as ``module`` reads it) may give: a class; a class attribute the MRO
@@ -948,7 +961,7 @@ class Analyzer:
                 why = self._processor_overrides(found) if isinstance(found, ClassKey) else None
                 if why is not None:
                     return f"self.logits_processor ({where}) is a {why}"
-            return None
+            return self._built_with_flag(mro)
         for item in (item for item in mro.classes if isinstance(item, ClassKey)):
             line = self.h.class_facts(item).defined_methods.get("logits_processor")
             if line is not None:
@@ -965,6 +978,33 @@ class Analyzer:
             "reached through super() or a base class, an alias of one, or one whose result is used other than "
             "stored on self, is not followed), so it is not known to be vLLM's LogitsProcessor"
         )
+
+    def _built_with_flag(self, mro: Mro) -> str | None:
+        """Where vLLM's LogitsProcessor held in ``self.logits_processor`` is built with an argument for a parameter
+        that picks a branch of its call alone, or of its get_top_tokens alone (``ProcessorFlag``), other than its
+        default (or with unpacked arguments that may pass it): what that branch does the other path does not."""
+        flags = self.processor_paths.flags if self.processor_paths is not None else ()
+        if not flags:
+            return None
+        for writer, value, made in self.assigned_values(mro, "logits_processor")[1]:
+            if not any(_is_vllm_processor(item) for item in made or ()):
+                continue
+            where = f"{self.h.file_of(writer)}:{value.line}"
+            for flag in flags:
+                passed = _argument_for(value.arguments, flag)
+                if passed is None or passed == flag.default or _same_literal(passed, flag.default):
+                    continue
+                given = (
+                    f"unpacked arguments ({passed}) that may pass {flag.param}"
+                    if passed.startswith("*")
+                    else f"{flag.param}={passed}"
+                )
+                return (
+                    f"its LogitsProcessor is built with {given} ({where}), which only the processor's {flag.path} "
+                    f"tests (self.{flag.attr} in {flag.test}): its call and its get_top_tokens may select different "
+                    "tokens"
+                )
+        return None
 
     def _unread_writer(self, mro: Mro, attr: str) -> str | None:
         """Where a class of this MRO binds ``attr`` (its class body, or a method that sets ``self.<attr>``) that
@@ -1176,6 +1216,38 @@ class Analyzer:
 # The target id each TargetMap gives draft id k.
 TARGET_IDS = {TargetMap.OFFSET: "k + draft_id_to_target_id[k]", TargetMap.ABSOLUTE: "draft_id_to_target_id[k]"}
 MASKING = re.compile(rf"\.({'|'.join(MASK_METHODS)})\(")
+
+
+def _is_vllm_processor(item: ClassKey | External) -> bool:
+    if isinstance(item, External):
+        return item.name == ".".join(VLLM_LOGITS_PROCESSOR)
+    return (item.module, item.name) == VLLM_LOGITS_PROCESSOR
+
+
+def _argument_for(arguments: tuple[tuple[str, str], ...], flag: ProcessorFlag) -> str | None:
+    """The code of the argument a call with ``arguments`` passes for ``flag``'s parameter (``*x`` / ``**x`` where
+    unpacked arguments may pass it); None where none does."""
+    positional = [code for keyword, code in arguments if keyword == ""]
+    if len(positional) > flag.position:
+        return positional[flag.position]
+    named = dict(arguments)
+    if flag.param in named:
+        return named[flag.param]
+    for keyword, code in arguments:
+        if keyword in ("*", "**"):
+            return f"{keyword}{code}"
+    return None
+
+
+def _same_literal(code: str, default: str | None) -> bool:
+    """Whether ``code`` and the default's code are literals of equal value (``0`` and ``False`` are not)."""
+    if default is None:
+        return False
+    try:
+        value, expected = ast.literal_eval(code.strip()), ast.literal_eval(default)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+    return type(value) is type(expected) and value == expected
 
 
 def _cut_by_own_processor(cl: MethodHit, gtt: MethodHit) -> bool:

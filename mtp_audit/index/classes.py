@@ -383,6 +383,14 @@ class _InitSteps:
             )
             self.steps.append(InitStep(self.text.line(statement), nested, element.attr, values))
 
+    def arguments(self, call: ast.Call) -> tuple[tuple[str, str], ...]:
+        """A call's arguments as ``Assigned.arguments`` keeps them."""
+        positional = [
+            ("*", self.text.segment(a.value)) if isinstance(a, ast.Starred) else ("", self.text.segment(a))
+            for a in call.args
+        ]
+        return (*positional, *((k.arg or "**", self.text.segment(k.value)) for k in call.keywords))
+
     def values(self, value: ast.expr, statement: ast.stmt, local: dict[str, list[Assigned]]) -> list[Assigned]:
         match value:
             case ast.IfExp(body=chosen, orelse=other):
@@ -390,7 +398,7 @@ class _InitSteps:
             case ast.Name(id=name) if name in local:
                 return local[name]
             case ast.Call(func=func) if (callee := dotted(func)) is not None:
-                return [Assigned(callee, self.text.line(statement), callee)]
+                return [Assigned(callee, self.text.line(statement), callee, self.arguments(value))]
         return [Assigned("", self.text.line(statement), _first_line(self.text.segment(value)))]
 
 

@@ -100,11 +100,14 @@ def libcst_code(text: str) -> str:
 class Assigned:
     """One value ``__init__`` (with the methods it runs on ``self``) may leave in ``self.X``: ``callee``, the
     dotted callee of a call (``Cls`` of ``Cls(...)``, ``self.processor_cls`` of a class attribute's, a factory's
-    name), or "" where the value is no call the tool follows; ``line`` and ``code`` name the statement."""
+    name), or "" where the value is no call the tool follows; ``line`` and ``code`` name the statement;
+    ``arguments``, the call's, as written: (keyword, code), the keyword "" for a positional one, "*" and "**" for
+    unpacked ones (what the logits processor is built with may pick a branch of its call alone)."""
 
     callee: str
     line: int
     code: str
+    arguments: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
