@@ -33,6 +33,8 @@ class Example:
     lang: str = "text"
     tail: int | None = None  # only the last lines (the command shows `2>&1 | tail -N`: piped, so unwrapped)
     details: str | None = None  # folded under this summary
+    plugin: tuple[str, str] | None = None  # (name, version) installed with pip --no-deps --target T, on PYTHONPATH
+    exits: tuple[int, ...] = (0, 1)  # the exit codes it is shown with (2: a refusal the README explains)
 
 
 EXAMPLES = {
@@ -58,34 +60,68 @@ EXAMPLES = {
     "fix-all": Example(("fix", "--vllm-version", "0.34.0", "--all", "--check"), tail=1),
     "fix-nemotron-034": Example(("fix", "--vllm-version", "0.34.0", "--model", "nemotron_h", "--check")),
     "fix-nemotron-033": Example(("fix", "--vllm-version", "0.33.0", "--model", "nemotron_h", "--diff"), lang="diff"),
+    "plugin-scan": Example(
+        ("scan", "--model", "DeepSeekMTPModel", "--format", "markdown"), plugin=("vllm-ascend", "0.9.1")
+    ),
+    "plugin-old-vllm": Example(
+        ("fix", "T", "--vllm", "0.11.0", "--model", "DeepSeekMTPModel"), plugin=("vllm-ascend", "0.9.1"), exits=(2,)
+    ),
 }
+PLUGIN_DIR = "T"  # how the commands and outputs name the plugin's --target directory
+
+
+def installed_plugin(name: str, version: str, into: Path) -> Path:
+    """The released plugin's wheel (downloaded once, as ``--vllm`` does with releases) installed without its
+    dependencies into a folder of ``into``, for its own Python and platform: the scan reads it, never imports it."""
+    sys.path.insert(0, str(REPO))
+    try:
+        from mtp_audit.sources import released_wheel
+    finally:
+        sys.path.pop(0)
+    wheel = released_wheel(name, version)
+    python, _, platforms = wheel.stem.split("-")[-3:]
+    digits = python.removeprefix("cp").removeprefix("py")
+    tags = ["--python-version", f"{digits[0]}.{digits[1:]}"]
+    for platform in platforms.split("."):
+        tags += ["--platform", platform]
+    target = into / f"{name}-{version}"
+    if not target.exists():
+        pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check"]
+        subprocess.run(
+            [*pip, "--no-index", "--only-binary=:all:", *tags, "--target", str(target), str(wheel)], check=True
+        )
+    return target
 
 
 def run(example: Example, cache: Path) -> str:
+    """The example's output; a plugin's folder (under ``cache``) named ``T`` in its arguments and output."""
+    plugin = installed_plugin(*example.plugin, cache) if example.plugin else None
     env = {key: value for key, value in os.environ.items() if key != "COLUMNS"}
     env = {
         **env,
         **({} if example.tail else {"COLUMNS": str(WIDTH)}),
         "NO_COLOR": "1",
         "MTP_AUDIT_CACHE_DIR": str(cache),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), str(plugin or ""), os.environ.get("PYTHONPATH")])),
     }
+    args = [str(plugin) if plugin and arg == PLUGIN_DIR else arg for arg in example.args]
     result = subprocess.run(
-        [sys.executable, "-m", "mtp_audit", *example.args],
+        [sys.executable, "-m", "mtp_audit", *args],
         capture_output=True,
         text=True,
         cwd=REPO,
         env=env,
         check=False,
     )
-    if result.returncode not in (0, 1):
+    if result.returncode not in example.exits:
         raise SystemExit(f"mtp-audit {' '.join(example.args)} exited {result.returncode}: {result.stderr}")
-    lines = (result.stdout + result.stderr).splitlines()
+    output = result.stdout + result.stderr
+    lines = (output.replace(str(plugin), PLUGIN_DIR) if plugin else output).splitlines()
     return "\n".join(lines[-example.tail :] if example.tail else lines)
 
 
 def block(name: str, example: Example, cache: Path) -> str:
-    command = "$ mtp-audit " + " ".join(example.args)
+    command = ("$ PYTHONPATH=T " if example.plugin else "$ ") + "mtp-audit " + " ".join(example.args)
     if example.tail:
         command += f" 2>&1 | tail -{example.tail}"
     fenced = f"```{example.lang}\n{command}\n{run(example, cache)}\n```"

@@ -39,8 +39,8 @@ POLICY: tuple[Rule, ...] = (
     Rule(
         "scan",
         ERROR,
-        "a file that fails to parse (named; the rest is still reported), or a PATH with "
-        "no registry and no drafter-shaped file",
+        "a file the audit reads (a registry module, what it imports or inherits from, a speculator) that fails "
+        "to parse (named; the rest is still reported), or a PATH with no registry and no drafter-shaped file",
     ),
     Rule("fix", OK, "every requested drafter written or already supported; `not_applicable` ones skipped"),
     Rule(
@@ -78,7 +78,8 @@ POLICY: tuple[Rule, ...] = (
     Rule(
         "pre-commit",
         ERROR,
-        "a changed file that cannot be read or parsed (named on stderr): what it defines is not known",
+        "a changed file the audit reads that cannot be read or parsed (named on stderr): what it defines is not "
+        "known (a file no drafter reaches, such as an unregistered new module, is not the hook's to judge)",
     ),
     Rule(
         "every command",
