@@ -146,11 +146,42 @@ def refusals_alone(
     refused: dict[str, str] = {}
     fixable = [r for r in records if r.status == Status.MISSING_FIXABLE]
     reads = classes_read(scanner, resolutions) if len(fixable) > 1 else None  # one pass, then small plans
+    planned: list[tuple[str, Plan]] = []
     for record in fixable:
         plan, _ = _plan(tree, scanner, resolutions, [record], reads)
         reasons = [o.reason for o in plan.outcomes if o.action == Action.REFUSED]
         if reasons:
             refused[refusal_key(record)] = reasons[0]
+        elif plan.insertions:
+            prefer_drafter_only(scanner, resolutions, plan, find_inheritors(scanner, resolutions, plan.insertions))
+            planned.append((refusal_key(record), plan))
+    refused.update(_refused_when_written(scanner, planned))
+    return refused
+
+
+def _refused_when_written(scanner: Scanner, planned: list[tuple[str, Plan]]) -> dict[str, str]:
+    """Why rewriting the files refuses each plan, as ``fix`` finds when it writes (a one-line class body, a
+    ``torch`` the new annotations cannot read, a rewrite the gate rejects): the files rewritten in memory,
+    nothing written. Plans that put the same methods into the same classes are rewritten together (one ruff
+    run); one that puts another method into a class already taken goes to a pass of its own."""
+    passes: list[tuple[dict[ClassKey, Insertion], list[tuple[str, Plan]]]] = []
+    for key, plan in planned:
+        fits = (p for p in passes if all(p[0].get(i.target, i) == i for i in plan.insertions))
+        chosen, members = next(fits, None) or ({}, [])
+        if not members:
+            passes.append((chosen, members))
+        chosen.update({i.target: i for i in plan.insertions})
+        members.append((key, plan))
+    refused = {}
+    for chosen, members in passes:
+        try:
+            _, failures = _rewrites(scanner, list(chosen.values()), None, 1)
+        except UsageError as error:  # a file that cannot be read now: fix stops there
+            failures = {target: str(error) for target in chosen}
+        for key, plan in members:
+            failed = [failures[i.target] for i in plan.insertions if i.target in failures]
+            if failed:
+                refused[key] = failed[0]
     return refused
 
 

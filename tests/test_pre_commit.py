@@ -79,3 +79,16 @@ def test_the_hook_run_from_a_subfolder_finds_its_checkout(tmp_path):
     result = run_cli("pre-commit", "toy_mtp.py", cwd=models)
     assert result.returncode == 1, result.stderr
     assert "vllm/model_executor/models/toy_mtp.py:" in result.stderr and "has no get_top_tokens" in result.stderr
+
+
+@pytest.mark.parametrize("case", ["torch_bound_otherwise_refused", "torch_bound_in_class_refused"])
+def test_a_drafter_fix_refuses_while_rewriting_is_no_finding_of_the_hook(case: str, tmp_path: Path) -> None:
+    """A refusal that only rewriting the file finds (how ``torch`` is bound) is predicted as fix finds it: the
+    concise report does not promise the mirror, and the hook notes it (exit 0) instead of failing every commit."""
+    tree = build_tree(FIXTURES / "fix" / case, tmp_path / "checkout", "input")
+    model = next((tree / "vllm/model_executor/models").glob("toy_*_mtp.py"))
+    hook = run_cli("pre-commit", str(model.relative_to(tree)), cwd=tree)
+    assert hook.returncode == 0, hook.stdout + hook.stderr
+    assert "note:" in hook.stdout + hook.stderr and "refuses it (unsafe rewrite refused" in hook.stdout + hook.stderr
+    report = run_cli("scan", str(tree), "--no-cache")
+    assert "except for 1 that it refuses" in report.stdout and "`fix` refuses it (unsafe rewrite" in report.stdout

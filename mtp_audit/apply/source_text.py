@@ -14,7 +14,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
 
-from ..index.ast_tools import names_bound, statement_blocks, walk
+from ..index.ast_tools import names_bound, statement_blocks, walk, walk_statements
 from ..index.platforms import is_type_checking
 from ..index.prefilter import physical_lines
 from ..patterns import DOCSTRING
@@ -170,6 +170,12 @@ def torch_unready(tree: ast.Module, placed: list[tuple[str, int, cst.FunctionDef
     for name, line, method in placed:
         if not uses_torch_when_defined(method, tree):
             continue
+        own = _class_torch_binding(tree, name, line)
+        if own is not None:
+            return (
+                f"class {name} (line {line}) binds torch itself (line {own}), and the new method's annotations read "
+                "torch as the class body runs, where that name is the class's, not the torch module; rename it first"
+            )
         other = _other_torch_binding(tree, line)
         if other is not None:
             return (
@@ -183,6 +189,17 @@ def torch_unready(tree: ast.Module, placed: list[tuple[str, int, cst.FunctionDef
                 "read it when the class body runs (NameError at import); import torch above the class first"
             )
     return None
+
+
+def _class_torch_binding(tree: ast.Module, name: str, line: int) -> int | None:
+    """The line of a statement of the body of class ``name`` (at ``line``) that binds ``torch`` in the class's
+    own scope (``def torch``, ``torch = ...``, an import): the name a method's annotations read there."""
+    found = next(
+        (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == name and n.lineno == line), None
+    )
+    if found is None:
+        return None
+    return next((s.lineno for s in walk_statements(found.body) if "torch" in names_bound(s)), None)
 
 
 def _imports_torch_itself(node: ast.stmt) -> bool:
