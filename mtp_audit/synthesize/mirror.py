@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import re
 
 import libcst as cst
 import libcst.matchers as m
@@ -23,11 +24,21 @@ class MirrorError(Exception):
     """compute_logits does not have a shape the mirror rule covers."""
 
 
+# A function type comment (PEP 484) right below the ``def``: the mirror's own annotations replace it (both: a
+# type checker's "duplicate type signatures" error)
+FUNCTION_TYPE_COMMENT = re.compile(r"#\s*type:\s*\(")
+
+
 def _statements(func: cst.FunctionDef) -> list[cst.BaseStatement]:
-    """The body without its docstring, one statement per line (as the shape rules read it)."""
+    """The body without its docstring or a function type comment, one statement per line (as the shape rules
+    read it)."""
     statements = one_statement_per_line(func.body.body)
     if statements and m.matches(statements[0], DOCSTRING):
         statements = statements[1:]
+    if statements and func.body.body and statements[0] is func.body.body[0]:  # the comment is the def's
+        lines = statements[0].leading_lines
+        if lines and lines[0].comment is not None and FUNCTION_TYPE_COMMENT.match(lines[0].comment.value):
+            statements = [statements[0].with_changes(leading_lines=lines[1:]), *statements[1:]]
     return statements
 
 
@@ -115,7 +126,11 @@ def _returning(head_statement: cst.BaseStatement, call: cst.Call) -> cst.SimpleS
     """``return <the get_top_tokens call>`` in place of the head statement."""
     new_return = parse_template_statement(template("return_call.py.tmpl"), call=_top_tokens_call(call))
     assert isinstance(new_return, cst.SimpleStatementLine)
-    return new_return.with_changes(leading_lines=head_statement.leading_lines)
+    new_return = new_return.with_changes(leading_lines=head_statement.leading_lines)
+    trailing = getattr(head_statement, "trailing_whitespace", None)
+    if trailing is not None and trailing.comment is not None:  # ``# type: ignore[...]``, ``# noqa``: the call's
+        new_return = new_return.with_changes(trailing_whitespace=trailing)
+    return new_return
 
 
 def _mirror_block(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
