@@ -128,7 +128,7 @@ def _returning(head_statement: cst.BaseStatement, call: cst.Call) -> cst.SimpleS
     assert isinstance(new_return, cst.SimpleStatementLine)
     new_return = new_return.with_changes(leading_lines=head_statement.leading_lines)
     trailing = getattr(head_statement, "trailing_whitespace", None)
-    if trailing is not None and trailing.comment is not None:  # ``# type: ignore[...]``, ``# noqa``: the call's
+    if trailing is not None and trailing.comment is not None:  # a type-ignore or noqa pragma is the call's
         new_return = new_return.with_changes(trailing_whitespace=trailing)
     return new_return
 
