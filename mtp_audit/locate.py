@@ -179,19 +179,18 @@ def _one_sided_flags(
     first_default = len(positional) - len(init.args.defaults)
     defaults = {a.arg: d for a, d in zip(positional[first_default:], init.args.defaults)}
     defaults.update({a.arg: d for a, d in zip(init.args.kwonlyargs, init.args.kw_defaults) if d is not None})
-    stored = {
-        node.targets[0].attr: node.value.id
-        for node in init.body
+    names = {p.name for p in params}
+    stored = [  # (attr, param): ``self.attr = <an expression reading param>`` (``param``, ``bool(param)``)
+        (target.attr, read.id)
+        for node in ast.walk(init)
         if isinstance(node, ast.Assign)
-        and len(node.targets) == 1
-        and isinstance(node.targets[0], ast.Attribute)
-        and isinstance(node.targets[0].value, ast.Name)
-        and node.targets[0].value.id == "self"
-        and isinstance(node.value, ast.Name)
-        and node.value.id in {p.name for p in params}
-    }
+        for target in node.targets
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"
+        for read in ast.walk(node.value)
+        if isinstance(read, ast.Name) and read.id in names
+    ]
     flags = []
-    for attr, param in stored.items():
+    for attr, param in dict.fromkeys(stored):
         for path, one, other in (("call", call, top_tokens), ("get_top_tokens", top_tokens, call)):
             tested = next((t for name in one if name in methods for t in _tests_of(methods[name], attr)), None)
             read = any(attr in _self_references(methods[name]) for name in other if name in methods)
@@ -203,17 +202,45 @@ def _one_sided_flags(
 
 
 def _tests_of(function: ast.FunctionDef | ast.AsyncFunctionDef, attr: str) -> list[tuple[str, int]]:
-    """Where a condition of ``function`` (``if``, ``while``, a conditional expression) reads ``self.<attr>``:
+    """Where a condition of ``function`` (``if``, ``while``, a conditional expression, an ``assert``) reads
+    ``self.<attr>``, or a local that holds it (``as_input = self.logits_as_input``, ``not`` it, ``bool()`` of it):
     (its name, the line)."""
-    tests = [node.test for node in ast.walk(function) if isinstance(node, (ast.If, ast.While, ast.IfExp))]
-    return [
-        (function.name, test.lineno)
-        for test in tests
-        if any(
-            isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.value, ast.Name) and n.value.id == "self"
-            for n in ast.walk(test)
-        )
-    ]
+
+    def reads(node: ast.AST, names: set[str]) -> bool:
+        return any(_is_self_attr(n, attr) or (isinstance(n, ast.Name) and n.id in names) for n in ast.walk(node))
+
+    def holds(value: ast.expr | None, names: set[str]) -> bool:  # the flag itself, not data computed with it
+        match value:
+            case ast.UnaryOp(op=ast.Not(), operand=inner) | ast.Call(func=ast.Name(id="bool"), args=[inner]):
+                return holds(inner, names)
+            case ast.Name(id=name):
+                return name in names
+        return value is not None and _is_self_attr(value, attr)
+
+    assignments = [n for n in ast.walk(function) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr))]
+    held: set[str] = set()
+    for _ in assignments:  # locals from locals from it...
+        grown = {
+            t.id
+            for n in assignments
+            if holds(n.value, held)
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            if isinstance(t, ast.Name)
+        }
+        if grown <= held:
+            break
+        held |= grown
+    tests = [n.test for n in ast.walk(function) if isinstance(n, (ast.If, ast.While, ast.IfExp, ast.Assert))]
+    return [(function.name, test.lineno) for test in tests if reads(test, held)]
+
+
+def _is_self_attr(node: ast.AST, attr: str) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == attr
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    )
 
 
 def head_signature(logits_processor_source: str, file: str) -> HeadSignature | None:
