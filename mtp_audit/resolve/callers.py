@@ -79,12 +79,13 @@ CALLER_NAME = re.compile(r"(?:Speculator|Proposer)$")
 # A line that may construct a speculator or pick its class, outside a ``class`` statement: a
 # construction (``XSpeculator(...)``, a factory ``XSpeculator.from_config(...)``), a value that
 # starts with a class (``cls = XSpeculator``, ``cls = XSpeculator if c else YProposer``), either arm
-# of a conditional, a value of a dict (``{"mtp": XSpeculator}``), what ``partial`` wraps. Only the
-# lines that name one (SPECULATOR_NAME) are tried: a thousands-line runner costs a few of them.
+# of a conditional, a value of a dict (``{"mtp": XSpeculator}``), what ``partial`` wraps, a lookup by a
+# literal name (``getattr(m, "XProposer")``). Only the lines that name one (SPECULATOR_NAME) are tried: a
+# thousands-line runner costs a few of them.
 SPECULATOR_NAME = re.compile(r"Speculator|Proposer")
 CONSTRUCTION_LINE = re.compile(
     r"^(?!\s*class\s).*(?:"
-    r"(?:Speculator|Proposer)(?:\s*\(|\s+if\b|\.\w+\s*\()"
+    r"(?:Speculator|Proposer)(?:\s*\(|\s+if\b|\.\w+\s*\(|[\"']\s*\))"
     r"|[=:]\s*[\w.]*(?:Speculator|Proposer)\b"
     r"|\b(?:else|partial\()\s*[\w.]*(?:Speculator|Proposer)\b)",
     re.M,
@@ -530,7 +531,7 @@ class CallerIndex:
         if (wrapped := _partial_of(local, module, callee)) is not None:
             return self._made_by(local, module, wrapped, values, depth + 1)
         name = _dotted(callee) if isinstance(callee, (ast.Name, ast.Attribute)) else None
-        qualname = self._class_named(local, module, name) if name else None
+        qualname = self._class_named(local, module, name) if name else self._looked_up(local, module, callee)
         if qualname is not None:
             self._placed.add(_place(qualname, callee))
             return [qualname]
@@ -547,6 +548,22 @@ class CallerIndex:
         if all(found or _is_none(value) for found, value in zip(made, returned)):  # every return read
             self._placed.add(_place(function.name, callee))
         return list(dict.fromkeys(q for found in made for q in found))
+
+    def _looked_up(self, local: dict[str, str], module: _Module, callee: ast.expr) -> str | None:
+        """The speculator class a lookup by a literal name gives: ``resolve_obj_by_qualname("pkg.mod.Cls")``
+        (vLLM's helper: the module, then the attribute) or ``getattr(module, "Cls")`` of a module the code
+        imports; None for anything else."""
+        match callee:
+            case ast.Call(func=func, args=[ast.Constant(value=str(qualname))], keywords=[]) if (
+                _dotted(func) or ""
+            ).rpartition(".")[2] == RESOLVE_BY_QUALNAME and "." in qualname:
+                head = qualname.partition(".")[0]
+                return self._class_named({head: head}, module, qualname)
+            case ast.Call(func=ast.Name(id="getattr"), args=[owner, ast.Constant(value=str(name))], keywords=[]) if (
+                _dotted(owner) is not None and name.isidentifier()
+            ):
+                return self._class_named(local, module, f"{_dotted(owner)}.{name}")
+        return None
 
     def _constructed_at(self, local: dict[str, str], module: _Module, node: ast.AST, depth: int) -> list[str]:
         """The speculators the calls in ``node`` construct, factories ``depth`` deep."""
@@ -683,6 +700,7 @@ class CallerIndex:
                     out.append(note)
             out += self._unfollowed_picks(module, function, local, variables)
         out += self._unplaced()
+        out += self._spelled_only()
         out += self._unread_configs()
         out += self._proposers_never_chosen()
         return list(dict.fromkeys(out))
@@ -719,6 +737,43 @@ class CallerIndex:
                     f"{module.file}:{node.lineno}: `{unparse(statement)}` hands {dotted} on where the "
                     "selection does not read it; the drafters it may hold are judged without it"
                 )
+        return out
+
+    def _spelled_only(self) -> list[str]:
+        """A string that is nothing but the name of a speculator class of the caller files (``"Step3p5MTPProposer"``,
+        its dotted path, ``module:Class``), where the selection constructs that class nowhere it reads: a lookup
+        by name (``getattr(module, "...")``, ``resolve_obj_by_qualname("...")``) it does not follow may construct
+        it. Strings of other text (a log line naming a class), and names of classes other speculators derive from
+        (a base is never the one chosen: ``cast(..., "BaseSpeculator")``), are left alone."""
+        chosen = {qualname for qualname, _, _ in self._placed}
+        chosen |= {self._config_attr(c.qualname, "speculator_class") for c in self._configs()}  # a config's string
+        callers = [qualname for qualname in self.classes if self._is_caller(qualname)]
+        bases = {base for qualname in callers for base in self._mro(qualname)[1:]}  # a base is never the choice
+        unchosen = {
+            self.classes[qualname].name: qualname
+            for qualname in callers
+            if qualname not in chosen and qualname not in bases
+        }
+        if not unchosen:
+            return []
+        out = []
+        for module in list(self.modules.values()):
+            if not any(name in module.source for name in unchosen):
+                continue
+            exported = {  # ``__all__``'s names; a config's ``speculator_class`` (``_unread_configs`` says so)
+                id(n) for s in walk(module.tree) if _binds_any(s, ("__all__", "speculator_class")) for n in walk(s)
+            }
+            for node in walk(module.tree):
+                if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) or id(node) in exported:
+                    continue
+                spelled = SPELLED_CLASS.fullmatch(node.value.strip())
+                qualname = unchosen.get(spelled.group("name")) if spelled else None
+                if qualname is not None:
+                    out.append(
+                        f"{module.file}:{node.lineno}: the string {node.value!r} names {qualname.rpartition('.')[2]}, "
+                        "which the selection constructs nowhere it reads (a lookup by name is not followed); the "
+                        "drafters it may hold are judged without it"
+                    )
         return out
 
     def _unfollowed_picks(
@@ -3273,6 +3328,20 @@ def _base_qualname(module: _Module, local_classes: set[str], code: str) -> str:
     if head in module.imports:
         return f"{module.imports[head]}{dot}{rest}"
     return code
+
+
+# vLLM's lookup of an object by its dotted name (``vllm.utils...resolve_obj_by_qualname``)
+RESOLVE_BY_QUALNAME = "resolve_obj_by_qualname"
+# A string that only names a class: ``Name``, ``pkg.module.Name``, ``pkg.module:Name``
+SPELLED_CLASS = re.compile(r"(?:(?P<path>[A-Za-z_][\w.]*)[.:])?(?P<name>[A-Za-z_]\w*)")
+
+
+def _binds_any(statement: ast.AST, names: tuple[str, ...]) -> bool:
+    """An assignment (``+=``, annotated) to one of ``names``."""
+    if not isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        return False
+    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+    return any(isinstance(t, ast.Name) and t.id in names for t in targets)
 
 
 def _place(qualname: str, node: ast.expr) -> tuple[str, int, int]:
