@@ -27,6 +27,9 @@ class MirrorError(Exception):
 # A function type comment (PEP 484) right below the ``def``: the mirror's own annotations replace it (both: a
 # type checker's "duplicate type signatures" error)
 FUNCTION_TYPE_COMMENT = re.compile(r"#\s*type:\s*\(")
+# A type checker's pragma on the head call's line: the get_top_tokens call takes the same arguments, so it is
+# the new call's too (a linter's ``noqa`` is about the line as written: a one-line arm, ``a; b``, its length)
+TYPE_IGNORE = re.compile(r"#\s*(?:type|pyright)\s*:\s*ignore\b")
 
 
 def _statements(func: cst.FunctionDef) -> list[cst.BaseStatement]:
@@ -128,7 +131,7 @@ def _returning(head_statement: cst.BaseStatement, call: cst.Call) -> cst.SimpleS
     assert isinstance(new_return, cst.SimpleStatementLine)
     new_return = new_return.with_changes(leading_lines=head_statement.leading_lines)
     trailing = getattr(head_statement, "trailing_whitespace", None)
-    if trailing is not None and trailing.comment is not None:  # a type-ignore or noqa pragma is the call's
+    if trailing is not None and trailing.comment is not None and TYPE_IGNORE.match(trailing.comment.value):
         new_return = new_return.with_changes(trailing_whitespace=trailing)
     return new_return
 
