@@ -1101,7 +1101,12 @@ class Analyzer:
         padded vocabulary) that get_top_tokens does not: the statement that makes the tokens differ."""
         if cshape.kind != LogitsKind.MANUAL or cshape.post not in DIVERGENT_POST:
             return None
-        if cshape.post == PostKind.MASK and MASKING.search(gtt.method.text):
+        if CALLS_COMPUTE_LOGITS.search(gtt.method.text):
+            return Consistency.UNPROVEN, (
+                f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} "
+                "calls compute_logits, so it may take that change too; run `mtp-audit verify`"
+            )
+        if cshape.post == PostKind.MASK and (MASKING.search(gtt.method.text) or _stores_into_items(gtt.method.text)):
             return Consistency.UNPROVEN, (
                 f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} "
                 "masks too; run `mtp-audit verify`"
@@ -1216,6 +1221,22 @@ class Analyzer:
 # The target id each TargetMap gives draft id k.
 TARGET_IDS = {TargetMap.OFFSET: "k + draft_id_to_target_id[k]", TargetMap.ABSOLUTE: "draft_id_to_target_id[k]"}
 MASKING = re.compile(rf"\.({'|'.join(MASK_METHODS)})\(")
+CALLS_COMPUTE_LOGITS = re.compile(r"\bcompute_logits\s*\(")
+
+
+def _stores_into_items(method_text: str) -> bool:
+    """Whether the method stores into items of something (``logits[:, banned] = -inf``, ``x[m] += 1``): a
+    mask written by assignment, which ``MASKING``'s method names do not show."""
+    try:
+        tree = ast.parse(textwrap.dedent(method_text))
+    except SyntaxError:
+        return True  # not read: taken to mask, so nothing is claimed
+    return any(
+        isinstance(target, ast.Subscript)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+    )
 
 
 def _is_vllm_processor(item: ClassKey | External) -> bool:
