@@ -210,8 +210,10 @@ def _blast_radius(
                 continue
             if before.status == Status.SUPPORTED and _same_answer(before, after):
                 continue  # already so before the fix, with the same methods: not ours to block on
-            reach = {c for order in scanner.hierarchies[platform].orders(res.key) for c in order}
-            for target in (k for k in overlay if k in reach or k in after.delegates):
+            hierarchy = scanner.hierarchies[platform]
+            # the classes whose methods the drafter's answer reads: its own MRO's, and each delegate's MRO's
+            reach = {c for key in (res.key, *after.delegates) for order in hierarchy.orders(key) for c in order}
+            for target in (k for k in overlay if k in reach):
                 victim = (res.entry.arch or res.key.name, res.key, after.consistency, after.reason)
                 victims.setdefault(target, {}).setdefault(victim, []).append(platform)
     conflicts = {}
