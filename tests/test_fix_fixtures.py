@@ -112,9 +112,13 @@ def test_fix_fixture(case: Path, tmp_path: Path) -> None:
         rescan = run_cli("scan", str(tree), "--format", "json", "--fail-on", "missing_fixable")
         if expected_exit == 0:  # nothing refused: nothing fixable is left
             assert '"status": "missing_fixable"' not in rescan.stdout
-        written = [  # a method the fix wrote is a mirror of the compute_logits Python keeps
-            d
-            for d in json.loads(rescan.stdout)["drafters"]
-            if d["get_top_tokens"] and d["get_top_tokens"]["file"] in changed
-        ]
-        assert all(d["consistency"] == "mirror" for d in written), [(d["class"], d["reason"]) for d in written]
+        records = json.loads(rescan.stdout)["drafters"]
+        reached = [d for d in records if d["get_top_tokens"] and d["get_top_tokens"]["file"] in changed]
+        own = [d for d in reached if d["get_top_tokens"]["class"] == d["class"]]
+        # a method the fix wrote is a mirror of the compute_logits Python keeps; a drafter inheriting it (judged by
+        # its own compute_logits, as its callers call it) is left safe: a mirror, or a recognised equivalent
+        assert all(d["consistency"] == "mirror" for d in own), [(d["class"], d["reason"]) for d in own]
+        if expected_exit == 0:
+            assert all(d["consistency"] in ("mirror", "equivalent") for d in reached), [
+                (d["class"], d["reason"]) for d in reached
+            ]

@@ -21,6 +21,7 @@ from pathlib import Path
 from weakref import WeakKeyDictionary
 
 from ..classify.analysis import Insertion, Overlay
+from ..classify.calls import Contract
 from ..index.ast_tools import names_bound, walk, walk_statements
 from ..model import PLATFORMS, ClassKey, SourceTree
 from ..scan import Resolution, Scanner
@@ -167,6 +168,7 @@ def find_inheritors(scanner: Scanner, resolutions: list[Resolution], insertions:
         for analysis in res.analyses.values():
             for delegate in analysis.delegates:
                 drafters.setdefault(delegate, (res.entry.arch or res.key.name, True))
+    contracts = {res.key: res.contract for res in resolutions}  # a drafter is judged by its callers' calls
     found: list[Inheritor] = []
     for key, reached in _subclasses(scanner, texts, set(overlay)).items():
         for base, platforms in reached.items():
@@ -177,7 +179,7 @@ def find_inheritors(scanner: Scanner, resolutions: list[Resolution], insertions:
                     scanner.hierarchies[platforms[0]].file_of(key),
                     tuple(platforms),
                     drafters[key][0] if key in drafters else None,
-                    _result(scanner, key, platforms, overlay),
+                    _result(scanner, key, platforms, overlay, contracts.get(key)),
                     key in drafters and drafters[key][1],
                 )
             )
@@ -239,10 +241,13 @@ def _subclasses(scanner: Scanner, texts: BaseNames, bases: set[ClassKey]) -> dic
     return found
 
 
-def _result(scanner: Scanner, key: ClassKey, platforms: list[str], overlay: Overlay) -> str:
+def _result(
+    scanner: Scanner, key: ClassKey, platforms: list[str], overlay: Overlay, contract: Contract | None = None
+) -> str:
+    """What the class's record would say with the plan written (a drafter's as its callers call it)."""
     results = []
     for platform in platforms:
-        after = scanner.analyzers[platform].analyze(key, overlay)
+        after = scanner.analyzers[platform].analyze(key, overlay, contract=contract)
         label = after.status.value + (f"/{after.consistency.value}" if after.consistency else "")
         if after.consistency not in SAFE:
             label += f": {after.reason}"
