@@ -72,9 +72,29 @@ def select(
         distinct = {frozenset(keys) for keys in keys_by_module.values()}
         if single_module and len(distinct) > 1:
             listing = "; ".join(sorted({f"{r.arch or r.cls} ({r.entry_module})" for r in matches}))
-            raise UsageError(f"--model {name} is ambiguous, it names: {listing}. Give an architecture name.")
+            alone = _names_alone(records, keys_by_module)
+            advice = f"Give one of: {', '.join(alone)}." if alone else "Give the class or module name of one."
+            raise UsageError(f"--model {name} is ambiguous, it names: {listing}. {advice}")
         chosen.extend(r for r in matches if r not in chosen)
     return chosen
+
+
+def _names_alone(records: list[DrafterRecord], keys_by_module: dict[str, set]) -> list[str]:
+    """For each registry module's classes an ambiguous name stands for, a spelling ``--model`` takes that
+    selects only those (its architecture, its class, then its module's and file's names), as written; a
+    module with no such spelling is left out."""
+    out = []
+    for module, keys in sorted(keys_by_module.items()):
+        record = next(r for r in records if r.entry_module == module and r.key in keys)
+        spelled = spellings(record)
+        first = [name.lower() for name in (record.arch, record.cls) if name and name.lower() in spelled]
+        for key in dict.fromkeys([*first, *spelled]):
+            written = spelled[key]
+            chosen = [r for r in records if key in names_of(r)]
+            if {r.entry_module for r in chosen} == {module} and {r.key for r in chosen} <= keys:
+                out.append(written)
+                break
+    return out
 
 
 def unresolved_named(

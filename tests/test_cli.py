@@ -63,6 +63,11 @@ def test_ambiguous_model_for_fix(tmp_path):
     result = run_cli("fix", str(tree), "--model", "LazyMTP", "--diff")
     assert result.returncode == 2
     assert "ambiguous" in result.stderr and "vllm.models.lazy" in result.stderr
+    advice = result.stderr.rsplit("Give one of: ", 1)[1].strip().rstrip(".").split(", ")
+    assert advice == ["A", "B"]  # the shared class name is no advice: each name given selects one alone
+    for name in advice:
+        alone = run_cli("fix", str(tree), "--model", name, "--diff")
+        assert alone.returncode in (0, 1) and "ambiguous" not in alone.stderr
 
 
 def test_json_shape_matches_contract(tmp_path):
