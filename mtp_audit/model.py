@@ -311,6 +311,9 @@ class ScanResult:
     # why `fix --model NAME` refuses a missing_fixable record, by refusal_key; None: not planned
     # (only the reports that advise that command ask for it: pre-commit and the concise scan)
     fix_refusals: dict[str, str] | None = None
+    # the package's Python files (paths, sizes, modification times) when fix_refusals were planned: the blast
+    # radius reads every one of them for subclasses, files no scan reads among them (``package_files``)
+    fix_refusals_basis: str | None = None
 
     def refused_by_fix(self, record: DrafterRecord) -> str | None:
         """Why ``fix --model NAME`` refuses this record (``fix_refusals``); None: it does not, or not planned."""

@@ -118,6 +118,44 @@ def test_result_cache_sees_a_new_module(tmp_path):
     assert {r["arch"] for r in second["drafters"]} == {"ToyMTPModel", "LaterMTPModel"}
 
 
+def test_cached_fix_refusals_see_a_new_module_no_scan_reads(tmp_path):
+    """The concise report's "fix refuses it" is planned with the blast radius, which reads every file of the
+    package: a new non-drafter subclass in a module nothing imports moves the mirror (placement) to where fix
+    writes it, and the cached report says so too."""
+    tree = build_tree(FIXTURES / "scan" / "direct_head", tmp_path / "tree")
+    models = tree / "vllm/model_executor/models"
+    (models / "registry.py").write_text(
+        '_SPECULATIVE_DECODING_MODELS = {"BackendForMTP": ("backend_models", "BackendForMTP")}\n'
+    )
+    (models / "backend_causal.py").write_text(
+        "try:\n    import torch\nexcept ImportError:\n    torch = None\nfrom torch import nn\n\n\n"
+        "class CausalMixin(nn.Module):\n    def compute_logits(self, hidden_states):\n"
+        "        logits = self.logits_processor(self.lm_head, hidden_states, self.lm_head.bias)\n"
+        "        return logits\n"
+    )
+    (models / "backend_mtp.py").write_text(
+        "import torch\n\nfrom .backend_causal import CausalMixin\n\n\nclass MTPMixin(CausalMixin):\n"
+        "    def compute_logits(self, hidden_states, spec_step_idx=0):\n"
+        "        return super().compute_logits(hidden_states)\n"
+    )
+    (models / "backend_models.py").write_text(
+        "from .backend_mtp import MTPMixin\n\n\nclass BackendForMTP(MTPMixin): ...\n"
+    )
+    env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
+    refused = run_cli("scan", str(tree), env=env)
+    assert "except for 1 that it refuses" in refused.stdout  # the mirror would go into backend_causal.py
+    (tree / "vllm/extra").mkdir()
+    (tree / "vllm/extra/__init__.py").write_text("")
+    (tree / "vllm/extra/causal.py").write_text(
+        "from vllm.model_executor.models.backend_causal import CausalMixin\n\n\n"
+        "class BackendForCausalLM(CausalMixin): ...\n"
+    )
+    written = run_cli("fix", str(tree), "--model", "BackendForMTP", "--check", env=env)
+    assert written.returncode == 1 and "refused" not in written.stderr.split("fix:")[0]  # a change needed, no refusal
+    cached = run_cli("scan", str(tree), env=env)
+    assert "that it refuses" not in cached.stdout, cached.stdout
+
+
 @pytest.mark.parametrize("before", ["a regular file", "a symlink inside the tree"])
 def test_result_cache_sees_a_model_file_become_a_symlink_out_of_the_tree(before, tmp_path):
     """The same bytes behind a symlink out of the tree are not read by a scan: a cached result

@@ -6,6 +6,7 @@ result cache without them.
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -85,7 +86,10 @@ def run_scan(tree: SourceTree, no_cache: bool, jobs: int = 0, fix_refusals: bool
     cache."""
     results = _result_cache(tree, no_cache)
     cached = results.load(tree) if results else None
-    if cached is not None and (cached.fix_refusals is not None or not fix_refusals or not _fixable(cached)):
+    if cached is not None and (not fix_refusals or not _fixable(cached)):
+        return cached
+    basis = package_files(tree) if fix_refusals else None
+    if cached is not None and cached.fix_refusals is not None and cached.fix_refusals_basis == basis:
         return cached
     from ..cache import FactsCache, Observed
     from ..fanout import forked, resolve_jobs
@@ -99,10 +103,31 @@ def run_scan(tree: SourceTree, no_cache: bool, jobs: int = 0, fix_refusals: bool
         from ..fix import refusals_alone
 
         result.fix_refusals = refusals_alone(tree, scanner, resolutions, result.records)
+        result.fix_refusals_basis = basis
     if results and not result.parse_errors:
         observed = {**(earlier.observed if earlier else {}), **scanner.index.observed}  # what seeded it too
         results.store(tree, Observed(observed), result, scanner.answers(resolutions))
     return result
+
+
+def package_files(tree: SourceTree) -> str:
+    """A digest of the package's Python files as the file system lists them (path, size, modification time):
+    what the blast radius of a planned fix reads beyond the files a scan reads (a new module subclassing a
+    base), cheap to tell again (0.08 s for vLLM 0.34's 3,600 files)."""
+    import hashlib
+
+    top = str(tree.package_dir or tree.root)
+    signature = hashlib.sha256()
+    for folder, folders, names in os.walk(top):
+        folders.sort()
+        for name in sorted(n for n in names if n.endswith(".py")):
+            path = os.path.join(folder, name)
+            try:
+                info = os.stat(path)
+            except OSError:
+                continue
+            signature.update(f"{os.path.relpath(path, top)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+    return signature.hexdigest()
 
 
 def _fixable(result: ScanResult) -> bool:
