@@ -182,17 +182,15 @@ def _one_sided_flags(
     names = {p.name for p in params}
     stored = [  # (attr, param): ``self.attr = <an expression reading param>`` (``param``, ``bool(param)``)
         (target.attr, read.id)
-        for node in ast.walk(init)
-        if isinstance(node, ast.Assign)
-        for target in node.targets
+        for target, value in _stores(init)
         if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"
-        for read in ast.walk(node.value)
+        for read in ast.walk(value)
         if isinstance(read, ast.Name) and read.id in names
     ]
     flags = []
     for attr, param in dict.fromkeys(stored):
         for path, one, other in (("call", call, top_tokens), ("get_top_tokens", top_tokens, call)):
-            tested = next((t for name in one if name in methods for t in _tests_of(methods[name], attr)), None)
+            tested = next((t for name in one if name in methods for t in _tests_of(methods[name], attr, methods)), None)
             read = any(attr in _self_references(methods[name]) for name in other if name in methods)
             if tested is not None and not read:
                 position = next(i for i, p in enumerate(params) if p.name == param)
@@ -201,13 +199,41 @@ def _one_sided_flags(
     return tuple(flags)
 
 
-def _tests_of(function: ast.FunctionDef | ast.AsyncFunctionDef, attr: str) -> list[tuple[str, int]]:
-    """Where a condition of ``function`` (``if``, ``while``, a conditional expression, an ``assert``) reads
-    ``self.<attr>``, or a local that holds it (``as_input = self.logits_as_input``, ``not`` it, ``bool()`` of it):
-    (its name, the line)."""
+def _stores(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast.expr, ast.expr]]:
+    """(target, value) of each assignment in ``function``: plain, annotated, augmented, and the pairs of
+    ``a, b = x, y``."""
+    out: list[tuple[ast.expr, ast.expr]] = []
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                    out += list(zip(target.elts, node.value.elts))
+                else:
+                    out.append((target, node.value))
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+            out.append((node.target, node.value))
+    return out
+
+
+def _tests_of(
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    attr: str,
+    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None,
+) -> list[tuple[str, int]]:
+    """Where a condition of ``function`` (``if``, ``while``, a conditional expression, an ``assert``, a
+    ``match``'s subject) reads ``self.<attr>`` (``getattr(self, "<attr>", ...)`` too), a local that holds it
+    (``as_input = self.logits_as_input``, ``not`` it, ``bool()`` of it), or a method or property of the class
+    (``methods``) whose body reads it (``if self._returns_input():``): (its name, the line)."""
+    readers = {name for name, method in (methods or {}).items() if method is not function and _reads_attr(method, attr)}
 
     def reads(node: ast.AST, names: set[str]) -> bool:
-        return any(_is_self_attr(n, attr) or (isinstance(n, ast.Name) and n.id in names) for n in ast.walk(node))
+        return any(
+            _is_self_attr(n, attr)
+            or _is_getattr_of_self(n, attr)
+            or (isinstance(n, ast.Name) and n.id in names)
+            or (isinstance(n, ast.Attribute) and any(_is_self_attr(n, reader) for reader in readers))
+            for n in ast.walk(node)
+        )
 
     def holds(value: ast.expr | None, names: set[str]) -> bool:  # the flag itself, not data computed with it
         match value:
@@ -231,7 +257,20 @@ def _tests_of(function: ast.FunctionDef | ast.AsyncFunctionDef, attr: str) -> li
             break
         held |= grown
     tests = [n.test for n in ast.walk(function) if isinstance(n, (ast.If, ast.While, ast.IfExp, ast.Assert))]
+    tests += [n.subject for n in ast.walk(function) if isinstance(n, ast.Match)]
     return [(function.name, test.lineno) for test in tests if reads(test, held)]
+
+
+def _reads_attr(function: ast.FunctionDef | ast.AsyncFunctionDef, attr: str) -> bool:
+    return any(_is_self_attr(n, attr) or _is_getattr_of_self(n, attr) for n in ast.walk(function))
+
+
+def _is_getattr_of_self(node: ast.AST, attr: str) -> bool:
+    """``getattr(self, "<attr>")`` (with a default or not)."""
+    match node:
+        case ast.Call(func=ast.Name(id="getattr"), args=[ast.Name(id="self"), ast.Constant(value=str(name)), *_]):
+            return name == attr
+    return False
 
 
 def _is_self_attr(node: ast.AST, attr: str) -> bool:
@@ -319,11 +358,21 @@ def _reached(
 
 
 def _self_references(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
-    """Names of the ``self.<name>`` attributes a method reads, in order."""
+    """Names of the ``self.<name>`` attributes a method reads (``getattr(self, "<name>")`` too), in order."""
     return [
-        node.attr
+        node.attr if isinstance(node, ast.Attribute) else node.args[1].value  # type: ignore[attr-defined]
         for node in ast.walk(function)
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self")
+        or (
+            isinstance(node, ast.Call)
+            and len(node.args) >= 2
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id == "self"
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        )
     ]
 
 

@@ -982,28 +982,86 @@ class Analyzer:
     def _built_with_flag(self, mro: Mro) -> str | None:
         """Where vLLM's LogitsProcessor held in ``self.logits_processor`` is built with an argument for a parameter
         that picks a branch of its call alone, or of its get_top_tokens alone (``ProcessorFlag``), other than its
-        default (or with unpacked arguments that may pass it): what that branch does the other path does not."""
+        default (or with unpacked arguments that may pass it): what that branch does the other path does not.
+        So too where what such an argument is cannot be read: the processor made by a factory function, or a
+        subclass of it with an ``__init__`` of its own; or where the drafter's ``__init__`` sets the flag's
+        attribute on the processor after building it."""
         flags = self.processor_paths.flags if self.processor_paths is not None else ()
         if not flags:
             return None
+        params = ", ".join(dict.fromkeys(flag.param for flag in flags))
         for writer, value, made in self.assigned_values(mro, "logits_processor")[1]:
-            if not any(_is_vllm_processor(item) for item in made or ()):
-                continue
             where = f"{self.h.file_of(writer)}:{value.line}"
-            for flag in flags:
-                passed = _argument_for(value.arguments, flag)
-                if passed is None or passed == flag.default or _same_literal(passed, flag.default):
+            for item in made or ():
+                unread = self._flags_unread(mro, writer, value, item)
+                if unread is not None:
+                    return (
+                        f"its LogitsProcessor ({where}) {unread}, so whether it passes {params}, which only one of "
+                        "the processor's call and get_top_tokens tests, is not known: they may select different tokens"
+                    )
+                if not (_is_vllm_processor(item) or self._inherits_processor_init(item)):
                     continue
-                given = (
-                    f"unpacked arguments ({passed}) that may pass {flag.param}"
-                    if passed.startswith("*")
-                    else f"{flag.param}={passed}"
-                )
-                return (
-                    f"its LogitsProcessor is built with {given} ({where}), which only the processor's {flag.path} "
-                    f"tests (self.{flag.attr} in {flag.test}): its call and its get_top_tokens may select different "
-                    "tokens"
-                )
+                if value.arguments is None:  # a callee not named like a processor (an alias of the class)
+                    return (
+                        f"its LogitsProcessor ({where}) is built by {value.callee}(...), whose arguments are not read, "
+                        f"so whether it passes {params}, which only one of the processor's call and get_top_tokens "
+                        "tests, is not known: they may select different tokens"
+                    )
+                for flag in flags:
+                    passed = _argument_for(value.arguments, flag)
+                    if passed is None or passed == flag.default or _same_literal(passed, flag.default):
+                        continue
+                    given = (
+                        f"unpacked arguments ({passed}) that may pass {flag.param}"
+                        if passed.startswith("*")
+                        else f"{flag.param}={passed}"
+                    )
+                    return (
+                        f"its LogitsProcessor is built with {given} ({where}), which only the processor's "
+                        f"{flag.path} tests (self.{flag.attr} in {flag.test}): its call and its get_top_tokens may "
+                        "select different tokens"
+                    )
+        return self._flag_set_after(mro, flags)
+
+    def _flags_unread(self, mro: Mro, writer: ClassKey, value: Assigned, item: ClassKey | External) -> str | None:
+        """Why the arguments vLLM's LogitsProcessor gets cannot be read off the call that makes ``item``: it
+        is made by a factory function, or ``item`` subclasses it with an ``__init__`` of its own."""
+        if not (_is_vllm_processor(item) or (isinstance(item, ClassKey) and self._subclasses_processor(item))):
+            return None
+        direct = resolve_expression(self.h.index, writer.module, value.callee, self.h.platform) if value.callee else []
+        if value.callee and not value.callee.startswith("self.") and item not in direct:
+            return f"is made by {value.callee}(...), whose call of LogitsProcessor is not read"
+        if isinstance(item, ClassKey) and not _is_vllm_processor(item) and not self._inherits_processor_init(item):
+            return f"is an instance of {item.name} ({self.h.file_of(item)}:{item.line}), whose own __init__ is not read"
+        return None
+
+    def _subclasses_processor(self, item: ClassKey) -> bool:
+        return any(isinstance(c, ClassKey) and _is_vllm_processor(c) for c in self.h.mro(item).classes[1:])
+
+    def _inherits_processor_init(self, item: ClassKey) -> bool:
+        """A subclass of vLLM's LogitsProcessor whose classes before it define no ``__init__``: built with the
+        arguments LogitsProcessor takes."""
+        for cls in self.h.mro(item).classes:
+            if not isinstance(cls, ClassKey):
+                return False
+            if _is_vllm_processor(cls):
+                return cls != item
+            if "__init__" in self.h.class_facts(cls).defined_methods:
+                return False
+        return False
+
+    def _flag_set_after(self, mro: Mro, flags: tuple[ProcessorFlag, ...]) -> str | None:
+        """Where the drafter's ``__init__`` (or a method it runs) sets a flag's attribute on the processor it
+        holds (``self.logits_processor.logits_as_input = True``)."""
+        for item in (c for c in mro.classes if isinstance(c, ClassKey)):
+            stored = self.h.init_values(mro, item).values
+            for flag in flags:
+                for writer, value in stored.get(f"logits_processor.{flag.attr}", []):
+                    return (
+                        f"{self.h.file_of(writer)}:{value.line} sets self.logits_processor.{flag.attr}, which only the "
+                        f"processor's {flag.path} tests ({flag.test}): its call and its get_top_tokens may select "
+                        "different tokens"
+                    )
         return None
 
     def _unread_writer(self, mro: Mro, attr: str) -> str | None:

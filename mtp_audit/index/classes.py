@@ -21,7 +21,7 @@ from .ast_tools import (
 )
 from .fact_types import Assigned, ClassFacts, InitStep, MethodFacts
 from .platforms import evaluate, literal_string
-from .prefilter import WATCHED_METHODS
+from .prefilter import ARGUMENTS_KEPT, WATCHED_METHODS
 
 if TYPE_CHECKING:
     from .facts import _Source
@@ -349,6 +349,9 @@ class _InitSteps:
                 match target:
                     case ast.Attribute(value=ast.Name(id="self"), attr=attr):
                         self.steps.append(InitStep(self.text.line(statement), nested, attr, values))
+                    case ast.Attribute(value=ast.Attribute(value=ast.Name(id="self"), attr=owner), attr=attr):
+                        # ``self.logits_processor.logits_as_input = True``: an attribute of what self holds
+                        self.steps.append(InitStep(self.text.line(statement), nested, f"{owner}.{attr}", values))
                     case ast.Name(id=name) if values:
                         _bind(local, name, values, nested)
                     case ast.Tuple(elts=elements) | ast.List(elts=elements) if statement.value is not None:
@@ -398,7 +401,8 @@ class _InitSteps:
             case ast.Name(id=name) if name in local:
                 return local[name]
             case ast.Call(func=func) if (callee := dotted(func)) is not None:
-                return [Assigned(callee, self.text.line(statement), callee, self.arguments(value))]
+                arguments = self.arguments(value) if ARGUMENTS_KEPT.search(callee) else None
+                return [Assigned(callee, self.text.line(statement), callee, arguments)]
         return [Assigned("", self.text.line(statement), _first_line(self.text.segment(value)))]
 
 

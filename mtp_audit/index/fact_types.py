@@ -102,12 +102,13 @@ class Assigned:
     dotted callee of a call (``Cls`` of ``Cls(...)``, ``self.processor_cls`` of a class attribute's, a factory's
     name), or "" where the value is no call the tool follows; ``line`` and ``code`` name the statement;
     ``arguments``, the call's, as written: (keyword, code), the keyword "" for a positional one, "*" and "**" for
-    unpacked ones (what the logits processor is built with may pick a branch of its call alone)."""
+    unpacked ones (what the logits processor is built with may pick a branch of its call alone); kept for the
+    calls of a callee named like a processor (``prefilter.ARGUMENTS_KEPT``), None for others."""
 
     callee: str
     line: int
     code: str
-    arguments: tuple[tuple[str, str], ...] = ()
+    arguments: tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass

@@ -34,12 +34,18 @@ _DEF = re.compile(r"(?:async\s+)?def\s+(\w+)")
 _RAISE = re.compile(r"raise\b")
 _EXIT = re.compile(r"return\b")
 _OPENS_CALL = re.compile(r"[\w)\]]\s*\($")
-_SETS_SELF = re.compile(r"self\.(?:\w+\s*(?::|=(?!=))|register_(?:buffer|parameter)\b)")
+# A call whose arguments the facts keep (``Assigned.arguments``): one of a logits processor, whose constructor
+# flags may pick a branch of its call alone; the cut keeps its argument rows
+ARGUMENTS_KEPT = re.compile(r"(?i)processor")
+# ``self.x = ...``, ``self.x: T``, and one attribute deeper (``self.logits_processor.flag = ...``)
+_SETS_SELF = re.compile(r"self\.(?:\w+(?:\.\w+)?\s*(?::|=(?!=))|register_(?:buffer|parameter)\b)")
 _CALLS_SELF = re.compile(r"self\.(\w+)\s*\(")
 # ``x = self.a = A()``, ``cfg.p = self.a = A()``, ``(p,) = self.a = (A(),)``: a target after a lone ``=`` is one
 # of a chained assignment, whatever the first target is (``f(k=self.a=...)``, ``a == self.b = c`` do not parse)
 _SETS_SELF_CHAINED = re.compile(r"=\s*self\.\w+\s*=(?!=)")
-_ACTS_ON_SELF = re.compile(r"^[ \t]*self\.(?:\w+\s*(?::|=(?!=)|\()|register_(?:buffer|parameter)\b)", re.MULTILINE)
+_ACTS_ON_SELF = re.compile(
+    r"^[ \t]*self\.(?:\w+(?:\s*\(|(?:\.\w+)?\s*(?::|=(?!=)))|register_(?:buffer|parameter)\b)", re.MULTILINE
+)
 _SETS_LOCAL = re.compile(r"(?:^|=)\s*(\w+)\s*(?::[^=]*)?=(?!=)")  # ``x = ...``, ``a.b = x = ...``
 _WORD = re.compile(r"\w+")
 _RETURN = re.compile(r"return\s*(?:\(|[\w.]+\s*\()")  # a call, or a parenthesised value that may be one
@@ -152,7 +158,7 @@ def _statement_rows(lines: list[str], row: int, stop: int) -> tuple[int, bool]:
     depth = opened = _depth(first)[1]
     if depth <= 0 and not first.endswith("\\"):
         return row, False
-    middle_inside = opened == 1 and _OPENS_CALL.search(first) is not None
+    middle_inside = opened == 1 and _OPENS_CALL.search(first) is not None and not ARGUMENTS_KEPT.search(first)
     for index in range(row + 1, stop):
         code = _code(lines[index])
         lowest, net = _depth(code)
