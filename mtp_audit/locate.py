@@ -291,10 +291,32 @@ def head_signature(logits_processor_source: str, file: str) -> HeadSignature | N
     top_tokens = methods.get("get_top_tokens")
     if top_tokens is None:
         return None
-    call = next((methods[name] for name in CALL_ENTRIES if name in methods), None)
+    call = next((methods[name] for name in CALL_ENTRIES if name in methods and not _passes_on(methods[name])), None)
     return HeadSignature(
         f"{file}:{top_tokens.lineno}", _signature(top_tokens), _signature(call) if call is not None else None
     )
+
+
+def _passes_on(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """``def __call__(self, *args, **kwargs): return super().__call__(*args, **kwargs)`` (or ``self.forward``):
+    it binds nothing itself, so what a head call's arguments bind to is what it passes them on to."""
+    arguments = function.args
+    if (
+        arguments.args[1:]
+        or arguments.posonlyargs
+        or arguments.kwonlyargs
+        or not (arguments.vararg and arguments.kwarg)
+    ):
+        return False
+    body = [s for s in function.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    match body:
+        case [ast.Return(value=ast.Call() as call)] | [ast.Expr(value=ast.Call() as call)]:
+            return (
+                [type(a) for a in call.args] == [ast.Starred]
+                and ast.unparse(call.args[0].value) == arguments.vararg.arg
+                and [(k.arg, ast.unparse(k.value)) for k in call.keywords] == [(None, arguments.kwarg.arg)]
+            )
+    return False
 
 
 def _signature(function: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[SignatureParam, ...]:
@@ -328,18 +350,38 @@ def outside_vocab_mask(logits_processor_source: str) -> int | None:
 
 
 def _processor_class(logits_processor_source: str) -> ast.ClassDef | None:
-    """The module-level ``class LogitsProcessor`` of the source; None where it does not parse or lacks one."""
+    """The module-level ``class LogitsProcessor`` of the source; None where it does not parse or lacks one.
+    Its ``bases_here`` are the classes of the same module it derives from, which ``_methods`` reads too."""
     try:
         module = ast.parse(logits_processor_source)
     except SyntaxError:
         return None
-    return next(
-        (node for node in module.body if isinstance(node, ast.ClassDef) and node.name == "LogitsProcessor"), None
-    )
+    classes = {node.name: node for node in module.body if isinstance(node, ast.ClassDef)}
+    processor = classes.get("LogitsProcessor")
+    if processor is not None:
+        processor.bases_here = _bases_here(processor, classes)  # type: ignore[attr-defined]
+    return processor
+
+
+def _bases_here(cls: ast.ClassDef, classes: dict[str, ast.ClassDef], depth: int = 0) -> list[ast.ClassDef]:
+    """The classes of the module ``cls`` derives from (by name, depth first, each once): where the methods it
+    does not define itself come from (a base holding ``__init__`` and ``forward``, a mixin's get_top_tokens)."""
+    found: list[ast.ClassDef] = []
+    for base in cls.bases:
+        here = classes.get(base.id) if isinstance(base, ast.Name) and depth < 8 else None
+        if here is not None and here is not cls and here not in found:
+            found += [here, *(c for c in _bases_here(here, classes, depth + 1) if c not in found)]
+    return found
 
 
 def _methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
-    return {item.name: item for item in cls.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    """The methods ``cls`` defines, then those it inherits from the classes of its module it derives from."""
+    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    for owner in (cls, *getattr(cls, "bases_here", ())):
+        for item in owner.body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                methods.setdefault(item.name, item)
+    return methods
 
 
 def _reached(
