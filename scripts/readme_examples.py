@@ -80,8 +80,8 @@ def installed_plugin(name: str, version: str, into: Path) -> Path:
         sys.path.pop(0)
     wheel = released_wheel(name, version)
     python, _, platforms = wheel.stem.split("-")[-3:]
-    digits = python.removeprefix("cp").removeprefix("py")
-    tags = ["--python-version", f"{digits[0]}.{digits[1:]}"]
+    digits = python.split(".")[-1].removeprefix("cp").removeprefix("py")  # cp311, py3, py2.py3
+    tags = ["--python-version", f"{digits[0]}.{digits[1:]}" if len(digits) > 1 else digits]
     for platform in platforms.split("."):
         tags += ["--platform", platform]
     target = into / f"{name}-{version}"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -1159,12 +1158,15 @@ class Analyzer:
         padded vocabulary) that get_top_tokens does not: the statement that makes the tokens differ."""
         if cshape.kind != LogitsKind.MANUAL or cshape.post not in DIVERGENT_POST:
             return None
-        if CALLS_COMPUTE_LOGITS.search(gtt.method.text):
+        tree = _parsed_text(gtt.method.text)
+        if tree is None or _calls_method(tree, "compute_logits"):
             return Consistency.UNPROVEN, (
                 f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} "
                 "calls compute_logits, so it may take that change too; run `mtp-audit verify`"
             )
-        if cshape.post == PostKind.MASK and (MASKING.search(gtt.method.text) or _stores_into_items(gtt.method.text)):
+        if cshape.post == PostKind.MASK and (
+            any(_calls_method(tree, name) for name in MASK_METHODS) or _stores_into_returned(tree)
+        ):
             return Consistency.UNPROVEN, (
                 f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} "
                 "masks too; run `mtp-audit verify`"
@@ -1278,23 +1280,48 @@ class Analyzer:
 
 # The target id each TargetMap gives draft id k.
 TARGET_IDS = {TargetMap.OFFSET: "k + draft_id_to_target_id[k]", TargetMap.ABSOLUTE: "draft_id_to_target_id[k]"}
-MASKING = re.compile(rf"\.({'|'.join(MASK_METHODS)})\(")
-CALLS_COMPUTE_LOGITS = re.compile(r"\bcompute_logits\s*\(")
 
 
-def _stores_into_items(method_text: str) -> bool:
-    """Whether the method stores into items of something (``logits[:, banned] = -inf``, ``x[m] += 1``): a
-    mask written by assignment, which ``MASKING``'s method names do not show."""
+def _parsed_text(method_text: str) -> ast.Module | None:
+    """A method's text parsed (dedented); None where it does not parse."""
     try:
-        tree = ast.parse(textwrap.dedent(method_text))
+        return ast.parse(textwrap.dedent(method_text))
     except SyntaxError:
-        return True  # not read: taken to mask, so nothing is claimed
+        return None
+
+
+def _calls_method(tree: ast.AST, name: str) -> bool:
+    """Whether the code calls ``name`` (``self.compute_logits(...)``, ``logits.masked_fill_(...)``), as code,
+    not as words of a docstring or a comment."""
     return any(
-        isinstance(target, ast.Subscript)
+        isinstance(node, ast.Call)
+        and (
+            (isinstance(node.func, ast.Attribute) and node.func.attr == name)
+            or (isinstance(node.func, ast.Name) and node.func.id == name)
+        )
         for node in ast.walk(tree)
-        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
-        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
     )
+
+
+def _stores_into_returned(tree: ast.AST) -> bool:
+    """Whether the method stores into items of a local that what it returns reads (``logits[:, banned] = -inf``
+    then ``return logits.argmax(-1)``): a mask written by assignment, which no method name shows. A store into
+    anything else (``self.cache[0] = out``) is no mask of what it selects from."""
+    returned = {
+        n.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Return) and node.value is not None
+        for n in ast.walk(node.value)
+        if isinstance(n, ast.Name)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+                    if target.value.id in returned:
+                        return True
+    return False
 
 
 def _is_vllm_processor(item: ClassKey | External) -> bool:
@@ -1306,9 +1333,11 @@ def _is_vllm_processor(item: ClassKey | External) -> bool:
 def _argument_for(arguments: tuple[tuple[str, str], ...], flag: ProcessorFlag) -> str | None:
     """The code of the argument a call with ``arguments`` passes for ``flag``'s parameter (``*x`` / ``**x`` where
     unpacked arguments may pass it); None where none does."""
-    positional = [code for keyword, code in arguments if keyword == ""]
-    if len(positional) > flag.position:
-        return positional[flag.position]
+    for position, (keyword, code) in enumerate(a for a in arguments if a[0] in ("", "*")):
+        if keyword == "*":  # where it ends, and so what binds to the flag's place, is not known
+            return f"*{code}"
+        if position == flag.position:
+            return code
     named = dict(arguments)
     if flag.param in named:
         return named[flag.param]
