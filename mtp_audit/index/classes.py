@@ -452,7 +452,8 @@ def _first_line(code: str) -> str:
 
 
 def _setattr_on_self(statement: ast.stmt) -> tuple[str, ast.expr] | None:
-    """(name, value) of ``setattr(self, "name", value)``, the name a literal."""
+    """(name, value) of ``setattr(self, "name", value)``, the name a literal; ``owner.name`` of
+    ``setattr(self.owner, "name", value)`` (an attribute of what self holds, as ``self.owner.name = value``)."""
     match statement:
         case ast.Expr(
             value=ast.Call(
@@ -460,6 +461,13 @@ def _setattr_on_self(statement: ast.stmt) -> tuple[str, ast.expr] | None:
             )
         ):
             return name, value
+        case ast.Expr(
+            value=ast.Call(
+                func=ast.Name(id="setattr"),
+                args=[ast.Attribute(value=ast.Name(id="self"), attr=owner), ast.Constant(value=str(name)), value],
+            )
+        ):
+            return f"{owner}.{name}", value
     return None
 
 

@@ -52,9 +52,9 @@ _RETURN = re.compile(r"return\s*(?:\(|[\w.]+\s*\()")  # a call, or a parenthesis
 _NESTED_SCOPE = re.compile(r"(?:async\s+def|def|class)\b|@")
 _NAMES_SELF = re.compile(r"\bself\b")
 # ``setattr(self, "x", ...)``; a target list that stores into self (``self.a, self.b = ...``)
-_SETATTR_SELF = re.compile(r"setattr\s*\(\s*self\s*,")
+_SETATTR_SELF = re.compile(r"setattr\s*\(\s*self(?:\.\w+)?\s*,")
 _TARGET_LIST = re.compile(r"[^=]*,[^=]*=(?!=)")
-_SETATTR_SELF_LINE = re.compile(r"^[ \t]*setattr\s*\(\s*self\s*,", re.MULTILINE)
+_SETATTR_SELF_LINE = re.compile(r"^[ \t]*setattr\s*\(\s*self(?:\.\w+)?\s*,", re.MULTILINE)
 # a target list storing into self: ``a, self.b = ...``, ``self.a, b = ...``, ``(self.a, ...`` over lines; a
 # bracketed target, ``(self.a) = A()``, ``[self.a] = [A()]``
 _SELF_IN_TARGETS = re.compile(
