@@ -676,3 +676,18 @@ def test_modules_that_are_one_file_and_differ_in_a_method_are_refused_naming_bot
         "a/link.py and b/real.py are one file (a link), and class LinkMTP (line 4) would get a different "
         "method from each; add it by hand",
     )
+
+
+def test_the_blast_radius_judges_an_inheriting_drafter_as_its_callers_call_it(tmp_path: Path) -> None:
+    """ToyGemmaMTP inherits the method written into ToyMTP and takes a spec_step_idx no speculator passes:
+    equivalent (its re-scan says so), not divergent."""
+    from conftest import run_cli
+
+    tree = build_tree(FIXTURES / "fix" / "blast_radius_caller_contract", tmp_path / "tree", "input")
+    done = run_cli("fix", str(tree), "--model", "ToyMTPModel", "--diff")
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert (
+        "drafter ToyGemmaMTPModel) inherits get_top_tokens from ToyMTP on cpu,cuda,rocm,tpu,xpu: supported/equivalent"
+        in said
+    )

@@ -99,7 +99,7 @@ def run_scan(tree: SourceTree, no_cache: bool, jobs: int = 0, fix_refusals: bool
     result, scanner, resolutions = scan(
         tree, None if no_cache else FactsCache(), forked(resolve_jobs(jobs)), earlier=earlier
     )
-    if fix_refusals:
+    if fix_refusals and not result.parse_errors:  # else fix stops at those files, refusing nothing
         from ..fix import refusals_alone
 
         result.fix_refusals = refusals_alone(tree, scanner, resolutions, result.records)
