@@ -228,10 +228,9 @@ def _tests_of(
 
     def reads(node: ast.AST, names: set[str]) -> bool:
         return any(
-            _is_self_attr(n, attr)
-            or _is_getattr_of_self(n, attr)
+            _self_attribute(n) == attr
             or (isinstance(n, ast.Name) and n.id in names)
-            or (isinstance(n, ast.Attribute) and any(_is_self_attr(n, reader) for reader in readers))
+            or (isinstance(n, ast.Attribute) and _self_attribute(n) in readers)
             for n in ast.walk(node)
         )
 
@@ -241,7 +240,7 @@ def _tests_of(
                 return holds(inner, names)
             case ast.Name(id=name):
                 return name in names
-        return value is not None and _is_self_attr(value, attr)
+        return isinstance(value, ast.Attribute) and _self_attribute(value) == attr
 
     assignments = [n for n in ast.walk(function) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr))]
     held: set[str] = set()
@@ -262,24 +261,17 @@ def _tests_of(
 
 
 def _reads_attr(function: ast.FunctionDef | ast.AsyncFunctionDef, attr: str) -> bool:
-    return any(_is_self_attr(n, attr) or _is_getattr_of_self(n, attr) for n in ast.walk(function))
+    return any(_self_attribute(n) == attr for n in ast.walk(function))
 
 
-def _is_getattr_of_self(node: ast.AST, attr: str) -> bool:
-    """``getattr(self, "<attr>")`` (with a default or not)."""
+def _self_attribute(node: ast.AST) -> str | None:
+    """NAME of ``self.NAME`` or of ``getattr(self, "NAME")`` (with a default or not); None for anything else."""
     match node:
+        case ast.Attribute(value=ast.Name(id="self"), attr=name):
+            return name
         case ast.Call(func=ast.Name(id="getattr"), args=[ast.Name(id="self"), ast.Constant(value=str(name)), *_]):
-            return name == attr
-    return False
-
-
-def _is_self_attr(node: ast.AST, attr: str) -> bool:
-    return (
-        isinstance(node, ast.Attribute)
-        and node.attr == attr
-        and isinstance(node.value, ast.Name)
-        and node.value.id == "self"
-    )
+            return name
+    return None
 
 
 def head_signature(logits_processor_source: str, file: str) -> HeadSignature | None:
@@ -401,21 +393,7 @@ def _reached(
 
 def _self_references(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     """Names of the ``self.<name>`` attributes a method reads (``getattr(self, "<name>")`` too), in order."""
-    return [
-        node.attr if isinstance(node, ast.Attribute) else node.args[1].value  # type: ignore[attr-defined]
-        for node in ast.walk(function)
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self")
-        or (
-            isinstance(node, ast.Call)
-            and len(node.args) >= 2
-            and isinstance(node.func, ast.Name)
-            and node.func.id == "getattr"
-            and isinstance(node.args[0], ast.Name)
-            and node.args[0].id == "self"
-            and isinstance(node.args[1], ast.Constant)
-            and isinstance(node.args[1].value, str)
-        )
-    ]
+    return [name for node in ast.walk(function) if (name := _self_attribute(node)) is not None]
 
 
 def _org_vocab_mask(function: ast.FunctionDef) -> int | None:

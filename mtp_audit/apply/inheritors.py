@@ -15,12 +15,12 @@ from __future__ import annotations
 import ast
 import os
 import re
-import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from weakref import WeakKeyDictionary
 
+from ..cache.store import read_regular
 from ..classify.analysis import Insertion, Overlay
 from ..classify.calls import Contract
 from ..index.ast_tools import names_bound, walk, walk_statements
@@ -91,8 +91,9 @@ class BaseNames:
         self.modules: dict[bytes, set[str]] = {}
         self.aliases: dict[bytes, set[bytes]] = {}  # name -> names that may be bound to what it is bound to
         for path in _python_files(str(package)):
-            data = _regular_file_bytes(path)
-            if data is None:  # unreadable, or no regular file: it cannot be indexed, and the scan says why
+            try:  # only a regular file: a FIFO would hang the read, /dev/zero behind a symlink fill memory
+                data = read_regular(path, SOURCE_LIMIT, follow_symlinks=True)
+            except OSError:  # unreadable, or no regular file: it cannot be indexed, and the scan says why
                 continue
             for original, alias in _aliases(b"\n" + data):
                 if original != alias:
@@ -119,23 +120,6 @@ class BaseNames:
     def naming(self, words: set[str]) -> list[str]:
         """Modules with a class statement that names one of ``words`` among its bases."""
         return sorted({module for word in words for module in self.modules.get(word.encode(), ())})
-
-
-def _regular_file_bytes(path: str) -> bytes | None:
-    """The bytes of ``path`` if it is a regular file of at most ``SOURCE_LIMIT`` bytes (a FIFO would hang the
-    read, ``/dev/zero`` behind a symlink fill memory); None otherwise, or where it cannot be read."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as handle:
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) or info.st_size > SOURCE_LIMIT:
-                return None
-            return handle.read(SOURCE_LIMIT + 1)
-        except OSError:
-            return None
 
 
 def _python_files(top: str) -> Iterator[str]:

@@ -204,12 +204,13 @@ class Store:
             prune(self.root, keep=generation)
 
 
-def read_regular(path: Path, limit: int) -> bytes:
-    """The bytes of the regular file at ``path``, never a symlink (out of the cache, to a device), a FIFO
-    (opened without waiting for a writer) or more than ``limit`` bytes: those raise OSError saying which,
-    so that reading an entry neither hangs nor fills memory. FileNotFoundError when there is none."""
+def read_regular(path: Path | str, limit: int, follow_symlinks: bool = False) -> bytes:
+    """The bytes of the regular file at ``path``, never a symlink (out of the cache, to a device; with
+    ``follow_symlinks`` the file it names, a regular one too), a FIFO (opened without waiting for a writer) or
+    more than ``limit`` bytes: those raise OSError saying which, so that reading an entry neither hangs nor
+    fills memory. FileNotFoundError when there is none."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow_symlinks else os.O_NOFOLLOW))
     except OSError as error:
         if error.errno == errno.ELOOP:
             raise OSError(errno.ELOOP, "a symbolic link") from None

@@ -59,6 +59,9 @@ if TYPE_CHECKING:
     from .shape_types import Param, TopTokensShape
 
 Overlay = dict[ClassKey, dict[str, MethodFacts]]
+# A value ``__init__`` may leave in an attribute of self: its writer, the value, the classes it may be (None:
+# cannot be told)
+AssignedValue = tuple[ClassKey, Assigned, list[ClassKey | External] | None]
 # vLLM's own processor: its call and its get_top_tokens select the same tokens (the mirror rule's premise)
 VLLM_LOGITS_PROCESSOR = ("vllm.model_executor.layers.logits_processor", "LogitsProcessor")
 # What its call and its get_top_tokens may run where it cannot be read (a plugin directory without a vLLM):
@@ -517,16 +520,18 @@ class Analyzer:
         (``file:line``). Where that ``__init__`` sets it only under a block, what the next such ``__init__`` of the
         MRO (its ``super().__init__``) leaves may stay too (``A.__init__ and B.__init__``), and so on."""
         read, values = self.assigned_values(mro, attr)
+        return (read, *self._held(values))
+
+    def _held(self, values: list[AssignedValue]) -> tuple[list[ClassKey | External], str | None]:
+        """The classes ``values`` (``assigned_values``) may be, and the first value whose class cannot be told."""
         held: list[ClassKey | External] = []
         for writer, value, made in values:
             if made is None:
-                return read, held, f"{value.code} at {self.h.file_of(writer)}:{value.line}"
+                return held, f"{value.code} at {self.h.file_of(writer)}:{value.line}"
             held += [item for item in made if item not in held]
-        return read, held, None
+        return held, None
 
-    def assigned_values(
-        self, mro: Mro, attr: str
-    ) -> tuple[str | None, list[tuple[ClassKey, Assigned, list[ClassKey | External] | None]]]:
+    def assigned_values(self, mro: Mro, attr: str) -> tuple[str | None, list[AssignedValue]]:
         """The ``__init__`` methods ``assigned_classes`` reads, and each value they may leave in ``self.<attr>``,
         with its writer and the classes it may be (None: cannot be told)."""
         writers = [
@@ -943,7 +948,8 @@ class Analyzer:
         they are vLLM's pair (or a subclass overriding only what both run) for every class ``__init__`` may
         assign (``assigned_classes``); a value whose class cannot be told is named, and so is an assignment of it
         the reading does not reach (a helper it does not follow must not pass for vLLM's processor)."""
-        owner, held, unknown = self.assigned_classes(mro, "logits_processor")
+        owner, values = self.assigned_values(mro, "logits_processor")
+        held, unknown = self._held(values)
         if owner is not None:  # an instance attribute hides a method of the class
             where = f"assigned in {owner}"
             if unknown is not None:
@@ -960,7 +966,7 @@ class Analyzer:
                 why = self._processor_overrides(found) if isinstance(found, ClassKey) else None
                 if why is not None:
                     return f"self.logits_processor ({where}) is a {why}"
-            return self._built_with_flag(mro)
+            return self._built_with_flag(mro, values)
         for item in (item for item in mro.classes if isinstance(item, ClassKey)):
             line = self.h.class_facts(item).defined_methods.get("logits_processor")
             if line is not None:
@@ -978,18 +984,18 @@ class Analyzer:
             "stored on self, is not followed), so it is not known to be vLLM's LogitsProcessor"
         )
 
-    def _built_with_flag(self, mro: Mro) -> str | None:
+    def _built_with_flag(self, mro: Mro, values: list[AssignedValue]) -> str | None:
         """Where vLLM's LogitsProcessor held in ``self.logits_processor`` is built with an argument for a parameter
         that picks a branch of its call alone, or of its get_top_tokens alone (``ProcessorFlag``), other than its
         default (or with unpacked arguments that may pass it): what that branch does the other path does not.
         So too where what such an argument is cannot be read: the processor made by a factory function, or a
         subclass of it with an ``__init__`` of its own; or where the drafter's ``__init__`` sets the flag's
-        attribute on the processor after building it."""
+        attribute on the processor after building it. ``values``: what ``assigned_values`` read for it."""
         flags = self.processor_paths.flags if self.processor_paths is not None else ()
         if not flags:
             return None
         params = ", ".join(dict.fromkeys(flag.param for flag in flags))
-        for writer, value, made in self.assigned_values(mro, "logits_processor")[1]:
+        for writer, value, made in values:
             where = f"{self.h.file_of(writer)}:{value.line}"
             for item in made or ():
                 unread = self._flags_unread(mro, writer, value, item)

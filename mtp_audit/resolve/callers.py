@@ -3338,10 +3338,8 @@ SPELLED_CLASS = re.compile(r"(?:(?P<path>[A-Za-z_][\w.]*)[.:])?(?P<name>[A-Za-z_
 
 def _binds_any(statement: ast.AST, names: tuple[str, ...]) -> bool:
     """An assignment (``+=``, annotated) to one of ``names``."""
-    if not isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-        return False
-    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-    return any(isinstance(t, ast.Name) and t.id in names for t in targets)
+    assigns = isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+    return assigns and not set(names_bound(statement)).isdisjoint(names)  # type: ignore[arg-type]
 
 
 def _place(qualname: str, node: ast.expr) -> tuple[str, int, int]:
