@@ -15,6 +15,9 @@ from .model import HeadSignature, ParamKind, PluginDist, SignatureParam, SourceT
 REGISTRY = Path("model_executor/models/registry.py")
 REGISTRY_PACKAGE = Path("model_executor/models/registry/__init__.py")  # the registry split into a package
 LOGITS_PROCESSOR = Path("model_executor/layers/logits_processor.py")
+# vLLM's processor as drafters import it: the module that names it and the class's name there.
+VLLM_LOGITS_PROCESSOR = ("vllm.model_executor.layers.logits_processor", "LogitsProcessor")
+PROCESSOR_CLASS = VLLM_LOGITS_PROCESSOR[1]
 # The entry-point groups vLLM loads plugins from (see resolve/plugins.py).
 GENERAL = "vllm.general_plugins"
 PLATFORM = "vllm.platform_plugins"
@@ -153,10 +156,10 @@ class ProcessorPaths:
     flags: tuple[ProcessorFlag, ...] = ()
 
 
-def processor_paths(logits_processor_source: str, file: str) -> ProcessorPaths | None:
+def processor_paths(logits_processor_source: str, file: str, name: str = PROCESSOR_CLASS) -> ProcessorPaths | None:
     """What ``LogitsProcessor``'s call and its ``get_top_tokens`` run, read off its source in ``file`` (nothing
-    imported); None where the class is not found."""
-    processor = _processor_class(logits_processor_source)
+    imported; ``name``: the class's name there); None where the class is not found."""
+    processor = _processor_class(logits_processor_source, name)
     if processor is None:
         return None
     methods = _methods(processor)
@@ -274,11 +277,11 @@ def _self_attribute(node: ast.AST) -> str | None:
     return None
 
 
-def head_signature(logits_processor_source: str, file: str) -> HeadSignature | None:
+def head_signature(logits_processor_source: str, file: str, name: str = PROCESSOR_CLASS) -> HeadSignature | None:
     """The parameters of ``LogitsProcessor.get_top_tokens`` and of what its call runs (``__call__`` where
     the class defines one, else ``forward``), read off its source in ``file``; None where the class or its
     get_top_tokens is not found."""
-    processor = _processor_class(logits_processor_source)
+    processor = _processor_class(logits_processor_source, name)
     methods = _methods(processor) if processor is not None else {}
     top_tokens = methods.get("get_top_tokens")
     if top_tokens is None:
@@ -328,12 +331,12 @@ def _signature(function: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[Signat
     return tuple(params[1:]) if positional else tuple(params)
 
 
-def outside_vocab_mask(logits_processor_source: str) -> int | None:
+def outside_vocab_mask(logits_processor_source: str, name: str = PROCESSOR_CLASS) -> int | None:
     """The line where ``LogitsProcessor.get_top_tokens`` (or a method of the class it runs on
     ``self``) sets every column from ``self.org_vocab_size`` on to ``-inf`` (vLLM 0.34's
     ``_mask_outside_vocab``); None where it does not (0.33 masks only the shard padding): there a
     ``get_top_tokens`` can select ids a cut to ``org_vocab_size`` removes."""
-    processor = _processor_class(logits_processor_source)
+    processor = _processor_class(logits_processor_source, name)
     methods = _methods(processor) if processor is not None else {}
     if "get_top_tokens" not in methods:
         return None
@@ -341,15 +344,15 @@ def outside_vocab_mask(logits_processor_source: str) -> int | None:
     return next((line for method in reached if (line := _org_vocab_mask(method)) is not None), None)
 
 
-def _processor_class(logits_processor_source: str) -> ast.ClassDef | None:
-    """The module-level ``class LogitsProcessor`` of the source; None where it does not parse or lacks one.
+def _processor_class(logits_processor_source: str, name: str = PROCESSOR_CLASS) -> ast.ClassDef | None:
+    """The module-level class ``name`` of the source; None where it does not parse or lacks one.
     Its ``bases_here`` are the classes of the same module it derives from, which ``_methods`` reads too."""
     try:
         module = ast.parse(logits_processor_source)
     except SyntaxError:
         return None
     classes = {node.name: node for node in module.body if isinstance(node, ast.ClassDef)}
-    processor = classes.get("LogitsProcessor")
+    processor = classes.get(name)
     if processor is not None:
         processor.bases_here = _bases_here(processor, classes)  # type: ignore[attr-defined]
     return processor
@@ -422,11 +425,17 @@ def _reads(expression: ast.expr, names: set[str]) -> bool:
     )
 
 
-def has_local_argmax(logits_processor_source: str) -> bool:
+def defines_processor(logits_processor_source: str, name: str = PROCESSOR_CLASS) -> bool:
+    """Whether the source defines the class ``name`` at module level (where vLLM's processor lives, as
+    opposed to a module that imports it from where it is defined)."""
+    return f"class {name}" in logits_processor_source and _processor_class(logits_processor_source, name) is not None
+
+
+def has_local_argmax(logits_processor_source: str, name: str = PROCESSOR_CLASS) -> bool:
     """True when ``LogitsProcessor.get_top_tokens`` exists (vLLM 0.17 and later)."""
     if "def get_top_tokens" not in logits_processor_source:
         return False
-    processor = _processor_class(logits_processor_source)
+    processor = _processor_class(logits_processor_source, name)
     return processor is not None and isinstance(_methods(processor).get("get_top_tokens"), ast.FunctionDef)
 
 

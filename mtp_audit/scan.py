@@ -7,18 +7,28 @@ get_top_tokens is what a fix would write; the work can be spread over processes 
 
 from __future__ import annotations
 
+import errno
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from .cache import ABSENT, EXISTS, FactsCache
+from .cache import ABSENT, FactsCache
 from .classify import memo
 from .classify.analysis import Analysis, Analyzer
 from .classify.calls import Contract
 from .classify.shape_types import ASSUMED_SIGNATURE
 from .errors import UsageError
 from .index.modules import ModuleIndex, read_failure
-from .locate import LOGITS_PROCESSOR, has_local_argmax, head_signature, outside_vocab_mask, processor_paths
+from .locate import (
+    LOGITS_PROCESSOR,
+    VLLM_LOGITS_PROCESSOR,
+    defines_processor,
+    has_local_argmax,
+    head_signature,
+    outside_vocab_mask,
+    processor_paths,
+)
 from .model import (
     PLATFORMS,
     ClassKey,
@@ -44,10 +54,11 @@ class PreLocalArgmaxRelease(UsageError):
     """vLLM 0.16 and earlier: LogitsProcessor.get_top_tokens does not exist."""
 
 
-def _require_local_argmax(processor_source: str, vllm: str) -> None:
-    """Stop where ``vllm`` (named so in the message) has no LogitsProcessor.get_top_tokens: a drafter
-    has nothing to opt into there, and a mirror would call what it lacks."""
-    if not has_local_argmax(processor_source):
+def _require_local_argmax(processor_source: str, name: str, vllm: str) -> None:
+    """Stop where ``vllm`` (named so in the message) has no LogitsProcessor.get_top_tokens (the class
+    ``name`` of ``processor_source``): a drafter has nothing to opt into there, and a mirror would call
+    what it lacks."""
+    if not has_local_argmax(processor_source, name):
         raise PreLocalArgmaxRelease(
             f"{vllm} has no LogitsProcessor.get_top_tokens, so there is nothing for drafters to opt into "
             "(it first shipped in vLLM 0.17)"
@@ -176,30 +187,54 @@ class Scanner:
             )
         return self._config_text[file]
 
-    def _note_processor(self, path: Path, source: str) -> None:
+    def _note_processor(self, path: Path, source: str, key: tuple[str, str]) -> None:
         """Where this vLLM's own LogitsProcessor.get_top_tokens masks the columns past
         ``org_vocab_size`` (a cut compute_logits makes is then made by both methods), and which of its
         methods its call and its get_top_tokens run (a subclass overriding one may make them differ), and
-        what its get_top_tokens and its call take (a head call's arguments must bind to both alike)."""
-        mask = outside_vocab_mask(source)
-        paths = processor_paths(source, str(self.index.relative(path)))
-        self.head_signature = head_signature(source, str(self.index.relative(path))) or ASSUMED_SIGNATURE
+        what its get_top_tokens and its call take (a head call's arguments must bind to both alike);
+        ``key``: the (module, name) it is defined as, ``source`` that module's text in ``path``."""
+        file, name = str(self.index.relative(path)), key[1]
+        mask = outside_vocab_mask(source, name)
+        paths = processor_paths(source, file, name)
+        self.head_signature = head_signature(source, file, name) or ASSUMED_SIGNATURE
         for analyzer in self.analyzers.values():
-            analyzer.processor_mask = f"{self.index.relative(path)}:{mask}" if mask is not None else None
+            analyzer.processor_mask = f"{file}:{mask}" if mask is not None else None
             analyzer.processor_paths = paths
             analyzer.head_signature = self.head_signature
+            analyzer.processor_key = key
+
+    def _processor_source(self, index: ModuleIndex) -> tuple[Path, str, tuple[str, str]]:
+        """The file, text and (module, name) of the class ``vllm.model_executor.layers.logits_processor``'s
+        ``LogitsProcessor`` is in ``index``'s tree, as Python finds it on every platform: that module's own
+        class (a package before a same-named module, as Python imports), else the one it imports (a package
+        re-exporting it from a submodule, a class moved to another module); the module's own file and text
+        (perhaps "") where no one class is found. Read through this scan's index, so a cached result is
+        read again when any of them changes; an ``OSError`` is the caller's to report."""
+        module, name = VLLM_LOGITS_PROCESSOR
+        located = index.locate(module)
+        assert index.tree.package_dir is not None
+        path = located[0] if located is not None else index.tree.package_dir / LOGITS_PROCESSOR
+        source = self.index.read_bytes(path).decode("utf-8", "replace") if located is not None else ""
+        if defines_processor(source, name):
+            return path, source, VLLM_LOGITS_PROCESSOR
+        found = {k for p in PLATFORMS for k in resolve_name(index, module, name, p) if isinstance(k, ClassKey)}
+        defined = index.locate(next(iter(found)).module) if len(found) == 1 else None
+        if defined is None:
+            return path, source, VLLM_LOGITS_PROCESSOR
+        [key] = found
+        return defined[0], self.index.read_bytes(defined[0]).decode("utf-8", "replace"), (key.module, key.name)
 
     def entries(self) -> list[RegistryEntry]:
         if self.tree.is_vllm:
             assert self.tree.package_dir is not None
-            path = self.tree.package_dir / LOGITS_PROCESSOR
             try:
-                present = self.index.kind(path) == EXISTS
-                source = self.index.read_bytes(path).decode("utf-8", "replace") if present else ""
+                path, source, key = self._processor_source(self.index)
             except OSError as error:
-                raise UsageError(f"{self.index.relative(path)}: {read_failure(error)}") from None
-            _require_local_argmax(source, f"vLLM {self.tree.vllm_version}" if self.tree.vllm_version else "this vLLM")
-            self._note_processor(path, source)
+                failed = Path(error.filename) if error.filename else self.tree.package_dir / LOGITS_PROCESSOR
+                raise UsageError(f"{self.index.relative(failed)}: {read_failure(error)}") from None
+            vllm = f"vLLM {self.tree.vllm_version}" if self.tree.vllm_version else "this vLLM"
+            _require_local_argmax(source, key[1], vllm)
+            self._note_processor(path, source, key)
             entries, self.registry_notes = registry_reading(self.index)
             if self.tree.plugins:
                 readings = read_plugins(self.index, self.tree.plugins, self.tree.allowed_plugins)
@@ -219,10 +254,13 @@ class Scanner:
         cannot be read is said (its mask is then unknown) and recorded absent, so a cached result is read
         again once it appears."""
         try:
-            source = self.index.read_bytes(path).decode("utf-8", "replace")
+            index = ModuleIndex(runs_with)
+            if index.locate(VLLM_LOGITS_PROCESSOR[0]) is None:  # no such module: said as a file that cannot be read
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
+            found, source, key = self._processor_source(index)
             version = f"vLLM {runs_with.vllm_version}" if runs_with.vllm_version else "the vLLM"
-            _require_local_argmax(source, f"{version}, which this plugin runs with,")
-            self._note_processor(path, source)
+            _require_local_argmax(source, key[1], f"{version}, which this plugin runs with,")
+            self._note_processor(found, source, key)
         except OSError as error:
             self.index.observed.setdefault(self.index.relative(path), ABSENT)
             self.plugin_notes.append(

@@ -20,6 +20,7 @@ from ..depth import TooDeep
 from ..index.ast_tools import unparse, walk
 from ..index.classes import REBOUND
 from ..index.fact_types import Assigned, MethodFacts, libcst_code
+from ..locate import VLLM_LOGITS_PROCESSOR
 from ..model import CallerRecord, ClassKey, Consistency, Status
 from ..resolve.mro import Hierarchy, MethodHit, Mro
 from ..resolve.names import External, Missing, resolve_expression, resolve_name
@@ -62,8 +63,6 @@ Overlay = dict[ClassKey, dict[str, MethodFacts]]
 # A value ``__init__`` may leave in an attribute of self: its writer, the value, the classes it may be (None:
 # cannot be told)
 AssignedValue = tuple[ClassKey, Assigned, list[ClassKey | External] | None]
-# vLLM's own processor: its call and its get_top_tokens select the same tokens (the mirror rule's premise)
-VLLM_LOGITS_PROCESSOR = ("vllm.model_executor.layers.logits_processor", "LogitsProcessor")
 # What its call and its get_top_tokens may run where it cannot be read (a plugin directory without a vLLM):
 # a subclass's override of any is taken to make them differ, the reason saying why
 UNREAD_PROCESSOR_METHODS = (
@@ -128,6 +127,9 @@ class Analyzer:
         self.processor_paths: ProcessorPaths | None = None
         # what the tree's get_top_tokens and LogitsProcessor call take (head-arguments); assumed until read
         self.head_signature: HeadSignature = ASSUMED_SIGNATURE
+        # (module, name) of the class vLLM's processor is defined as in the tree: its call and its get_top_tokens
+        # select the same tokens (the mirror rule's premise); where drafters import it from, unless it moved
+        self.processor_key: tuple[str, str] = VLLM_LOGITS_PROCESSOR
 
     def shape(self, hit: MethodHit) -> LogitsShape:
         """The shape of ``hit``'s compute_logits, its head call bound to this tree's get_top_tokens."""
@@ -958,7 +960,7 @@ class Analyzer:
                     "and its get_top_tokens select the same tokens is not known"
                 )
             for found in held:
-                if isinstance(found, External) and found.name != ".".join(VLLM_LOGITS_PROCESSOR):
+                if isinstance(found, External) and not self._is_vllm_processor(found):
                     return (
                         f"self.logits_processor ({where}) is a {found.name}, a class outside the tree: whether its "
                         "call and its get_top_tokens select the same tokens is not known"
@@ -1004,7 +1006,7 @@ class Analyzer:
                         f"its LogitsProcessor ({where}) {unread}, so whether it passes {params}, which only one of "
                         "the processor's call and get_top_tokens tests, is not known: they may select different tokens"
                     )
-                if not (_is_vllm_processor(item) or self._inherits_processor_init(item)):
+                if not (self._is_vllm_processor(item) or self._inherits_processor_init(item)):
                     continue
                 if value.arguments is None:  # a callee not named like a processor (an alias of the class)
                     return (
@@ -1031,17 +1033,22 @@ class Analyzer:
     def _flags_unread(self, mro: Mro, writer: ClassKey, value: Assigned, item: ClassKey | External) -> str | None:
         """Why the arguments vLLM's LogitsProcessor gets cannot be read off the call that makes ``item``: it
         is made by a factory function, or ``item`` subclasses it with an ``__init__`` of its own."""
-        if not (_is_vllm_processor(item) or (isinstance(item, ClassKey) and self._subclasses_processor(item))):
+        if not (self._is_vllm_processor(item) or (isinstance(item, ClassKey) and self._subclasses_processor(item))):
             return None
         direct = resolve_expression(self.h.index, writer.module, value.callee, self.h.platform) if value.callee else []
         if value.callee and not value.callee.startswith("self.") and item not in direct:
             return f"is made by {value.callee}(...), whose call of LogitsProcessor is not read"
-        if isinstance(item, ClassKey) and not _is_vllm_processor(item) and not self._inherits_processor_init(item):
+        if isinstance(item, ClassKey) and not self._is_vllm_processor(item) and not self._inherits_processor_init(item):
             return f"is an instance of {item.name} ({self.h.file_of(item)}:{item.line}), whose own __init__ is not read"
         return None
 
+    def _is_vllm_processor(self, item: ClassKey | External) -> bool:
+        if isinstance(item, External):  # a vLLM outside the tree (a plugin's): named as drafters import it
+            return item.name in (".".join(VLLM_LOGITS_PROCESSOR), ".".join(self.processor_key))
+        return (item.module, item.name) == self.processor_key
+
     def _subclasses_processor(self, item: ClassKey) -> bool:
-        return any(isinstance(c, ClassKey) and _is_vllm_processor(c) for c in self.h.mro(item).classes[1:])
+        return any(isinstance(c, ClassKey) and self._is_vllm_processor(c) for c in self.h.mro(item).classes[1:])
 
     def _inherits_processor_init(self, item: ClassKey) -> bool:
         """A subclass of vLLM's LogitsProcessor whose classes before it define no ``__init__``: built with the
@@ -1049,7 +1056,7 @@ class Analyzer:
         for cls in self.h.mro(item).classes:
             if not isinstance(cls, ClassKey):
                 return False
-            if _is_vllm_processor(cls):
+            if self._is_vllm_processor(cls):
                 return cls != item
             if "__init__" in self.h.class_facts(cls).defined_methods:
                 return False
@@ -1101,7 +1108,7 @@ class Analyzer:
         runs = (set(paths.call) | set(paths.top_tokens)) if paths is not None else set(UNREAD_PROCESSOR_METHODS)
         overrides: dict[str, tuple[ClassKey, int]] = {}  # method -> the class of the MRO that defines it first
         for item in self.h.mro(processor).classes:
-            if isinstance(item, ClassKey) and (item.module, item.name) == VLLM_LOGITS_PROCESSOR:
+            if isinstance(item, ClassKey) and self._is_vllm_processor(item):
                 break
             for name, line in self.h.class_facts(item).defined_methods.items() if isinstance(item, ClassKey) else ():
                 if name in runs:
@@ -1328,12 +1335,6 @@ def _stores_into_returned(tree: ast.AST) -> bool:
                     if target.value.id in returned:
                         return True
     return False
-
-
-def _is_vllm_processor(item: ClassKey | External) -> bool:
-    if isinstance(item, External):
-        return item.name == ".".join(VLLM_LOGITS_PROCESSOR)
-    return (item.module, item.name) == VLLM_LOGITS_PROCESSOR
 
 
 def _argument_for(arguments: tuple[tuple[str, str], ...], flag: ProcessorFlag) -> str | None:
