@@ -130,11 +130,15 @@ CALL_ENTRIES = ("__call__", "forward")
 
 @dataclass(frozen=True)
 class ProcessorFlag:
-    """A parameter of ``LogitsProcessor.__init__`` stored as ``self.<attr>`` that a condition of one of the two
-    paths tests and the other never reads (``logits_as_input``: the call returns its input unchanged, while
-    get_top_tokens applies the head all the same): built with another value than its default, the processor's
-    call and its get_top_tokens may select different tokens. ``path``: "call" or "get_top_tokens", the one whose
-    condition tests it; ``test``: the method and ``file:line`` of that condition."""
+    """A parameter of ``LogitsProcessor.__init__`` stored as ``self.<attr>`` that one of the two paths reads and
+    the other never does: a condition tests it (``logits_as_input``: the call returns its input unchanged, while
+    get_top_tokens applies the head all the same; ``how`` "tests"), or, where it has a default, any statement
+    reads it (``org_vocab_size`` up to vLLM 0.33: the call cuts the logits to it, get_top_tokens masks only the
+    head's padding; ``how`` "reads"). Built with another value than its default, the processor's call and its
+    get_top_tokens may select different tokens. ``path``: "call" or "get_top_tokens", the one that reads it;
+    ``test``: the method and ``file:line`` of that read; ``fallback``: the parameter (name, position) whose
+    value the attribute takes when this one is not given (``self.org_vocab_size = org_vocab_size or
+    vocab_size``): passing the same value for both is passing none."""
 
     param: str
     position: int  # among the parameters after ``self``
@@ -142,6 +146,8 @@ class ProcessorFlag:
     attr: str
     path: str
     test: str
+    how: str = "tests"
+    fallback: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -190,16 +196,50 @@ def _one_sided_flags(
         for read in ast.walk(value)
         if isinstance(read, ast.Name) and read.id in names
     ]
+    positions = {p.name: i for i, p in enumerate(params)}
     flags = []
     for attr, param in dict.fromkeys(stored):
         for path, one, other in (("call", call, top_tokens), ("get_top_tokens", top_tokens, call)):
+            if any(attr in _self_references(methods[name]) for name in other if name in methods):
+                continue
+            default = ast.unparse(defaults[param]) if param in defaults else None
             tested = next((t for name in one if name in methods for t in _tests_of(methods[name], attr, methods)), None)
-            read = any(attr in _self_references(methods[name]) for name in other if name in methods)
-            if tested is not None and not read:
-                position = next(i for i, p in enumerate(params) if p.name == param)
-                default = ast.unparse(defaults[param]) if param in defaults else None
-                flags.append(ProcessorFlag(param, position, default, attr, path, f"{tested[0]}, {file}:{tested[1]}"))
-    return tuple(flags)
+            if tested is not None:
+                test = f"{tested[0]}, {file}:{tested[1]}"
+                flags.append(ProcessorFlag(param, positions[param], default, attr, path, test))
+                continue
+            read = next((r for name in one if name in methods for r in _reads_of(methods[name], attr)), None)
+            if read is not None and param in defaults:
+                fallback = next(
+                    ((name, positions[name]) for name in _fallbacks(init, attr, param) if name in positions), None
+                )
+                test = f"{read[0]}, {file}:{read[1]}"
+                flags.append(ProcessorFlag(param, positions[param], default, attr, path, test, "reads", fallback))
+    return tuple(sorted(flags, key=lambda flag: flag.how != "tests"))  # a branch picked first, where both
+
+
+def _reads_of(function: ast.FunctionDef | ast.AsyncFunctionDef, attr: str) -> list[tuple[str, int]]:
+    """Where ``function`` reads ``self.<attr>`` (``getattr(self, "<attr>")`` too): (its name, the line)."""
+    return [
+        (function.name, node.lineno)
+        for node in ast.walk(function)
+        if _self_attribute(node) == attr and not isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del))
+    ]
+
+
+def _fallbacks(init: ast.FunctionDef | ast.AsyncFunctionDef, attr: str, param: str) -> list[str]:
+    """The names ``self.<attr> = <param> or <name>`` falls back to where ``param`` is not given (falsy)."""
+    return [
+        value.values[1].id
+        for target, value in _stores(init)
+        if _self_attribute(target) == attr
+        and isinstance(value, ast.BoolOp)
+        and isinstance(value.op, ast.Or)
+        and len(value.values) == 2
+        and isinstance(value.values[0], ast.Name)
+        and value.values[0].id == param
+        and isinstance(value.values[1], ast.Name)
+    ]
 
 
 def _stores(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast.expr, ast.expr]]:

@@ -15,7 +15,7 @@ FORWARD = """
         return self._get_logits(lm_head, hidden_states)
 
     def _get_logits(self, lm_head, hidden_states):
-        return lm_head(hidden_states)
+        return lm_head(hidden_states) * self.scale
 """
 INIT = """
     def __init__(self, vocab_size, scale=1.0, logits_as_input=False):
@@ -104,3 +104,25 @@ def test_a_parameter_both_paths_read_is_no_flag():
     )
     both = both.replace("if self.logits_as_input:", "if self.scale > 1:")
     assert flags_of(source("class LogitsProcessor(nn.Module):" + INIT + both + TOP_TOKENS)) == []
+
+
+def test_a_parameter_one_path_reads_is_a_flag_with_its_fallback():
+    """Up to vLLM 0.33 the call cuts the logits to ``org_vocab_size`` and get_top_tokens never reads it: a
+    parameter with a default that one path reads in any statement (not only a condition) is a flag, and the
+    parameter its attribute falls back to (``org_vocab_size or vocab_size``) is recorded; one without a default
+    is not (every drafter passes it)."""
+    init = INIT.replace("scale=1.0,", "org_vocab_size=None, scale=1.0,") + (
+        "        self.org_vocab_size = org_vocab_size or vocab_size\n        self.vocab = vocab_size\n"
+    )
+    cut = FORWARD.replace(
+        "return lm_head(hidden_states) * self.scale",
+        "return (lm_head(hidden_states) * self.scale)[..., : self.org_vocab_size][..., : self.vocab]",
+    )
+    paths = processor_paths(source("class LogitsProcessor(nn.Module):" + init + cut + TOP_TOKENS), "lp.py")
+    assert paths is not None
+    flags = {flag.param: flag for flag in paths.flags}
+    assert sorted(flags) == ["logits_as_input", "org_vocab_size"]
+    read = flags["org_vocab_size"]
+    assert (read.path, read.how, read.default, read.fallback) == ("call", "reads", "None", ("vocab_size", 0))
+    assert read.test.startswith("_get_logits, lp.py:")
+    assert [flag.how for flag in paths.flags] == ["tests", "reads"]  # a branch picked first

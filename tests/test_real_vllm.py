@@ -250,12 +250,15 @@ def test_step3p5_031_refused_naming_the_call_site(vllm_release, tmp_path):
 
 @pytest.mark.parametrize("version", ["0.20.0", "0.33.0", "0.34.0"])
 def test_logits_as_input_is_the_one_flag_of_the_call_alone(vllm_release, version):
-    """Read off each release's LogitsProcessor: ``logits_as_input`` picks a branch of its call alone; scale and
-    soft_cap, read by both paths, are no such flag (a drafter passing them keeps its mirror)."""
+    """Read off each release's LogitsProcessor: ``logits_as_input`` picks a branch of its call alone; up to 0.33
+    the call alone reads ``org_vocab_size`` too (it cuts the logits to it; 0.34's get_top_tokens masks from it);
+    scale and soft_cap, read by both paths, are no such flag (a drafter passing them keeps its mirror)."""
     from mtp_audit.locate import LOGITS_PROCESSOR, processor_paths
 
     source = (vllm_release(version) / "vllm" / LOGITS_PROCESSOR).read_text()
     paths = processor_paths(source, "logits_processor.py")
     assert paths is not None
-    assert [(f.param, f.position, f.default, f.path) for f in paths.flags] == [("logits_as_input", 3, "False", "call")]
+    found = [(f.param, f.position, f.default, f.path, f.how, f.fallback) for f in paths.flags]
+    cut = [("org_vocab_size", 1, "None", "call", "reads", ("vocab_size", 0))]
+    assert found == [("logits_as_input", 3, "False", "call", "tests", None), *(cut if version != "0.34.0" else [])]
     assert paths.flags[0].test.startswith("forward, logits_processor.py:")

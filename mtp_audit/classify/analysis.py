@@ -74,6 +74,8 @@ UNREAD_PROCESSOR_METHODS = (
     "_mask_outside_vocab",
     "get_top_tokens",
 )
+# What nn.Module runs for ``processor(...)``: an instance's ``forward`` is looked up on the instance.
+CALL_METHODS = ("forward", "__call__")
 DIVERGENT_POST = {PostKind.MASK, PostKind.D2T_SCATTER, PostKind.VOCAB}
 # A shape's hidden states are unknown (None) when the arms of an ``if`` pass different ones.
 ARMS_DIFFER = "hidden states that differ by arm"
@@ -315,11 +317,17 @@ class Analyzer:
     def _class_decorator(self, mro: Mro, cl: MethodHit | None, gtt: MethodHit | None) -> str:
         """``the class decorator @NAME (line N) of C (FILE)``: the first class, from the drafter to the
         one whose compute_logits or get_top_tokens Python finds, decorated by what may set or wrap
-        them (``ClassFacts.decorated_by``); "" where none is."""
+        them (``ClassFacts.decorated_by``); else an ``__init__`` of the MRO (or a method it runs) that sets
+        either on the instance, which then hides the class's method; "" where none is."""
         found = [hit.index for hit in (cl, gtt) if hit is not None]
         for item in mro.classes[: max(found) + 1] if found else []:
             if isinstance(item, ClassKey) and (by := self.h.class_facts(item).decorated_by):
                 return f"the class decorator {by} of {item.name} ({self.h.file_of(item)})"
+        for item in (c for c in mro.classes if isinstance(c, ClassKey)) if found else ():
+            read = self.h.init_values(mro, item)
+            for name in ("compute_logits", "get_top_tokens"):
+                for writer, value in read.values.get(name, [])[:1]:  # an instance attribute hides the method
+                    return f"self.{name}, set on the instance ({self.h.file_of(writer)}:{value.line}),"
         return ""
 
     def _analyze_found(
@@ -968,7 +976,7 @@ class Analyzer:
                 why = self._processor_overrides(found) if isinstance(found, ClassKey) else None
                 if why is not None:
                     return f"self.logits_processor ({where}) is a {why}"
-            return self._built_with_flag(mro, values)
+            return self._method_set_on_processor(mro) or self._built_with_flag(mro, values)
         for item in (item for item in mro.classes if isinstance(item, ClassKey)):
             line = self.h.class_facts(item).defined_methods.get("logits_processor")
             if line is not None:
@@ -997,6 +1005,7 @@ class Analyzer:
         if not flags:
             return None
         params = ", ".join(dict.fromkeys(flag.param for flag in flags))
+        verb = "tests" if all(flag.how == "tests" for flag in flags) else "reads"
         for writer, value, made in values:
             where = f"{self.h.file_of(writer)}:{value.line}"
             for item in made or ():
@@ -1004,7 +1013,8 @@ class Analyzer:
                 if unread is not None:
                     return (
                         f"its LogitsProcessor ({where}) {unread}, so whether it passes {params}, which only one of "
-                        "the processor's call and get_top_tokens tests, is not known: they may select different tokens"
+                        f"the processor's call and get_top_tokens {verb}, is not known: they may select different "
+                        "tokens"
                     )
                 if not (self._is_vllm_processor(item) or self._inherits_processor_init(item)):
                     continue
@@ -1012,12 +1022,16 @@ class Analyzer:
                     return (
                         f"its LogitsProcessor ({where}) is built by {value.callee}(...), whose arguments are not read, "
                         f"so whether it passes {params}, which only one of the processor's call and get_top_tokens "
-                        "tests, is not known: they may select different tokens"
+                        f"{verb}, is not known: they may select different tokens"
                     )
                 for flag in flags:
-                    passed = _argument_for(value.arguments, flag)
+                    passed = _argument_for(value.arguments, flag.param, flag.position)
                     if passed is None or passed == flag.default or _same_literal(passed, flag.default):
                         continue
+                    if flag.fallback is not None and self._same_value(
+                        writer, value, passed, _argument_for(value.arguments, *flag.fallback)
+                    ):
+                        continue  # the value the attribute falls back to: as if not passed
                     given = (
                         f"unpacked arguments ({passed}) that may pass {flag.param}"
                         if passed.startswith("*")
@@ -1025,10 +1039,39 @@ class Analyzer:
                     )
                     return (
                         f"its LogitsProcessor is built with {given} ({where}), which only the processor's "
-                        f"{flag.path} tests (self.{flag.attr} in {flag.test}): its call and its get_top_tokens may "
-                        "select different tokens"
+                        f"{flag.path} {flag.how} (self.{flag.attr} in {flag.test}): its call and its get_top_tokens "
+                        "may select different tokens"
                     )
         return self._flag_set_after(mro, flags)
+
+    def _same_value(self, writer: ClassKey, built: Assigned, first: str, second: str | None) -> bool:
+        """Whether two arguments of the call ``built`` (in ``writer.__init__``) are the same value: the same code, or
+        ``self.X`` holding the other's code there (``self.unpadded_vocab_size = config.vocab_size``, then
+        ``LogitsProcessor(self.unpadded_vocab_size, config.vocab_size)``)."""
+        if second is None or first.startswith("*") or second.startswith("*"):
+            return False
+        codes = [self._value_code(writer, built, code) for code in (first, second)]
+        return None not in codes and codes[0] == codes[1]
+
+    def _value_code(self, writer: ClassKey, built: Assigned, code: str) -> str | None:
+        """The code of what ``code`` holds where ``writer.__init__`` makes ``built``: ``self.X`` is the one value
+        its own statements assigned X last before (none under a block, no method run on self after it); None
+        where that is not known."""
+        try:
+            expression = ast.parse(code.strip(), mode="eval").body
+        except SyntaxError:
+            return None
+        if not (isinstance(expression, ast.Attribute) and unparse(expression.value) == "self"):
+            return unparse(expression)
+        held: str | None = None
+        for step in self.h.class_facts(writer).init_steps.get("__init__", []):
+            if step.line == built.line and any(value is built or value == built for value in step.values):
+                return held
+            if step.called or (step.attr == expression.attr and (step.nested or len(step.values) != 1)):
+                held = None  # a method run on self, or a value under a block: what it holds is not known
+            elif step.attr == expression.attr:
+                held = self._value_code(writer, built, step.values[0].code) if step.values[0].code != code else None
+        return None
 
     def _flags_unread(self, mro: Mro, writer: ClassKey, value: Assigned, item: ClassKey | External) -> str | None:
         """Why the arguments vLLM's LogitsProcessor gets cannot be read off the call that makes ``item``: it
@@ -1062,6 +1105,33 @@ class Analyzer:
                 return False
         return False
 
+    def _method_set_on_processor(self, mro: Mro) -> str | None:
+        """Where the drafter's ``__init__`` (or a method it runs) stores, on the processor it holds, a method that
+        only one of its call and its get_top_tokens runs, or get_top_tokens itself
+        (``self.logits_processor.forward = ...``, ``setattr(self.logits_processor, "_get_logits", fn)``): the
+        instance's attribute is what that path then runs."""
+        paths = self.processor_paths
+        if paths is None:
+            one_sided = set(UNREAD_PROCESSOR_METHODS)
+        else:
+            one_sided = (set(paths.call) ^ set(paths.top_tokens)) | {"get_top_tokens", *CALL_METHODS}
+        for item in (c for c in mro.classes if isinstance(c, ClassKey)):
+            for key, stored in self.h.init_values(mro, item).values.items():
+                holder, _, method = key.partition(".")
+                if holder == "logits_processor" and method in one_sided and stored:
+                    writer, value = stored[0]
+                    if method == "get_top_tokens":
+                        runs = "the get_top_tokens the processor's own stands for"
+                    elif paths is not None and method in paths.top_tokens and method not in paths.call:
+                        runs = "what the processor's get_top_tokens alone runs"
+                    else:
+                        runs = "what the processor's call alone runs"
+                    return (
+                        f"{self.h.file_of(writer)}:{value.line} sets self.logits_processor.{method} on the instance, "
+                        f"{runs}: its call and its get_top_tokens may select different tokens"
+                    )
+        return None
+
     def _flag_set_after(self, mro: Mro, flags: tuple[ProcessorFlag, ...]) -> str | None:
         """Where the drafter's ``__init__`` (or a method it runs) sets a flag's attribute on the processor it
         holds (``self.logits_processor.logits_as_input = True``)."""
@@ -1071,7 +1141,7 @@ class Analyzer:
                 for writer, value in stored.get(f"logits_processor.{flag.attr}", []):
                     return (
                         f"{self.h.file_of(writer)}:{value.line} sets self.logits_processor.{flag.attr}, which only the "
-                        f"processor's {flag.path} tests ({flag.test}): its call and its get_top_tokens may select "
+                        f"processor's {flag.path} {flag.how} ({flag.test}): its call and its get_top_tokens may select "
                         "different tokens"
                     )
         return None
@@ -1195,6 +1265,12 @@ class Analyzer:
                 f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} "
                 "does not change the vocabulary, so it can select ids compute_logits never produces"
             )
+        if cshape.post == PostKind.D2T_SCATTER and _may_remap(tree):
+            return Consistency.UNPROVEN, (
+                f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} maps "
+                "its tokens too (it reads draft_id_to_target_id or runs a method of self), written otherwise than "
+                "LocalArgmaxMixin's; run `mtp-audit verify`"
+            )
         return Consistency.DIVERGENT, (
             f"compute_logits of {self.where(cl)}: {cshape.reason}; get_top_tokens of {self.where(gtt)} ignores it"
         )
@@ -1316,6 +1392,20 @@ def _calls_method(tree: ast.AST, name: str) -> bool:
     )
 
 
+def _may_remap(tree: ast.AST) -> bool:
+    """Whether a get_top_tokens may map draft ids to target ids: it reads ``draft_id_to_target_id`` (as an
+    attribute or a name given to ``getattr``) or runs a method of self (``self.map_draft_to_target(top)``),
+    whose code is not compared."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "draft_id_to_target_id":
+            return True
+        if isinstance(node, ast.Constant) and node.value == "draft_id_to_target_id":
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and unparse(node.func.value) == "self":
+            return True
+    return False
+
+
 def _stores_into_returned(tree: ast.AST) -> bool:
     """Whether the method stores into items of a local that what it returns reads (``logits[:, banned] = -inf``
     then ``return logits.argmax(-1)``): a mask written by assignment, which no method name shows. A store into
@@ -1337,17 +1427,17 @@ def _stores_into_returned(tree: ast.AST) -> bool:
     return False
 
 
-def _argument_for(arguments: tuple[tuple[str, str], ...], flag: ProcessorFlag) -> str | None:
-    """The code of the argument a call with ``arguments`` passes for ``flag``'s parameter (``*x`` / ``**x`` where
-    unpacked arguments may pass it); None where none does."""
+def _argument_for(arguments: tuple[tuple[str, str], ...], param: str, place: int) -> str | None:
+    """The code of the argument a call with ``arguments`` passes for the parameter ``param`` (at ``place`` among
+    the positional ones; ``*x`` / ``**x`` where unpacked arguments may pass it); None where none does."""
     for position, (keyword, code) in enumerate(a for a in arguments if a[0] in ("", "*")):
         if keyword == "*":  # where it ends, and so what binds to the flag's place, is not known
             return f"*{code}"
-        if position == flag.position:
+        if position == place:
             return code
     named = dict(arguments)
-    if flag.param in named:
-        return named[flag.param]
+    if param in named:
+        return named[param]
     for keyword, code in arguments:
         if keyword in ("*", "**"):
             return f"{keyword}{code}"
