@@ -61,6 +61,16 @@ def test_every_subclass_of_a_written_base_is_named_with_its_platforms_and_result
     (tree / MODELS / "not-a-module.py").write_text(  # no module name: the index has no facts for it
         "from .wrap_predictor import WrapPredictor\n\n\nclass Stray(WrapPredictor):\n    pass\n"
     )
+    (tree / MODELS / "own_scorer.py").write_text(  # its own method: it inherits nothing, and is not listed
+        "from .wrap_predictor import WrapPredictor\n\n\nclass OwnScorer(WrapPredictor):\n"
+        "    def get_top_tokens(self, hidden_states, spec_step_idx=0):\n        return hidden_states.argmax(-1)\n\n\n"
+        "class OwnScorerChild(OwnScorer):\n    pass\n"
+    )
+    (tree / MODELS / "super_scorer.py").write_text(  # its own method reaches the written one: listed
+        "from .wrap_predictor import WrapPredictor\n\n\nclass SuperScorer(WrapPredictor):\n"
+        "    def get_top_tokens(self, hidden_states, spec_step_idx=0):\n"
+        "        return super().get_top_tokens(hidden_states, spec_step_idx)\n"
+    )
     result = plan_fix(locate(tree), ["WrapMTPModel"], False, None)
     everywhere = ("cpu", "cuda", "rocm", "tpu", "xpu")
     found = [(i.base.name, i.cls.name, i.cls.line, i.file, i.platforms, i.role, i.result) for i in result.inheritors]
@@ -77,6 +87,15 @@ def test_every_subclass_of_a_written_base_is_named_with_its_platforms_and_result
             f"({MODELS}/scorer_grand.py:7): logits masked after the head call (line 9: "
             "`logits[..., self.limit :] = -torch.inf`); get_top_tokens of WrapPredictor "
             f"({MODELS}/wrap_predictor.py:6) ignores it",
+        ),
+        (
+            "WrapPredictor",
+            "SuperScorer",
+            4,
+            f"{MODELS}/super_scorer.py",
+            everywhere,
+            "not a drafter",
+            "supported/mirror",
         ),
         (
             "WrapPredictor",

@@ -26,6 +26,7 @@ from ..classify.calls import Contract
 from ..index.ast_tools import names_bound, walk, walk_statements
 from ..index.modules import SOURCE_LIMIT
 from ..model import PLATFORMS, ClassKey, SourceTree
+from ..resolve.mro import Hierarchy
 from ..scan import Resolution, Scanner
 from ..synthesize.answers import planned_overlay
 from .families import module_of
@@ -232,14 +233,30 @@ def _subclasses(scanner: Scanner, texts: BaseNames, bases: set[ClassKey]) -> dic
                 for platform in PLATFORMS:
                     if platform in facts.import_errors:
                         continue
-                    for order in scanner.hierarchies[platform].orders(key):  # one, unless a base is undecided
+                    hierarchy = scanner.hierarchies[platform]
+                    for order in hierarchy.orders(key):  # one, unless a base is undecided
                         nearest = next((c for c in order if c in bases), None)  # the method it really gets
+                        if nearest is not None and _own_method_before(hierarchy, order, nearest):
+                            continue  # a class before it defines get_top_tokens: nothing is inherited
                         if nearest is not None and platform not in reached.get(nearest, ()):
                             reached.setdefault(nearest, []).append(platform)
                 if reached:
                     found[key] = reached
                     names.add(cls.name)
     return found
+
+
+def _own_method_before(hierarchy: Hierarchy, order: list, base: ClassKey) -> bool:
+    """Whether a class before ``base`` in ``order`` defines a ``get_top_tokens`` of its own that does not reach
+    ``base``'s through ``super()``: the class keeps that method, whatever is written into ``base``."""
+    for cls in order:
+        if cls == base:
+            return False
+        facts = hierarchy.class_facts(cls) if isinstance(cls, ClassKey) else None
+        if facts is not None and "get_top_tokens" in facts.defined_methods:
+            method = facts.methods.get("get_top_tokens")
+            return method is None or "super(" not in method.text
+    return False
 
 
 def _result(
