@@ -401,7 +401,10 @@ class _InitSteps:
             case ast.Name(id=name) if name in local:
                 return local[name]
             case ast.Call(func=func) if (callee := dotted(func)) is not None:
-                arguments = self.arguments(value) if ARGUMENTS_KEPT.search(callee) else None
+                # a processor's class under any name where the statement's first row names a processor (kept whole
+                # by the pre-filter): ``self.logits_processor = MyHead(...)``
+                kept = ARGUMENTS_KEPT.search(callee) or ARGUMENTS_KEPT.search(self.text.first_row(statement))
+                arguments = self.arguments(value) if kept else None
                 return [Assigned(callee, self.text.line(statement), callee, arguments)]
         return [Assigned("", self.text.line(statement), _first_line(self.text.segment(value)))]
 

@@ -53,6 +53,10 @@ class _Source:
         rows[0] = rows[0][node.col_offset :]
         return b"".join(rows).decode()
 
+    def first_row(self, node: ast.stmt) -> str:
+        """The parsed text's row where ``node`` starts."""
+        return self.lines[node.lineno - 1]
+
     def method_text(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
         """From the first decorator through the comment lines that follow the body:
         libcst decides by indentation which of those belong to the method."""
