@@ -81,3 +81,16 @@ def test_a_caller_form_not_run_as_called_makes_the_record_not_verified_whatever_
         and "the other call forms ran: 7 rows" in outcome.detail
     )
     assert summary_line([outcome]).endswith("1 not verified (1 a caller's argument only its run time holds)")
+
+
+def test_a_mismatch_naming_an_id_compute_logits_never_produces_says_so():
+    """An id past compute_logits' vocabulary has no logit to show: said as outside it, not as ``logit nan``."""
+    from mtp_audit.verify.run import _describe
+
+    def case(logit: float | None) -> dict:
+        found = {"row": 0, "argmax_id": 208, "get_top_tokens_id": 1040 if logit is None else 9, "argmax_logit": -23.6}
+        found |= {"get_top_tokens_logit": logit, "ids": 1040, "rows": 3}
+        return {"dtype": "float32", "case": "random", "batch": 7, "step": None, "form": "positional", "mismatch": found}
+
+    assert "get_top_tokens = 1040 (outside compute_logits' 1040 ids); 3 row(s) differ" in _describe(case(None))
+    assert "get_top_tokens = 9 (logit -30.5); 3 row(s) differ" in _describe(case(-30.5))

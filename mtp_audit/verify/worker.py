@@ -707,13 +707,14 @@ def _compare(logits, ids) -> dict:
     if wrong:
         row = wrong[0]
         want, got = int(expected[row]), int(ids[row])
-        got_value = float(logits[row, got]) if 0 <= got < logits.shape[-1] else float("nan")
+        got_value = float(logits[row, got]) if 0 <= got < logits.shape[-1] else None  # an id it never produces
         record["mismatch"] = {
             "row": row,
             "argmax_id": want,
             "get_top_tokens_id": got,
             "argmax_logit": float(logits[row, want]),
             "get_top_tokens_logit": got_value,
+            "ids": int(logits.shape[-1]),
             "rows": len(wrong),
         }
     return record
