@@ -20,8 +20,7 @@ from .classify.calls import Contract
 from .classify.shape_types import ASSUMED_SIGNATURE
 from .errors import UsageError
 from .index.modules import ModuleIndex, read_failure
-from .locate import (
-    LOGITS_PROCESSOR,
+from .index.processor import (
     VLLM_LOGITS_PROCESSOR,
     defines_processor,
     has_local_argmax,
@@ -29,6 +28,7 @@ from .locate import (
     outside_vocab_mask,
     processor_paths,
 )
+from .locate import LOGITS_PROCESSOR
 from .model import (
     PLATFORMS,
     ClassKey,

@@ -38,6 +38,7 @@ GROUPS = {
     "resolve": ["mtp_audit.resolve.*"],
     "classify": ["mtp_audit.classify.*"],
     "platforms": ["mtp_audit.index.platforms.*"],
+    "processor": ["mtp_audit.index.processor.*"],  # what vLLM's LogitsProcessor runs, read off its source
     # the dispatch interpreter of the facts: module-level statements and __getattr__, per platform
     "dispatch": [
         _INDEX + name

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 
-from mtp_audit.locate import has_local_argmax, head_signature, processor_paths
+from mtp_audit.index.processor import has_local_argmax, head_signature, processor_paths
 
 FORWARD = """
     def forward(self, lm_head, hidden_states, embedding_bias=None):
@@ -126,3 +126,26 @@ def test_a_parameter_one_path_reads_is_a_flag_with_its_fallback():
     assert (read.path, read.how, read.default, read.fallback) == ("call", "reads", "None", ("vocab_size", 0))
     assert read.test.startswith("_get_logits, lp.py:")
     assert [flag.how for flag in paths.flags] == ["tests", "reads"]  # a branch picked first
+
+
+def test_a_raise_one_path_alone_guards_is_read_and_judged_for_literals_only():
+    """``if self.scale <= 0.0: raise`` in get_top_tokens alone: a guard; a raise both paths guard alike is none;
+    its test is evaluated for a literal, and anything it cannot evaluate is not judged (None)."""
+    top = TOP_TOKENS.replace(
+        "        return (lm_head",
+        "        if not self.scale > 0 or self.scale is None:\n            raise ValueError\n        return (lm_head",
+    )
+    paths = processor_paths(source("class LogitsProcessor(nn.Module):" + INIT + FORWARD + top), "lp.py")
+    assert paths is not None
+    [guard] = paths.guards
+    assert (guard.param, guard.position, guard.attr, guard.path) == ("scale", 1, "scale", "get_top_tokens")
+    assert guard.where.startswith("get_top_tokens, lp.py:")
+    assert [guard.raises_for(v) for v in (-2, 0.0, 3.5)] == [True, True, False]
+    assert guard.raises_for("text") is None  # a comparison Python refuses: not judged
+    both = FORWARD.replace(
+        "        if self.logits_as_input:",
+        "        if not self.scale > 0 or self.scale is None:\n"
+        "            raise ValueError\n        if self.logits_as_input:",
+    )
+    paths = processor_paths(source("class LogitsProcessor(nn.Module):" + INIT + both + top), "lp.py")
+    assert paths is not None and paths.guards == ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
-from mtp_audit.locate import head_signature, processor_paths
+from mtp_audit.index.processor import head_signature, processor_paths
 
 FORWARD = """
     def forward(self, lm_head, hidden_states, embedding_bias=None):

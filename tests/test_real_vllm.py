@@ -253,7 +253,8 @@ def test_logits_as_input_is_the_one_flag_of_the_call_alone(vllm_release, version
     """Read off each release's LogitsProcessor: ``logits_as_input`` picks a branch of its call alone; up to 0.33
     the call alone reads ``org_vocab_size`` too (it cuts the logits to it; 0.34's get_top_tokens masks from it);
     scale and soft_cap, read by both paths, are no such flag (a drafter passing them keeps its mirror)."""
-    from mtp_audit.locate import LOGITS_PROCESSOR, processor_paths
+    from mtp_audit.index.processor import processor_paths
+    from mtp_audit.locate import LOGITS_PROCESSOR
 
     source = (vllm_release(version) / "vllm" / LOGITS_PROCESSOR).read_text()
     paths = processor_paths(source, "logits_processor.py")
@@ -262,3 +263,8 @@ def test_logits_as_input_is_the_one_flag_of_the_call_alone(vllm_release, version
     cut = [("org_vocab_size", 1, "None", "call", "reads", ("vocab_size", 0))]
     assert found == [("logits_as_input", 3, "False", "call", "tests", None), *(cut if version != "0.34.0" else [])]
     assert paths.flags[0].test.startswith("forward, logits_processor.py:")
+    # and its get_top_tokens alone raises for a scale that is not positive
+    assert [(g.param, g.position, g.path, g.test) for g in paths.guards] == [
+        ("scale", 2, "get_top_tokens", "self.scale <= 0.0 and self.scale != 1.0")
+    ]
+    assert [paths.guards[0].raises_for(v) for v in (-1.0, 0.0, 0.5, 1.0, 30)] == [True, True, False, False, False]

@@ -20,7 +20,7 @@ from ..depth import TooDeep
 from ..index.ast_tools import unparse, walk
 from ..index.classes import REBOUND
 from ..index.fact_types import Assigned, MethodFacts, libcst_code
-from ..locate import VLLM_LOGITS_PROCESSOR
+from ..index.processor import VLLM_LOGITS_PROCESSOR
 from ..model import CallerRecord, ClassKey, Consistency, Status
 from ..resolve.mro import Hierarchy, MethodHit, Mro
 from ..resolve.names import External, Missing, resolve_expression, resolve_name
@@ -56,7 +56,7 @@ from .shape_types import (
 )
 
 if TYPE_CHECKING:
-    from ..locate import ProcessorFlag, ProcessorPaths
+    from ..index.processor import ProcessorFlag, ProcessorPaths
     from .shape_types import Param, TopTokensShape
 
 Overlay = dict[ClassKey, dict[str, MethodFacts]]
@@ -976,7 +976,11 @@ class Analyzer:
                 why = self._processor_overrides(found) if isinstance(found, ClassKey) else None
                 if why is not None:
                     return f"self.logits_processor ({where}) is a {why}"
-            return self._method_set_on_processor(mro) or self._built_with_flag(mro, values)
+            return (
+                self._method_set_on_processor(mro)
+                or self._built_to_raise(mro, values)
+                or self._built_with_flag(mro, values)
+            )
         for item in (item for item in mro.classes if isinstance(item, ClassKey)):
             line = self.h.class_facts(item).defined_methods.get("logits_processor")
             if line is not None:
@@ -1104,6 +1108,41 @@ class Analyzer:
             if "__init__" in self.h.class_facts(cls).defined_methods:
                 return False
         return False
+
+    def _built_to_raise(self, mro: Mro, values: list[AssignedValue]) -> str | None:
+        """Where vLLM's LogitsProcessor held in ``self.logits_processor`` is built with, or given afterwards, a
+        literal value for which one of its paths raises and the other does not (``ProcessorGuard``: vLLM's
+        get_top_tokens raises for a scale that is not positive): get_top_tokens would fail where compute_logits
+        returns tokens. A value that is not a literal (read from the config) is not judged."""
+        guards = self.processor_paths.guards if self.processor_paths is not None else ()
+        for guard in guards:
+            found: list[tuple[str, str]] = []  # (the value's code, where)
+            for writer, value, made in values:
+                if value.arguments is None or not any(
+                    self._is_vllm_processor(item) or self._inherits_processor_init(item) for item in made or ()
+                ):
+                    continue
+                passed = _argument_for(value.arguments, guard.param, guard.position)
+                if passed is not None:
+                    found.append((f"{guard.param}={passed}", f"{self.h.file_of(writer)}:{value.line}"))
+            for item in (c for c in mro.classes if isinstance(c, ClassKey)):
+                for writer, value in self.h.init_values(mro, item).values.get(f"logits_processor.{guard.attr}", []):
+                    found.append(
+                        (f"self.logits_processor.{guard.attr} = {value.code}", f"{self.h.file_of(writer)}:{value.line}")
+                    )
+            for given, where in found:
+                code = given.split("=", 1)[1].strip()
+                try:
+                    literal = ast.literal_eval(code)
+                except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                    continue
+                if guard.raises_for(literal):
+                    other = "call" if guard.path == "get_top_tokens" else "get_top_tokens"
+                    return (
+                        f"its LogitsProcessor gets {given} ({where}), for which the processor's {guard.path} raises "
+                        f"(`if {guard.test}:` in {guard.where}) and its {other} does not"
+                    )
+        return None
 
     def _method_set_on_processor(self, mro: Mro) -> str | None:
         """Where the drafter's ``__init__`` (or a method it runs) stores, on the processor it holds, a method that
