@@ -80,6 +80,8 @@ def test_first_read_names_the_statement_and_its_line_in_the_file() -> None:
     assert first_read(inner, "a", 1) == "(line 4: `use(a)`)"
     nested_first = "def f(self, a):\n    if cond:\n        use(a)\n    b = a\n"  # the first by line, not by depth
     assert first_read(nested_first, "a", 1) == "(line 3: `use(a)`)"
+    in_a_case = "def f(self, a):\n    match mode:\n        case 1:\n            use(a)\n"  # a ``match`` is a block too
+    assert first_read(in_a_case, "a", 1) == "(line 4: `use(a)`)"
     assert first_read(text, "absent", 40) is None
     assert first_read("def broken(self, x:\n", "x", 1) is None
 

@@ -257,7 +257,9 @@ def first_read(text: str, name: str, def_line: int) -> str | None:
         for s in walk(func)
         if isinstance(s, ast.stmt)
         and s is not func
-        and not isinstance(s, (ast.If, ast.For, ast.While, ast.With, ast.Try))  # the statement, not its block
+        and not isinstance(  # the statement, not its block
+            s, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.Match)
+        )
         and any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in walk(s))
     ]
     if not found:
