@@ -376,6 +376,7 @@ def test_init_cut_keeps_what_the_tree_walk_reads_and_no_more(monkeypatch):
         "tried": ["Tried", "<other>"],
         "matched": ["Matched"],  # a match case is a block: it may run
         "from_nested": ["Nested"],  # a def in __init__ stores on self if it is called (Inner's self is another)
+        "total": ["<other>"],  # ``self.total += 1``: a value of its own, read as ``self.total + 1``
     }
     assert _callees(by_name["OneLineBody"]) == {"head": ["Head"], "norm": ["Norm"]}
     assert _callees(by_name["Documented"]) == {"real": ["Real"]}

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..depth import TooDeep
-from ..index.ast_tools import unparse, walk
+from ..index.ast_tools import dotted, unparse, walk
 from ..index.classes import REBOUND
 from ..index.fact_types import Assigned, MethodFacts, libcst_code
 from ..index.processor import VLLM_LOGITS_PROCESSOR
@@ -74,8 +74,6 @@ UNREAD_PROCESSOR_METHODS = (
     "_mask_outside_vocab",
     "get_top_tokens",
 )
-# What nn.Module runs for ``processor(...)``: an instance's ``forward`` is looked up on the instance.
-CALL_METHODS = ("forward", "__call__")
 DIVERGENT_POST = {PostKind.MASK, PostKind.D2T_SCATTER, PostKind.VOCAB}
 # A shape's hidden states are unknown (None) when the arms of an ``if`` pass different ones.
 ARMS_DIFFER = "hidden states that differ by arm"
@@ -132,6 +130,7 @@ class Analyzer:
         # (module, name) of the class vLLM's processor is defined as in the tree: its call and its get_top_tokens
         # select the same tokens (the mirror rule's premise); where drafters import it from, unless it moved
         self.processor_key: tuple[str, str] = VLLM_LOGITS_PROCESSOR
+        self._init_bodies: dict[ClassKey, list[ast.stmt] | None] = {}  # a writer's __init__, parsed when asked
 
     def shape(self, hit: MethodHit) -> LogitsShape:
         """The shape of ``hit``'s compute_logits, its head call bound to this tree's get_top_tokens."""
@@ -1049,33 +1048,37 @@ class Analyzer:
         return self._flag_set_after(mro, flags)
 
     def _same_value(self, writer: ClassKey, built: Assigned, first: str, second: str | None) -> bool:
-        """Whether two arguments of the call ``built`` (in ``writer.__init__``) are the same value: the same code, or
-        ``self.X`` holding the other's code there (``self.unpadded_vocab_size = config.vocab_size``, then
-        ``LogitsProcessor(self.unpadded_vocab_size, config.vocab_size)``)."""
+        """Whether two arguments of the call ``built`` (in ``writer.__init__``) are the same value: the same code,
+        or ``self.X`` and the dotted name ``E`` where the statements of ``writer.__init__``'s own body, read off
+        its file, assign ``self.X = E`` and, between that and the call, nothing may change either (no store to
+        ``self.X`` or to ``E``'s first name, no method run on self, no ``super()`` or ``__init__`` call, no call
+        that is handed ``self``): ``self.unpadded_vocab_size = config.vocab_size``, then
+        ``LogitsProcessor(self.unpadded_vocab_size, config.vocab_size)``."""
         if second is None or first.startswith("*") or second.startswith("*"):
             return False
-        codes = [self._value_code(writer, built, code) for code in (first, second)]
-        return None not in codes and codes[0] == codes[1]
+        if " ".join(first.split()) == " ".join(second.split()):
+            return True
+        body = self._init_body(writer)
+        return body is not None and any(
+            _holds_as_assigned(body, attr, other, built.line)
+            for code, other in ((first, second), (second, first))
+            if (attr := _self_attribute_of(code)) is not None
+        )
 
-    def _value_code(self, writer: ClassKey, built: Assigned, code: str) -> str | None:
-        """The code of what ``code`` holds where ``writer.__init__`` makes ``built``: ``self.X`` is the one value
-        its own statements assigned X last before (none under a block, no method run on self after it); None
-        where that is not known."""
-        try:
-            expression = ast.parse(code.strip(), mode="eval").body
-        except SyntaxError:
-            return None
-        if not (isinstance(expression, ast.Attribute) and unparse(expression.value) == "self"):
-            return unparse(expression)
-        held: str | None = None
-        for step in self.h.class_facts(writer).init_steps.get("__init__", []):
-            if step.line == built.line and any(value is built or value == built for value in step.values):
-                return held
-            if step.called or (step.attr == expression.attr and (step.nested or len(step.values) != 1)):
-                held = None  # a method run on self, or a value under a block: what it holds is not known
-            elif step.attr == expression.attr:
-                held = self._value_code(writer, built, step.values[0].code) if step.values[0].code != code else None
-        return None
+    def _init_body(self, writer: ClassKey) -> list[ast.stmt] | None:
+        """The statements of ``writer``'s own ``__init__`` body, parsed from its file (read through the scan's
+        index); None where it cannot be read or found."""
+        if writer not in self._init_bodies:
+            self._init_bodies[writer] = None
+            try:
+                module = ast.parse(self.h.index.read_source(self.h.index.tree.root / self.h.file_of(writer)))
+            except (OSError, SyntaxError, ValueError, RecursionError):
+                return None
+            for node in walk(module):
+                if isinstance(node, ast.ClassDef) and node.name == writer.name and node.lineno == writer.line:
+                    inits = [f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"]
+                    self._init_bodies[writer] = inits[-1].body if inits else None
+        return self._init_bodies[writer]
 
     def _flags_unread(self, mro: Mro, writer: ClassKey, value: Assigned, item: ClassKey | External) -> str | None:
         """Why the arguments vLLM's LogitsProcessor gets cannot be read off the call that makes ``item``: it
@@ -1153,7 +1156,8 @@ class Analyzer:
         if paths is None:
             one_sided = set(UNREAD_PROCESSOR_METHODS)
         else:
-            one_sided = (set(paths.call) ^ set(paths.top_tokens)) | {"get_top_tokens", *CALL_METHODS}
+            one_sided = (set(paths.call) ^ set(paths.top_tokens)) | {"get_top_tokens", "forward"}
+        one_sided.discard("__call__")  # Python looks special methods up on the type: an instance's never runs
         for item in (c for c in mro.classes if isinstance(c, ClassKey)):
             for key, stored in self.h.init_values(mro, item).values.items():
                 holder, _, method = key.partition(".")
@@ -1463,6 +1467,67 @@ def _stores_into_returned(tree: ast.AST) -> bool:
                 if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
                     if target.value.id in returned:
                         return True
+    return False
+
+
+def _self_attribute_of(code: str) -> str | None:
+    """X of the code ``self.X``; None for anything else."""
+    try:
+        expression = ast.parse(code.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    match expression:
+        case ast.Attribute(value=ast.Name(id="self"), attr=attr):
+            return attr
+    return None
+
+
+def _holds_as_assigned(body: list[ast.stmt], attr: str, code: str, line: int) -> bool:
+    """Whether, at the statement of ``body`` on ``line``, ``self.<attr>`` holds what the dotted name ``code`` is:
+    the last statement of the body before it that stores ``self.<attr>`` is ``self.<attr> = <code>``, and no
+    statement after that may change ``self.<attr>`` or ``code``'s first name (see ``_may_change``)."""
+    try:
+        expression = ast.parse(code.strip(), mode="eval").body
+    except SyntaxError:
+        return False
+    if dotted(expression) is None or unparse(expression).split(".")[0] == "self":
+        return False
+    root = unparse(expression).split(".")[0]
+    at = next((i for i, statement in enumerate(body) if statement.lineno == line), None)
+    if at is None:
+        return False
+    for statement in reversed(body[:at]):
+        match statement:
+            case ast.Assign(targets=[ast.Attribute(value=ast.Name(id="self"), attr=stored)], value=value) if (
+                stored == attr
+            ):
+                return unparse(value) == unparse(expression)
+        if _may_change(statement, attr, root):
+            return False
+    return False
+
+
+def _may_change(statement: ast.stmt, attr: str, root: str) -> bool:
+    """Whether ``statement`` may change ``self.<attr>`` or the local ``root``: a store or ``del`` of either (in any
+    target form), a method run on self, a ``super()`` or ``__init__`` call, ``setattr``/``vars``/``exec``, or a call
+    handed ``self`` itself."""
+    for node in walk(statement):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and node.id == root:
+            return True
+        if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+            if unparse(node.value) == "self" and node.attr in (attr, "__dict__"):
+                return True
+        if isinstance(node, ast.Call):
+            function = node.func
+            if isinstance(function, ast.Name) and function.id in ("setattr", "vars", "exec", "eval", "super"):
+                return True
+            if isinstance(function, ast.Attribute) and (
+                unparse(function.value) == "self" or function.attr in ("__init__", "__setattr__", "update")
+            ):
+                return True
+            values = [*node.args, *(k.value for k in node.keywords)]
+            if any(isinstance(v, ast.Name) and v.id == "self" for v in values):
+                return True
     return False
 
 

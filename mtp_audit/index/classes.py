@@ -356,6 +356,12 @@ class _InitSteps:
                         _bind(local, name, values, nested)
                     case ast.Tuple(elts=elements) | ast.List(elts=elements) if statement.value is not None:
                         self.unpacked(elements, statement.value, statement, nested, local)
+        elif isinstance(statement, ast.AugAssign) and _self_attr(statement.target) is not None:
+            # ``self.v += extra`` sets ``self.v = self.v + extra``: a value of its own, never a constructed class
+            line, attr = self.text.line(statement), _self_attr(statement.target)
+            operator = ast.unparse(ast.BinOp(ast.Name("a"), statement.op, ast.Name("b")))[2:-2]
+            code = f"self.{attr} {operator} {_first_line(self.text.segment(statement.value))}"
+            self.steps.append(InitStep(line, nested, attr, [Assigned("", line, code)]))
         elif (stored := _setattr_on_self(statement)) is not None:
             attr, value = stored
             self.steps.append(InitStep(self.text.line(statement), nested, attr, self.values(value, statement, local)))
@@ -407,6 +413,13 @@ class _InitSteps:
                 arguments = self.arguments(value) if kept else None
                 return [Assigned(callee, self.text.line(statement), callee, arguments)]
         return [Assigned("", self.text.line(statement), _first_line(self.text.segment(value)))]
+
+
+def _self_attr(target: ast.expr) -> str | None:
+    match target:
+        case ast.Attribute(value=ast.Name(id="self"), attr=attr):
+            return attr
+    return None
 
 
 def _is_closure_mark(statement: ast.stmt) -> bool:

@@ -37,14 +37,17 @@ _OPENS_CALL = re.compile(r"[\w)\]]\s*\($")
 # A call whose arguments the facts keep (``Assigned.arguments``): one of a logits processor, whose constructor
 # flags may pick a branch of its call alone; the cut keeps its argument rows
 ARGUMENTS_KEPT = re.compile(r"(?i)processor")
-# ``self.x = ...``, ``self.x: T``, and one attribute deeper (``self.logits_processor.flag = ...``)
-_SETS_SELF = re.compile(r"self\.(?:\w+(?:\.\w+)?\s*(?::|=(?!=))|register_(?:buffer|parameter)\b)")
+# the operator of an augmented assignment (``self.v += extra``), before its ``=``
+_AUGMENTED = r"(?:[-+*/%&|^@]|//|\*\*|<<|>>)"
+# ``self.x = ...``, ``self.x: T``, ``self.x += ...``, and one attribute deeper (``self.logits_processor.flag = ...``)
+_SETS_SELF = re.compile(r"self\.(?:\w+(?:\.\w+)?\s*(?::|" + _AUGMENTED + r"?=(?!=))|register_(?:buffer|parameter)\b)")
 _CALLS_SELF = re.compile(r"self\.(\w+)\s*\(")
 # ``x = self.a = A()``, ``cfg.p = self.a = A()``, ``(p,) = self.a = (A(),)``: a target after a lone ``=`` is one
 # of a chained assignment, whatever the first target is (``f(k=self.a=...)``, ``a == self.b = c`` do not parse)
 _SETS_SELF_CHAINED = re.compile(r"=\s*self\.\w+\s*=(?!=)")
 _ACTS_ON_SELF = re.compile(
-    r"^[ \t]*self\.(?:\w+(?:\s*\(|(?:\.\w+)?\s*(?::|=(?!=)))|register_(?:buffer|parameter)\b)", re.MULTILINE
+    r"^[ \t]*self\.(?:\w+(?:\s*\(|(?:\.\w+)?\s*(?::|" + _AUGMENTED + r"?=(?!=)))|register_(?:buffer|parameter)\b)",
+    re.MULTILINE,
 )
 _SETS_LOCAL = re.compile(r"(?:^|=)\s*(\w+)\s*(?::[^=]*)?=(?!=)")  # ``x = ...``, ``a.b = x = ...``
 _WORD = re.compile(r"\w+")
