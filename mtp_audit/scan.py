@@ -27,6 +27,7 @@ from .index.processor import (
     head_signature,
     outside_vocab_mask,
     processor_paths,
+    processor_reading,
 )
 from .locate import LOGITS_PROCESSOR
 from .model import (
@@ -54,11 +55,11 @@ class PreLocalArgmaxRelease(UsageError):
     """vLLM 0.16 and earlier: LogitsProcessor.get_top_tokens does not exist."""
 
 
-def _require_local_argmax(processor_source: str, name: str, vllm: str) -> None:
+def _require_local_argmax(processor_source: str, name: str, line: int | None, vllm: str) -> None:
     """Stop where ``vllm`` (named so in the message) has no LogitsProcessor.get_top_tokens (the class
     ``name`` of ``processor_source``): a drafter has nothing to opt into there, and a mirror would call
     what it lacks."""
-    if not has_local_argmax(processor_source, name):
+    if not has_local_argmax(processor_source, name, line):
         raise PreLocalArgmaxRelease(
             f"{vllm} has no LogitsProcessor.get_top_tokens, so there is nothing for drafters to opt into "
             "(it first shipped in vLLM 0.17)"
@@ -87,6 +88,8 @@ class Scanner:
         self.hierarchies = {p: Hierarchy(self.index, p) for p in PLATFORMS}
         self.analyzers = {p: Analyzer(h, MIRROR_RULE) for p, h in self.hierarchies.items()}
         self.head_signature = ASSUMED_SIGNATURE  # the tree's get_top_tokens and LogitsProcessor call, once read
+        # platform -> (module, name) of the class vLLM's processor is there, where the module imports it
+        self.processor_keys: dict[str, tuple[str, str]] = {}
         self.plugin_notes: list[str] = []  # plugin code that could not be read, entry points vLLM never calls
         self.registry_notes: list[str] = []  # parts of the speculative dict that could not be read
         self._callers: CallerIndex | None = None
@@ -187,54 +190,79 @@ class Scanner:
             )
         return self._config_text[file]
 
-    def _note_processor(self, path: Path, source: str, key: tuple[str, str]) -> None:
+    def _note_processor(self, path: Path, source: str, key: tuple[str, str], line: int | None = None) -> None:
         """Where this vLLM's own LogitsProcessor.get_top_tokens masks the columns past
         ``org_vocab_size`` (a cut compute_logits makes is then made by both methods), and which of its
         methods its call and its get_top_tokens run (a subclass overriding one may make them differ), and
         what its get_top_tokens and its call take (a head call's arguments must bind to both alike);
-        ``key``: the (module, name) it is defined as, ``source`` that module's text in ``path``."""
+        ``key``: the (module, name) it is defined as (on ``line``, where the module defines several), ``source``
+        that module's text in ``path``."""
         file, name = str(self.index.relative(path)), key[1]
-        mask = outside_vocab_mask(source, name)
-        paths = processor_paths(source, file, name)
-        self.head_signature = head_signature(source, file, name) or ASSUMED_SIGNATURE
-        for analyzer in self.analyzers.values():
+        mask = outside_vocab_mask(source, name, line)
+        paths = processor_paths(source, file, name, line)
+        self.head_signature = head_signature(source, file, name, line) or ASSUMED_SIGNATURE
+        for platform, analyzer in self.analyzers.items():
             analyzer.processor_mask = f"{file}:{mask}" if mask is not None else None
             analyzer.processor_paths = paths
             analyzer.head_signature = self.head_signature
-            analyzer.processor_key = key
+            analyzer.processor_key = self.processor_keys.get(platform, key)
 
-    def _processor_source(self, index: ModuleIndex) -> tuple[Path, str, tuple[str, str]]:
-        """The file, text and (module, name) of the class ``vllm.model_executor.layers.logits_processor``'s
+    def _processor_source(self, index: ModuleIndex) -> tuple[Path, str, tuple[str, str], int | None]:
+        """The file, text, (module, name) and line of the class ``vllm.model_executor.layers.logits_processor``'s
         ``LogitsProcessor`` is in ``index``'s tree, as Python finds it on every platform: that module's own
-        class (a package before a same-named module, as Python imports), else the one it imports (a package
-        re-exporting it from a submodule, a class moved to another module); the module's own file and text
-        (perhaps "") where no one class is found. Read through this scan's index, so a cached result is
-        read again when any of them changes; an ``OSError`` is the caller's to report."""
+        class (a package before a same-named module, as Python imports), else the one it binds (a package
+        re-exporting it from a submodule, a class moved to another module, one picked per platform where every
+        pick reads alike); the module's own file and text (perhaps "") where no class is found. Read through
+        this scan's index, so a cached result is read again when any of them changes; an ``OSError`` (its
+        ``filename`` the file) is the caller's to report; classes that differ by platform are a usage error."""
         module, name = VLLM_LOGITS_PROCESSOR
         located = index.locate(module)
         assert index.tree.package_dir is not None
         path = located[0] if located is not None else index.tree.package_dir / LOGITS_PROCESSOR
-        source = self.index.read_bytes(path).decode("utf-8", "replace") if located is not None else ""
+        source = self._read_text(path) if located is not None else ""
         if defines_processor(source, name):
-            return path, source, VLLM_LOGITS_PROCESSOR
-        found = {k for p in PLATFORMS for k in resolve_name(index, module, name, p) if isinstance(k, ClassKey)}
-        defined = index.locate(next(iter(found)).module) if len(found) == 1 else None
-        if defined is None:
-            return path, source, VLLM_LOGITS_PROCESSOR
-        [key] = found
-        return defined[0], self.index.read_bytes(defined[0]).decode("utf-8", "replace"), (key.module, key.name)
+            return path, source, VLLM_LOGITS_PROCESSOR, None
+        on_platform = {  # the first class each platform's binding resolves to
+            p: next((k for k in resolve_name(index, module, name, p) if isinstance(k, ClassKey)), None)
+            for p in PLATFORMS
+        }
+        self.processor_keys = {p: (k.module, k.name) for p, k in on_platform.items() if k is not None}
+        found = list(dict.fromkeys(k for k in on_platform.values() if k is not None))
+        readings = []
+        for key in found:
+            defined = index.locate(key.module)
+            if defined is not None:
+                text = self._read_text(defined[0])
+                reading = processor_reading(text, key.name, key.line)
+                readings.append((defined[0], text, (key.module, key.name), key.line, reading))
+        if not readings:
+            return path, source, VLLM_LOGITS_PROCESSOR, None
+        if any(reading[4] != readings[0][4] for reading in readings[1:]):
+            named = ", ".join(f"{self.index.relative(r[0])}:{r[3]}" for r in readings)
+            raise UsageError(
+                f"{module}.{name} is another class on some platforms ({named}), and they differ in what their call "
+                "and their get_top_tokens run: the scan reads one LogitsProcessor for every platform"
+            )
+        return readings[0][:4]
+
+    def _read_text(self, path: Path) -> str:
+        try:
+            return self.index.read_bytes(path).decode("utf-8", "replace")
+        except OSError as error:
+            error.filename = error.filename or str(path)
+            raise
 
     def entries(self) -> list[RegistryEntry]:
         if self.tree.is_vllm:
             assert self.tree.package_dir is not None
             try:
-                path, source, key = self._processor_source(self.index)
+                path, source, key, line = self._processor_source(self.index)
             except OSError as error:
                 failed = Path(error.filename) if error.filename else self.tree.package_dir / LOGITS_PROCESSOR
                 raise UsageError(f"{self.index.relative(failed)}: {read_failure(error)}") from None
             vllm = f"vLLM {self.tree.vllm_version}" if self.tree.vllm_version else "this vLLM"
-            _require_local_argmax(source, key[1], vllm)
-            self._note_processor(path, source, key)
+            _require_local_argmax(source, key[1], line, vllm)
+            self._note_processor(path, source, key, line)
             entries, self.registry_notes = registry_reading(self.index)
             if self.tree.plugins:
                 readings = read_plugins(self.index, self.tree.plugins, self.tree.allowed_plugins)
@@ -257,10 +285,10 @@ class Scanner:
             index = ModuleIndex(runs_with)
             if index.locate(VLLM_LOGITS_PROCESSOR[0]) is None:  # no such module: said as a file that cannot be read
                 raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
-            found, source, key = self._processor_source(index)
+            found, source, key, line = self._processor_source(index)
             version = f"vLLM {runs_with.vllm_version}" if runs_with.vllm_version else "the vLLM"
-            _require_local_argmax(source, key[1], f"{version}, which this plugin runs with,")
-            self._note_processor(found, source, key)
+            _require_local_argmax(source, key[1], line, f"{version}, which this plugin runs with,")
+            self._note_processor(found, source, key, line)
         except OSError as error:
             self.index.observed.setdefault(self.index.relative(path), ABSENT)
             self.plugin_notes.append(

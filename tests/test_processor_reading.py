@@ -126,6 +126,13 @@ def test_a_parameter_one_path_reads_is_a_flag_with_its_fallback():
     assert (read.path, read.how, read.default, read.fallback) == ("call", "reads", "None", ("vocab_size", 0))
     assert read.test.startswith("_get_logits, lp.py:")
     assert [flag.how for flag in paths.flags] == ["tests", "reads"]  # a branch picked first
+    for spelled in (
+        "vocab_size if org_vocab_size is None else org_vocab_size",
+        "org_vocab_size if org_vocab_size is not None else vocab_size",
+    ):
+        other = init.replace("org_vocab_size or vocab_size", spelled)
+        paths = processor_paths(source("class LogitsProcessor(nn.Module):" + other + cut + TOP_TOKENS), "lp.py")
+        assert paths is not None and paths.flags[-1].fallback == ("vocab_size", 0), spelled
 
 
 def test_a_raise_one_path_alone_guards_is_read_and_judged_for_literals_only():

@@ -10,6 +10,7 @@ import ast
 from dataclasses import dataclass
 
 from ..model import HeadSignature, ParamKind, SignatureParam
+from .ast_tools import walk_statements
 
 # vLLM's processor as drafters import it: the module that names it and the class's name there.
 VLLM_LOGITS_PROCESSOR = ("vllm.model_executor.layers.logits_processor", "LogitsProcessor")
@@ -125,10 +126,12 @@ def _evaluated(node: ast.expr, attr: str, value: object) -> object:
     raise _Unknown
 
 
-def processor_paths(logits_processor_source: str, file: str, name: str = PROCESSOR_CLASS) -> ProcessorPaths | None:
+def processor_paths(
+    logits_processor_source: str, file: str, name: str = PROCESSOR_CLASS, line: int | None = None
+) -> ProcessorPaths | None:
     """What ``LogitsProcessor``'s call and its ``get_top_tokens`` run, read off its source in ``file`` (nothing
     imported; ``name``: the class's name there); None where the class is not found."""
-    processor = _processor_class(logits_processor_source, name)
+    processor = _processor_class(logits_processor_source, name, line)
     if processor is None:
         return None
     methods = _methods(processor)
@@ -234,18 +237,28 @@ def _reads_of(function: ast.FunctionDef | ast.AsyncFunctionDef, attr: str) -> li
 
 
 def _fallbacks(init: ast.FunctionDef | ast.AsyncFunctionDef, attr: str, param: str) -> list[str]:
-    """The names ``self.<attr> = <param> or <name>`` falls back to where ``param`` is not given (falsy)."""
-    return [
-        value.values[1].id
-        for target, value in _stores(init)
-        if _self_attribute(target) == attr
-        and isinstance(value, ast.BoolOp)
-        and isinstance(value.op, ast.Or)
-        and len(value.values) == 2
-        and isinstance(value.values[0], ast.Name)
-        and value.values[0].id == param
-        and isinstance(value.values[1], ast.Name)
-    ]
+    """The names ``self.<attr>`` falls back to where ``param`` is not given: ``<param> or <name>``,
+    ``<name> if <param> is None else <param>``, ``<param> if <param> is not None else <name>``."""
+    found = []
+    for target, value in _stores(init):
+        if _self_attribute(target) != attr:
+            continue
+        match value:
+            case ast.BoolOp(op=ast.Or(), values=[ast.Name(id=given), ast.Name(id=other)]) if given == param:
+                found.append(other)
+            case ast.IfExp(
+                test=ast.Compare(left=ast.Name(id=tested), ops=[ast.Is()], comparators=[ast.Constant(value=None)]),
+                body=ast.Name(id=other),
+                orelse=ast.Name(id=given),
+            ) if tested == given == param:
+                found.append(other)
+            case ast.IfExp(
+                test=ast.Compare(left=ast.Name(id=tested), ops=[ast.IsNot()], comparators=[ast.Constant(value=None)]),
+                body=ast.Name(id=given),
+                orelse=ast.Name(id=other),
+            ) if tested == given == param:
+                found.append(other)
+    return found
 
 
 def _stores(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[ast.expr, ast.expr]]:
@@ -323,11 +336,13 @@ def _self_attribute(node: ast.AST) -> str | None:
     return None
 
 
-def head_signature(logits_processor_source: str, file: str, name: str = PROCESSOR_CLASS) -> HeadSignature | None:
+def head_signature(
+    logits_processor_source: str, file: str, name: str = PROCESSOR_CLASS, line: int | None = None
+) -> HeadSignature | None:
     """The parameters of ``LogitsProcessor.get_top_tokens`` and of what its call runs (``__call__`` where
     the class defines one, else ``forward``), read off its source in ``file``; None where the class or its
     get_top_tokens is not found."""
-    processor = _processor_class(logits_processor_source, name)
+    processor = _processor_class(logits_processor_source, name, line)
     methods = _methods(processor) if processor is not None else {}
     top_tokens = methods.get("get_top_tokens")
     if top_tokens is None:
@@ -377,12 +392,14 @@ def _signature(function: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[Signat
     return tuple(params[1:]) if positional else tuple(params)
 
 
-def outside_vocab_mask(logits_processor_source: str, name: str = PROCESSOR_CLASS) -> int | None:
+def outside_vocab_mask(
+    logits_processor_source: str, name: str = PROCESSOR_CLASS, line: int | None = None
+) -> int | None:
     """The line where ``LogitsProcessor.get_top_tokens`` (or a method of the class it runs on
     ``self``) sets every column from ``self.org_vocab_size`` on to ``-inf`` (vLLM 0.34's
     ``_mask_outside_vocab``); None where it does not (0.33 masks only the shard padding): there a
     ``get_top_tokens`` can select ids a cut to ``org_vocab_size`` removes."""
-    processor = _processor_class(logits_processor_source, name)
+    processor = _processor_class(logits_processor_source, name, line)
     methods = _methods(processor) if processor is not None else {}
     if "get_top_tokens" not in methods:
         return None
@@ -390,15 +407,19 @@ def outside_vocab_mask(logits_processor_source: str, name: str = PROCESSOR_CLASS
     return next((line for method in reached if (line := _org_vocab_mask(method)) is not None), None)
 
 
-def _processor_class(logits_processor_source: str, name: str = PROCESSOR_CLASS) -> ast.ClassDef | None:
-    """The module-level class ``name`` of the source; None where it does not parse or lacks one.
-    Its ``bases_here`` are the classes of the same module it derives from, which ``_methods`` reads too."""
+def _processor_class(
+    logits_processor_source: str, name: str = PROCESSOR_CLASS, line: int | None = None
+) -> ast.ClassDef | None:
+    """The module-level class ``name`` of the source (in a module-level block too; the one on ``line`` where
+    given, else the last); None where it does not parse or lacks one. Its ``bases_here`` are the classes of the
+    same module it derives from, which ``_methods`` reads too."""
     try:
         module = ast.parse(logits_processor_source)
     except SyntaxError:
         return None
-    classes = {node.name: node for node in module.body if isinstance(node, ast.ClassDef)}
-    processor = classes.get(name)
+    defined = [node for node in walk_statements(module.body) if isinstance(node, ast.ClassDef)]
+    classes = {node.name: node for node in defined}
+    processor = next((c for c in defined if c.name == name and c.lineno == line), None) if line else classes.get(name)
     if processor is not None:
         processor.bases_here = _bases_here(processor, classes)  # type: ignore[attr-defined]
     return processor
@@ -472,14 +493,38 @@ def _reads(expression: ast.expr, names: set[str]) -> bool:
 
 
 def defines_processor(logits_processor_source: str, name: str = PROCESSOR_CLASS) -> bool:
-    """Whether the source defines the class ``name`` at module level (where vLLM's processor lives, as
-    opposed to a module that imports it from where it is defined)."""
-    return f"class {name}" in logits_processor_source and _processor_class(logits_processor_source, name) is not None
+    """Whether the source defines the class ``name`` once, at module level and outside any block (where vLLM's
+    processor lives, as opposed to a module that imports it, or picks one under a condition)."""
+    if f"class {name}" not in logits_processor_source:
+        return False
+    try:
+        module = ast.parse(logits_processor_source)
+    except SyntaxError:
+        return False
+    defined = [c for c in walk_statements(module.body) if isinstance(c, ast.ClassDef) and c.name == name]
+    return len(defined) == 1 and defined[0] in module.body
 
 
-def has_local_argmax(logits_processor_source: str, name: str = PROCESSOR_CLASS) -> bool:
+def processor_reading(logits_processor_source: str, name: str = PROCESSOR_CLASS, line: int | None = None) -> tuple:
+    """What the scan reads off a processor class, file names and lines left out: two definitions (one per
+    platform) that give equal readings are read alike."""
+    paths = processor_paths(logits_processor_source, "", name, line)
+    signature = head_signature(logits_processor_source, "", name, line)
+    return (
+        None if paths is None else (sorted(paths.call), sorted(paths.top_tokens)),
+        None
+        if paths is None
+        else [(f.param, f.position, f.default, f.attr, f.path, f.how, f.fallback) for f in paths.flags],
+        None if paths is None else [(g.param, g.position, g.attr, g.test, g.path) for g in paths.guards],
+        outside_vocab_mask(logits_processor_source, name, line) is not None,
+        None if signature is None else (signature.top_tokens, signature.call),
+        has_local_argmax(logits_processor_source, name, line),
+    )
+
+
+def has_local_argmax(logits_processor_source: str, name: str = PROCESSOR_CLASS, line: int | None = None) -> bool:
     """True when ``LogitsProcessor.get_top_tokens`` exists (vLLM 0.17 and later)."""
     if "def get_top_tokens" not in logits_processor_source:
         return False
-    processor = _processor_class(logits_processor_source, name)
+    processor = _processor_class(logits_processor_source, name, line)
     return processor is not None and isinstance(_methods(processor).get("get_top_tokens"), ast.FunctionDef)
