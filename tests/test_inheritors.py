@@ -69,7 +69,10 @@ def test_every_subclass_of_a_written_base_is_named_with_its_platforms_and_result
     (tree / MODELS / "super_scorer.py").write_text(  # its own method reaches the written one: listed
         "from .wrap_predictor import WrapPredictor\n\n\nclass SuperScorer(WrapPredictor):\n"
         "    def get_top_tokens(self, hidden_states, spec_step_idx=0):\n"
-        "        return super().get_top_tokens(hidden_states, spec_step_idx)\n"
+        "        return super().get_top_tokens(hidden_states, spec_step_idx)\n\n\n"
+        "class NamedBaseScorer(WrapPredictor):\n"
+        "    def get_top_tokens(self, hidden_states, spec_step_idx=0):\n"
+        "        return WrapPredictor.get_top_tokens(self, hidden_states, spec_step_idx)\n"
     )
     result = plan_fix(locate(tree), ["WrapMTPModel"], False, None)
     everywhere = ("cpu", "cuda", "rocm", "tpu", "xpu")
@@ -96,6 +99,17 @@ def test_every_subclass_of_a_written_base_is_named_with_its_platforms_and_result
             everywhere,
             "not a drafter",
             "supported/mirror",
+        ),
+        (
+            "WrapPredictor",
+            "NamedBaseScorer",
+            9,
+            f"{MODELS}/super_scorer.py",
+            everywhere,
+            "not a drafter",
+            "supported/unproven: get_top_tokens defined; get_top_tokens of NamedBaseScorer "
+            f"({MODELS}/super_scorer.py:10) is written differently from compute_logits of WrapPredictor "
+            f"({MODELS}/wrap_predictor.py:6); run `mtp-audit verify`",
         ),
         (
             "WrapPredictor",

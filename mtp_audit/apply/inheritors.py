@@ -247,15 +247,16 @@ def _subclasses(scanner: Scanner, texts: BaseNames, bases: set[ClassKey]) -> dic
 
 
 def _own_method_before(hierarchy: Hierarchy, order: list, base: ClassKey) -> bool:
-    """Whether a class before ``base`` in ``order`` defines a ``get_top_tokens`` of its own that does not reach
-    ``base``'s through ``super()``: the class keeps that method, whatever is written into ``base``."""
+    """Whether a class before ``base`` in ``order`` defines a ``get_top_tokens`` of its own that names no other
+    ``get_top_tokens`` (``super().get_top_tokens(...)``, ``Base.get_top_tokens(self, ...)`` reach ``base``'s): the
+    class keeps that method, whatever is written into ``base``."""
     for cls in order:
         if cls == base:
             return False
         facts = hierarchy.class_facts(cls) if isinstance(cls, ClassKey) else None
         if facts is not None and "get_top_tokens" in facts.defined_methods:
             method = facts.methods.get("get_top_tokens")
-            return method is None or "super(" not in method.text
+            return method is None or method.text.count("get_top_tokens") < 2  # its def names it once
     return False
 
 
