@@ -89,7 +89,7 @@ def test_a_mismatch_naming_an_id_compute_logits_never_produces_says_so():
 
     def case(logit: float | None) -> dict:
         found = {"row": 0, "argmax_id": 208, "get_top_tokens_id": 1040 if logit is None else 9, "argmax_logit": -23.6}
-        found |= {"get_top_tokens_logit": logit, "ids": 1040, "rows": 3}
+        found |= {"get_top_tokens_logit": logit, "vocab": 1040, "rows": 3}
         return {"dtype": "float32", "case": "random", "batch": 7, "step": None, "form": "positional", "mismatch": found}
 
     assert "get_top_tokens = 1040 (outside compute_logits' 1040 ids); 3 row(s) differ" in _describe(case(None))

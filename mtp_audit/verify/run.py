@@ -334,7 +334,7 @@ def _describe(case: dict) -> str:
     if "row" not in found:
         return f"{_label(case)}: {found['detail']}"
     got = found["get_top_tokens_logit"]
-    where = f"logit {got:.6g}" if got is not None else f"outside compute_logits' {found['ids']} ids"
+    where = f"logit {got:.6g}" if got is not None else f"outside compute_logits' {found['vocab']} ids"
     return (
         f"{_label(case)}: row {found['row']}: compute_logits(...).argmax(-1) = {found['argmax_id']} "
         f"(logit {found['argmax_logit']:.6g}), get_top_tokens = {found['get_top_tokens_id']} "

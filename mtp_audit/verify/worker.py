@@ -714,7 +714,7 @@ def _compare(logits, ids) -> dict:
             "get_top_tokens_id": got,
             "argmax_logit": float(logits[row, want]),
             "get_top_tokens_logit": got_value,
-            "ids": int(logits.shape[-1]),
+            "vocab": int(logits.shape[-1]),
             "rows": len(wrong),
         }
     return record
