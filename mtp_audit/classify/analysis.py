@@ -1173,6 +1173,14 @@ class Analyzer:
                         f"{self.h.file_of(writer)}:{value.line} sets self.logits_processor.{method} on the instance, "
                         f"{runs}: its call and its get_top_tokens may select different tokens"
                     )
+        for writer in dict.fromkeys(w for w, _, _ in self.assigned_values(mro, "logits_processor")[1]):
+            line = _patched_through_a_name(self._init_body(writer) or [], one_sided)
+            if line is not None:
+                return (
+                    f"{self.h.file_of(writer)}:{line} sets an attribute of the processor it holds through another name "
+                    "or a computed one (setattr), perhaps a method only one of its call and its get_top_tokens runs: "
+                    "they may select different tokens"
+                )
         return None
 
     def _flag_set_after(self, mro: Mro, flags: tuple[ProcessorFlag, ...]) -> str | None:
@@ -1468,6 +1476,30 @@ def _stores_into_returned(tree: ast.AST) -> bool:
                     if target.value.id in returned:
                         return True
     return False
+
+
+def _patched_through_a_name(body: list[ast.stmt], methods: set[str]) -> int | None:
+    """The line of a statement of an ``__init__`` body that stores one of ``methods`` on the processor through a
+    local holding it (``lp = LogitsProcessor(v)``, ``lp.forward = fn``, ``self.logits_processor = lp``), or any
+    attribute through ``setattr`` with a computed name on it or on ``self.logits_processor``; None where none does."""
+    holders = {"self.logits_processor"}
+    for node in (n for statement in body for n in walk(statement)):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = unparse(node.targets[0]), unparse(node.value)
+            if target in holders and isinstance(node.value, ast.Name):
+                holders.add(value)
+            if value in holders and isinstance(node.targets[0], ast.Name):
+                holders.add(target)
+    for node in (n for statement in body for n in walk(statement)):
+        match node:
+            case ast.Attribute(value=ast.Name(id=name), attr=attr, ctx=ast.Store()) if (
+                name in holders and attr in methods
+            ):
+                return node.lineno
+            case ast.Call(func=ast.Name(id="setattr"), args=[holder, name, *_]) if unparse(holder) in holders:
+                if not isinstance(name, ast.Constant) or name.value in methods:
+                    return node.lineno
+    return None
 
 
 def _self_attribute_of(code: str) -> str | None:
