@@ -64,7 +64,10 @@ def test_every_subclass_of_a_written_base_is_named_with_its_platforms_and_result
     (tree / MODELS / "own_scorer.py").write_text(  # its own method: it inherits nothing, and is not listed
         "from .wrap_predictor import WrapPredictor\n\n\nclass OwnScorer(WrapPredictor):\n"
         "    def get_top_tokens(self, hidden_states, spec_step_idx=0):\n        return hidden_states.argmax(-1)\n\n\n"
-        "class OwnScorerChild(OwnScorer):\n    pass\n"
+        "class OwnScorerChild(OwnScorer):\n    pass\n\n\n"
+        "class OwnMirrorScorer(WrapPredictor):  # the processor's get_top_tokens is no inherited one\n"
+        "    def get_top_tokens(self, hidden_states, spec_step_idx=0):\n"
+        "        return self.logits_processor.get_top_tokens(self.head, hidden_states)\n"
     )
     (tree / MODELS / "super_scorer.py").write_text(  # its own method reaches the written one: listed
         "from .wrap_predictor import WrapPredictor\n\n\nclass SuperScorer(WrapPredictor):\n"

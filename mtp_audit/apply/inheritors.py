@@ -53,6 +53,10 @@ class Inheritor:
         return f"{'delegate of ' if self.delegate else ''}drafter {self.drafter}"
 
 
+# ``super().get_top_tokens`` (``super(Cls, self)`` too) or ``Name.get_top_tokens(self, ...)``: an inherited one
+_REACHES_INHERITED = re.compile(
+    r"super\([^)]*\)\s*\.\s*get_top_tokens\b|\b\w+\s*\.\s*get_top_tokens\s*\(\s*self\s*[,)]"
+)
 _CLASS_HEAD = re.compile(rb"class[ \t]+[A-Za-z_]\w*[ \t]*\(")  # a literal start: found fast
 _HEAD_CLOSE = re.compile(rb"\)[ \t]*:")  # the end of a class statement's header
 _WORD = re.compile(rb"[A-Za-z_]\w*")
@@ -247,16 +251,17 @@ def _subclasses(scanner: Scanner, texts: BaseNames, bases: set[ClassKey]) -> dic
 
 
 def _own_method_before(hierarchy: Hierarchy, order: list, base: ClassKey) -> bool:
-    """Whether a class before ``base`` in ``order`` defines a ``get_top_tokens`` of its own that names no other
-    ``get_top_tokens`` (``super().get_top_tokens(...)``, ``Base.get_top_tokens(self, ...)`` reach ``base``'s): the
-    class keeps that method, whatever is written into ``base``."""
+    """Whether a class before ``base`` in ``order`` defines a ``get_top_tokens`` of its own that reaches no
+    inherited one (``super().get_top_tokens(...)``, ``Base.get_top_tokens(self, ...)`` may reach ``base``'s; the
+    processor's ``self.logits_processor.get_top_tokens(...)`` does not): the class keeps that method, whatever is
+    written into ``base``."""
     for cls in order:
         if cls == base:
             return False
         facts = hierarchy.class_facts(cls) if isinstance(cls, ClassKey) else None
         if facts is not None and "get_top_tokens" in facts.defined_methods:
             method = facts.methods.get("get_top_tokens")
-            return method is None or method.text.count("get_top_tokens") < 2  # its def names it once
+            return method is None or not _REACHES_INHERITED.search(method.text)
     return False
 
 

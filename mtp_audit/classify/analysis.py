@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -74,6 +75,10 @@ UNREAD_PROCESSOR_METHODS = (
     "_mask_outside_vocab",
     "get_top_tokens",
 )
+# What changes the processor's call alone when set or called on the instance: torch's Module.__call__ runs the
+# instance's _call_impl and the hooks registered on it, never get_top_tokens
+HOOKS = ("register_forward_hook", "register_forward_pre_hook")
+CALL_PATH_HOOKS = {"_call_impl", *HOOKS}
 DIVERGENT_POST = {PostKind.MASK, PostKind.D2T_SCATTER, PostKind.VOCAB}
 # A shape's hidden states are unknown (None) when the arms of an ``if`` pass different ones.
 ARMS_DIFFER = "hidden states that differ by arm"
@@ -131,6 +136,7 @@ class Analyzer:
         # select the same tokens (the mirror rule's premise); where drafters import it from, unless it moved
         self.processor_key: tuple[str, str] = VLLM_LOGITS_PROCESSOR
         self._init_bodies: dict[ClassKey, list[ast.stmt] | None] = {}  # a writer's __init__, parsed when asked
+        self._class_nodes: dict[tuple[ClassKey, frozenset[str]], ast.ClassDef | None] = {}
 
     def shape(self, hit: MethodHit) -> LogitsShape:
         """The shape of ``hit``'s compute_logits, its head call bound to this tree's get_top_tokens."""
@@ -1173,15 +1179,46 @@ class Analyzer:
                         f"{self.h.file_of(writer)}:{value.line} sets self.logits_processor.{method} on the instance, "
                         f"{runs}: its call and its get_top_tokens may select different tokens"
                     )
-        for writer in dict.fromkeys(w for w, _, _ in self.assigned_values(mro, "logits_processor")[1]):
-            line = _patched_through_a_name(self._init_body(writer) or [], one_sided)
+        one_sided |= CALL_PATH_HOOKS
+        for item in (c for c in mro.classes if isinstance(c, ClassKey)):
+            cls = self._class_node(item, one_sided)
+            line = _patched_through_a_name(cls, one_sided) if cls is not None else None
             if line is not None:
                 return (
-                    f"{self.h.file_of(writer)}:{line} sets an attribute of the processor it holds through another name "
-                    "or a computed one (setattr), perhaps a method only one of its call and its get_top_tokens runs: "
-                    "they may select different tokens"
+                    f"{self.h.file_of(item)}:{line} changes the processor it holds through another name, a computed "
+                    "attribute name (setattr) or a hook, perhaps what only one of its call and its get_top_tokens "
+                    "runs: they may select different tokens"
                 )
         return None
+
+    def _class_node(self, item: ClassKey, methods: set[str]) -> ast.ClassDef | None:
+        """The class statement of ``item``, parsed from its file where the file's text may patch a processor (it
+        stores one of ``methods`` on something, calls ``setattr``, or registers a hook): a cheap text test first,
+        since parsing every drafter's file would double a scan's classification."""
+        key = (item, frozenset(methods))
+        if key not in self._class_nodes:
+            self._class_nodes[key] = None
+            try:
+                text = self.h.index.read_source(self.h.index.tree.root / self.h.file_of(item)).decode(
+                    "utf-8", "replace"
+                )
+            except (OSError, ValueError):
+                return None
+            stores = "|".join(map(re.escape, sorted(methods)))
+            if re.search(rf"setattr\s*\(|\.\s*(?:{stores})\s*=(?!=)|register_forward(?:_pre)?_hook\s*\(", text):
+                try:
+                    module = ast.parse(text)
+                except (SyntaxError, ValueError, RecursionError):
+                    return None
+                self._class_nodes[key] = next(
+                    (
+                        n
+                        for n in walk(module)
+                        if isinstance(n, ast.ClassDef) and (n.name, n.lineno) == (item.name, item.line)
+                    ),
+                    None,
+                )
+        return self._class_nodes[key]
 
     def _flag_set_after(self, mro: Mro, flags: tuple[ProcessorFlag, ...]) -> str | None:
         """Where the drafter's ``__init__`` (or a method it runs) sets a flag's attribute on the processor it
@@ -1478,27 +1515,32 @@ def _stores_into_returned(tree: ast.AST) -> bool:
     return False
 
 
-def _patched_through_a_name(body: list[ast.stmt], methods: set[str]) -> int | None:
-    """The line of a statement of an ``__init__`` body that stores one of ``methods`` on the processor through a
-    local holding it (``lp = LogitsProcessor(v)``, ``lp.forward = fn``, ``self.logits_processor = lp``), or any
-    attribute through ``setattr`` with a computed name on it or on ``self.logits_processor``; None where none does."""
+def _patched_through_a_name(cls: ast.ClassDef, methods: set[str]) -> int | None:
+    """The line of a statement in a method of ``cls`` that changes the processor self holds where the facts do
+    not look: one of ``methods`` stored through a name that holds it (``lp = self.logits_processor = LP(v)``,
+    ``lp.forward = fn``; chains of such names), any attribute through ``setattr`` with a computed name on it, or
+    a forward hook registered on it; None where none does."""
     holders = {"self.logits_processor"}
-    for node in (n for statement in body for n in walk(statement)):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = unparse(node.targets[0]), unparse(node.value)
-            if target in holders and isinstance(node.value, ast.Name):
-                holders.add(value)
-            if value in holders and isinstance(node.targets[0], ast.Name):
-                holders.add(target)
-    for node in (n for statement in body for n in walk(statement)):
+    assignments = [n for n in walk(cls) if isinstance(n, ast.Assign)]
+    for _ in range(len(assignments) + 1):  # names holding names holding it...
+        grown = set(holders)
+        for node in assignments:
+            texts = {unparse(t) for t in node.targets} | {unparse(node.value)}
+            if texts & grown:
+                grown |= {unparse(t) for t in node.targets if isinstance(t, ast.Name)}
+                grown |= {unparse(node.value)} if isinstance(node.value, ast.Name) else set()
+        if grown == holders:
+            break
+        holders = grown
+    for node in walk(cls):
         match node:
-            case ast.Attribute(value=ast.Name(id=name), attr=attr, ctx=ast.Store()) if (
-                name in holders and attr in methods
-            ):
+            case ast.Attribute(value=held, attr=attr, ctx=ast.Store()) if unparse(held) in holders and attr in methods:
                 return node.lineno
-            case ast.Call(func=ast.Name(id="setattr"), args=[holder, name, *_]) if unparse(holder) in holders:
+            case ast.Call(func=ast.Name(id="setattr"), args=[held, name, *_]) if unparse(held) in holders:
                 if not isinstance(name, ast.Constant) or name.value in methods:
                     return node.lineno
+            case ast.Call(func=ast.Attribute(value=held, attr=hook)) if unparse(held) in holders and hook in HOOKS:
+                return node.lineno
     return None
 
 
@@ -1546,6 +1588,13 @@ def _may_change(statement: ast.stmt, attr: str, root: str) -> bool:
     for node in walk(statement):
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and node.id == root:
             return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+            (alias.asname or alias.name).split(".")[0] == root for alias in node.names
+        ):
+            return True
+        if isinstance(node, (ast.Attribute, ast.Subscript)) and not isinstance(node.ctx, ast.Load):
+            if unparse(node).split(".")[0].split("[")[0] == root:  # ``config.vocab_size = ...``, ``+=``
+                return True
         if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
             if unparse(node.value) == "self" and node.attr in (attr, "__dict__"):
                 return True
@@ -1558,8 +1607,10 @@ def _may_change(statement: ast.stmt, attr: str, root: str) -> bool:
             ):
                 return True
             values = [*node.args, *(k.value for k in node.keywords)]
-            if any(isinstance(v, ast.Name) and v.id == "self" for v in values):
-                return True
+            if any(isinstance(v, ast.Name) and v.id in ("self", root) for v in values):
+                return True  # a call handed self, or the object the value is read from (``pad_vocab(config)``)
+            if isinstance(function, ast.Attribute) and unparse(function).split(".")[0] == root:
+                return True  # a method of it (``config.update(...)``)
     return False
 
 
