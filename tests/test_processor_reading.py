@@ -1,4 +1,4 @@
-"""Reading the scanned vLLM's own LogitsProcessor (locate.py): which methods its call and its get_top_tokens
+"""Reading the scanned vLLM's own LogitsProcessor (index/processor.py): which methods its call and its get_top_tokens
 run, the parameters a head call binds to, and the constructor flags one path alone tests, however the class
 is laid out in its file."""
 

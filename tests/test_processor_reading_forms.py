@@ -1,34 +1,11 @@
-"""More forms of the scanned vLLM's LogitsProcessor (locate.py): how its flags are stored and tested, bases and
+"""More forms of the scanned vLLM's LogitsProcessor (index/processor.py): how its flags are stored and tested, bases and
 bases of bases, pass-through calls, head signatures; each case kills mutants the other tests let through."""
 
 from __future__ import annotations
 
-import textwrap
+from test_processor_reading import FORWARD, INIT, TOP_TOKENS, source
 
 from mtp_audit.index.processor import head_signature, processor_paths
-
-FORWARD = """
-    def forward(self, lm_head, hidden_states, embedding_bias=None):
-        if self.logits_as_input:
-            return hidden_states
-        return self._get_logits(lm_head, hidden_states)
-
-    def _get_logits(self, lm_head, hidden_states):
-        return lm_head(hidden_states) * self.scale
-"""
-INIT = """
-    def __init__(self, vocab_size, scale=1.0, logits_as_input=False):
-        self.scale = scale
-        self.logits_as_input = logits_as_input
-"""
-TOP_TOKENS = """
-    def get_top_tokens(self, lm_head, hidden_states, embedding_bias=None):
-        return (lm_head(hidden_states) * self.scale).argmax(-1)
-"""
-
-
-def source(*classes: str) -> str:
-    return "\n\n".join(textwrap.dedent(c).strip() + "\n" for c in classes)
 
 
 def flags(text: str):
