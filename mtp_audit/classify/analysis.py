@@ -78,6 +78,14 @@ UNREAD_PROCESSOR_METHODS = (
 # What changes the processor's call alone when set or called on the instance: torch's Module.__call__ runs the
 # instance's _call_impl and the hooks registered on it, never get_top_tokens
 HOOKS = ("register_forward_hook", "register_forward_pre_hook")
+# What a module's text must hold for a class of it to change ``self.logits_processor`` where the facts do not look:
+# another name bound to it (``p = self.logits_processor``, ``self.logits_processor = p = ...``), setattr on it, a
+# hook or ``_call_impl`` (``self.logits_processor.forward = ...`` itself is in the facts)
+_MAY_PATCH_THE_PROCESSOR = re.compile(
+    r"=\s*self\.logits_processor\b(?!\s*[.(\[])|self\.logits_processor\s*=\s*\w+\s*(?:=(?!=)|$)"
+    r"|setattr\s*\(\s*self\.logits_processor\b|register_forward(?:_pre)?_hook|_call_impl",
+    re.MULTILINE,
+)
 CALL_PATH_HOOKS = {"_call_impl", *HOOKS}
 DIVERGENT_POST = {PostKind.MASK, PostKind.D2T_SCATTER, PostKind.VOCAB}
 # A shape's hidden states are unknown (None) when the arms of an ``if`` pass different ones.
@@ -136,7 +144,7 @@ class Analyzer:
         # select the same tokens (the mirror rule's premise); where drafters import it from, unless it moved
         self.processor_key: tuple[str, str] = VLLM_LOGITS_PROCESSOR
         self._init_bodies: dict[ClassKey, list[ast.stmt] | None] = {}  # a writer's __init__, parsed when asked
-        self._class_nodes: dict[tuple[ClassKey, frozenset[str]], ast.ClassDef | None] = {}
+        self._patching_modules: dict[str, ast.Module | None] = {}  # file -> parsed where it may patch a processor
 
     def shape(self, hit: MethodHit) -> LogitsShape:
         """The shape of ``hit``'s compute_logits, its head call bound to this tree's get_top_tokens."""
@@ -1181,7 +1189,7 @@ class Analyzer:
                     )
         one_sided |= CALL_PATH_HOOKS
         for item in (c for c in mro.classes if isinstance(c, ClassKey)):
-            cls = self._class_node(item, one_sided)
+            cls = self._class_node(item)
             line = _patched_through_a_name(cls, one_sided) if cls is not None else None
             if line is not None:
                 return (
@@ -1191,34 +1199,26 @@ class Analyzer:
                 )
         return None
 
-    def _class_node(self, item: ClassKey, methods: set[str]) -> ast.ClassDef | None:
-        """The class statement of ``item``, parsed from its file where the file's text may patch a processor (it
-        stores one of ``methods`` on something, calls ``setattr``, or registers a hook): a cheap text test first,
-        since parsing every drafter's file would double a scan's classification."""
-        key = (item, frozenset(methods))
-        if key not in self._class_nodes:
-            self._class_nodes[key] = None
+    def _class_node(self, item: ClassKey) -> ast.ClassDef | None:
+        """The class statement of ``item``, parsed from its file where the file's text may patch the processor
+        outside what the facts read (``_MAY_PATCH_THE_PROCESSOR``): a cheap text test first, once per file, since
+        parsing every drafter's file would cost a cold scan a tenth more."""
+        file = self.h.file_of(item)
+        if file not in self._patching_modules:
+            self._patching_modules[file] = None
             try:
-                text = self.h.index.read_source(self.h.index.tree.root / self.h.file_of(item)).decode(
-                    "utf-8", "replace"
-                )
-            except (OSError, ValueError):
+                text = self.h.index.read_source(self.h.index.tree.root / file).decode("utf-8", "replace")
+                if _MAY_PATCH_THE_PROCESSOR.search(text):
+                    self._patching_modules[file] = ast.parse(text)
+            except (OSError, ValueError, SyntaxError, RecursionError):
                 return None
-            stores = "|".join(map(re.escape, sorted(methods)))
-            if re.search(rf"setattr\s*\(|\.\s*(?:{stores})\s*=(?!=)|register_forward(?:_pre)?_hook\s*\(", text):
-                try:
-                    module = ast.parse(text)
-                except (SyntaxError, ValueError, RecursionError):
-                    return None
-                self._class_nodes[key] = next(
-                    (
-                        n
-                        for n in walk(module)
-                        if isinstance(n, ast.ClassDef) and (n.name, n.lineno) == (item.name, item.line)
-                    ),
-                    None,
-                )
-        return self._class_nodes[key]
+        module = self._patching_modules[file]
+        if module is None:
+            return None
+        return next(
+            (n for n in walk(module) if isinstance(n, ast.ClassDef) and (n.name, n.lineno) == (item.name, item.line)),
+            None,
+        )
 
     def _flag_set_after(self, mro: Mro, flags: tuple[ProcessorFlag, ...]) -> str | None:
         """Where the drafter's ``__init__`` (or a method it runs) sets a flag's attribute on the processor it
