@@ -29,16 +29,28 @@ FIXTURE_FILES = sorted(FIXTURES.rglob("*.py"))
 
 @pytest.mark.parametrize("path", FIXTURE_FILES, ids=[str(p.relative_to(FIXTURES)) for p in FIXTURE_FILES])
 def test_line_scanner_agrees_with_interpreter(path: Path) -> None:
+    """What ``extract_imports`` answers (the line scanner where it trusts it, else the interpreter on the
+    cut top level) is what the interpreter reads off the whole file, on each platform."""
     root = next(parent for parent in path.parents if (parent / "vllm").is_dir() or parent == FIXTURES)
     module, is_package = _module_name(path, root)
     source, _ = decode_source(path.read_bytes())  # a fixture may be latin-1 (fix/file_encodings)
-    plain = _plain_imports(source, module, is_package)
-    interpreted = _interpreted_imports(source, module, is_package)
-    if plain is None or interpreted is None:
-        return  # the interpreter's turn, or not Python we parse
+    answered = extract_imports(source, module, is_package)
+    interpreted = _interpreted_imports(source, module, is_package, cut=False)
+    if interpreted is None:
+        return  # not Python: the module index reports the file (the scanner does not parse)
     for platform in interpreted.imports:
-        assert _lines(plain) == _lines(interpreted.imports[platform])
-    assert not interpreted.errors
+        assert _lines(answered.imports[platform]) == _lines(interpreted.imports[platform])
+    assert answered.errors == interpreted.errors
+
+
+def test_docstring_line_starting_with_import_is_not_an_import() -> None:
+    """A triple-quoted string's line that reads as a column-0 import is text: the scanner, which would
+    take it for one, is not trusted with the file."""
+    source = '"""Re-exported here, where drafters\nimport it from."""\n\nfrom vllm.a.head import LogitsProcessor\n'
+    read = [("vllm.a.head", ("LogitsProcessor",), 4)]
+    assert _lines(_plain_imports(source, "vllm.a", True)) == [("", ("it",), 2), *read]
+    answered = extract_imports(source, "vllm.a", True)
+    assert all(_lines(facts) == read for facts in answered.imports.values())
 
 
 SCANNED = '''"""Docstring."""
