@@ -9,8 +9,8 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 import platformdirs
@@ -57,6 +57,14 @@ def release_tree(version: str, *, offline: bool = False, progress: Progress | No
     if offline:
         raise UsageError(f"vLLM {version} is not in the cache ({target}) and --offline was given")
     target.parent.mkdir(parents=True, exist_ok=True)
+    with _one_download_at_a_time(target.parent, progress):
+        if _complete_tree(target):  # the download we waited for
+            return target
+        _download_tree(version, target, progress)
+    return target
+
+
+def _download_tree(version: str, target: Path, progress: Progress | None) -> None:
     with scratch_directory(".download-", target.parent) as scratch:
         with (progress or nullcontext)(
             f"downloading the vllm=={version} wheel with pip, once: its vllm/*.py are kept in {target}"
@@ -69,7 +77,29 @@ def release_tree(version: str, *, offline: bool = False, progress: Progress | No
                 raise UsageError(f"the vllm {version} wheel holds no vllm/*.py files")
             archive.extractall(staging, members)
         _install(staging, target, _complete_tree)
-    return target
+
+
+@contextmanager
+def _one_download_at_a_time(folder: Path, progress: Progress | None) -> Iterator[None]:
+    """Hold the cache folder's lock (``flock`` on the folder itself: no lock file is left) while a download
+    runs, so that processes asking for the same release at once (a test run's workers, a CI matrix) wait for
+    the first and take what it installed instead of downloading hundreds of MB again. Where ``flock`` is
+    missing (not POSIX) each downloads, and ``_install`` keeps the first complete entry."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            with (progress or nullcontext)(f"waiting for another process's download into {folder}"):
+                fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # releases the lock
 
 
 def _complete_tree(folder: Path) -> bool:
@@ -136,6 +166,16 @@ def released_wheel(name: str, version: str, *, progress: Progress | None = None)
     if found:
         return found[0]
     target.parent.mkdir(parents=True, exist_ok=True)
+    with _one_download_at_a_time(target.parent, progress):
+        if not _has_wheel(target):  # else the download we waited for
+            _download_wheel(name, version, target, progress)
+    wheels = sorted(target.glob("*.whl"))
+    if not wheels:  # emptied by someone else since
+        raise UsageError(f"{target} holds no wheel of {name} {version}; remove it and try again")
+    return wheels[0]
+
+
+def _download_wheel(name: str, version: str, target: Path, progress: Progress | None) -> None:
     with scratch_directory(".download-", target.parent) as scratch:
         with (progress or nullcontext)(f"downloading the {name}=={version} wheel with pip, once, into {target}"):
             wheel = _download(f"{name}=={version}", Path(scratch))
@@ -143,7 +183,3 @@ def released_wheel(name: str, version: str, *, progress: Progress | None = None)
         staging.mkdir()
         shutil.move(str(wheel), staging / wheel.name)
         _install(staging, target, _has_wheel)
-    wheels = sorted(target.glob("*.whl"))
-    if not wheels:  # emptied by someone else since
-        raise UsageError(f"{target} holds no wheel of {name} {version}; remove it and try again")
-    return wheels[0]

@@ -64,9 +64,14 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> sub
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
-    """Every test gets its own facts cache: no test sees another's entries."""
+    """Every test gets its own facts cache: no test sees another's entries; and the environment's
+    settings that change what the commands print are the test's own."""
     monkeypatch.setenv("MTP_AUDIT_CACHE_DIR", str(tmp_path_factory.mktemp("facts-cache")))
     monkeypatch.delenv("VLLM_PLUGINS", raising=False)  # which plugins vLLM loads: a test sets it where it asks
+    # The width of the output: a test sets COLUMNS where it asks; a runner's own (pytest-xdist's workers
+    # export COLUMNS=80, a developer's shell may too) would wrap what the tests read as one line.
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
 
 
 @pytest.fixture(autouse=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -779,6 +780,39 @@ def test_a_download_finished_first_by_another_process_is_kept(fetch, left, tmp_p
     path = fetch(sources)
     assert path.name == Path(left).name and path.read_text() == "theirs"
     assert [p.name for p in path.parent.iterdir() if p.name.startswith(".download-")] == []
+
+
+def test_a_download_another_process_is_running_is_waited_for_not_repeated(tmp_path, monkeypatch):
+    """Two processes asking for one release at once (a test run's workers): the second waits on the cache
+    folder's lock, says so, and takes the entry the first installed; it downloads nothing."""
+    import fcntl
+    import threading
+
+    from mtp_audit import sources
+
+    folder = tmp_path / "sources"
+    folder.mkdir()
+    monkeypatch.setenv("MTP_AUDIT_SOURCES_DIR", str(folder))
+    downloads, said, got = [], [], []
+    monkeypatch.setattr(sources, "_download", lambda *args: downloads.append(args))
+
+    @contextlib.contextmanager
+    def progress(text):
+        said.append(text)
+        yield
+
+    theirs = os.open(folder, os.O_RDONLY)  # the first process, downloading
+    fcntl.flock(theirs, fcntl.LOCK_EX)
+    second = threading.Thread(target=lambda: got.append(sources.release_tree("0.34.0", progress=progress)))
+    second.start()
+    second.join(0.5)
+    assert second.is_alive() and said == [f"waiting for another process's download into {folder}"]
+    (folder / "0.34.0" / "vllm").mkdir(parents=True)
+    (folder / "0.34.0" / "vllm" / "__init__.py").write_text("theirs")
+    os.close(theirs)
+    second.join(10)
+    assert got == [folder / "0.34.0"] and downloads == []
+    assert sorted(p.name for p in folder.iterdir()) == ["0.34.0"]  # no lock file left
 
 
 SPECULATOR_FOLDER = "vllm/v1/worker/gpu/spec_decode"
