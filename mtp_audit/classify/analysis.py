@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..depth import TooDeep
-from ..index.ast_tools import dotted, unparse, walk
+from ..index.ast_tools import dotted, self_attribute, unparse, walk
 from ..index.classes import REBOUND
 from ..index.fact_types import Assigned, MethodFacts, libcst_code
 from ..index.processor import VLLM_LOGITS_PROCESSOR
@@ -1550,10 +1550,7 @@ def _self_attribute_of(code: str) -> str | None:
         expression = ast.parse(code.strip(), mode="eval").body
     except SyntaxError:
         return None
-    match expression:
-        case ast.Attribute(value=ast.Name(id="self"), attr=attr):
-            return attr
-    return None
+    return self_attribute(expression)
 
 
 def _holds_as_assigned(body: list[ast.stmt], attr: str, code: str, line: int) -> bool:
@@ -1667,12 +1664,6 @@ def _vocabulary_cuts(tree: ast.AST) -> list[ast.expr]:
     return cuts
 
 
-def _self_attr(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-        return node.attr
-    return None
-
-
 def _tested_attr(test: ast.AST) -> str | None:
     """``self.X``, ``self.X is None``, ``self.X is not None`` (and ``not`` of those) -> X."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
@@ -1685,7 +1676,7 @@ def _tested_attr(test: ast.AST) -> str | None:
         and test.comparators[0].value is None
     ):
         test = test.left
-    return _self_attr(test)
+    return self_attribute(test)
 
 
 def _method_tree(hit: MethodHit) -> tuple[ast.AST, int] | None:
@@ -1723,7 +1714,7 @@ def asserted_optional(cl: MethodHit, gtt: MethodHit) -> str | None:
             if name in optional and name not in guarded:
                 uses.append((node.lineno + parsed_gtt[1], name, "asserts"))
         elif isinstance(node, (ast.Attribute, ast.Call)):
-            name = _self_attr(node.value if isinstance(node, ast.Attribute) else node.func)
+            name = self_attribute(node.value if isinstance(node, ast.Attribute) else node.func)
             if name in optional and name not in guarded:
                 uses.append((node.lineno + parsed_gtt[1], name, "uses"))
     if not uses:

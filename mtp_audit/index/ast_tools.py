@@ -19,6 +19,14 @@ def absolute_module(module: str, is_package: bool, relative: int, name: str | No
     return ".".join([*base, name] if name else base)
 
 
+def self_attribute(node: ast.AST) -> str | None:
+    """X of ``self.X``; None for anything else."""
+    match node:
+        case ast.Attribute(value=ast.Name(id="self"), attr=attribute):
+            return attribute
+    return None
+
+
 def walk(node: ast.AST) -> Iterator[ast.AST]:
     """``ast.walk``: the same nodes in the same order (breadth first, each node's children queued
     before it is handed out), at half its cost: one generator, not three a node. A scan walks some

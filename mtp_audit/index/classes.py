@@ -15,6 +15,7 @@ from .ast_tools import (
     _strings,
     dotted,
     names_bound,
+    self_attribute,
     statement_blocks,
     walk,
     walk_statements,
@@ -356,9 +357,9 @@ class _InitSteps:
                         _bind(local, name, values, nested)
                     case ast.Tuple(elts=elements) | ast.List(elts=elements) if statement.value is not None:
                         self.unpacked(elements, statement.value, statement, nested, local)
-        elif isinstance(statement, ast.AugAssign) and _self_attr(statement.target) is not None:
+        elif isinstance(statement, ast.AugAssign) and self_attribute(statement.target) is not None:
             # ``self.v += extra`` sets ``self.v = self.v + extra``: a value of its own, never a constructed class
-            line, attr = self.text.line(statement), _self_attr(statement.target)
+            line, attr = self.text.line(statement), self_attribute(statement.target)
             operator = ast.unparse(ast.BinOp(ast.Name("a"), statement.op, ast.Name("b")))[2:-2]
             code = f"self.{attr} {operator} {_first_line(self.text.segment(statement.value))}"
             self.steps.append(InitStep(line, nested, attr, [Assigned("", line, code)]))
@@ -415,13 +416,6 @@ class _InitSteps:
         return [Assigned("", self.text.line(statement), _first_line(self.text.segment(value)))]
 
 
-def _self_attr(target: ast.expr) -> str | None:
-    match target:
-        case ast.Attribute(value=ast.Name(id="self"), attr=attr):
-            return attr
-    return None
-
-
 def _is_closure_mark(statement: ast.stmt) -> bool:
     match statement:
         case ast.If(test=ast.Name(id="__closure__")):
@@ -444,20 +438,13 @@ def _stores_on_self_first(statement: ast.stmt) -> bool:
         case ast.Assign(targets=[ast.Attribute(value=ast.Name(id="self")), *_]):
             return True
         case ast.Assign(targets=[ast.Tuple() | ast.List() as targets, *_]):
-            return any(_is_self_attribute(node) for node in walk(targets))
+            return any(self_attribute(node) is not None for node in walk(targets))
         case ast.AnnAssign(target=ast.Attribute(value=ast.Name(id="self"))):
             return True
         case ast.Expr(value=ast.Call(func=ast.Name(id="setattr"), args=[ast.Name(id="self"), *_])):
             return True
         case ast.Expr(value=ast.Call(func=ast.Attribute(value=ast.Name(id="self"), attr=registers))):
             return registers in ("register_buffer", "register_parameter")
-    return False
-
-
-def _is_self_attribute(node: ast.AST) -> bool:
-    match node:
-        case ast.Attribute(value=ast.Name(id="self")):
-            return True
     return False
 
 

@@ -10,7 +10,7 @@ import ast
 from dataclasses import dataclass
 
 from ..model import HeadSignature, ParamKind, SignatureParam
-from .ast_tools import walk_statements
+from .ast_tools import self_attribute, walk_statements
 
 # vLLM's processor as drafters import it: the module that names it and the class's name there.
 VLLM_LOGITS_PROCESSOR = ("vllm.model_executor.layers.logits_processor", "LogitsProcessor")
@@ -329,11 +329,9 @@ def _reads_attr(function: ast.FunctionDef | ast.AsyncFunctionDef, attr: str) -> 
 def _self_attribute(node: ast.AST) -> str | None:
     """NAME of ``self.NAME`` or of ``getattr(self, "NAME")`` (with a default or not); None for anything else."""
     match node:
-        case ast.Attribute(value=ast.Name(id="self"), attr=name):
-            return name
         case ast.Call(func=ast.Name(id="getattr"), args=[ast.Name(id="self"), ast.Constant(value=str(name)), *_]):
             return name
-    return None
+    return self_attribute(node)
 
 
 def head_signature(

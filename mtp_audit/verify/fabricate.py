@@ -55,7 +55,7 @@ from vllm.model_executor.layers.layernorm import RMSNorm
 from vllm.model_executor.layers.logits_processor import LogitsProcessor
 from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
 
-from ..index.ast_tools import unparse
+from ..index.ast_tools import self_attribute, unparse
 from .constants import NUM_STEPS, ORG_VOCAB, START_LAYER, TARGET_VOCAB
 
 CONTAINERS = ("layers", "mtp_layers", "_mtp_layers")
@@ -944,8 +944,8 @@ def _config_attribute(cls: type, node: ast.expr, local_values: dict, depth: int 
         return None
     if isinstance(node, ast.Name) and node.id in local_values:
         return _config_attribute(cls, local_values[node.id], local_values, depth + 1)
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-        found = _init_expression(cls, node.attr)
+    if (attribute := self_attribute(node)) is not None:
+        found = _init_expression(cls, attribute)
         return _config_attribute(cls, found[0], found[2], depth + 1) if found else None
     return None
 
@@ -1053,7 +1053,7 @@ def _container_view(cls: type, name: str) -> tuple[str, int] | None:
     if found is None:
         return None
     node = found[0]
-    sources = {attribute for child in ast.walk(node) if (attribute := _self_attribute(child)) in CONTAINERS} - {name}
+    sources = {attribute for child in ast.walk(node) if (attribute := self_attribute(child)) in CONTAINERS} - {name}
     if not sources:
         return None
     view = _view_of(node, cls)
@@ -1120,14 +1120,6 @@ def _is_module_list(cls: type, name: str) -> bool:
     """``self.<name> = nn.ModuleList(...)``: iterating it gives its layers (a ``ModuleDict`` gives its keys)."""
     found = _init_expression(cls, name)
     return found is not None and isinstance(found[0], ast.Call) and unparse(found[0].func).endswith("ModuleList")
-
-
-def _self_attribute(node: ast.AST) -> str | None:
-    """``X`` of ``self.X``."""
-    match node:
-        case ast.Attribute(value=ast.Name(id="self"), attr=attribute):
-            return attribute
-    return None
 
 
 def _lookup(dotted: str, namespace: dict):
