@@ -226,3 +226,22 @@ def test_the_speculators_that_can_hold_a_drafter() -> None:
     assert [r.speculator for r in held.reaches] == ["Layered", "Handing", "Plain"]
     assert Contract((both,)).held(hidden_only) == Contract((both,))
     assert Contract((both, plain)).held(params("hidden_states", "spec_step_idx")) == Contract((both, plain))
+
+
+def test_a_held_speculator_keeps_only_the_paths_that_can_run_the_drafter() -> None:
+    """A speculator with two drafting paths, one passing ``spec_step_idx=`` to both methods: for a drafter
+    whose methods take the hidden states alone, that path fails before a token is chosen, so it is not
+    one of the drafter's callers; the other path is. One whose every path fails stays out even where it
+    also hands the drafter on elsewhere: it never gets that far."""
+    stepped = CallPair(
+        call("get_top_tokens", "h", "spec_step_idx=i", line=20), (call("compute_logits", "h", "spec_step_idx=i"),)
+    )
+    plain = CallPair(call("get_top_tokens", "h", line=30), (call("compute_logits", "h"),))
+    both_paths = Reach("TwoPaths", "two.py", 1, pairs=[stepped, plain], logits=[*stepped.logits, *plain.logits])
+    failing = Reach("Failing", "fail.py", 2, pairs=[stepped], logits=list(stepped.logits), unfollowed=["fail.py:9"])
+    held = Contract((both_paths, failing)).held(params("hidden_states"))
+    assert [(r.speculator, r.pairs) for r in held.reaches] == [("TwoPaths", [plain])]
+    assert [record.line for record in held.records()] == [30]
+    assert both_paths.pairs == [stepped, plain]  # the contract read is left as read
+    stepped_drafter = Contract((both_paths, failing)).held(params("hidden_states", "spec_step_idx"))
+    assert stepped_drafter == Contract((both_paths, failing))
