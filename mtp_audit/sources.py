@@ -82,9 +82,10 @@ def _download_tree(version: str, target: Path, progress: Progress | None) -> Non
 @contextmanager
 def _one_download_at_a_time(folder: Path, progress: Progress | None) -> Iterator[None]:
     """Hold the cache folder's lock (``flock`` on the folder itself: no lock file is left) while a download
-    runs, so that processes asking for the same release at once (a test run's workers, a CI matrix) wait for
-    the first and take what it installed instead of downloading hundreds of MB again. Where ``flock`` is
-    missing (not POSIX) each downloads, and ``_install`` keeps the first complete entry."""
+    runs, so that processes asking for a release at once (a test run's workers, a CI matrix) wait for the
+    first and take what it installed instead of downloading hundreds of MB again; downloads into one folder
+    run one at a time. The lock only saves work: where ``flock`` is missing (not POSIX) or refused (an NFS
+    mount may refuse it on a folder) each process downloads, and ``_install`` keeps the first complete entry."""
     try:
         import fcntl
     except ImportError:
@@ -97,6 +98,8 @@ def _one_download_at_a_time(folder: Path, progress: Progress | None) -> Iterator
         except BlockingIOError:
             with (progress or nullcontext)(f"waiting for another process's download into {folder}"):
                 fcntl.flock(handle, fcntl.LOCK_EX)
+        except OSError:
+            pass  # refused: download unlocked, as above
         yield
     finally:
         os.close(handle)  # releases the lock

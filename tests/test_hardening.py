@@ -803,13 +803,18 @@ def test_a_download_another_process_is_running_is_waited_for_not_repeated(tmp_pa
 
     theirs = os.open(folder, os.O_RDONLY)  # the first process, downloading
     fcntl.flock(theirs, fcntl.LOCK_EX)
-    second = threading.Thread(target=lambda: got.append(sources.release_tree("0.34.0", progress=progress)))
-    second.start()
-    second.join(0.5)
-    assert second.is_alive() and said == [f"waiting for another process's download into {folder}"]
-    (folder / "0.34.0" / "vllm").mkdir(parents=True)
-    (folder / "0.34.0" / "vllm" / "__init__.py").write_text("theirs")
-    os.close(theirs)
+    second = threading.Thread(target=lambda: got.append(sources.release_tree("0.34.0", progress=progress)), daemon=True)
+    try:
+        second.start()
+        for _ in range(200):  # until it waits (a loaded machine may take a while to get there)
+            if said:
+                break
+            time.sleep(0.05)
+        assert second.is_alive() and said == [f"waiting for another process's download into {folder}"]
+        (folder / "0.34.0" / "vllm").mkdir(parents=True)
+        (folder / "0.34.0" / "vllm" / "__init__.py").write_text("theirs")
+    finally:
+        os.close(theirs)  # the first process ends: its lock goes with it
     second.join(10)
     assert got == [folder / "0.34.0"] and downloads == []
     assert sorted(p.name for p in folder.iterdir()) == ["0.34.0"]  # no lock file left

@@ -27,6 +27,12 @@ CLASSES = (
     "AliasedLayersDrafter",
     "UnreadAliasDrafter",
     "NestedPointsDrafter",
+    "PrunedVocabDrafter",
+    "FullVocabDrafter",
+    "FullVocabThroughBaseDrafter",
+    "DraftVocabHeadDrafter",
+    "ProtocolFirstDrafter",
+    "HfConfigDrafter",
 )
 
 
@@ -97,6 +103,43 @@ def test_each_configuration_runs_once(outcomes):
     labels = [variant["variant"] for variant in result["variants"]]
     assert len(labels) == len(set(labels)) == 6, labels
     assert outcome.verdict == "pass", outcome.detail
+
+
+def _variants(result: dict) -> list[str]:
+    return [variant["variant"] for variant in result["variants"]]
+
+
+def test_what_only_a_base_init_the_drafter_never_runs_sets_is_no_configuration(outcomes):
+    """verify builds what the ``__init__`` that runs can set: a base's ``__init__`` that the drafter's own
+    never calls (``nn.Module.__init__(self)`` in its place) adds no configuration, so a get_top_tokens that is
+    right for every configuration that can run is not a mismatch (it was, under a map never built)."""
+    pruned, pruned_result = outcomes["PrunedVocabDrafter"]
+    assert pruned.verdict == "MISMATCH", pruned.detail  # under its map, its get_top_tokens returns draft ids
+    assert any("draft_id_to_target_id=map" in label for label in _variants(pruned_result))
+    full, full_result = outcomes["FullVocabDrafter"]
+    assert full.verdict == "pass", full.detail
+    assert not any("draft_id_to_target_id" in label for label in _variants(full_result))
+    for name in ("FullVocabThroughBaseDrafter", "ProtocolFirstDrafter"):  # Base.__init__(self), super(P, self)
+        outcome, result = outcomes[name]
+        assert outcome.verdict == "MISMATCH", outcome.detail  # the pruning __init__ runs: the map is built
+        assert any("draft_id_to_target_id=map" in label for label in _variants(result)), name
+
+
+def test_a_config_read_off_another_object_is_built_as_a_config(outcomes):
+    """``self.config = vllm_config.hf_config`` reads like ``self.x = config.x``, but is the config itself:
+    built as one, so ``getattr(self.config, "final_logit_softcapping", None)`` is tried both ways."""
+    outcome, result = outcomes["HfConfigDrafter"]
+    assert outcome.verdict == "pass", outcome.detail
+    assert _variants(result) == ["config.final_logit_softcapping=None", "config.final_logit_softcapping=2"]
+
+
+def test_a_config_size_that_sizes_the_head_is_its_rows_not_a_slice_to_try(outcomes):
+    """A config attribute that slices the logits is tried inside the vocabulary, unless the ``__init__``
+    sizes the head with it: then it is the head's rows (trying half of them cut the logits alone, and a
+    right get_top_tokens was a mismatch)."""
+    outcome, result = outcomes["DraftVocabHeadDrafter"]
+    assert outcome.verdict == "pass", outcome.detail
+    assert _variants(result) == ["default"]
 
 
 DECORATED = """

@@ -121,7 +121,7 @@ def _evaluated(node: ast.expr, attr: str, value: object) -> object:
                     return False
                 current = other
             return True
-    if _self_attribute(node) == attr:
+    if _self_attribute_read(node) == attr:
         return value
     raise _Unknown
 
@@ -156,7 +156,7 @@ def _one_sided_guards(
     stored = {  # attr -> param, for ``self.attr = param`` (plain, annotated)
         attr: value.id
         for target, value in _stores(init)
-        if (attr := _self_attribute(target)) is not None and isinstance(value, ast.Name) and value.id in positions
+        if (attr := _self_attribute_read(target)) is not None and isinstance(value, ast.Name) and value.id in positions
     }
 
     def raising(names: dict[str, tuple[str, ...]]) -> list[tuple[str, ast.If]]:
@@ -173,7 +173,7 @@ def _one_sided_guards(
         elsewhere = {ast.unparse(node.test) for _, node in raising(other)}
         for name, node in raising(one):
             test = ast.unparse(node.test)
-            read = {_self_attribute(n) for n in ast.walk(node.test)} & set(stored)
+            read = {_self_attribute_read(n) for n in ast.walk(node.test)} & set(stored)
             if test in elsewhere or len(read) != 1:
                 continue
             [attr] = read
@@ -232,7 +232,7 @@ def _reads_of(function: ast.FunctionDef | ast.AsyncFunctionDef, attr: str) -> li
     return [
         (function.name, node.lineno)
         for node in ast.walk(function)
-        if _self_attribute(node) == attr and not isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del))
+        if _self_attribute_read(node) == attr and not isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del))
     ]
 
 
@@ -241,7 +241,7 @@ def _fallbacks(init: ast.FunctionDef | ast.AsyncFunctionDef, attr: str, param: s
     ``<name> if <param> is None else <param>``, ``<param> if <param> is not None else <name>``."""
     found = []
     for target, value in _stores(init):
-        if _self_attribute(target) != attr:
+        if _self_attribute_read(target) != attr:
             continue
         match value:
             case ast.BoolOp(op=ast.Or(), values=[ast.Name(id=given), ast.Name(id=other)]) if given == param:
@@ -290,9 +290,9 @@ def _tests_of(
 
     def reads(node: ast.AST, names: set[str]) -> bool:
         return any(
-            _self_attribute(n) == attr
+            _self_attribute_read(n) == attr
             or (isinstance(n, ast.Name) and n.id in names)
-            or (isinstance(n, ast.Attribute) and _self_attribute(n) in readers)
+            or (isinstance(n, ast.Attribute) and _self_attribute_read(n) in readers)
             for n in ast.walk(node)
         )
 
@@ -302,7 +302,7 @@ def _tests_of(
                 return holds(inner, names)
             case ast.Name(id=name):
                 return name in names
-        return isinstance(value, ast.Attribute) and _self_attribute(value) == attr
+        return isinstance(value, ast.Attribute) and _self_attribute_read(value) == attr
 
     assignments = [n for n in ast.walk(function) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr))]
     held: set[str] = set()
@@ -323,10 +323,10 @@ def _tests_of(
 
 
 def _reads_attr(function: ast.FunctionDef | ast.AsyncFunctionDef, attr: str) -> bool:
-    return any(_self_attribute(n) == attr for n in ast.walk(function))
+    return any(_self_attribute_read(n) == attr for n in ast.walk(function))
 
 
-def _self_attribute(node: ast.AST) -> str | None:
+def _self_attribute_read(node: ast.AST) -> str | None:
     """NAME of ``self.NAME`` or of ``getattr(self, "NAME")`` (with a default or not); None for anything else."""
     match node:
         case ast.Call(func=ast.Name(id="getattr"), args=[ast.Name(id="self"), ast.Constant(value=str(name)), *_]):
@@ -461,7 +461,7 @@ def _reached(
 
 def _self_references(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     """Names of the ``self.<name>`` attributes a method reads (``getattr(self, "<name>")`` too), in order."""
-    return [name for node in ast.walk(function) if (name := _self_attribute(node)) is not None]
+    return [name for node in ast.walk(function) if (name := _self_attribute_read(node)) is not None]
 
 
 def _org_vocab_mask(function: ast.FunctionDef) -> int | None:

@@ -187,11 +187,15 @@ class Fabricator:
             return [(flag, self._constant(path, name, flag == "True")) for flag in ("True", "False")]
         read = [CONFIG_READ.fullmatch(value) for value in values]
         if (
-            read and all(read) and name not in STEP_BOOKKEEPING
-        ):  # ``self.x = config.x``: the config's value, a configuration point of its own
+            read and all(read) and name not in STEP_BOOKKEEPING and name != "config"
+        ):  # ``self.x = config.x``: the config's value, a configuration point of its own (``self.config =
+            # self.draft_model_config.hf_config`` reads like one, but is the config itself, built below)
             key = read[0].group(1) or read[0].group(2)
             return [("config", lambda: self._config_read_step(path, name, key))]
         optional = "None" in values or bool(annotation and re.search(r"\bNone\b|Optional\[", annotation))
+        if values and set(values) == {"None"} and set(_assigned_values(cls, name, as_run=False)) != {"None"}:
+            # the code that runs sets it to None alone, a base's ``__init__`` that never runs to something else
+            return [("None", self._constant(path, name, None))]
         built = self._value(owner, name, path, annotation, optional)
         out = [built] if built is not None else []
         if optional:
@@ -761,11 +765,10 @@ _ASSIGN = r"self\.{name}\s*(?::[^=\n]+)?=\s*(.*)"
 
 @functools.cache  # inspect.getsource re-parses the whole module: once per class
 def _init_sources(cls: type) -> list[tuple[str, dict]]:
-    """Source text and module namespace of each class in the MRO (decorators may wrap ``__init__``)."""
+    """Source text and module namespace of each class whose ``__init__`` runs when ``cls`` is built
+    (decorators may wrap ``__init__``)."""
     out = []
-    for klass in cls.__mro__:
-        if klass in (nn.Module, object) or "__init__" not in klass.__dict__:
-            continue
+    for klass in _inits_run(cls):
         module = sys.modules.get(klass.__module__)
         try:
             out.append((inspect.getsource(klass), vars(module) if module else {}))
@@ -775,12 +778,98 @@ def _init_sources(cls: type) -> list[tuple[str, dict]]:
 
 
 @functools.cache
+def _inits_run(cls: type) -> tuple[type, ...]:
+    """The classes of the MRO whose ``__init__`` may run when ``cls`` is built, in MRO order: the first that
+    defines one, then those each of them may call (``_base_inits_called``). An ``__init__`` that calls only
+    torch's (``nn.Module.__init__(self)``) ends its path: what its bases' ``__init__`` would set is never set,
+    so it is no configuration to build."""
+    mro = _own_classes(cls)
+    first = next((klass for klass in mro if "__init__" in klass.__dict__), None)
+    reached: set[type] = set()
+    pending = [first] if first is not None else []
+    while pending:
+        klass = pending.pop()
+        if klass in reached:
+            continue
+        reached.add(klass)
+        for start in _base_inits_called(klass, mro):  # the first class from there on that defines one runs
+            pending.extend(next(([k] for k in mro[mro.index(start) :] if "__init__" in k.__dict__), []))
+    return tuple(klass for klass in mro if klass in reached)
+
+
+def _base_inits_called(klass: type, mro: list[type]) -> list[type]:
+    """Where the ``__init__`` chain may go on from ``klass``'s: the class of each ``Base.__init__(self, ...)``
+    the class calls (anywhere in it: a helper may), the next class of the MRO for ``super().__init__`` or
+    ``super(X, self).__init__`` (and for a class whose ``__init__`` is written elsewhere: a decorator's,
+    ``typing.Protocol``'s, or calls none, or whose source is not there to read), and nothing for a call of
+    torch's own ``__init__``. More paths than Python takes where it cannot tell: more configurations, never
+    fewer."""
+    after = mro[mro.index(klass) + 1 :]
+    following = after[:1]
+    try:
+        tree = _parsed(inspect.getsource(klass))
+    except (OSError, TypeError, SyntaxError):
+        return following
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    if not any(isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef)) and d.name == "__init__" for d in body):
+        return following
+    module = sys.modules.get(klass.__module__)
+    namespace = vars(module) if module else {}
+    called: list[type] = []
+    calls = False
+    for node in ast.walk(tree):
+        match node:
+            case ast.Call(func=ast.Attribute(value=ast.Call(func=ast.Name(id="super")), attr="__init__")):
+                calls = True
+                called.extend(following)
+            case ast.Call(func=ast.Attribute(value=initialised, attr="__init__")):
+                calls = True
+                found = _lookup(unparse(initialised), namespace)
+                if isinstance(found, type) and found.__module__.startswith("torch."):
+                    continue
+                called.extend([found] if found in after else following)
+    return called if calls else following
+
+
+@functools.cache
+def _sources_as_run(cls: type) -> list[str]:
+    """``_class_sources``, with each ``__init__`` that never runs when ``cls`` is built blanked out (a base
+    whose ``__init__`` the subclass's does not call): what may set an attribute of an instance of ``cls``."""
+    running = _inits_run(cls)
+    out = []
+    for klass in _own_classes(cls):
+        try:
+            source = textwrap.dedent(inspect.getsource(klass))
+        except (OSError, TypeError):
+            continue
+        if "__init__" in klass.__dict__ and klass not in running:
+            source = _without_init(source)
+        out.append(source)
+    return out
+
+
+def _without_init(source: str) -> str:
+    """A class's source with its ``__init__`` (decorators included) blanked, line numbers kept."""
+    tree = _parsed(source)
+    lines = source.splitlines(keepends=True)
+    for definition in tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []:
+        if isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)) and definition.name == "__init__":
+            first = min([definition.lineno, *(d.lineno for d in definition.decorator_list)])
+            for index in range(first - 1, definition.end_lineno):
+                lines[index] = "\n"
+    return "".join(lines)
+
+
+def _own_classes(cls: type) -> list[type]:
+    """The MRO below ``nn.Module``: torch's own classes and ``object`` left out."""
+    return [klass for klass in cls.__mro__ if klass is not object and not klass.__module__.startswith("torch.")]
+
+
+@functools.cache
 def _class_sources(cls: type) -> list[str]:
     """Source text of every class in the MRO below ``nn.Module`` (any method may set an attribute)."""
     out = []
-    for klass in cls.__mro__:
-        if klass in (nn.Module, object) or klass.__module__.startswith("torch."):
-            continue
+    for klass in _own_classes(cls):
         try:
             out.append(inspect.getsource(klass))
         except (OSError, TypeError):
@@ -793,15 +882,49 @@ LOGIT_METHODS = ("compute_logits", "get_top_tokens")
 
 @functools.cache
 def _config_logit_indices(cls: type) -> frozenset[str]:
-    """Config attributes (other than ``vocab_size``, the head's own size) that the MRO's compute_logits or
-    get_top_tokens uses inside a subscript (``logits[..., self.config.n :]``), directly or through a local
-    name assigned from it: values worth trying inside the vocabulary."""
+    """Config attributes that the MRO's compute_logits or get_top_tokens uses inside a subscript
+    (``logits[..., self.config.n :]``), directly or through a local name assigned from it: values worth
+    trying inside the vocabulary. Not ``vocab_size`` nor one the ``__init__`` that runs sizes a head with
+    (``ParallelLMHead(config.draft_vocab_size, ...)``): that is the head's own rows, built here as ours."""
     found: set[str] = set()
     for source in _class_sources(cls):
         for method in ast.walk(_parsed(source)):
             if isinstance(method, ast.FunctionDef) and method.name in LOGIT_METHODS:
                 found |= _subscript_config_reads(method)
-    return frozenset(found - {"vocab_size"})
+    return frozenset(found - {"vocab_size"} - _config_head_sizes(cls))
+
+
+def _config_head_sizes(cls: type) -> frozenset[str]:
+    """Config attributes that give a head its rows in the ``__init__`` that runs: the first argument
+    (``num_embeddings``) of a ``ParallelLMHead`` it builds, or of a ``VocabParallelEmbedding`` it assigns to
+    a head's name (``self.lm_head = VocabParallelEmbedding(...)``); not an input embedding's."""
+    found: set[str] = set()
+    for source, namespace in _init_sources(cls):
+        for init in ast.walk(_parsed(source)):
+            if not (isinstance(init, ast.FunctionDef) and init.name == "__init__"):
+                continue
+            local_values = _local_values(init)
+            for statement in ast.walk(init):
+                if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or not isinstance(statement.value, ast.Call):
+                    continue
+                call = statement.value
+                targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+                built = _lookup(unparse(call.func), namespace)
+                if not isinstance(built, type) or not (
+                    issubclass(built, ParallelLMHead)
+                    or issubclass(built, VocabParallelEmbedding)
+                    and any(self_attribute(target) in HEADS for target in targets)
+                ):
+                    continue
+                rows = (
+                    call.args[0]
+                    if call.args
+                    else next((k.value for k in call.keywords if k.arg == "num_embeddings"), None)
+                )
+                attribute = _config_attribute(cls, rows, local_values) if rows is not None else None
+                if attribute is not None:
+                    found.add(attribute)
+    return frozenset(found)
 
 
 def _config_aliases(function: ast.FunctionDef) -> dict[str, str]:
@@ -831,9 +954,7 @@ def _config_literals(cls: type) -> dict[str, tuple]:
     """Config attributes that any method of the MRO compares with literals (``config.policy == "suppress"``,
     ``in ("a", "b")``, ``is Mode.FAST``): attribute -> those literals, each a value to try so the branch runs."""
     found: dict[str, list] = {}
-    for klass in cls.__mro__:
-        if klass in (nn.Module, object) or klass.__module__.startswith("torch."):
-            continue
+    for klass in _own_classes(cls):
         try:
             tree = _parsed(inspect.getsource(klass))
         except (OSError, TypeError):
@@ -901,16 +1022,18 @@ def _subscript_config_reads(method: ast.FunctionDef) -> set[str]:
     return found
 
 
-def _assigned_values(cls: type, name: str) -> list[str]:
-    """The right-hand sides of ``self.<name> = ...`` in the class and its bases, first line each."""
+def _assigned_values(cls: type, name: str, as_run: bool = True) -> list[str]:
+    """The right-hand sides of ``self.<name> = ...`` in the class and its bases, first line each (``as_run``:
+    not in an ``__init__`` that never runs for ``cls``)."""
     pattern = re.compile(_ASSIGN.format(name=re.escape(name)))
-    return [match.group(1).strip() for source in _class_sources(cls) for match in pattern.finditer(source)]
+    sources = _sources_as_run(cls) if as_run else _class_sources(cls)
+    return [match.group(1).strip() for source in sources for match in pattern.finditer(source)]
 
 
 def _annotation(cls: type, name: str) -> str | None:
-    """``self.<name>: T = ...`` or a class-level ``<name>: T``, as text."""
+    """``self.<name>: T = ...`` or a class-level ``<name>: T``, as text (not in an ``__init__`` that never runs)."""
     pattern = re.compile(rf"(?:self\.|^\s+){re.escape(name)}\s*:\s*([^=\n]+)", re.MULTILINE)
-    for source in _class_sources(cls):
+    for source in _sources_as_run(cls):
         match = pattern.search(source)
         if match:
             return match.group(1).strip()
