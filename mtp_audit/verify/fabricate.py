@@ -764,17 +764,31 @@ _ASSIGN = r"self\.{name}\s*(?::[^=\n]+)?=\s*(.*)"
 
 
 @functools.cache  # inspect.getsource re-parses the whole module: once per class
+def _class_source(klass: type) -> str | None:
+    """A class's source text; None where it is not there to read (built at run time, a C extension)."""
+    try:
+        return inspect.getsource(klass)
+    except (OSError, TypeError):
+        return None
+
+
+def _namespace(klass: type) -> dict:
+    """The namespace of the module that defines ``klass`` (what its source's names mean)."""
+    module = sys.modules.get(klass.__module__)
+    return vars(module) if module else {}
+
+
+def _own_inits(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The ``__init__`` written in the body of the class a class's parsed source holds."""
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    return [d for d in body if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef)) and d.name == "__init__"]
+
+
+@functools.cache
 def _init_sources(cls: type) -> list[tuple[str, dict]]:
     """Source text and module namespace of each class whose ``__init__`` runs when ``cls`` is built
     (decorators may wrap ``__init__``)."""
-    out = []
-    for klass in _inits_run(cls):
-        module = sys.modules.get(klass.__module__)
-        try:
-            out.append((inspect.getsource(klass), vars(module) if module else {}))
-        except (OSError, TypeError):
-            continue
-    return out
+    return [(source, _namespace(klass)) for klass in _inits_run(cls) if (source := _class_source(klass)) is not None]
 
 
 @functools.cache
@@ -806,15 +820,14 @@ def _base_inits_called(klass: type, mro: list[type]) -> list[type]:
     fewer."""
     after = mro[mro.index(klass) + 1 :]
     following = after[:1]
+    source = _class_source(klass)
     try:
-        tree = _parsed(inspect.getsource(klass))
-    except (OSError, TypeError, SyntaxError):
+        tree = _parsed(source) if source is not None else None
+    except SyntaxError:
         return following
-    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-    if not any(isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef)) and d.name == "__init__" for d in body):
+    if tree is None or not _own_inits(tree):
         return following
-    module = sys.modules.get(klass.__module__)
-    namespace = vars(module) if module else {}
+    namespace = _namespace(klass)
     called: list[type] = []
     calls = False
     for node in ast.walk(tree):
@@ -836,27 +849,20 @@ def _sources_as_run(cls: type) -> list[str]:
     """``_class_sources``, with each ``__init__`` that never runs when ``cls`` is built blanked out (a base
     whose ``__init__`` the subclass's does not call): what may set an attribute of an instance of ``cls``."""
     running = _inits_run(cls)
-    out = []
-    for klass in _own_classes(cls):
-        try:
-            source = textwrap.dedent(inspect.getsource(klass))
-        except (OSError, TypeError):
-            continue
-        if "__init__" in klass.__dict__ and klass not in running:
-            source = _without_init(source)
-        out.append(source)
-    return out
+    return [
+        _without_init(source) if "__init__" in klass.__dict__ and klass not in running else source
+        for klass in _own_classes(cls)
+        if (source := _class_source(klass)) is not None
+    ]
 
 
 def _without_init(source: str) -> str:
     """A class's source with its ``__init__`` (decorators included) blanked, line numbers kept."""
-    tree = _parsed(source)
-    lines = source.splitlines(keepends=True)
-    for definition in tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []:
-        if isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)) and definition.name == "__init__":
-            first = min([definition.lineno, *(d.lineno for d in definition.decorator_list)])
-            for index in range(first - 1, definition.end_lineno):
-                lines[index] = "\n"
+    lines = textwrap.dedent(source).splitlines(keepends=True)  # ``_parsed`` dedents: the same line numbers
+    for definition in _own_inits(_parsed(source)):
+        first = min([definition.lineno, *(d.lineno for d in definition.decorator_list)])
+        for index in range(first - 1, definition.end_lineno):
+            lines[index] = "\n"
     return "".join(lines)
 
 
@@ -868,13 +874,7 @@ def _own_classes(cls: type) -> list[type]:
 @functools.cache
 def _class_sources(cls: type) -> list[str]:
     """Source text of every class in the MRO below ``nn.Module`` (any method may set an attribute)."""
-    out = []
-    for klass in _own_classes(cls):
-        try:
-            out.append(inspect.getsource(klass))
-        except (OSError, TypeError):
-            continue
-    return out
+    return [source for klass in _own_classes(cls) if (source := _class_source(klass)) is not None]
 
 
 LOGIT_METHODS = ("compute_logits", "get_top_tokens")
@@ -955,11 +955,11 @@ def _config_literals(cls: type) -> dict[str, tuple]:
     ``in ("a", "b")``, ``is Mode.FAST``): attribute -> those literals, each a value to try so the branch runs."""
     found: dict[str, list] = {}
     for klass in _own_classes(cls):
-        try:
-            tree = _parsed(inspect.getsource(klass))
-        except (OSError, TypeError):
+        source = _class_source(klass)
+        if source is None:
             continue
-        namespace = vars(sys.modules[klass.__module__]) if klass.__module__ in sys.modules else {}
+        tree = _parsed(source)
+        namespace = _namespace(klass)
         for function in ast.walk(tree):
             if not isinstance(function, ast.FunctionDef):
                 continue
