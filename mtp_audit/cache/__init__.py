@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..model import ScanAnswers, ScanResult, SourceTree
-from .store import MISSING, Store, atomic_write, default_cache_dir, usable
+from .store import MISSING, Store, atomic_write, default_cache_dir, read_up_to, usable
 
 __all__ = [
     "ABSENT",
@@ -37,6 +37,7 @@ __all__ = [
     "digest",
     "kind_of",
     "listing_of",
+    "read_up_to",
     "usable",
 ]
 

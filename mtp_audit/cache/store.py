@@ -215,13 +215,32 @@ def read_regular(path: Path | str, limit: int, follow_symlinks: bool = False) ->
         if error.errno == errno.ELOOP:
             raise OSError(errno.ELOOP, "a symbolic link") from None
         raise
-    with os.fdopen(fd, "rb") as handle:
+    try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
         if info.st_size > limit:
             raise OSError(errno.EFBIG, f"larger than {limit} bytes")
-        return handle.read(limit + 1)  # grown since: cut short, torn, and the codec refuses it
+        return read_up_to(fd, info.st_size, limit)  # grown past limit since: cut short, and refused
+    finally:
+        os.close(fd)
+
+
+def read_up_to(fd: int, size: int, limit: int) -> bytes:
+    """Up to ``limit + 1`` bytes of the open file ``fd``, which ``fstat`` said is ``size`` bytes: ``size + 1``
+    asked for first, more only if it has grown since. Read with ``os.read``: a buffered reader's
+    ``read(limit + 1)`` allocates the whole limit (32-256 MiB) for every file, and its set-up costs three
+    system calls more, together half the time of reading a tree's files."""
+    data = b""
+    wanted = min(size, limit) + 1
+    while len(data) <= limit:
+        chunk = os.read(fd, wanted - len(data))
+        if not chunk:
+            break
+        data += chunk
+        if len(data) == wanted:  # grown since fstat (or a short read): on to the limit
+            wanted = limit + 1
+    return data
 
 
 def _made_by_the_tool(folder: Path) -> bool:

@@ -24,6 +24,7 @@ from ..cache import (
     kind_of,
     list_folder,
     listing_of,
+    read_up_to,
 )
 from ..errors import InternalError
 from ..model import SourceTree
@@ -152,13 +153,15 @@ class ModuleIndex:
         except FileNotFoundError:
             self.observed.setdefault(self.relative(path), ABSENT)
             raise
-        with os.fdopen(fd, "rb") as handle:
+        try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise Unreadable(errno.EINVAL, "not a regular file (a FIFO, a device or a folder); not read")
             if info.st_size > SOURCE_LIMIT:
                 raise Unreadable(errno.EFBIG, f"larger than {SOURCE_LIMIT >> 20} MiB; not read")
-            data = handle.read(SOURCE_LIMIT + 1)
+            data = read_up_to(fd, info.st_size, SOURCE_LIMIT)
+        finally:
+            os.close(fd)
         if len(data) > SOURCE_LIMIT:
             raise Unreadable(errno.EFBIG, f"larger than {SOURCE_LIMIT >> 20} MiB; not read")
         self._observe_content(self.relative(path), digest(data))
