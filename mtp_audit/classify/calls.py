@@ -114,6 +114,12 @@ class Contract:
 def signature_params(text: str) -> list[Param]:
     """The parameters (``self`` left out) of a method's text as the file holds it, read with ast: what
     binding a call needs, without a libcst parse of the method (most drafters need none)."""
+    return list(_signature_params(text))
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature_params(text: str) -> tuple[Param, ...]:
+    """Read once per text: a compute_logits is asked for by every drafter and platform that inherits it."""
     module = ast.parse("class _:\n" + text if text[:1] in (" ", "\t") else text)
     function = next(n for n in ast.walk(module) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
     arguments = function.args
@@ -135,7 +141,7 @@ def signature_params(text: str) -> list[Param]:
     ]
     if arguments.kwarg:
         out.append(Param(arguments.kwarg.arg, None, ParamKind.STARSTAR))
-    return [p for p in out if p.name != "self"]
+    return tuple(p for p in out if p.name != "self")
 
 
 def _fits(params: list[Param], calls: list[ModelCall]) -> bool:
