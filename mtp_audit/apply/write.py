@@ -48,10 +48,13 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from ..lifecycle import ctrl_c_deferred, stop_if_interrupted
-from .changes import Rewrite
+
+if TYPE_CHECKING:  # a read-only command checks for an interrupted fix without importing the classifier
+    from .changes import Rewrite
 
 JOURNAL = ".mtp-audit-journal"
 _TEMP_SUFFIX = ".mtp-audit-tmp"
