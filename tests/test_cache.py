@@ -70,6 +70,33 @@ def test_a_file_read_twice_with_other_bytes_matches_no_file(tmp_path):
     assert not Observed(dict(index.observed)).still_true(index.tree)
 
 
+@pytest.mark.parametrize(
+    "replace",
+    {
+        "a FIFO": lambda path: (path.unlink(), os.mkfifo(path)),
+        "a folder": lambda path: (path.unlink(), path.mkdir()),
+        "one byte more": lambda path: path.write_bytes(path.read_bytes() + b"\n"),
+        "one byte less": lambda path: path.write_bytes(path.read_bytes()[:-1]),
+    }.items(),
+    ids=lambda item: item[0],
+)
+def test_a_file_the_result_read_is_a_change_once_replaced(replace, tmp_path):
+    """A cached result is checked against the bytes of every file it read: another file type in one's place
+    is a change, and the check opens a FIFO without waiting for a writer (it would hang a warm scan)."""
+    from mtp_audit.cache import Observed
+    from mtp_audit.index.modules import ModuleIndex
+    from mtp_audit.locate import locate
+
+    tree = build_tree(FIXTURES / "scan" / "direct_head", tmp_path / "tree")
+    index = ModuleIndex(locate(tree))
+    path = tree / "vllm/model_executor/models/toy_mtp.py"
+    index.read_bytes(path)
+    observed = Observed(dict(index.observed))
+    assert observed.still_true(index.tree)
+    replace[1](path)
+    assert not observed.still_true(index.tree)
+
+
 def test_facts_stored_later_are_filed_under_the_bytes_they_were_read_from(tmp_path):
     """A worker stores facts another process read (``store_facts``): an edit saved in between must not file
     the old facts under the new bytes, which every later cached scan would then trust (QA cache #1)."""
