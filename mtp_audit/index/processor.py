@@ -7,6 +7,7 @@ drafter's processor may not."""
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 
 from ..model import HeadSignature, ParamKind, SignatureParam
@@ -209,7 +210,7 @@ def _one_sided_flags(
     flags = []
     for attr, param in dict.fromkeys(stored):
         for path, one, other in (("call", call, top_tokens), ("get_top_tokens", top_tokens, call)):
-            if any(attr in _self_references(methods[name]) for name in other if name in methods):
+            if any(_reads_attr(methods[name], attr) for name in other if name in methods):
                 continue
             default = ast.unparse(defaults[param]) if param in defaults else None
             tested = next((t for name in one if name in methods for t in _tests_of(methods[name], attr, methods)), None)
@@ -323,7 +324,13 @@ def _tests_of(
 
 
 def _reads_attr(function: ast.FunctionDef | ast.AsyncFunctionDef, attr: str) -> bool:
-    return any(_self_attribute_read(n) == attr for n in ast.walk(function))
+    return attr in _attributes_read(function)
+
+
+@functools.lru_cache(maxsize=256)
+def _attributes_read(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """What ``_self_references`` lists, as a set, walked once per method: each flag asks it of every method."""
+    return frozenset(_self_references(function))
 
 
 def _self_attribute_read(node: ast.AST) -> str | None:
