@@ -3,6 +3,7 @@ bases of bases, pass-through calls, head signatures; each case kills mutants the
 
 from __future__ import annotations
 
+import pytest
 from test_processor_reading import FORWARD, INIT, TOP_TOKENS, source
 
 from mtp_audit.index.processor import head_signature, processor_paths
@@ -141,3 +142,34 @@ def test_a_base_cycle_by_rebinding_terminates():
     )
     paths = processor_paths(text, "lp.py")
     assert paths is not None
+
+
+@pytest.mark.parametrize(
+    ("text", "may_patch"),
+    [
+        ("p = self.logits_processor", True),  # another name bound to it
+        ("x == self.logits_processor", True),  # read generously: the test only decides what is parsed
+        ("self.logits_processor = p = q", True),
+        ("self.logits_processor = p\nx = 1", True),
+        ("setattr(self.logits_processor, 'a', 1)", True),
+        ("setattr  (\n self.logits_processor, 'a', 1)", True),
+        ("m.register_forward_hook(h)", True),
+        ("m.register_forward_pre_hook(h)", True),
+        ("self.logits_processor._call_impl = f", True),
+        ("p =self.logits_processor.x", False),  # an attribute of it, which the facts read
+        ("p = self.logits_processor (", False),
+        ("p = self.logits_processor[0]", False),
+        ("self.logits_processor=p==q", False),
+        ("self.logits_processor = f(p)", False),
+        ("getattr(self.logits_processor, 'a')", False),
+        ("m.register_forward_x(h)", False),
+        ("= self.logits_processor_x", False),
+        ("f(self.logits_processor)", False),
+    ],
+)
+def test_the_text_test_for_a_module_that_may_change_the_processor(text, may_patch):
+    """Which module texts are parsed to look for changes to ``self.logits_processor`` the facts do not read."""
+    from mtp_audit.classify.analysis import _may_patch_the_processor
+
+    assert _may_patch_the_processor(text) is may_patch
+    assert _may_patch_the_processor(f"class A:\n    def f(self):\n        {text}\n") is may_patch
