@@ -20,8 +20,9 @@ fork fewer); each worker sends its answers back once, when the queue is empty.
 
 ``fix`` uses a WarmWorker instead: forked first, it imports libcst while
 the parent scans and plans from the caches, answers what the plan asks that
-the caches lack (so the parent never imports libcst), then rewrites the
-files in forks of itself.
+the caches lack (so the parent never imports libcst; the planned mirrors, and
+what the blast-radius checks ask of them, all at once in forks of itself),
+then rewrites the files in forks of itself.
 
 Workers compute exactly what the serial scan computes, from the same bytes,
 and the parent puts their answers back in registry order, so the result is

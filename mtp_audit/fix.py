@@ -56,7 +56,7 @@ def plan_fix(
     memo.use_cache(cache)  # before forking: the workers read cached mirrors too
     with (
         warm_worker(jobs, _load_rules_and_rewriter) as worker,
-        memo.delegated(_asking(worker)),
+        memo.delegated(_asking(worker), _spreading(worker, jobs)),
         _base_names_ahead(tree, jobs) as base_names,
     ):
         result, scanner, resolutions = scan(tree, cache, earlier=earlier, notes=False)
@@ -332,6 +332,26 @@ def _named_in_tree(root: Path, relative: str) -> str:
 def _asking(worker: WarmWorker | None) -> memo.Delegate | None:
     """Missing rule answers computed by ``worker`` (which keeps them for its forks); None: here."""
     return functools.partial(worker.ask, memo.answer_here) if worker else None
+
+
+def _spreading(worker: WarmWorker | None, jobs: int) -> memo.Spread | None:
+    """A task run on ``jobs`` parts of a list of questions in the worker's forks, which then hands their
+    answers to the worker itself too (its later forks rewrite with them); None: no worker."""
+    if worker is None:
+        return None
+
+    def spread(task: Callable[[list], dict], items: list) -> list[dict]:
+        count = max(1, min(jobs, len(items)))
+        answers = worker.map(task, [items[start::count] for start in range(count)])
+        worker.ask(_keep_answers, answers)
+        return answers
+
+    return spread
+
+
+def _keep_answers(answers: list[dict]) -> None:
+    for part in answers:
+        memo.keep_answers(part)
 
 
 def _load_rules_and_rewriter() -> None:

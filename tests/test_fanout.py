@@ -219,6 +219,40 @@ def test_fix_after_a_scan_asks_the_warm_worker_for_the_mirrors_it_plans(vllm_rel
     assert _fix_probe(tree, env) == serial.stdout + "False\n"
 
 
+_ASKS_PROBE = (
+    "import sys\n"
+    "from pathlib import Path\n"
+    "from mtp_audit import fanout\n"
+    "from mtp_audit.classify import memo\n"
+    "from mtp_audit.fix import plan_fix\n"
+    "from mtp_audit.cache import FactsCache\n"
+    "from mtp_audit.locate import locate\n"
+    "asked, ask = [], fanout.WarmWorker.ask\n"
+    "def counted(worker, task, *args):\n"
+    "    if task is memo.answer_here:\n"
+    "        asked.append(args[0].rpartition('.')[2])\n"
+    "    return ask(worker, task, *args)\n"
+    "fanout.WarmWorker.ask = counted\n"
+    "plan_fix(locate(Path(sys.argv[1])), None, True, FactsCache(), None, 2)\n"
+    "print(sorted(set(asked)))\n"
+)
+
+
+def test_fix_after_a_scan_has_its_planned_mirrors_answered_at_once_in_the_warm_workers_forks(vllm_release, tmp_path):
+    """The mirrors no cache holds, and what the blast-radius checks ask of them, are computed in the warm
+    worker's forks all at once (``memo.answer_elsewhere``), not asked one by one; the diff is unchanged
+    (the test above)."""
+    tree = vllm_release("0.34.0")
+    env = {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
+    assert run_cli("scan", str(tree), "--quiet", "--fail-on", "never", env=env).returncode == 0
+    done = subprocess.run(
+        [sys.executable, "-c", _ASKS_PROBE, str(tree)], capture_output=True, text=True, env={**os.environ, **env}
+    )
+    assert done.returncode == 0, done.stderr
+    asked = done.stdout.strip()
+    assert asked.startswith("[") and not any(r in asked for r in ("'mirror_text'", "'top_tokens_shape'")), asked
+
+
 def _exit_without_answer() -> None:
     os._exit(3)
 

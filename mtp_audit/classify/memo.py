@@ -31,7 +31,12 @@ _store: AnswerStore | None = None  # None: answers are memoised in this process 
 # Computes a missing answer elsewhere from the rule's name and arguments (see ``delegated``).
 Delegate = Callable[[str, tuple], object]
 _delegate: Delegate | None = None
+# Runs a task on a list of work, split among processes that have the rules (see ``delegated``).
+Spread = Callable[[Callable[[list], dict], list], list[dict]]
+_spread: Spread | None = None
+_computed_elsewhere: dict[tuple[str, tuple], object] = {}  # answers ``answer_elsewhere`` brought back
 _ANSWERS: dict[str, Callable] = {}  # every stored rule's memoised answer, by name (see answer_here)
+_KINDS: dict[str, type | tuple[type, ...]] = {}  # what each stored rule answers, by name
 Rule = TypeVar("Rule", bound=Callable)
 
 
@@ -42,16 +47,64 @@ def use_cache(cache: FactsCache | None) -> None:
 
 
 @contextlib.contextmanager
-def delegated(delegate: Delegate | None) -> Iterator[None]:
+def delegated(delegate: Delegate | None, spread: Spread | None = None) -> Iterator[None]:
     """Answers that neither this process nor the store has are computed by ``delegate(name, args)``
     (e.g. ``answer_here`` run by a ``WarmWorker``, which has libcst already and stores what it
-    computes) instead of here, where the first one would import libcst; None: here, as usual."""
-    global _delegate
-    _delegate = delegate
+    computes) instead of here, where the first one would import libcst; None: here, as usual.
+    ``spread(task, items)``: ``task`` run on parts of ``items`` by processes that have the rules (the
+    worker's forks), their answers returned, for ``answer_elsewhere``."""
+    global _delegate, _spread
+    _delegate, _spread = delegate, spread
     try:
         yield
     finally:
-        _delegate = None
+        _delegate, _spread = None, None
+        _computed_elsewhere.clear()
+
+
+def key(rule: Callable, args: tuple) -> tuple[str, tuple]:
+    """How ``answer_elsewhere``'s tasks name the answer of a stored ``rule`` for ``args``."""
+    return f"{rule.__module__}.{rule.__name__}", args
+
+
+def known(rule: Callable, args: tuple) -> bool:
+    """Is the stored ``rule``'s answer for ``args`` had without computing it (brought back, or in the
+    store: then kept here, so that the call does not read the store again)?"""
+    name, args = key(rule, args)
+    if (name, args) in _computed_elsewhere:
+        return True
+    store = _store
+    if store is None:
+        return False
+    value = store.load(store.path(rule.__name__, args), _KINDS[name])
+    if value is MISSING:
+        return False
+    _computed_elsewhere[name, args] = value
+    return True
+
+
+def can_answer_elsewhere() -> bool:
+    """Are there processes to hand ``answer_elsewhere``'s tasks to (``delegated``'s ``spread``)?"""
+    return _spread is not None
+
+
+def answer_elsewhere(task: Callable[[list], dict], items: list) -> dict[tuple[str, tuple], object]:
+    """``task`` (a module-level function: items -> {``key(rule, args)``: answer}) run on ``items``, split
+    among the processes ``delegated``'s ``spread`` hands work to, at once instead of one question at a
+    time; what they answer is used by those rules' calls here from then on. Nothing is run without
+    ``spread`` (the questions are then asked one by one, as before). Returns the answers."""
+    if _spread is None or not items:
+        return {}
+    answers: dict[tuple[str, tuple], object] = {}
+    for part in _spread(task, items):
+        answers.update(part)
+    _computed_elsewhere.update(answers)
+    return answers
+
+
+def keep_answers(answers: dict[tuple[str, tuple], object]) -> None:
+    """Use these answers (``answer_elsewhere``'s) in this process, and in processes forked from it."""
+    _computed_elsewhere.update(answers)
 
 
 def answer_here(name: str, args: tuple) -> object:
@@ -134,6 +187,9 @@ def stored(kind: type | tuple[type, ...]) -> Callable[[Rule], Rule]:
         @functools.lru_cache(maxsize=4096)
         @functools.wraps(rule)
         def answer(*args):
+            elsewhere = _computed_elsewhere.get((name, args), MISSING)
+            if elsewhere is not MISSING:
+                return elsewhere
             store = _store
             path = store.path(rule.__name__, args) if store is not None else None
             if path is not None:
@@ -150,6 +206,7 @@ def stored(kind: type | tuple[type, ...]) -> Callable[[Rule], Rule]:
 
         name = f"{rule.__module__}.{rule.__name__}"
         _ANSWERS[name] = answer
+        _KINDS[name] = kind
         return answer  # type: ignore[return-value]
 
     return wrap

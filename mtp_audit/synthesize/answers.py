@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 
+from ..classify import memo
 from ..classify.analysis import Insertion, MirrorRule, Overlay
 from ..classify.memo import stored
 from ..index.ast_tools import unparse
@@ -86,8 +87,36 @@ def synthetic_mirror(hit: MethodHit, hierarchy: Hierarchy) -> MethodFacts:
 
 
 def planned_overlay(insertions: list[Insertion], hierarchy: Hierarchy) -> Overlay:
-    """The methods a plan writes, by the class each goes into (for blast-radius checks)."""
+    """The methods a plan writes, by the class each goes into (for blast-radius checks). Where other
+    processes can answer (``fix``'s warm worker), the mirrors no cache holds, and what the checks ask
+    of them, are answered there first, all at once (``memo.answer_elsewhere``)."""
+    if memo.can_answer_elsewhere():
+        wanted = {(i.source.method.text, i.source.method.line) for i in insertions}
+        memo.answer_elsewhere(_mirror_answers, sorted(w for w in wanted if not memo.known(mirror_text, w[:1])))
     return {i.target: {"get_top_tokens": synthetic_mirror(i.source, hierarchy)} for i in insertions}
+
+
+def _mirror_answers(items: list[tuple[str, int]]) -> dict[tuple[str, tuple], object]:
+    """For each compute_logits (text, line): its mirror, and what classifying the mirror as a planned
+    get_top_tokens asks (its shape and fingerprint, the fingerprint of the mirror rule). Run where the
+    rules are; a question whose rule raises is left out, to be asked alone (and raise) if it is asked."""
+    found: dict[tuple[str, tuple], object] = {}
+    for text, line in items:
+        try:
+            mirror = mirror_text(text)
+        except Exception:  # noqa: BLE001 - asked again alone, where it raises as it would have
+            continue
+        found[memo.key(mirror_text, (text,))] = mirror
+        for rule, args in (
+            (memo.top_tokens_shape, (mirror, line)),
+            (memo.fingerprint, (mirror,)),
+            (mirror_fingerprint, (text,)),
+        ):
+            try:
+                found[memo.key(rule, args)] = rule(*args)
+            except Exception:  # noqa: BLE001 - as above
+                continue
+    return found
 
 
 MIRROR_RULE = MirrorRule(mirror_fingerprint, mirror_fingerprint_without, inlined_super)
