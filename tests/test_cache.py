@@ -70,19 +70,22 @@ def test_a_file_read_twice_with_other_bytes_matches_no_file(tmp_path):
     assert not Observed(dict(index.observed)).still_true(index.tree)
 
 
+_REPLACEMENTS = {
+    "a FIFO": lambda path: (path.unlink(), os.mkfifo(path)),
+    "a folder": lambda path: (path.unlink(), path.mkdir()),
+    "one byte more": lambda path: path.write_bytes(path.read_bytes() + b"\n"),
+    "one byte less": lambda path: path.write_bytes(path.read_bytes()[:-1]),
+}
+
+
 @pytest.mark.parametrize(
-    "replace",
-    {
-        "a FIFO": lambda path: (path.unlink(), os.mkfifo(path)),
-        "a folder": lambda path: (path.unlink(), path.mkdir()),
-        "one byte more": lambda path: path.write_bytes(path.read_bytes() + b"\n"),
-        "one byte less": lambda path: path.write_bytes(path.read_bytes()[:-1]),
-    }.items(),
-    ids=lambda item: item[0],
+    ("replace", "empty"),
+    [*((name, False) for name in _REPLACEMENTS), ("a FIFO", True), ("a folder", True), ("one byte more", True)],
 )
-def test_a_file_the_result_read_is_a_change_once_replaced(replace, tmp_path):
+def test_a_file_the_result_read_is_a_change_once_replaced(replace, empty, tmp_path):
     """A cached result is checked against the bytes of every file it read: another file type in one's place
-    is a change, and the check opens a FIFO without waiting for a writer (it would hang a warm scan)."""
+    is a change, and the check opens a FIFO without waiting for a writer (it would hang a warm scan). An
+    empty file read: a FIFO without a writer reads as empty too, so only the file type tells them apart."""
     from mtp_audit.cache import Observed
     from mtp_audit.index.modules import ModuleIndex
     from mtp_audit.locate import locate
@@ -90,10 +93,13 @@ def test_a_file_the_result_read_is_a_change_once_replaced(replace, tmp_path):
     tree = build_tree(FIXTURES / "scan" / "direct_head", tmp_path / "tree")
     index = ModuleIndex(locate(tree))
     path = tree / "vllm/model_executor/models/toy_mtp.py"
+    if empty:
+        path = path.with_name("__init__.py")
+        path.write_bytes(b"")
     index.read_bytes(path)
     observed = Observed(dict(index.observed))
     assert observed.still_true(index.tree)
-    replace[1](path)
+    _REPLACEMENTS[replace](path)
     assert not observed.still_true(index.tree)
 
 

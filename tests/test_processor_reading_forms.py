@@ -165,6 +165,10 @@ def test_a_base_cycle_by_rebinding_terminates():
         ("m.register_forward_x(h)", False),
         ("= self.logits_processor_x", False),
         ("f(self.logits_processor)", False),
+        ("= self.logits_processor", True),  # at the very start of the text, and what precedes it
+        ("p =\t\xa0self.logits_processor", True),  # any whitespace, as the pattern's \\s
+        ("self.logits_processor, a =", False),  # nothing before it: not the text's last character
+        ("self.logits_processor setattr(", False),
     ],
 )
 def test_the_text_test_for_a_module_that_may_change_the_processor(text, may_patch):

@@ -181,14 +181,15 @@ class Observed:
 
 
 def _content_digest(path: str) -> str | None:
-    """The ``digest`` of the regular file at ``path``; None for anything else (a FIFO is not waited for).
-    A file that grows while it is read reads as one byte longer than it was: a change."""
+    """The ``digest`` of the regular file at ``path``; None for anything else (a FIFO is not waited for)
+    and for a file that grows while it is read (being written: no one content to match)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             return None
-        return digest(read_up_to(fd, info.st_size, info.st_size))
+        data = read_up_to(fd, info.st_size, info.st_size)
+        return digest(data) if len(data) <= info.st_size else None
     finally:
         os.close(fd)
 

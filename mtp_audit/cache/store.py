@@ -217,6 +217,8 @@ def read_regular(path: Path | str, limit: int, follow_symlinks: bool = False) ->
         raise
     try:
         info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):  # as opening it for reading says
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
         if not stat.S_ISREG(info.st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
         if info.st_size > limit:

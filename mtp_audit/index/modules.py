@@ -155,6 +155,8 @@ class ModuleIndex:
             raise
         try:
             info = os.fstat(fd)
+            if stat.S_ISDIR(info.st_mode):  # as opening it for reading says
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
             if not stat.S_ISREG(info.st_mode):
                 raise Unreadable(errno.EINVAL, "not a regular file (a FIFO, a device or a folder); not read")
             if info.st_size > SOURCE_LIMIT:
