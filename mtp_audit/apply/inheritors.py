@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from weakref import WeakKeyDictionary
 
-from ..cache.store import read_regular
+from ..cache.store import SOURCE_LIMIT, read_regular
 from ..classify.analysis import Insertion, Overlay
 from ..classify.calls import Contract
 from ..index.ast_tools import names_bound, walk, walk_statements
-from ..index.modules import SOURCE_LIMIT
 from ..model import PLATFORMS, ClassKey, SourceTree
 from ..resolve.mro import Hierarchy
 from ..scan import Resolution, Scanner

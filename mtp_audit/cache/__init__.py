@@ -17,7 +17,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..model import ScanAnswers, ScanResult, SourceTree
-from .store import MISSING, Store, atomic_write, default_cache_dir, read_up_to, usable
+from .store import (
+    MISSING,
+    SOURCE_LIMIT,
+    NotRegular,
+    Store,
+    TooLarge,
+    atomic_write,
+    default_cache_dir,
+    read_regular,
+    usable,
+)
 
 __all__ = [
     "ABSENT",
@@ -37,7 +47,10 @@ __all__ = [
     "digest",
     "kind_of",
     "listing_of",
-    "read_up_to",
+    "NotRegular",
+    "SOURCE_LIMIT",
+    "TooLarge",
+    "read_regular",
     "usable",
 ]
 
@@ -173,25 +186,12 @@ class Observed:
                     return False
             else:
                 try:
-                    if not readable(path) or _content_digest(path) != expected:
+                    # as the scan read it: a regular file only (a FIFO is not waited for), to its end
+                    if not readable(path) or digest(read_regular(path, SOURCE_LIMIT, follow_symlinks=True)) != expected:
                         return False
                 except OSError:
                     return False
         return True
-
-
-def _content_digest(path: str) -> str | None:
-    """The ``digest`` of the regular file at ``path``; None for anything else (a FIFO is not waited for)
-    and for a file that grows while it is read (being written: no one content to match)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return None
-        data = read_up_to(fd, info.st_size, info.st_size)
-        return digest(data) if len(data) <= info.st_size else None
-    finally:
-        os.close(fd)
 
 
 class ResultCache:

@@ -30,6 +30,7 @@ _WARNINGS_SHOWN = 5
 _GENERATION = re.compile("[0-9a-f]{24}")
 GENERATION_MARK = ".mtp-audit-generation"  # a file in each generation folder: only those are ever pruned
 ENTRY_LIMIT = 256 << 20  # bytes; a whole scan of a vLLM release stores under 1 MiB
+SOURCE_LIMIT = 32 << 20  # bytes; vLLM's largest module is under 1 MiB
 
 
 def default_cache_dir() -> Path:
@@ -204,15 +205,24 @@ class Store:
             prune(self.root, keep=generation)
 
 
+class NotRegular(OSError):
+    """``read_regular`` found a FIFO, a device or a socket (a folder is an IsADirectoryError)."""
+
+
+class TooLarge(OSError):
+    """``read_regular`` found more than its limit of bytes."""
+
+
 def read_regular(path: Path | str, limit: int, follow_symlinks: bool = False) -> bytes:
     """The bytes of the regular file at ``path``, never a symlink (out of the cache, to a device; with
     ``follow_symlinks`` the file it names, a regular one too), a FIFO (opened without waiting for a writer) or
-    more than ``limit`` bytes: those raise OSError saying which, so that reading an entry neither hangs nor
-    fills memory. FileNotFoundError when there is none."""
+    more than ``limit`` bytes: those raise OSError saying which (``NotRegular``, ``TooLarge``), so that reading
+    an entry neither hangs nor fills memory. FileNotFoundError when there is none. A file that grows past
+    ``limit`` while it is read comes back ``limit + 1`` bytes long, for the caller to refuse."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow_symlinks else os.O_NOFOLLOW))
     except OSError as error:
-        if error.errno == errno.ELOOP:
+        if error.errno == errno.ELOOP and not follow_symlinks:
             raise OSError(errno.ELOOP, "a symbolic link") from None
         raise
     try:
@@ -220,10 +230,10 @@ def read_regular(path: Path | str, limit: int, follow_symlinks: bool = False) ->
         if stat.S_ISDIR(info.st_mode):  # as opening it for reading says
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
         if not stat.S_ISREG(info.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
+            raise NotRegular(errno.EINVAL, "not a regular file")
         if info.st_size > limit:
-            raise OSError(errno.EFBIG, f"larger than {limit} bytes")
-        return read_up_to(fd, info.st_size, limit)  # grown past limit since: cut short, and refused
+            raise TooLarge(errno.EFBIG, f"larger than {limit} bytes")
+        return read_up_to(fd, info.st_size, limit)
     finally:
         os.close(fd)
 

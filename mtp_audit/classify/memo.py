@@ -73,10 +73,9 @@ def known(rule: Callable, args: tuple) -> bool:
     name, args = key(rule, args)
     if (name, args) in _computed_elsewhere:
         return True
-    store = _store
-    if store is None:
+    if _store is None:
         return False
-    value = store.load(store.path(rule.__name__, args), _KINDS[name])
+    value = _store.load(_store.path(rule.__name__, args), _KINDS[name])
     if value is MISSING:
         return False
     _computed_elsewhere[name, args] = value
@@ -88,18 +87,15 @@ def can_answer_elsewhere() -> bool:
     return _spread is not None
 
 
-def answer_elsewhere(task: Callable[[list], dict], items: list) -> dict[tuple[str, tuple], object]:
+def answer_elsewhere(task: Callable[[list], dict], items: list) -> None:
     """``task`` (a module-level function: items -> {``key(rule, args)``: answer}) run on ``items``, split
     among the processes ``delegated``'s ``spread`` hands work to, at once instead of one question at a
     time; what they answer is used by those rules' calls here from then on. Nothing is run without
-    ``spread`` (the questions are then asked one by one, as before). Returns the answers."""
+    ``spread`` (the questions are then asked one by one, as before)."""
     if _spread is None or not items:
-        return {}
-    answers: dict[tuple[str, tuple], object] = {}
+        return
     for part in _spread(task, items):
-        answers.update(part)
-    _computed_elsewhere.update(answers)
-    return answers
+        keep_answers(part)
 
 
 def keep_answers(answers: dict[tuple[str, tuple], object]) -> None:

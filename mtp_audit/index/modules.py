@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 from pathlib import Path
 
 from ..cache import (
@@ -17,14 +16,17 @@ from ..cache import (
     EXISTS,
     KINDS,
     MISSING,
+    SOURCE_LIMIT,
     UNREADABLE,
     FactsCache,
+    NotRegular,
     ReadableFiles,
+    TooLarge,
     digest,
     kind_of,
     list_folder,
     listing_of,
-    read_up_to,
+    read_regular,
 )
 from ..errors import InternalError
 from ..model import SourceTree
@@ -32,8 +34,6 @@ from .encoding import NotDecodable, decode_as_imported
 from .fact_types import ModuleFacts
 from .facts import check_syntax, extract_facts
 from .imports import ImportChains, ImportFacts, extract_imports
-
-SOURCE_LIMIT = 32 << 20  # bytes; vLLM's largest module is under 1 MiB
 
 
 class Unreadable(OSError):
@@ -149,21 +149,14 @@ class ModuleIndex:
         not there): only a regular file (opened without waiting, so a FIFO does not hang it), at most
         ``SOURCE_LIMIT`` bytes; ``Unreadable`` says which of those it is not."""
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            data = read_regular(path, SOURCE_LIMIT, follow_symlinks=True)
         except FileNotFoundError:
             self.observed.setdefault(self.relative(path), ABSENT)
             raise
-        try:
-            info = os.fstat(fd)
-            if stat.S_ISDIR(info.st_mode):  # as opening it for reading says
-                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-            if not stat.S_ISREG(info.st_mode):
-                raise Unreadable(errno.EINVAL, "not a regular file (a FIFO, a device or a folder); not read")
-            if info.st_size > SOURCE_LIMIT:
-                raise Unreadable(errno.EFBIG, f"larger than {SOURCE_LIMIT >> 20} MiB; not read")
-            data = read_up_to(fd, info.st_size, SOURCE_LIMIT)
-        finally:
-            os.close(fd)
+        except NotRegular:
+            raise Unreadable(errno.EINVAL, "not a regular file (a FIFO, a device or a folder); not read") from None
+        except TooLarge:
+            raise Unreadable(errno.EFBIG, f"larger than {SOURCE_LIMIT >> 20} MiB; not read") from None
         if len(data) > SOURCE_LIMIT:
             raise Unreadable(errno.EFBIG, f"larger than {SOURCE_LIMIT >> 20} MiB; not read")
         self._observe_content(self.relative(path), digest(data))
