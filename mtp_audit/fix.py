@@ -20,7 +20,7 @@ from pathlib import Path
 from .apply.changes import FileJob, Rewrite, UnsafeRewrite
 from .apply.inheritors import BaseNames, base_names_of, expect_base_names, find_inheritors, name_clashes
 from .apply.placement import prefer_drafter_only
-from .apply.plan import Action, Plan, Reads, classes_read, make_plan
+from .apply.plan import Action, Plan, Reads, Reanalyses, classes_read, make_plan
 from .apply.result import FixResult
 from .apply.write import write_all
 from .cache import FactsCache, digest
@@ -75,9 +75,10 @@ def plan_fix(
         if only is not None:
             records = [r for r in records if (r.arch, r.cls, r.file) in only]
         loosely = _loosely_named(records, models or [], model_types or {})
-        plan, refusal = _plan(tree, scanner, resolutions, records, loosely=loosely)
+        reanalyses = Reanalyses()  # the blast-radius analyses, shared by the plan's rounds and the placement's
+        plan, refusal = _plan(tree, scanner, resolutions, records, loosely=loosely, reanalyses=reanalyses)
         inheritors = find_inheritors(scanner, resolutions, plan.insertions)
-        notes = prefer_drafter_only(scanner, resolutions, plan, inheritors)
+        notes = prefer_drafter_only(scanner, resolutions, plan, inheritors, reanalyses)
         if notes:  # methods moved: they reach other classes now
             inheritors = find_inheritors(scanner, resolutions, plan.insertions)
         clashes = _helper_clashes(scanner, plan.insertions) if factor_pre_head else None
@@ -124,12 +125,13 @@ def _plan(
     records: list[DrafterRecord],
     reads: Reads | None = None,
     loosely: frozenset[str] = frozenset(),
+    reanalyses: Reanalyses | None = None,
 ) -> tuple[Plan, str | None]:
     """What fix decides before writing anything: the plan (blast radius included), with the plugin's
     fixes kept in the plugin, files whose comments hold bytes their codec cannot read refused (a
     rewrite could not keep them), and the refusal of everything when no vLLM was found to run with.
-    ``reads``, ``loosely``: see ``make_plan``."""
-    plan = make_plan(scanner, resolutions, records, reads, loosely)
+    ``reads``, ``loosely``, ``reanalyses``: see ``make_plan``."""
+    plan = make_plan(scanner, resolutions, records, reads, loosely, reanalyses)
     refusal = _without_a_vllm(tree)
     if refusal and not _refuse_all(plan, refusal):
         refusal = None  # nothing to write anyway
@@ -147,13 +149,15 @@ def refusals_alone(
     fixable = [r for r in records if r.status == Status.MISSING_FIXABLE]
     reads = classes_read(scanner, resolutions) if len(fixable) > 1 else None  # one pass, then small plans
     planned: list[tuple[str, Plan]] = []
+    reanalyses = Reanalyses()
     for record in fixable:
-        plan, _ = _plan(tree, scanner, resolutions, [record], reads)
+        plan, _ = _plan(tree, scanner, resolutions, [record], reads, reanalyses=reanalyses)
         reasons = [o.reason for o in plan.outcomes if o.action == Action.REFUSED]
         if reasons:
             refused[refusal_key(record)] = reasons[0]
         elif plan.insertions:
-            prefer_drafter_only(scanner, resolutions, plan, find_inheritors(scanner, resolutions, plan.insertions))
+            inheritors = find_inheritors(scanner, resolutions, plan.insertions)
+            prefer_drafter_only(scanner, resolutions, plan, inheritors, reanalyses)
             planned.append((refusal_key(record), plan))
     refused.update(_refused_when_written(scanner, planned))
     return refused

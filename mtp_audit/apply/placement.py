@@ -22,7 +22,7 @@ from ..resolve.mro import MethodHit, Mro
 from ..scan import Resolution, Scanner
 from ..synthesize.answers import inlined_super
 from .inheritors import Inheritor, find_inheritors
-from .plan import Action, Plan, _blast_radius, _describe
+from .plan import Action, Plan, Reanalyses, _blast_radius, _describe
 
 
 @dataclass(frozen=True)
@@ -85,10 +85,16 @@ def _super_reaches(analyzer: Analyzer, mro: Mro, base: ClassKey) -> bool:
 
 
 def prefer_drafter_only(
-    scanner: Scanner, resolutions: list[Resolution], plan: Plan, inheritors: list[Inheritor]
+    scanner: Scanner,
+    resolutions: list[Resolution],
+    plan: Plan,
+    inheritors: list[Inheritor],
+    reanalyses: Reanalyses | None = None,
 ) -> list[Moved]:
-    """Move methods off bases that non-drafters inherit where an equal placement exists; say what moved."""
+    """Move methods off bases that non-drafters inherit where an equal placement exists; say what moved.
+    ``reanalyses``: the blast-radius analyses made for the plan (a candidate differs from it in a few classes)."""
     notes: list[Moved] = []
+    reanalyses = reanalyses or Reanalyses()
     reaching = {i.base for i in inheritors if not i.drafter}
     for base in [i for i in plan.insertions if i.target in reaching]:
         callers = _super_callers(scanner, plan, base)
@@ -103,7 +109,7 @@ def prefer_drafter_only(
             for c, text in zip(callers, texts)
         ]
         candidate = _swap(plan.insertions, base, callers, inlined)
-        if _blast_radius(scanner, resolutions, candidate):
+        if _blast_radius(scanner, resolutions, candidate, reanalyses):
             continue
         if any(not i.drafter for i in find_inheritors(scanner, resolutions, inlined)):
             continue

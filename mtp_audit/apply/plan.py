@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..classify.analysis import Analysis, Insertion
+from ..classify.analysis import Analysis, Insertion, Overlay
 from ..model import PLATFORMS, ClassKey, Consistency, DrafterRecord, Status, StrEnum, refusal_key
 from ..scan import Resolution, Scanner
 from ..synthesize.answers import planned_overlay
@@ -49,18 +49,43 @@ def _analyses(resolutions: list[Resolution], record: DrafterRecord) -> list[Anal
     raise KeyError(record.cls)
 
 
-class _Lookups(dict):
-    """An overlay that plans nothing and notes each class an analysis looks a method up in: where a
-    plan overlays none of them, that analysis gives the same answer with the plan as without it
-    (the overlay is read nowhere but there). The sentinel entry keeps it truthy, as a plan is."""
+_ABSENT = object()  # a class the plan writes no method into
 
-    def __init__(self) -> None:
-        super().__init__({_Lookups: {}})
-        self.classes: set[ClassKey] = set()
+
+class _Reading(dict):
+    """A plan's overlay that notes what an analysis reads of it: each class it looks a method up in, with
+    the plan's methods there (``_ABSENT``: none). The overlay is read nowhere but there, so under another
+    plan that gives those classes the same methods the same analysis gives the same answer. The sentinel
+    entry keeps it truthy, as a plan is, for a plan of nothing too (``classes_read``)."""
+
+    def __init__(self, overlay: Overlay) -> None:
+        super().__init__(overlay)
+        self[_Reading] = {}  # type: ignore[index]
+        self.seen: dict[ClassKey, object] = {}
 
     def get(self, key, default=None):
-        self.classes.add(key)
-        return super().get(key, default)
+        found = super().get(key, _ABSENT)
+        self.seen[key] = found
+        return default if found is _ABSENT else found
+
+
+class Reanalyses:
+    """Each drafter's analysis under the last plan checked, with what it read of that plan: under a plan
+    that gives the classes it read the same methods, it is the same analysis, and is not made again
+    (``make_plan``'s rounds and ``placement``'s candidates differ from each other in a few classes)."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple, tuple[dict[ClassKey, object], Analysis]] = {}
+
+    def analyze(self, scanner: Scanner, res: Resolution, platform: str, overlay: Overlay) -> Analysis:
+        at = (res.entry, res.key, platform)
+        last = self._last.get(at)
+        if last is not None and all(overlay.get(key, _ABSENT) == value for key, value in last[0].items()):
+            return last[1]
+        reading = _Reading(overlay)
+        analysis = scanner.analyzers[platform].analyze(res.key, reading, contract=res.contract)
+        self._last[at] = (reading.seen, analysis)
+        return analysis
 
 
 Reads = dict[tuple[int, str], frozenset[ClassKey]]  # (index of a resolution, platform) -> classes looked in
@@ -73,9 +98,9 @@ def classes_read(scanner: Scanner, resolutions: list[Resolution]) -> Reads:
     reads: Reads = {}
     for index, res in enumerate(resolutions):
         for platform in res.analyses:
-            lookups = _Lookups()
+            lookups = _Reading({})
             scanner.analyzers[platform].analyze(res.key, lookups, contract=res.contract)
-            reads[index, platform] = frozenset(lookups.classes)
+            reads[index, platform] = frozenset(lookups.seen)
     return reads
 
 
@@ -85,8 +110,10 @@ def make_plan(
     records: list[DrafterRecord],
     reads: Reads | None = None,
     loosely: frozenset[str] = frozenset(),
+    reanalyses: Reanalyses | None = None,
 ) -> Plan:
     """``reads``: ``classes_read`` of the same scan, to skip the analyses a plan cannot change.
+    ``reanalyses``: the blast-radius analyses of earlier plans of the same scan (its rounds share one).
     ``loosely``: the records (``refusal_key``) that ``--model`` selected by another name than their own
     architecture or class (a module or folder, a model type): one no speculator calls is skipped, not
     refused, as ``--all`` skips it (``--model deepseek_v4`` takes in the DSpark drafters of its folder),
@@ -122,9 +149,10 @@ def make_plan(
             for analysis in _analyses(resolutions, record):
                 insertions.extend(i for i in analysis.insertions if i not in insertions)
             outcomes.append(Outcome(record, Action.FIX, "", insertions))
+    reanalyses = reanalyses or Reanalyses()
     while True:
         active = _deduplicate([i for o in outcomes if o.action == Action.FIX for i in o.insertions])
-        conflicts = _blast_radius(scanner, resolutions, active, reads)
+        conflicts = _blast_radius(scanner, resolutions, active, reanalyses, reads)
         if not conflicts:
             break
         for outcome in outcomes:
@@ -194,7 +222,11 @@ def _same_answer(before: Analysis, after: Analysis) -> bool:
 
 
 def _blast_radius(
-    scanner: Scanner, resolutions: list[Resolution], insertions: list[Insertion], reads: Reads | None = None
+    scanner: Scanner,
+    resolutions: list[Resolution],
+    insertions: list[Insertion],
+    reanalyses: Reanalyses,
+    reads: Reads | None = None,
 ) -> dict[ClassKey, str]:
     """Planned class -> why it may not get the method (the drafters it would make unsafe)."""
     if not insertions:
@@ -205,7 +237,7 @@ def _blast_radius(
         for platform, before in res.analyses.items():
             if reads is not None and overlay.keys().isdisjoint(reads[index, platform]):
                 continue  # it looks in no planned class: the same answer as before
-            after = scanner.analyzers[platform].analyze(res.key, overlay, contract=res.contract)
+            after = reanalyses.analyze(scanner, res, platform, overlay)
             if after.status != Status.SUPPORTED or after.consistency in SAFE:
                 continue
             if before.status == Status.SUPPORTED and _same_answer(before, after):
