@@ -20,7 +20,7 @@ from pathlib import Path
 from .apply.changes import FileJob, Rewrite, UnsafeRewrite
 from .apply.inheritors import BaseNames, base_names_of, expect_base_names, find_inheritors, name_clashes
 from .apply.placement import prefer_drafter_only
-from .apply.plan import Action, Plan, Reads, Reanalyses, classes_read, make_plan
+from .apply.plan import Action, Plan, Reanalyses, classes_read, make_plan
 from .apply.result import FixResult
 from .apply.write import write_all
 from .cache import FactsCache, digest
@@ -123,15 +123,14 @@ def _plan(
     scanner: Scanner,
     resolutions: list[Resolution],
     records: list[DrafterRecord],
-    reads: Reads | None = None,
     loosely: frozenset[str] = frozenset(),
     reanalyses: Reanalyses | None = None,
 ) -> tuple[Plan, str | None]:
     """What fix decides before writing anything: the plan (blast radius included), with the plugin's
     fixes kept in the plugin, files whose comments hold bytes their codec cannot read refused (a
     rewrite could not keep them), and the refusal of everything when no vLLM was found to run with.
-    ``reads``, ``loosely``, ``reanalyses``: see ``make_plan``."""
-    plan = make_plan(scanner, resolutions, records, reads, loosely, reanalyses)
+    ``loosely``, ``reanalyses``: see ``make_plan``."""
+    plan = make_plan(scanner, resolutions, records, loosely, reanalyses)
     refusal = _without_a_vllm(tree)
     if refusal and not _refuse_all(plan, refusal):
         refusal = None  # nothing to write anyway
@@ -147,11 +146,10 @@ def refusals_alone(
     command plans it (``refusal_key`` -> reason), so that no report advises a fix that cannot run."""
     refused: dict[str, str] = {}
     fixable = [r for r in records if r.status == Status.MISSING_FIXABLE]
-    reads = classes_read(scanner, resolutions) if len(fixable) > 1 else None  # one pass, then small plans
+    reanalyses = classes_read(scanner, resolutions) if len(fixable) > 1 else Reanalyses()  # one pass, then small plans
     planned: list[tuple[str, Plan]] = []
-    reanalyses = Reanalyses()
     for record in fixable:
-        plan, _ = _plan(tree, scanner, resolutions, [record], reads, reanalyses=reanalyses)
+        plan, _ = _plan(tree, scanner, resolutions, [record], reanalyses=reanalyses)
         reasons = [o.reason for o in plan.outcomes if o.action == Action.REFUSED]
         if reasons:
             refused[refusal_key(record)] = reasons[0]

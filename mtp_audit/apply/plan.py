@@ -72,48 +72,53 @@ class _Reading(dict):
 class Reanalyses:
     """Each drafter's analysis under the last plan checked, with what it read of that plan: under a plan
     that gives the classes it read the same methods, it is the same analysis, and is not made again
-    (``make_plan``'s rounds and ``placement``'s candidates differ from each other in a few classes)."""
+    (``make_plan``'s rounds and ``placement``'s candidates differ from each other in a few classes). So
+    is its analysis under a plan of nothing, where ``classes_read`` made one: kept for every plan."""
 
     def __init__(self) -> None:
         self._last: dict[tuple, tuple[dict[ClassKey, object], Analysis]] = {}
+        self._unplanned: dict[tuple, tuple[dict[ClassKey, object], Analysis]] = {}
 
     def analyze(self, scanner: Scanner, res: Resolution, platform: str, overlay: Overlay) -> Analysis:
         at = (res.entry, res.key, platform)
-        last = self._last.get(at)
-        if last is not None and all(overlay.get(key, _ABSENT) == value for key, value in last[0].items()):
-            return last[1]
-        reading = _Reading(overlay)
-        analysis = scanner.analyzers[platform].analyze(res.key, reading, contract=res.contract)
-        self._last[at] = (reading.seen, analysis)
-        return analysis
+        for kept in (self._unplanned.get(at), self._last.get(at)):
+            if kept is not None and all(overlay.get(key, _ABSENT) == value for key, value in kept[0].items()):
+                return kept[1]
+        self._last[at] = _analysed(scanner, res, platform, overlay)
+        return self._last[at][1]
+
+    def keep_unplanned(self, scanner: Scanner, res: Resolution, platform: str) -> None:
+        self._unplanned[res.entry, res.key, platform] = _analysed(scanner, res, platform, {})
 
 
-Reads = dict[tuple[int, str], frozenset[ClassKey]]  # (index of a resolution, platform) -> classes looked in
+def _analysed(
+    scanner: Scanner, res: Resolution, platform: str, overlay: Overlay
+) -> tuple[dict[ClassKey, object], Analysis]:
+    """The drafter's analysis under ``overlay``, and what it read of it."""
+    reading = _Reading(overlay)
+    return reading.seen, scanner.analyzers[platform].analyze(res.key, reading, contract=res.contract)
 
 
-def classes_read(scanner: Scanner, resolutions: list[Resolution]) -> Reads:
-    """For each drafter on each platform, the classes its analysis looks a method up in: a blast-radius
-    check of a plan that overlays none of them need not analyse it again (``make_plan(reads=...)``,
-    for many small plans of one tree)."""
-    reads: Reads = {}
-    for index, res in enumerate(resolutions):
+def classes_read(scanner: Scanner, resolutions: list[Resolution]) -> Reanalyses:
+    """Every drafter analysed on each platform under a plan of nothing, noting the classes it looks a method
+    up in: a plan that writes into none of them gets that analysis, the scan's answer, without analysing
+    it again (for many small plans of one tree)."""
+    reanalyses = Reanalyses()
+    for res in resolutions:
         for platform in res.analyses:
-            lookups = _Reading({})
-            scanner.analyzers[platform].analyze(res.key, lookups, contract=res.contract)
-            reads[index, platform] = frozenset(lookups.seen)
-    return reads
+            reanalyses.keep_unplanned(scanner, res, platform)
+    return reanalyses
 
 
 def make_plan(
     scanner: Scanner,
     resolutions: list[Resolution],
     records: list[DrafterRecord],
-    reads: Reads | None = None,
     loosely: frozenset[str] = frozenset(),
     reanalyses: Reanalyses | None = None,
 ) -> Plan:
-    """``reads``: ``classes_read`` of the same scan, to skip the analyses a plan cannot change.
-    ``reanalyses``: the blast-radius analyses of earlier plans of the same scan (its rounds share one).
+    """``reanalyses``: the blast-radius analyses of earlier plans of the same scan (its rounds share one;
+    ``classes_read``'s, for many small plans).
     ``loosely``: the records (``refusal_key``) that ``--model`` selected by another name than their own
     architecture or class (a module or folder, a model type): one no speculator calls is skipped, not
     refused, as ``--all`` skips it (``--model deepseek_v4`` takes in the DSpark drafters of its folder),
@@ -152,7 +157,7 @@ def make_plan(
     reanalyses = reanalyses or Reanalyses()
     while True:
         active = _deduplicate([i for o in outcomes if o.action == Action.FIX for i in o.insertions])
-        conflicts = _blast_radius(scanner, resolutions, active, reanalyses, reads)
+        conflicts = _blast_radius(scanner, resolutions, active, reanalyses)
         if not conflicts:
             break
         for outcome in outcomes:
@@ -226,17 +231,14 @@ def _blast_radius(
     resolutions: list[Resolution],
     insertions: list[Insertion],
     reanalyses: Reanalyses,
-    reads: Reads | None = None,
 ) -> dict[ClassKey, str]:
     """Planned class -> why it may not get the method (the drafters it would make unsafe)."""
     if not insertions:
         return {}
     overlay = planned_overlay(insertions, scanner.hierarchies[PLATFORMS[0]])
     victims: dict[ClassKey, dict[tuple, list[str]]] = {}
-    for index, res in enumerate(resolutions):
+    for res in resolutions:
         for platform, before in res.analyses.items():
-            if reads is not None and overlay.keys().isdisjoint(reads[index, platform]):
-                continue  # it looks in no planned class: the same answer as before
             after = reanalyses.analyze(scanner, res, platform, overlay)
             if after.status != Status.SUPPORTED or after.consistency in SAFE:
                 continue
