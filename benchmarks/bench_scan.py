@@ -58,15 +58,21 @@ def run(command: list[str], env: dict) -> tuple[float, float]:
     return elapsed, usage.ru_maxrss / 1024
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def release_to_measure(description: str) -> tuple[argparse.Namespace, Path]:
+    """The command line (``--vllm-version``, ``--repeat``) and the release's tree, with the tool's
+    bytecode compiled first (see above)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--vllm-version", default="0.34.0")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-
     root = release_tree(args.vllm_version)
     if not compileall.compile_dir(Path(mtp_audit.__file__).parent, quiet=1):
         raise SystemExit("could not compile mtp_audit's bytecode")
+    return args, root
+
+
+def main() -> None:
+    args, root = release_to_measure(__doc__)
     files = sum(1 for f in ("model_executor/models", "models") for _ in (root / "vllm" / f).rglob("*.py"))
     cache = Path(tempfile.mkdtemp(prefix="mtp-audit-bench-"))
     env = {**os.environ, "MTP_AUDIT_CACHE_DIR": str(cache), "NO_COLOR": "1"}
