@@ -99,3 +99,29 @@ def test_concise_report_does_not_advise_a_fix_that_fix_refuses(tmp_path):
         assert lines[1].endswith("missing_fixable PrivateHeadBaseModel (PrivateHeadBase) [all]")
         assert lines[2].startswith(f"    no safe mirror: `fix` refuses it ({refused}: ")
         assert "refuses" not in "\n".join(lines[3:])
+
+
+def test_fix_total_counts_a_drafter_refused_for_two_reasons_once():
+    """A drafter with a record per platform file, each refused for its own reason, is one refusal that
+    names both reasons (it was counted once per reason); drafters refused alike stay one each."""
+    from mtp_audit.apply.plan import Action, Outcome, Plan
+    from mtp_audit.apply.result import FixResult
+    from mtp_audit.locate import locate
+    from mtp_audit.model import DrafterRecord, Status
+    from mtp_audit.report.fix_summary import fix_total
+
+    def refused(arch: str, file: str, reason: str) -> Outcome:
+        record = DrafterRecord(arch, arch, "m", file, 1, ["cuda"], Status.MISSING_FIXABLE, "")
+        return Outcome(record, Action.REFUSED, reason)
+
+    outcomes = [
+        refused("TwoFiles", "a.py", "blast radius: Sub inherits it and diverges"),
+        refused("TwoFiles", "b.py", "not_applicable: no speculator calls get_top_tokens"),
+        refused("Other", "c.py", "blast radius: Sub2 inherits it"),
+        refused("Other", "d.py", "blast radius: Sub3 inherits it"),
+    ]
+    result = FixResult(locate(FIXTURES / "scan" / "alias_mro"), Plan(outcomes, []), [])
+    assert fix_total(result, written=False) == (
+        "fix: would write 0 methods into 0 files; 2 refused "
+        "(TwoFiles: blast radius and not_applicable, Other: blast radius)."
+    )

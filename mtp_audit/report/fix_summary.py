@@ -55,15 +55,13 @@ def fix_total(result: FixResult, written: bool) -> str:
     files = len(result.rewrites)
     verb = "wrote" if written else "would write"
     parts = [f"{verb} {methods} method{'s' * (methods != 1)} into {files} file{'s' * (files != 1)}"]
-    # a drafter refused on several platforms' records (one per file) is one refusal
-    refused = list(
-        dict.fromkeys(
-            f"{o.record.arch or o.record.cls}: {o.reason.split(':', 1)[0]}"
-            for o in result.plan.outcomes
-            if o.action == Action.REFUSED
-        )
-    )
-    parts.append(f"{len(refused)} refused" + (f" ({', '.join(refused)})" if refused else ""))
+    # a drafter refused on several platforms' records (one per file) is one refusal, with each of its reasons
+    refused: dict[str, dict[str, None]] = {}
+    for o in result.plan.outcomes:
+        if o.action == Action.REFUSED:
+            refused.setdefault(o.record.arch or o.record.cls, {})[o.reason.split(":", 1)[0]] = None
+    named = [f"{drafter}: {' and '.join(reasons)}" for drafter, reasons in refused.items()]
+    parts.append(f"{len(refused)} refused" + (f" ({', '.join(named)})" if named else ""))
     for action, label in ((Action.SKIPPED, "skipped (not_applicable)"), (Action.SUPPORTED, "already supported")):
         count = sum(o.action == action for o in result.plan.outcomes)
         if count:
