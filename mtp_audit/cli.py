@@ -303,12 +303,16 @@ def scan_command(
         _say(quiet, f"warning: {note}")
     _warn_of_callers(result.caller_notes, result.runner_notes, quiet)
     if by_model_type:
-        from .report.model_types import model_type_rows, render_model_types
+        from .report.model_types import model_type_rows, render_model_type_table, render_model_types
 
         for file, message in result.parse_errors:  # a drafter it defines is not judged: as a scan, exit 2
             print(f"error: {file}: {message}; this file was skipped, fix it and scan again", file=sys.stderr)
         if not quiet:
-            sys.stdout.write(render_model_types(model_type_rows(model_types(tree), result), format.value))
+            rows = model_type_rows(model_types(tree), result)
+            if format == Format.table:
+                render_model_type_table(rows, console())
+            else:
+                sys.stdout.write(render_model_types(rows, format.value))
         raise typer.Exit(exit_codes.ERROR if result.parse_errors else exit_codes.OK)
     if model:
         types = model_types(tree)

@@ -228,6 +228,14 @@ def test_by_model_type_in_every_format(tmp_path):
     text = run_cli("scan", str(tree), "--by-model-type").stdout
     model_type = next(iter(doc["model_types"]))
     assert text.startswith(f"{model_type}: ") and f"`{model_type}`" in markdown
+    table = run_cli("scan", str(tree), "--by-model-type", "--format", "table", env={"COLUMNS": "160"}).stdout
+    assert "drafters by model_type" in table and "model_type" in table.splitlines()[2]
+    table_rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in table.splitlines() if "│" in line]
+    named = None
+    for model_type, arch, status in table_rows:  # a model_type is named on its first row only
+        named = model_type or named
+        assert {"arch": arch, "status": status.split(", ")} in doc["model_types"][named]
+    assert len(table_rows) == sum(len(rows) for rows in doc["model_types"].values())
     for fmt in ("github", "sarif"):
         rejected = run_cli("scan", str(tree), "--by-model-type", "--format", fmt)
         assert rejected.returncode == 2 and "--by-model-type prints" in rejected.stderr

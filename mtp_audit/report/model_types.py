@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import json
 
-from ..model import ScanResult
+from rich.console import Console
+from rich.table import Table
+
+from ..model import ScanResult, Status
+from .table import STYLE
+
+_OTHER_STYLE = {"unresolved": "red", "unregistered": "dim"}
 
 
 def model_type_rows(model_types: dict[str, list[str]], result: ScanResult) -> list[tuple[str, str, list[str]]]:
@@ -40,3 +46,32 @@ def render_model_types(rows: list[tuple[str, str, list[str]]], fmt: str) -> str:
     for model_type, arch, labels in rows:
         grouped.setdefault(model_type, []).append(f"{arch} ({', '.join(labels)})")
     return "".join(f"{model_type}: {', '.join(described)}\n" for model_type, described in grouped.items())
+
+
+def render_model_type_table(rows: list[tuple[str, str, list[str]]], console: Console) -> None:
+    """``--format table``: a row per (model_type, drafter architecture), the model_type named once per
+    group, each status in its colour."""
+    count = len({model_type for model_type, _, _ in rows})
+    table = Table(title=f"drafters by model_type ({count} model_types)", title_justify="left")
+    # names whole where they fit in a third of the width each; else they wrap (fold), never cut
+    for position, heading in enumerate(("model_type", "arch")):
+        longest = max((len(row[position]) for row in rows), default=len(heading))
+        table.add_column(heading, overflow="fold", min_width=min(longest, console.width // 3 - 4))
+    table.add_column("status", overflow="fold")
+    previous = None
+    for model_type, arch, labels in rows:
+        table.add_row(
+            "" if model_type == previous else model_type,
+            arch,
+            ", ".join(f"[{_label_style(label)}]{label}[/]" for label in labels),
+            end_section=False,
+        )
+        previous = model_type
+    console.print(table)
+
+
+def _label_style(label: str) -> str:
+    status = label.split("/", 1)[0]
+    if status in _OTHER_STYLE:
+        return _OTHER_STYLE[status]
+    return STYLE[Status(status)]
