@@ -45,7 +45,7 @@ PHASES = [
     ("mtp_audit.classify.analysis", "Analyzer", "analyze", "classification"),
     ("mtp_audit.cache.store", "Store", "save", "cache writes"),
 ]
-spent = {"start-up (interpreter and imports)": time.process_time() - started}
+spent = {}
 inner = []  # per open phase, the CPU seconds of the phases run inside it
 
 def timed(function, phase):
@@ -73,14 +73,15 @@ for module_name, class_name, name, phase in PHASES:
                 setattr(other, name, wrapped)
 sys.argv = ["mtp-audit", "scan", sys.argv[1], "--format", "json", "--jobs", "1"]
 before = time.process_time()
+spent["start-up (interpreter and imports)"] = before - started
 try:
     cli.main()
 except SystemExit:
     pass
-total = time.process_time() - started
-spent["the rest (records, output, result cache)"] = time.process_time() - before - sum(
-    v for k, v in spent.items() if not k.startswith("start-up")
-)
+ended = time.process_time()
+total = ended - started
+ran = sum(seconds for phase, seconds in spent.items() if not phase.startswith("start-up"))
+spent["the rest (records, output, result cache)"] = ended - before - ran
 with open(os.environ["PHASES_OUT"], "w") as handle:
     json.dump({"total": total, "phases": spent}, handle)
 """

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from ..model import ScanResult, Status
+from ..model import ScanResult
 from .table import STYLE
 
-_OTHER_STYLE = {"unresolved": "red", "unregistered": "dim"}
+_LABEL_STYLE = {**{status.value: style for status, style in STYLE.items()}, "unresolved": "red", "unregistered": "dim"}
 
 
 def model_type_rows(model_types: dict[str, list[str]], result: ScanResult) -> list[tuple[str, str, list[str]]]:
@@ -60,18 +61,7 @@ def render_model_type_table(rows: list[tuple[str, str, list[str]]], console: Con
     table.add_column("status", overflow="fold")
     previous = None
     for model_type, arch, labels in rows:
-        table.add_row(
-            "" if model_type == previous else model_type,
-            arch,
-            ", ".join(f"[{_label_style(label)}]{label}[/]" for label in labels),
-            end_section=False,
-        )
+        statuses = (f"[{_LABEL_STYLE.get(label.split('/', 1)[0], '')}]{escape(label)}[/]" for label in labels)
+        table.add_row("" if model_type == previous else escape(model_type), escape(arch), ", ".join(statuses))
         previous = model_type
     console.print(table)
-
-
-def _label_style(label: str) -> str:
-    status = label.split("/", 1)[0]
-    if status in _OTHER_STYLE:
-        return _OTHER_STYLE[status]
-    return STYLE[Status(status)]
