@@ -7,6 +7,7 @@ import sys
 from dataclasses import dataclass
 
 from ..model import ScanResult
+from .concise import state_of
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,7 @@ class Change:
 def _states(result: ScanResult) -> dict[tuple[str, str], str]:
     states = {}
     for record in result.records:
-        label = record.status.value + (f"/{record.consistency.value}" if record.consistency else "")
+        label = state_of(record)
         for platform in record.platforms:
             states[(record.arch or record.cls, platform)] = label
     return states

@@ -79,6 +79,17 @@ def label_of(record: DrafterRecord) -> str:
     return record.status.value
 
 
+def state_of(record: DrafterRecord) -> str:
+    """``status[/consistency]``: what ``--compare`` and ``--by-model-type`` list for a record."""
+    return record.status.value + (f"/{record.consistency.value}" if record.consistency else "")
+
+
+def style_of_state(state: str) -> str:
+    """A ``state_of`` label's colour: its consistency's where it has one (as ``label_of`` picks), else its
+    status's; none for a word the report table does not know."""
+    return STYLE.get(state.rpartition("/")[2], "")
+
+
 def platforms_text(platforms: list[str]) -> str:
     return "all" if set(platforms) == set(PLATFORMS) else ",".join(platforms)
 

@@ -9,9 +9,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..model import ScanResult
-from .table import STYLE
+from .concise import state_of, style_of_state
 
-_LABEL_STYLE = {**{status.value: style for status, style in STYLE.items()}, "unresolved": "red", "unregistered": "dim"}
+_NOT_JUDGED_STYLE = {"unresolved": "red", "unregistered": "dim"}
 
 
 def model_type_rows(model_types: dict[str, list[str]], result: ScanResult) -> list[tuple[str, str, list[str]]]:
@@ -20,9 +20,7 @@ def model_type_rows(model_types: dict[str, list[str]], result: ScanResult) -> li
     labels: dict[str, set[str]] = {}
     for record in result.records:
         if record.arch:
-            labels.setdefault(record.arch, set()).add(
-                record.status.value + (f"/{record.consistency.value}" if record.consistency else "")
-            )
+            labels.setdefault(record.arch, set()).add(state_of(record))
     for unresolved in result.unresolved:
         if unresolved.arch:
             labels.setdefault(unresolved.arch, set()).add("unresolved")
@@ -61,7 +59,7 @@ def render_model_type_table(rows: list[tuple[str, str, list[str]]], console: Con
     table.add_column("status", overflow="fold")
     previous = None
     for model_type, arch, labels in rows:
-        statuses = (f"[{_LABEL_STYLE.get(label.split('/', 1)[0], '')}]{escape(label)}[/]" for label in labels)
+        statuses = (f"[{_NOT_JUDGED_STYLE.get(label) or style_of_state(label)}]{escape(label)}[/]" for label in labels)
         table.add_row("" if model_type == previous else escape(model_type), escape(arch), ", ".join(statuses))
         previous = model_type
     console.print(table)
